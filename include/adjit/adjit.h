@@ -1,0 +1,11 @@
+// adjit/adjit.h — the whole public API: trace C++ functions over adjit::Tensor
+// into IR, and compile them to native code through LLVM.
+#pragma once
+
+#include <adjit/array.h>
+#include <adjit/dtype.h>
+#include <adjit/error.h>
+#include <adjit/jit.h>
+#include <adjit/module.h>
+#include <adjit/tensor.h>
+#include <adjit/trace.h>

@@ -1,0 +1,123 @@
+// adjit/array.h — host arrays: the values passed to and returned from compiled code.
+#pragma once
+
+#include <adjit/dtype.h>
+#include <adjit/error.h>
+
+#include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace adjit {
+
+/// A host array: dtype, shape, and contiguous row-major data it owns.
+/// Copying an Array copies its data; moving is cheap.
+class Array {
+public:
+  /// An f32 scalar 0.
+  Array() : Array(Type{DType::f32, {}}) {}
+  /// Zero-filled array of the given type.
+  explicit Array(Type type);
+  Array(DType dtype, Shape shape) : Array(Type{dtype, std::move(shape)}) {}
+
+  /// Scalars: `Array(2.0f)` is f32, `Array(2.0)` f64, `Array(int32_t{2})` i32,
+  /// `Array(int64_t{2})` i64, `Array(true)` i1.
+  Array(float v) : Array(DType::f32, {}) { *data<float>() = v; }
+  Array(double v) : Array(DType::f64, {}) { *data<double>() = v; }
+  Array(int32_t v) : Array(DType::i32, {}) { *data<int32_t>() = v; }
+  Array(int64_t v) : Array(DType::i64, {}) { *data<int64_t>() = v; }
+  Array(bool v) : Array(DType::i1, {}) { *data<uint8_t>() = v; }
+
+  /// From a vector and a shape (the shape defaults to 1-D). Throws adjit::Error
+  /// when the shape's element count differs from the vector's size.
+  template <class T> Array(const std::vector<T>& values, Shape shape);
+  template <class T> Array(const std::vector<T>& values)
+      : Array(values, Shape{static_cast<int64_t>(values.size())}) {}
+
+  Array(const Array& o);
+  Array& operator=(const Array& o);
+  Array(Array&&) noexcept = default;
+  Array& operator=(Array&&) noexcept = default;
+
+  const Type& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const Shape& shape() const { return type_.shape; }
+  int64_t size() const { return type_.size(); }
+  std::size_t bytes() const { return type_.bytes(); }
+
+  /// Typed access to the data. Throws adjit::Error when T does not match the dtype
+  /// (i1 data is read as `bool` or `uint8_t`).
+  template <class T> T* data();
+  template <class T> const T* data() const { return const_cast<Array*>(this)->data<T>(); }
+  void* raw() { return buffer_.get(); }
+  const void* raw() const { return buffer_.get(); }
+
+  /// The single element of a size-1 array, converted to T.
+  template <class T> T item() const;
+  /// All elements converted to T.
+  template <class T> std::vector<T> to_vector() const;
+  /// Element `i` (flat row-major index) converted to T (exact for integers).
+  template <class T = double> T get(int64_t i) const;
+  /// Element `i` converted to double.
+  double at(int64_t i) const { return get<double>(i); }
+  /// Sets element `i` (flat index) from a double, converting to the dtype.
+  void set(int64_t i, double v);
+
+  /// A new array with the same data and another shape of equal size.
+  Array reshaped(Shape shape) const;
+  /// "f32[3] [1, 2, 3]"; at most `limit` elements are listed.
+  std::string str(int64_t limit = 32) const;
+  /// Same type and bitwise-equal data (NaNs compare by bits).
+  bool identical(const Array& o) const;
+
+private:
+  struct Free { void operator()(void* p) const; };
+  void check(DType asked) const;
+  Type type_;
+  std::unique_ptr<void, Free> buffer_;
+};
+
+template <class T> Array::Array(const std::vector<T>& values, Shape shape)
+    : Array(Type{dtype_of<T>(), std::move(shape)}) {
+  if (static_cast<std::size_t>(size()) != values.size())
+    throw Error("Array: shape " + shape_str(this->shape()) + " has " + std::to_string(size()) +
+                " elements, but " + std::to_string(values.size()) + " values were given");
+  if constexpr (std::is_same_v<T, bool>) {
+    for (std::size_t i = 0; i < values.size(); ++i) data<uint8_t>()[i] = values[i];
+  } else {
+    if (!values.empty()) std::memcpy(raw(), values.data(), values.size() * sizeof(T));
+  }
+}
+
+template <class T> T* Array::data() {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) check(DType::i1);
+  else check(dtype_of<T>());
+  return static_cast<T*>(raw());
+}
+
+template <class T> T Array::item() const {
+  if (size() != 1)
+    throw Error("Array::item: array of type " + type_.str() + " does not have exactly one element");
+  return get<T>(0);
+}
+
+template <class T> T Array::get(int64_t i) const {
+  const void* p = raw();
+  switch (dtype()) {
+  case DType::f32: return static_cast<T>(static_cast<const float*>(p)[i]);
+  case DType::f64: return static_cast<T>(static_cast<const double*>(p)[i]);
+  case DType::i32: return static_cast<T>(static_cast<const int32_t*>(p)[i]);
+  case DType::i64: return static_cast<T>(static_cast<const int64_t*>(p)[i]);
+  case DType::i1: return static_cast<T>(static_cast<const uint8_t*>(p)[i] != 0);
+  }
+  return T{};
+}
+
+template <class T> std::vector<T> Array::to_vector() const {
+  std::vector<T> out(static_cast<std::size_t>(size()));
+  for (int64_t i = 0; i < size(); ++i) out[static_cast<std::size_t>(i)] = get<T>(i);
+  return out;
+}
+
+} // namespace adjit

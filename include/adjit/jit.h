@@ -1,0 +1,197 @@
+// adjit/jit.h — adjit::jit: trace a C++ function once per argument signature,
+// compile it with LLVM, cache the machine code, and run it on host arrays.
+#pragma once
+
+#include <adjit/trace.h>
+
+#include <deque>
+
+namespace adjit {
+
+/// How a jitted function is compiled.
+struct JitOptions {
+  std::string name = "f"; ///< the function's name in IR, logs and dump files
+  int opt_level = 2;      ///< LLVM optimisation level, 0-3
+  std::string cpu;        ///< target CPU; empty for the host's
+};
+
+/// Every stage of one compilation as text, for debugging.
+struct CompiledStages {
+  std::string traced_adj;        ///< IR as traced
+  std::string optimized_adj;     ///< IR after adjit's passes
+  std::string llvm_ir;           ///< LLVM IR before LLVM's optimisation
+  std::string optimized_llvm_ir; ///< LLVM IR after it
+  std::string assembly;          ///< machine code
+};
+
+namespace detail {
+
+/// Collects the leaves of a call's arguments and a hash of their structure.
+struct ArgCollector final : LeafSink {
+  std::vector<const Array*> arrays;
+  std::deque<Array> boxed;
+  std::vector<Tensor> tensors;
+  uint64_t hash = 0xcbf29ce484222325ull;
+  void mix(uint64_t v) { hash = (hash ^ v) * 0x100000001b3ull; }
+  void mixType(const Type& t);
+  void array(const Array& a) override { arrays.push_back(&a); mixType(a.type()); }
+  void scalar(const Array& a) override { boxed.push_back(a); arrays.push_back(&boxed.back()); mixType(a.type()); }
+  void type(const Type& t) override { mixType(t); }
+  void tensor(const Tensor& t) override { tensors.push_back(t); mixType(t.type()); }
+  void size(std::size_t n) override { mix(n + 0x51); }
+};
+
+/// Type-erased core of a jitted function: signature cache, compilation, calls.
+class JitCore {
+public:
+  using Body = std::function<std::vector<Tensor>(std::span<const Tensor>, std::shared_ptr<void>& skeleton)>;
+  struct Entry;
+
+  explicit JitCore(JitOptions o);
+  ~JitCore();
+  /// Runs the kernel for the arguments' signature, tracing and compiling it first
+  /// if needed. Fills `outs` and returns the output structure's skeleton.
+  const std::shared_ptr<void>& call(uint64_t key, const std::vector<const Array*>& args, const Body& body,
+                                    std::vector<Array>& outs);
+  /// Inside another trace: records a call of this function into that trace.
+  std::vector<Tensor> callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,
+                                  std::shared_ptr<void>& skeleton);
+  /// Every stage of compiling for these argument types.
+  CompiledStages stages(const std::vector<Type>& types, const Body& body);
+  /// The traced module for these argument types.
+  Module module(const std::vector<Type>& types, const Body& body);
+  std::size_t cacheSize() const;
+  const JitOptions& options() const { return opts_; }
+
+private:
+  JitOptions opts_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+template <class R> struct OutTensors;
+template <> struct OutTensors<Tensor> {
+  static Tensor rebuild(const Tensor&, const Tensor*& it) { return *it++; }
+};
+template <class R> struct OutTensors<std::vector<R>> {
+  static std::vector<R> rebuild(const std::vector<R>& v, const Tensor*& it) {
+    std::vector<R> r;
+    for (const R& x : v) r.push_back(OutTensors<R>::rebuild(x, it));
+    return r;
+  }
+};
+template <class R, std::size_t N> struct OutTensors<std::array<R, N>> {
+  static std::array<R, N> rebuild(const std::array<R, N>& v, const Tensor*& it) {
+    std::array<R, N> r;
+    for (std::size_t i = 0; i < N; ++i) r[i] = OutTensors<R>::rebuild(v[i], it);
+    return r;
+  }
+};
+template <class... R> struct OutTensors<std::tuple<R...>> {
+  static std::tuple<R...> rebuild(const std::tuple<R...>& v, const Tensor*& it) {
+    return std::apply([&](const auto&... x) { return std::tuple<R...>{OutTensors<std::decay_t<decltype(x)>>::rebuild(x, it)...}; }, v);
+  }
+};
+template <class A, class B> struct OutTensors<std::pair<A, B>> {
+  static std::pair<A, B> rebuild(const std::pair<A, B>& v, const Tensor*& it) {
+    auto a = OutTensors<A>::rebuild(v.first, it);
+    auto b = OutTensors<B>::rebuild(v.second, it);
+    return {std::move(a), std::move(b)};
+  }
+};
+
+template <class A> struct HasTensor : std::false_type {};
+template <> struct HasTensor<Tensor> : std::true_type {};
+template <class A> struct HasTensor<std::vector<A>> : HasTensor<A> {};
+template <class A, std::size_t N> struct HasTensor<std::array<A, N>> : HasTensor<A> {};
+template <class... A> struct HasTensor<std::tuple<A...>> : std::disjunction<HasTensor<A>...> {};
+template <class A, class B> struct HasTensor<std::pair<A, B>> : std::disjunction<HasTensor<A>, HasTensor<B>> {};
+
+} // namespace detail
+
+/// A jitted function (see adjit::jit). Copies share one compilation cache;
+/// compiled code is freed when the last copy is destroyed. Thread-safe.
+template <class F> class Jitted {
+public:
+  Jitted(F f, JitOptions o) : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(std::move(o))) {}
+
+  /// Called with Arrays or C++ scalars (in any supported structure): runs the
+  /// compiled function and returns Arrays in f's output structure. Called with
+  /// Tensors inside a trace: records a call to this function in that trace.
+  template <class... Args> auto operator()(const Args&... args) const {
+    using namespace detail;
+    constexpr bool inTrace = std::disjunction_v<HasTensor<std::decay_t<Args>>...>;
+    ArgCollector c;
+    (In<Args>::visit(args, c), ...);
+    if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
+      TypeCollector tc;
+      (In<Args>::visit(args, tc), ...);
+      throwNotInvocable(core_->options().name, tc.types);
+    } else {
+      using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
+      c.mix(typeid(std::tuple<Args...>).hash_code());
+      JitCore::Body body = [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
+        const Tensor* it = params.data();
+        std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
+        R r = std::apply(f_, targs);
+        std::vector<Tensor> outs;
+        Out<R>::flatten(r, outs);
+        skel = std::make_shared<R>(std::move(r));
+        return outs;
+      };
+      if constexpr (inTrace) {
+        std::shared_ptr<void> skel;
+        std::vector<Tensor> outs = core_->callInTrace(c.hash, c.tensors, body, skel);
+        const Tensor* it = outs.data();
+        return OutTensors<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+      } else {
+        std::vector<Array> outs;
+        const std::shared_ptr<void>& skel = core_->call(c.hash, c.arrays, body, outs);
+        Array* it = outs.data();
+        return Out<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+      }
+    }
+  }
+
+  /// The text of every compilation stage for arguments like `args` (Arrays,
+  /// scalars or adjit::Type leaves): traced and optimised `.adj`, LLVM IR, assembly.
+  template <class... Args> CompiledStages lower(const Args&... args) const {
+    return core_->stages(types(args...), body(args...));
+  }
+  /// The traced module for arguments like `args`.
+  template <class... Args> Module trace(const Args&... args) const {
+    return core_->module(types(args...), body(args...));
+  }
+  /// Number of signatures compiled so far.
+  std::size_t cache_size() const { return core_->cacheSize(); }
+
+private:
+  template <class... Args> static std::vector<Type> types(const Args&... args) {
+    detail::TypeCollector tc;
+    (detail::In<Args>::visit(args, tc), ...);
+    return tc.types;
+  }
+  template <class... Args> detail::JitCore::Body body(const Args&... args) const {
+    using namespace detail;
+    return [this, &args...](std::span<const Tensor> params, std::shared_ptr<void>&) {
+      const Tensor* it = params.data();
+      std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
+      using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
+      R r = std::apply(f_, targs);
+      std::vector<Tensor> outs;
+      Out<R>::flatten(r, outs);
+      return outs;
+    };
+  }
+
+  F f_;
+  std::shared_ptr<detail::JitCore> core_;
+};
+
+/// Compiles `f` (a callable over adjit::Tensor, returning a structure of
+/// Tensors) on first call for each argument signature; see Jitted.
+template <class F> Jitted<std::decay_t<F>> jit(F&& f, JitOptions o = {}) {
+  return Jitted<std::decay_t<F>>(std::forward<F>(f), std::move(o));
+}
+
+} // namespace adjit

@@ -1,0 +1,167 @@
+// adjit/tensor.h — symbolic tensors and the ops users trace with. Each call
+// records an op in the function being traced; shape and dtype errors raise
+// adjit::Error at the caller's source line.
+#pragma once
+
+#include <adjit/array.h>
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <vector>
+
+namespace adjit {
+
+/// A value of the function being traced: a statically shaped tensor.
+class Tensor {
+public:
+  Tensor() = default;
+  const Type& type() const;
+  DType dtype() const { return type().dtype; }
+  const Shape& shape() const { return type().shape; }
+  int64_t rank() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size() const { return num_elements(shape()); }
+  bool valid() const { return trace_ != 0; }
+
+  /// x[i]: the i-th slice along axis 0 (negative i counts from the end).
+  Tensor at(int64_t i, std::source_location loc = std::source_location::current()) const;
+  Tensor operator[](int64_t i) const { return at(i); }
+
+  // Internal: the trace this tensor belongs to (a unique number) and its value id.
+  Tensor(uint64_t trace, int32_t id) : trace_(trace), id_(id) {}
+  uint64_t trace() const { return trace_; }
+  int32_t id() const { return id_; }
+
+private:
+  uint64_t trace_ = 0;
+  int32_t id_ = -1;
+};
+
+/// A C++ arithmetic scalar used next to a tensor: it takes the tensor's dtype.
+template <class T>
+concept Scalar = std::is_arithmetic_v<T>;
+
+/// An operand captured with the caller's source location (for operators,
+/// which cannot take default arguments themselves).
+struct At {
+  Tensor t;
+  std::source_location loc;
+  At(const Tensor& x, std::source_location l = std::source_location::current()) : t(x), loc(l) {}
+};
+struct AtScalar {
+  double v;
+  bool integral;
+  std::source_location loc;
+  template <Scalar S>
+  AtScalar(S x, std::source_location l = std::source_location::current())
+      : v(static_cast<double>(x)), integral(std::is_integral_v<S>), loc(l) {}
+};
+
+using SrcLoc = std::source_location;
+#define ADJIT_HERE std::source_location loc = std::source_location::current()
+
+// ---- elementwise, with numpy broadcasting ---------------------------------------
+Tensor add(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor sub(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor mul(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor div(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor pow(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor maximum(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor minimum(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor neg(const Tensor& x, ADJIT_HERE);
+Tensor exp(const Tensor& x, ADJIT_HERE);
+Tensor log(const Tensor& x, ADJIT_HERE);
+Tensor log1p(const Tensor& x, ADJIT_HERE);
+Tensor expm1(const Tensor& x, ADJIT_HERE);
+Tensor sqrt(const Tensor& x, ADJIT_HERE);
+Tensor rsqrt(const Tensor& x, ADJIT_HERE);
+Tensor sin(const Tensor& x, ADJIT_HERE);
+Tensor cos(const Tensor& x, ADJIT_HERE);
+Tensor tanh(const Tensor& x, ADJIT_HERE);
+Tensor sigmoid(const Tensor& x, ADJIT_HERE);
+Tensor abs(const Tensor& x, ADJIT_HERE);
+Tensor sign(const Tensor& x, ADJIT_HERE);
+Tensor floor(const Tensor& x, ADJIT_HERE);
+/// Comparisons give i1 tensors.
+Tensor lt(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor le(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor gt(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor ge(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor eq(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor ne(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor logical_and(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor logical_or(const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor logical_not(const Tensor& x, ADJIT_HERE);
+/// where(c, a, b) = c ? a : b elementwise (c is i1), broadcasting all three.
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, ADJIT_HERE);
+Tensor cast(const Tensor& x, DType to, ADJIT_HERE);
+
+// ---- creation ---------------------------------------------------------------------
+/// A constant tensor holding `value` (the array is embedded in the IR).
+Tensor constant(const Array& value, ADJIT_HERE);
+/// A tensor of `shape` filled with `value`.
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32, ADJIT_HERE);
+Tensor zeros_like(const Tensor& x, ADJIT_HERE);
+Tensor ones_like(const Tensor& x, ADJIT_HERE);
+/// Element at index i has value i[axis].
+Tensor iota(const Shape& shape, int64_t axis = 0, DType dtype = DType::i32, ADJIT_HERE);
+
+// ---- shapes -------------------------------------------------------------------------
+/// Same elements, new shape; one dimension may be -1 (inferred).
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, ADJIT_HERE);
+Tensor broadcast_to(const Tensor& x, const Shape& shape, ADJIT_HERE);
+/// Permutes axes; the default reverses them.
+Tensor transpose(const Tensor& x, std::vector<int64_t> perm = {}, ADJIT_HERE);
+/// Elements start[d] + k*stride[d] < limit[d] along each axis d (stride defaults to 1).
+Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+             std::vector<int64_t> stride = {}, ADJIT_HERE);
+Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
+/// Joins equal-typed tensors along a new axis.
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
+/// take(x, indices, axis): x's slices along `axis` at integer `indices`
+/// (negative indices count from the end; others out of range are clamped).
+Tensor take(const Tensor& x, const Tensor& indices, int64_t axis = 0, ADJIT_HERE);
+/// x with `updates` added at `indices` along `axis` (out-of-range indices are dropped).
+Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis = 0, ADJIT_HERE);
+
+// ---- reductions (axes empty = all axes) ------------------------------------------
+Tensor sum(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+Tensor prod(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+Tensor max(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+Tensor min(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+Tensor mean(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+/// log(sum(exp(x))) computed stably as m + log(sum(exp(x - m))), m = max(x).
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+
+// ---- linear algebra -------------------------------------------------------------------
+/// Matrix product; 1-D operands are promoted like numpy; batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// Inner product of 1-D tensors (matmul otherwise).
+Tensor dot(const Tensor& a, const Tensor& b, ADJIT_HERE);
+
+#undef ADJIT_HERE
+
+// ---- operators --------------------------------------------------------------------------
+#define ADJIT_BINARY_OPERATOR(OP, FN)                                                          \
+  inline Tensor operator OP(At a, const Tensor& b) { return FN(a.t, b, a.loc); }              \
+  Tensor operator OP(At a, AtScalar b);                                                        \
+  Tensor operator OP(AtScalar a, const Tensor& b);
+ADJIT_BINARY_OPERATOR(+, add)
+ADJIT_BINARY_OPERATOR(-, sub)
+ADJIT_BINARY_OPERATOR(*, mul)
+ADJIT_BINARY_OPERATOR(/, div)
+ADJIT_BINARY_OPERATOR(<, lt)
+ADJIT_BINARY_OPERATOR(<=, le)
+ADJIT_BINARY_OPERATOR(>, gt)
+ADJIT_BINARY_OPERATOR(>=, ge)
+ADJIT_BINARY_OPERATOR(==, eq)
+ADJIT_BINARY_OPERATOR(!=, ne)
+#undef ADJIT_BINARY_OPERATOR
+inline Tensor operator-(At x) { return neg(x.t, x.loc); }
+inline Tensor operator!(At x) { return logical_not(x.t, x.loc); }
+
+/// A scalar as a tensor of dtype `like` (throws if a float scalar meets an integer dtype).
+Tensor scalar_like(const Tensor& like, AtScalar s, const char* op);
+
+} // namespace adjit

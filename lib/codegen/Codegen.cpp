@@ -1,0 +1,412 @@
+// codegen/Codegen.cpp — the codegen driver: plans which values live in memory,
+// emits loop nests for them and fuses everything else into those loops. It
+// calls the op table's `scalar`, `element` and `lower` hooks and never looks
+// at op kinds.
+#include "codegen/Codegen.h"
+
+#include "codegen/Emitter.h"
+#include "ops/OpTable.h"
+#include "support/Assert.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <map>
+
+namespace adjit::codegen {
+
+/// Buffers at most this large live on the stack; larger ones are malloc'd.
+constexpr std::size_t kStackBufferLimit = 4096;
+/// A reused value whose fused expression is larger than this is materialised.
+constexpr int kRecomputeLimit = 8;
+
+class FunctionEmitter {
+public:
+  FunctionEmitter(const ir::Module& m, const ir::Function& f, llvm::Function* out,
+                  std::function<llvm::Function*(const std::string&)> callee)
+      : m_(m), f_(f), out_(out), b_(out->getContext()), callee_(std::move(callee)) {}
+
+  void emit();
+
+  llvm::IRBuilder<>& builder() { return b_; }
+  llvm::Module& llvmModule() { return *out_->getParent(); }
+  llvm::Value* element(ir::ValueId v, const Index& idx);
+  llvm::Value* buffer(ir::ValueId v) {
+    ADJIT_ASSERT(buffers_[v], "value %" + std::to_string(v) + " has no buffer");
+    return buffers_[v];
+  }
+  llvm::Function* callee(const std::string& name) { return callee_(name); }
+  llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);
+  llvm::Value* constantGlobal(const Array& a);
+
+private:
+  void plan();
+  bool needsMultiIndex(ir::ValueId v) const;
+  llvm::Value* compute(ir::ValueId v, const Index& idx);
+  llvm::Value* allocate(ir::ValueId v);
+  EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
+  LowerCtx lowerCtx(const ir::Op& op, std::span<llvm::Value* const> results) {
+    return LowerCtx{base(op), results};
+  }
+
+  const ir::Module& m_;
+  const ir::Function& f_;
+  llvm::Function* out_;
+  llvm::IRBuilder<> b_;
+  std::function<llvm::Function*(const std::string&)> callee_;
+  llvm::BasicBlock* entry_ = nullptr;
+  std::vector<const ir::Op*> producer_;
+  std::vector<bool> materialized_;
+  std::vector<llvm::Value*> buffers_;
+  std::vector<llvm::Value*> outArgs_;
+  std::vector<llvm::Value*> heap_;
+  std::map<const void*, llvm::Value*> globals_;
+};
+
+// ---- EmitBase helpers -------------------------------------------------------
+
+llvm::Type* EmitBase::scalarType(DType t) const {
+  switch (t) {
+  case DType::f32: return b.getFloatTy();
+  case DType::f64: return b.getDoubleTy();
+  case DType::i32: return b.getInt32Ty();
+  case DType::i64: return b.getInt64Ty();
+  case DType::i1: return b.getInt1Ty();
+  }
+  ADJIT_UNREACHABLE("bad dtype");
+}
+
+static llvm::Type* storageType(llvm::IRBuilder<>& b, DType t) {
+  switch (t) {
+  case DType::f32: return b.getFloatTy();
+  case DType::f64: return b.getDoubleTy();
+  case DType::i32: return b.getInt32Ty();
+  case DType::i64: return b.getInt64Ty();
+  case DType::i1: return b.getInt8Ty();
+  }
+  ADJIT_UNREACHABLE("bad dtype");
+}
+
+llvm::Value* EmitBase::constant(DType t, double v) const {
+  llvm::Type* ty = scalarType(t);
+  if (is_floating(t)) return llvm::ConstantFP::get(ty, v);
+  if (t == DType::i1) return b.getInt1(v != 0);
+  return llvm::ConstantInt::get(ty, static_cast<uint64_t>(static_cast<int64_t>(v)), true);
+}
+
+const std::vector<llvm::Value*>& EmitBase::dims(const Index& idx, const Shape& shape) const {
+  if (idx.dims.size() == shape.size()) return idx.dims;
+  ADJIT_ASSERT(idx.dims.empty() && idx.linear, "index has neither dims nor a linear position");
+  std::vector<llvm::Value*> d(shape.size());
+  llvm::Value* rest = idx.linear;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (i == 0) {
+      d[i] = rest;
+    } else {
+      d[i] = b.CreateURem(rest, i64(shape[i]));
+      rest = b.CreateUDiv(rest, i64(shape[i]));
+    }
+  }
+  idx.dims = std::move(d);
+  return idx.dims;
+}
+
+llvm::Value* EmitBase::linear(const Index& idx, const Shape& shape) const {
+  if (idx.linear) return idx.linear;
+  if (shape.empty()) return idx.linear = i64(0);
+  ADJIT_ASSERT(idx.dims.size() == shape.size(), "index rank differs from the shape's");
+  llvm::Value* l = idx.dims[0];
+  for (std::size_t i = 1; i < shape.size(); ++i)
+    l = b.CreateAdd(b.CreateMul(l, i64(shape[i])), idx.dims[i]);
+  return idx.linear = l;
+}
+
+llvm::Value* EmitBase::callMath(std::string_view name, DType t, std::span<llvm::Value* const> args) const {
+  std::string fname(name);
+  if (t == DType::f32) fname += "f";
+  llvm::Type* ty = scalarType(t);
+  std::vector<llvm::Type*> params(args.size(), ty);
+  llvm::FunctionCallee fc = fe.llvmModule().getOrInsertFunction(fname, llvm::FunctionType::get(ty, params, false));
+  auto* fn = llvm::cast<llvm::Function>(fc.getCallee());
+  // Pure math: no errno, so calls can be hoisted, CSE'd and vectorised.
+  fn->setDoesNotAccessMemory();
+  fn->setDoesNotThrow();
+  fn->setWillReturn();
+  llvm::CallInst* call = b.CreateCall(fc, llvm::ArrayRef<llvm::Value*>(args.data(), args.size()));
+  call->setDoesNotAccessMemory();
+  return call;
+}
+
+llvm::Value* EmitBase::intrinsic(llvm::Intrinsic::ID id, std::span<llvm::Value* const> args) const {
+  return b.CreateIntrinsic(id, {args[0]->getType()}, llvm::ArrayRef<llvm::Value*>(args.data(), args.size()));
+}
+
+llvm::FastMathFlags EmitBase::reassocFlags() const {
+  llvm::FastMathFlags f;
+  f.setAllowReassoc();
+  f.setAllowContract();
+  return f;
+}
+
+llvm::Value* EmitBase::load(DType t, llvm::Value* buffer, llvm::Value* lin) const {
+  llvm::Type* st = storageType(b, t);
+  llvm::Value* v = b.CreateLoad(st, b.CreateInBoundsGEP(st, buffer, lin));
+  return t == DType::i1 ? b.CreateTrunc(v, b.getInt1Ty()) : v;
+}
+
+void EmitBase::store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Value* lin) const {
+  llvm::Type* st = storageType(b, t);
+  if (t == DType::i1) value = b.CreateZExt(value, st);
+  b.CreateStore(value, b.CreateInBoundsGEP(st, buffer, lin));
+}
+
+llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constantGlobal(a); }
+
+llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
+llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
+llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
+llvm::Function* LowerCtx::callee(const std::string& name) const { return fe.callee(name); }
+
+llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
+
+void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) const {
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx(), "loop", f);
+  auto* bodyBB = llvm::BasicBlock::Create(ctx(), "loop.body", f);
+  auto* exit = llvm::BasicBlock::Create(ctx(), "loop.exit", f);
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode* iv = b.CreatePHI(b.getInt64Ty(), 2, "i");
+  iv->addIncoming(i64(0), pre);
+  b.CreateCondBr(b.CreateICmpSLT(iv, i64(n)), bodyBB, exit);
+  b.SetInsertPoint(bodyBB);
+  body(iv);
+  llvm::Value* next = b.CreateAdd(iv, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  iv->addIncoming(next, b.GetInsertBlock());
+  b.CreateBr(header);
+  b.SetInsertPoint(exit);
+}
+
+void LowerCtx::loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
+  std::vector<llvm::Value*> ivs;
+  std::function<void(std::size_t)> rec = [&](std::size_t d) {
+    if (d == shape.size()) {
+      body(Index::ofDims(ivs));
+      return;
+    }
+    loop(shape[d], [&](llvm::Value* iv) {
+      ivs.push_back(iv);
+      rec(d + 1);
+      ivs.pop_back();
+    });
+  };
+  rec(0);
+}
+
+// ---- FunctionEmitter ---------------------------------------------------------
+
+llvm::Value* FunctionEmitter::entryAlloca(llvm::Type* t, uint64_t count) {
+  llvm::IRBuilder<> eb(entry_, entry_->begin());
+  llvm::AllocaInst* a = eb.CreateAlloca(t, eb.getInt64(count));
+  a->setAlignment(llvm::Align(64));
+  return a;
+}
+
+llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {
+  auto it = globals_.find(&a);
+  if (it != globals_.end()) return it->second;
+  llvm::Type* st = storageType(b_, a.dtype());
+  llvm::Constant* init = llvm::ConstantDataArray::getRaw(
+      llvm::StringRef(static_cast<const char*>(a.raw()), a.bytes()), static_cast<uint64_t>(a.size()), st);
+  auto* g = new llvm::GlobalVariable(llvmModule(), init->getType(), true, llvm::GlobalValue::PrivateLinkage, init, "const");
+  g->setAlignment(llvm::Align(64));
+  g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  globals_[&a] = g;
+  return g;
+}
+
+/// Decides which values live in buffers. A value is materialised when it is a
+/// parameter or result of the function, when an op that writes whole results
+/// (a `lower` hook) produces it, when its consumer reads buffers
+/// (kMaterializesOperands), or when it is used more than once and recomputing
+/// it would be costly (an expensive op, or a large fused expression).
+void FunctionEmitter::plan() {
+  const std::size_t n = f_.types.size();
+  producer_.assign(n, nullptr);
+  materialized_.assign(n, false);
+  std::vector<int> uses(n, 0), cost(n, 0);
+  std::vector<bool> expensive(n, false);
+  for (ir::ValueId p : f_.params) materialized_[p] = true;
+  for (const ir::Op& op : f_.ops) {
+    for (ir::ValueId r : op.results) producer_[r] = &op;
+    for (ir::ValueId o : op.operands) ++uses[o];
+    if (ops::info(op.kind).has(ops::kMaterializesOperands))
+      for (ir::ValueId o : op.operands) materialized_[o] = true;
+  }
+  for (ir::ValueId o : f_.outputs) {
+    ++uses[o];
+    materialized_[o] = true;
+  }
+  for (const ir::Op& op : f_.ops) {
+    const ops::OpInfo& info = ops::info(op.kind);
+    int c = 1;
+    bool exp = info.has(ops::kExpensive);
+    for (ir::ValueId o : op.operands)
+      if (!materialized_[o]) {
+        c += cost[o];
+        exp = exp || expensive[o];
+      }
+    for (ir::ValueId r : op.results) {
+      cost[r] = c;
+      expensive[r] = exp;
+      if (info.hooks.lower || (uses[r] > 1 && (exp || c > kRecomputeLimit))) materialized_[r] = true;
+    }
+  }
+}
+
+bool FunctionEmitter::needsMultiIndex(ir::ValueId v) const {
+  const ir::Op* op = producer_[v];
+  if (!op || materialized_[v]) return false;
+  if (ops::info(op->kind).has(ops::kRemapsIndex)) return true;
+  for (ir::ValueId o : op->operands)
+    if (needsMultiIndex(o)) return true;
+  return false;
+}
+
+llvm::Value* FunctionEmitter::element(ir::ValueId v, const Index& idx) {
+  if (materialized_[v]) {
+    const Type& t = f_.type(v);
+    static const ir::Op noOp{};
+    EmitBase eb{*this, b_, f_, producer_[v] ? *producer_[v] : noOp};
+    return eb.load(t.dtype, buffer(v), eb.linear(idx, t.shape));
+  }
+  return compute(v, idx);
+}
+
+llvm::Value* FunctionEmitter::compute(ir::ValueId v, const Index& idx) {
+  const ir::Op& op = *producer_[v];
+  const ops::OpInfo& info = ops::info(op.kind);
+  if (info.hooks.scalar) {
+    std::vector<llvm::Value*> args;
+    for (ir::ValueId o : op.operands) args.push_back(element(o, idx));
+    ScalarCtx c{base(op), args};
+    return info.hooks.scalar(c);
+  }
+  ADJIT_ASSERT(info.hooks.element, std::string(info.name) + " must be materialised");
+  ElementCtx c{base(op), idx};
+  return info.hooks.element(c);
+}
+
+llvm::Value* FunctionEmitter::allocate(ir::ValueId v) {
+  for (std::size_t i = 0; i < f_.outputs.size(); ++i)
+    if (f_.outputs[i] == v && outArgs_[i]) {
+      llvm::Value* p = outArgs_[i];
+      outArgs_[i] = nullptr; // written in place; later duplicates are copied
+      return buffers_[v] = p;
+    }
+  const Type& t = f_.type(v);
+  llvm::Type* st = storageType(b_, t.dtype);
+  if (t.bytes() <= kStackBufferLimit) return buffers_[v] = entryAlloca(st, static_cast<uint64_t>(std::max<int64_t>(t.size(), 1)));
+  llvm::Value* p = b_.CreateMalloc(b_.getInt64Ty(), st, b_.getInt64(size_of(t.dtype)), b_.getInt64(t.size()));
+  heap_.push_back(p);
+  return buffers_[v] = p;
+}
+
+void FunctionEmitter::emit() {
+  plan();
+  buffers_.assign(f_.types.size(), nullptr);
+  entry_ = llvm::BasicBlock::Create(out_->getContext(), "entry", out_);
+  auto* body = llvm::BasicBlock::Create(out_->getContext(), "body", out_);
+  b_.SetInsertPoint(body);
+  std::size_t a = 0;
+  for (ir::ValueId p : f_.params) buffers_[p] = out_->getArg(static_cast<unsigned>(a++));
+  for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(out_->getArg(static_cast<unsigned>(a++)));
+  std::vector<llvm::Value*> outSlots = outArgs_;
+
+  for (const ir::Op& op : f_.ops) {
+    const ops::OpInfo& info = ops::info(op.kind);
+    if (info.hooks.lower) {
+      std::vector<llvm::Value*> results;
+      for (ir::ValueId r : op.results) results.push_back(allocate(r));
+      LowerCtx c = lowerCtx(op, results);
+      info.hooks.lower(c);
+      continue;
+    }
+    ir::ValueId r = op.results.at(0);
+    if (!materialized_[r]) continue; // fused into its users
+    llvm::Value* buf = allocate(r);
+    const Type& t = f_.type(r);
+    materialized_[r] = false; // compute, don't load, while filling it
+    LowerCtx c = lowerCtx(op, {&buf, 1});
+    if (needsMultiIndex(r)) {
+      c.loopNest(t.shape, [&](const Index& idx) { c.store(t.dtype, compute(r, idx), buf, c.linear(idx, t.shape)); });
+    } else {
+      c.loop(t.size(), [&](llvm::Value* i) { c.store(t.dtype, compute(r, Index::ofLinear(i)), buf, i); });
+    }
+    materialized_[r] = true;
+  }
+  // Results not written in place (parameters, duplicates) are copied.
+  for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
+    if (!outArgs_[i]) continue;
+    const Type& t = f_.type(f_.outputs[i]);
+    b_.CreateMemCpy(outSlots[i], llvm::MaybeAlign(1), buffer(f_.outputs[i]), llvm::MaybeAlign(1), t.bytes());
+  }
+  for (llvm::Value* p : heap_) b_.CreateFree(p);
+  b_.CreateRetVoid();
+  llvm::IRBuilder<>(entry_).CreateBr(body);
+}
+
+// ---- module-level driver -----------------------------------------------------
+
+static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, const std::string& name,
+                                     llvm::GlobalValue::LinkageTypes linkage) {
+  llvm::LLVMContext& ctx = out.getContext();
+  std::size_t n = f.params.size() + f.outputs.size();
+  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), std::vector<llvm::Type*>(n, llvm::PointerType::get(ctx, 0)), false);
+  llvm::Function* fn = llvm::Function::Create(ty, linkage, name, out);
+  for (unsigned i = 0; i < n; ++i) {
+    fn->addParamAttr(i, llvm::Attribute::NoAlias);
+    fn->addParamAttr(i, llvm::Attribute::NoCapture);
+    if (i < f.params.size()) fn->addParamAttr(i, llvm::Attribute::ReadOnly);
+  }
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  return fn;
+}
+
+void lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out) {
+  const ir::Function* ef = m.lookup(entry);
+  if (!ef) throw Error("codegen: no function named @" + entry);
+  std::map<std::string, llvm::Function*> done;
+  std::function<llvm::Function*(const ir::Function&, bool)> lower = [&](const ir::Function& f, bool isEntry) {
+    auto it = done.find(f.name);
+    if (it != done.end()) return it->second;
+    llvm::Function* fn = declareKernel(out, f, isEntry ? symbol : symbol + "." + f.name,
+                                       isEntry ? llvm::GlobalValue::ExternalLinkage : llvm::GlobalValue::InternalLinkage);
+    done[f.name] = fn;
+    FunctionEmitter fe(m, f, fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
+    fe.emit();
+    return fn;
+  };
+  llvm::Function* kernel = lower(*ef, true);
+
+  // void <symbol>.packed(ptr args): unpacks an array of buffer pointers.
+  llvm::LLVMContext& ctx = out.getContext();
+  auto* ptrTy = llvm::PointerType::get(ctx, 0);
+  auto* packed = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptrTy}, false),
+                                        llvm::GlobalValue::ExternalLinkage, symbol + ".packed", out);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", packed));
+  std::vector<llvm::Value*> args;
+  for (unsigned i = 0; i < kernel->arg_size(); ++i)
+    args.push_back(b.CreateLoad(ptrTy, b.CreateConstInBoundsGEP1_64(ptrTy, packed->getArg(0), i)));
+  b.CreateCall(kernel, args);
+  b.CreateRetVoid();
+
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  ADJIT_ASSERT(!llvm::verifyModule(out, &os), "codegen produced invalid LLVM IR: " + err);
+}
+
+} // namespace adjit::codegen

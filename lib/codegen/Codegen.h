@@ -1,0 +1,21 @@
+// codegen/Codegen.h — lowers IR functions to LLVM IR over flat row-major buffers.
+//
+// For an IR function @f the generated code is
+//   void <symbol>(const void* in0, ..., void* out0, ...)   // buffers must not overlap
+//   void <symbol>.packed(void** args)                      // args = {in..., out...}
+// Elementwise and index-mapping ops fuse into the loops of their consumers
+// (a reduction at the end of a chain included), so their intermediates are
+// never stored; see FunctionEmitter::plan for what is materialised.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <llvm/IR/Module.h>
+
+namespace adjit::codegen {
+
+/// Adds the lowering of `m`'s function `entry` (and the functions it calls) to
+/// `out` under the external name `symbol`.
+void lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out);
+
+} // namespace adjit::codegen

@@ -1,0 +1,90 @@
+// codegen/Emitter.h — the API op lowering hooks are written against: indices
+// into tensors, loop nests, buffers, and the contexts handed to the `scalar`,
+// `element` and `lower` hooks of the op table.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <functional>
+#include <span>
+
+namespace adjit::codegen {
+
+class FunctionEmitter;
+
+/// A position in a tensor: its multi-dimensional index, its row-major linear
+/// index, or both. Whichever is missing is computed on demand (and kept).
+struct Index {
+  mutable std::vector<llvm::Value*> dims; ///< empty: not computed yet (or rank 0)
+  mutable llvm::Value* linear = nullptr;  ///< nullptr: not computed yet
+  static Index ofDims(std::vector<llvm::Value*> d) { return Index{std::move(d), nullptr}; }
+  static Index ofLinear(llvm::Value* l) { return Index{{}, l}; }
+};
+
+/// The builder and helpers shared by all contexts.
+struct EmitBase {
+  FunctionEmitter& fe;
+  llvm::IRBuilder<>& b;
+  const ir::Function& fn;
+  const ir::Op& op;
+
+  llvm::LLVMContext& ctx() const { return b.getContext(); }
+  llvm::Value* i64(int64_t v) const { return b.getInt64(static_cast<uint64_t>(v)); }
+  /// LLVM type of one element of `t` in registers (i1 is i1).
+  llvm::Type* scalarType(DType t) const;
+  /// A constant of dtype `t`.
+  llvm::Value* constant(DType t, double v) const;
+  const Type& resultType(std::size_t i = 0) const { return fn.type(op.results.at(i)); }
+  const Type& operandType(std::size_t i) const { return fn.type(op.operands.at(i)); }
+  /// Multi-dimensional index of `idx` in a tensor of `shape`.
+  const std::vector<llvm::Value*>& dims(const Index& idx, const Shape& shape) const;
+  /// Linear index of `idx` in a tensor of `shape`.
+  llvm::Value* linear(const Index& idx, const Shape& shape) const;
+  /// Calls libm's `name` (or `name`+"f" for f32) on scalars; the call is marked
+  /// free of side effects so the loop vectorizer can use libmvec variants.
+  llvm::Value* callMath(std::string_view name, DType t, std::span<llvm::Value* const> args) const;
+  /// Calls the LLVM intrinsic `id` overloaded on the type of args[0].
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::span<llvm::Value* const> args) const;
+  /// Fast-math flags for arithmetic that may be reassociated (reductions, matmul).
+  llvm::FastMathFlags reassocFlags() const;
+  /// Loads element `linear` of a buffer of dtype t (i1 is stored as one byte).
+  llvm::Value* load(DType t, llvm::Value* buffer, llvm::Value* linear) const;
+  void store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Value* linear) const;
+  /// A private constant global holding the array's data.
+  llvm::Value* globalConstant(const Array& a) const;
+};
+
+/// Elementwise ops: the scalar body only. `args` are operand elements.
+struct ScalarCtx : EmitBase {
+  std::span<llvm::Value* const> args;
+  DType argType(std::size_t i) const { return operandType(i).dtype; }
+  DType outType() const { return resultType().dtype; }
+};
+
+/// Ops computing one result element at `index` from operand elements.
+struct ElementCtx : EmitBase {
+  const Index& index;
+  /// Element of operand `i` at `idx` (fused: computed in place, or loaded).
+  llvm::Value* operand(std::size_t i, const Index& idx) const;
+};
+
+/// Ops that write whole results (reductions, matmul, calls).
+struct LowerCtx : EmitBase {
+  std::span<llvm::Value* const> results; ///< result buffers
+  /// Element of operand `i` at `idx` (fused if the operand allows it).
+  llvm::Value* operand(std::size_t i, const Index& idx) const;
+  /// Buffer of operand `i` (only for ops with kMaterializesOperands).
+  llvm::Value* operandBuffer(std::size_t i) const;
+  /// Emits a loop nest over `shape` (outermost first) calling `body` with the index.
+  void loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
+  /// for (iv = 0; iv < n; ++iv) body(iv).
+  void loop(int64_t n, const std::function<void(llvm::Value*)>& body) const;
+  /// A stack slot for a scalar accumulator of dtype t.
+  llvm::Value* scalarSlot(DType t) const;
+  /// Pointer to the LLVM function lowered from module function `name`.
+  llvm::Function* callee(const std::string& name) const;
+};
+
+} // namespace adjit::codegen

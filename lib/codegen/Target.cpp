@@ -1,0 +1,131 @@
+// codegen/Target.cpp — target machines, the optimisation pipeline and emission.
+#include "codegen/Target.h"
+
+#include "codegen/VectorMath.h"
+
+#include <adjit/error.h>
+
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <mutex>
+
+namespace adjit::codegen {
+
+static void initializeLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+static llvm::CodeGenOptLevel codegenLevel(int level) {
+  switch (level) {
+  case 0: return llvm::CodeGenOptLevel::None;
+  case 1: return llvm::CodeGenOptLevel::Less;
+  case 3: return llvm::CodeGenOptLevel::Aggressive;
+  default: return llvm::CodeGenOptLevel::Default;
+  }
+}
+
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o) {
+  initializeLLVM();
+  if (o.optLevel < 0 || o.optLevel > 3)
+    throw Error("optimisation level must be 0, 1, 2 or 3, got " + std::to_string(o.optLevel));
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) throw Error("cannot target the host: " + llvm::toString(jtmb.takeError()));
+  if (!o.cpu.empty()) {
+    const llvm::Triple& t = jtmb->getTargetTriple();
+    std::string err;
+    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.str(), err);
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(
+        target ? target->createMCSubtargetInfo(t.str(), o.cpu, "") : nullptr);
+    if (!sti || !sti->isCPUStringValid(o.cpu)) throw Error("unknown target CPU '" + o.cpu + "' for " + t.str());
+    jtmb->setCPU(o.cpu);
+    jtmb->getFeatures() = llvm::SubtargetFeatures();
+  }
+  jtmb->setCodeGenOptLevel(codegenLevel(o.optLevel));
+  jtmb->setRelocationModel(llvm::Reloc::PIC_);
+  jtmb->setCodeModel(llvm::CodeModel::Small);
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) throw Error("cannot create a target machine: " + llvm::toString(tm.takeError()));
+  return std::move(*tm);
+}
+
+std::string targetKey(const llvm::TargetMachine& tm) {
+  return tm.getTargetTriple().str() + " " + tm.getTargetCPU().str() + " " + tm.getTargetFeatureString().str();
+}
+
+void configureModule(llvm::Module& m, const llvm::TargetMachine& tm) {
+  m.setTargetTriple(tm.getTargetTriple().str());
+  m.setDataLayout(tm.createDataLayout());
+  for (llvm::Function& f : m) {
+    if (f.isDeclaration()) continue;
+    f.addFnAttr("target-cpu", tm.getTargetCPU());
+    if (!tm.getTargetFeatureString().empty()) f.addFnAttr("target-features", tm.getTargetFeatureString());
+  }
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = level >= 2;
+  pto.SLPVectorization = level >= 2;
+  pto.LoopUnrolling = level >= 2;
+  llvm::PassBuilder pb(&tm, pto);
+  llvm::Triple triple(m.getTargetTriple());
+  llvm::TargetLibraryInfoImpl tlii(triple);
+  addVectorMath(tlii, triple, tm.getTargetFeatureString());
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::OptimizationLevel ol = level <= 0   ? llvm::OptimizationLevel::O0
+                               : level == 1 ? llvm::OptimizationLevel::O1
+                               : level == 2 ? llvm::OptimizationLevel::O2
+                                            : llvm::OptimizationLevel::O3;
+  llvm::ModulePassManager mpm =
+      level <= 0 ? pb.buildO0DefaultPipeline(ol) : pb.buildPerModuleDefaultPipeline(ol);
+  mpm.run(m, mam);
+}
+
+static std::string emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeGenFileType kind) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
+  pm.add(new llvm::TargetLibraryInfoWrapperPass(tlii));
+  if (tm.addPassesToEmitFile(pm, os, nullptr, kind)) throw Error("the target cannot emit this file type");
+  pm.run(m);
+  return std::string(buf.begin(), buf.end());
+}
+
+std::string emitObject(llvm::Module& m, llvm::TargetMachine& tm) {
+  return emit(m, tm, llvm::CodeGenFileType::ObjectFile);
+}
+
+std::string emitAssembly(llvm::Module& m, llvm::TargetMachine& tm) {
+  return emit(m, tm, llvm::CodeGenFileType::AssemblyFile);
+}
+
+std::string printLLVM(const llvm::Module& m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return s;
+}
+
+} // namespace adjit::codegen

@@ -1,0 +1,34 @@
+// codegen/Target.h — target machines, LLVM's optimisation pipeline with glibc's
+// vector math library, and object/assembly emission. Shared by the JIT and the
+// ahead-of-time compiler.
+#pragma once
+
+#include <llvm/IR/Module.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <memory>
+#include <string>
+
+namespace adjit::codegen {
+
+struct TargetOptions {
+  int optLevel = 2;   ///< 0-3
+  std::string cpu;    ///< empty: the host CPU
+};
+
+/// A target machine for the host (or `o.cpu` on the host's architecture).
+/// Throws adjit::Error for an unknown CPU or unusable target.
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o);
+/// "<triple> <cpu> <features>": identifies generated code for cache keys.
+std::string targetKey(const llvm::TargetMachine& tm);
+/// Sets the module's triple and data layout, and per-function target attributes.
+void configureModule(llvm::Module& m, const llvm::TargetMachine& tm);
+/// Runs LLVM's default pipeline for `optLevel`, with libmvec known to the vectorizer.
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, int optLevel);
+/// Machine code for the module as an ELF relocatable object (or assembly text).
+std::string emitObject(llvm::Module& m, llvm::TargetMachine& tm);
+std::string emitAssembly(llvm::Module& m, llvm::TargetMachine& tm);
+/// Printed LLVM IR of the module.
+std::string printLLVM(const llvm::Module& m);
+
+} // namespace adjit::codegen

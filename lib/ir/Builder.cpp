@@ -1,0 +1,57 @@
+// ir/Builder.cpp — type-checked op creation.
+#include "ir/Builder.h"
+
+#include "ops/OpTable.h"
+#include "support/Assert.h"
+
+namespace adjit::ir {
+
+std::vector<Type> inferTypes(const Module& m, const Function& f, OpKind k, std::span<const ValueId> operands,
+                             const Attrs& attrs, const std::vector<std::string>& callees, const Location& loc) {
+  const ops::OpInfo& info = ops::info(k);
+  const std::string name(info.name);
+  if (info.arity >= 0 && static_cast<std::size_t>(info.arity) != operands.size())
+    throw Error(fmt::format("{}: expected {} operand{}, got {}", name, info.arity, info.arity == 1 ? "" : "s",
+                            operands.size()), loc);
+  if (!info.has(ops::kHasCallee) && !callees.empty())
+    throw Error(name + ": does not reference functions, but names @" + callees[0], loc);
+  std::vector<const Function*> fns;
+  for (const std::string& c : callees) {
+    const Function* cf = m.lookup(c);
+    if (!cf) throw Error(name + ": no function named @" + c + " in the module", loc);
+    fns.push_back(cf);
+  }
+  std::vector<Type> types;
+  for (ValueId v : operands) types.push_back(f.type(v));
+  InferCtx ctx{info.name, types, attrs, fns, loc};
+  return info.hooks.infer(ctx);
+}
+
+ValueId Builder::param(Type t) {
+  ValueId v = f_.newValue(std::move(t));
+  f_.params.push_back(v);
+  return v;
+}
+
+std::vector<ValueId> Builder::create(OpKind k, std::vector<ValueId> operands, Attrs attrs,
+                                     std::vector<std::string> callees, Location loc) {
+  std::vector<Type> types = inferTypes(m_, f_, k, operands, attrs, callees, loc);
+  Op op{k, std::move(operands), {}, std::move(attrs), std::move(callees), std::move(loc)};
+  for (Type& t : types) op.results.push_back(f_.newValue(std::move(t)));
+  f_.ops.push_back(std::move(op));
+  return f_.ops.back().results;
+}
+
+ValueId Builder::create1(OpKind k, std::vector<ValueId> operands, Attrs attrs, Location loc) {
+  auto r = create(k, std::move(operands), std::move(attrs), {}, std::move(loc));
+  ADJIT_ASSERT(r.size() == 1, "create1 on a multi-result op");
+  return r[0];
+}
+
+ValueId Builder::constant(Array value, Location loc) {
+  Attrs a;
+  a.set("value", std::move(value));
+  return create1(OpKind::Constant, {}, std::move(a), std::move(loc));
+}
+
+} // namespace adjit::ir

@@ -1,0 +1,64 @@
+// ir/ModuleApi.cpp — the public adjit::Module wrapper around ir::Module.
+#include "ir/Interpreter.h"
+#include "ir/Text.h"
+#include "ir/Verifier.h"
+
+#include <adjit/module.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace adjit {
+
+Module::Module() : impl_(std::make_shared<ir::Module>()) {}
+
+std::string Module::str(bool locations) const { return ir::print(*impl_, {.locations = locations}); }
+
+Module Module::parse(std::string_view text, std::string_view filename) {
+  return Module(std::shared_ptr<ir::Module>(ir::parse(text, filename)));
+}
+
+Module Module::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path);
+}
+
+void Module::save(const std::string& path) const {
+  const std::string text = str(true);
+  const std::string tmp = path + ".tmp" + std::to_string(std::hash<std::string>{}(text) & 0xffff);
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw Error("cannot write '" + path + "'");
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw Error("cannot write '" + path + "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "': " + ec.message());
+  }
+}
+
+std::vector<std::string> Module::function_names() const {
+  std::vector<std::string> n;
+  for (const auto& f : impl_->functions) n.push_back(f->name);
+  return n;
+}
+
+void Module::verify() const { ir::verify(*impl_); }
+
+std::vector<Array> Module::interpret(std::string_view name, const std::vector<Array>& args) const {
+  return ir::interpret(*impl_, name, args);
+}
+
+} // namespace adjit

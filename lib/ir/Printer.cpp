@@ -1,0 +1,133 @@
+// ir/Printer.cpp — prints modules in the `.adj` text form. Values are renumbered
+// %0, %1, ... in definition order, attributes are sorted, floats are printed
+// in the shortest form that reads back to the same bits.
+#include "ir/Text.h"
+#include "ops/OpTable.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <unordered_map>
+
+namespace adjit::ir {
+namespace {
+
+std::string quote(std::string_view s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (c == '\n') { r += "\\n"; continue; }
+    r += c;
+  }
+  return r + "\"";
+}
+
+template <class T> std::string floatStr(T v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  return fmt::format("{}", v);
+}
+
+std::string element(const Array& a, int64_t i) {
+  switch (a.dtype()) {
+  case DType::f32: return floatStr(a.data<float>()[i]);
+  case DType::f64: return floatStr(a.data<double>()[i]);
+  case DType::i32: return std::to_string(a.data<int32_t>()[i]);
+  case DType::i64: return std::to_string(a.data<int64_t>()[i]);
+  case DType::i1: return a.data<uint8_t>()[i] ? "true" : "false";
+  }
+  return "?";
+}
+
+struct Names {
+  std::unordered_map<ValueId, int> ids;
+  std::string operator()(ValueId v) const {
+    auto it = ids.find(v);
+    return "%" + std::to_string(it == ids.end() ? v : it->second);
+  }
+};
+
+std::string opText(const Function& f, const Op& op, const Names& name) {
+  std::string s;
+  for (std::size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + name(op.results[i]);
+  if (!op.results.empty()) s += " = ";
+  s += ops::info(op.kind).name;
+  for (std::size_t i = 0; i < op.callees.size(); ++i) s += (i ? ", @" : " @") + op.callees[i];
+  s += "(";
+  for (std::size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + name(op.operands[i]);
+  s += ")";
+  if (!op.attrs.entries().empty()) {
+    s += " {";
+    bool first = true;
+    for (const auto& [k, v] : op.attrs.entries()) {
+      s += (first ? "" : ", ") + k + " = " + printAttr(v);
+      first = false;
+    }
+    s += "}";
+  }
+  if (!op.results.empty()) {
+    s += " : ";
+    for (std::size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + f.type(op.results[i]).str();
+  }
+  return s;
+}
+
+} // namespace
+
+std::string printAttr(const Attr& a) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, int64_t>) return std::to_string(v);
+        else if constexpr (std::is_same_v<T, double>) {
+          std::string s = floatStr(v);
+          if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+          return s;
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          std::string s = "[";
+          for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+          return s + "]";
+        } else if constexpr (std::is_same_v<T, DType>) return std::string(name_of(v));
+        else if constexpr (std::is_same_v<T, std::string>) return quote(v);
+        else {
+          std::string s = "dense<" + v.type().str() + ", [";
+          for (int64_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + element(v, i);
+          return s + "]>";
+        }
+      },
+      a);
+}
+
+std::string printOp(const Function& f, const Op& op) { return opText(f, op, Names{}); }
+
+std::string print(const Function& f, PrintOptions o) {
+  Names name;
+  int next = 0;
+  for (ValueId p : f.params) name.ids[p] = next++;
+  for (const Op& op : f.ops)
+    for (ValueId r : op.results) name.ids[r] = next++;
+  std::string s = "func @" + f.name + "(";
+  for (std::size_t i = 0; i < f.params.size(); ++i)
+    s += (i ? ", " : "") + name(f.params[i]) + ": " + f.type(f.params[i]).str();
+  s += ") -> (";
+  for (std::size_t i = 0; i < f.outputs.size(); ++i) s += (i ? ", " : "") + f.type(f.outputs[i]).str();
+  s += ") {\n";
+  for (const Op& op : f.ops) {
+    s += "  " + opText(f, op, name);
+    if (o.locations && op.loc.known())
+      s += fmt::format("  ; loc({}:{}:{})", quote(op.loc.file), op.loc.line, op.loc.column);
+    s += "\n";
+  }
+  s += "  return";
+  for (std::size_t i = 0; i < f.outputs.size(); ++i) s += (i ? ", " : " ") + name(f.outputs[i]);
+  return s + "\n}\n";
+}
+
+std::string print(const Module& m, PrintOptions o) {
+  std::string s;
+  for (std::size_t i = 0; i < m.functions.size(); ++i) s += (i ? "\n" : "") + print(*m.functions[i], o);
+  return s;
+}
+
+} // namespace adjit::ir

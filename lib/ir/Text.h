@@ -1,0 +1,33 @@
+// ir/Text.h — the `.adj` text form: printing and parsing. Printing then parsing
+// then printing gives identical text.
+//
+//   func @f(%0: f32[3], %1: f32[]) -> (f32[]) {
+//     %2 = broadcast_to(%1) {shape = [3]} : f32[3]
+//     %3 = mul(%0, %2) : f32[3]            ; loc("model.cpp":12:7)
+//     %4 = reduce_sum(%3) {axes = [0], keepdims = false} : f32[]
+//     return %4
+//   }
+#pragma once
+
+#include "ir/IR.h"
+
+#include <string>
+#include <string_view>
+
+namespace adjit::ir {
+
+struct PrintOptions {
+  bool locations = false; ///< append `; loc("file":line:col)` to ops that have one
+};
+
+std::string print(const Module& m, PrintOptions o = {});
+std::string print(const Function& f, PrintOptions o = {});
+/// One op, naming values by their ids (for diagnostics).
+std::string printOp(const Function& f, const Op& op);
+/// An attribute value in text form.
+std::string printAttr(const Attr& a);
+
+/// Parses `.adj` text; errors are adjit::Error at `<filename>:line:col`.
+std::unique_ptr<Module> parse(std::string_view text, std::string_view filename = "<input>");
+
+} // namespace adjit::ir

@@ -1,0 +1,177 @@
+// jit/Engine.cpp — the compile pipeline and the process-wide LLJIT.
+#include "jit/Engine.h"
+
+#include "codegen/Codegen.h"
+#include "codegen/Target.h"
+#include "ir/Text.h"
+#include "ir/Verifier.h"
+#include "support/Assert.h"
+#include "support/Hash.h"
+#include "support/Log.h"
+#include "transforms/Passes.h"
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+namespace adjit::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+/// The process-wide JIT, created on first use.
+llvm::orc::LLJIT& engine() {
+  static std::unique_ptr<llvm::orc::LLJIT> jit = [] {
+    codegen::createTargetMachine({}); // initialises the native target
+    auto j = llvm::orc::LLJITBuilder().create();
+    if (!j) throw Error("cannot start the JIT: " + llvm::toString(j.takeError()));
+    char prefix = (*j)->getDataLayout().getGlobalPrefix();
+    auto& jd = (*j)->getMainJITDylib();
+    // libm and libmvec (vector math used by vectorised loops), then the process.
+    if (auto g = llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix)) jd.addGenerator(std::move(*g));
+    else llvm::consumeError(g.takeError());
+    if (auto g = llvm::orc::DynamicLibrarySearchGenerator::Load("libm.so.6", prefix)) jd.addGenerator(std::move(*g));
+    else llvm::consumeError(g.takeError());
+    auto g = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
+    if (!g) throw Error("cannot start the JIT: " + llvm::toString(g.takeError()));
+    jd.addGenerator(std::move(*g));
+    return std::move(*j);
+  }();
+  return *jit;
+}
+
+std::mutex cacheMutex;
+std::map<uint64_t, std::weak_ptr<Kernel>>& cache() {
+  static std::map<uint64_t, std::weak_ptr<Kernel>> c;
+  return c;
+}
+
+std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+} // namespace
+
+struct Kernel::Resources {
+  llvm::orc::ResourceTrackerSP tracker;
+};
+
+Kernel::~Kernel() {
+  if (!resources || !resources->tracker) return;
+  std::lock_guard lock(cacheMutex);
+  auto it = cache().find(key);
+  if (it != cache().end() && it->second.expired()) cache().erase(it);
+  llvm::consumeError(resources->tracker->remove());
+}
+
+std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages) {
+  const ir::Function* fn = r.module.lookup(r.function);
+  ADJIT_ASSERT(fn, "compile: no function @" + r.function);
+  const std::string sig = fn->signature();
+  const std::string label = r.function + "." + hex(hashBytes(sig)).substr(0, 8);
+  const bool dump = !dumpDirectory().empty();
+
+  auto t0 = Clock::now();
+  std::unique_ptr<ir::Module> m = r.module.clone();
+  if (ir::verifyAfterPasses()) ir::verify(*m);
+  transforms::runPipeline(*m, transforms::defaultPipeline());
+  const std::string optimized = ir::print(*m);
+  double passMs = msSince(t0);
+  if (stages) {
+    stages->traced_adj = ir::print(r.module, {.locations = true});
+    stages->optimized_adj = optimized;
+  }
+  if (dump) {
+    dumpFile(label + ".1-traced.adj", ir::print(r.module, {.locations = true}));
+    dumpFile(label + ".2-optimized.adj", ir::print(*m, {.locations = true}));
+  }
+
+  auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
+  const uint64_t key = hashCombine(hashBytes(optimized + "\n@" + r.function),
+                                   hashBytes(codegen::targetKey(*tm) + " O" + std::to_string(r.optLevel)));
+  if (!stages && !dump) {
+    std::lock_guard lock(cacheMutex);
+    auto it = cache().find(key);
+    if (it != cache().end())
+      if (auto k = it->second.lock()) {
+        if (logEnabled("compile"))
+          logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, cache hit", r.function, sig, r.traceMs, passMs));
+        return k;
+      }
+  }
+
+  auto t1 = Clock::now();
+  llvm::LLVMContext ctx;
+  llvm::Module lm(label, ctx);
+  const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
+  codegen::lowerFunction(*m, r.function, symbol, lm);
+  codegen::configureModule(lm, *tm);
+  if (stages) stages->llvm_ir = codegen::printLLVM(lm);
+  if (dump) dumpFile(label + ".3-llvm.ll", codegen::printLLVM(lm));
+  codegen::optimize(lm, *tm, r.optLevel);
+  if (stages) stages->optimized_llvm_ir = codegen::printLLVM(lm);
+  if (dump) dumpFile(label + ".4-llvm-opt.ll", codegen::printLLVM(lm));
+  if (stages || dump) {
+    auto clone = llvm::CloneModule(lm);
+    std::string s = codegen::emitAssembly(*clone, *tm);
+    if (stages) stages->assembly = s;
+    if (dump) dumpFile(label + ".5-asm.s", s);
+  }
+  std::string object = codegen::emitObject(lm, *tm);
+  double llvmMs = msSince(t1);
+
+  auto t2 = Clock::now();
+  auto kernel = std::make_shared<Kernel>();
+  kernel->key = key;
+  kernel->inputs = fn->paramTypes();
+  kernel->outputs = fn->resultTypes();
+  {
+    std::lock_guard lock(cacheMutex);
+    auto it = cache().find(key);
+    if (it != cache().end())
+      if (auto k = it->second.lock()) return k; // another thread finished first
+    llvm::orc::LLJIT& j = engine();
+    auto tracker = j.getMainJITDylib().createResourceTracker();
+    if (auto err = j.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, label)))
+      throw Error("jit: cannot load compiled code: " + llvm::toString(std::move(err)));
+    auto addr = j.lookup(symbol + ".packed");
+    if (!addr) {
+      llvm::consumeError(tracker->remove());
+      throw Error("jit: cannot link compiled code: " + llvm::toString(addr.takeError()));
+    }
+    kernel->packed = addr->toPtr<void (*)(void**)>();
+    kernel->resources = std::make_unique<Kernel::Resources>(Kernel::Resources{tracker});
+    cache()[key] = kernel;
+  }
+  if (logEnabled("compile"))
+    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms, link {:.2f} ms, cache miss",
+                                   r.function, sig, r.traceMs, passMs, llvmMs, msSince(t2)));
+  return kernel;
+}
+
+void run(const Kernel& k, const std::vector<const Array*>& args, std::vector<Array>& outs) {
+  constexpr std::size_t kInline = 16;
+  void* inlinePtrs[kInline];
+  std::vector<void*> heapPtrs;
+  const std::size_t n = args.size() + k.outputs.size();
+  void** ptrs = inlinePtrs;
+  if (n > kInline) {
+    heapPtrs.resize(n);
+    ptrs = heapPtrs.data();
+  }
+  outs.clear();
+  outs.reserve(k.outputs.size());
+  for (const Type& t : k.outputs) outs.emplace_back(t);
+  for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = const_cast<void*>(args[i]->raw());
+  for (std::size_t i = 0; i < outs.size(); ++i) ptrs[args.size() + i] = outs[i].raw();
+  k.packed(ptrs);
+}
+
+} // namespace adjit::engine

@@ -1,0 +1,40 @@
+// jit/Engine.h — compiles a function of an IR module to machine code in the
+// process: adjit's passes, lowering, LLVM's pipeline, object emission, and
+// ORC's LLJIT to link and load it. Identical compilations share one kernel.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <adjit/jit.h>
+
+#include <memory>
+
+namespace adjit::engine {
+
+/// Loaded machine code for one function; freed (its ORC resources removed)
+/// when the last reference goes.
+struct Kernel {
+  void (*packed)(void**) = nullptr;
+  std::vector<Type> inputs, outputs;
+  uint64_t key = 0;
+  struct Resources;
+  std::unique_ptr<Resources> resources;
+  ~Kernel();
+};
+
+struct CompileRequest {
+  const ir::Module& module; ///< as traced
+  std::string function;
+  int optLevel = 2;
+  std::string cpu;
+  double traceMs = 0; ///< for the compile log
+};
+
+/// Compiles (or finds in the process-wide cache) the request's function.
+/// With `stages`, fills in the text of every stage.
+std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages = nullptr);
+
+/// Calls a kernel on arrays of its input types; outputs are allocated here.
+void run(const Kernel& k, const std::vector<const Array*>& args, std::vector<Array>& outs);
+
+} // namespace adjit::engine

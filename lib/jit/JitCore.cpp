@@ -1,0 +1,124 @@
+// jit/JitCore.cpp — the signature cache behind adjit::jit: traces and compiles
+// once per argument signature, then calls the kernel. Calls from many threads
+// share entries; compilation of one jitted function is serialised.
+#include "jit/Engine.h"
+#include "trace/Tracer.h"
+
+#include <adjit/jit.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <unordered_map>
+
+namespace adjit::detail {
+
+struct JitCore::Entry {
+  uint64_t key;
+  std::shared_ptr<engine::Kernel> kernel;
+  std::shared_ptr<void> skeleton;
+};
+
+struct JitCore::Impl {
+  mutable std::mutex m;
+  std::unordered_map<uint64_t, std::unique_ptr<Entry>> entries;
+  std::atomic<Entry*> last{nullptr};
+};
+
+void ArgCollector::mixType(const Type& t) {
+  mix(static_cast<uint64_t>(t.dtype) + 1);
+  mix(t.shape.size());
+  for (int64_t d : t.shape) mix(static_cast<uint64_t>(d));
+}
+
+JitCore::JitCore(JitOptions o) : opts_(std::move(o)), impl_(std::make_unique<Impl>()) {}
+JitCore::~JitCore() = default;
+
+static std::vector<Type> typesOf(const std::vector<const Array*>& args) {
+  std::vector<Type> t;
+  t.reserve(args.size());
+  for (const Array* a : args) t.push_back(a->type());
+  return t;
+}
+
+static bool matches(const engine::Kernel& k, const std::vector<const Array*>& args) {
+  if (k.inputs.size() != args.size()) return false;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (k.inputs[i] != args[i]->type()) return false;
+  return true;
+}
+
+const std::shared_ptr<void>& JitCore::call(uint64_t key, const std::vector<const Array*>& args, const Body& body,
+                                           std::vector<Array>& outs) {
+  Entry* e = impl_->last.load(std::memory_order_acquire);
+  if (!e || e->key != key || !matches(*e->kernel, args)) {
+    std::lock_guard lock(impl_->m);
+    auto it = impl_->entries.find(key);
+    if (it != impl_->entries.end() && matches(*it->second->kernel, args)) {
+      e = it->second.get();
+    } else {
+      auto entry = std::make_unique<Entry>();
+      entry->key = key;
+      auto t0 = std::chrono::steady_clock::now();
+      Module traced = traceModule(opts_.name, typesOf(args), [&](std::span<const Tensor> ps) { return body(ps, entry->skeleton); });
+      double traceMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      entry->kernel = engine::compile({traced.impl(), opts_.name, opts_.opt_level, opts_.cpu, traceMs});
+      e = entry.get();
+      impl_->entries[key] = std::move(entry);
+    }
+    impl_->last.store(e, std::memory_order_release);
+  }
+  engine::run(*e->kernel, args, outs);
+  return e->skeleton;
+}
+
+std::vector<Tensor> JitCore::callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,
+                                         std::shared_ptr<void>& skeleton) {
+  TraceState* outer = currentTrace();
+  if (!outer) throw Error("jit: called with Tensors outside of a trace");
+  std::vector<ir::ValueId> ids;
+  std::vector<Type> types;
+  for (const Tensor& t : args) {
+    traceOf(t, opts_.name, {});
+    ids.push_back(t.id());
+    types.push_back(t.type());
+  }
+  auto slot = std::make_pair(static_cast<const void*>(this), key);
+  auto it = outer->callees.find(slot);
+  if (it == outer->callees.end()) {
+    std::shared_ptr<void> skel;
+    std::string name;
+    {
+      TraceScope inner(outer->module, opts_.name);
+      name = inner.state().fn->name;
+      std::vector<Tensor> ps;
+      for (const Type& t : types) ps.push_back(inner.param(t));
+      inner.finish(body(ps, skel));
+    }
+    it = outer->callees.emplace(slot, std::make_pair(name, skel)).first;
+  }
+  skeleton = it->second.second;
+  std::vector<ir::ValueId> results = outer->builder.create(ir::OpKind::Call, ids, {}, {it->second.first});
+  std::vector<Tensor> outs;
+  for (ir::ValueId r : results) outs.push_back(wrap(*outer, r));
+  return outs;
+}
+
+Module JitCore::module(const std::vector<Type>& types, const Body& body) {
+  std::shared_ptr<void> skel;
+  return traceModule(opts_.name, types, [&](std::span<const Tensor> ps) { return body(ps, skel); });
+}
+
+CompiledStages JitCore::stages(const std::vector<Type>& types, const Body& body) {
+  Module traced = module(types, body);
+  CompiledStages s;
+  engine::compile({traced.impl(), opts_.name, opts_.opt_level, opts_.cpu, 0}, &s);
+  return s;
+}
+
+std::size_t JitCore::cacheSize() const {
+  std::lock_guard lock(impl_->m);
+  return impl_->entries.size();
+}
+
+} // namespace adjit::detail

@@ -1,0 +1,207 @@
+// ops/Arith.cpp — elementwise arithmetic: neg abs sign floor add sub mul div maximum minimum.
+// Integer arithmetic wraps; integer division truncates toward zero and x/0 is 0
+// (so compiled code never traps).
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+#include <type_traits>
+
+namespace adjit::ops {
+namespace {
+
+using ir::EvalCtx;
+using ir::FoldCtx;
+using codegen::ScalarCtx;
+
+template <class T> constexpr bool isInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+/// Wrapping integer arithmetic (no UB), plain arithmetic for floats.
+template <class T, class Op> T wrap(T a, T b, Op op) {
+  if constexpr (isInt<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return op(a, b);
+  }
+}
+
+template <class Fn> std::vector<Array> unary(const EvalCtx& c, Fn fn) {
+  return {mapUnary(c.args[0], c.resultType().dtype, fn)};
+}
+template <class Fn> std::vector<Array> binary(const EvalCtx& c, Fn fn) {
+  return {mapBinary(c.args[0], c.args[1], c.resultType().dtype, fn)};
+}
+
+bool isFloat(const ScalarCtx& c) { return is_floating(c.argType(0)); }
+
+/// Fold `op(x, k)` to x when operand `which` is the constant splat `k`.
+std::optional<ir::Folded> identityRight(const FoldCtx& c, double k) {
+  if (c.isSplat(1, k)) return ir::Folded{c.op.operands[0]};
+  return std::nullopt;
+}
+
+} // namespace
+
+void defineArithOps(Table& t) {
+  // neg(x) = -x
+  set(t, OpKind::Neg, {
+      .infer = inferNumericUnary,
+      .eval = [](const EvalCtx& c) {
+        return unary(c, [](auto x) { return wrap(decltype(x){0}, x, [](auto a, auto b) { return a - b; }); });
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        return isFloat(c) ? c.b.CreateFNeg(c.args[0]) : c.b.CreateNeg(c.args[0]);
+      },
+  });
+
+  // abs(x) = |x|
+  set(t, OpKind::Abs, {
+      .infer = inferNumericUnary,
+      .eval = [](const EvalCtx& c) {
+        return unary(c, [](auto x) {
+          using T = decltype(x);
+          if constexpr (isInt<T>) return x < 0 ? wrap(T{0}, x, [](auto a, auto b) { return a - b; }) : x;
+          else return std::fabs(x);
+        });
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        llvm::Value* x = c.args[0];
+        if (isFloat(c)) return c.intrinsic(llvm::Intrinsic::fabs, {{x}});
+        return c.intrinsic(llvm::Intrinsic::abs, {{x, c.b.getFalse()}});
+      },
+  });
+
+  // sign(x) = -1, 0 or 1 (NaN stays NaN, -0 stays -0)
+  set(t, OpKind::Sign, {
+      .infer = inferNumericUnary,
+      .eval = [](const EvalCtx& c) {
+        return unary(c, [](auto x) {
+          using T = decltype(x);
+          return x > T{0} ? T{1} : x < T{0} ? T(-1) : x;
+        });
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        llvm::Value* x = c.args[0];
+        DType t = c.outType();
+        llvm::Value* zero = c.constant(t, 0);
+        llvm::Value* gt = isFloat(c) ? c.b.CreateFCmpOGT(x, zero) : c.b.CreateICmpSGT(x, zero);
+        llvm::Value* lt = isFloat(c) ? c.b.CreateFCmpOLT(x, zero) : c.b.CreateICmpSLT(x, zero);
+        return c.b.CreateSelect(gt, c.constant(t, 1), c.b.CreateSelect(lt, c.constant(t, -1), x));
+      },
+  });
+
+  // floor(x) = largest integer <= x (identity on integers)
+  set(t, OpKind::Floor, {
+      .infer = inferNumericUnary,
+      .eval = [](const EvalCtx& c) {
+        return unary(c, [](auto x) {
+          if constexpr (isInt<decltype(x)>) return x;
+          else return std::floor(x);
+        });
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        return isFloat(c) ? c.intrinsic(llvm::Intrinsic::floor, {{c.args[0]}}) : c.args[0];
+      },
+  });
+
+  // add(x, y) = x + y
+  set(t, OpKind::Add, {
+      .infer = inferNumericBinary,
+      .eval = [](const EvalCtx& c) {
+        return binary(c, [](auto a, auto b) { return wrap(a, b, [](auto x, auto y) { return x + y; }); });
+      },
+      .fold = [](const FoldCtx& c) { return identityRight(c, 0); },
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        return isFloat(c) ? c.b.CreateFAdd(c.args[0], c.args[1]) : c.b.CreateAdd(c.args[0], c.args[1]);
+      },
+  });
+
+  // sub(x, y) = x - y
+  set(t, OpKind::Sub, {
+      .infer = inferNumericBinary,
+      .eval = [](const EvalCtx& c) {
+        return binary(c, [](auto a, auto b) { return wrap(a, b, [](auto x, auto y) { return x - y; }); });
+      },
+      .fold = [](const FoldCtx& c) { return identityRight(c, 0); },
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        return isFloat(c) ? c.b.CreateFSub(c.args[0], c.args[1]) : c.b.CreateSub(c.args[0], c.args[1]);
+      },
+  });
+
+  // mul(x, y) = x * y
+  set(t, OpKind::Mul, {
+      .infer = inferNumericBinary,
+      .eval = [](const EvalCtx& c) {
+        return binary(c, [](auto a, auto b) { return wrap(a, b, [](auto x, auto y) { return x * y; }); });
+      },
+      .fold = [](const FoldCtx& c) { return identityRight(c, 1); },
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        return isFloat(c) ? c.b.CreateFMul(c.args[0], c.args[1]) : c.b.CreateMul(c.args[0], c.args[1]);
+      },
+  });
+
+  // div(x, y) = x / y; integers truncate toward zero, x/0 = 0, MIN/-1 = MIN
+  set(t, OpKind::Div, {
+      .infer = inferNumericBinary,
+      .eval = [](const EvalCtx& c) {
+        return binary(c, [](auto a, auto b) {
+          using T = decltype(a);
+          if constexpr (isInt<T>) {
+            if (b == 0) return T{0};
+            if (b == T(-1)) return wrap(T{0}, a, [](auto x, auto y) { return x - y; });
+            return static_cast<T>(a / b);
+          } else {
+            return a / b;
+          }
+        });
+      },
+      .fold = [](const FoldCtx& c) { return identityRight(c, 1); },
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        llvm::Value *a = c.args[0], *d = c.args[1];
+        if (isFloat(c)) return c.b.CreateFDiv(a, d);
+        DType t = c.outType();
+        llvm::Value* isZero = c.b.CreateICmpEQ(d, c.constant(t, 0));
+        llvm::Value* isMinus1 = c.b.CreateICmpEQ(d, c.constant(t, -1));
+        llvm::Value* safe = c.b.CreateSelect(c.b.CreateOr(isZero, isMinus1), c.constant(t, 1), d);
+        llvm::Value* q = c.b.CreateSDiv(a, safe);
+        q = c.b.CreateSelect(isMinus1, c.b.CreateNeg(a), q);
+        return c.b.CreateSelect(isZero, c.constant(t, 0), q);
+      },
+  });
+
+  // maximum(x, y); NaN if either is NaN
+  set(t, OpKind::Maximum, {
+      .infer = inferNumericBinary,
+      .eval = [](const EvalCtx& c) {
+        return binary(c, [](auto a, auto b) {
+          if constexpr (isInt<decltype(a)>) return a > b ? a : b;
+          else return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b == a && std::signbit(b) ? a : b);
+        });
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        return c.intrinsic(isFloat(c) ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, c.args);
+      },
+  });
+
+  // minimum(x, y); NaN if either is NaN
+  set(t, OpKind::Minimum, {
+      .infer = inferNumericBinary,
+      .eval = [](const EvalCtx& c) {
+        return binary(c, [](auto a, auto b) {
+          if constexpr (isInt<decltype(a)>) return a < b ? a : b;
+          else return (std::isnan(a) || std::isnan(b)) ? a + b : (a < b ? a : b == a && !std::signbit(b) ? a : b);
+        });
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        return c.intrinsic(isFloat(c) ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, c.args);
+      },
+  });
+}
+
+} // namespace adjit::ops

@@ -1,0 +1,37 @@
+// ops/Call.cpp — call @f(args): runs another function of the module. Calls,
+// custom-gradient call sites, conditionals and loops all reference functions
+// this way.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+namespace adjit::ops {
+
+using codegen::LowerCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+void defineCallOps(Table& t) {
+  // call @f(xs...) = f(xs...)
+  set(t, OpKind::Call, {
+      .infer = [](const InferCtx& c) {
+        if (c.callees.size() != 1) c.fail("expected one callee, got {}", c.callees.size());
+        const ir::Function& f = *c.callees[0];
+        if (c.operands.size() != f.params.size())
+          c.fail("@{} expects {} arguments, got {}", f.name, f.params.size(), c.operands.size());
+        for (std::size_t i = 0; i < c.operands.size(); ++i)
+          if (c.operands[i] != f.type(f.params[i]))
+            c.fail("argument {} of @{} must be {}, got {}", i, f.name, f.type(f.params[i]).str(), c.operands[i].str());
+        return f.resultTypes();
+      },
+      .eval = [](const EvalCtx& c) { return c.call(c.op.callees[0], c.args); },
+      .fold = noFold,
+      .lower = [](LowerCtx& c) {
+        std::vector<llvm::Value*> args;
+        for (std::size_t i = 0; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
+        args.insert(args.end(), c.results.begin(), c.results.end());
+        c.b.CreateCall(c.callee(c.op.callees[0]), args);
+      },
+  });
+}
+
+} // namespace adjit::ops

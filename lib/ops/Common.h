@@ -1,0 +1,80 @@
+// ops/Common.h — helpers shared by the op family files: dtype dispatch for
+// reference evaluation, common type rules, and shape utilities.
+#pragma once
+
+#include "ops/OpTable.h"
+#include "support/Assert.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace adjit::ops {
+
+/// Calls f(T{}) with T the C++ element type of `t` (bool for i1).
+template <class F> decltype(auto) dispatch(DType t, F&& f) {
+  switch (t) {
+  case DType::f32: return f(float{});
+  case DType::f64: return f(double{});
+  case DType::i32: return f(int32_t{});
+  case DType::i64: return f(int64_t{});
+  case DType::i1: return f(bool{});
+  }
+  ADJIT_UNREACHABLE("bad dtype");
+}
+
+template <class T> T* elems(Array& a) { return static_cast<T*>(a.raw()); }
+template <class T> const T* elems(const Array& a) { return static_cast<const T*>(a.raw()); }
+
+/// Elementwise map of one array into a new one of dtype `out`. fn(T) -> U.
+template <class Fn> Array mapUnary(const Array& x, DType out, Fn fn) {
+  Array r(Type{out, x.shape()});
+  dispatch(x.dtype(), [&](auto tin) {
+    using T = decltype(tin);
+    dispatch(out, [&](auto tout) {
+      using U = decltype(tout);
+      const T* in = elems<T>(x);
+      U* o = elems<U>(r);
+      for (int64_t i = 0; i < x.size(); ++i) o[i] = static_cast<U>(fn(in[i]));
+    });
+  });
+  return r;
+}
+
+/// Elementwise map of two same-shaped arrays. fn(T, T) -> U.
+template <class Fn> Array mapBinary(const Array& a, const Array& b, DType out, Fn fn) {
+  ADJIT_ASSERT(a.shape() == b.shape() && a.dtype() == b.dtype(), "mapBinary: operand mismatch");
+  Array r(Type{out, a.shape()});
+  dispatch(a.dtype(), [&](auto tin) {
+    using T = decltype(tin);
+    dispatch(out, [&](auto tout) {
+      using U = decltype(tout);
+      const T* x = elems<T>(a);
+      const T* y = elems<T>(b);
+      U* o = elems<U>(r);
+      for (int64_t i = 0; i < a.size(); ++i) o[i] = static_cast<U>(fn(x[i], y[i]));
+    });
+  });
+  return r;
+}
+
+/// Row-major strides of a shape, in elements.
+std::vector<int64_t> stridesOf(const Shape& s);
+/// Multi-index of linear position `i` in `s`.
+std::vector<int64_t> unravel(int64_t i, const Shape& s);
+/// Linear position of a multi-index in `s`.
+int64_t ravel(std::span<const int64_t> idx, const Shape& s);
+
+// Common type rules.
+/// One floating operand; result has its type (exp, log, tanh, ...).
+std::vector<Type> inferFloatUnary(const ir::InferCtx& c);
+/// One numeric (non-i1) operand; result has its type (neg, abs, ...).
+std::vector<Type> inferNumericUnary(const ir::InferCtx& c);
+/// Two numeric operands of one type; result has that type (add, mul, ...).
+std::vector<Type> inferNumericBinary(const ir::InferCtx& c);
+/// Two floating operands of one type (pow).
+std::vector<Type> inferFloatBinary(const ir::InferCtx& c);
+
+/// Reads `axes` (each in range, no repeats) for an operand of rank `rank`; sorted, normalised.
+std::vector<int64_t> readAxes(const ir::InferCtx& c, int64_t rank);
+
+} // namespace adjit::ops

@@ -1,0 +1,54 @@
+// ops/Creation.cpp — constant (a dense array attribute) and iota.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+namespace adjit::ops {
+
+using codegen::ElementCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+void defineCreationOps(Table& t) {
+  // constant {value = dense<...>}: its value
+  set(t, OpKind::Constant, {
+      .infer = [](const InferCtx& c) { return std::vector<Type>{c.array("value").type()}; },
+      .eval = [](const EvalCtx& c) { return std::vector<Array>{c.op.attrs.array("value")}; },
+      .fold = noFold,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const Array& v = c.op.attrs.array("value");
+        bool splat = true;
+        for (int64_t i = 1; i < v.size() && splat; ++i)
+          splat = std::memcmp(static_cast<const char*>(v.raw()) + i * size_of(v.dtype()), v.raw(), size_of(v.dtype())) == 0;
+        if (splat) return c.constant(v.dtype(), v.at(0));
+        return c.load(v.dtype(), c.globalConstant(v), c.linear(c.index, v.shape()));
+      },
+  });
+
+  // iota {shape, axis, dtype}: element = its index along `axis`
+  set(t, OpKind::Iota, {
+      .infer = [](const InferCtx& c) {
+        Type r{c.dtype("dtype"), c.ints("shape")};
+        for (int64_t d : r.shape)
+          if (d < 0) c.fail("negative dimension in shape {}", shape_str(r.shape));
+        if (r.dtype == DType::i1) c.fail("dtype must be numeric, got i1");
+        c.axis("axis", r.rank());
+        return std::vector<Type>{r};
+      },
+      .eval = [](const EvalCtx& c) {
+        Array r(c.resultType());
+        const int64_t axis = c.op.attrs.integer("axis");
+        for (int64_t i = 0; i < r.size(); ++i) r.set(i, static_cast<double>(unravel(i, r.shape())[axis]));
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const Type& rt = c.resultType();
+        int64_t axis = c.op.attrs.integer("axis");
+        llvm::Value* i = c.dims(c.index, rt.shape)[static_cast<std::size_t>(axis)];
+        llvm::Type* ty = c.scalarType(rt.dtype);
+        return is_floating(rt.dtype) ? c.b.CreateSIToFP(i, ty) : c.b.CreateSExtOrTrunc(i, ty);
+      },
+  });
+}
+
+} // namespace adjit::ops

@@ -1,0 +1,151 @@
+// ops/Indexing.cpp — gather (take along an axis) and scatter_add.
+// Index semantics, shared by both: a negative index i counts from the end
+// (i + n); gather clamps what is still out of range to [0, n-1], scatter_add
+// drops updates whose index is out of range.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+namespace adjit::ops {
+namespace {
+
+using codegen::ElementCtx;
+using codegen::Index;
+using codegen::LowerCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+/// Shape of gather(x, idx, axis): x[:axis] + idx + x[axis+1:].
+Shape gatherShape(const Shape& x, const Shape& idx, int64_t axis) {
+  Shape s(x.begin(), x.begin() + axis);
+  s.insert(s.end(), idx.begin(), idx.end());
+  s.insert(s.end(), x.begin() + axis + 1, x.end());
+  return s;
+}
+
+void expectIndices(const InferCtx& c, std::size_t i) {
+  DType d = c.operands[i].dtype;
+  if (d != DType::i32 && d != DType::i64) c.fail("indices must be i32 or i64, got {}", c.operands[i].str());
+}
+
+/// Splits a gather-shaped index into (operand index, indices index) for `axis`.
+struct Split {
+  std::vector<int64_t> x, idx;
+};
+Split split(const std::vector<int64_t>& o, std::size_t axis, std::size_t idxRank) {
+  Split s;
+  s.x.assign(o.begin(), o.begin() + axis);
+  s.idx.assign(o.begin() + axis, o.begin() + axis + idxRank);
+  s.x.push_back(0);
+  s.x.insert(s.x.end(), o.begin() + axis + idxRank, o.end());
+  return s;
+}
+
+/// Normalises a negative index: i < 0 ? i + n : i.
+llvm::Value* wrapNegative(codegen::EmitBase& c, llvm::Value* i, int64_t n) {
+  return c.b.CreateSelect(c.b.CreateICmpSLT(i, c.i64(0)), c.b.CreateAdd(i, c.i64(n)), i);
+}
+
+} // namespace
+
+void defineIndexingOps(Table& t) {
+  // gather(x, idx) {axis}: r[pre, j..., post] = x[pre, idx[j...], post]
+  set(t, OpKind::Gather, {
+      .infer = [](const InferCtx& c) {
+        expectIndices(c, 1);
+        int64_t axis = c.axis("axis", c.operands[0].rank());
+        return std::vector<Type>{Type{c.operands[0].dtype, gatherShape(c.operands[0].shape, c.operands[1].shape, axis)}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array &x = c.args[0], &ix = c.args[1];
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const int64_t n = x.shape()[axis];
+        Array r(c.resultType());
+        const std::size_t w = size_of(x.dtype());
+        for (int64_t i = 0; i < r.size(); ++i) {
+          Split s = split(unravel(i, r.shape()), axis, ix.shape().size());
+          int64_t k = ix.get<int64_t>(ravel(s.idx, ix.shape()));
+          if (k < 0) k += n;
+          s.x[axis] = std::clamp<int64_t>(k, 0, n - 1);
+          std::memcpy(static_cast<char*>(r.raw()) + i * w, static_cast<const char*>(x.raw()) + ravel(s.x, x.shape()) * w, w);
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const Shape& xs = c.operandType(0).shape;
+        const std::size_t idxRank = c.operandType(1).shape.size();
+        const auto& o = c.dims(c.index, c.resultType().shape);
+        std::vector<llvm::Value*> xi(o.begin(), o.begin() + axis), ii(o.begin() + axis, o.begin() + axis + idxRank);
+        llvm::Value* k = c.b.CreateSExt(c.operand(1, Index::ofDims(ii)), c.b.getInt64Ty());
+        k = wrapNegative(c, k, xs[axis]);
+        k = c.intrinsic(llvm::Intrinsic::smax, {{k, c.i64(0)}});
+        k = c.intrinsic(llvm::Intrinsic::smin, {{k, c.i64(xs[axis] - 1)}});
+        xi.push_back(k);
+        xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
+        return c.operand(0, Index::ofDims(std::move(xi)));
+      },
+  });
+
+  // scatter_add(x, idx, upd) {axis}: r = x; r[pre, idx[j...], post] += upd[pre, j..., post]
+  set(t, OpKind::ScatterAdd, {
+      .infer = [](const InferCtx& c) {
+        expectIndices(c, 1);
+        int64_t axis = c.axis("axis", c.operands[0].rank());
+        Type want{c.operands[0].dtype, gatherShape(c.operands[0].shape, c.operands[1].shape, axis)};
+        if (c.operands[2] != want) c.fail("updates must have type {}, got {}", want.str(), c.operands[2].str());
+        if (c.operands[0].dtype == DType::i1) c.fail("expected a numeric operand, got {}", c.operands[0].str());
+        return std::vector<Type>{c.operands[0]};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array &ix = c.args[1], &up = c.args[2];
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        Array r = c.args[0];
+        const int64_t n = r.shape()[axis];
+        for (int64_t i = 0; i < up.size(); ++i) {
+          Split s = split(unravel(i, up.shape()), axis, ix.shape().size());
+          int64_t k = ix.get<int64_t>(ravel(s.idx, ix.shape()));
+          if (k < 0) k += n;
+          if (k < 0 || k >= n) continue;
+          s.x[axis] = k;
+          int64_t dst = ravel(s.x, r.shape());
+          dispatch(r.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            elems<T>(r)[dst] = static_cast<T>(elems<T>(r)[dst] + elems<T>(up)[i]);
+          });
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      .lower = [](LowerCtx& c) {
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const Type& rt = c.resultType();
+        const Shape& us = c.operandType(2).shape;
+        const std::size_t idxRank = c.operandType(1).shape.size();
+        const int64_t n = rt.shape[axis];
+        c.loopNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.operand(0, i), c.results[0], c.linear(i, rt.shape)); });
+        c.loopNest(us, [&](const Index& ui) {
+          const auto& o = c.dims(ui, us);
+          std::vector<llvm::Value*> xi(o.begin(), o.begin() + axis), ii(o.begin() + axis, o.begin() + axis + idxRank);
+          llvm::Value* k = wrapNegative(c, c.b.CreateSExt(c.operand(1, Index::ofDims(ii)), c.b.getInt64Ty()), n);
+          llvm::Value* inRange = c.b.CreateICmpULT(k, c.i64(n));
+          llvm::Function* f = c.b.GetInsertBlock()->getParent();
+          auto* addBB = llvm::BasicBlock::Create(c.ctx(), "scatter.add", f);
+          auto* contBB = llvm::BasicBlock::Create(c.ctx(), "scatter.cont", f);
+          llvm::Value* u = c.operand(2, ui);
+          c.b.CreateCondBr(inRange, addBB, contBB);
+          c.b.SetInsertPoint(addBB);
+          xi.push_back(k);
+          xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
+          llvm::Value* dst = c.linear(Index::ofDims(xi), rt.shape);
+          llvm::Value* old = c.load(rt.dtype, c.results[0], dst);
+          llvm::Value* sum = is_floating(rt.dtype) ? c.b.CreateFAdd(old, u) : c.b.CreateAdd(old, u);
+          c.store(rt.dtype, sum, c.results[0], dst);
+          c.b.CreateBr(contBB);
+          c.b.SetInsertPoint(contBB);
+        });
+      },
+  });
+}
+
+} // namespace adjit::ops

@@ -1,0 +1,89 @@
+// ops/Linalg.cpp — matmul: [..., M, K] @ [..., K, N] -> [..., M, N] with equal
+// batch dimensions (the tracer broadcasts them and turns 1-D operands into
+// matrices). Lowered as i-k-j loops whose inner loop is contiguous and
+// vectorised; accumulation uses fused multiply-add and may reassociate.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+namespace adjit::ops {
+namespace {
+
+using codegen::LowerCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+struct Dims {
+  int64_t batch, m, k, n;
+};
+Dims dimsOf(const Shape& a, const Shape& b) {
+  const std::size_t r = a.size();
+  return {num_elements(Shape(a.begin(), a.end() - 2)), a[r - 2], a[r - 1], b[r - 1]};
+}
+
+} // namespace
+
+void defineLinalgOps(Table& t) {
+  // matmul(a, b): r[..., i, j] = sum_k a[..., i, k] * b[..., k, j]
+  set(t, OpKind::Matmul, {
+      .infer = [](const InferCtx& c) {
+        const Type &a = c.operands[0], &b = c.operands[1];
+        if (a.dtype != b.dtype) c.fail("mismatched dtypes {} and {}", a.str(), b.str());
+        if (a.dtype == DType::i1) c.fail("expected numeric operands, got {}", a.str());
+        if (a.rank() < 2 || a.rank() != b.rank())
+          c.fail("expected operands of equal rank >= 2, got {} and {}", a.str(), b.str());
+        const std::size_t r = a.shape.size();
+        if (!std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()) || a.shape[r - 1] != b.shape[r - 2])
+          c.fail("incompatible shapes {} and {}", a.str(), b.str());
+        Shape out = a.shape;
+        out[r - 1] = b.shape[r - 1];
+        return std::vector<Type>{Type{a.dtype, out}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array &a = c.args[0], &b = c.args[1];
+        Dims d = dimsOf(a.shape(), b.shape());
+        Array r(c.resultType());
+        dispatch(a.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          for (int64_t bt = 0; bt < d.batch; ++bt)
+            for (int64_t i = 0; i < d.m; ++i)
+              for (int64_t j = 0; j < d.n; ++j) {
+                T s{};
+                for (int64_t k = 0; k < d.k; ++k)
+                  s = static_cast<T>(s + elems<T>(a)[(bt * d.m + i) * d.k + k] * elems<T>(b)[(bt * d.k + k) * d.n + j]);
+                elems<T>(r)[(bt * d.m + i) * d.n + j] = s;
+              }
+        });
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      .lower = [](LowerCtx& c) {
+        Dims d = dimsOf(c.operandType(0).shape, c.operandType(1).shape);
+        const DType t = c.resultType().dtype;
+        const bool f = is_floating(t);
+        llvm::Value *A = c.operandBuffer(0), *B = c.operandBuffer(1), *C = c.results[0];
+        llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
+        c.b.setFastMathFlags(c.reassocFlags());
+        c.loop(d.batch * d.m * d.n, [&](llvm::Value* i) { c.store(t, c.constant(t, 0), C, i); });
+        c.loop(d.batch, [&](llvm::Value* bt) {
+          c.loop(d.m, [&](llvm::Value* i) {
+            llvm::Value* row = c.b.CreateAdd(c.b.CreateMul(bt, c.i64(d.m)), i);
+            c.loop(d.k, [&](llvm::Value* k) {
+              llvm::Value* a = c.load(t, A, c.b.CreateAdd(c.b.CreateMul(row, c.i64(d.k)), k));
+              llvm::Value* brow = c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(bt, c.i64(d.k)), k), c.i64(d.n));
+              llvm::Value* crow = c.b.CreateMul(row, c.i64(d.n));
+              c.loop(d.n, [&](llvm::Value* j) {
+                llvm::Value* cj = c.b.CreateAdd(crow, j);
+                llvm::Value* bv = c.load(t, B, c.b.CreateAdd(brow, j));
+                llvm::Value* acc = c.load(t, C, cj);
+                llvm::Value* v = f ? c.intrinsic(llvm::Intrinsic::fmuladd, {{a, bv, acc}})
+                                   : c.b.CreateAdd(acc, c.b.CreateMul(a, bv));
+                c.store(t, v, C, cj);
+              });
+            });
+          });
+        });
+      },
+  });
+}
+
+} // namespace adjit::ops

@@ -1,0 +1,162 @@
+// ops/Logic.cpp — comparisons (results i1), logical and/or/not, select, cast.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+#include <limits>
+
+namespace adjit::ops {
+namespace {
+
+using ir::EvalCtx;
+using ir::InferCtx;
+using codegen::ScalarCtx;
+
+std::vector<Type> inferCompare(const InferCtx& c) {
+  c.expectSameTypes();
+  return {Type{DType::i1, c.operands[0].shape}};
+}
+
+std::vector<Type> inferLogical(const InferCtx& c) {
+  c.expectSameTypes();
+  if (c.operands[0].dtype != DType::i1) c.fail("expected i1 operands, got {}", c.operands[0].str());
+  return {c.operands[0]};
+}
+
+template <class Cmp> std::vector<Array> evalCompare(const EvalCtx& c) {
+  return {mapBinary(c.args[0], c.args[1], DType::i1, [](auto a, auto b) { return Cmp{}(a, b); })};
+}
+
+/// Lowers a comparison: ordered float predicate (une for "ne"), signed int predicate.
+template <llvm::CmpInst::Predicate F, llvm::CmpInst::Predicate I>
+llvm::Value* lowerCompare(ScalarCtx& c) {
+  llvm::Value *a = c.args[0], *b = c.args[1];
+  if (is_floating(c.argType(0))) return c.b.CreateFCmp(F, a, b);
+  llvm::CmpInst::Predicate p = I;
+  if (c.argType(0) == DType::i1) p = llvm::CmpInst::getUnsignedPredicate(I);
+  return c.b.CreateICmp(p, a, b);
+}
+
+/// Saturating conversion, matching llvm.fptosi.sat: NaN -> 0, out of range -> min/max.
+template <class To, class From> To convert(From x) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return x != From{0};
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if (std::isnan(x)) return To{0};
+    if (x <= static_cast<From>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (x >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(x);
+  } else {
+    return static_cast<To>(x);
+  }
+}
+
+} // namespace
+
+void defineLogicOps(Table& t) {
+  using P = llvm::CmpInst::Predicate;
+  // lt(x, y) = x < y   (likewise le gt ge eq ne; NaN compares false except ne)
+  set(t, OpKind::Lt, {.infer = inferCompare, .eval = evalCompare<std::less<>>, .fold = noFold,
+                      .scalar = lowerCompare<P::FCMP_OLT, P::ICMP_SLT>});
+  set(t, OpKind::Le, {.infer = inferCompare, .eval = evalCompare<std::less_equal<>>, .fold = noFold,
+                      .scalar = lowerCompare<P::FCMP_OLE, P::ICMP_SLE>});
+  set(t, OpKind::Gt, {.infer = inferCompare, .eval = evalCompare<std::greater<>>, .fold = noFold,
+                      .scalar = lowerCompare<P::FCMP_OGT, P::ICMP_SGT>});
+  set(t, OpKind::Ge, {.infer = inferCompare, .eval = evalCompare<std::greater_equal<>>, .fold = noFold,
+                      .scalar = lowerCompare<P::FCMP_OGE, P::ICMP_SGE>});
+  set(t, OpKind::Eq, {.infer = inferCompare, .eval = evalCompare<std::equal_to<>>, .fold = noFold,
+                      .scalar = lowerCompare<P::FCMP_OEQ, P::ICMP_EQ>});
+  set(t, OpKind::Ne, {.infer = inferCompare, .eval = evalCompare<std::not_equal_to<>>, .fold = noFold,
+                      .scalar = lowerCompare<P::FCMP_UNE, P::ICMP_NE>});
+
+  // and(p, q), or(p, q), not(p) on i1
+  set(t, OpKind::And, {
+      .infer = inferLogical,
+      .eval = [](const EvalCtx& c) {
+        return std::vector<Array>{mapBinary(c.args[0], c.args[1], DType::i1, [](auto a, auto b) { return a && b; })};
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) { return c.b.CreateAnd(c.args[0], c.args[1]); },
+  });
+  set(t, OpKind::Or, {
+      .infer = inferLogical,
+      .eval = [](const EvalCtx& c) {
+        return std::vector<Array>{mapBinary(c.args[0], c.args[1], DType::i1, [](auto a, auto b) { return a || b; })};
+      },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) { return c.b.CreateOr(c.args[0], c.args[1]); },
+  });
+  set(t, OpKind::Not, {
+      .infer = [](const InferCtx& c) {
+        if (c.operands[0].dtype != DType::i1) c.fail("expected an i1 operand, got {}", c.operands[0].str());
+        return std::vector<Type>{c.operands[0]};
+      },
+      .eval = [](const EvalCtx& c) { return std::vector<Array>{mapUnary(c.args[0], DType::i1, [](auto a) { return !a; })}; },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) { return c.b.CreateNot(c.args[0]); },
+  });
+
+  // select(p, a, b) = p ? a : b
+  set(t, OpKind::Select, {
+      .infer = [](const InferCtx& c) {
+        if (c.operands[0].dtype != DType::i1) c.fail("condition must be i1, got {}", c.operands[0].str());
+        if (c.operands[1] != c.operands[2])
+          c.fail("branches must have one type, got {} and {}", c.operands[1].str(), c.operands[2].str());
+        if (c.operands[0].shape != c.operands[1].shape)
+          c.fail("incompatible shapes {} and {}", c.operands[0].str(), c.operands[1].str());
+        return std::vector<Type>{c.operands[1]};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array &p = c.args[0], &a = c.args[1], &b = c.args[2];
+        Array r(a.type());
+        const std::size_t w = size_of(a.dtype());
+        const auto* pp = elems<uint8_t>(p);
+        for (int64_t i = 0; i < a.size(); ++i)
+          std::memcpy(static_cast<char*>(r.raw()) + i * w,
+                      static_cast<const char*>((pp[i] ? a : b).raw()) + i * w, w);
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.op.operands[1] == c.op.operands[2]) return ir::Folded{c.op.operands[1]};
+        if (c.isSplat(0, 1)) return ir::Folded{c.op.operands[1]};
+        if (c.isSplat(0, 0)) return ir::Folded{c.op.operands[2]};
+        return std::nullopt;
+      },
+      .scalar = [](ScalarCtx& c) { return c.b.CreateSelect(c.args[0], c.args[1], c.args[2]); },
+  });
+
+  // cast(x) to attribute `dtype`: float->int saturates (NaN -> 0), x->i1 is x != 0
+  set(t, OpKind::Cast, {
+      .infer = [](const InferCtx& c) { return std::vector<Type>{Type{c.dtype("dtype"), c.operands[0].shape}}; },
+      .eval = [](const EvalCtx& c) {
+        const Array& x = c.args[0];
+        Array r(c.resultType());
+        dispatch(x.dtype(), [&](auto tin) {
+          using From = decltype(tin);
+          dispatch(r.dtype(), [&](auto tout) {
+            using To = decltype(tout);
+            for (int64_t i = 0; i < x.size(); ++i) elems<To>(r)[i] = convert<To>(elems<From>(x)[i]);
+          });
+        });
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
+        return std::nullopt;
+      },
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        DType from = c.argType(0), to = c.outType();
+        llvm::Value* x = c.args[0];
+        llvm::Type* ty = c.scalarType(to);
+        if (from == to) return x;
+        if (to == DType::i1)
+          return is_floating(from) ? c.b.CreateFCmpUNE(x, c.constant(from, 0)) : c.b.CreateICmpNE(x, c.constant(from, 0));
+        if (is_floating(from) && is_floating(to)) return c.b.CreateFPCast(x, ty);
+        if (is_floating(from)) return c.b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {ty, x->getType()}, {x});
+        if (from == DType::i1) return is_floating(to) ? c.b.CreateUIToFP(x, ty) : c.b.CreateZExt(x, ty);
+        if (is_floating(to)) return c.b.CreateSIToFP(x, ty);
+        return c.b.CreateSExtOrTrunc(x, ty);
+      },
+  });
+}
+
+} // namespace adjit::ops

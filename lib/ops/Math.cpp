@@ -1,0 +1,105 @@
+// ops/Math.cpp — transcendental and root functions on floats: exp log log1p expm1
+// sqrt rsqrt sin cos tanh sigmoid pow. Lowered to libm calls marked side-effect
+// free; the codegen maps them to glibc's libmvec variants in vectorised loops.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+namespace adjit::ops {
+namespace {
+
+using ir::EvalCtx;
+using codegen::ScalarCtx;
+
+struct ExpR { template <class T> T operator()(T x) const { return std::exp(x); } };
+struct LogR { template <class T> T operator()(T x) const { return std::log(x); } };
+struct Log1pR { template <class T> T operator()(T x) const { return std::log1p(x); } };
+struct Expm1R { template <class T> T operator()(T x) const { return std::expm1(x); } };
+struct SqrtR { template <class T> T operator()(T x) const { return std::sqrt(x); } };
+struct RsqrtR { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
+struct SinR { template <class T> T operator()(T x) const { return std::sin(x); } };
+struct CosR { template <class T> T operator()(T x) const { return std::cos(x); } };
+struct TanhR { template <class T> T operator()(T x) const { return std::tanh(x); } };
+struct SigmoidR { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+
+template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
+  return {mapUnary(c.args[0], c.resultType().dtype, [](auto x) -> decltype(x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) return R{}(x);
+    else ADJIT_UNREACHABLE("float op on integers");
+  })};
+}
+
+/// Scalar body that calls libm function `name` (e.g. "exp" -> expf / exp).
+template <const char* Name> llvm::Value* libm(ScalarCtx& c) {
+  return c.callMath(Name, c.outType(), c.args);
+}
+
+constexpr char kExp[] = "exp", kLog[] = "log", kLog1p[] = "log1p", kExpm1[] = "expm1",
+               kSin[] = "sin", kCos[] = "cos", kTanh[] = "tanh", kPow[] = "pow";
+
+} // namespace
+
+void defineMathOps(Table& t) {
+  // exp(x) = e^x
+  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libm<kExp>});
+  // log(x) = ln x
+  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libm<kLog>});
+  // log1p(x) = ln(1 + x), accurate near 0
+  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libm<kLog1p>});
+  // expm1(x) = e^x - 1, accurate near 0
+  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libm<kExpm1>});
+  // sin(x), cos(x)
+  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libm<kSin>});
+  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libm<kCos>});
+  // tanh(x)
+  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libm<kTanh>});
+
+  // sqrt(x) = x^(1/2); a hardware instruction
+  set(t, OpKind::Sqrt, {
+      .infer = inferFloatUnary,
+      .eval = evalWith<SqrtR>,
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) { return c.intrinsic(llvm::Intrinsic::sqrt, c.args); },
+  });
+
+  // rsqrt(x) = 1 / sqrt(x)
+  set(t, OpKind::Rsqrt, {
+      .infer = inferFloatUnary,
+      .eval = evalWith<RsqrtR>,
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        llvm::Value* s = c.intrinsic(llvm::Intrinsic::sqrt, c.args);
+        return c.b.CreateFDiv(c.constant(c.outType(), 1), s);
+      },
+  });
+
+  // sigmoid(x) = 1 / (1 + e^-x); saturates cleanly to 0 and 1
+  set(t, OpKind::Sigmoid, {
+      .infer = inferFloatUnary,
+      .eval = evalWith<SigmoidR>,
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        DType dt = c.outType();
+        llvm::Value* negx = c.b.CreateFNeg(c.args[0]);
+        llvm::Value* e = c.callMath("exp", dt, {{negx}});
+        return c.b.CreateFDiv(c.constant(dt, 1), c.b.CreateFAdd(c.constant(dt, 1), e));
+      },
+  });
+
+  // pow(x, y) = x^y
+  set(t, OpKind::Pow, {
+      .infer = inferFloatBinary,
+      .eval = [](const EvalCtx& c) {
+        return std::vector<Array>{mapBinary(c.args[0], c.args[1], c.resultType().dtype, [](auto a, auto b) {
+          if constexpr (std::is_floating_point_v<decltype(a)>) return std::pow(a, b);
+          else return a;
+        })};
+      },
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.isSplat(1, 1)) return ir::Folded{c.op.operands[0]}; // x^1 = x
+        return std::nullopt;
+      },
+      .scalar = libm<kPow>,
+  });
+}
+
+} // namespace adjit::ops

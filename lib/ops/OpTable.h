@@ -1,0 +1,137 @@
+// ops/OpTable.h — one record of named hooks per op: its type rule, reference
+// evaluation, folding, lowering and (with autodiff) VJP. Generic code — printer,
+// parser, verifier, interpreter, passes, codegen driver — reads this table and
+// never switches on the op kind.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace llvm { class Value; }
+namespace adjit::codegen { struct ScalarCtx; struct ElementCtx; struct LowerCtx; }
+namespace adjit::autodiff { struct VjpCtx; }
+
+namespace adjit::ir {
+
+/// What a type rule sees: operand types, attributes, referenced functions.
+/// `fail` raises the user error "<op>: <message>" at the op's location.
+struct InferCtx {
+  std::string_view opName;
+  std::span<const Type> operands;
+  const Attrs& attrs;
+  std::span<const Function* const> callees;
+  const Location& loc;
+
+  template <class... A>
+  [[noreturn]] void fail(fmt::format_string<A...> f, A&&... a) const {
+    failMessage(fmt::format(f, std::forward<A>(a)...));
+  }
+  [[noreturn]] void failMessage(const std::string& msg) const;
+
+  // Attribute readers that report a missing or mistyped attribute as a user error.
+  int64_t integer(std::string_view name) const;
+  bool boolean(std::string_view name, std::optional<bool> dflt = {}) const;
+  const std::vector<int64_t>& ints(std::string_view name) const;
+  DType dtype(std::string_view name) const;
+  const Array& array(std::string_view name) const;
+  /// Reads an axis attribute and checks -rank <= axis < rank; returns it normalised.
+  int64_t axis(std::string_view name, int64_t rank) const;
+  /// Checks operand `i` has a floating dtype ("exp: expected a floating-point operand, got i32[3]").
+  void expectFloat(std::size_t i) const;
+  /// Checks all operands have the same type.
+  void expectSameTypes() const;
+};
+
+/// What a reference evaluation sees: the op, the argument arrays, result types,
+/// and a way to run a referenced function.
+struct EvalCtx {
+  const Op& op;
+  const Function& fn;
+  std::span<const Array> args;
+  std::function<std::vector<Array>(const std::string&, std::span<const Array>)> call;
+  const Type& resultType(std::size_t i = 0) const { return fn.type(op.results.at(i)); }
+};
+
+/// A fold's answer: reuse an existing value, or a constant.
+using Folded = std::variant<ValueId, Array>;
+
+/// What a fold sees: the op and, for each operand, its constant value if known.
+struct FoldCtx {
+  const Op& op;
+  const Function& fn;
+  std::span<const Array* const> constants; ///< nullptr where the operand is not constant
+  const Type& type(ValueId v) const { return fn.type(v); }
+  /// True when operand `i` is a constant whose every element equals `v`.
+  bool isSplat(std::size_t i, double v) const;
+};
+
+} // namespace adjit::ir
+
+namespace adjit::ops {
+
+using ir::OpKind;
+
+enum Trait : uint32_t {
+  kPure = 1u << 0,                 ///< no side effects: may be CSE'd, folded, dropped if unused
+  kElementwise = 1u << 1,          ///< operands and result share a shape; lowered by a scalar body
+  kCommutative = 1u << 2,          ///< operands 0 and 1 may be swapped
+  kNonDifferentiable = 1u << 3,    ///< results carry no gradient
+  kExpensive = 1u << 4,            ///< worth materialising rather than recomputing when reused
+  kRemapsIndex = 1u << 5,          ///< reads operand elements at other indices than the result's
+  kMaterializesOperands = 1u << 6, ///< its lowering reads operands from buffers, not fused
+  kHasCallee = 1u << 7,            ///< references functions of the module
+};
+
+/// The hooks of one op. Exactly one of `scalar` (elementwise ops), `element`
+/// (ops that compute one result element from operand elements) or `lower`
+/// (ops that write whole results, e.g. reductions) is set.
+struct Hooks {
+  std::vector<Type> (*infer)(const ir::InferCtx&) = nullptr;
+  std::vector<Array> (*eval)(const ir::EvalCtx&) = nullptr;
+  std::optional<ir::Folded> (*fold)(const ir::FoldCtx&) = nullptr;
+  llvm::Value* (*scalar)(codegen::ScalarCtx&) = nullptr;
+  llvm::Value* (*element)(codegen::ElementCtx&) = nullptr;
+  void (*lower)(codegen::LowerCtx&) = nullptr;
+  void (*vjp)(autodiff::VjpCtx&) = nullptr; ///< filled in by the autodiff layer
+};
+
+struct OpInfo {
+  std::string_view name;
+  int arity; ///< -1: variadic
+  uint32_t traits;
+  Hooks hooks;
+  bool has(Trait t) const { return (traits & t) != 0; }
+};
+
+/// The table entry of an op kind.
+const OpInfo& info(OpKind k);
+/// The op kind spelled `mnemonic`, if any.
+std::optional<OpKind> lookup(std::string_view mnemonic);
+/// Every op kind, in table order.
+std::span<const OpKind> allOps();
+
+/// Fold that never simplifies (for ops without algebraic identities).
+std::optional<ir::Folded> noFold(const ir::FoldCtx&);
+
+// Each family file fills the hooks of its ops.
+using Table = std::array<OpInfo, ir::kNumOps>;
+void defineArithOps(Table&);
+void defineMathOps(Table&);
+void defineLogicOps(Table&);
+void defineCreationOps(Table&);
+void defineShapeOps(Table&);
+void defineIndexingOps(Table&);
+void defineReduceOps(Table&);
+void defineLinalgOps(Table&);
+void defineCallOps(Table&);
+
+inline void set(Table& t, OpKind k, Hooks h) { t[static_cast<std::size_t>(k)].hooks = h; }
+
+} // namespace adjit::ops

@@ -1,0 +1,158 @@
+// ops/Reduce.cpp — reduce_sum, reduce_prod, reduce_max, reduce_min over `axes`,
+// with `keepdims`. Compiled reductions may reassociate (sums are vectorised
+// with several partial accumulators), so float results can differ from the
+// sequential reference in the last bits; max and min are exact and propagate NaN.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+#include <limits>
+
+namespace adjit::ops {
+namespace {
+
+using codegen::Index;
+using codegen::LowerCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+std::vector<Type> inferReduce(const InferCtx& c) {
+  const Type& in = c.operands[0];
+  if (in.dtype == DType::i1) c.fail("expected a numeric operand, got {}", in.str());
+  std::vector<int64_t> axes = readAxes(c, in.rank());
+  bool keep = c.boolean("keepdims");
+  Shape out;
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!reduced) out.push_back(in.shape[d]);
+    else if (keep) out.push_back(1);
+  }
+  return {Type{in.dtype, out}};
+}
+
+enum Kind { kSum, kProd, kMax, kMin };
+
+template <class T> T combine(Kind k, T a, T b) {
+  switch (k) {
+  case kSum: return static_cast<T>(a + b);
+  case kProd: return static_cast<T>(a * b);
+  case kMax:
+    if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+    return a > b ? a : b;
+  case kMin:
+    if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+    return a < b ? a : b;
+  }
+  return a;
+}
+
+double identity(Kind k, DType t) {
+  switch (k) {
+  case kSum: return 0;
+  case kProd: return 1;
+  case kMax:
+    return is_floating(t) ? -std::numeric_limits<double>::infinity()
+           : t == DType::i32 ? std::numeric_limits<int32_t>::min() : double(std::numeric_limits<int64_t>::min());
+  case kMin:
+    return is_floating(t) ? std::numeric_limits<double>::infinity()
+           : t == DType::i32 ? std::numeric_limits<int32_t>::max() : double(std::numeric_limits<int64_t>::max());
+  }
+  return 0;
+}
+
+/// Maps an operand multi-index to the result's linear index.
+int64_t outIndex(const std::vector<int64_t>& in, const std::vector<bool>& reduced, bool keep, const Shape& out) {
+  std::vector<int64_t> o;
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    if (!reduced[d]) o.push_back(in[d]);
+    else if (keep) o.push_back(0);
+  }
+  return ravel(o, out);
+}
+
+template <Kind K> std::vector<Array> evalReduce(const EvalCtx& c) {
+  const Array& x = c.args[0];
+  const Type& rt = c.resultType();
+  std::vector<bool> reduced(x.shape().size());
+  for (int64_t a : c.op.attrs.ints("axes")) reduced[a < 0 ? a + x.shape().size() : a] = true;
+  const bool keep = c.op.attrs.boolean("keepdims");
+  Array r(rt);
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = elems<T>(r);
+    for (int64_t i = 0; i < r.size(); ++i) o[i] = static_cast<T>(identity(K, rt.dtype));
+    for (int64_t i = 0; i < x.size(); ++i) {
+      int64_t j = outIndex(unravel(i, x.shape()), reduced, keep, rt.shape);
+      o[j] = combine<T>(K, o[j], elems<T>(x)[i]);
+    }
+  });
+  return {std::move(r)};
+}
+
+llvm::Value* emitCombine(LowerCtx& c, Kind k, DType t, llvm::Value* a, llvm::Value* b) {
+  const bool f = is_floating(t);
+  llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
+  c.b.setFastMathFlags(c.reassocFlags());
+  switch (k) {
+  case kSum: return f ? c.b.CreateFAdd(a, b) : c.b.CreateAdd(a, b);
+  case kProd: return f ? c.b.CreateFMul(a, b) : c.b.CreateMul(a, b);
+  case kMax: return c.intrinsic(f ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, {{a, b}});
+  case kMin: return c.intrinsic(f ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, {{a, b}});
+  }
+  return a;
+}
+
+/// Loops over the result; for each result element an inner nest over the reduced
+/// axes accumulates fused operand elements in a register.
+template <Kind K> void lowerReduce(LowerCtx& c) {
+  const Shape& in = c.operandType(0).shape;
+  const Type& rt = c.resultType();
+  std::vector<int64_t> axes = c.op.attrs.ints("axes");
+  for (int64_t& a : axes) if (a < 0) a += static_cast<int64_t>(in.size());
+  std::sort(axes.begin(), axes.end());
+  const bool keep = c.op.attrs.boolean("keepdims");
+  Shape inner;
+  for (int64_t a : axes) inner.push_back(in[a]);
+  llvm::Value* acc = c.scalarSlot(rt.dtype);
+  c.loopNest(rt.shape, [&](const Index& oi) {
+    const auto& o = c.dims(oi, rt.shape);
+    c.b.CreateStore(c.constant(rt.dtype, identity(K, rt.dtype)), acc);
+    c.loopNest(inner, [&](const Index& ri) {
+      const auto& r = c.dims(ri, inner);
+      std::vector<llvm::Value*> full(in.size());
+      std::size_t next = 0, nextOut = 0;
+      for (std::size_t d = 0; d < in.size(); ++d) {
+        if (next < axes.size() && axes[next] == static_cast<int64_t>(d)) {
+          full[d] = r[next++];
+          if (keep) ++nextOut;
+        } else {
+          full[d] = o[nextOut++];
+        }
+      }
+      llvm::Value* v = c.operand(0, Index::ofDims(std::move(full)));
+      llvm::Value* cur = c.b.CreateLoad(c.scalarType(rt.dtype), acc);
+      c.b.CreateStore(emitCombine(c, K, rt.dtype, cur, v), acc);
+    });
+    c.store(rt.dtype, c.b.CreateLoad(c.scalarType(rt.dtype), acc), c.results[0], c.linear(oi, rt.shape));
+  });
+}
+
+std::optional<ir::Folded> foldNoAxes(const ir::FoldCtx& c) {
+  if (c.type(c.op.operands[0]) == c.type(c.op.results[0]) && c.op.attrs.ints("axes").empty())
+    return ir::Folded{c.op.operands[0]};
+  return std::nullopt;
+}
+
+} // namespace
+
+void defineReduceOps(Table& t) {
+  // reduce_sum {axes, keepdims}: sum over axes
+  set(t, OpKind::ReduceSum, {.infer = inferReduce, .eval = evalReduce<kSum>, .fold = foldNoAxes, .lower = lowerReduce<kSum>});
+  // reduce_prod {axes, keepdims}: product over axes
+  set(t, OpKind::ReduceProd, {.infer = inferReduce, .eval = evalReduce<kProd>, .fold = foldNoAxes, .lower = lowerReduce<kProd>});
+  // reduce_max {axes, keepdims}: maximum over axes (-inf for an empty axis)
+  set(t, OpKind::ReduceMax, {.infer = inferReduce, .eval = evalReduce<kMax>, .fold = foldNoAxes, .lower = lowerReduce<kMax>});
+  // reduce_min {axes, keepdims}: minimum over axes (+inf for an empty axis)
+  set(t, OpKind::ReduceMin, {.infer = inferReduce, .eval = evalReduce<kMin>, .fold = foldNoAxes, .lower = lowerReduce<kMin>});
+}
+
+} // namespace adjit::ops

@@ -1,0 +1,220 @@
+// ops/Shape.cpp — reshape, broadcast_to, transpose, slice, concatenate.
+// All but concatenate compute a result element from one operand element, so
+// they fuse into their consumers' loops.
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+namespace adjit::ops {
+namespace {
+
+using codegen::ElementCtx;
+using codegen::Index;
+using codegen::LowerCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+/// Result of mapping each result element to an operand element by index.
+template <class Map> Array gatherBy(const Array& x, const Type& rt, Map map) {
+  Array r(rt);
+  const std::size_t w = size_of(x.dtype());
+  for (int64_t i = 0; i < r.size(); ++i) {
+    int64_t src = map(unravel(i, rt.shape));
+    std::memcpy(static_cast<char*>(r.raw()) + i * w, static_cast<const char*>(x.raw()) + src * w, w);
+  }
+  return r;
+}
+
+struct SliceSpec {
+  std::vector<int64_t> start, limit, stride;
+};
+SliceSpec sliceSpec(const ir::Attrs& a) { return {a.ints("start"), a.ints("limit"), a.ints("stride")}; }
+
+} // namespace
+
+void defineShapeOps(Table& t) {
+  // reshape {shape}: same elements in row-major order
+  set(t, OpKind::Reshape, {
+      .infer = [](const InferCtx& c) {
+        const Shape& s = c.ints("shape");
+        for (int64_t d : s)
+          if (d < 0) c.fail("negative dimension in shape {}", shape_str(s));
+        if (num_elements(s) != c.operands[0].size())
+          c.fail("cannot reshape {} ({} elements) to {} ({} elements)", c.operands[0].str(),
+                 c.operands[0].size(), shape_str(s), num_elements(s));
+        return std::vector<Type>{Type{c.operands[0].dtype, s}};
+      },
+      .eval = [](const EvalCtx& c) { return std::vector<Array>{c.args[0].reshaped(c.resultType().shape)}; },
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
+        return std::nullopt;
+      },
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        return c.operand(0, Index::ofLinear(c.linear(c.index, c.resultType().shape)));
+      },
+  });
+
+  // broadcast_to {shape}: numpy broadcasting, dimensions aligned on the right
+  set(t, OpKind::BroadcastTo, {
+      .infer = [](const InferCtx& c) {
+        const Shape& in = c.operands[0].shape;
+        const Shape& out = c.ints("shape");
+        bool ok = in.size() <= out.size();
+        for (std::size_t i = 0; ok && i < in.size(); ++i) {
+          int64_t o = out[out.size() - in.size() + i];
+          ok = in[i] == o || in[i] == 1;
+        }
+        if (!ok) c.fail("cannot broadcast {} to shape {}", c.operands[0].str(), shape_str(out));
+        return std::vector<Type>{Type{c.operands[0].dtype, out}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Shape& in = c.args[0].shape();
+        const Type& rt = c.resultType();
+        const std::size_t off = rt.shape.size() - in.size();
+        return std::vector<Array>{gatherBy(c.args[0], rt, [&](const std::vector<int64_t>& o) {
+          std::vector<int64_t> i(in.size());
+          for (std::size_t d = 0; d < in.size(); ++d) i[d] = in[d] == 1 ? 0 : o[d + off];
+          return ravel(i, in);
+        })};
+      },
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
+        return std::nullopt;
+      },
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const Shape& in = c.operandType(0).shape;
+        const auto& o = c.dims(c.index, c.resultType().shape);
+        const std::size_t off = o.size() - in.size();
+        std::vector<llvm::Value*> i(in.size());
+        for (std::size_t d = 0; d < in.size(); ++d) i[d] = in[d] == 1 ? c.i64(0) : o[d + off];
+        return c.operand(0, Index::ofDims(std::move(i)));
+      },
+  });
+
+  // transpose {perm}: result dim i is operand dim perm[i]
+  set(t, OpKind::Transpose, {
+      .infer = [](const InferCtx& c) {
+        const auto& perm = c.ints("perm");
+        const Shape& in = c.operands[0].shape;
+        std::vector<bool> seen(in.size());
+        bool ok = perm.size() == in.size();
+        for (std::size_t i = 0; ok && i < perm.size(); ++i) {
+          ok = perm[i] >= 0 && perm[i] < static_cast<int64_t>(in.size()) && !seen[perm[i]];
+          if (ok) seen[perm[i]] = true;
+        }
+        if (!ok) c.fail("perm {} is not a permutation of the {} axes of {}", shape_str(perm), in.size(), c.operands[0].str());
+        Shape out(in.size());
+        for (std::size_t i = 0; i < perm.size(); ++i) out[i] = in[perm[i]];
+        return std::vector<Type>{Type{c.operands[0].dtype, out}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const auto& perm = c.op.attrs.ints("perm");
+        const Shape& in = c.args[0].shape();
+        return std::vector<Array>{gatherBy(c.args[0], c.resultType(), [&](const std::vector<int64_t>& o) {
+          std::vector<int64_t> i(in.size());
+          for (std::size_t d = 0; d < perm.size(); ++d) i[perm[d]] = o[d];
+          return ravel(i, in);
+        })};
+      },
+      .fold = noFold,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const auto& perm = c.op.attrs.ints("perm");
+        const auto& o = c.dims(c.index, c.resultType().shape);
+        std::vector<llvm::Value*> i(perm.size());
+        for (std::size_t d = 0; d < perm.size(); ++d) i[perm[d]] = o[d];
+        return c.operand(0, Index::ofDims(std::move(i)));
+      },
+  });
+
+  // slice {start, limit, stride}: elements start + k*stride < limit along each axis
+  set(t, OpKind::Slice, {
+      .infer = [](const InferCtx& c) {
+        const Shape& in = c.operands[0].shape;
+        const auto &st = c.ints("start"), &li = c.ints("limit"), &sd = c.ints("stride");
+        if (st.size() != in.size() || li.size() != in.size() || sd.size() != in.size())
+          c.fail("start, limit and stride must each have {} entries for {}", in.size(), c.operands[0].str());
+        Shape out(in.size());
+        for (std::size_t d = 0; d < in.size(); ++d) {
+          if (sd[d] <= 0) c.fail("stride {} along axis {} must be positive", sd[d], d);
+          if (st[d] < 0 || st[d] > li[d] || li[d] > in[d])
+            c.fail("slice [{}:{}] along axis {} is out of bounds for {}", st[d], li[d], d, c.operands[0].str());
+          out[d] = (li[d] - st[d] + sd[d] - 1) / sd[d];
+        }
+        return std::vector<Type>{Type{c.operands[0].dtype, out}};
+      },
+      .eval = [](const EvalCtx& c) {
+        SliceSpec s = sliceSpec(c.op.attrs);
+        const Shape& in = c.args[0].shape();
+        return std::vector<Array>{gatherBy(c.args[0], c.resultType(), [&](const std::vector<int64_t>& o) {
+          std::vector<int64_t> i(in.size());
+          for (std::size_t d = 0; d < in.size(); ++d) i[d] = s.start[d] + o[d] * s.stride[d];
+          return ravel(i, in);
+        })};
+      },
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
+        return std::nullopt;
+      },
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        SliceSpec s = sliceSpec(c.op.attrs);
+        const auto& o = c.dims(c.index, c.resultType().shape);
+        std::vector<llvm::Value*> i(o.size());
+        for (std::size_t d = 0; d < o.size(); ++d)
+          i[d] = c.b.CreateAdd(c.i64(s.start[d]), c.b.CreateMul(o[d], c.i64(s.stride[d])));
+        return c.operand(0, Index::ofDims(std::move(i)));
+      },
+  });
+
+  // concatenate {axis}: operands joined along `axis`
+  set(t, OpKind::Concatenate, {
+      .infer = [](const InferCtx& c) {
+        if (c.operands.empty()) c.fail("expected at least one operand");
+        const Type& first = c.operands[0];
+        int64_t axis = c.axis("axis", first.rank());
+        Type out = first;
+        out.shape[axis] = 0;
+        for (const Type& o : c.operands) {
+          bool ok = o.dtype == first.dtype && o.rank() == first.rank();
+          for (int64_t d = 0; ok && d < first.rank(); ++d) ok = d == axis || o.shape[d] == first.shape[d];
+          if (!ok) c.fail("operands {} and {} do not match outside axis {}", first.str(), o.str(), axis);
+          out.shape[axis] += o.shape[axis];
+        }
+        return std::vector<Type>{out};
+      },
+      .eval = [](const EvalCtx& c) {
+        const int64_t axis = c.op.attrs.integer("axis");
+        Array r(c.resultType());
+        const std::size_t w = size_of(r.dtype());
+        int64_t offset = 0;
+        for (const Array& x : c.args) {
+          for (int64_t i = 0; i < x.size(); ++i) {
+            auto idx = unravel(i, x.shape());
+            idx[axis] += offset;
+            std::memcpy(static_cast<char*>(r.raw()) + ravel(idx, r.shape()) * w,
+                        static_cast<const char*>(x.raw()) + i * w, w);
+          }
+          offset += x.shape()[axis];
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.op.operands.size() == 1) return ir::Folded{c.op.operands[0]};
+        return std::nullopt;
+      },
+      .lower = [](LowerCtx& c) {
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const Type& rt = c.resultType();
+        int64_t offset = 0;
+        for (std::size_t k = 0; k < c.op.operands.size(); ++k) {
+          const Shape& s = c.operandType(k).shape;
+          c.loopNest(s, [&](const Index& idx) {
+            std::vector<llvm::Value*> o = c.dims(idx, s);
+            o[axis] = c.b.CreateAdd(o[axis], c.i64(offset));
+            c.store(rt.dtype, c.operand(k, idx), c.results[0], c.linear(Index::ofDims(o), rt.shape));
+          });
+          offset += s[axis];
+        }
+      },
+  });
+}
+
+} // namespace adjit::ops

@@ -1,0 +1,83 @@
+// support/Support.cpp — errors, assertions, logging and dump files.
+#include "support/Assert.h"
+#include "support/Log.h"
+
+#include <adjit/error.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+namespace adjit {
+
+std::string Location::str() const {
+  if (!known()) return {};
+  std::string s = file.empty() ? "" : file + ":";
+  s += std::to_string(line);
+  if (column) s += ":" + std::to_string(column);
+  return s;
+}
+
+static std::string formatError(const std::string& message, const Location& where) {
+  return where.known() ? where.str() + ": error: " + message : "error: " + message;
+}
+
+Error::Error(std::string message, Location where)
+    : std::runtime_error(formatError(message, where)), message_(std::move(message)),
+      where_(std::move(where)) {}
+
+void assertionFailed(const char* cond, const char* file, int line, const std::string& msg) {
+  std::string s = std::string("adjit internal error at ") + file + ":" + std::to_string(line) +
+                  ": assertion '" + cond + "' failed";
+  if (!msg.empty()) s += ": " + msg;
+  throw InternalError(s);
+}
+
+static const std::string& logSetting() {
+  static const std::string s = [] {
+    const char* v = std::getenv("ADJIT_LOG");
+    return std::string(v ? v : "");
+  }();
+  return s;
+}
+
+bool logEnabled(std::string_view channel) {
+  const std::string& s = logSetting();
+  if (s.empty()) return false;
+  if (s == "all" || s == "1") return true;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    if (std::string_view(s).substr(pos, end - pos) == channel) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
+void logLine(std::string_view channel, const std::string& line) {
+  static std::mutex m;
+  std::lock_guard lock(m);
+  std::fprintf(stderr, "[adjit:%.*s] %s\n", int(channel.size()), channel.data(), line.c_str());
+}
+
+const std::string& dumpDirectory() {
+  static const std::string d = [] {
+    const char* v = std::getenv("ADJIT_DUMP");
+    return std::string(v ? v : "");
+  }();
+  return d;
+}
+
+void dumpFile(const std::string& name, std::string_view text) {
+  const std::string& dir = dumpDirectory();
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream out(std::filesystem::path(dir) / name, std::ios::binary);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+} // namespace adjit

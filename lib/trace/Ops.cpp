@@ -1,0 +1,399 @@
+// trace/Ops.cpp — the user-facing op functions. Each records IR ops in the
+// current trace; numpy broadcasting is made explicit with broadcast_to ops
+// here, so IR ops are shape-exact. Composite ops (mean, logsumexp, stack,
+// dot, indexing) are written in terms of IR ops.
+#include "trace/Tracer.h"
+
+#include <adjit/tensor.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace adjit {
+
+using detail::TraceState;
+using ir::OpKind;
+
+namespace {
+
+Location L(const std::source_location& s) { return Location::from(s); }
+
+TraceState& stateOf(std::initializer_list<const Tensor*> ts, const char* op, const Location& loc) {
+  TraceState* s = nullptr;
+  for (const Tensor* t : ts) s = &detail::traceOf(*t, op, loc);
+  if (!s) {
+    s = detail::currentTrace();
+    if (!s) throw Error(std::string(op) + ": called outside of a trace", loc);
+  }
+  return *s;
+}
+
+Tensor emit(TraceState& s, OpKind k, const std::vector<Tensor>& in, ir::Attrs attrs, const Location& loc) {
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : in) ids.push_back(t.id());
+  return detail::wrap(s, s.builder.create1(k, std::move(ids), std::move(attrs), loc));
+}
+
+Tensor unary(const char* op, OpKind k, const Tensor& x, const Location& loc) {
+  return emit(stateOf({&x}, op, loc), k, {x}, {}, loc);
+}
+
+/// numpy's rule: align on the right, each pair of dimensions equal or one of them 1.
+Shape broadcastShape(const char* op, const std::vector<const Tensor*>& xs, const Location& loc) {
+  std::size_t rank = 0;
+  for (const Tensor* x : xs) rank = std::max(rank, x->shape().size());
+  Shape out(rank, 1);
+  for (const Tensor* x : xs) {
+    const Shape& s = x->shape();
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      int64_t& o = out[rank - s.size() + i];
+      if (s[i] == o || s[i] == 1) continue;
+      if (o == 1) {
+        o = s[i];
+        continue;
+      }
+      std::string types;
+      for (const Tensor* y : xs) types += (types.empty() ? "" : " and ") + y->type().str();
+      throw Error(fmt::format("{}: incompatible shapes {}", op, types), loc);
+    }
+  }
+  return out;
+}
+
+Tensor broadcastTo(TraceState& s, const Tensor& x, const Shape& shape, const Location& loc) {
+  if (x.shape() == shape) return x;
+  ir::Attrs a;
+  a.set("shape", shape);
+  return emit(s, OpKind::BroadcastTo, {x}, std::move(a), loc);
+}
+
+Tensor binary(const char* op, OpKind k, const Tensor& a, const Tensor& b, const Location& loc) {
+  TraceState& s = stateOf({&a, &b}, op, loc);
+  Shape shape = broadcastShape(op, {&a, &b}, loc);
+  return emit(s, k, {broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc);
+}
+
+Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc) {
+  Array a(Type{t, {}});
+  a.set(0, v);
+  ir::Attrs attrs;
+  attrs.set("value", std::move(a));
+  return emit(s, OpKind::Constant, {}, std::move(attrs), loc);
+}
+
+std::vector<int64_t> allAxes(int64_t rank) {
+  std::vector<int64_t> a(static_cast<std::size_t>(rank));
+  std::iota(a.begin(), a.end(), 0);
+  return a;
+}
+
+Tensor reduce(const char* op, OpKind k, const Tensor& x, std::vector<int64_t> axes, bool keepdims, const Location& loc) {
+  TraceState& s = stateOf({&x}, op, loc);
+  if (axes.empty()) axes = allAxes(x.rank());
+  ir::Attrs a;
+  a.set("axes", std::move(axes));
+  a.set("keepdims", keepdims);
+  return emit(s, k, {x}, std::move(a), loc);
+}
+
+int64_t normalizeAxis(const char* op, int64_t axis, int64_t rank, const Location& loc) {
+  if (axis < -rank || axis >= rank)
+    throw Error(fmt::format("{}: axis {} is out of range for rank {}", op, axis, rank), loc);
+  return axis < 0 ? axis + rank : axis;
+}
+
+} // namespace
+
+Tensor scalar_like(const Tensor& like, AtScalar sc, const char* op) {
+  Location loc = L(sc.loc);
+  TraceState& s = stateOf({&like}, op, loc);
+  DType t = like.dtype();
+  if (is_integer(t) && !sc.integral)
+    throw Error(fmt::format("{}: cannot combine the floating-point scalar {} with the integer tensor {}; cast one of them",
+                            op, sc.v, like.type().str()), loc);
+  return scalarConstant(s, t, sc.v, loc);
+}
+
+Tensor add(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("add", OpKind::Add, a, b, L(l)); }
+Tensor sub(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("sub", OpKind::Sub, a, b, L(l)); }
+Tensor mul(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("mul", OpKind::Mul, a, b, L(l)); }
+Tensor div(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("div", OpKind::Div, a, b, L(l)); }
+Tensor pow(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("pow", OpKind::Pow, a, b, L(l)); }
+Tensor maximum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("maximum", OpKind::Maximum, a, b, L(l)); }
+Tensor minimum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("minimum", OpKind::Minimum, a, b, L(l)); }
+Tensor lt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("lt", OpKind::Lt, a, b, L(l)); }
+Tensor le(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("le", OpKind::Le, a, b, L(l)); }
+Tensor gt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("gt", OpKind::Gt, a, b, L(l)); }
+Tensor ge(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ge", OpKind::Ge, a, b, L(l)); }
+Tensor eq(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("eq", OpKind::Eq, a, b, L(l)); }
+Tensor ne(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ne", OpKind::Ne, a, b, L(l)); }
+Tensor logical_and(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("and", OpKind::And, a, b, L(l)); }
+Tensor logical_or(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("or", OpKind::Or, a, b, L(l)); }
+
+Tensor neg(const Tensor& x, SrcLoc l) { return unary("neg", OpKind::Neg, x, L(l)); }
+Tensor exp(const Tensor& x, SrcLoc l) { return unary("exp", OpKind::Exp, x, L(l)); }
+Tensor log(const Tensor& x, SrcLoc l) { return unary("log", OpKind::Log, x, L(l)); }
+Tensor log1p(const Tensor& x, SrcLoc l) { return unary("log1p", OpKind::Log1p, x, L(l)); }
+Tensor expm1(const Tensor& x, SrcLoc l) { return unary("expm1", OpKind::Expm1, x, L(l)); }
+Tensor sqrt(const Tensor& x, SrcLoc l) { return unary("sqrt", OpKind::Sqrt, x, L(l)); }
+Tensor rsqrt(const Tensor& x, SrcLoc l) { return unary("rsqrt", OpKind::Rsqrt, x, L(l)); }
+Tensor sin(const Tensor& x, SrcLoc l) { return unary("sin", OpKind::Sin, x, L(l)); }
+Tensor cos(const Tensor& x, SrcLoc l) { return unary("cos", OpKind::Cos, x, L(l)); }
+Tensor tanh(const Tensor& x, SrcLoc l) { return unary("tanh", OpKind::Tanh, x, L(l)); }
+Tensor sigmoid(const Tensor& x, SrcLoc l) { return unary("sigmoid", OpKind::Sigmoid, x, L(l)); }
+Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, L(l)); }
+Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, L(l)); }
+Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, L(l)); }
+Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, L(l)); }
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&c, &a, &b}, "select", loc);
+  Shape shape = broadcastShape("select", {&c, &a, &b}, loc);
+  return emit(s, OpKind::Select,
+              {broadcastTo(s, c, shape, loc), broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc);
+}
+
+Tensor cast(const Tensor& x, DType to, SrcLoc l) {
+  Location loc = L(l);
+  if (x.dtype() == to) return x;
+  ir::Attrs a;
+  a.set("dtype", to);
+  return emit(stateOf({&x}, "cast", loc), OpKind::Cast, {x}, std::move(a), loc);
+}
+
+Tensor constant(const Array& value, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("value", value);
+  return emit(stateOf({}, "constant", loc), OpKind::Constant, {}, std::move(a), loc);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({}, "full", loc);
+  for (int64_t d : shape)
+    if (d < 0) throw Error("full: negative dimension in shape " + shape_str(shape), loc);
+  return broadcastTo(s, scalarConstant(s, dtype, value, loc), shape, loc);
+}
+
+Tensor zeros_like(const Tensor& x, SrcLoc l) { return full(x.shape(), 0, x.dtype(), l); }
+Tensor ones_like(const Tensor& x, SrcLoc l) { return full(x.shape(), 1, x.dtype(), l); }
+
+Tensor iota(const Shape& shape, int64_t axis, DType dtype, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("shape", shape);
+  a.set("axis", axis);
+  a.set("dtype", dtype);
+  return emit(stateOf({}, "iota", loc), OpKind::Iota, {}, std::move(a), loc);
+}
+
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&x}, "reshape", loc);
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      if (infer >= 0) throw Error("reshape: only one dimension may be -1, got " + shape_str(shape), loc);
+      infer = static_cast<int64_t>(i);
+    } else if (out[i] < 0) {
+      throw Error("reshape: invalid dimension " + std::to_string(out[i]) + " in " + shape_str(shape), loc);
+    } else {
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.size() % known != 0)
+      throw Error(fmt::format("reshape: cannot reshape {} ({} elements) to {}", x.type().str(), x.size(), shape_str(shape)), loc);
+    out[infer] = x.size() / known;
+  }
+  if (out == x.shape()) return x;
+  ir::Attrs a;
+  a.set("shape", out);
+  return emit(s, OpKind::Reshape, {x}, std::move(a), loc);
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&x}, "broadcast_to", loc);
+  if (x.shape() == shape) return x;
+  ir::Attrs a;
+  a.set("shape", shape);
+  return emit(s, OpKind::BroadcastTo, {x}, std::move(a), loc);
+}
+
+Tensor transpose(const Tensor& x, std::vector<int64_t> perm, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&x}, "transpose", loc);
+  if (perm.empty()) {
+    perm = allAxes(x.rank());
+    std::reverse(perm.begin(), perm.end());
+  }
+  for (int64_t& p : perm) p = normalizeAxis("transpose", p, x.rank(), loc);
+  ir::Attrs a;
+  a.set("perm", std::move(perm));
+  return emit(s, OpKind::Transpose, {x}, std::move(a), loc);
+}
+
+Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
+             std::vector<int64_t> stride, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&x}, "slice", loc);
+  if (stride.empty()) stride.assign(start.size(), 1);
+  ir::Attrs a;
+  a.set("start", start);
+  a.set("limit", limit);
+  a.set("stride", std::move(stride));
+  return emit(s, OpKind::Slice, {x}, std::move(a), loc);
+}
+
+Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis, SrcLoc l) {
+  Location loc = L(l);
+  if (xs.empty()) throw Error("concatenate: expected at least one tensor", loc);
+  TraceState& s = stateOf({&xs[0]}, "concatenate", loc);
+  for (const Tensor& x : xs) detail::traceOf(x, "concatenate", loc);
+  if (xs.size() == 1) return xs[0];
+  ir::Attrs a;
+  a.set("axis", normalizeAxis("concatenate", axis, xs[0].rank(), loc));
+  return emit(s, OpKind::Concatenate, xs, std::move(a), loc);
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis, SrcLoc l) {
+  Location loc = L(l);
+  if (xs.empty()) throw Error("stack: expected at least one tensor", loc);
+  int64_t ax = normalizeAxis("stack", axis, xs[0].rank() + 1, loc);
+  std::vector<Tensor> parts;
+  for (const Tensor& x : xs) {
+    if (x.type() != xs[0].type())
+      throw Error(fmt::format("stack: all tensors must have one type, got {} and {}", xs[0].type().str(), x.type().str()), loc);
+    Shape s = x.shape();
+    s.insert(s.begin() + ax, 1);
+    parts.push_back(reshape(x, s, l));
+  }
+  return concatenate(parts, ax, l);
+}
+
+Tensor Tensor::at(int64_t i, std::source_location l) const {
+  Location loc = L(l);
+  if (rank() == 0) throw Error("index: cannot index the scalar " + type().str(), loc);
+  const int64_t n = shape()[0];
+  if (i < -n || i >= n)
+    throw Error(fmt::format("index: index {} is out of range for axis 0 of size {} ({})", i, n, type().str()), loc);
+  if (i < 0) i += n;
+  std::vector<int64_t> start(shape().size(), 0), limit = shape();
+  start[0] = i;
+  limit[0] = i + 1;
+  Shape rest(shape().begin() + 1, shape().end());
+  return reshape(slice(*this, start, limit, {}, l), rest, l);
+}
+
+Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("axis", normalizeAxis("gather", axis, x.rank(), loc));
+  return emit(stateOf({&x, &indices}, "gather", loc), OpKind::Gather, {x, indices}, std::move(a), loc);
+}
+
+Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("axis", normalizeAxis("scatter_add", axis, x.rank(), loc));
+  return emit(stateOf({&x, &indices, &updates}, "scatter_add", loc), OpKind::ScatterAdd, {x, indices, updates},
+              std::move(a), loc);
+}
+
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_sum", OpKind::ReduceSum, x, std::move(axes), k, L(l)); }
+Tensor prod(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_prod", OpKind::ReduceProd, x, std::move(axes), k, L(l)); }
+Tensor max(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_max", OpKind::ReduceMax, x, std::move(axes), k, L(l)); }
+Tensor min(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_min", OpKind::ReduceMin, x, std::move(axes), k, L(l)); }
+
+Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcLoc l) {
+  Location loc = L(l);
+  if (axes.empty()) axes = allAxes(x.rank());
+  int64_t count = 1;
+  for (int64_t a : axes) count *= x.shape()[normalizeAxis("mean", a, x.rank(), loc)];
+  Tensor s = sum(x, axes, keepdims, l);
+  return div(s, full(s.shape(), static_cast<double>(count), s.dtype(), l), l);
+}
+
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcLoc l) {
+  Location loc = L(l);
+  if (axes.empty()) axes = allAxes(x.rank());
+  Tensor m = max(x, axes, true, l);
+  // Shift by the max where it is finite (an all -inf row stays -inf, not NaN).
+  Tensor finite = eq(sub(m, m, l), zeros_like(m, l), l);
+  Tensor shift = where(finite, m, zeros_like(m, l), l);
+  Tensor r = add(log(sum(exp(sub(x, shift, l), l), axes, true, l), l), shift, l);
+  if (keepdims) return r;
+  Shape out;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (std::find_if(axes.begin(), axes.end(), [&](int64_t a) { return normalizeAxis("logsumexp", a, x.rank(), loc) == d; }) == axes.end())
+      out.push_back(x.shape()[d]);
+  return reshape(r, out, l);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&a, &b}, "matmul", loc);
+  if (a.rank() == 0 || b.rank() == 0)
+    throw Error(fmt::format("matmul: operands must have rank >= 1, got {} and {}", a.type().str(), b.type().str()), loc);
+  Tensor x = a.rank() == 1 ? reshape(a, {1, a.shape()[0]}, l) : a;
+  Tensor y = b.rank() == 1 ? reshape(b, {b.shape()[0], 1}, l) : b;
+  if (x.shape().back() != y.shape()[y.shape().size() - 2])
+    throw Error(fmt::format("matmul: incompatible shapes {} and {}", a.type().str(), b.type().str()), loc);
+  // Broadcast batch dimensions.
+  Shape xb(x.shape().begin(), x.shape().end() - 2), yb(y.shape().begin(), y.shape().end() - 2);
+  std::size_t rank = std::max(xb.size(), yb.size());
+  Shape batch(rank, 1);
+  for (const Shape* sh : {&xb, &yb})
+    for (std::size_t i = 0; i < sh->size(); ++i) {
+      int64_t& o = batch[rank - sh->size() + i];
+      int64_t d = (*sh)[i];
+      if (d == o || d == 1) continue;
+      if (o != 1) throw Error(fmt::format("matmul: incompatible batch shapes {} and {}", a.type().str(), b.type().str()), loc);
+      o = d;
+    }
+  Shape xs = batch, ys = batch;
+  xs.insert(xs.end(), x.shape().end() - 2, x.shape().end());
+  ys.insert(ys.end(), y.shape().end() - 2, y.shape().end());
+  x = broadcastTo(s, x, xs, loc);
+  y = broadcastTo(s, y, ys, loc);
+  Tensor r = emit(s, OpKind::Matmul, {x, y}, {}, loc);
+  Shape out = batch;
+  if (a.rank() > 1) out.push_back(a.shape()[a.shape().size() - 2]);
+  if (b.rank() > 1) out.push_back(b.shape().back());
+  return reshape(r, out, l);
+}
+
+Tensor dot(const Tensor& a, const Tensor& b, SrcLoc l) {
+  Location loc = L(l);
+  if (a.rank() == 1 && b.rank() == 1) {
+    if (a.shape() != b.shape())
+      throw Error(fmt::format("dot: incompatible shapes {} and {}", a.type().str(), b.type().str()), loc);
+    return sum(mul(a, b, l), {}, false, l);
+  }
+  return matmul(a, b, l);
+}
+
+#define ADJIT_SCALAR_OPERATORS(OP, FN, NAME)                                                      \
+  Tensor operator OP(At a, AtScalar b) { return FN(a.t, scalar_like(a.t, b, NAME), a.loc); }      \
+  Tensor operator OP(AtScalar a, const Tensor& b) { return FN(scalar_like(b, a, NAME), b, a.loc); }
+ADJIT_SCALAR_OPERATORS(+, add, "add")
+ADJIT_SCALAR_OPERATORS(-, sub, "sub")
+ADJIT_SCALAR_OPERATORS(*, mul, "mul")
+ADJIT_SCALAR_OPERATORS(/, div, "div")
+ADJIT_SCALAR_OPERATORS(<, lt, "lt")
+ADJIT_SCALAR_OPERATORS(<=, le, "le")
+ADJIT_SCALAR_OPERATORS(>, gt, "gt")
+ADJIT_SCALAR_OPERATORS(>=, ge, "ge")
+ADJIT_SCALAR_OPERATORS(==, eq, "eq")
+ADJIT_SCALAR_OPERATORS(!=, ne, "ne")
+#undef ADJIT_SCALAR_OPERATORS
+
+} // namespace adjit

@@ -1,0 +1,81 @@
+// trace/Tracer.cpp — trace state, scopes, and tracing a function into a module.
+#include "trace/Tracer.h"
+
+#include <adjit/trace.h>
+
+#include <atomic>
+
+namespace adjit::detail {
+
+static thread_local TraceState* tlsCurrent = nullptr;
+static std::atomic<uint64_t> nextTraceId{1};
+
+TraceState::TraceState(std::shared_ptr<ir::Module> m, ir::Function& f, TraceState* p)
+    : id(nextTraceId++), module(std::move(m)), fn(&f), builder(*module, f), parent(p) {}
+
+TraceState* currentTrace() { return tlsCurrent; }
+
+TraceScope::TraceScope(std::shared_ptr<ir::Module> module, const std::string& name) {
+  ir::Function& f = module->add(name);
+  state_ = std::make_unique<TraceState>(std::move(module), f, tlsCurrent);
+  tlsCurrent = state_.get();
+}
+
+TraceScope::~TraceScope() { tlsCurrent = state_->parent; }
+
+Tensor TraceScope::param(const Type& t) { return wrap(*state_, state_->builder.param(t)); }
+
+void TraceScope::finish(const std::vector<Tensor>& outputs) {
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : outputs) ids.push_back(traceOf(t, "return", {}).id == state_->id ? t.id() : -1);
+  state_->builder.ret(std::move(ids));
+}
+
+TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc) {
+  if (!t.valid()) throw Error(std::string(op) + ": use of an empty (default-constructed) Tensor", loc);
+  TraceState* s = tlsCurrent;
+  if (!s) throw Error(std::string(op) + ": a Tensor was used outside of a trace (call the function through adjit::jit or adjit::trace)", loc);
+  if (t.trace() != s->id) {
+    for (TraceState* p = s->parent; p; p = p->parent)
+      if (p->id == t.trace())
+        throw Error(std::string(op) + ": a Tensor of an enclosing trace was captured by a nested jitted function; pass it as an argument", loc);
+    throw Error(std::string(op) + ": a Tensor was used after the trace that created it ended", loc);
+  }
+  return *s;
+}
+
+Tensor wrap(TraceState& s, ir::ValueId v) { return Tensor(s.id, v); }
+
+Module traceModule(const std::string& name, const std::vector<Type>& params,
+                   const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
+  auto m = std::make_shared<ir::Module>();
+  {
+    TraceScope scope(m, name);
+    std::vector<Tensor> ps;
+    for (const Type& t : params) ps.push_back(scope.param(t));
+    scope.finish(body(ps));
+  }
+  return Module(std::move(m));
+}
+
+std::string describeArgs(const std::vector<Type>& types) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + types[i].str();
+  return s + ")";
+}
+
+void throwNotInvocable(const std::string& fn, const std::vector<Type>& types) {
+  throw Error("jit: function '" + fn + "' cannot be called with arguments " + describeArgs(types) +
+              " (wrong number or structure of arguments)");
+}
+
+} // namespace adjit::detail
+
+namespace adjit {
+
+const Type& Tensor::type() const {
+  detail::TraceState& s = detail::traceOf(*this, "Tensor::type", {});
+  return s.fn->type(id_);
+}
+
+} // namespace adjit

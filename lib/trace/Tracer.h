@@ -1,0 +1,47 @@
+// trace/Tracer.h — the state of a trace in progress: the module and function
+// being built. Traces nest (a jitted function called inside another trace).
+#pragma once
+
+#include "ir/Builder.h"
+
+#include <adjit/tensor.h>
+
+#include <map>
+#include <memory>
+
+namespace adjit::detail {
+
+struct TraceState {
+  uint64_t id;
+  std::shared_ptr<ir::Module> module;
+  ir::Function* fn;
+  ir::Builder builder;
+  TraceState* parent;
+  /// Functions already traced into this module for nested jit calls: (jit core, signature) -> name.
+  std::map<std::pair<const void*, uint64_t>, std::pair<std::string, std::shared_ptr<void>>> callees;
+
+  TraceState(std::shared_ptr<ir::Module> m, ir::Function& f, TraceState* parent);
+};
+
+/// The innermost trace on this thread, or nullptr.
+TraceState* currentTrace();
+
+/// Makes a new trace current for its lifetime: a function `name` in `module`.
+class TraceScope {
+public:
+  TraceScope(std::shared_ptr<ir::Module> module, const std::string& name);
+  ~TraceScope();
+  TraceState& state() { return *state_; }
+  Tensor param(const Type& t);
+  void finish(const std::vector<Tensor>& outputs);
+
+private:
+  std::unique_ptr<TraceState> state_;
+};
+
+/// The trace `t` belongs to, which must be the current one; otherwise an
+/// adjit::Error naming `op` at `loc`.
+TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc);
+Tensor wrap(TraceState& s, ir::ValueId v);
+
+} // namespace adjit::detail

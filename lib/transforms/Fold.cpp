@@ -1,0 +1,82 @@
+// transforms/Fold.cpp — constant folding through each op's reference `eval`,
+// and algebraic identities through each op's `fold` hook.
+#include "ir/Builder.h"
+#include "ops/OpTable.h"
+#include "transforms/Passes.h"
+
+#include <deque>
+
+namespace adjit::transforms {
+
+/// Constants larger than this are not produced by folding (they would bloat the IR).
+constexpr int64_t kMaxFoldedElements = 1 << 16;
+
+void replaceUses(ir::Function& f, const std::vector<ir::ValueId>& map) {
+  for (ir::Op& op : f.ops)
+    for (ir::ValueId& o : op.operands) o = map[o];
+  for (ir::ValueId& o : f.outputs) o = map[o];
+}
+
+namespace {
+
+ir::Op makeConstant(ir::ValueId result, Array value, const Location& loc) {
+  ir::Attrs attrs;
+  attrs.set("value", std::move(value));
+  return ir::Op{ir::OpKind::Constant, {}, {result}, std::move(attrs), {}, loc};
+}
+
+} // namespace
+
+void fold(ir::Module& m) {
+  for (auto& fp : m.functions) {
+    ir::Function& f = *fp;
+    std::vector<ir::ValueId> map(f.types.size());
+    for (std::size_t v = 0; v < map.size(); ++v) map[v] = static_cast<ir::ValueId>(v);
+    std::vector<const Array*> constant(f.types.size(), nullptr);
+    std::deque<Array> values; // known constant values, at stable addresses
+    std::vector<ir::Op> out;
+    out.reserve(f.ops.size());
+    for (ir::Op& op : f.ops) {
+      for (ir::ValueId& o : op.operands) o = map[o];
+      const ops::OpInfo& info = ops::info(op.kind);
+      std::vector<const Array*> args;
+      bool allConst = true;
+      for (ir::ValueId o : op.operands) {
+        args.push_back(constant[o]);
+        allConst = allConst && constant[o];
+      }
+      bool small = true;
+      for (ir::ValueId r : op.results) small = small && f.type(r).size() <= kMaxFoldedElements;
+      if (allConst && small && info.has(ops::kPure) && !info.has(ops::kHasCallee)) {
+        std::vector<Array> in;
+        for (const Array* a : args) in.push_back(*a);
+        ir::EvalCtx ec{op, f, in, nullptr};
+        std::vector<Array> vals = info.hooks.eval(ec);
+        for (std::size_t i = 0; i < vals.size(); ++i) constant[op.results[i]] = &values.emplace_back(std::move(vals[i]));
+        if (op.operands.empty()) { // already a leaf (a constant, an iota): keep it
+          out.push_back(std::move(op));
+          continue;
+        }
+        for (std::size_t i = 0; i < op.results.size(); ++i)
+          out.push_back(makeConstant(op.results[i], *constant[op.results[i]], op.loc));
+        continue;
+      }
+      ir::FoldCtx fc{op, f, args};
+      if (auto r = info.hooks.fold(fc)) {
+        ir::ValueId res = op.results[0];
+        if (auto* v = std::get_if<ir::ValueId>(&*r)) {
+          map[res] = *v;
+          continue;
+        }
+        constant[res] = &values.emplace_back(std::get<Array>(*r));
+        out.push_back(makeConstant(res, std::get<Array>(std::move(*r)), op.loc));
+        continue;
+      }
+      out.push_back(std::move(op));
+    }
+    f.ops = std::move(out);
+    for (ir::ValueId& o : f.outputs) o = map[o];
+  }
+}
+
+} // namespace adjit::transforms

@@ -1,0 +1,48 @@
+// transforms/Passes.h — IR-to-IR passes over whole modules, and the pipeline
+// that runs a list of them by name (verifying after each in debug builds).
+#pragma once
+
+#include "ir/IR.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace adjit::transforms {
+
+/// Replaces ops whose operands are all constants by constants (via the op's
+/// `eval`), and applies each op's `fold` identities (x*1 -> x, ...).
+/// Before: verified IR. After: same results; dead ops may remain (run dce).
+void fold(ir::Module& m);
+/// Merges pure ops with the same kind, operands and attributes.
+/// Before: verified IR. After: each such value computed once.
+void cse(ir::Module& m);
+/// Removes pure ops whose results are unused.
+/// Before: verified IR. After: every remaining pure op's result is used.
+void dce(ir::Module& m);
+
+struct Pass {
+  std::string name;
+  std::string description;
+  std::function<void(ir::Module&)> run;
+};
+
+/// Every registered pass, in the order `--help` lists them.
+const std::vector<Pass>& allPasses();
+
+struct PipelineOptions {
+  bool printAfterAll = false;                 ///< print the IR after each pass
+  std::function<void(const std::string&)> print; ///< where printed IR goes
+};
+
+/// Runs passes by name, e.g. {"fold", "cse", "dce"}. Unknown names raise
+/// adjit::Error listing the known ones.
+void runPipeline(ir::Module& m, const std::vector<std::string>& passes, const PipelineOptions& o = {});
+
+/// The default clean-up pipeline run before code generation.
+const std::vector<std::string>& defaultPipeline();
+
+/// Replaces every use of each value v with `map[v]` (where map[v] != v).
+void replaceUses(ir::Function& f, const std::vector<ir::ValueId>& map);
+
+} // namespace adjit::transforms
