@@ -17,9 +17,10 @@ namespace adjit {
 class Tensor {
 public:
   Tensor() = default;
-  const Type& type() const;
+  /// By value: tracing more ops may move the trace's storage.
+  Type type() const;
   DType dtype() const { return type().dtype; }
-  const Shape& shape() const { return type().shape; }
+  Shape shape() const { return type().shape; }
   int64_t rank() const { return static_cast<int64_t>(shape().size()); }
   int64_t size() const { return num_elements(shape()); }
   bool valid() const { return trace_ != 0; }

@@ -48,7 +48,7 @@ Shape broadcastShape(const char* op, const std::vector<const Tensor*>& xs, const
   for (const Tensor* x : xs) rank = std::max(rank, x->shape().size());
   Shape out(rank, 1);
   for (const Tensor* x : xs) {
-    const Shape& s = x->shape();
+    const Shape s = x->shape();
     for (std::size_t i = 0; i < s.size(); ++i) {
       int64_t& o = out[rank - s.size() + i];
       if (s[i] == o || s[i] == 1) continue;
@@ -289,7 +289,8 @@ Tensor Tensor::at(int64_t i, std::source_location l) const {
   std::vector<int64_t> start(shape().size(), 0), limit = shape();
   start[0] = i;
   limit[0] = i + 1;
-  Shape rest(shape().begin() + 1, shape().end());
+  const Shape full = shape();
+  Shape rest(full.begin() + 1, full.end());
   return reshape(slice(*this, start, limit, {}, l), rest, l);
 }
 
@@ -345,10 +346,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) {
     throw Error(fmt::format("matmul: operands must have rank >= 1, got {} and {}", a.type().str(), b.type().str()), loc);
   Tensor x = a.rank() == 1 ? reshape(a, {1, a.shape()[0]}, l) : a;
   Tensor y = b.rank() == 1 ? reshape(b, {b.shape()[0], 1}, l) : b;
-  if (x.shape().back() != y.shape()[y.shape().size() - 2])
+  const Shape as = a.shape(), bs = b.shape(), xsh = x.shape(), ysh = y.shape();
+  if (xsh.back() != ysh[ysh.size() - 2])
     throw Error(fmt::format("matmul: incompatible shapes {} and {}", a.type().str(), b.type().str()), loc);
   // Broadcast batch dimensions.
-  Shape xb(x.shape().begin(), x.shape().end() - 2), yb(y.shape().begin(), y.shape().end() - 2);
+  Shape xb(xsh.begin(), xsh.end() - 2), yb(ysh.begin(), ysh.end() - 2);
   std::size_t rank = std::max(xb.size(), yb.size());
   Shape batch(rank, 1);
   for (const Shape* sh : {&xb, &yb})
@@ -360,14 +362,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) {
       o = d;
     }
   Shape xs = batch, ys = batch;
-  xs.insert(xs.end(), x.shape().end() - 2, x.shape().end());
-  ys.insert(ys.end(), y.shape().end() - 2, y.shape().end());
+  xs.insert(xs.end(), xsh.end() - 2, xsh.end());
+  ys.insert(ys.end(), ysh.end() - 2, ysh.end());
   x = broadcastTo(s, x, xs, loc);
   y = broadcastTo(s, y, ys, loc);
   Tensor r = emit(s, OpKind::Matmul, {x, y}, {}, loc);
   Shape out = batch;
-  if (a.rank() > 1) out.push_back(a.shape()[a.shape().size() - 2]);
-  if (b.rank() > 1) out.push_back(b.shape().back());
+  if (as.size() > 1) out.push_back(as[as.size() - 2]);
+  if (bs.size() > 1) out.push_back(bs.back());
   return reshape(r, out, l);
 }
 

@@ -73,7 +73,7 @@ void throwNotInvocable(const std::string& fn, const std::vector<Type>& types) {
 
 namespace adjit {
 
-const Type& Tensor::type() const {
+Type Tensor::type() const {
   detail::TraceState& s = detail::traceOf(*this, "Tensor::type", {});
   return s.fn->type(id_);
 }

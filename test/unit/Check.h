@@ -1,0 +1,83 @@
+// test/unit/Check.h — helpers: run a function three ways (expected values,
+// reference interpreter, JIT) and record which ops the tests exercised.
+#pragma once
+
+#include "ir/IR.h"
+#include "ir/Text.h"
+
+#include <adjit/adjit.h>
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <set>
+
+namespace adjit::test {
+
+/// Op kinds seen in any module checked through `check3`.
+std::set<ir::OpKind>& exercisedOps();
+
+inline bool close(const Array& got, const Array& want, double rtol, std::string* why) {
+  if (got.type() != want.type()) {
+    *why = "type " + got.type().str() + " != " + want.type().str();
+    return false;
+  }
+  for (int64_t i = 0; i < got.size(); ++i) {
+    double g = got.at(i), w = want.at(i);
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (g == w) continue;
+    if (std::fabs(g - w) <= rtol * std::max(1.0, std::fabs(w))) continue;
+    *why = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " + std::to_string(w) + "\n got  " +
+           got.str() + "\n want " + want.str();
+    return false;
+  }
+  return true;
+}
+
+#define ADJIT_CHECK_CLOSE(got, want, rtol)                                                                   \
+  do {                                                                                                       \
+    std::string why_;                                                                                        \
+    bool ok_ = ::adjit::test::close((got), (want), (rtol), &why_);                                           \
+    INFO(why_);                                                                                              \
+    CHECK(ok_);                                                                                              \
+  } while (0)
+
+/// Checks f(inputs) == expected by the interpreter and by the JIT (at -O2 and
+/// -O0), and that the traced module prints, parses and prints identically.
+template <class F>
+void check3(F f, const std::vector<Array>& inputs, const Array& expected, double rtol = 1e-6) {
+  std::vector<Type> types;
+  for (const Array& a : inputs) types.push_back(a.type());
+  Module m = trace(f, types);
+  for (const auto& fn : m.impl().functions)
+    for (const auto& op : fn->ops) exercisedOps().insert(op.kind);
+  m.verify();
+  std::string text = m.str(true);
+  CHECK(Module::parse(text).str(true) == text);
+  // The traced function takes one vector parameter; the interpreter takes its leaves.
+  Array viaInterp = m.interpret("f", inputs).at(0);
+  ADJIT_CHECK_CLOSE(viaInterp, expected, rtol);
+  for (int level : {2, 0}) {
+    auto jf = jit(f, {.opt_level = level});
+    Array viaJit = jf(inputs);
+    ADJIT_CHECK_CLOSE(viaJit, expected, rtol);
+  }
+}
+
+inline Array f32(std::vector<float> v, Shape s = {}) {
+  if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
+  return Array(v, s);
+}
+inline Array f64(std::vector<double> v, Shape s = {}) {
+  if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
+  return Array(v, s);
+}
+inline Array i32(std::vector<int32_t> v, Shape s = {}) {
+  if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
+  return Array(v, s);
+}
+inline Array i1(std::vector<bool> v, Shape s = {}) {
+  if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
+  return Array(v, s);
+}
+
+} // namespace adjit::test

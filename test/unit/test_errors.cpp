@@ -1,0 +1,89 @@
+// test/unit/test_errors.cpp — user mistakes raise adjit::Error with the op, the
+// expected and actual types, and the user's source line. One case per error.
+#include <adjit/adjit.h>
+#include <doctest/doctest.h>
+
+using namespace adjit;
+
+template <class F> static Error errorOf(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("no adjit::Error was raised");
+  return Error("");
+}
+
+static const Type F3{DType::f32, {3}}, F4{DType::f32, {4}};
+
+TEST_CASE("shape mismatch names the op, both types and the source line") {
+  int line = 0;
+  Error e = errorOf([&] {
+    trace([&](Tensor a, Tensor b) { line = __LINE__; return a + b; }, F3, F4);
+  });
+  CHECK(e.message() == "add: incompatible shapes f32[3] and f32[4]");
+  CHECK(e.location().line == static_cast<uint32_t>(line));
+  CHECK(std::string(e.location().file).find("test_errors.cpp") != std::string::npos);
+  CHECK(std::string(e.what()).find("test_errors.cpp:" + std::to_string(line)) != std::string::npos);
+}
+
+TEST_CASE("dtype mismatch") {
+  Error e = errorOf([] { trace([](Tensor a, Tensor b) { return mul(a, b); }, F3, Type{DType::f64, {3}}); });
+  CHECK(e.message() == "mul: mismatched dtypes f32[3] and f64[3]");
+  CHECK(e.location().line == __LINE__ - 2);
+}
+
+TEST_CASE("float op on integers, float scalar with integer tensor") {
+  CHECK(errorOf([] { trace([](Tensor a) { return exp(a); }, Type{DType::i32, {2}}); }).message() ==
+        "exp: expected a floating-point operand, got i32[2]");
+  CHECK(errorOf([] { trace([](Tensor a) { return a * 0.5; }, Type{DType::i32, {2}}); }).message() ==
+        "mul: cannot combine the floating-point scalar 0.5 with the integer tensor i32[2]; cast one of them");
+}
+
+TEST_CASE("reshape that does not preserve size, bad -1") {
+  CHECK(errorOf([] { trace([](Tensor a) { return reshape(a, {2, 2}); }, F3); }).message() ==
+        "reshape: cannot reshape f32[3] (3 elements) to [2,2] (4 elements)");
+  CHECK(errorOf([] { trace([](Tensor a) { return reshape(a, {2, -1}); }, F3); }).message() ==
+        "reshape: cannot reshape f32[3] (3 elements) to [2,-1]");
+}
+
+TEST_CASE("out-of-range axes and indices") {
+  CHECK(errorOf([] { trace([](Tensor a) { return sum(a, {1}); }, F3); }).message() ==
+        "reduce_sum: axis 1 is out of range for an operand of rank 1");
+  CHECK(errorOf([] { trace([](Tensor a) { return concatenate({a, a}, 2); }, F3); }).message() ==
+        "concatenate: axis 2 is out of range for rank 1");
+  CHECK(errorOf([] { trace([](Tensor a) { return a[3]; }, F3); }).message() ==
+        "index: index 3 is out of range for axis 0 of size 3 (f32[3])");
+  CHECK(errorOf([] { trace([](Tensor a) { return transpose(a, {0, 1}); }, F3); }).message() ==
+        "transpose: axis 1 is out of range for rank 1");
+}
+
+TEST_CASE("matmul shapes") {
+  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return matmul(a, b); }, Type{DType::f32, {2, 3}}, Type{DType::f32, {2, 3}}); })
+            .message() == "matmul: incompatible shapes f32[2,3] and f32[2,3]");
+}
+
+TEST_CASE("jitted function called with the wrong number or kind of arguments") {
+  auto f = jit([](Tensor a, Tensor b) { return a + b; }, {.name = "plus"});
+  CHECK(errorOf([&] { f(Array(1.0f)); }).message() ==
+        "jit: function 'plus' cannot be called with arguments (f32[]) (wrong number or structure of arguments)");
+  CHECK(errorOf([&] { f(Array(1.0f), Array(2.0)); }).message() == "add: mismatched dtypes f32[] and f64[]");
+}
+
+TEST_CASE("tensors outside their trace") {
+  Tensor leaked;
+  trace([&](Tensor a) { leaked = a; return a; }, F3);
+  CHECK(errorOf([&] { trace([&](Tensor a) { return a + leaked; }, F3); }).message() ==
+        "add: a Tensor was used after the trace that created it ended");
+  CHECK(errorOf([&] { (void)exp(leaked); }).message() ==
+        "exp: a Tensor was used outside of a trace (call the function through adjit::jit or adjit::trace)");
+}
+
+TEST_CASE("Array misuse") {
+  CHECK(errorOf([] { Array(std::vector<float>{1, 2, 3}, {2, 2}); }).message() ==
+        "Array: shape [2,2] has 4 elements, but 3 values were given");
+  CHECK(errorOf([] { Array(1.0f).data<double>(); }).message() == "Array: data of f32[] requested as f64");
+  CHECK(errorOf([] { Array(std::vector<float>{1, 2}).item<float>(); }).message() ==
+        "Array::item: array of type f32[2] does not have exactly one element");
+}

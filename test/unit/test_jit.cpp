@@ -1,0 +1,119 @@
+// test/unit/test_jit.cpp — adjit::jit: signatures, caching, structures, threads,
+// nested calls, inspection of compilation stages.
+#include "Check.h"
+
+#include <thread>
+
+using namespace adjit;
+using namespace adjit::test;
+
+TEST_CASE("compiles once per signature") {
+  int traces = 0;
+  auto f = jit([&](Tensor x) { ++traces; return x * 2; });
+  CHECK(f(Array(1.0f)).item<float>() == 2.0f);
+  CHECK(f(Array(3.0f)).item<float>() == 6.0f);
+  CHECK(traces == 1);
+  CHECK(f(Array(3.0)).item<double>() == 6.0);
+  CHECK(f(f32({1, 2})).to_vector<float>() == std::vector<float>{2, 4});
+  CHECK(traces == 3);
+  CHECK(f.cache_size() == 3);
+}
+
+TEST_CASE("C++ scalars of each dtype as arguments") {
+  auto f = jit([](Tensor a, Tensor b, Tensor c, Tensor d) {
+    return std::make_tuple(a + 1, b + 1, c + 1, d + 1);
+  });
+  auto [a, b, c, d] = f(1.5f, 2.5, int32_t{3}, int64_t{4});
+  CHECK(a.dtype() == DType::f32);
+  CHECK(a.item<float>() == 2.5f);
+  CHECK(b.dtype() == DType::f64);
+  CHECK(b.item<double>() == 3.5);
+  CHECK(c.dtype() == DType::i32);
+  CHECK(c.item<int32_t>() == 4);
+  CHECK(d.dtype() == DType::i64);
+  CHECK(d.item<int64_t>() == 5);
+}
+
+TEST_CASE("nested structures in and out") {
+  auto f = jit([](std::pair<Tensor, std::vector<Tensor>> in, std::array<Tensor, 2> w) {
+    Tensor acc = in.first;
+    for (const Tensor& t : in.second) acc = acc + t;
+    return std::make_tuple(acc * w[0], std::vector<Tensor>{w[1], acc});
+  });
+  std::pair<Array, std::vector<Array>> in{f32({1, 2}), {f32({10, 20}), f32({100, 200})}};
+  std::array<Array, 2> w{Array(2.0f), Array(-1.0f)};
+  auto [x, rest] = f(in, w);
+  CHECK(x.to_vector<float>() == std::vector<float>{222, 444});
+  REQUIRE(rest.size() == 2);
+  CHECK(rest[0].item<float>() == -1.0f);
+  CHECK(rest[1].to_vector<float>() == std::vector<float>{111, 222});
+  // A vector of another length is another signature.
+  in.second.pop_back();
+  CHECK(std::get<0>(f(in, w)).to_vector<float>() == std::vector<float>{22, 44});
+}
+
+TEST_CASE("returning a parameter, or one value twice") {
+  auto f = jit([](Tensor x) { return std::make_tuple(x, x * 3, x * 3); });
+  auto [a, b, c] = f(f32({1, 2}));
+  CHECK(a.to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(b.to_vector<float>() == std::vector<float>{3, 6});
+  CHECK(c.to_vector<float>() == std::vector<float>{3, 6});
+}
+
+TEST_CASE("many threads call one jitted function") {
+  auto f = jit([](Tensor x, Tensor y) { return sum(x * y); });
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        float v = static_cast<float>(t + i);
+        int n = 1 + (i % 3); // three signatures, compiled concurrently
+        Array x(std::vector<float>(static_cast<std::size_t>(n), v));
+        if (f(x, x).item<float>() != v * v * static_cast<float>(n)) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong == 0);
+  CHECK(f.cache_size() == 3);
+}
+
+TEST_CASE("stages can be inspected") {
+  auto f = jit([](Tensor x) { return sum(tanh(x) * 1.0f); }, {.name = "probe"});
+  CompiledStages s = f.lower(Type{DType::f32, {1024}});
+  CHECK(s.traced_adj.find("func @probe(%0: f32[1024]) -> (f32[])") != std::string::npos);
+  CHECK(s.traced_adj.find("mul(") != std::string::npos);
+  CHECK(s.optimized_adj.find("mul(") == std::string::npos); // x * 1 folded away
+  CHECK(s.llvm_ir.find("tanhf") != std::string::npos);
+  CHECK(s.optimized_llvm_ir.find("_ZGV") != std::string::npos); // vectorised through libmvec
+  CHECK(!s.assembly.empty());
+}
+
+TEST_CASE("optimisation levels agree, and a bad level is an error") {
+  for (int level : {0, 1, 2, 3}) {
+    auto f = jit([](Tensor x) { return logsumexp(x); }, {.opt_level = level});
+    CHECK(f(f64({1, 2, 3})).item<double>() == doctest::Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0))));
+  }
+  auto bad = jit([](Tensor x) { return x; }, {.opt_level = 7});
+  CHECK_THROWS_AS(bad(Array(1.0f)), Error);
+}
+
+TEST_CASE("large intermediates and chains fuse and stay correct") {
+  const int n = 300000;
+  std::vector<float> xs(n);
+  for (int i = 0; i < n; ++i) xs[i] = static_cast<float>(i % 100) * 0.01f;
+  auto f = jit([](Tensor x) {
+    Tensor a = exp(x);      // used twice: materialised once
+    Tensor b = a * a + a;   // fused
+    return std::make_pair(sum(b), max(b));
+  });
+  auto [s, m] = f(Array(xs));
+  double want = 0, wantMax = 0;
+  for (float x : xs) {
+    double a = std::exp(static_cast<double>(x));
+    want += a * a + a;
+    wantMax = std::max(wantMax, a * a + a);
+  }
+  CHECK(s.item<double>() == doctest::Approx(want).epsilon(1e-4));
+  CHECK(m.item<double>() == doctest::Approx(wantMax).epsilon(1e-5));
+}

@@ -1,0 +1,85 @@
+// test/unit/test_text.cpp — the .adj text form: round trips and parse errors.
+#include "ir/Text.h"
+
+#include <adjit/adjit.h>
+#include <doctest/doctest.h>
+
+using namespace adjit;
+
+static std::string parseError(const std::string& text) {
+  try {
+    Module::parse(text, "t.adj");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST_CASE("print -> parse -> print is identical, locations included") {
+  auto f = [](Tensor x, Tensor y) {
+    Tensor z = exp(x) * y + 1.5;
+    return std::make_tuple(sum(z, {0}, true), z > 2.0, cast(z, DType::i64));
+  };
+  Module m = trace(f, Type{DType::f32, {2, 3}}, Type{DType::f32, {3}});
+  for (bool locs : {false, true}) {
+    std::string s = m.str(locs);
+    CHECK(Module::parse(s).str(locs) == s);
+  }
+  CHECK(m.str(true).find("; loc(\"") != std::string::npos);
+  CHECK(m.str(true).find("test_text.cpp") != std::string::npos);
+}
+
+TEST_CASE("constants of every dtype round-trip exactly") {
+  std::string text = R"(func @f() -> (f32[3], f64[2], i32[2], i64[1], i1[2]) {
+  %0 = constant() {value = dense<f32[3], [0.1, -inf, nan]>} : f32[3]
+  %1 = constant() {value = dense<f64[2], [0.1, 1e-300]>} : f64[2]
+  %2 = constant() {value = dense<i32[2], [-2147483648, 7]>} : i32[2]
+  %3 = constant() {value = dense<i64[1], [9007199254740993]>} : i64[1]
+  %4 = constant() {value = dense<i1[2], [true, false]>} : i1[2]
+  return %0, %1, %2, %3, %4
+}
+)";
+  Module m = Module::parse(text);
+  CHECK(m.str() == text);
+  auto out = m.interpret("f", {});
+  CHECK(out[3].get<int64_t>(0) == 9007199254740993LL);
+  CHECK(out[0].data<float>()[0] == 0.1f);
+}
+
+TEST_CASE("functions may call functions defined later") {
+  std::string text = R"(func @main(%0: f32[2]) -> (f32[2]) {
+  %1 = call @helper(%0) : f32[2]
+  return %1
+}
+
+func @helper(%0: f32[2]) -> (f32[2]) {
+  %1 = add(%0, %0) : f32[2]
+  return %1
+}
+)";
+  Module m = Module::parse(text);
+  CHECK(m.str() == text);
+  CHECK(m.interpret("main", {Array(std::vector<float>{1, 2})})[0].to_vector<float>() == std::vector<float>{2, 4});
+}
+
+TEST_CASE("parse errors name line:column and what was expected") {
+  CHECK(parseError("func @f(%0: f32[2]) -> (f32[2]) {\n  return %1\n}") ==
+        "t.adj:2:10: error: use of undefined value %1");
+  CHECK(parseError("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = frob(%0) : f32[2]\n  return %1\n}") ==
+        "t.adj:2:3: error: unknown op 'frob'");
+  CHECK(parseError("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = add(%0 %0) : f32[2]\n  return %1\n}") ==
+        "t.adj:2:15: error: expected ')', found '%0'");
+  CHECK(parseError("func @f(%0: f32[2], %1: f32[3]) -> (f32[2]) {\n  %2 = add(%0, %1) : f32[2]\n  return %2\n}") ==
+        "t.adj:2:3: error: add: incompatible shapes f32[2] and f32[3]");
+  CHECK(parseError("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = neg(%0) : f64[2]\n  return %1\n}") ==
+        "t.adj:2:3: error: neg: result 0 has type f32[2], but f64[2] is written");
+  CHECK(parseError("func @f(%0: q32[2]) -> (f32[2]) {") == "t.adj:1:13: error: expected a dtype (f32, f64, i32, i64, i1), found 'q32'");
+  CHECK(parseError("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = reduce_sum(%0) {axes = [3], keepdims = false} : f32[]\n  return %1\n}") ==
+        "t.adj:2:3: error: reduce_sum: axis 3 is out of range for an operand of rank 1");
+  CHECK(parseError("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = call @nope(%0) : f32[2]\n  return %1\n}") ==
+        "t.adj:2:13: error: no function named @nope in the module");
+  CHECK(parseError("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = reshape(%0) : f32[2]\n  return %1\n}") ==
+        "t.adj:2:3: error: reshape: missing attribute 'shape'");
+  CHECK(parseError("func @f() -> () {\n  return\n}\nfunc @f() -> () {\n  return\n}") ==
+        "t.adj:4:6: error: redefinition of function @f");
+}
