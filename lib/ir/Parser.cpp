@@ -49,7 +49,10 @@ public:
         return out;
       }
       char c = s_[i_];
-      if (c == ';') {
+      if (c == '/' && i_ + 1 < s_.size() && s_[i_ + 1] == '/') { // line comment
+        std::size_t end = s_.find('\n', i_);
+        advance((end == std::string_view::npos ? s_.size() : end) - i_);
+      } else if (c == ';') {
         std::size_t end = s_.find('\n', i_);
         if (end == std::string_view::npos) end = s_.size();
         std::string_view body = s_.substr(i_ + 1, end - i_ - 1);
@@ -225,13 +228,12 @@ private:
     return {t.text, t.loc};
   }
   int64_t integer() {
-    bool neg = false;
     if (peek().kind != Tok::Int) expected("an integer");
     std::string s = next().text;
     errno = 0;
     long long v = std::strtoll(s.c_str(), nullptr, 10);
     if (errno == ERANGE) throw Error("integer " + s + " is out of range", t_[p_ - 1].loc);
-    return neg ? -v : v;
+    return v;
   }
 
   DType dtype() {

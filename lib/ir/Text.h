@@ -1,5 +1,6 @@
 // ir/Text.h — the `.adj` text form: printing and parsing. Printing then parsing
-// then printing gives identical text.
+// then printing gives identical text. `//` starts a comment; `; loc(...)` after
+// an op records its source location.
 //
 //   func @f(%0: f32[3], %1: f32[]) -> (f32[]) {
 //     %2 = broadcast_to(%1) {shape = [3]} : f32[3]

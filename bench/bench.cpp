@@ -1,0 +1,117 @@
+// bench/bench.cpp — adjit's compiled code next to hand-written C++ baselines,
+// measured in the same process. Prints times, the ratio adjit/baseline, and
+// the cold compile time (first call: trace + compile + run). Not a test.
+#include <adjit/adjit.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+extern "C" {
+float base_b1(const float* x, int64_t n);
+float base_b2(const float* x, float a, float b, int64_t n);
+float base_b3(const float* x, int64_t rows, int64_t cols);
+float base_b4(const float* x, const float* w1, const float* w2, float* h, float* o, int64_t m, int64_t k, int64_t n);
+}
+
+using namespace adjit;
+using Clock = std::chrono::steady_clock;
+
+static double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+/// Median time of `reps` runs of fn, in ms.
+static double timeIt(const std::function<void()>& fn, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    fn();
+    t.push_back(ms(Clock::now() - t0));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+static std::vector<float> randomVector(std::size_t n, float lo, float hi, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+static void report(const char* name, double cold, double adjitMs, double baseMs, float got, float want) {
+  std::printf("%-4s adjit %9.3f ms   baseline %9.3f ms   ratio %5.2fx   cold compile %7.1f ms   (result %.6g vs %.6g)\n",
+              name, adjitMs, baseMs, adjitMs / baseMs, cold, got, want);
+}
+
+template <class F, class... A> static double cold(F& f, const A&... args) {
+  auto t0 = Clock::now();
+  f(args...);
+  return ms(Clock::now() - t0);
+}
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 21;
+  std::printf("adjit benchmarks (median of %d runs; ratio = adjit / hand-written baseline)\n", reps);
+
+  { // B0: call overhead of a jitted scalar function
+    auto f = jit([](Tensor x) { return x * 2.0f + 1.0f; });
+    double c = cold(f, 1.0f);
+    const int n = 1000000;
+    float acc = 0;
+    auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) acc += f(static_cast<float>(i)).item<float>();
+    double ns = ms(Clock::now() - t0) * 1e6 / n;
+    std::printf("B0   adjit %9.1f ns per call (target < 100 ns)   cold compile %7.1f ms   (checksum %.3g)\n", ns, c, acc);
+  }
+
+  const int64_t n = 1000000;
+  Array x(randomVector(n, -3, 3, 1));
+  { // B1
+    auto f = jit([](Tensor x) { return sum(log1p(exp(x))); }, {.name = "b1"});
+    double c = cold(f, x);
+    float got = 0, want = 0;
+    double a = timeIt([&] { got = f(x).item<float>(); }, reps);
+    double b = timeIt([&] { want = base_b1(x.data<float>(), n); }, reps);
+    report("B1", c, a, b, got, want);
+  }
+  { // B2
+    auto f = jit([](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); },
+                 {.name = "b2"});
+    double c = cold(f, x, 0.5f, 0.25f);
+    float got = 0, want = 0;
+    double a = timeIt([&] { got = f(x, 0.5f, 0.25f).item<float>(); }, reps);
+    double b = timeIt([&] { want = base_b2(x.data<float>(), 0.5f, 0.25f, n); }, reps);
+    report("B2", c, a, b, got, want);
+  }
+  { // B3
+    Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
+    auto f = jit([](Tensor x) { return sum(logsumexp(x, {1})); }, {.name = "b3"});
+    double c = cold(f, m);
+    float got = 0, want = 0;
+    double a = timeIt([&] { got = f(m).item<float>(); }, reps);
+    double b = timeIt([&] { want = base_b3(m.data<float>(), 1000, 1000); }, reps);
+    report("B3", c, a, b, got, want);
+  }
+  { // B4
+    const int64_t M = 256, K = 512, N = 512;
+    Array X(randomVector(M * K, -1, 1, 3), {M, K});
+    Array W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N});
+    Array W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
+    auto f = jit([](Tensor x, Tensor w1, Tensor w2) {
+      Tensor o = matmul(tanh(matmul(x, w1)), w2);
+      return 0.5f * sum(o * o);
+    }, {.name = "b4"});
+    double c = cold(f, X, W1, W2);
+    std::vector<float> h(M * N), o(M * N);
+    float got = 0, want = 0;
+    double a = timeIt([&] { got = f(X, W1, W2).item<float>(); }, std::max(3, reps / 3));
+    double b = timeIt([&] { want = base_b4(X.data<float>(), W1.data<float>(), W2.data<float>(), h.data(), o.data(), M, K, N); },
+                      std::max(3, reps / 3));
+    report("B4", c, a, b, got, want);
+  }
+  return 0;
+}

@@ -1,0 +1,11 @@
+# test/ir/lit.cfg.py — FileCheck tests on printed IR, run by lit from CTest.
+import os
+import lit.formats
+
+config.name = "adjit-ir"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".adj"]
+config.test_source_root = os.path.dirname(__file__)
+config.substitutions.append(("%adjit", lit_config.params["adjit"]))
+config.substitutions.append(("FileCheck", lit_config.params["filecheck"]))
+config.substitutions.append(("not ", lit_config.params["not"] + " "))
