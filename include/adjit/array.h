@@ -37,8 +37,12 @@ public:
 
   Array(const Array& o);
   Array& operator=(const Array& o);
-  Array(Array&&) noexcept = default;
-  Array& operator=(Array&&) noexcept = default;
+  Array(Array&& o) noexcept;
+  Array& operator=(Array&& o) noexcept;
+  ~Array();
+
+  /// An array whose data is left uninitialised (to be overwritten).
+  static Array uninitialized(Type type) { return Array(std::move(type), false); }
 
   const Type& type() const { return type_; }
   DType dtype() const { return type_.dtype; }
@@ -50,8 +54,8 @@ public:
   /// (i1 data is read as `bool` or `uint8_t`).
   template <class T> T* data();
   template <class T> const T* data() const { return const_cast<Array*>(this)->data<T>(); }
-  void* raw() { return buffer_.get(); }
-  const void* raw() const { return buffer_.get(); }
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
 
   /// The single element of a size-1 array, converted to T.
   template <class T> T item() const;
@@ -72,10 +76,14 @@ public:
   bool identical(const Array& o) const;
 
 private:
-  struct Free { void operator()(void* p) const; };
+  Array(Type type, bool zero);
   void check(DType asked) const;
+  void release();
+  bool small() const { return data_ == small_; }
+  static constexpr std::size_t kSmallBytes = 16; ///< scalars and tiny arrays live inline
   Type type_;
-  std::unique_ptr<void, Free> buffer_;
+  void* data_ = nullptr;
+  alignas(16) unsigned char small_[kSmallBytes];
 };
 
 template <class T> Array::Array(const std::vector<T>& values, Shape shape)

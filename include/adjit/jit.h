@@ -4,7 +4,6 @@
 
 #include <adjit/trace.h>
 
-#include <deque>
 
 namespace adjit {
 
@@ -26,16 +25,40 @@ struct CompiledStages {
 
 namespace detail {
 
-/// Collects the leaves of a call's arguments and a hash of their structure.
+/// One host argument: its data (the caller's, not copied) and type.
+struct Leaf {
+  const void* data;
+  const Type* type;
+};
+
+/// Collects the leaves of a call's arguments and a hash of their structure,
+/// without allocating for up to kInline leaves.
 struct ArgCollector final : LeafSink {
-  std::vector<const Array*> arrays;
-  std::deque<Array> boxed;
+  static constexpr std::size_t kInline = 8;
+  std::array<Leaf, kInline> inline_{};
+  std::vector<Leaf> heap_;
+  std::size_t count = 0;
   std::vector<Tensor> tensors;
   uint64_t hash = 0xcbf29ce484222325ull;
   void mix(uint64_t v) { hash = (hash ^ v) * 0x100000001b3ull; }
-  void mixType(const Type& t);
-  void array(const Array& a) override { arrays.push_back(&a); mixType(a.type()); }
-  void scalar(const Array& a) override { boxed.push_back(a); arrays.push_back(&boxed.back()); mixType(a.type()); }
+  void mixType(const Type& t) {
+    mix(static_cast<uint64_t>(t.dtype) + 1);
+    mix(t.shape.size());
+    for (int64_t d : t.shape) mix(static_cast<uint64_t>(d));
+  }
+  void push(Leaf l) {
+    if (count < kInline) inline_[count] = l;
+    else {
+      if (heap_.empty()) heap_.assign(inline_.begin(), inline_.end());
+      heap_.push_back(l);
+    }
+    ++count;
+  }
+  std::span<const Leaf> leaves() const {
+    return count <= kInline ? std::span<const Leaf>(inline_.data(), count) : std::span<const Leaf>(heap_);
+  }
+  void array(const Array& a) override { push({a.raw(), &a.type()}); mixType(a.type()); }
+  void scalar(const Type& t, const void* d) override { push({d, &t}); mix(static_cast<uint64_t>(t.dtype) + 1); mix(0); }
   void type(const Type& t) override { mixType(t); }
   void tensor(const Tensor& t) override { tensors.push_back(t); mixType(t.type()); }
   void size(std::size_t n) override { mix(n + 0x51); }
@@ -51,7 +74,7 @@ public:
   ~JitCore();
   /// Runs the kernel for the arguments' signature, tracing and compiling it first
   /// if needed. Fills `outs` and returns the output structure's skeleton.
-  const std::shared_ptr<void>& call(uint64_t key, const std::vector<const Array*>& args, const Body& body,
+  const std::shared_ptr<void>& call(uint64_t key, std::span<const Leaf> args, const Body& body,
                                     std::vector<Array>& outs);
   /// Inside another trace: records a call of this function into that trace.
   std::vector<Tensor> callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,
@@ -146,7 +169,7 @@ public:
         return OutTensors<R>::rebuild(*static_cast<const R*>(skel.get()), it);
       } else {
         std::vector<Array> outs;
-        const std::shared_ptr<void>& skel = core_->call(c.hash, c.arrays, body, outs);
+        const std::shared_ptr<void>& skel = core_->call(c.hash, c.leaves(), body, outs);
         Array* it = outs.data();
         return Out<R>::rebuild(*static_cast<const R*>(skel.get()), it);
       }

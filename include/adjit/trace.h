@@ -23,7 +23,7 @@ namespace detail {
 /// Receives each leaf of an argument structure in order, and container sizes.
 struct LeafSink {
   virtual void array(const Array& a) = 0;
-  virtual void scalar(const Array& a) = 0; ///< a C++ scalar, boxed
+  virtual void scalar(const Type& t, const void* data) = 0; ///< a C++ scalar, in place
   virtual void type(const Type& t) = 0;
   virtual void tensor(const Tensor& t) = 0;
   virtual void size(std::size_t n) = 0;
@@ -47,20 +47,18 @@ template <> struct In<Tensor> {
   static void visit(const Tensor& t, LeafSink& s) { s.tensor(t); }
   static Tensor build(const Tensor&, const Tensor*& it) { return *it++; }
 };
+/// The rank-0 type of a dtype (static storage).
+const Type& scalar_type(DType t);
+
 template <class S>
   requires std::is_arithmetic_v<S>
 struct In<S> {
+  static_assert(std::is_same_v<S, float> || std::is_same_v<S, double> || std::is_same_v<S, int32_t> ||
+                    std::is_same_v<S, int64_t> || std::is_same_v<S, bool>,
+                "scalar arguments must be float, double, int32_t, int64_t or bool");
   using tensor_type = Tensor;
-  static void visit(S v, LeafSink& s) {
-    if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double> || std::is_same_v<S, int32_t> ||
-                  std::is_same_v<S, int64_t> || std::is_same_v<S, bool>)
-      s.scalar(Array(v));
-    else if constexpr (std::is_floating_point_v<S>)
-      s.scalar(Array(static_cast<double>(v)));
-    else
-      s.scalar(Array(static_cast<int64_t>(v)));
-  }
-  static Tensor build(S, const Tensor*& it) { return *it++; }
+  static void visit(const S& v, LeafSink& s) { s.scalar(scalar_type(dtype_of<S>()), &v); }
+  static Tensor build(const S&, const Tensor*& it) { return *it++; }
 };
 template <class A> struct In<std::vector<A>> {
   using tensor_type = std::vector<typename In<A>::tensor_type>;
@@ -172,7 +170,7 @@ Module traceModule(const std::string& name, const std::vector<Type>& params,
 struct TypeCollector : LeafSink {
   std::vector<Type> types;
   void array(const Array& a) override { types.push_back(a.type()); }
-  void scalar(const Array& a) override { types.push_back(a.type()); }
+  void scalar(const Type& t, const void*) override { types.push_back(t); }
   void type(const Type& t) override { types.push_back(t); }
   void tensor(const Tensor& t) override { types.push_back(t.type()); }
   void size(std::size_t) override {}

@@ -7,28 +7,54 @@
 
 namespace adjit {
 
-void Array::Free::operator()(void* p) const { std::free(p); }
-
 static void* allocate(std::size_t bytes) {
   std::size_t n = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, n);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, n);
   return p;
 }
 
-Array::Array(Type type) : type_(std::move(type)) {
+Array::Array(Type type) : Array(std::move(type), true) {}
+
+Array::Array(Type type, bool zero) : type_(std::move(type)) {
   for (int64_t d : type_.shape)
     if (d < 0) throw Error("Array: negative dimension in shape " + shape_str(type_.shape));
-  buffer_.reset(allocate(type_.bytes()));
+  const std::size_t n = type_.bytes();
+  data_ = n <= kSmallBytes ? static_cast<void*>(small_) : allocate(n);
+  if (zero) std::memset(data_, 0, n);
 }
 
-Array::Array(const Array& o) : type_(o.type_), buffer_(allocate(o.bytes())) {
-  std::memcpy(buffer_.get(), o.buffer_.get(), o.bytes());
+Array::~Array() { release(); }
+
+void Array::release() {
+  if (data_ && !small()) std::free(data_);
+  data_ = nullptr;
 }
+
+Array::Array(const Array& o) : Array(o.type_, false) { std::memcpy(data_, o.data_, o.bytes()); }
 
 Array& Array::operator=(const Array& o) {
   if (this != &o) *this = Array(o);
+  return *this;
+}
+
+Array::Array(Array&& o) noexcept : type_(std::move(o.type_)) {
+  data_ = o.small() ? static_cast<void*>(small_) : o.data_;
+  if (o.small()) std::memcpy(small_, o.small_, kSmallBytes);
+  o.type_ = Type{DType::f32, {}};
+  o.data_ = o.small_;
+  std::memset(o.small_, 0, kSmallBytes);
+}
+
+Array& Array::operator=(Array&& o) noexcept {
+  if (this == &o) return *this;
+  release();
+  type_ = std::move(o.type_);
+  data_ = o.small() ? static_cast<void*>(small_) : o.data_;
+  if (o.small()) std::memcpy(small_, o.small_, kSmallBytes);
+  o.type_ = Type{DType::f32, {}};
+  o.data_ = o.small_;
+  std::memset(o.small_, 0, kSmallBytes);
   return *this;
 }
 

@@ -156,7 +156,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   return kernel;
 }
 
-void run(const Kernel& k, const std::vector<const Array*>& args, std::vector<Array>& outs) {
+void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs) {
   constexpr std::size_t kInline = 16;
   void* inlinePtrs[kInline];
   std::vector<void*> heapPtrs;
@@ -168,8 +168,8 @@ void run(const Kernel& k, const std::vector<const Array*>& args, std::vector<Arr
   }
   outs.clear();
   outs.reserve(k.outputs.size());
-  for (const Type& t : k.outputs) outs.emplace_back(t);
-  for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = const_cast<void*>(args[i]->raw());
+  for (const Type& t : k.outputs) outs.push_back(Array::uninitialized(t));
+  for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = const_cast<void*>(args[i].data);
   for (std::size_t i = 0; i < outs.size(); ++i) ptrs[args.size() + i] = outs[i].raw();
   k.packed(ptrs);
 }

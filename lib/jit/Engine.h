@@ -35,6 +35,6 @@ struct CompileRequest {
 std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages = nullptr);
 
 /// Calls a kernel on arrays of its input types; outputs are allocated here.
-void run(const Kernel& k, const std::vector<const Array*>& args, std::vector<Array>& outs);
+void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs);
 
 } // namespace adjit::engine

@@ -25,30 +25,29 @@ struct JitCore::Impl {
   std::atomic<Entry*> last{nullptr};
 };
 
-void ArgCollector::mixType(const Type& t) {
-  mix(static_cast<uint64_t>(t.dtype) + 1);
-  mix(t.shape.size());
-  for (int64_t d : t.shape) mix(static_cast<uint64_t>(d));
+const Type& scalar_type(DType t) {
+  static const Type types[] = {{DType::f32, {}}, {DType::f64, {}}, {DType::i32, {}}, {DType::i64, {}}, {DType::i1, {}}};
+  return types[static_cast<int>(t)];
 }
 
 JitCore::JitCore(JitOptions o) : opts_(std::move(o)), impl_(std::make_unique<Impl>()) {}
 JitCore::~JitCore() = default;
 
-static std::vector<Type> typesOf(const std::vector<const Array*>& args) {
+static std::vector<Type> typesOf(std::span<const Leaf> args) {
   std::vector<Type> t;
   t.reserve(args.size());
-  for (const Array* a : args) t.push_back(a->type());
+  for (const Leaf& a : args) t.push_back(*a.type);
   return t;
 }
 
-static bool matches(const engine::Kernel& k, const std::vector<const Array*>& args) {
+static bool matches(const engine::Kernel& k, std::span<const Leaf> args) {
   if (k.inputs.size() != args.size()) return false;
   for (std::size_t i = 0; i < args.size(); ++i)
-    if (k.inputs[i] != args[i]->type()) return false;
+    if (k.inputs[i] != *args[i].type) return false;
   return true;
 }
 
-const std::shared_ptr<void>& JitCore::call(uint64_t key, const std::vector<const Array*>& args, const Body& body,
+const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,
                                            std::vector<Array>& outs) {
   Entry* e = impl_->last.load(std::memory_order_acquire);
   if (!e || e->key != key || !matches(*e->kernel, args)) {
