@@ -1,0 +1,17 @@
+#!/bin/sh
+# ADJIT_DUMP writes every stage of a compilation; ADJIT_LOG=compile logs one line
+# per compilation. usage: dump_and_log.sh QUICKSTART ADJIT_CLI SCRATCH_DIR
+set -eu
+quickstart=$1; cli=$2; dir=$3
+rm -rf "$dir"
+ADJIT_DUMP="$dir" ADJIT_LOG=compile "$quickstart" >/dev/null 2>"$dir.log"
+grep -E '^\[adjit:compile\] f\(f32\[4\], f32\[\]\) -> \(f32\[\]\): trace [0-9.]+ ms, passes [0-9.]+ ms, llvm [0-9.]+ ms, link [0-9.]+ ms, cache miss$' "$dir.log"
+for stage in 1-traced.adj 2-optimized.adj 3-llvm.ll 4-llvm-opt.ll 5-asm.s; do
+  f=$(ls "$dir"/f.*."$stage")
+  test -s "$f" || { echo "missing or empty: $stage"; exit 1; }
+done
+# The dumped IR, locations included, parses back.
+"$cli" opt "$dir"/f.*.1-traced.adj --passes= >/dev/null
+grep -q 'loc("' "$dir"/f.*.1-traced.adj
+grep -q '_ZGV' "$dir"/f.*.5-asm.s || grep -q 'log1pf' "$dir"/f.*.5-asm.s
+echo "dump and log ok"
