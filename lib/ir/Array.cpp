@@ -38,14 +38,9 @@ Array& Array::operator=(const Array& o) {
   return *this;
 }
 
-Array::Array(Array&& o) noexcept : type_(std::move(o.type_)) {
-  data_ = o.small() ? static_cast<void*>(small_) : o.data_;
-  if (o.small()) std::memcpy(small_, o.small_, kSmallBytes);
-  o.type_ = Type{DType::f32, {}};
-  o.data_ = o.small_;
-  std::memset(o.small_, 0, kSmallBytes);
-}
+Array::Array(Array&& o) noexcept { *this = std::move(o); }
 
+/// Takes o's data (copying it when it lives inline); o becomes an f32 scalar 0.
 Array& Array::operator=(Array&& o) noexcept {
   if (this == &o) return *this;
   release();

@@ -74,6 +74,10 @@ std::vector<Type> inferNumericBinary(const ir::InferCtx& c);
 /// Two floating operands of one type (pow).
 std::vector<Type> inferFloatBinary(const ir::InferCtx& c);
 
+/// Folds an op to its operand 0 when the result has exactly the operand's type
+/// (a reshape, broadcast, slice or cast that changes nothing).
+std::optional<ir::Folded> foldIfSameType(const ir::FoldCtx& c);
+
 /// Reads `axes` (each in range, no repeats) for an operand of rank `rank`; sorted, normalised.
 std::vector<int64_t> readAxes(const ir::InferCtx& c, int64_t rank);
 

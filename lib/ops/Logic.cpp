@@ -139,10 +139,7 @@ void defineLogicOps(Table& t) {
         });
         return std::vector<Array>{std::move(r)};
       },
-      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
-        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
-        return std::nullopt;
-      },
+      .fold = foldIfSameType,
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         DType from = c.argType(0), to = c.outType();
         llvm::Value* x = c.args[0];

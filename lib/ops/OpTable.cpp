@@ -54,6 +54,11 @@ std::span<const OpKind> allOps() {
 
 std::optional<ir::Folded> noFold(const ir::FoldCtx&) { return std::nullopt; }
 
+std::optional<ir::Folded> foldIfSameType(const ir::FoldCtx& c) {
+  if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
+  return std::nullopt;
+}
+
 std::vector<int64_t> stridesOf(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);
   for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];

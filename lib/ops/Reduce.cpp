@@ -136,10 +136,9 @@ template <Kind K> void lowerReduce(LowerCtx& c) {
   });
 }
 
+/// A reduction over no axes is the identity.
 std::optional<ir::Folded> foldNoAxes(const ir::FoldCtx& c) {
-  if (c.type(c.op.operands[0]) == c.type(c.op.results[0]) && c.op.attrs.ints("axes").empty())
-    return ir::Folded{c.op.operands[0]};
-  return std::nullopt;
+  return c.op.attrs.ints("axes").empty() ? foldIfSameType(c) : std::nullopt;
 }
 
 } // namespace

@@ -44,10 +44,7 @@ void defineShapeOps(Table& t) {
         return std::vector<Type>{Type{c.operands[0].dtype, s}};
       },
       .eval = [](const EvalCtx& c) { return std::vector<Array>{c.args[0].reshaped(c.resultType().shape)}; },
-      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
-        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
-        return std::nullopt;
-      },
+      .fold = foldIfSameType,
       .element = [](ElementCtx& c) -> llvm::Value* {
         return c.operand(0, Index::ofLinear(c.linear(c.index, c.resultType().shape)));
       },
@@ -76,10 +73,7 @@ void defineShapeOps(Table& t) {
           return ravel(i, in);
         })};
       },
-      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
-        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
-        return std::nullopt;
-      },
+      .fold = foldIfSameType,
       .element = [](ElementCtx& c) -> llvm::Value* {
         const Shape& in = c.operandType(0).shape;
         const auto& o = c.dims(c.index, c.resultType().shape);
@@ -150,10 +144,7 @@ void defineShapeOps(Table& t) {
           return ravel(i, in);
         })};
       },
-      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
-        if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
-        return std::nullopt;
-      },
+      .fold = foldIfSameType,
       .element = [](ElementCtx& c) -> llvm::Value* {
         SliceSpec s = sliceSpec(c.op.attrs);
         const auto& o = c.dims(c.index, c.resultType().shape);

@@ -63,21 +63,14 @@ void check3(F f, const std::vector<Array>& inputs, const Array& expected, double
   }
 }
 
-inline Array f32(std::vector<float> v, Shape s = {}) {
+/// An array of `v`, 1-D unless a shape is given; one value without a shape is a scalar.
+template <class T> Array arrayOf(std::vector<T> v, Shape s) {
   if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
   return Array(v, s);
 }
-inline Array f64(std::vector<double> v, Shape s = {}) {
-  if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
-  return Array(v, s);
-}
-inline Array i32(std::vector<int32_t> v, Shape s = {}) {
-  if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
-  return Array(v, s);
-}
-inline Array i1(std::vector<bool> v, Shape s = {}) {
-  if (s.empty() && v.size() != 1) s = {static_cast<int64_t>(v.size())};
-  return Array(v, s);
-}
+inline Array f32(std::vector<float> v, Shape s = {}) { return arrayOf(std::move(v), std::move(s)); }
+inline Array f64(std::vector<double> v, Shape s = {}) { return arrayOf(std::move(v), std::move(s)); }
+inline Array i32(std::vector<int32_t> v, Shape s = {}) { return arrayOf(std::move(v), std::move(s)); }
+inline Array i1(std::vector<bool> v, Shape s = {}) { return arrayOf(std::move(v), std::move(s)); }
 
 } // namespace adjit::test
