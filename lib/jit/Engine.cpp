@@ -156,6 +156,13 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   return kernel;
 }
 
+std::size_t liveKernels() {
+  std::lock_guard lock(cacheMutex);
+  std::size_t n = 0;
+  for (const auto& [key, k] : cache()) n += !k.expired();
+  return n;
+}
+
 void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs) {
   constexpr std::size_t kInline = 16;
   void* inlinePtrs[kInline];

@@ -34,6 +34,9 @@ struct CompileRequest {
 /// With `stages`, fills in the text of every stage.
 std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages = nullptr);
 
+/// Number of kernels currently loaded in the process-wide JIT.
+std::size_t liveKernels();
+
 /// Calls a kernel on arrays of its input types; outputs are allocated here.
 void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs);
 

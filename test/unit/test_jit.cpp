@@ -2,6 +2,8 @@
 // nested calls, inspection of compilation stages.
 #include "Check.h"
 
+#include "jit/Engine.h"
+
 #include <thread>
 
 using namespace adjit;
@@ -116,4 +118,27 @@ TEST_CASE("large intermediates and chains fuse and stay correct") {
   }
   CHECK(s.item<double>() == doctest::Approx(want).epsilon(1e-4));
   CHECK(m.item<double>() == doctest::Approx(wantMax).epsilon(1e-5));
+}
+
+TEST_CASE("machine code is freed with the last copy of a jitted function") {
+  const std::size_t before = engine::liveKernels();
+  {
+    auto f = jit([](Tensor x) { return x * 12345.0 - 3; }, {.name = "ephemeral"});
+    auto copy = f;
+    CHECK(copy(Array(1.0)).item<double>() == 12342.0);
+    CHECK(engine::liveKernels() == before + 1);
+    auto g = f; // copies share the kernel
+    CHECK(g(Array(2.0)).item<double>() == 24687.0);
+    CHECK(engine::liveKernels() == before + 1);
+  }
+  CHECK(engine::liveKernels() == before);
+}
+
+TEST_CASE("identical functions share one kernel") {
+  auto f = jit([](Tensor x) { return x * 777.0; }, {.name = "twin"});
+  auto g = jit([](Tensor x) { return x * 777.0; }, {.name = "twin"});
+  const std::size_t before = engine::liveKernels();
+  f(Array(1.0));
+  g(Array(1.0));
+  CHECK(engine::liveKernels() == before + 1);
 }
