@@ -3,6 +3,7 @@
 #pragma once
 
 #include <adjit/array.h>
+#include <adjit/autodiff.h>
 #include <adjit/dtype.h>
 #include <adjit/error.h>
 #include <adjit/jit.h>

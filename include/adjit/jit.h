@@ -130,6 +130,62 @@ template <class A, std::size_t N> struct HasTensor<std::array<A, N>> : HasTensor
 template <class... A> struct HasTensor<std::tuple<A...>> : std::disjunction<HasTensor<A>...> {};
 template <class A, class B> struct HasTensor<std::pair<A, B>> : std::disjunction<HasTensor<A>, HasTensor<B>> {};
 
+/// Runs f compiled for the arguments' signature (Arrays / scalars in any
+/// supported structure); returns Arrays in f's output structure.
+template <class F, class... Args> auto callCompiled(JitCore& core, const F& f, const Args&... args) {
+  ArgCollector c;
+  (In<Args>::visit(args, c), ...);
+  if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
+    TypeCollector tc;
+    (In<Args>::visit(args, tc), ...);
+    throwNotInvocable(core.options().name, tc.types);
+  } else {
+    using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
+    c.mix(typeid(std::tuple<Args...>).hash_code());
+    JitCore::Body body = [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
+      const Tensor* it = params.data();
+      std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
+      R r = std::apply(f, targs);
+      std::vector<Tensor> outs;
+      Out<R>::flatten(r, outs);
+      skel = std::make_shared<R>(std::move(r));
+      return outs;
+    };
+    std::vector<Array> outs;
+    const std::shared_ptr<void>& skel = core.call(c.hash, c.leaves(), body, outs);
+    Array* it = outs.data();
+    return Out<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+  }
+}
+
+/// Inside another trace: records a call of f (traced once per signature into
+/// the trace's module) and returns its results as Tensors.
+template <class F, class... Args> auto callInTrace(JitCore& core, const F& f, const Args&... args) {
+  ArgCollector c;
+  (In<Args>::visit(args, c), ...);
+  if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
+    TypeCollector tc;
+    (In<Args>::visit(args, tc), ...);
+    throwNotInvocable(core.options().name, tc.types);
+  } else {
+    using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
+    c.mix(typeid(std::tuple<Args...>).hash_code());
+    JitCore::Body body = [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
+      const Tensor* it = params.data();
+      std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
+      R r = std::apply(f, targs);
+      std::vector<Tensor> outs;
+      Out<R>::flatten(r, outs);
+      skel = std::make_shared<R>(std::move(r));
+      return outs;
+    };
+    std::shared_ptr<void> skel;
+    std::vector<Tensor> outs = core.callInTrace(c.hash, c.tensors, body, skel);
+    const Tensor* it = outs.data();
+    return OutTensors<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+  }
+}
+
 } // namespace detail
 
 /// A jitted function (see adjit::jit). Copies share one compilation cache;
@@ -142,38 +198,10 @@ public:
   /// compiled function and returns Arrays in f's output structure. Called with
   /// Tensors inside a trace: records a call to this function in that trace.
   template <class... Args> auto operator()(const Args&... args) const {
-    using namespace detail;
-    constexpr bool inTrace = std::disjunction_v<HasTensor<std::decay_t<Args>>...>;
-    ArgCollector c;
-    (In<Args>::visit(args, c), ...);
-    if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
-      TypeCollector tc;
-      (In<Args>::visit(args, tc), ...);
-      throwNotInvocable(core_->options().name, tc.types);
-    } else {
-      using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
-      c.mix(typeid(std::tuple<Args...>).hash_code());
-      JitCore::Body body = [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
-        const Tensor* it = params.data();
-        std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
-        R r = std::apply(f_, targs);
-        std::vector<Tensor> outs;
-        Out<R>::flatten(r, outs);
-        skel = std::make_shared<R>(std::move(r));
-        return outs;
-      };
-      if constexpr (inTrace) {
-        std::shared_ptr<void> skel;
-        std::vector<Tensor> outs = core_->callInTrace(c.hash, c.tensors, body, skel);
-        const Tensor* it = outs.data();
-        return OutTensors<R>::rebuild(*static_cast<const R*>(skel.get()), it);
-      } else {
-        std::vector<Array> outs;
-        const std::shared_ptr<void>& skel = core_->call(c.hash, c.leaves(), body, outs);
-        Array* it = outs.data();
-        return Out<R>::rebuild(*static_cast<const R*>(skel.get()), it);
-      }
-    }
+    if constexpr (std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>)
+      return detail::callInTrace(*core_, f_, args...);
+    else
+      return detail::callCompiled(*core_, f_, args...);
   }
 
   /// The text of every compilation stage for arguments like `args` (Arrays,

@@ -97,6 +97,8 @@ Tensor logical_not(const Tensor& x, ADJIT_HERE);
 /// where(c, a, b) = c ? a : b elementwise (c is i1), broadcasting all three.
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor cast(const Tensor& x, DType to, ADJIT_HERE);
+/// Identity forward; no gradient flows through it (none, not zero).
+Tensor stop_gradient(const Tensor& x, ADJIT_HERE);
 
 // ---- creation ---------------------------------------------------------------------
 /// A constant tensor holding `value` (the array is embedded in the IR).
@@ -118,6 +120,9 @@ Tensor transpose(const Tensor& x, std::vector<int64_t> perm = {}, ADJIT_HERE);
 Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
              std::vector<int64_t> stride = {}, ADJIT_HERE);
 Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
+/// Zero padding: `low`/`high` elements before/after each axis, `interior` between elements.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
+           std::vector<int64_t> interior = {}, ADJIT_HERE);
 /// Joins equal-typed tensors along a new axis.
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
 /// take(x, indices, axis): x's slices along `axis` at integer `indices`
@@ -156,9 +161,16 @@ ADJIT_BINARY_OPERATOR(<, lt)
 ADJIT_BINARY_OPERATOR(<=, le)
 ADJIT_BINARY_OPERATOR(>, gt)
 ADJIT_BINARY_OPERATOR(>=, ge)
-ADJIT_BINARY_OPERATOR(==, eq)
-ADJIT_BINARY_OPERATOR(!=, ne)
 #undef ADJIT_BINARY_OPERATOR
+// == and != take both operands through the same conversions, so that C++20's
+// reversed candidates tie with (and lose to) the written ones.
+#define ADJIT_EQUALITY_OPERATOR(OP, FN)                                                        \
+  inline Tensor operator OP(At a, At b) { return FN(a.t, b.t, a.loc); }                        \
+  Tensor operator OP(At a, AtScalar b);                                                        \
+  Tensor operator OP(AtScalar a, At b);
+ADJIT_EQUALITY_OPERATOR(==, eq)
+ADJIT_EQUALITY_OPERATOR(!=, ne)
+#undef ADJIT_EQUALITY_OPERATOR
 inline Tensor operator-(At x) { return neg(x.t, x.loc); }
 inline Tensor operator!(At x) { return logical_not(x.t, x.loc); }
 

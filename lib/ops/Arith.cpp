@@ -2,6 +2,7 @@
 // Integer arithmetic wraps; integer division truncates toward zero and x/0 is 0
 // (so compiled code never traps).
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 #include <type_traits>
@@ -53,6 +54,8 @@ void defineArithOps(Table& t) {
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return isFloat(c) ? c.b.CreateFNeg(c.args[0]) : c.b.CreateNeg(c.args[0]);
       },
+      // d/dx -x = -1
+      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy(); }); },
   });
 
   // abs(x) = |x|
@@ -71,6 +74,8 @@ void defineArithOps(Table& t) {
         if (isFloat(c)) return c.intrinsic(llvm::Intrinsic::fabs, {{x}});
         return c.intrinsic(llvm::Intrinsic::abs, {{x, c.b.getFalse()}});
       },
+      // d/dx |x| = sign(x) (0 at 0)
+      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * sign(c.x(0)); }); },
   });
 
   // sign(x) = -1, 0 or 1 (NaN stays NaN, -0 stays -0)
@@ -91,6 +96,8 @@ void defineArithOps(Table& t) {
         llvm::Value* lt = isFloat(c) ? c.b.CreateFCmpOLT(x, zero) : c.b.CreateICmpSLT(x, zero);
         return c.b.CreateSelect(gt, c.constant(t, 1), c.b.CreateSelect(lt, c.constant(t, -1), x));
       },
+      // d/dx sign(x) = 0 almost everywhere: no cotangent
+      .vjp = [](const autodiff::VjpCtx& c) {},
   });
 
   // floor(x) = largest integer <= x (identity on integers)
@@ -106,6 +113,8 @@ void defineArithOps(Table& t) {
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return isFloat(c) ? c.intrinsic(llvm::Intrinsic::floor, {{c.args[0]}}) : c.args[0];
       },
+      // d/dx floor(x) = 0 almost everywhere: no cotangent
+      .vjp = [](const autodiff::VjpCtx& c) {},
   });
 
   // add(x, y) = x + y
@@ -117,6 +126,11 @@ void defineArithOps(Table& t) {
       .fold = [](const FoldCtx& c) { return identityRight(c, 0); },
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return isFloat(c) ? c.b.CreateFAdd(c.args[0], c.args[1]) : c.b.CreateAdd(c.args[0], c.args[1]);
+      },
+      // d(x + y) = dx + dy
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return c.dy(); });
+        c.grad(1, [&] { return c.dy(); });
       },
   });
 
@@ -130,6 +144,11 @@ void defineArithOps(Table& t) {
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return isFloat(c) ? c.b.CreateFSub(c.args[0], c.args[1]) : c.b.CreateSub(c.args[0], c.args[1]);
       },
+      // d(x - y) = dx - dy
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return c.dy(); });
+        c.grad(1, [&] { return -c.dy(); });
+      },
   });
 
   // mul(x, y) = x * y
@@ -141,6 +160,11 @@ void defineArithOps(Table& t) {
       .fold = [](const FoldCtx& c) { return identityRight(c, 1); },
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return isFloat(c) ? c.b.CreateFMul(c.args[0], c.args[1]) : c.b.CreateMul(c.args[0], c.args[1]);
+      },
+      // d(x y) = y dx + x dy
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return c.dy() * c.x(1); });
+        c.grad(1, [&] { return c.dy() * c.x(0); });
       },
   });
 
@@ -171,6 +195,11 @@ void defineArithOps(Table& t) {
         q = c.b.CreateSelect(isMinus1, c.b.CreateNeg(a), q);
         return c.b.CreateSelect(isZero, c.constant(t, 0), q);
       },
+      // d(x / y) = dx / y - (x / y) / y dy
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return c.dy() / c.x(1); });
+        c.grad(1, [&] { return -c.dy() * c.y() / c.x(1); });
+      },
   });
 
   // maximum(x, y); NaN if either is NaN
@@ -186,6 +215,15 @@ void defineArithOps(Table& t) {
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return c.intrinsic(isFloat(c) ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, c.args);
       },
+      // the cotangent goes to the larger operand; ties split it equally
+      .vjp = [](const autodiff::VjpCtx& c) {
+        auto share = [&](const Tensor& a, const Tensor& b) {
+          Tensor dy = c.dy();
+          return where(a > b, dy, where(a == b, dy * 0.5, zeros_like(dy)));
+        };
+        c.grad(0, [&] { return share(c.x(0), c.x(1)); });
+        c.grad(1, [&] { return share(c.x(1), c.x(0)); });
+      },
   });
 
   // minimum(x, y); NaN if either is NaN
@@ -200,6 +238,15 @@ void defineArithOps(Table& t) {
       .fold = noFold,
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return c.intrinsic(isFloat(c) ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, c.args);
+      },
+      // the cotangent goes to the smaller operand; ties split it equally
+      .vjp = [](const autodiff::VjpCtx& c) {
+        auto share = [&](const Tensor& a, const Tensor& b) {
+          Tensor dy = c.dy();
+          return where(a < b, dy, where(a == b, dy * 0.5, zeros_like(dy)));
+        };
+        c.grad(0, [&] { return share(c.x(0), c.x(1)); });
+        c.grad(1, [&] { return share(c.x(1), c.x(0)); });
       },
   });
 }

@@ -2,6 +2,7 @@
 // custom-gradient call sites, conditionals and loops all reference functions
 // this way.
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
@@ -30,6 +31,16 @@ void defineCallOps(Table& t) {
         for (std::size_t i = 0; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
         args.insert(args.end(), c.results.begin(), c.results.end());
         c.b.CreateCall(c.callee(c.op.callees[0]), args);
+      },
+      // run the callee's VJP function (it recomputes the callee's forward)
+      .vjp = [](const autodiff::VjpCtx& c) {
+        std::vector<Tensor> xs;
+        std::vector<std::optional<Tensor>> cts;
+        for (std::size_t i = 0; i < c.op.operands.size(); ++i) xs.push_back(c.x(i));
+        for (std::size_t i = 0; i < c.op.results.size(); ++i) cts.push_back(c.ct(i));
+        std::vector<std::optional<Tensor>> dxs = c.callVjp(xs, cts);
+        for (std::size_t i = 0; i < xs.size(); ++i)
+          if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
       },
   });
 }

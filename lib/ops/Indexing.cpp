@@ -3,6 +3,7 @@
 // (i + n); gather clamps what is still out of range to [0, n-1], scatter_add
 // drops updates whose index is out of range.
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
@@ -45,6 +46,12 @@ llvm::Value* wrapNegative(codegen::EmitBase& c, llvm::Value* i, int64_t n) {
   return c.b.CreateSelect(c.b.CreateICmpSLT(i, c.i64(0)), c.b.CreateAdd(i, c.i64(n)), i);
 }
 
+/// The indices gather actually reads: negatives wrapped, the rest clamped to [0, n-1].
+Tensor effectiveIndices(const Tensor& idx, int64_t n) {
+  Tensor k = where(idx < 0, idx + n, idx);
+  return minimum(maximum(k, zeros_like(k)), full(k.shape(), static_cast<double>(n - 1), k.dtype()));
+}
+
 } // namespace
 
 void defineIndexingOps(Table& t) {
@@ -84,6 +91,14 @@ void defineIndexingOps(Table& t) {
         xi.push_back(k);
         xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
         return c.operand(0, Index::ofDims(std::move(xi)));
+      },
+      // scatter the cotangent back to the elements that were read
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          const int64_t axis = c.op.attrs.integer("axis");
+          Tensor x = c.x(0);
+          return scatter_add(zeros_like(x), effectiveIndices(c.x(1), x.shape()[axis]), c.dy(), axis);
+        });
       },
   });
 
@@ -143,6 +158,22 @@ void defineIndexingOps(Table& t) {
           c.store(rt.dtype, sum, c.results[0], dst);
           c.b.CreateBr(contBB);
           c.b.SetInsertPoint(contBB);
+        });
+      },
+      // x: the cotangent; updates: the cotangent where they landed, 0 where dropped
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return c.dy(); });
+        c.grad(2, [&] {
+          const int64_t axis = c.op.attrs.integer("axis");
+          const int64_t n = c.x(0).shape()[axis];
+          Tensor idx = c.x(1);
+          Tensor k = where(idx < 0, idx + n, idx);
+          Tensor kept = logical_and(k >= 0, k < n);
+          Shape upd = c.x(2).shape(), is = idx.shape(), maskShape(upd.size(), 1);
+          for (std::size_t d = 0; d < is.size(); ++d) maskShape[static_cast<std::size_t>(axis) + d] = is[d];
+          Tensor mask = broadcast_to(reshape(kept, maskShape), upd);
+          Tensor g = take(c.dy(), idx, axis);
+          return where(mask, g, zeros_like(g));
         });
       },
   });

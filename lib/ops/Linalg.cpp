@@ -3,6 +3,7 @@
 // matrices). Lowered as i-k-j loops whose inner loop is contiguous and
 // vectorised; accumulation uses fused multiply-add and may reassociate.
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
@@ -18,6 +19,14 @@ struct Dims {
 Dims dimsOf(const Shape& a, const Shape& b) {
   const std::size_t r = a.size();
   return {num_elements(Shape(a.begin(), a.end() - 2)), a[r - 2], a[r - 1], b[r - 1]};
+}
+
+/// Swaps the last two axes.
+Tensor transposeLast(const Tensor& t) {
+  std::vector<int64_t> perm(static_cast<std::size_t>(t.rank()));
+  for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return transpose(t, perm);
 }
 
 } // namespace
@@ -82,6 +91,11 @@ void defineLinalgOps(Table& t) {
             });
           });
         });
+      },
+      // d(A B) = dA B + A dB: dA = dY B^T, dB = A^T dY
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return matmul(c.dy(), transposeLast(c.x(1))); });
+        c.grad(1, [&] { return matmul(transposeLast(c.x(0)), c.dy()); });
       },
   });
 }

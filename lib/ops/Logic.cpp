@@ -1,5 +1,6 @@
 // ops/Logic.cpp — comparisons (results i1), logical and/or/not, select, cast.
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 #include <limits>
@@ -122,6 +123,11 @@ void defineLogicOps(Table& t) {
         return std::nullopt;
       },
       .scalar = [](ScalarCtx& c) { return c.b.CreateSelect(c.args[0], c.args[1], c.args[2]); },
+      // the cotangent goes to the branch that was taken
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(1, [&] { return where(c.x(0), c.dy(), zeros_like(c.dy())); });
+        c.grad(2, [&] { return where(c.x(0), zeros_like(c.dy()), c.dy()); });
+      },
   });
 
   // cast(x) to attribute `dtype`: float->int saturates (NaN -> 0), x->i1 is x != 0
@@ -152,6 +158,10 @@ void defineLogicOps(Table& t) {
         if (from == DType::i1) return is_floating(to) ? c.b.CreateUIToFP(x, ty) : c.b.CreateZExt(x, ty);
         if (is_floating(to)) return c.b.CreateSIToFP(x, ty);
         return c.b.CreateSExtOrTrunc(x, ty);
+      },
+      // float -> float: cast the cotangent back; integer results carry none
+      .vjp = [](const autodiff::VjpCtx& c) {
+        if (is_floating(c.y().dtype())) c.grad(0, [&] { return cast(c.dy(), c.x(0).dtype()); });
       },
   });
 }

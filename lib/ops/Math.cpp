@@ -2,6 +2,7 @@
 // sqrt rsqrt sin cos tanh sigmoid pow. Lowered to libm calls marked side-effect
 // free; the codegen maps them to glibc's libmvec variants in vectorised loops.
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
@@ -40,18 +41,25 @@ constexpr char kExp[] = "exp", kLog[] = "log", kLog1p[] = "log1p", kExpm1[] = "e
 
 void defineMathOps(Table& t) {
   // exp(x) = e^x
-  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libm<kExp>});
+  // d/dx e^x = e^x
+  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libm<kExp>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y(); }); }});
   // log(x) = ln x
-  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libm<kLog>});
+  // d/dx ln x = 1/x (inf at 0, as the true derivative)
+  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libm<kLog>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / c.x(0); }); }});
   // log1p(x) = ln(1 + x), accurate near 0
-  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libm<kLog1p>});
+  // d/dx ln(1 + x) = 1/(1 + x)
+  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libm<kLog1p>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) + 1); }); }});
   // expm1(x) = e^x - 1, accurate near 0
-  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libm<kExpm1>});
+  // d/dx (e^x - 1) = e^x
+  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libm<kExpm1>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (c.y() + 1); }); }});
   // sin(x), cos(x)
-  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libm<kSin>});
-  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libm<kCos>});
+  // d/dx sin x = cos x
+  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libm<kSin>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cos(c.x(0)); }); }});
+  // d/dx cos x = -sin x
+  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libm<kCos>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy() * sin(c.x(0)); }); }});
   // tanh(x)
-  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libm<kTanh>});
+  // d/dx tanh x = 1 - tanh^2 x
+  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libm<kTanh>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 - c.y() * c.y()); }); }});
 
   // sqrt(x) = x^(1/2); a hardware instruction
   set(t, OpKind::Sqrt, {
@@ -59,6 +67,8 @@ void defineMathOps(Table& t) {
       .eval = evalWith<SqrtR>,
       .fold = noFold,
       .scalar = [](ScalarCtx& c) { return c.intrinsic(llvm::Intrinsic::sqrt, c.args); },
+      // d/dx sqrt x = 1 / (2 sqrt x) (inf at 0, as the true derivative)
+      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * 0.5 / c.y(); }); },
   });
 
   // rsqrt(x) = 1 / sqrt(x)
@@ -70,6 +80,8 @@ void defineMathOps(Table& t) {
         llvm::Value* s = c.intrinsic(llvm::Intrinsic::sqrt, c.args);
         return c.b.CreateFDiv(c.constant(c.outType(), 1), s);
       },
+      // d/dx x^(-1/2) = -x^(-3/2) / 2
+      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * -0.5 * c.y() / c.x(0); }); },
   });
 
   // sigmoid(x) = 1 / (1 + e^-x); saturates cleanly to 0 and 1
@@ -83,6 +95,8 @@ void defineMathOps(Table& t) {
         llvm::Value* e = c.callMath("exp", dt, {{negx}});
         return c.b.CreateFDiv(c.constant(dt, 1), c.b.CreateFAdd(c.constant(dt, 1), e));
       },
+      // d/dx s(x) = s(x) (1 - s(x))
+      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y() * (1 - c.y()); }); },
   });
 
   // pow(x, y) = x^y
@@ -99,6 +113,17 @@ void defineMathOps(Table& t) {
         return std::nullopt;
       },
       .scalar = libm<kPow>,
+      // d x^y = y x^(y-1) dx + ln(x) x^y dy; each guarded where it would be 0 * inf
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          Tensor x = c.x(0), y = c.x(1);
+          return where(y == 0, zeros_like(x), c.dy() * y * pow(x, y - 1));
+        });
+        c.grad(1, [&] {
+          Tensor x = c.x(0);
+          return where(x == 0, zeros_like(x), c.dy() * log(x) * c.y());
+        });
+      },
   });
 }
 

@@ -99,7 +99,9 @@ struct Hooks {
   llvm::Value* (*scalar)(codegen::ScalarCtx&) = nullptr;
   llvm::Value* (*element)(codegen::ElementCtx&) = nullptr;
   void (*lower)(codegen::LowerCtx&) = nullptr;
-  void (*vjp)(autodiff::VjpCtx&) = nullptr; ///< filled in by the autodiff layer
+  /// Adds operand cotangents from result cotangents (reverse mode). Required
+  /// unless the op is kNonDifferentiable.
+  void (*vjp)(const autodiff::VjpCtx&) = nullptr;
 };
 
 struct OpInfo {
@@ -131,6 +133,7 @@ void defineIndexingOps(Table&);
 void defineReduceOps(Table&);
 void defineLinalgOps(Table&);
 void defineCallOps(Table&);
+void defineGradientOps(Table&);
 
 inline void set(Table& t, OpKind k, Hooks h) { t[static_cast<std::size_t>(k)].hooks = h; }
 

@@ -3,6 +3,7 @@
 // with several partial accumulators), so float results can differ from the
 // sequential reference in the last bits; max and min are exact and propagate NaN.
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 #include <limits>
@@ -141,17 +142,56 @@ std::optional<ir::Folded> foldNoAxes(const ir::FoldCtx& c) {
   return c.op.attrs.ints("axes").empty() ? foldIfSameType(c) : std::nullopt;
 }
 
+/// The operand's shape with the reduced axes kept as 1.
+Shape keptShape(const autodiff::VjpCtx& c) {
+  Shape s = c.x(0).shape();
+  const auto rank = static_cast<int64_t>(s.size());
+  for (int64_t a : c.op.attrs.ints("axes")) s[static_cast<std::size_t>(a < 0 ? a + rank : a)] = 1;
+  return s;
+}
+
+/// A result-shaped tensor broadcast back over the operand's shape.
+Tensor spread(const autodiff::VjpCtx& c, const Tensor& r) {
+  return broadcast_to(reshape(r, keptShape(c)), c.x(0).shape());
+}
+
+/// max/min: the cotangent goes to the extremal elements, split equally among ties.
+void vjpExtremum(const autodiff::VjpCtx& c) {
+  c.grad(0, [&] {
+    Tensor x = c.x(0);
+    Tensor hit = x == spread(c, c.y());
+    Tensor count = sum(cast(hit, x.dtype()), c.op.attrs.ints("axes"), true);
+    Tensor share = broadcast_to(reshape(c.dy(), keptShape(c)) / count, x.shape());
+    return where(hit, share, zeros_like(x));
+  });
+}
+
 } // namespace
 
 void defineReduceOps(Table& t) {
   // reduce_sum {axes, keepdims}: sum over axes
-  set(t, OpKind::ReduceSum, {.infer = inferReduce, .eval = evalReduce<kSum>, .fold = foldNoAxes, .lower = lowerReduce<kSum>});
+  // d sum(x) = the cotangent broadcast over the summed axes
+  set(t, OpKind::ReduceSum, {.infer = inferReduce, .eval = evalReduce<kSum>, .fold = foldNoAxes, .lower = lowerReduce<kSum>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); }});
   // reduce_prod {axes, keepdims}: product over axes
-  set(t, OpKind::ReduceProd, {.infer = inferReduce, .eval = evalReduce<kProd>, .fold = foldNoAxes, .lower = lowerReduce<kProd>});
+  // d/dx_i prod(x) = prod_{j != i} x_j, computed without dividing by zero
+  set(t, OpKind::ReduceProd, {.infer = inferReduce, .eval = evalReduce<kProd>, .fold = foldNoAxes, .lower = lowerReduce<kProd>, .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          Tensor x = c.x(0);
+          const auto& axes = c.op.attrs.ints("axes");
+          Tensor isZero = x == 0;
+          Tensor nonZero = where(isZero, ones_like(x), x);
+          Tensor prodNonZero = spread(c, prod(nonZero, axes, false));
+          Tensor zeros = spread(c, sum(cast(isZero, x.dtype()), axes, false));
+          // no zero: prod / x_i; one zero: the others' product at it, 0 elsewhere; more: 0
+          Tensor others = where(zeros == 0, prodNonZero / nonZero,
+                                where(logical_and(zeros == 1, isZero), prodNonZero, zeros_like(x)));
+          return spread(c, c.dy()) * others;
+        });
+      }});
   // reduce_max {axes, keepdims}: maximum over axes (-inf for an empty axis)
-  set(t, OpKind::ReduceMax, {.infer = inferReduce, .eval = evalReduce<kMax>, .fold = foldNoAxes, .lower = lowerReduce<kMax>});
+  set(t, OpKind::ReduceMax, {.infer = inferReduce, .eval = evalReduce<kMax>, .fold = foldNoAxes, .lower = lowerReduce<kMax>, .vjp = vjpExtremum});
   // reduce_min {axes, keepdims}: minimum over axes (+inf for an empty axis)
-  set(t, OpKind::ReduceMin, {.infer = inferReduce, .eval = evalReduce<kMin>, .fold = foldNoAxes, .lower = lowerReduce<kMin>});
+  set(t, OpKind::ReduceMin, {.infer = inferReduce, .eval = evalReduce<kMin>, .fold = foldNoAxes, .lower = lowerReduce<kMin>, .vjp = vjpExtremum});
 }
 
 } // namespace adjit::ops

@@ -2,6 +2,7 @@
 // All but concatenate compute a result element from one operand element, so
 // they fuse into their consumers' loops.
 #include "codegen/Emitter.h"
+#include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
@@ -48,6 +49,8 @@ void defineShapeOps(Table& t) {
       .element = [](ElementCtx& c) -> llvm::Value* {
         return c.operand(0, Index::ofLinear(c.linear(c.index, c.resultType().shape)));
       },
+      // d reshape = reshape back
+      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
   });
 
   // broadcast_to {shape}: numpy broadcasting, dimensions aligned on the right
@@ -81,6 +84,18 @@ void defineShapeOps(Table& t) {
         std::vector<llvm::Value*> i(in.size());
         for (std::size_t d = 0; d < in.size(); ++d) i[d] = in[d] == 1 ? c.i64(0) : o[d + off];
         return c.operand(0, Index::ofDims(std::move(i)));
+      },
+      // the VJP of a broadcast is a sum over the broadcast dimensions
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          Shape in = c.x(0).shape(), out = c.y().shape();
+          const std::size_t lead = out.size() - in.size();
+          std::vector<int64_t> axes;
+          for (std::size_t d = 0; d < out.size(); ++d)
+            if (d < lead || (in[d - lead] == 1 && out[d] != 1)) axes.push_back(static_cast<int64_t>(d));
+          if (axes.empty()) return reshape(c.dy(), in);
+          return reshape(sum(c.dy(), axes, true), in);
+        });
       },
   });
 
@@ -117,6 +132,15 @@ void defineShapeOps(Table& t) {
         for (std::size_t d = 0; d < perm.size(); ++d) i[perm[d]] = o[d];
         return c.operand(0, Index::ofDims(std::move(i)));
       },
+      // transpose back with the inverse permutation
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          const auto& perm = c.op.attrs.ints("perm");
+          std::vector<int64_t> inv(perm.size());
+          for (std::size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+          return transpose(c.dy(), inv);
+        });
+      },
   });
 
   // slice {start, limit, stride}: elements start + k*stride < limit along each axis
@@ -152,6 +176,83 @@ void defineShapeOps(Table& t) {
         for (std::size_t d = 0; d < o.size(); ++d)
           i[d] = c.b.CreateAdd(c.i64(s.start[d]), c.b.CreateMul(o[d], c.i64(s.stride[d])));
         return c.operand(0, Index::ofDims(std::move(i)));
+      },
+      // zero-pad the cotangent back to the operand's shape
+      .vjp = [](const autodiff::VjpCtx& c) {
+        Shape in = c.x(0).shape(), out = c.y().shape();
+        if (num_elements(out) == 0) return; // nothing was read: no cotangent
+        c.grad(0, [&] {
+          const auto &st = c.op.attrs.ints("start"), &sd = c.op.attrs.ints("stride");
+          std::vector<int64_t> lo(in.size()), hi(in.size()), it(in.size());
+          for (std::size_t d = 0; d < in.size(); ++d) {
+            lo[d] = st[d];
+            hi[d] = in[d] - 1 - (st[d] + (out[d] - 1) * sd[d]);
+            it[d] = sd[d] - 1;
+          }
+          return pad(c.dy(), lo, hi, it);
+        });
+      },
+  });
+
+  // pad {low, high, interior}: zeros around (low/high) and between (interior) elements
+  set(t, OpKind::Pad, {
+      .infer = [](const InferCtx& c) {
+        const Type& in = c.operands[0];
+        const auto &lo = c.ints("low"), &hi = c.ints("high"), &it = c.ints("interior");
+        if (lo.size() != in.shape.size() || hi.size() != in.shape.size() || it.size() != in.shape.size())
+          c.fail("low, high and interior must each have {} entries for {}", in.shape.size(), in.str());
+        Shape out(in.shape.size());
+        for (std::size_t d = 0; d < out.size(); ++d) {
+          if (lo[d] < 0 || hi[d] < 0 || it[d] < 0) c.fail("padding along axis {} must not be negative", d);
+          out[d] = lo[d] + hi[d] + in.shape[d] + (in.shape[d] > 0 ? (in.shape[d] - 1) * it[d] : 0);
+        }
+        return std::vector<Type>{Type{in.dtype, out}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
+        const Array& x = c.args[0];
+        Array r(c.resultType());
+        const std::size_t w = size_of(x.dtype());
+        for (int64_t i = 0; i < x.size(); ++i) {
+          auto idx = unravel(i, x.shape());
+          for (std::size_t d = 0; d < idx.size(); ++d) idx[d] = lo[d] + idx[d] * (it[d] + 1);
+          std::memcpy(static_cast<char*>(r.raw()) + ravel(idx, r.shape()) * w, static_cast<const char*>(x.raw()) + i * w, w);
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = foldIfSameType,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
+        const Shape& in = c.operandType(0).shape;
+        if (num_elements(in) == 0) return c.constant(c.resultType().dtype, 0); // all padding
+        const auto& o = c.dims(c.index, c.resultType().shape);
+        llvm::Value* inside = c.b.getTrue();
+        std::vector<llvm::Value*> i(o.size());
+        for (std::size_t d = 0; d < o.size(); ++d) {
+          llvm::Value* t = c.b.CreateSub(o[d], c.i64(lo[d]));
+          llvm::Value* q = c.b.CreateSDiv(t, c.i64(it[d] + 1));
+          llvm::Value* onGrid = c.b.CreateICmpEQ(c.b.CreateSRem(t, c.i64(it[d] + 1)), c.i64(0));
+          llvm::Value* inRange = c.b.CreateAnd(c.b.CreateICmpSGE(t, c.i64(0)), c.b.CreateICmpSLT(q, c.i64(in[d])));
+          inside = c.b.CreateAnd(inside, c.b.CreateAnd(onGrid, inRange));
+          // Clamp so the (discarded) load outside stays in bounds.
+          i[d] = c.intrinsic(llvm::Intrinsic::smin, {{c.intrinsic(llvm::Intrinsic::smax, {{q, c.i64(0)}}), c.i64(in[d] - 1)}});
+        }
+        llvm::Value* v = c.operand(0, Index::ofDims(std::move(i)));
+        return c.b.CreateSelect(inside, v, c.constant(c.resultType().dtype, 0));
+      },
+      // the kept elements' cotangent: a strided slice
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          Shape in = c.x(0).shape();
+          const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
+          std::vector<int64_t> st(in.size()), li(in.size()), sd(in.size());
+          for (std::size_t d = 0; d < in.size(); ++d) {
+            st[d] = lo[d];
+            sd[d] = it[d] + 1;
+            li[d] = in[d] == 0 ? lo[d] : lo[d] + (in[d] - 1) * sd[d] + 1;
+          }
+          return slice(c.dy(), st, li, sd);
+        });
       },
   });
 
@@ -201,6 +302,22 @@ void defineShapeOps(Table& t) {
             std::vector<llvm::Value*> o = c.dims(idx, s);
             o[axis] = c.b.CreateAdd(o[axis], c.i64(offset));
             c.store(rt.dtype, c.operand(k, idx), c.results[0], c.linear(Index::ofDims(o), rt.shape));
+          });
+          offset += s[axis];
+        }
+      },
+      // each operand gets its slice of the cotangent
+      .vjp = [](const autodiff::VjpCtx& c) {
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        Shape out = c.y().shape();
+        int64_t offset = 0;
+        for (std::size_t k = 0; k < c.op.operands.size(); ++k) {
+          Shape s = c.x(k).shape();
+          c.grad(k, [&] {
+            std::vector<int64_t> st(out.size(), 0), li = out;
+            st[axis] = offset;
+            li[axis] = offset + s[axis];
+            return slice(c.dy(), st, li);
           });
           offset += s[axis];
         }

@@ -35,7 +35,7 @@ TraceState& stateOf(std::initializer_list<const Tensor*> ts, const char* op, con
 Tensor emit(TraceState& s, OpKind k, const std::vector<Tensor>& in, ir::Attrs attrs, const Location& loc) {
   std::vector<ir::ValueId> ids;
   for (const Tensor& t : in) ids.push_back(t.id());
-  return detail::wrap(s, s.builder.create1(k, std::move(ids), std::move(attrs), loc));
+  return detail::wrap(s, s.builder.create1(k, std::move(ids), std::move(attrs), s.locOverride ? *s.locOverride : loc));
 }
 
 Tensor unary(const char* op, OpKind k, const Tensor& x, const Location& loc) {
@@ -164,6 +164,20 @@ Tensor cast(const Tensor& x, DType to, SrcLoc l) {
   ir::Attrs a;
   a.set("dtype", to);
   return emit(stateOf({&x}, "cast", loc), OpKind::Cast, {x}, std::move(a), loc);
+}
+
+Tensor stop_gradient(const Tensor& x, SrcLoc l) { return unary("stop_gradient", OpKind::StopGradient, x, L(l)); }
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
+           std::vector<int64_t> interior, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&x}, "pad", loc);
+  if (interior.empty()) interior.assign(low.size(), 0);
+  ir::Attrs a;
+  a.set("low", low);
+  a.set("high", high);
+  a.set("interior", std::move(interior));
+  return emit(s, OpKind::Pad, {x}, std::move(a), loc);
 }
 
 Tensor constant(const Array& value, SrcLoc l) {
@@ -394,8 +408,10 @@ ADJIT_SCALAR_OPERATORS(<, lt, "lt")
 ADJIT_SCALAR_OPERATORS(<=, le, "le")
 ADJIT_SCALAR_OPERATORS(>, gt, "gt")
 ADJIT_SCALAR_OPERATORS(>=, ge, "ge")
-ADJIT_SCALAR_OPERATORS(==, eq, "eq")
-ADJIT_SCALAR_OPERATORS(!=, ne, "ne")
 #undef ADJIT_SCALAR_OPERATORS
+Tensor operator==(At a, AtScalar b) { return eq(a.t, scalar_like(a.t, b, "eq"), a.loc); }
+Tensor operator==(AtScalar a, At b) { return eq(scalar_like(b.t, a, "eq"), b.t, a.loc); }
+Tensor operator!=(At a, AtScalar b) { return ne(a.t, scalar_like(a.t, b, "ne"), a.loc); }
+Tensor operator!=(AtScalar a, At b) { return ne(scalar_like(b.t, a, "ne"), b.t, a.loc); }
 
 } // namespace adjit

@@ -7,6 +7,7 @@
 #include <adjit/tensor.h>
 
 #include <map>
+#include <optional>
 #include <memory>
 
 namespace adjit::detail {
@@ -17,6 +18,8 @@ struct TraceState {
   ir::Function* fn;
   ir::Builder builder;
   TraceState* parent;
+  /// While a VJP rule runs: the primal op's location, given to the ops it creates.
+  std::optional<Location> locOverride;
   /// Functions already traced into this module for nested jit calls: (jit core, signature) -> name.
   std::map<std::pair<const void*, uint64_t>, std::pair<std::string, std::shared_ptr<void>>> callees;
 

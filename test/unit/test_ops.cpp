@@ -124,6 +124,14 @@ TEST_CASE("shape ops") {
   check3([](V v) { return v[0][-1][0] + 0; }, {x}, f32({4}));
 }
 
+TEST_CASE("pad and stop_gradient") {
+  check3([](V v) { return pad(v[0], {1, 0}, {0, 2}); }, {f32({1, 2, 3, 4}, {2, 2})},
+         f32({0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0}, {3, 4}));
+  check3([](V v) { return pad(v[0], {0}, {1}, {2}); }, {f32({1, 2, 3})}, f32({1, 0, 0, 2, 0, 0, 3, 0}));
+  check3([](V v) { return pad(v[0] * 2, {2}, {0}); }, {f64({1, 2})}, f64({0, 0, 2, 4}));
+  check3([](V v) { return stop_gradient(v[0]) + 1; }, {f32({1, 2})}, f32({2, 3}));
+}
+
 TEST_CASE("gather and scatter_add") {
   Array x = f32({1, 2, 3, 4, 5, 6}, {3, 2});
   check3([](V v) { return take(v[0], v[1], 0); }, {x, i32({2, 0, -1})}, f32({5, 6, 1, 2, 5, 6}, {3, 2}));

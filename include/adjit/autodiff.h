@@ -1,0 +1,241 @@
+// adjit/autodiff.h — reverse-mode differentiation as an IR-to-IR transform:
+// grad, value_and_grad, vjp, TensorFlow-style gradients and GradientTape.
+// Gradients are ordinary ops appended to the trace; outside a trace the
+// differentiated function is compiled through adjit::jit.
+#pragma once
+
+#include <adjit/jit.h>
+
+#include <optional>
+
+namespace adjit {
+
+/// What a gradient is for an x the ys do not depend on (tf.UnconnectedGradients).
+enum class Unconnected {
+  none, ///< std::nullopt
+  zero, ///< zeros of x's shape and dtype
+};
+
+/// Symbolic gradients of sum(ys) (each weighted by its grad_ys, default ones)
+/// with respect to each x, over everything traced so far in the current
+/// function, as tf.gradients. Tensors in `stop_gradients` are constants, as if
+/// wrapped in stop_gradient.
+std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, const std::vector<Tensor>& xs,
+                                             const std::vector<Tensor>& grad_ys = {},
+                                             const std::vector<Tensor>& stop_gradients = {},
+                                             Unconnected unconnected = Unconnected::none,
+                                             std::source_location loc = std::source_location::current());
+
+/// Records the ops traced while it lives; differentiates them on request, as
+/// tf.GradientTape. Only watched tensors are sources.
+class GradientTape {
+public:
+  explicit GradientTape(bool persistent = false, std::source_location loc = std::source_location::current());
+  /// Makes `t` a source: gradients with respect to it are computed.
+  void watch(const Tensor& t);
+  void watch(const std::vector<Tensor>& ts) {
+    for (const Tensor& t : ts) watch(t);
+  }
+  /// d target / d source. A non-scalar target is differentiated with ones as
+  /// its output gradient unless `output_gradient` is given. A second call on a
+  /// non-persistent tape raises adjit::Error.
+  std::optional<Tensor> gradient(const Tensor& target, const Tensor& source,
+                                 std::optional<Tensor> output_gradient = std::nullopt,
+                                 Unconnected unconnected = Unconnected::none,
+                                 std::source_location loc = std::source_location::current());
+  std::vector<std::optional<Tensor>> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                              std::optional<Tensor> output_gradient = std::nullopt,
+                                              Unconnected unconnected = Unconnected::none,
+                                              std::source_location loc = std::source_location::current());
+
+private:
+  std::size_t begin_;
+  uint64_t trace_;
+  bool persistent_;
+  bool used_ = false;
+  std::vector<Tensor> watched_;
+};
+
+namespace detail {
+
+/// Makes a fresh value equal to `t` (so two arguments that are one tensor get
+/// separate gradients); its gradient flows on to `t`.
+Tensor alias(const Tensor& t);
+/// The ops count of the current trace's function.
+std::size_t traceMark();
+/// Reverse pass over the ops traced since `mark`: d(y weighted by seed)/d(xs).
+std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
+                                                 const std::vector<Tensor>& xs);
+/// Checks the output of a function given to grad: one floating scalar.
+void checkGradOutput(const Tensor& y, const char* api);
+/// Checks a differentiated argument is floating.
+void checkGradArg(const Tensor& x, int argnum, const char* api);
+
+/// Applies `fn` to every Tensor of a structure, giving a structure of results.
+template <class T> struct Map;
+template <> struct Map<Tensor> {
+  template <class F> static Tensor apply(const Tensor& t, F& f) { return f(t); }
+  template <class F> static void each(const Tensor& t, F& f) { f(t); }
+};
+template <class T> struct Map<std::vector<T>> {
+  template <class F> static std::vector<T> apply(const std::vector<T>& v, F& f) {
+    std::vector<T> r;
+    for (const T& x : v) r.push_back(Map<T>::apply(x, f));
+    return r;
+  }
+  template <class F> static void each(const std::vector<T>& v, F& f) {
+    for (const T& x : v) Map<T>::each(x, f);
+  }
+};
+template <class T, std::size_t N> struct Map<std::array<T, N>> {
+  template <class F> static std::array<T, N> apply(const std::array<T, N>& v, F& f) {
+    std::array<T, N> r;
+    for (std::size_t i = 0; i < N; ++i) r[i] = Map<T>::apply(v[i], f);
+    return r;
+  }
+  template <class F> static void each(const std::array<T, N>& v, F& f) {
+    for (const T& x : v) Map<T>::each(x, f);
+  }
+};
+template <class... T> struct Map<std::tuple<T...>> {
+  template <class F> static std::tuple<T...> apply(const std::tuple<T...>& v, F& f) {
+    return std::apply([&](const auto&... x) { return std::tuple<T...>{Map<std::decay_t<decltype(x)>>::apply(x, f)...}; }, v);
+  }
+  template <class F> static void each(const std::tuple<T...>& v, F& f) {
+    std::apply([&](const auto&... x) { (Map<std::decay_t<decltype(x)>>::each(x, f), ...); }, v);
+  }
+};
+template <class A, class B> struct Map<std::pair<A, B>> {
+  template <class F> static std::pair<A, B> apply(const std::pair<A, B>& v, F& f) {
+    auto a = Map<A>::apply(v.first, f);
+    auto b = Map<B>::apply(v.second, f);
+    return {std::move(a), std::move(b)};
+  }
+  template <class F> static void each(const std::pair<A, B>& v, F& f) {
+    Map<A>::each(v.first, f);
+    Map<B>::each(v.second, f);
+  }
+};
+
+} // namespace detail
+
+/// Which arguments to differentiate: `argnums<0>` (the default), `argnums<0, 2>`.
+template <int... I> struct Argnums {};
+template <int... I> inline constexpr Argnums<I...> argnums{};
+
+/// The differentiated function returned by grad and value_and_grad.
+template <class F, bool WithValue, int... I> class GradFn {
+public:
+  explicit GradFn(F f) : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
+
+  /// With Tensors (inside a trace): the gradient ops join that trace. With
+  /// Arrays or scalars: compiled through jit and run.
+  template <class... Args> auto operator()(const Args&... args) const {
+    constexpr bool inTrace = std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>;
+    if constexpr (inTrace) {
+      return traced(args...);
+    } else {
+      auto self = *this;
+      auto body = [self](const auto&... ts) { return self.traced(ts...); };
+      return detail::callCompiled(*core_, body, args...);
+    }
+  }
+
+  /// The gradient traced into the current trace (arguments are Tensor structures).
+  template <class... Args> auto traced(const Args&... args) const {
+    static_assert(sizeof...(I) > 0, "argnums must name at least one argument");
+    std::tuple<Args...> in{args...};
+    // Alias the differentiated arguments so each is its own source.
+    auto aliased = aliasArgs(in, std::make_index_sequence<sizeof...(Args)>{});
+    std::size_t mark = detail::traceMark();
+    Tensor y = std::apply(f_, aliased);
+    detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad");
+    std::vector<Tensor> xs;
+    (collect<I>(aliased, xs), ...);
+    std::vector<std::optional<Tensor>> g = detail::differentiate(mark, y, std::nullopt, xs);
+    std::size_t k = 0;
+    // Braced initialisation evaluates left to right, as `k` requires.
+    using Grads = std::tuple<decltype(rebuild<I>(aliased, g, k))...>;
+    Grads grads{rebuild<I>(aliased, g, k)...};
+    if constexpr (WithValue) {
+      if constexpr (sizeof...(I) == 1) return std::make_pair(y, std::get<0>(std::move(grads)));
+      else return std::make_pair(y, std::move(grads));
+    } else {
+      if constexpr (sizeof...(I) == 1) return std::get<0>(std::move(grads));
+      else return grads;
+    }
+  }
+
+private:
+  template <class Tup, std::size_t... K> static Tup aliasArgs(const Tup& in, std::index_sequence<K...>) {
+    return Tup{aliasIf<static_cast<int>(K)>(std::get<K>(in))...};
+  }
+  template <int K, class T> static T aliasIf(const T& t) {
+    if constexpr (((K == I) || ...)) {
+      auto f = [](const Tensor& x) { return detail::alias(x); };
+      return detail::Map<T>::apply(t, f);
+    } else {
+      return t;
+    }
+  }
+  template <int K, class Tup> static void collect(const Tup& in, std::vector<Tensor>& xs) {
+    using T = std::decay_t<std::tuple_element_t<K, Tup>>;
+    auto f = [&](const Tensor& x) {
+      detail::checkGradArg(x, K, WithValue ? "value_and_grad" : "grad");
+      xs.push_back(x);
+    };
+    detail::Map<T>::each(std::get<K>(in), f);
+  }
+  template <int K, class Tup> static auto rebuild(const Tup& in, const std::vector<std::optional<Tensor>>& g, std::size_t& k) {
+    using T = std::decay_t<std::tuple_element_t<K, Tup>>;
+    auto f = [&](const Tensor& x) {
+      const std::optional<Tensor>& gi = g[k++];
+      return gi ? *gi : zeros_like(x);
+    };
+    return detail::Map<T>::apply(std::get<K>(in), f);
+  }
+
+  F f_;
+  std::shared_ptr<detail::JitCore> core_;
+};
+
+/// The gradient of f (returning a floating scalar) with respect to the
+/// arguments `argnums` (default: the first). One argument: a gradient shaped
+/// like it; several: a tuple of them. Composes with itself and with jit.
+template <class F, int... I> GradFn<std::decay_t<F>, false, I...> grad(F&& f, Argnums<I...>) {
+  return GradFn<std::decay_t<F>, false, I...>(std::forward<F>(f));
+}
+template <class F> GradFn<std::decay_t<F>, false, 0> grad(F&& f) { return grad(std::forward<F>(f), argnums<0>); }
+
+/// Like grad, returning std::pair{f(args...), gradient}.
+template <class F, int... I> GradFn<std::decay_t<F>, true, I...> value_and_grad(F&& f, Argnums<I...>) {
+  return GradFn<std::decay_t<F>, true, I...>(std::forward<F>(f));
+}
+template <class F> GradFn<std::decay_t<F>, true, 0> value_and_grad(F&& f) {
+  return value_and_grad(std::forward<F>(f), argnums<0>);
+}
+
+/// Inside a trace: std::pair{f(primals...), vjp_fn} where vjp_fn(cotangent)
+/// returns the cotangent of each primal Tensor leaf, in order (zeros where
+/// unconnected). f must return one Tensor.
+template <class F, class... P> auto vjp(F&& f, const P&... primals) {
+  std::tuple<P...> in{primals...};
+  auto aliased = std::apply([](const auto&... p) {
+    auto a = [](const Tensor& x) { return detail::alias(x); };
+    return std::tuple<P...>{detail::Map<std::decay_t<decltype(p)>>::apply(p, a)...};
+  }, in);
+  std::size_t mark = detail::traceMark();
+  Tensor y = std::apply(f, aliased);
+  std::vector<Tensor> xs;
+  auto c = [&](const Tensor& x) { xs.push_back(x); };
+  std::apply([&](const auto&... p) { (detail::Map<std::decay_t<decltype(p)>>::each(p, c), ...); }, aliased);
+  auto fn = [mark, y, xs](const Tensor& cotangent) {
+    std::vector<std::optional<Tensor>> g = detail::differentiate(mark, y, cotangent, xs);
+    std::vector<Tensor> r;
+    for (std::size_t i = 0; i < g.size(); ++i) r.push_back(g[i] ? *g[i] : zeros_like(xs[i]));
+    return r;
+  };
+  return std::make_pair(y, fn);
+}
+
+} // namespace adjit

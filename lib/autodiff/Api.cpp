@@ -1,0 +1,141 @@
+// autodiff/Api.cpp — gradients, GradientTape and the helpers behind grad/vjp.
+#include "autodiff/Reverse.h"
+#include "trace/Tracer.h"
+
+#include <adjit/autodiff.h>
+
+#include <fmt/format.h>
+
+namespace adjit {
+namespace {
+
+detail::TraceState& current(const char* api, const Location& loc) {
+  detail::TraceState* s = detail::currentTrace();
+  if (!s) throw Error(std::string(api) + ": called outside of a trace (use it inside a function given to jit, grad or trace)", loc);
+  return *s;
+}
+
+std::vector<std::optional<Tensor>> fill(std::vector<std::optional<Tensor>> g, const std::vector<Tensor>& xs,
+                                        Unconnected u) {
+  if (u == Unconnected::zero)
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (!g[i]) g[i] = zeros_like(xs[i]);
+  return g;
+}
+
+} // namespace
+
+std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, const std::vector<Tensor>& xs,
+                                             const std::vector<Tensor>& grad_ys,
+                                             const std::vector<Tensor>& stop_gradients, Unconnected unconnected,
+                                             std::source_location l) {
+  Location loc = Location::from(l);
+  detail::TraceState& s = current("gradients", loc);
+  if (!grad_ys.empty() && grad_ys.size() != ys.size())
+    throw Error(fmt::format("gradients: got {} grad_ys for {} ys", grad_ys.size(), ys.size()), loc);
+  autodiff::Request r;
+  r.end = s.fn->ops.size();
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    detail::traceOf(ys[i], "gradients", loc);
+    r.targets.push_back(ys[i].id());
+    if (!grad_ys.empty()) {
+      if (grad_ys[i].type() != ys[i].type())
+        throw Error(fmt::format("gradients: grad_ys[{}] has type {}, but ys[{}] has type {}", i, grad_ys[i].type().str(), i,
+                                ys[i].type().str()), loc);
+      r.seeds.push_back(grad_ys[i]);
+    }
+  }
+  for (const Tensor& x : xs) r.sources.push_back(detail::traceOf(x, "gradients", loc).id == s.id ? x.id() : -1);
+  for (const Tensor& t : stop_gradients) r.stops.push_back(t.id());
+  return fill(autodiff::reverse(r), xs, unconnected);
+}
+
+GradientTape::GradientTape(bool persistent, std::source_location l) : persistent_(persistent) {
+  detail::TraceState& s = current("GradientTape", Location::from(l));
+  begin_ = s.fn->ops.size();
+  trace_ = s.id;
+}
+
+void GradientTape::watch(const Tensor& t) {
+  detail::traceOf(t, "GradientTape::watch", {});
+  watched_.push_back(t);
+}
+
+std::optional<Tensor> GradientTape::gradient(const Tensor& target, const Tensor& source, std::optional<Tensor> og,
+                                             Unconnected u, std::source_location l) {
+  return gradient(target, std::vector<Tensor>{source}, std::move(og), u, l)[0];
+}
+
+std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                                          std::optional<Tensor> og, Unconnected u,
+                                                          std::source_location l) {
+  Location loc = Location::from(l);
+  detail::TraceState& s = current("GradientTape::gradient", loc);
+  if (s.id != trace_) throw Error("GradientTape::gradient: the tape belongs to another trace", loc);
+  if (used_ && !persistent_)
+    throw Error("GradientTape::gradient: a non-persistent GradientTape can only be used to compute one set of "
+                "gradients; create it with GradientTape(/*persistent=*/true) to call gradient more than once", loc);
+  used_ = true;
+  detail::traceOf(target, "GradientTape::gradient", loc);
+  if (og && og->type() != target.type())
+    throw Error(fmt::format("GradientTape::gradient: output_gradient has type {}, but the target has type {}",
+                            og->type().str(), target.type().str()), loc);
+  autodiff::Request r;
+  r.begin = begin_;
+  r.end = s.fn->ops.size();
+  r.targets = {target.id()};
+  r.seeds = {og};
+  // Only watched tensors are sources: others get no gradient.
+  std::vector<bool> isWatched;
+  for (const Tensor& src : sources) {
+    detail::traceOf(src, "GradientTape::gradient", loc);
+    bool w = std::any_of(watched_.begin(), watched_.end(), [&](const Tensor& t) { return t.id() == src.id(); });
+    isWatched.push_back(w);
+    if (w) r.sources.push_back(src.id());
+  }
+  std::vector<std::optional<Tensor>> g = autodiff::reverse(r), out;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < sources.size(); ++i) out.push_back(isWatched[i] ? g[k++] : std::nullopt);
+  return fill(std::move(out), sources, u);
+}
+
+namespace detail {
+
+Tensor alias(const Tensor& t) {
+  TraceState& s = traceOf(t, "grad", {});
+  ir::Attrs a;
+  a.set("shape", t.shape());
+  return wrap(s, s.builder.create1(ir::OpKind::Reshape, {t.id()}, std::move(a), s.locOverride.value_or(Location{})));
+}
+
+std::size_t traceMark() {
+  TraceState* s = currentTrace();
+  if (!s) throw Error("grad: called with Tensors outside of a trace");
+  return s->fn->ops.size();
+}
+
+std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
+                                                 const std::vector<Tensor>& xs) {
+  TraceState& s = traceOf(y, "grad", {});
+  autodiff::Request r;
+  r.begin = mark;
+  r.end = s.fn->ops.size();
+  r.targets = {y.id()};
+  r.seeds = {std::move(seed)};
+  for (const Tensor& x : xs) r.sources.push_back(x.id());
+  return autodiff::reverse(r);
+}
+
+void checkGradOutput(const Tensor& y, const char* api) {
+  if (!is_floating(y.dtype()) || y.rank() != 0)
+    throw Error(fmt::format("{}: the function must return a floating-point scalar, got {}", api, y.type().str()));
+}
+
+void checkGradArg(const Tensor& x, int argnum, const char* api) {
+  if (!is_floating(x.dtype()))
+    throw Error(fmt::format("{}: argument {} has dtype {}; only floating-point arguments can be differentiated", api,
+                            argnum, name_of(x.dtype())));
+}
+
+} // namespace detail
+} // namespace adjit

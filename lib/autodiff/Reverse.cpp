@@ -1,0 +1,234 @@
+// autodiff/Reverse.cpp — the reverse-mode driver and the function-level VJP transforms.
+#include "autodiff/Reverse.h"
+
+#include "autodiff/VjpCtx.h"
+#include "ir/Builder.h"
+#include "ops/OpTable.h"
+#include "support/Assert.h"
+#include "trace/Tracer.h"
+#include "transforms/Passes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+namespace adjit::autodiff {
+namespace {
+
+/// Restores the trace's location override when a VJP rule returns.
+struct LocScope {
+  detail::TraceState& s;
+  std::optional<Location> saved;
+  LocScope(detail::TraceState& st, const Location& l) : s(st), saved(st.locOverride) { s.locOverride = l; }
+  ~LocScope() { s.locOverride = saved; }
+};
+
+/// Copies the ops of `src` into the builder's function; returns the mapped outputs.
+std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src, const std::vector<ir::ValueId>& args) {
+  std::unordered_map<ir::ValueId, ir::ValueId> map;
+  for (std::size_t i = 0; i < args.size(); ++i) map[src.params[i]] = args[i];
+  for (const ir::Op& op : src.ops) {
+    std::vector<ir::ValueId> operands;
+    for (ir::ValueId o : op.operands) operands.push_back(map.at(o));
+    auto results = b.create(op.kind, operands, op.attrs, op.callees, op.loc);
+    for (std::size_t i = 0; i < results.size(); ++i) map[op.results[i]] = results[i];
+  }
+  std::vector<ir::ValueId> outs;
+  for (ir::ValueId o : src.outputs) outs.push_back(map.at(o));
+  return outs;
+}
+
+} // namespace
+
+std::vector<std::optional<Tensor>> reverse(const Request& r) {
+  detail::TraceState* sp = detail::currentTrace();
+  ADJIT_ASSERT(sp, "reverse() outside of a trace");
+  detail::TraceState& s = *sp;
+  ir::Function& f = *s.fn;
+  const std::size_t n = f.types.size();
+  auto floating = [&](ir::ValueId v) { return is_floating(f.type(v).dtype); };
+
+  // Which values depend on a source (forward), and which feed a target (backward).
+  std::vector<char> stopped(n), dep(n), needed(n);
+  for (ir::ValueId v : r.stops) stopped[v] = 1;
+  for (ir::ValueId v : r.sources)
+    if (!stopped[v] && floating(v)) dep[v] = 1;
+  for (std::size_t i = r.begin; i < r.end; ++i) {
+    const ir::Op& op = f.ops[i];
+    if (ops::info(op.kind).has(ops::kNonDifferentiable)) continue;
+    bool any = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] != 0; });
+    if (any)
+      for (ir::ValueId res : op.results)
+        if (floating(res) && !stopped[res]) dep[res] = 1;
+  }
+  for (ir::ValueId t : r.targets) needed[t] = 1;
+  for (std::size_t i = r.end; i-- > r.begin;) {
+    const ir::Op& op = f.ops[i];
+    bool any = std::any_of(op.results.begin(), op.results.end(), [&](ir::ValueId v) { return needed[v] && dep[v]; });
+    if (any)
+      for (ir::ValueId o : op.operands)
+        if (dep[o]) needed[o] = 1;
+  }
+
+  std::unordered_map<ir::ValueId, Tensor> ct;
+  auto accumulate = [&](ir::ValueId v, const Tensor& t) {
+    auto it = ct.find(v);
+    if (it == ct.end()) ct.emplace(v, t);
+    else it->second = add(it->second, t);
+  };
+  for (std::size_t k = 0; k < r.targets.size(); ++k) {
+    ir::ValueId t = r.targets[k];
+    if (!dep[t]) continue;
+    Tensor y = detail::wrap(s, t);
+    accumulate(t, k < r.seeds.size() && r.seeds[k] ? *r.seeds[k] : ones_like(y));
+  }
+
+  for (std::size_t i = r.end; i-- > r.begin;) {
+    const ir::Op op = f.ops[i]; // a copy: the reverse pass appends to f.ops
+    const ops::OpInfo& info = ops::info(op.kind);
+    bool live = std::any_of(op.results.begin(), op.results.end(),
+                            [&](ir::ValueId v) { return dep[v] && needed[v] && ct.count(v); });
+    bool wantsAny = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] && needed[o]; });
+    if (!live || !wantsAny || info.has(ops::kNonDifferentiable)) continue;
+    if (!info.hooks.vjp)
+      throw Error(fmt::format("No gradient defined for operation '%{}' (op type: {})", op.results.at(0), info.name), op.loc);
+    LocScope loc(s, op.loc);
+    VjpCtx ctx{
+        op,
+        [&](ir::ValueId v) { return detail::wrap(s, v); },
+        [&](ir::ValueId v) -> std::optional<Tensor> {
+          auto it = ct.find(v);
+          if (it == ct.end()) return std::nullopt;
+          return it->second;
+        },
+        [&](std::size_t i) { return dep[op.operands.at(i)] && needed[op.operands.at(i)]; },
+        [&](std::size_t i, const Tensor& g) {
+          ir::ValueId o = op.operands.at(i);
+          ADJIT_ASSERT(g.type() == f.type(o), fmt::format("VJP of {} gave a cotangent of type {} for operand {} of type {}",
+                                                          info.name, g.type().str(), i, f.type(o).str()));
+          accumulate(o, g);
+        },
+        [&](const std::vector<Tensor>& xs, const std::vector<std::optional<Tensor>>& cts) {
+          std::string vjpName = combinedVjp(s.module, op.callees.at(0));
+          const ir::Function& callee = *s.module->lookup(op.callees.at(0));
+          std::vector<ir::ValueId> args;
+          for (const Tensor& x : xs) args.push_back(x.id());
+          for (std::size_t k = 0; k < cts.size(); ++k)
+            if (is_floating(callee.type(callee.outputs[k]).dtype))
+              args.push_back(cts[k] ? cts[k]->id() : zeros_like(detail::wrap(s, op.results[k])).id());
+          auto res = s.builder.create(ir::OpKind::Call, args, {}, {vjpName}, op.loc);
+          std::vector<std::optional<Tensor>> dxs;
+          std::size_t k = callee.outputs.size(); // results are (y..., dx...)
+          for (const Tensor& x : xs) {
+            if (is_floating(x.dtype())) dxs.push_back(detail::wrap(s, res.at(k++)));
+            else dxs.push_back(std::nullopt);
+          }
+          return dxs;
+        },
+    };
+    info.hooks.vjp(ctx);
+  }
+
+  std::vector<std::optional<Tensor>> out;
+  for (ir::ValueId v : r.sources) {
+    auto it = ct.find(v);
+    out.push_back(it == ct.end() || !dep[v] ? std::nullopt : std::optional<Tensor>(it->second));
+  }
+  return out;
+}
+
+std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  const std::string vname = name + ".vjp";
+  if (m->lookup(vname)) return vname;
+  const ir::Function* g = m->lookup(name);
+  if (!g) throw Error("vjp: no function named @" + name + " in the module");
+  detail::TraceScope scope(m, vname);
+  ir::Function& f = *scope.state().fn;
+  std::vector<ir::ValueId> xs, dys;
+  for (ir::ValueId p : g->params) xs.push_back(scope.param(g->type(p)).id());
+  for (ir::ValueId o : g->outputs)
+    if (is_floating(g->type(o).dtype)) dys.push_back(scope.param(g->type(o)).id());
+  std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, *g, xs);
+  Request req;
+  req.end = f.ops.size();
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < ys.size(); ++i)
+    if (is_floating(g->type(g->outputs[i]).dtype)) {
+      req.targets.push_back(ys[i]);
+      req.seeds.push_back(detail::wrap(scope.state(), dys[k++]));
+    }
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    if (is_floating(g->type(g->params[i]).dtype)) req.sources.push_back(xs[i]);
+  std::vector<std::optional<Tensor>> dx = reverse(req);
+  std::vector<Tensor> outs;
+  for (ir::ValueId y : ys) outs.push_back(detail::wrap(scope.state(), y));
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    outs.push_back(dx[i] ? *dx[i] : zeros_like(detail::wrap(scope.state(), req.sources[i])));
+  scope.finish(outs);
+  return vname;
+}
+
+std::size_t splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  const std::string vname = combinedVjp(m, name);
+  const ir::Function& g = *m->lookup(name);
+  const ir::Function& v = *m->lookup(vname);
+  const std::size_t nPrimal = g.ops.size(), nY = g.outputs.size(), nX = g.params.size();
+  const std::size_t nDy = v.params.size() - nX;
+  // Residuals: values of the forward part (parameters included) that the backward part reads.
+  std::vector<char> forward(v.types.size());
+  for (std::size_t i = 0; i < nX; ++i) forward[v.params[i]] = 1;
+  for (std::size_t i = 0; i < nPrimal; ++i)
+    for (ir::ValueId r : v.ops[i].results) forward[r] = 1;
+  std::set<ir::ValueId> residualSet;
+  for (std::size_t i = nPrimal; i < v.ops.size(); ++i)
+    for (ir::ValueId o : v.ops[i].operands)
+      if (forward[o]) residualSet.insert(o);
+  for (std::size_t i = nY; i < v.outputs.size(); ++i)
+    if (forward[v.outputs[i]]) residualSet.insert(v.outputs[i]);
+  std::vector<ir::ValueId> residuals(residualSet.begin(), residualSet.end());
+
+  auto copyOps = [&](ir::Function& dst, std::unordered_map<ir::ValueId, ir::ValueId>& map, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+      ir::Op op = v.ops[i];
+      for (ir::ValueId& o : op.operands) o = map.at(o);
+      for (ir::ValueId& r : op.results) {
+        ir::ValueId nr = dst.newValue(v.type(r));
+        map[r] = nr;
+        r = nr;
+      }
+      dst.ops.push_back(std::move(op));
+    }
+  };
+  {
+    ir::Function& fwd = m->add(name + ".fwd");
+    std::unordered_map<ir::ValueId, ir::ValueId> map;
+    for (std::size_t i = 0; i < nX; ++i) {
+      map[v.params[i]] = fwd.newValue(v.type(v.params[i]));
+      fwd.params.push_back(map[v.params[i]]);
+    }
+    copyOps(fwd, map, 0, nPrimal);
+    for (std::size_t i = 0; i < nY; ++i) fwd.outputs.push_back(map.at(v.outputs[i]));
+    for (ir::ValueId r : residuals) fwd.outputs.push_back(map.at(r));
+  }
+  {
+    const ir::Function& vv = *m->lookup(vname); // `add` above may have moved nothing, but re-read for clarity
+    ir::Function& bwd = m->add(name + ".bwd");
+    std::unordered_map<ir::ValueId, ir::ValueId> map;
+    for (ir::ValueId r : residuals) {
+      map[r] = bwd.newValue(vv.type(r));
+      bwd.params.push_back(map[r]);
+    }
+    for (std::size_t i = 0; i < nDy; ++i) {
+      ir::ValueId p = vv.params[nX + i];
+      map[p] = bwd.newValue(vv.type(p));
+      bwd.params.push_back(map[p]);
+    }
+    copyOps(bwd, map, nPrimal, vv.ops.size());
+    for (std::size_t i = nY; i < vv.outputs.size(); ++i) bwd.outputs.push_back(map.at(vv.outputs[i]));
+  }
+  return residuals.size();
+}
+
+} // namespace adjit::autodiff

@@ -1,0 +1,40 @@
+// autodiff/Reverse.h — the reverse-mode driver. It walks a range of ops of the
+// function being traced in reverse, calls each op's VJP rule, accumulates the
+// cotangents of values used several times, and keeps "no cotangent" symbolic.
+// Its output is ordinary IR appended to the same function: there is no tape.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <adjit/tensor.h>
+
+#include <memory>
+#include <optional>
+
+namespace adjit::autodiff {
+
+struct Request {
+  std::size_t begin = 0, end = 0;                ///< primal ops [begin, end) of the current trace
+  std::vector<ir::ValueId> targets;              ///< the ys
+  std::vector<std::optional<Tensor>> seeds;      ///< cotangent per target (nullopt: ones)
+  std::vector<ir::ValueId> sources;              ///< the xs
+  std::vector<ir::ValueId> stops;                ///< values treated as constants
+};
+
+/// Appends the reverse pass to the current trace; returns each source's
+/// cotangent (nullopt where no target depends on it). Throws adjit::Error
+/// "No gradient defined for operation ..." for an op on a differentiable path
+/// without a VJP rule.
+std::vector<std::optional<Tensor>> reverse(const Request& r);
+
+/// The combined VJP of function `name` of `m`: a function `<name>.vjp` taking
+/// (x..., dy...) and returning (y..., dx...), with a dy for each floating
+/// result and a dx for each floating parameter (zeros where unconnected).
+/// Built once per module; returns its name.
+std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
+
+/// The split VJP of `name`: `<name>.fwd` (x...) -> (y..., residuals...) and
+/// `<name>.bwd` (residuals..., dy...) -> (dx...). Returns the number of residuals.
+std::size_t splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
+
+} // namespace adjit::autodiff

@@ -1,0 +1,180 @@
+// test/unit/test_autodiff.cpp — grad, value_and_grad, vjp, gradients,
+// GradientTape and stop_gradient: values, composition, policies and errors.
+#include "Check.h"
+
+#include "ops/OpTable.h"
+
+using namespace adjit;
+using namespace adjit::test;
+
+static double scalar(const Array& a) { return a.item<double>(); }
+
+TEST_CASE("grad of simple functions") {
+  auto sq = [](Tensor x) { return x * x; };
+  CHECK(scalar(grad(sq)(3.0)) == 6.0);
+  CHECK(scalar(grad([](Tensor x) { return sin(x) * exp(x); })(0.5)) ==
+        doctest::Approx(std::cos(0.5) * std::exp(0.5) + std::sin(0.5) * std::exp(0.5)));
+  auto [v, g] = value_and_grad([](Tensor x) { return sum(x * x * x); })(f64({1, 2}));
+  CHECK(scalar(v) == 9.0);
+  CHECK(g.to_vector<double>() == std::vector<double>{3, 12});
+}
+
+TEST_CASE("a value used many times aggregates its cotangents") {
+  auto f = [](Tensor x) {
+    Tensor y = x * x;          // 2x
+    return y + y * x + sin(x) + x; // 2x + 3x^2 + cos x + 1
+  };
+  const double x = 0.7;
+  CHECK(scalar(grad(f)(x)) == doctest::Approx(2 * x + 3 * x * x + std::cos(x) + 1));
+}
+
+TEST_CASE("several argnums give a tuple") {
+  auto f = [](Tensor a, Tensor b, Tensor c) { return sum(a * b + c); };
+  auto [da, dc] = grad(f, argnums<0, 2>)(f64({1, 2}), f64({3, 4}), f64({5, 6}));
+  CHECK(da.to_vector<double>() == std::vector<double>{3, 4});
+  CHECK(dc.to_vector<double>() == std::vector<double>{1, 1});
+  // The same tensor passed twice gets a gradient per argument.
+  auto both = grad([](Tensor a, Tensor b) { return a * b; }, argnums<0, 1>);
+  auto [ga, gb] = jit([both](Tensor x) { return both(x, x); })(2.0);
+  CHECK(scalar(ga) == 2.0);
+  CHECK(scalar(gb) == 2.0);
+}
+
+TEST_CASE("second derivatives") {
+  auto cube = [](Tensor x) { return x * x * x; };
+  CHECK(scalar(grad(grad(cube))(2.0)) == doctest::Approx(12.0));            // 6x
+  CHECK(scalar(grad(grad(grad(cube)))(2.0)) == doctest::Approx(6.0));       // 6
+  auto f = [](Tensor x) { return sin(x) * x; };                              // f'' = 2cos x - x sin x
+  CHECK(scalar(grad(grad(f))(0.3)) == doctest::Approx(2 * std::cos(0.3) - 0.3 * std::sin(0.3)));
+  auto g = [](Tensor x) { return exp(tanh(x)); };                            // g'' = e^t (s^4 - 2 t s^2), s = sech^2
+  double t = std::tanh(0.4), s2 = 1 - t * t;
+  CHECK(scalar(grad(grad(g))(0.4)) == doctest::Approx(std::exp(t) * (s2 * s2 - 2 * t * s2)));
+  auto h = [](Tensor x) { return logsumexp(x * x); };
+  auto hess_diag = [h](Tensor x) { return sum(grad(h)(x)); };
+  CHECK(grad(hess_diag)(f64({0.1, 0.2})).to_vector<double>().size() == 2);
+}
+
+TEST_CASE("grad and jit compose in any order with the same numbers") {
+  auto f = [](Tensor x) { return sum(tanh(x) * x); };
+  Array x = f64({0.1, -0.4, 2.0});
+  std::vector<double> want = grad(f)(x).to_vector<double>();
+  CHECK(jit(grad(f))(x).to_vector<double>() == want);
+  auto jf = jit(f, {.name = "inner"});
+  CHECK(grad(jf)(x).to_vector<double>() == want);
+  CHECK(jit(grad(jf))(x).to_vector<double>() == want);
+  auto second = grad([jf](Tensor y) { return sum(grad(jf)(y)); });
+  std::vector<double> h = second(x).to_vector<double>();
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    double xi = x.at(static_cast<int64_t>(i)), ti = std::tanh(xi), s2 = 1 - ti * ti;
+    CHECK(h[i] == doctest::Approx(2 * s2 - 2 * xi * ti * s2)); // d/dx (tanh + x sech^2)
+  }
+}
+
+TEST_CASE("stop_gradient: no gradient flows through it") {
+  auto f = [](Tensor x) { return x * stop_gradient(x); };
+  CHECK(scalar(grad(f)(3.0)) == 3.0);
+  auto g = [](Tensor x) { return stop_gradient(x * x); };
+  CHECK(scalar(grad(g)(3.0)) == 0.0); // unconnected: zeros from grad
+}
+
+TEST_CASE("gradients: sums of ys, grad_ys, stop_gradients, unconnected") {
+  auto f = jit([](Tensor x, Tensor z) {
+    Tensor a = x * x;
+    Tensor b = a * 3.0;
+    auto g1 = gradients({a, b}, {x});                        // d(a + b)/dx = 8x
+    auto g2 = gradients({b}, {x}, {ones_like(b) * 2.0});     // 2 * 6x
+    auto g3 = gradients({b}, {x}, {}, {a});                  // a is a constant: none
+    auto g4 = gradients({b}, {x, z});
+    auto g5 = gradients({b}, {x, z}, {}, {}, Unconnected::zero);
+    CHECK(g1[0].has_value());
+    CHECK(!g3[0].has_value());
+    CHECK(!g4[1].has_value());
+    CHECK(g5[1].has_value());
+    return std::make_tuple(*g1[0], *g2[0], *g5[1]);
+  });
+  auto [d1, d2, dz] = f(2.0, 5.0);
+  CHECK(scalar(d1) == 16.0);
+  CHECK(scalar(d2) == 24.0);
+  CHECK(scalar(dz) == 0.0);
+}
+
+TEST_CASE("GradientTape: watched sources, persistence, non-scalar targets") {
+  auto f = jit([](Tensor x, Tensor y) {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    Tensor z = x * x * y;
+    Tensor dzdx = *tape.gradient(z, x);                    // non-scalar target: ones
+    CHECK(!tape.gradient(z, y).has_value());               // y was not watched
+    Tensor v = x * ones_like(y) * y;                       // non-scalar target: ones
+    auto gs = tape.gradient(v, std::vector<Tensor>{x, y}, std::nullopt, Unconnected::zero);
+    return std::make_tuple(dzdx, *gs[0], *gs[1]);
+  });
+  auto [a, b, c] = f(3.0, f64({1, 2}));
+  CHECK(scalar(a) == 18.0);                                // d sum(x^2 y)/dx = 2x sum(y)
+  CHECK(scalar(b) == 3.0);                                 // d sum(x*y)/dx = sum(y)
+  CHECK(c.to_vector<double>() == std::vector<double>{0, 0}); // unwatched, zero policy
+}
+
+TEST_CASE("a non-persistent tape can be used once") {
+  auto f = jit([](Tensor x) {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor y = x * x;
+    Tensor g = *tape.gradient(y, x);
+    CHECK_THROWS_WITH_AS(tape.gradient(y, x), doctest::Contains("a non-persistent GradientTape can only be used to compute one set of gradients"), Error);
+    return g;
+  });
+  CHECK(scalar(f(4.0)) == 8.0);
+}
+
+TEST_CASE("tapes nest for second derivatives") {
+  auto f = jit([](Tensor x) {
+    GradientTape outer;
+    outer.watch(x);
+    GradientTape inner;
+    inner.watch(x);
+    Tensor y = x * x * x;
+    Tensor dy = *inner.gradient(y, x);
+    return *outer.gradient(dy, x);
+  });
+  CHECK(scalar(f(2.0)) == 12.0);
+}
+
+TEST_CASE("vjp inside a trace") {
+  auto f = jit([](Tensor x, Tensor w) {
+    auto [y, back] = vjp([](Tensor a, Tensor b) { return sum(a * b); }, x, w);
+    std::vector<Tensor> g = back(y * 0 + 2.0);
+    return std::make_tuple(y, g[0], g[1]);
+  });
+  auto [y, gx, gw] = f(f64({1, 2}), f64({3, 4}));
+  CHECK(scalar(y) == 11.0);
+  CHECK(gx.to_vector<double>() == std::vector<double>{6, 8});
+  CHECK(gw.to_vector<double>() == std::vector<double>{2, 4});
+}
+
+TEST_CASE("grad errors") {
+  auto e1 = [] { grad([](Tensor x) { return x * 2; })(f64({1, 2})); };
+  CHECK_THROWS_WITH_AS(e1(), "error: grad: the function must return a floating-point scalar, got f64[2]", Error);
+  auto e2 = [] { grad([](Tensor x, Tensor i) { return x * cast(i, DType::f64); }, argnums<1>)(1.0, int32_t{2}); };
+  CHECK_THROWS_WITH_AS(e2(), "error: grad: argument 1 has dtype i32; only floating-point arguments can be differentiated", Error);
+}
+
+TEST_CASE("an op without a VJP rule on a differentiable path is an error at its source line") {
+  auto& hooks = const_cast<ops::OpInfo&>(ops::info(ir::OpKind::Sin)).hooks;
+  auto saved = hooks.vjp;
+  hooks.vjp = nullptr;
+  int line = 0;
+  try {
+    grad([&](Tensor x) { line = __LINE__; return sin(x) * 2.0; })(1.0);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.message()).find("No gradient defined for operation '%") == 0);
+    CHECK(std::string(e.message()).find("(op type: sin)") != std::string::npos);
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+  }
+  hooks.vjp = saved;
+  // Off the differentiable path, a missing rule is fine.
+  hooks.vjp = nullptr;
+  CHECK(scalar(grad([](Tensor x) { return x * sum(sin(stop_gradient(x))); })(0.0)) == 0.0);
+  hooks.vjp = saved;
+}
