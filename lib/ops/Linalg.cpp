@@ -97,6 +97,10 @@ void defineLinalgOps(Table& t) {
         c.grad(0, [&] { return matmul(c.dy(), transposeLast(c.x(1))); });
         c.grad(1, [&] { return matmul(transposeLast(c.x(0)), c.dy()); });
       },
+      .example = R"(func @f(%0: f64[2,3,4], %1: f64[2,4,2]) -> (f64[2,3,2]) {
+  %2 = matmul(%0, %1) : f64[2,3,2]
+  return %2
+})",
   });
 }
 

@@ -102,6 +102,10 @@ struct Hooks {
   /// Adds operand cotangents from result cotangents (reverse mode). Required
   /// unless the op is kNonDifferentiable.
   void (*vjp)(const autodiff::VjpCtx&) = nullptr;
+  /// For table-driven tests: a small `.adj` module whose function @f (f64
+  /// parameters) uses the op. Required for differentiable ops that are not
+  /// plain floating elementwise ops (those get synthesised examples).
+  const char* example = nullptr;
 };
 
 struct OpInfo {

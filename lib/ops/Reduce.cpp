@@ -170,11 +170,28 @@ void vjpExtremum(const autodiff::VjpCtx& c) {
 
 void defineReduceOps(Table& t) {
   // reduce_sum {axes, keepdims}: sum over axes
-  // d sum(x) = the cotangent broadcast over the summed axes
-  set(t, OpKind::ReduceSum, {.infer = inferReduce, .eval = evalReduce<kSum>, .fold = foldNoAxes, .lower = lowerReduce<kSum>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); }});
+  set(t, OpKind::ReduceSum, {
+      .infer = inferReduce,
+      .eval = evalReduce<kSum>,
+      .fold = foldNoAxes,
+      .lower = lowerReduce<kSum>,
+      // d sum(x) = the cotangent broadcast over the summed axes
+      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); },
+      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
+  %1 = reduce_sum(%0) {axes = [1], keepdims = false} : f64[2]
+  %2 = reduce_sum(%0) {axes = [0], keepdims = true} : f64[1,3]
+  return %1, %2
+})",
+  });
+
   // reduce_prod {axes, keepdims}: product over axes
-  // d/dx_i prod(x) = prod_{j != i} x_j, computed without dividing by zero
-  set(t, OpKind::ReduceProd, {.infer = inferReduce, .eval = evalReduce<kProd>, .fold = foldNoAxes, .lower = lowerReduce<kProd>, .vjp = [](const autodiff::VjpCtx& c) {
+  set(t, OpKind::ReduceProd, {
+      .infer = inferReduce,
+      .eval = evalReduce<kProd>,
+      .fold = foldNoAxes,
+      .lower = lowerReduce<kProd>,
+      // d/dx_i prod(x) = prod_{j != i} x_j, computed without dividing by zero
+      .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           Tensor x = c.x(0);
           const auto& axes = c.op.attrs.ints("axes");
@@ -187,11 +204,41 @@ void defineReduceOps(Table& t) {
                                 where(logical_and(zeros == 1, isZero), prodNonZero, zeros_like(x)));
           return spread(c, c.dy()) * others;
         });
-      }});
+      },
+      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
+  %1 = reduce_prod(%0) {axes = [1], keepdims = false} : f64[2]
+  %2 = reduce_prod(%0) {axes = [0], keepdims = true} : f64[1,3]
+  return %1, %2
+})",
+  });
+
   // reduce_max {axes, keepdims}: maximum over axes (-inf for an empty axis)
-  set(t, OpKind::ReduceMax, {.infer = inferReduce, .eval = evalReduce<kMax>, .fold = foldNoAxes, .lower = lowerReduce<kMax>, .vjp = vjpExtremum});
+  set(t, OpKind::ReduceMax, {
+      .infer = inferReduce,
+      .eval = evalReduce<kMax>,
+      .fold = foldNoAxes,
+      .lower = lowerReduce<kMax>,
+      .vjp = vjpExtremum,
+      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
+  %1 = reduce_max(%0) {axes = [1], keepdims = false} : f64[2]
+  %2 = reduce_max(%0) {axes = [0], keepdims = true} : f64[1,3]
+  return %1, %2
+})",
+  });
+
   // reduce_min {axes, keepdims}: minimum over axes (+inf for an empty axis)
-  set(t, OpKind::ReduceMin, {.infer = inferReduce, .eval = evalReduce<kMin>, .fold = foldNoAxes, .lower = lowerReduce<kMin>, .vjp = vjpExtremum});
+  set(t, OpKind::ReduceMin, {
+      .infer = inferReduce,
+      .eval = evalReduce<kMin>,
+      .fold = foldNoAxes,
+      .lower = lowerReduce<kMin>,
+      .vjp = vjpExtremum,
+      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
+  %1 = reduce_min(%0) {axes = [1], keepdims = false} : f64[2]
+  %2 = reduce_min(%0) {axes = [0], keepdims = true} : f64[1,3]
+  return %1, %2
+})",
+  });
 }
 
 } // namespace adjit::ops

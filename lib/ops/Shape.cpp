@@ -51,6 +51,10 @@ void defineShapeOps(Table& t) {
       },
       // d reshape = reshape back
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
+      .example = R"(func @f(%0: f64[2,3]) -> (f64[3,2]) {
+  %1 = reshape(%0) {shape = [3, 2]} : f64[3,2]
+  return %1
+})",
   });
 
   // broadcast_to {shape}: numpy broadcasting, dimensions aligned on the right
@@ -97,6 +101,10 @@ void defineShapeOps(Table& t) {
           return reshape(sum(c.dy(), axes, true), in);
         });
       },
+      .example = R"(func @f(%0: f64[2,1]) -> (f64[3,2,4]) {
+  %1 = broadcast_to(%0) {shape = [3, 2, 4]} : f64[3,2,4]
+  return %1
+})",
   });
 
   // transpose {perm}: result dim i is operand dim perm[i]
@@ -141,6 +149,10 @@ void defineShapeOps(Table& t) {
           return transpose(c.dy(), inv);
         });
       },
+      .example = R"(func @f(%0: f64[2,3,4]) -> (f64[4,2,3]) {
+  %1 = transpose(%0) {perm = [2, 0, 1]} : f64[4,2,3]
+  return %1
+})",
   });
 
   // slice {start, limit, stride}: elements start + k*stride < limit along each axis
@@ -192,6 +204,10 @@ void defineShapeOps(Table& t) {
           return pad(c.dy(), lo, hi, it);
         });
       },
+      .example = R"(func @f(%0: f64[5,4]) -> (f64[2,2]) {
+  %1 = slice(%0) {limit = [5, 3], start = [1, 0], stride = [2, 2]} : f64[2,2]
+  return %1
+})",
   });
 
   // pad {low, high, interior}: zeros around (low/high) and between (interior) elements
@@ -254,6 +270,11 @@ void defineShapeOps(Table& t) {
           return slice(c.dy(), st, li, sd);
         });
       },
+      .example = R"(func @f(%0: f64[2,3]) -> (f64[4,6]) {
+  %1 = pad(%0) {high = [1, 0], interior = [0, 1], low = [1, 1]} : f64[4,6]
+  return %1
+}
+)",
   });
 
   // concatenate {axis}: operands joined along `axis`
@@ -322,6 +343,10 @@ void defineShapeOps(Table& t) {
           offset += s[axis];
         }
       },
+      .example = R"(func @f(%0: f64[2,3], %1: f64[2,1]) -> (f64[2,4]) {
+  %2 = concatenate(%0, %1) {axis = 1} : f64[2,4]
+  return %2
+})",
   });
 }
 
