@@ -170,6 +170,30 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
   return vname;
 }
 
+std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  const std::string gname = name + ".grad";
+  if (m->lookup(gname)) return gname;
+  const ir::Function* g = m->lookup(name);
+  if (!g) throw Error("grad: no function named @" + name + " in the module");
+  if (g->outputs.size() != 1 || g->type(g->outputs[0]).rank() != 0 || !is_floating(g->type(g->outputs[0]).dtype))
+    throw Error("grad: @" + name + " must return one floating-point scalar, but returns " + g->signature());
+  detail::TraceScope scope(m, gname);
+  std::vector<ir::ValueId> xs;
+  for (ir::ValueId p : g->params) xs.push_back(scope.param(g->type(p)).id());
+  std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, *g, xs);
+  Request req;
+  req.end = scope.state().fn->ops.size();
+  req.targets = ys;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    if (is_floating(g->type(g->params[i]).dtype)) req.sources.push_back(xs[i]);
+  std::vector<std::optional<Tensor>> dx = reverse(req);
+  std::vector<Tensor> outs;
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    outs.push_back(dx[i] ? *dx[i] : zeros_like(detail::wrap(scope.state(), req.sources[i])));
+  scope.finish(outs);
+  return gname;
+}
+
 std::size_t splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
   const std::string vname = combinedVjp(m, name);
   const ir::Function& g = *m->lookup(name);

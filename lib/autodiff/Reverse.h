@@ -33,6 +33,10 @@ std::vector<std::optional<Tensor>> reverse(const Request& r);
 /// Built once per module; returns its name.
 std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
+/// The gradient of function `name` (one floating scalar result): a function
+/// `<name>.grad` (x...) -> (dx...) for its floating parameters.
+std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name);
+
 /// The split VJP of `name`: `<name>.fwd` (x...) -> (y..., residuals...) and
 /// `<name>.bwd` (residuals..., dy...) -> (dx...). Returns the number of residuals.
 std::size_t splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);

@@ -35,10 +35,16 @@ template <class Fn> std::vector<Array> binary(const EvalCtx& c, Fn fn) {
 
 bool isFloat(const ScalarCtx& c) { return is_floating(c.argType(0)); }
 
-/// Fold `op(x, k)` to x when operand `which` is the constant splat `k`.
+/// Folds `op(x, k)` to x when operand 1 is the constant splat `k`.
 std::optional<ir::Folded> identityRight(const FoldCtx& c, double k) {
   if (c.isSplat(1, k)) return ir::Folded{c.op.operands[0]};
   return std::nullopt;
+}
+
+/// For commutative ops: `op(k, x)` or `op(x, k)` folds to x.
+std::optional<ir::Folded> identityEither(const FoldCtx& c, double k) {
+  if (c.isSplat(0, k)) return ir::Folded{c.op.operands[1]};
+  return identityRight(c, k);
 }
 
 } // namespace
@@ -123,7 +129,7 @@ void defineArithOps(Table& t) {
       .eval = [](const EvalCtx& c) {
         return binary(c, [](auto a, auto b) { return wrap(a, b, [](auto x, auto y) { return x + y; }); });
       },
-      .fold = [](const FoldCtx& c) { return identityRight(c, 0); },
+      .fold = [](const FoldCtx& c) { return identityEither(c, 0); },
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return isFloat(c) ? c.b.CreateFAdd(c.args[0], c.args[1]) : c.b.CreateAdd(c.args[0], c.args[1]);
       },
@@ -157,7 +163,7 @@ void defineArithOps(Table& t) {
       .eval = [](const EvalCtx& c) {
         return binary(c, [](auto a, auto b) { return wrap(a, b, [](auto x, auto y) { return x * y; }); });
       },
-      .fold = [](const FoldCtx& c) { return identityRight(c, 1); },
+      .fold = [](const FoldCtx& c) { return identityEither(c, 1); },
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         return isFloat(c) ? c.b.CreateFMul(c.args[0], c.args[1]) : c.b.CreateMul(c.args[0], c.args[1]);
       },

@@ -24,7 +24,9 @@ void dce(ir::Module& m);
 struct Pass {
   std::string name;
   std::string description;
-  std::function<void(ir::Module&)> run;
+  /// `arg` is the text between parentheses for passes written `name(arg)`.
+  std::function<void(ir::Module&, const std::string& arg)> run;
+  bool takesArgument = false;
 };
 
 /// Every registered pass, in the order `--help` lists them.
@@ -35,7 +37,7 @@ struct PipelineOptions {
   std::function<void(const std::string&)> print; ///< where printed IR goes
 };
 
-/// Runs passes by name, e.g. {"fold", "cse", "dce"}. Unknown names raise
+/// Runs passes by name, e.g. {"vjp(f)", "fold", "cse", "dce"}. Unknown names raise
 /// adjit::Error listing the known ones.
 void runPipeline(ir::Module& m, const std::vector<std::string>& passes, const PipelineOptions& o = {});
 

@@ -2,6 +2,7 @@
 #include "ir/Text.h"
 #include "ir/Verifier.h"
 #include "support/Log.h"
+#include "autodiff/Reverse.h"
 #include "transforms/Passes.h"
 
 #include <fmt/format.h>
@@ -11,10 +12,18 @@
 namespace adjit::transforms {
 
 const std::vector<Pass>& allPasses() {
+  // Autodiff passes build functions by tracing, which needs shared ownership.
+  auto shared = [](ir::Module& m) { return std::shared_ptr<ir::Module>(&m, [](ir::Module*) {}); };
   static const std::vector<Pass> passes = {
-      {"fold", "constant folding and algebraic identities (x*1, x+0, ...)", fold},
-      {"cse", "common subexpression elimination", cse},
-      {"dce", "dead code elimination", dce},
+      {"fold", "constant folding and algebraic identities (x*1, x+0, ...)", [](ir::Module& m, const std::string&) { fold(m); }},
+      {"cse", "common subexpression elimination", [](ir::Module& m, const std::string&) { cse(m); }},
+      {"dce", "dead code elimination", [](ir::Module& m, const std::string&) { dce(m); }},
+      {"grad", "grad(F): add @F.grad (x...) -> (dx...) for a scalar-valued @F",
+       [shared](ir::Module& m, const std::string& f) { autodiff::gradFunction(shared(m), f); }, true},
+      {"vjp", "vjp(F): add @F.vjp (x..., dy...) -> (y..., dx...), forward and backward together",
+       [shared](ir::Module& m, const std::string& f) { autodiff::combinedVjp(shared(m), f); }, true},
+      {"vjp-split", "vjp-split(F): add @F.fwd (x...) -> (y..., residuals...) and @F.bwd (residuals..., dy...) -> (dx...)",
+       [shared](ir::Module& m, const std::string& f) { autodiff::splitVjp(shared(m), f); }, true},
   };
   return passes;
 }
@@ -26,22 +35,31 @@ const std::vector<std::string>& defaultPipeline() {
 
 void runPipeline(ir::Module& m, const std::vector<std::string>& names, const PipelineOptions& o) {
   const bool timing = logEnabled("passes");
-  for (const std::string& name : names) {
+  for (const std::string& spec : names) {
+    std::string name = spec, arg;
+    if (auto open = spec.find('('); open != std::string::npos) {
+      if (spec.back() != ')') throw Error("malformed pass '" + spec + "': expected name(argument)");
+      name = spec.substr(0, open);
+      arg = spec.substr(open + 1, spec.size() - open - 2);
+    }
     const Pass* pass = nullptr;
     for (const Pass& p : allPasses())
       if (p.name == name) pass = &p;
+    if (pass && pass->takesArgument && arg.empty())
+      throw Error("pass '" + name + "' needs a function: " + name + "(NAME)");
+    if (pass && !pass->takesArgument && spec != name) throw Error("pass '" + name + "' takes no argument");
     if (!pass) {
       std::string known;
       for (const Pass& p : allPasses()) known += (known.empty() ? "" : ", ") + p.name;
       throw Error("unknown pass '" + name + "' (known passes: " + known + ")");
     }
     auto t0 = std::chrono::steady_clock::now();
-    pass->run(m);
+    pass->run(m, arg);
     if (timing)
-      logLine("passes", fmt::format("{}: {:.3f} ms", name,
+      logLine("passes", fmt::format("{}: {:.3f} ms", spec,
                                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     if (ir::verifyAfterPasses()) ir::verify(m);
-    if (o.printAfterAll && o.print) o.print("// -----// IR after " + name + " //----- //\n" + ir::print(m));
+    if (o.printAfterAll && o.print) o.print("// -----// IR after " + spec + " //----- //\n" + ir::print(m));
   }
 }
 

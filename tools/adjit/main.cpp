@@ -82,22 +82,28 @@ Args parseArgs(int argc, char** argv) {
   return a;
 }
 
+/// Splits "vjp(f),fold,cse" at the commas outside parentheses.
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> r;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    std::size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    if (end > start) r.push_back(s.substr(start, end - start));
-    start = end + 1;
+  std::string cur;
+  int depth = 0;
+  for (char c : s) {
+    if (c == ',' && depth == 0) {
+      if (!cur.empty()) r.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    cur += c;
   }
+  if (!cur.empty()) r.push_back(cur);
   return r;
 }
 
 int runOpt(const Args& a) {
   if (a.help) {
     std::printf("usage: adjit opt FILE [--passes=P1,P2,...] [--print-after-all]\n\nWithout --passes the default pipeline (fold,cse,dce) runs; --passes= runs none.\n\npasses:\n");
-    for (const auto& p : transforms::allPasses()) std::printf("  %-6s %s\n", p.name.c_str(), p.description.c_str());
+    for (const auto& p : transforms::allPasses()) std::printf("  %-10s %s\n", p.name.c_str(), p.description.c_str());
     return 0;
   }
   if (a.file.empty()) usageError("opt: no input file");
