@@ -60,3 +60,97 @@ float base_b4(const float* x, const float* w1, const float* w2, float* h, float*
   return 0.5f * s;
 }
 }
+
+// ---- hand-written analytic gradients (value and gradient in one pass) ----
+extern "C" {
+
+// G1: d/dx sum(log1p(exp(x))) = sigmoid(x)
+float base_g1(const float* x, float* g, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    float e = std::exp(x[i]);
+    s += std::log1p(e);
+    g[i] = e / (1 + e);
+  }
+  return s;
+}
+
+// G2: f = sum(tanh(a x + b) e^{-x^2} + sqrt(x^2 + 1)); gradients for x, a, b
+float base_g2(const float* x, float a, float b, float* gx, float* ga, float* gb, int64_t n) {
+  float s = 0, sa = 0, sb = 0;
+#pragma omp simd reduction(+ : s, sa, sb)
+  for (int64_t i = 0; i < n; ++i) {
+    float xi = x[i], t = std::tanh(a * xi + b), e = std::exp(-xi * xi), r = std::sqrt(xi * xi + 1);
+    float dt = (1 - t * t) * e;
+    s += t * e + r;
+    gx[i] = dt * a - 2 * xi * t * e + xi / r;
+    sa += dt * xi;
+    sb += dt;
+  }
+  *ga = sa;
+  *gb = sb;
+  return s;
+}
+
+// G3: d/dx sum_rows logsumexp(row) = softmax of each row
+float base_g3(const float* x, float* g, int64_t rows, int64_t cols) {
+  float total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * cols;
+    float* grow = g + r * cols;
+    float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+    for (int64_t c = 0; c < cols; ++c) m = std::fmax(m, row[c]);
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < cols; ++c) {
+      grow[c] = std::exp(row[c] - m);
+      s += grow[c];
+    }
+    float inv = 1 / s;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) grow[c] *= inv;
+    total += m + std::log(s);
+  }
+  return total;
+}
+
+// G4: L = 0.5 sum(O^2), O = tanh(X W1) W2; dW2 = H^T O, dW1 = X^T ((O W2^T) * (1 - H^2))
+float base_g4(const float* x, const float* w1, const float* w2, float* h, float* o, float* dh, float* dw1, float* dw2,
+              int64_t m, int64_t k, int64_t n) {
+  matmul(x, w1, h, m, k, n);
+#pragma omp simd
+  for (int64_t i = 0; i < m * n; ++i) h[i] = std::tanh(h[i]);
+  matmul(h, w2, o, m, n, n);
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < m * n; ++i) s += o[i] * o[i];
+  // dW2 = H^T O: accumulate outer products of rows.
+  for (int64_t i = 0; i < n * n; ++i) dw2[i] = 0;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      float hv = h[r * n + i];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) dw2[i * n + j] += hv * o[r * n + j];
+    }
+  // dH = O W2^T (row dot row), then through tanh.
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      float acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t j = 0; j < n; ++j) acc += o[r * n + j] * w2[i * n + j];
+      float hv = h[r * n + i];
+      dh[r * n + i] = acc * (1 - hv * hv);
+    }
+  // dW1 = X^T dH.
+  for (int64_t i = 0; i < k * n; ++i) dw1[i] = 0;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      float xv = x[r * k + i];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) dw1[i * n + j] += xv * dh[r * n + j];
+    }
+  return 0.5f * s;
+}
+}

@@ -3,6 +3,8 @@
 // the cold compile time (first call: trace + compile + run). Not a test.
 #include <adjit/adjit.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,11 @@ float base_b1(const float* x, int64_t n);
 float base_b2(const float* x, float a, float b, int64_t n);
 float base_b3(const float* x, int64_t rows, int64_t cols);
 float base_b4(const float* x, const float* w1, const float* w2, float* h, float* o, int64_t m, int64_t k, int64_t n);
+float base_g1(const float* x, float* g, int64_t n);
+float base_g2(const float* x, float a, float b, float* gx, float* ga, float* gb, int64_t n);
+float base_g3(const float* x, float* g, int64_t rows, int64_t cols);
+float base_g4(const float* x, const float* w1, const float* w2, float* h, float* o, float* dh, float* dw1, float* dw2,
+              int64_t m, int64_t k, int64_t n);
 }
 
 using namespace adjit;
@@ -40,6 +47,18 @@ static std::vector<float> randomVector(std::size_t n, float lo, float hi, unsign
   std::vector<float> v(n);
   for (float& x : v) x = d(g);
   return v;
+}
+
+static void reportGrad(const char* name, double cold, double adjitMs, double baseMs, double fwdMs, double maxErr) {
+  std::printf("%-4s adjit %9.3f ms   baseline %9.3f ms   ratio %5.2fx   vs own forward %5.2fx   cold compile %7.1f ms   (max rel. diff %.1e)\n",
+              name, adjitMs, baseMs, adjitMs / baseMs, adjitMs / fwdMs, cold, maxErr);
+}
+
+/// Largest relative difference between two float buffers.
+static double maxRelDiff(const float* a, const float* b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i]))));
+  return m;
 }
 
 static void report(const char* name, double cold, double adjitMs, double baseMs, float got, float want) {
@@ -69,6 +88,7 @@ int main(int argc, char** argv) {
   }
 
   const int64_t n = 1000000;
+  double fwd[5] = {0, 0, 0, 0, 0}; // adjit's forward times, for gradient / forward ratios
   Array x(randomVector(n, -3, 3, 1));
   { // B1
     auto f = jit([](Tensor x) { return sum(log1p(exp(x))); }, {.name = "b1"});
@@ -77,6 +97,7 @@ int main(int argc, char** argv) {
     double a = timeIt([&] { got = f(x).item<float>(); }, reps);
     double b = timeIt([&] { want = base_b1(x.data<float>(), n); }, reps);
     report("B1", c, a, b, got, want);
+    fwd[1] = a;
   }
   { // B2
     auto f = jit([](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); },
@@ -86,6 +107,7 @@ int main(int argc, char** argv) {
     double a = timeIt([&] { got = f(x, 0.5f, 0.25f).item<float>(); }, reps);
     double b = timeIt([&] { want = base_b2(x.data<float>(), 0.5f, 0.25f, n); }, reps);
     report("B2", c, a, b, got, want);
+    fwd[2] = a;
   }
   { // B3
     Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
@@ -95,6 +117,7 @@ int main(int argc, char** argv) {
     double a = timeIt([&] { got = f(m).item<float>(); }, reps);
     double b = timeIt([&] { want = base_b3(m.data<float>(), 1000, 1000); }, reps);
     report("B3", c, a, b, got, want);
+    fwd[3] = a;
   }
   { // B4
     const int64_t M = 256, K = 512, N = 512;
@@ -112,6 +135,61 @@ int main(int argc, char** argv) {
     double b = timeIt([&] { want = base_b4(X.data<float>(), W1.data<float>(), W2.data<float>(), h.data(), o.data(), M, K, N); },
                       std::max(3, reps / 3));
     report("B4", c, a, b, got, want);
+    fwd[4] = a;
+  }
+
+  std::printf("\ngradients (value and gradient; ratio = adjit / hand-written analytic gradient)\n");
+  { // G1
+    auto g = value_and_grad([](Tensor x) { return sum(log1p(exp(x))); });
+    double c = cold(g, x);
+    std::vector<float> gb(n);
+    double a = timeIt([&] { g(x); }, reps);
+    double b = timeIt([&] { base_g1(x.data<float>(), gb.data(), n); }, reps);
+    Array gx = g(x).second;
+    reportGrad("G1", c, a, b, fwd[1], maxRelDiff(gx.data<float>(), gb.data(), n));
+  }
+  { // G2
+    auto g = value_and_grad([](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); },
+                            argnums<0, 1, 2>);
+    double c = cold(g, x, 0.5f, 0.25f);
+    std::vector<float> gx(n);
+    float ga = 0, gb = 0;
+    double a = timeIt([&] { g(x, 0.5f, 0.25f); }, reps);
+    double b = timeIt([&] { base_g2(x.data<float>(), 0.5f, 0.25f, gx.data(), &ga, &gb, n); }, reps);
+    auto r = g(x, 0.5f, 0.25f);
+    double err = std::max({maxRelDiff(std::get<0>(r.second).data<float>(), gx.data(), n),
+                           std::fabs(std::get<1>(r.second).item<double>() - ga) / std::max(1.0, std::fabs(double(ga))),
+                           std::fabs(std::get<2>(r.second).item<double>() - gb) / std::max(1.0, std::fabs(double(gb)))});
+    reportGrad("G2", c, a, b, fwd[2], err);
+  }
+  { // G3
+    Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
+    auto g = value_and_grad([](Tensor x) { return sum(logsumexp(x, {1})); });
+    double c = cold(g, m);
+    std::vector<float> gb(1000 * 1000);
+    double a = timeIt([&] { g(m); }, reps);
+    double b = timeIt([&] { base_g3(m.data<float>(), gb.data(), 1000, 1000); }, reps);
+    Array gx = g(m).second;
+    reportGrad("G3", c, a, b, fwd[3], maxRelDiff(gx.data<float>(), gb.data(), 1000 * 1000));
+  }
+  { // G4
+    const int64_t M = 256, K = 512, N = 512;
+    Array X(randomVector(M * K, -1, 1, 3), {M, K});
+    Array W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N});
+    Array W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
+    auto g = value_and_grad([](Tensor x, Tensor w1, Tensor w2) {
+      Tensor o = matmul(tanh(matmul(x, w1)), w2);
+      return 0.5f * sum(o * o);
+    }, argnums<1, 2>);
+    double c = cold(g, X, W1, W2);
+    std::vector<float> h(M * N), o(M * N), dh(M * N), dw1(K * N), dw2(N * N);
+    double a = timeIt([&] { g(X, W1, W2); }, std::max(3, reps / 3));
+    double b = timeIt([&] { base_g4(X.data<float>(), W1.data<float>(), W2.data<float>(), h.data(), o.data(), dh.data(),
+                                    dw1.data(), dw2.data(), M, K, N); }, std::max(3, reps / 3));
+    auto r = g(X, W1, W2);
+    double err = std::max(maxRelDiff(std::get<0>(r.second).data<float>(), dw1.data(), K * N),
+                          maxRelDiff(std::get<1>(r.second).data<float>(), dw2.data(), N * N));
+    reportGrad("G4", c, a, b, fwd[4], err);
   }
   return 0;
 }

@@ -13,7 +13,10 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
+#include <optional>
 
 namespace adjit::codegen {
 
@@ -42,8 +45,22 @@ public:
   llvm::Value* constantGlobal(const Array& a);
 
 private:
+  /// A materialised value and the loop domain that computes it.
+  struct Root {
+    const ir::Op* op;
+    ir::ValueId value;
+    Shape domain;           ///< the iteration space
+    std::size_t reduceFrom; ///< reductions: first reduced axis (trailing axes only); else domain rank
+    bool reduction;
+  };
+
   void plan();
+  bool sameDomainUses(ir::ValueId v, std::vector<signed char>& memo) const;
   bool needsMultiIndex(ir::ValueId v) const;
+  void materializedReads(ir::ValueId v, std::vector<char>& seen, std::vector<ir::ValueId>& out) const;
+  std::optional<Root> fusibleRoot(const ir::Op& op) const;
+  void emitGroup(const std::vector<Root>& group);
+  void emitReduction(const ir::Op& op);
   llvm::Value* compute(ir::ValueId v, const Index& idx);
   llvm::Value* allocate(ir::ValueId v);
   EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
@@ -58,6 +75,8 @@ private:
   std::function<llvm::Function*(const std::string&)> callee_;
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
+  std::vector<std::vector<const ir::Op*>> users_;
+  std::vector<bool> isOutput_;
   std::vector<bool> materialized_;
   std::vector<llvm::Value*> buffers_;
   std::vector<llvm::Value*> outArgs_;
@@ -230,26 +249,35 @@ llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {
 
 /// Decides which values live in buffers. A value is materialised when it is a
 /// parameter or result of the function, when an op that writes whole results
-/// (a `lower` hook) produces it, when its consumer reads buffers
+/// (a `lower` or `reduce` hook) produces it, when its consumer reads buffers
 /// (kMaterializesOperands), or when it is used more than once and recomputing
-/// it would be costly (an expensive op, or a large fused expression).
+/// it would be costly (an expensive op, or a large fused expression) — unless
+/// every use reaches it through elementwise ops over the same domain: those
+/// consumers share one loop (see emit), where the value is computed once.
 void FunctionEmitter::plan() {
   const std::size_t n = f_.types.size();
   producer_.assign(n, nullptr);
+  users_.assign(n, {});
+  isOutput_.assign(n, false);
   materialized_.assign(n, false);
   std::vector<int> uses(n, 0), cost(n, 0);
   std::vector<bool> expensive(n, false);
   for (ir::ValueId p : f_.params) materialized_[p] = true;
   for (const ir::Op& op : f_.ops) {
     for (ir::ValueId r : op.results) producer_[r] = &op;
-    for (ir::ValueId o : op.operands) ++uses[o];
+    for (ir::ValueId o : op.operands) {
+      ++uses[o];
+      users_[o].push_back(&op);
+    }
     if (ops::info(op.kind).has(ops::kMaterializesOperands))
       for (ir::ValueId o : op.operands) materialized_[o] = true;
   }
   for (ir::ValueId o : f_.outputs) {
     ++uses[o];
+    isOutput_[o] = true;
     materialized_[o] = true;
   }
+  std::vector<signed char> memo(n, -1);
   for (const ir::Op& op : f_.ops) {
     const ops::OpInfo& info = ops::info(op.kind);
     int c = 1;
@@ -262,9 +290,28 @@ void FunctionEmitter::plan() {
     for (ir::ValueId r : op.results) {
       cost[r] = c;
       expensive[r] = exp;
-      if (info.hooks.lower || (uses[r] > 1 && (exp || c > kRecomputeLimit))) materialized_[r] = true;
+      if (info.hooks.lower || info.hooks.reduce) materialized_[r] = true;
+      else if (uses[r] > 1 && (exp || c > kRecomputeLimit) && !sameDomainUses(r, memo)) materialized_[r] = true;
     }
   }
+}
+
+/// True when every use of v is a reduction of v, or an elementwise op of v's
+/// shape whose result is a function result or is itself used only so: all of
+/// them are computed by loops over v's domain, which emit() fuses into one.
+bool FunctionEmitter::sameDomainUses(ir::ValueId v, std::vector<signed char>& memo) const {
+  if (memo[v] >= 0) return memo[v] != 0;
+  memo[v] = 0;
+  if (isOutput_[v]) return false;
+  const Shape& shape = f_.type(v).shape;
+  for (const ir::Op* u : users_[v]) {
+    const ops::OpInfo& info = ops::info(u->kind);
+    if (info.hooks.reduce) continue;
+    if (!info.has(ops::kElementwise) || f_.type(u->results[0]).shape != shape) return false;
+    if (!isOutput_[u->results[0]] && !sameDomainUses(u->results[0], memo)) return false;
+  }
+  memo[v] = 1;
+  return true;
 }
 
 bool FunctionEmitter::needsMultiIndex(ir::ValueId v) const {
@@ -315,6 +362,151 @@ llvm::Value* FunctionEmitter::allocate(ir::ValueId v) {
   return buffers_[v] = p;
 }
 
+/// Collects the materialised values that computing v (through its fused operands) reads.
+void FunctionEmitter::materializedReads(ir::ValueId v, std::vector<char>& seen, std::vector<ir::ValueId>& out) const {
+  if (seen[v]) return;
+  seen[v] = 1;
+  const ir::Op* op = producer_[v];
+  if (!op || materialized_[v]) {
+    out.push_back(v);
+    return;
+  }
+  for (ir::ValueId o : op->operands) materializedReads(o, seen, out);
+}
+
+/// The loop domain of a materialised value computed by a loop: an elementwise
+/// or element op iterates its result; a reduction over trailing axes iterates
+/// its operand. Other reductions are emitted on their own (nullopt).
+std::optional<FunctionEmitter::Root> FunctionEmitter::fusibleRoot(const ir::Op& op) const {
+  const ops::OpInfo& info = ops::info(op.kind);
+  ir::ValueId r = op.results.at(0);
+  if (!info.hooks.reduce) {
+    Shape s = f_.type(r).shape;
+    return Root{&op, r, s, s.size(), false};
+  }
+  const Shape& in = f_.type(op.operands.at(0)).shape;
+  std::vector<int64_t> axes = op.attrs.ints("axes");
+  for (int64_t& x : axes) if (x < 0) x += static_cast<int64_t>(in.size());
+  std::sort(axes.begin(), axes.end());
+  const std::size_t from = in.size() - axes.size();
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] != static_cast<int64_t>(from + i)) return std::nullopt;
+  return Root{&op, r, in, from, true};
+}
+
+/// One loop nest for several roots over one domain: outer loops over the
+/// kept axes, an inner loop (flat when no index remapping is needed) over the
+/// reduced ones; elementwise roots store at every point, reductions
+/// accumulate in registers and store after the inner loop.
+void FunctionEmitter::emitGroup(const std::vector<Root>& group) {
+  const Shape& domain = group[0].domain;
+  std::size_t from = domain.size();
+  bool multi = false;
+  for (const Root& g : group) {
+    if (g.reduction) from = g.reduceFrom;
+    const ir::ValueId computed = g.reduction ? g.op->operands[0] : g.value;
+    if (g.reduction ? needsMultiIndex(computed) : (materialized_[g.value] = false, needsMultiIndex(g.value))) multi = true;
+    if (!g.reduction) materialized_[g.value] = true;
+  }
+  std::vector<llvm::Value*> buffers;
+  for (const Root& g : group) buffers.push_back(allocate(g.value));
+  const Shape outer(domain.begin(), domain.begin() + static_cast<std::ptrdiff_t>(from));
+  const Shape inner(domain.begin() + static_cast<std::ptrdiff_t>(from), domain.end());
+  const int64_t innerSize = num_elements(inner);
+  static const ir::Op noOp{};
+  LowerCtx c = lowerCtx(noOp, {});
+  std::vector<llvm::Value*> slots(group.size(), nullptr);
+  for (std::size_t k = 0; k < group.size(); ++k)
+    if (group[k].reduction) slots[k] = entryAlloca(c.scalarType(f_.type(group[k].value).dtype), 1);
+
+  // Computes every root at `idx` (a point of the domain); values are
+  // computed, not loaded, for the roots of this group.
+  auto body = [&](const Index& idx) {
+    for (const Root& g : group) if (!g.reduction) materialized_[g.value] = false;
+    for (std::size_t k = 0; k < group.size(); ++k) {
+      const Root& g = group[k];
+      const DType t = f_.type(g.value).dtype;
+      if (g.reduction) {
+        const ops::OpInfo& info = ops::info(g.op->kind);
+        EmitBase eb = base(*g.op);
+        llvm::Value* x = element(g.op->operands[0], idx);
+        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[k]);
+        b_.CreateStore(info.hooks.reduce->combine(eb, t, acc, x), slots[k]);
+      } else {
+        c.store(t, compute(g.value, idx), buffers[k], c.linear(idx, domain));
+      }
+    }
+    for (const Root& g : group) if (!g.reduction) materialized_[g.value] = true;
+  };
+  c.loopNest(outer, [&](const Index& o) {
+    const auto& od = c.dims(o, outer);
+    llvm::Value* outerLinear = c.linear(o, outer);
+    for (std::size_t k = 0; k < group.size(); ++k)
+      if (group[k].reduction) {
+        const DType t = f_.type(group[k].value).dtype;
+        b_.CreateStore(c.constant(t, ops::info(group[k].op->kind).hooks.reduce->identity(t)), slots[k]);
+      }
+    if (multi) {
+      c.loopNest(inner, [&](const Index& i) {
+        std::vector<llvm::Value*> d = od;
+        const auto& id = c.dims(i, inner);
+        d.insert(d.end(), id.begin(), id.end());
+        body(Index::ofDims(std::move(d)));
+      });
+    } else {
+      c.loop(innerSize, [&](llvm::Value* iv) {
+        body(Index::ofLinear(b_.CreateAdd(b_.CreateMul(outerLinear, c.i64(innerSize)), iv)));
+      });
+    }
+    for (std::size_t k = 0; k < group.size(); ++k)
+      if (group[k].reduction) {
+        const DType t = f_.type(group[k].value).dtype;
+        c.store(t, b_.CreateLoad(c.scalarType(t), slots[k]), buffers[k], outerLinear);
+      }
+  });
+}
+
+/// A reduction over axes that are not trailing: loops over the result, and
+/// for each result element an inner nest over the reduced axes.
+void FunctionEmitter::emitReduction(const ir::Op& op) {
+  const ops::ReduceHooks& rh = *ops::info(op.kind).hooks.reduce;
+  const Shape& in = f_.type(op.operands.at(0)).shape;
+  const Type& rt = f_.type(op.results.at(0));
+  std::vector<int64_t> axes = op.attrs.ints("axes");
+  for (int64_t& a : axes) if (a < 0) a += static_cast<int64_t>(in.size());
+  std::sort(axes.begin(), axes.end());
+  const bool keep = op.attrs.boolean("keepdims");
+  Shape inner;
+  for (int64_t a : axes) inner.push_back(in[static_cast<std::size_t>(a)]);
+  llvm::Value* out = allocate(op.results[0]);
+  LowerCtx c = lowerCtx(op, {&out, 1});
+  llvm::Value* acc = c.scalarSlot(rt.dtype);
+  c.loopNest(rt.shape, [&](const Index& oi) {
+    const auto& o = c.dims(oi, rt.shape);
+    b_.CreateStore(c.constant(rt.dtype, rh.identity(rt.dtype)), acc);
+    c.loopNest(inner, [&](const Index& ri) {
+      const auto& r = c.dims(ri, inner);
+      std::vector<llvm::Value*> full(in.size());
+      std::size_t next = 0, nextOut = 0;
+      for (std::size_t d = 0; d < in.size(); ++d) {
+        if (next < axes.size() && axes[next] == static_cast<int64_t>(d)) {
+          full[d] = r[next++];
+          if (keep) ++nextOut;
+        } else {
+          full[d] = o[nextOut++];
+        }
+      }
+      llvm::Value* v = element(op.operands[0], Index::ofDims(std::move(full)));
+      llvm::Value* cur = b_.CreateLoad(c.scalarType(rt.dtype), acc);
+      b_.CreateStore(rh.combine(c, rt.dtype, cur, v), acc);
+    });
+    c.store(rt.dtype, b_.CreateLoad(c.scalarType(rt.dtype), acc), out, c.linear(oi, rt.shape));
+  });
+}
+
+/// Emits the function: every op that writes memory becomes a unit scheduled
+/// by level (see below); loop roots that share a level and a domain form one
+/// loop nest, so a value and several gradients are computed in one pass.
 void FunctionEmitter::emit() {
   plan();
   buffers_.assign(f_.types.size(), nullptr);
@@ -326,27 +518,61 @@ void FunctionEmitter::emit() {
   for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(out_->getArg(static_cast<unsigned>(a++)));
   std::vector<llvm::Value*> outSlots = outArgs_;
 
+  // Every op that writes memory is a unit at a level one above the levels of
+  // the materialised values it reads. Loop roots of one level and domain
+  // cannot read each other, so each such set becomes one loop nest.
+  struct Unit {
+    const ir::Op* op;
+    int level;
+    std::vector<Root> roots; ///< empty: a `lower` op or a reduction emitted on its own
+  };
+  std::vector<Unit> units;
+  std::vector<int> levelOf(f_.types.size(), -1);
   for (const ir::Op& op : f_.ops) {
     const ops::OpInfo& info = ops::info(op.kind);
-    if (info.hooks.lower) {
-      std::vector<llvm::Value*> results;
-      for (ir::ValueId r : op.results) results.push_back(allocate(r));
-      LowerCtx c = lowerCtx(op, results);
-      info.hooks.lower(c);
+    if (!info.hooks.lower && !materialized_[op.results.at(0)]) continue; // fused into its users
+    std::vector<char> seen(f_.types.size(), 0);
+    std::vector<ir::ValueId> readsFrom;
+    for (ir::ValueId o : op.operands) {
+      if (info.hooks.lower || info.hooks.reduce) materializedReads(o, seen, readsFrom);
+      else if (producer_[o] && !materialized_[o]) materializedReads(o, seen, readsFrom);
+      else readsFrom.push_back(o);
+    }
+    int level = 0;
+    for (ir::ValueId v : readsFrom) level = std::max(level, levelOf[v] + 1);
+    for (ir::ValueId r : op.results) levelOf[r] = level;
+    std::optional<Root> root = info.hooks.lower ? std::nullopt : fusibleRoot(op);
+    if (!root) {
+      units.push_back({&op, level, {}});
       continue;
     }
-    ir::ValueId r = op.results.at(0);
-    if (!materialized_[r]) continue; // fused into its users
-    llvm::Value* buf = allocate(r);
-    const Type& t = f_.type(r);
-    materialized_[r] = false; // compute, don't load, while filling it
-    LowerCtx c = lowerCtx(op, {&buf, 1});
-    if (needsMultiIndex(r)) {
-      c.loopNest(t.shape, [&](const Index& idx) { c.store(t.dtype, compute(r, idx), buf, c.linear(idx, t.shape)); });
-    } else {
-      c.loop(t.size(), [&](llvm::Value* i) { c.store(t.dtype, compute(r, Index::ofLinear(i)), buf, i); });
+    Unit* target = nullptr;
+    for (Unit& u : units) {
+      if (u.roots.empty() || u.level != level || u.roots[0].domain != root->domain) continue;
+      bool ok = true;
+      if (root->reduction)
+        for (const Root& r : u.roots)
+          if (r.reduction && r.reduceFrom != root->reduceFrom) ok = false;
+      if (ok) {
+        target = &u;
+        break;
+      }
     }
-    materialized_[r] = true;
+    if (target) target->roots.push_back(*root);
+    else units.push_back({&op, level, {*root}});
+  }
+  std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.level < b.level; });
+  for (const Unit& u : units) {
+    if (!u.roots.empty()) {
+      emitGroup(u.roots);
+    } else if (const auto lower = ops::info(u.op->kind).hooks.lower) {
+      std::vector<llvm::Value*> results;
+      for (ir::ValueId r : u.op->results) results.push_back(allocate(r));
+      LowerCtx c = lowerCtx(*u.op, results);
+      lower(c);
+    } else {
+      emitReduction(*u.op);
+    }
   }
   // Results not written in place (parameters, duplicates) are copied.
   for (std::size_t i = 0; i < f_.outputs.size(); ++i) {

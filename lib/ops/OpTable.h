@@ -15,7 +15,7 @@
 #include <string_view>
 
 namespace llvm { class Value; }
-namespace adjit::codegen { struct ScalarCtx; struct ElementCtx; struct LowerCtx; }
+namespace adjit::codegen { struct EmitBase; struct ScalarCtx; struct ElementCtx; struct LowerCtx; }
 namespace adjit::autodiff { struct VjpCtx; }
 
 namespace adjit::ir {
@@ -89,9 +89,17 @@ enum Trait : uint32_t {
   kHasCallee = 1u << 7,            ///< references functions of the module
 };
 
+/// Reductions over the attribute `axes` (with `keepdims`): the codegen driver
+/// emits their loops itself, fusing them with other loops over the same
+/// domain; the op supplies the accumulator's identity and combine step.
+struct ReduceHooks {
+  double (*identity)(DType);
+  llvm::Value* (*combine)(codegen::EmitBase&, DType, llvm::Value* acc, llvm::Value* x);
+};
+
 /// The hooks of one op. Exactly one of `scalar` (elementwise ops), `element`
-/// (ops that compute one result element from operand elements) or `lower`
-/// (ops that write whole results, e.g. reductions) is set.
+/// (ops that compute one result element from operand elements), `reduce`
+/// (reductions) or `lower` (ops that write whole results) is set.
 struct Hooks {
   std::vector<Type> (*infer)(const ir::InferCtx&) = nullptr;
   std::vector<Array> (*eval)(const ir::EvalCtx&) = nullptr;
@@ -99,6 +107,7 @@ struct Hooks {
   llvm::Value* (*scalar)(codegen::ScalarCtx&) = nullptr;
   llvm::Value* (*element)(codegen::ElementCtx&) = nullptr;
   void (*lower)(codegen::LowerCtx&) = nullptr;
+  const ReduceHooks* reduce = nullptr;
   /// Adds operand cotangents from result cotangents (reverse mode). Required
   /// unless the op is kNonDifferentiable.
   void (*vjp)(const autodiff::VjpCtx&) = nullptr;

@@ -12,7 +12,6 @@ namespace adjit::ops {
 namespace {
 
 using codegen::Index;
-using codegen::LowerCtx;
 using ir::EvalCtx;
 using ir::InferCtx;
 
@@ -89,7 +88,7 @@ template <Kind K> std::vector<Array> evalReduce(const EvalCtx& c) {
   return {std::move(r)};
 }
 
-llvm::Value* emitCombine(LowerCtx& c, Kind k, DType t, llvm::Value* a, llvm::Value* b) {
+llvm::Value* emitCombine(codegen::EmitBase& c, Kind k, DType t, llvm::Value* a, llvm::Value* b) {
   const bool f = is_floating(t);
   llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
   c.b.setFastMathFlags(c.reassocFlags());
@@ -102,44 +101,18 @@ llvm::Value* emitCombine(LowerCtx& c, Kind k, DType t, llvm::Value* a, llvm::Val
   return a;
 }
 
-/// Loops over the result; for each result element an inner nest over the reduced
-/// axes accumulates fused operand elements in a register.
-template <Kind K> void lowerReduce(LowerCtx& c) {
-  const Shape& in = c.operandType(0).shape;
-  const Type& rt = c.resultType();
-  std::vector<int64_t> axes = c.op.attrs.ints("axes");
-  for (int64_t& a : axes) if (a < 0) a += static_cast<int64_t>(in.size());
-  std::sort(axes.begin(), axes.end());
-  const bool keep = c.op.attrs.boolean("keepdims");
-  Shape inner;
-  for (int64_t a : axes) inner.push_back(in[a]);
-  llvm::Value* acc = c.scalarSlot(rt.dtype);
-  c.loopNest(rt.shape, [&](const Index& oi) {
-    const auto& o = c.dims(oi, rt.shape);
-    c.b.CreateStore(c.constant(rt.dtype, identity(K, rt.dtype)), acc);
-    c.loopNest(inner, [&](const Index& ri) {
-      const auto& r = c.dims(ri, inner);
-      std::vector<llvm::Value*> full(in.size());
-      std::size_t next = 0, nextOut = 0;
-      for (std::size_t d = 0; d < in.size(); ++d) {
-        if (next < axes.size() && axes[next] == static_cast<int64_t>(d)) {
-          full[d] = r[next++];
-          if (keep) ++nextOut;
-        } else {
-          full[d] = o[nextOut++];
-        }
-      }
-      llvm::Value* v = c.operand(0, Index::ofDims(std::move(full)));
-      llvm::Value* cur = c.b.CreateLoad(c.scalarType(rt.dtype), acc);
-      c.b.CreateStore(emitCombine(c, K, rt.dtype, cur, v), acc);
-    });
-    c.store(rt.dtype, c.b.CreateLoad(c.scalarType(rt.dtype), acc), c.results[0], c.linear(oi, rt.shape));
-  });
-}
-
 /// A reduction over no axes is the identity.
 std::optional<ir::Folded> foldNoAxes(const ir::FoldCtx& c) {
   return c.op.attrs.ints("axes").empty() ? foldIfSameType(c) : std::nullopt;
+}
+
+/// The accumulator of reduction K for the codegen driver's loops.
+template <Kind K> const ReduceHooks* reducer() {
+  static const ReduceHooks hooks{
+      [](DType t) { return identity(K, t); },
+      [](codegen::EmitBase& c, DType t, llvm::Value* acc, llvm::Value* x) { return emitCombine(c, K, t, acc, x); },
+  };
+  return &hooks;
 }
 
 /// The operand's shape with the reduced axes kept as 1.
@@ -174,7 +147,7 @@ void defineReduceOps(Table& t) {
       .infer = inferReduce,
       .eval = evalReduce<kSum>,
       .fold = foldNoAxes,
-      .lower = lowerReduce<kSum>,
+      .reduce = reducer<kSum>(),
       // d sum(x) = the cotangent broadcast over the summed axes
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); },
       .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
@@ -189,7 +162,7 @@ void defineReduceOps(Table& t) {
       .infer = inferReduce,
       .eval = evalReduce<kProd>,
       .fold = foldNoAxes,
-      .lower = lowerReduce<kProd>,
+      .reduce = reducer<kProd>(),
       // d/dx_i prod(x) = prod_{j != i} x_j, computed without dividing by zero
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
@@ -217,7 +190,7 @@ void defineReduceOps(Table& t) {
       .infer = inferReduce,
       .eval = evalReduce<kMax>,
       .fold = foldNoAxes,
-      .lower = lowerReduce<kMax>,
+      .reduce = reducer<kMax>(),
       .vjp = vjpExtremum,
       .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
   %1 = reduce_max(%0) {axes = [1], keepdims = false} : f64[2]
@@ -231,7 +204,7 @@ void defineReduceOps(Table& t) {
       .infer = inferReduce,
       .eval = evalReduce<kMin>,
       .fold = foldNoAxes,
-      .lower = lowerReduce<kMin>,
+      .reduce = reducer<kMin>(),
       .vjp = vjpExtremum,
       .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
   %1 = reduce_min(%0) {axes = [1], keepdims = false} : f64[2]

@@ -340,8 +340,10 @@ Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcLoc l)
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcLoc l) {
   Location loc = L(l);
   if (axes.empty()) axes = allAxes(x.rank());
-  Tensor m = max(x, axes, true, l);
   // Shift by the max where it is finite (an all -inf row stays -inf, not NaN).
+  // The shift's gradient is exactly zero (1 - sum(softmax)), so it is not
+  // differentiated at all.
+  Tensor m = stop_gradient(max(x, axes, true, l), l);
   Tensor finite = eq(sub(m, m, l), zeros_like(m, l), l);
   Tensor shift = where(finite, m, zeros_like(m, l), l);
   Tensor r = add(log(sum(exp(sub(x, shift, l), l), axes, true, l), l), shift, l);

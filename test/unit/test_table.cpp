@@ -16,7 +16,8 @@ TEST_CASE("every op has its hooks") {
     CHECK(bool(info.hooks.eval));
     CHECK(bool(info.hooks.fold));
     // Exactly one lowering hook, and `scalar` exactly for elementwise ops.
-    int lowerings = (info.hooks.scalar != nullptr) + (info.hooks.element != nullptr) + (info.hooks.lower != nullptr);
+    int lowerings = (info.hooks.scalar != nullptr) + (info.hooks.element != nullptr) + (info.hooks.lower != nullptr) +
+                    (info.hooks.reduce != nullptr);
     CHECK(lowerings == 1);
     CHECK((info.hooks.scalar != nullptr) == info.has(ops::kElementwise));
     // Ops that read operand buffers must write whole results.
