@@ -27,11 +27,19 @@ constexpr int kRecomputeLimit = 8;
 
 class FunctionEmitter {
 public:
+  /// A lowered function and the scratch bytes it needs.
+  struct Lowered {
+    llvm::Function* fn;
+    uint64_t scratch;
+  };
+
   FunctionEmitter(const ir::Module& m, const ir::Function& f, llvm::Function* out,
-                  std::function<llvm::Function*(const std::string&)> callee)
+                  std::function<Lowered(const std::string&)> callee)
       : m_(m), f_(f), out_(out), b_(out->getContext()), callee_(std::move(callee)) {}
 
-  void emit();
+  /// Emits the body; returns the scratch bytes it needs (its own large buffers
+  /// and its callees').
+  uint64_t emit();
 
   llvm::IRBuilder<>& builder() { return b_; }
   llvm::Module& llvmModule() { return *out_->getParent(); }
@@ -40,7 +48,14 @@ public:
     ADJIT_ASSERT(buffers_[v], "value %" + std::to_string(v) + " has no buffer");
     return buffers_[v];
   }
-  llvm::Function* callee(const std::string& name) { return callee_(name); }
+  /// Calls lowered function `name` on buffers, giving it scratch past ours.
+  void call(const std::string& name, std::vector<llvm::Value*> buffers) {
+    Lowered l = callee_(name);
+    const uint64_t at = (scratchBytes_ + 63) / 64 * 64;
+    scratchBytes_ = at + l.scratch;
+    buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, at));
+    b_.CreateCall(l.fn, buffers);
+  }
   llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);
   llvm::Value* constantGlobal(const Array& a);
 
@@ -54,10 +69,24 @@ private:
     bool reduction;
   };
 
+  struct Unit {
+    const ir::Op* op;
+    int level;
+    std::vector<Root> roots; ///< empty: a `lower` op or a reduction emitted on its own
+  };
+
   void plan();
+  std::vector<Unit> schedule() const;
+  void unitsComputing(ir::ValueId v, int unit, std::vector<std::set<int>>& out, std::vector<char>& seen) const;
   bool sameDomainUses(ir::ValueId v, std::vector<signed char>& memo) const;
   bool needsMultiIndex(ir::ValueId v) const;
-  void materializedReads(ir::ValueId v, std::vector<char>& seen, std::vector<ir::ValueId>& out) const;
+  /// A materialised value an op reads, and whether it is read at the op's own
+  /// index (through elementwise ops only).
+  struct Read {
+    ir::ValueId value;
+    bool sameIndex;
+  };
+  void materializedReads(ir::ValueId v, bool sameIndex, std::vector<char>& seen, std::vector<Read>& out) const;
   std::optional<Root> fusibleRoot(const ir::Op& op) const;
   void emitGroup(const std::vector<Root>& group);
   void emitReduction(const ir::Op& op);
@@ -72,15 +101,17 @@ private:
   const ir::Function& f_;
   llvm::Function* out_;
   llvm::IRBuilder<> b_;
-  std::function<llvm::Function*(const std::string&)> callee_;
+  std::function<Lowered(const std::string&)> callee_;
+  llvm::Value* scratch_ = nullptr;  ///< the scratch argument: large intermediates live here
+  uint64_t scratchBytes_ = 0;
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
   std::vector<std::vector<const ir::Op*>> users_;
   std::vector<bool> isOutput_;
   std::vector<bool> materialized_;
+  std::vector<ir::ValueId> sharedInLoops_; ///< reused values left fused for loops that share them
   std::vector<llvm::Value*> buffers_;
   std::vector<llvm::Value*> outArgs_;
-  std::vector<llvm::Value*> heap_;
   std::map<const void*, llvm::Value*> globals_;
 };
 
@@ -186,7 +217,7 @@ llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constant
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
-llvm::Function* LowerCtx::callee(const std::string& name) const { return fe.callee(name); }
+void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers) const { fe.call(name, std::move(buffers)); }
 
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
 
@@ -291,7 +322,10 @@ void FunctionEmitter::plan() {
       cost[r] = c;
       expensive[r] = exp;
       if (info.hooks.lower || info.hooks.reduce) materialized_[r] = true;
-      else if (uses[r] > 1 && (exp || c > kRecomputeLimit) && !sameDomainUses(r, memo)) materialized_[r] = true;
+      else if (uses[r] > 1 && (exp || c > kRecomputeLimit)) {
+        if (sameDomainUses(r, memo)) sharedInLoops_.push_back(r);
+        else materialized_[r] = true;
+      }
     }
   }
 }
@@ -357,21 +391,23 @@ llvm::Value* FunctionEmitter::allocate(ir::ValueId v) {
   const Type& t = f_.type(v);
   llvm::Type* st = storageType(b_, t.dtype);
   if (t.bytes() <= kStackBufferLimit) return buffers_[v] = entryAlloca(st, static_cast<uint64_t>(std::max<int64_t>(t.size(), 1)));
-  llvm::Value* p = b_.CreateMalloc(b_.getInt64Ty(), st, b_.getInt64(size_of(t.dtype)), b_.getInt64(t.size()));
-  heap_.push_back(p);
-  return buffers_[v] = p;
+  const uint64_t at = (scratchBytes_ + 63) / 64 * 64;
+  scratchBytes_ = at + t.bytes();
+  return buffers_[v] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, at);
 }
 
 /// Collects the materialised values that computing v (through its fused operands) reads.
-void FunctionEmitter::materializedReads(ir::ValueId v, std::vector<char>& seen, std::vector<ir::ValueId>& out) const {
+void FunctionEmitter::materializedReads(ir::ValueId v, bool sameIndex, std::vector<char>& seen,
+                                        std::vector<Read>& out) const {
   if (seen[v]) return;
   seen[v] = 1;
   const ir::Op* op = producer_[v];
   if (!op || materialized_[v]) {
-    out.push_back(v);
+    out.push_back({v, sameIndex});
     return;
   }
-  for (ir::ValueId o : op->operands) materializedReads(o, seen, out);
+  const bool keeps = sameIndex && ops::info(op->kind).has(ops::kElementwise);
+  for (ir::ValueId o : op->operands) materializedReads(o, keeps, seen, out);
 }
 
 /// The loop domain of a materialised value computed by a loop: an elementwise
@@ -402,12 +438,13 @@ void FunctionEmitter::emitGroup(const std::vector<Root>& group) {
   const Shape& domain = group[0].domain;
   std::size_t from = domain.size();
   bool multi = false;
+  // Members are computed, not loaded, inside the group's loop.
+  for (const Root& g : group) if (!g.reduction) materialized_[g.value] = false;
   for (const Root& g : group) {
     if (g.reduction) from = g.reduceFrom;
-    const ir::ValueId computed = g.reduction ? g.op->operands[0] : g.value;
-    if (g.reduction ? needsMultiIndex(computed) : (materialized_[g.value] = false, needsMultiIndex(g.value))) multi = true;
-    if (!g.reduction) materialized_[g.value] = true;
+    if (needsMultiIndex(g.reduction ? g.op->operands[0] : g.value)) multi = true;
   }
+  for (const Root& g : group) if (!g.reduction) materialized_[g.value] = true;
   std::vector<llvm::Value*> buffers;
   for (const Root& g : group) buffers.push_back(allocate(g.value));
   const Shape outer(domain.begin(), domain.begin() + static_cast<std::ptrdiff_t>(from));
@@ -504,10 +541,90 @@ void FunctionEmitter::emitReduction(const ir::Op& op) {
   });
 }
 
+/// Records which units compute v inline (through fused operands).
+void FunctionEmitter::unitsComputing(ir::ValueId v, int unit, std::vector<std::set<int>>& out, std::vector<char>& seen) const {
+  if (seen[v] || materialized_[v] || !producer_[v]) return;
+  seen[v] = 1;
+  out[v].insert(unit);
+  for (ir::ValueId o : producer_[v]->operands) unitsComputing(o, unit, out, seen);
+}
+
+/// Assigns every op that writes memory to a unit, in op order.
+std::vector<FunctionEmitter::Unit> FunctionEmitter::schedule() const {
+  // Every op that writes memory is a unit at a level one above the levels of
+  // the materialised values it reads. Loop roots of one level and domain
+  // cannot read each other's results at other indices, so each such set
+  // becomes one loop nest. A root that reads an elementwise root's value at
+  // its own index may share that root's loop (and level): in the loop body the
+  // value is computed before it is used.
+  std::vector<Unit> units;
+  std::vector<int> levelOf(f_.types.size(), -1), unitOf(f_.types.size(), -1);
+  auto compatible = [](const Unit& u, const Root& r) {
+    if (u.roots.empty() || u.roots[0].domain != r.domain) return false;
+    if (r.reduction)
+      for (const Root& x : u.roots)
+        if (x.reduction && x.reduceFrom != r.reduceFrom) return false;
+    return true;
+  };
+  for (const ir::Op& op : f_.ops) {
+    const ops::OpInfo& info = ops::info(op.kind);
+    if (!info.hooks.lower && !materialized_[op.results.at(0)]) continue; // fused into its users
+    std::optional<Root> root = info.hooks.lower ? std::nullopt : fusibleRoot(op);
+    // Reads at the root's own index can share its loop (elementwise roots and
+    // reductions read their domain's points; `element` ops remap indices).
+    const bool pointwise = root && (root->reduction || info.has(ops::kElementwise));
+    std::vector<char> seen(f_.types.size(), 0);
+    std::vector<Read> reads;
+    for (ir::ValueId o : op.operands) materializedReads(o, pointwise, seen, reads);
+    int level = 0;
+    std::set<int> shareUnits; // units this root may join because it reads them at its own index
+    for (const Read& r : reads) {
+      const int u = unitOf[r.value];
+      const bool share = root && r.sameIndex && u >= 0 && !units[u].roots.empty() && f_.type(r.value).shape == root->domain &&
+                         !ops::info(producer_[r.value]->kind).hooks.reduce;
+      if (share) {
+        level = std::max(level, levelOf[r.value]);
+        shareUnits.insert(u);
+      } else {
+        level = std::max(level, levelOf[r.value] + 1);
+      }
+    }
+    // A root sharing a unit's loop must join that very unit; otherwise it goes one level up.
+    int target = -1;
+    for (int u : shareUnits)
+      if (units[u].level == level) {
+        if (target < 0 && compatible(units[u], *root)) target = u;
+        else if (target != u) level += 1, target = -2;
+      }
+    if (target == -2) target = -1;
+    if (root && target < 0)
+      for (std::size_t u = 0; u < units.size() && target < 0; ++u)
+        if (units[u].level == level && compatible(units[u], *root)) {
+          // Joining an unrelated unit is fine unless it shares a level with a unit we read.
+          bool clash = false;
+          for (int su : shareUnits) clash = clash || (units[su].level == level && su != static_cast<int>(u));
+          if (!clash) target = static_cast<int>(u);
+        }
+    for (ir::ValueId r : op.results) levelOf[r] = level;
+    if (!root) {
+      units.push_back({&op, level, {}});
+      continue;
+    }
+    if (target >= 0) {
+      units[target].roots.push_back(*root);
+    } else {
+      units.push_back({&op, level, {*root}});
+      target = static_cast<int>(units.size() - 1);
+    }
+    unitOf[root->value] = target;
+  }
+  return units;
+}
+
 /// Emits the function: every op that writes memory becomes a unit scheduled
 /// by level (see below); loop roots that share a level and a domain form one
 /// loop nest, so a value and several gradients are computed in one pass.
-void FunctionEmitter::emit() {
+uint64_t FunctionEmitter::emit() {
   plan();
   buffers_.assign(f_.types.size(), nullptr);
   entry_ = llvm::BasicBlock::Create(out_->getContext(), "entry", out_);
@@ -516,50 +633,24 @@ void FunctionEmitter::emit() {
   std::size_t a = 0;
   for (ir::ValueId p : f_.params) buffers_[p] = out_->getArg(static_cast<unsigned>(a++));
   for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(out_->getArg(static_cast<unsigned>(a++)));
+  scratch_ = out_->getArg(static_cast<unsigned>(a));
   std::vector<llvm::Value*> outSlots = outArgs_;
 
-  // Every op that writes memory is a unit at a level one above the levels of
-  // the materialised values it reads. Loop roots of one level and domain
-  // cannot read each other, so each such set becomes one loop nest.
-  struct Unit {
-    const ir::Op* op;
-    int level;
-    std::vector<Root> roots; ///< empty: a `lower` op or a reduction emitted on its own
-  };
-  std::vector<Unit> units;
-  std::vector<int> levelOf(f_.types.size(), -1);
-  for (const ir::Op& op : f_.ops) {
-    const ops::OpInfo& info = ops::info(op.kind);
-    if (!info.hooks.lower && !materialized_[op.results.at(0)]) continue; // fused into its users
-    std::vector<char> seen(f_.types.size(), 0);
-    std::vector<ir::ValueId> readsFrom;
-    for (ir::ValueId o : op.operands) {
-      if (info.hooks.lower || info.hooks.reduce) materializedReads(o, seen, readsFrom);
-      else if (producer_[o] && !materialized_[o]) materializedReads(o, seen, readsFrom);
-      else readsFrom.push_back(o);
+  // Schedule; a value left fused for a shared loop but computed by several
+  // loops after all is stored instead (once), and the schedule redone.
+  std::vector<Unit> units = schedule();
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::set<int>> computedBy(f_.types.size());
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      std::vector<char> seen(f_.types.size(), 0);
+      for (const Root& r : units[u].roots)
+        for (ir::ValueId o : r.op->operands) unitsComputing(o, static_cast<int>(u), computedBy, seen);
     }
-    int level = 0;
-    for (ir::ValueId v : readsFrom) level = std::max(level, levelOf[v] + 1);
-    for (ir::ValueId r : op.results) levelOf[r] = level;
-    std::optional<Root> root = info.hooks.lower ? std::nullopt : fusibleRoot(op);
-    if (!root) {
-      units.push_back({&op, level, {}});
-      continue;
-    }
-    Unit* target = nullptr;
-    for (Unit& u : units) {
-      if (u.roots.empty() || u.level != level || u.roots[0].domain != root->domain) continue;
-      bool ok = true;
-      if (root->reduction)
-        for (const Root& r : u.roots)
-          if (r.reduction && r.reduceFrom != root->reduceFrom) ok = false;
-      if (ok) {
-        target = &u;
-        break;
-      }
-    }
-    if (target) target->roots.push_back(*root);
-    else units.push_back({&op, level, {*root}});
+    bool changed = false;
+    for (ir::ValueId v : sharedInLoops_)
+      if (!materialized_[v] && computedBy[v].size() > 1) materialized_[v] = changed = true;
+    if (!changed) break;
+    units = schedule();
   }
   std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.level < b.level; });
   for (const Unit& u : units) {
@@ -580,17 +671,18 @@ void FunctionEmitter::emit() {
     const Type& t = f_.type(f_.outputs[i]);
     b_.CreateMemCpy(outSlots[i], llvm::MaybeAlign(1), buffer(f_.outputs[i]), llvm::MaybeAlign(1), t.bytes());
   }
-  for (llvm::Value* p : heap_) b_.CreateFree(p);
   b_.CreateRetVoid();
   llvm::IRBuilder<>(entry_).CreateBr(body);
+  return scratchBytes_;
 }
 
 // ---- module-level driver -----------------------------------------------------
 
+/// void name(ptr in..., ptr out..., ptr scratch): buffers never overlap.
 static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, const std::string& name,
                                      llvm::GlobalValue::LinkageTypes linkage) {
   llvm::LLVMContext& ctx = out.getContext();
-  std::size_t n = f.params.size() + f.outputs.size();
+  std::size_t n = f.params.size() + f.outputs.size() + 1;
   auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), std::vector<llvm::Type*>(n, llvm::PointerType::get(ctx, 0)), false);
   llvm::Function* fn = llvm::Function::Create(ty, linkage, name, out);
   for (unsigned i = 0; i < n; ++i) {
@@ -602,37 +694,55 @@ static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, c
   return fn;
 }
 
-void lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out) {
+uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out) {
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
-  std::map<std::string, llvm::Function*> done;
-  std::function<llvm::Function*(const ir::Function&, bool)> lower = [&](const ir::Function& f, bool isEntry) {
+  std::map<std::string, FunctionEmitter::Lowered> done;
+  std::function<FunctionEmitter::Lowered(const ir::Function&, bool)> lower = [&](const ir::Function& f, bool isEntry) {
     auto it = done.find(f.name);
     if (it != done.end()) return it->second;
-    llvm::Function* fn = declareKernel(out, f, isEntry ? symbol : symbol + "." + f.name,
-                                       isEntry ? llvm::GlobalValue::ExternalLinkage : llvm::GlobalValue::InternalLinkage);
-    done[f.name] = fn;
+    llvm::Function* fn = declareKernel(out, f, symbol + (isEntry ? ".impl" : "." + f.name), llvm::GlobalValue::InternalLinkage);
     FunctionEmitter fe(m, f, fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
-    fe.emit();
-    return fn;
+    FunctionEmitter::Lowered l{fn, fe.emit()};
+    done[f.name] = l;
+    return l;
   };
-  llvm::Function* kernel = lower(*ef, true);
-
-  // void <symbol>.packed(ptr args): unpacks an array of buffer pointers.
+  const FunctionEmitter::Lowered impl = lower(*ef, true);
   llvm::LLVMContext& ctx = out.getContext();
   auto* ptrTy = llvm::PointerType::get(ctx, 0);
-  auto* packed = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptrTy}, false),
-                                        llvm::GlobalValue::ExternalLinkage, symbol + ".packed", out);
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", packed));
-  std::vector<llvm::Value*> args;
-  for (unsigned i = 0; i < kernel->arg_size(); ++i)
-    args.push_back(b.CreateLoad(ptrTy, b.CreateConstInBoundsGEP1_64(ptrTy, packed->getArg(0), i)));
-  b.CreateCall(kernel, args);
-  b.CreateRetVoid();
+  auto* voidTy = llvm::Type::getVoidTy(ctx);
+  const std::size_t nBuffers = ef->params.size() + ef->outputs.size();
+
+  // void <symbol>(ptr in..., ptr out...): allocates its own scratch.
+  {
+    auto* fn = llvm::Function::Create(llvm::FunctionType::get(voidTy, std::vector<llvm::Type*>(nBuffers, ptrTy), false),
+                                      llvm::GlobalValue::ExternalLinkage, symbol, out);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+    std::vector<llvm::Value*> args;
+    for (auto& a : fn->args()) args.push_back(&a);
+    llvm::Value* scratch = llvm::ConstantPointerNull::get(ptrTy);
+    if (impl.scratch) scratch = b.CreateMalloc(b.getInt64Ty(), b.getInt8Ty(), b.getInt64(1), b.getInt64(impl.scratch));
+    args.push_back(scratch);
+    b.CreateCall(impl.fn, args);
+    if (impl.scratch) b.CreateFree(scratch);
+    b.CreateRetVoid();
+  }
+  // void <symbol>.packed(ptr args): args = {in..., out..., scratch}.
+  {
+    auto* packed = llvm::Function::Create(llvm::FunctionType::get(voidTy, {ptrTy}, false),
+                                          llvm::GlobalValue::ExternalLinkage, symbol + ".packed", out);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", packed));
+    std::vector<llvm::Value*> args;
+    for (unsigned i = 0; i <= nBuffers; ++i)
+      args.push_back(b.CreateLoad(ptrTy, b.CreateConstInBoundsGEP1_64(ptrTy, packed->getArg(0), i)));
+    b.CreateCall(impl.fn, args);
+    b.CreateRetVoid();
+  }
 
   std::string err;
   llvm::raw_string_ostream os(err);
   ADJIT_ASSERT(!llvm::verifyModule(out, &os), "codegen produced invalid LLVM IR: " + err);
+  return impl.scratch;
 }
 
 } // namespace adjit::codegen

@@ -2,7 +2,10 @@
 //
 // For an IR function @f the generated code is
 //   void <symbol>(const void* in0, ..., void* out0, ...)   // buffers must not overlap
-//   void <symbol>.packed(void** args)                      // args = {in..., out...}
+//   void <symbol>.packed(void** args)                      // args = {in..., out..., scratch}
+// Large intermediates live in a scratch region whose size is known at compile
+// time: <symbol> mallocs it per call; callers of .packed (the JIT) pass a
+// reusable one, so repeated calls touch no fresh pages.
 // Elementwise and index-mapping ops fuse into the loops of their consumers
 // (a reduction at the end of a chain included), so their intermediates are
 // never stored; see FunctionEmitter::plan for what is materialised.
@@ -15,7 +18,7 @@
 namespace adjit::codegen {
 
 /// Adds the lowering of `m`'s function `entry` (and the functions it calls) to
-/// `out` under the external name `symbol`.
-void lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out);
+/// `out` under the external name `symbol`; returns the scratch bytes it needs.
+uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out);
 
 } // namespace adjit::codegen

@@ -83,8 +83,8 @@ struct LowerCtx : EmitBase {
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) const;
   /// A stack slot for a scalar accumulator of dtype t.
   llvm::Value* scalarSlot(DType t) const;
-  /// Pointer to the LLVM function lowered from module function `name`.
-  llvm::Function* callee(const std::string& name) const;
+  /// Calls module function `name` with operand and result buffers.
+  void call(const std::string& name, std::vector<llvm::Value*> buffers) const;
 };
 
 } // namespace adjit::codegen

@@ -2,17 +2,73 @@
 #include <adjit/array.h>
 
 #include <cmath>
+#include <mutex>
+#include <unordered_map>
 #include <cstdlib>
 #include <fmt/format.h>
 
 namespace adjit {
 
-static void* allocate(std::size_t bytes) {
-  std::size_t n = (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, n);
-  if (!p) throw std::bad_alloc();
-  return p;
+namespace {
+
+/// Keeps recently freed large blocks for reuse, by size (as PyTorch's caching
+/// allocator does): a jitted function called in a loop then gets its output
+/// and input buffers back without the kernel faulting in fresh pages (glibc
+/// maps and unmaps blocks this large on every allocation). Bounded in bytes.
+class BlockCache {
+public:
+  static constexpr std::size_t kMinBytes = 64 << 10;
+  static constexpr std::size_t kMaxCachedBytes = 512u << 20;
+
+  static std::size_t rounded(std::size_t bytes) {
+    const std::size_t unit = bytes >= kMinBytes ? 4096 : 64;
+    return (std::max<std::size_t>(bytes, 1) + unit - 1) / unit * unit;
+  }
+  void* take(std::size_t n) {
+    if (n >= kMinBytes) {
+      std::lock_guard lock(m_);
+      auto it = free_.find(n);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= n;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, n);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void give(void* p, std::size_t n) {
+    if (n >= kMinBytes) {
+      std::lock_guard lock(m_);
+      if (cached_ + n <= kMaxCachedBytes) {
+        free_[n].push_back(p);
+        cached_ += n;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  ~BlockCache() {
+    for (auto& [n, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+  }
+
+private:
+  std::mutex m_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_ = 0;
+};
+
+BlockCache& blocks() {
+  static BlockCache* cache = new BlockCache; // never destroyed: Arrays may outlive static destruction
+  return *cache;
 }
+
+void* allocate(std::size_t bytes) { return blocks().take(BlockCache::rounded(bytes)); }
+
+} // namespace
 
 Array::Array(Type type) : Array(std::move(type), true) {}
 
@@ -27,7 +83,7 @@ Array::Array(Type type, bool zero) : type_(std::move(type)) {
 Array::~Array() { release(); }
 
 void Array::release() {
-  if (data_ && !small()) std::free(data_);
+  if (data_ && !small()) blocks().give(data_, BlockCache::rounded(type_.bytes()));
   data_ = nullptr;
 }
 

@@ -111,7 +111,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   llvm::LLVMContext ctx;
   llvm::Module lm(label, ctx);
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
-  codegen::lowerFunction(*m, r.function, symbol, lm);
+  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm);
   codegen::configureModule(lm, *tm);
   if (stages) stages->llvm_ir = codegen::printLLVM(lm);
   if (dump) dumpFile(label + ".3-llvm.ll", codegen::printLLVM(lm));
@@ -132,6 +132,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   kernel->key = key;
   kernel->inputs = fn->paramTypes();
   kernel->outputs = fn->resultTypes();
+  kernel->scratchBytes = scratch;
   {
     std::lock_guard lock(cacheMutex);
     auto it = cache().find(key);
@@ -163,11 +164,54 @@ std::size_t liveKernels() {
   return n;
 }
 
+namespace {
+
+/// A per-thread workspace reused across kernel calls (so large intermediates
+/// do not fault in fresh pages every call). Nested calls on one thread take
+/// the space above their caller's; what does not fit gets a fresh block.
+struct Arena {
+  char* base = nullptr;
+  std::size_t size = 0, top = 0;
+  ~Arena() { std::free(base); }
+};
+thread_local Arena arena;
+
+struct ArenaSlice {
+  char* ptr = nullptr;
+  std::size_t savedTop = 0;
+  bool owned = false;
+  explicit ArenaSlice(std::size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    savedTop = arena.top;
+    if (bytes == 0) return;
+    if (arena.top == 0 && bytes > arena.size) { // grow only when nothing is using it
+      std::free(arena.base);
+      arena.size = std::max<std::size_t>(bytes, 2 * arena.size);
+      arena.base = static_cast<char*>(std::aligned_alloc(64, arena.size));
+      if (!arena.base) throw std::bad_alloc();
+    }
+    if (arena.top + bytes <= arena.size) {
+      ptr = arena.base + arena.top;
+      arena.top += bytes;
+    } else {
+      ptr = static_cast<char*>(std::aligned_alloc(64, bytes));
+      if (!ptr) throw std::bad_alloc();
+      owned = true;
+    }
+  }
+  ~ArenaSlice() {
+    if (owned) std::free(ptr);
+    arena.top = savedTop;
+  }
+};
+
+} // namespace
+
 void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs) {
   constexpr std::size_t kInline = 16;
   void* inlinePtrs[kInline];
   std::vector<void*> heapPtrs;
-  const std::size_t n = args.size() + k.outputs.size();
+  const std::size_t n = args.size() + k.outputs.size() + 1;
   void** ptrs = inlinePtrs;
   if (n > kInline) {
     heapPtrs.resize(n);
@@ -178,6 +222,8 @@ void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>
   for (const Type& t : k.outputs) outs.push_back(Array::uninitialized(t));
   for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = const_cast<void*>(args[i].data);
   for (std::size_t i = 0; i < outs.size(); ++i) ptrs[args.size() + i] = outs[i].raw();
+  ArenaSlice scratch(k.scratchBytes);
+  ptrs[n - 1] = scratch.ptr;
   k.packed(ptrs);
 }
 

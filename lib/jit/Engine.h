@@ -17,6 +17,7 @@ struct Kernel {
   void (*packed)(void**) = nullptr;
   std::vector<Type> inputs, outputs;
   uint64_t key = 0;
+  uint64_t scratchBytes = 0; ///< workspace the kernel needs per call
   struct Resources;
   std::unique_ptr<Resources> resources;
   ~Kernel();

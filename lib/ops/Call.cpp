@@ -30,7 +30,7 @@ void defineCallOps(Table& t) {
         std::vector<llvm::Value*> args;
         for (std::size_t i = 0; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
         args.insert(args.end(), c.results.begin(), c.results.end());
-        c.b.CreateCall(c.callee(c.op.callees[0]), args);
+        c.call(c.op.callees[0], std::move(args));
       },
       // run the callee's VJP function (it recomputes the callee's forward)
       .vjp = [](const autodiff::VjpCtx& c) {
