@@ -169,12 +169,6 @@ void InferCtx::expectSameTypes() const {
   }
 }
 
-bool FoldCtx::isSplat(std::size_t i, double v) const {
-  const Array* a = constants[i];
-  if (!a) return false;
-  for (int64_t k = 0; k < a->size(); ++k)
-    if (a->at(k) != v) return false;
-  return true;
-}
+bool FoldCtx::isSplat(std::size_t i, double v) const { return i < splats.size() && splats[i] && *splats[i] == v; }
 
 } // namespace adjit::ir

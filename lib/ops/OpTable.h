@@ -67,8 +67,10 @@ struct FoldCtx {
   const Op& op;
   const Function& fn;
   std::span<const Array* const> constants; ///< nullptr where the operand is not constant
+  std::span<const std::optional<double>> splats; ///< the operand's value where all its elements are one
   const Type& type(ValueId v) const { return fn.type(v); }
-  /// True when operand `i` is a constant whose every element equals `v`.
+  /// True when every element of operand `i` is known to equal `v` (a constant,
+  /// or a broadcast or reshape of one).
   bool isSplat(std::size_t i, double v) const;
 };
 
@@ -87,6 +89,7 @@ enum Trait : uint32_t {
   kRemapsIndex = 1u << 5,          ///< reads operand elements at other indices than the result's
   kMaterializesOperands = 1u << 6, ///< its lowering reads operands from buffers, not fused
   kHasCallee = 1u << 7,            ///< references functions of the module
+  kElementsFromOperand = 1u << 8,  ///< every result element is an element of operand 0 (splats stay splats)
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver

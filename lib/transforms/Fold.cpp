@@ -8,8 +8,9 @@
 
 namespace adjit::transforms {
 
-/// Constants larger than this are not produced by folding (they would bloat the IR).
-constexpr int64_t kMaxFoldedElements = 1 << 16;
+/// Constants larger than this are not produced by folding: they would bloat
+/// the IR, and a broadcast of a scalar costs nothing in fused loops.
+constexpr int64_t kMaxFoldedElements = 64;
 
 void replaceUses(ir::Function& f, const std::vector<ir::ValueId>& map) {
   for (ir::Op& op : f.ops)
@@ -33,6 +34,7 @@ void fold(ir::Module& m) {
     std::vector<ir::ValueId> map(f.types.size());
     for (std::size_t v = 0; v < map.size(); ++v) map[v] = static_cast<ir::ValueId>(v);
     std::vector<const Array*> constant(f.types.size(), nullptr);
+    std::vector<std::optional<double>> splat(f.types.size()); // values whose elements are all one value
     std::deque<Array> values; // known constant values, at stable addresses
     std::vector<ir::Op> out;
     out.reserve(f.ops.size());
@@ -52,7 +54,13 @@ void fold(ir::Module& m) {
         for (const Array* a : args) in.push_back(*a);
         ir::EvalCtx ec{op, f, in, nullptr};
         std::vector<Array> vals = info.hooks.eval(ec);
-        for (std::size_t i = 0; i < vals.size(); ++i) constant[op.results[i]] = &values.emplace_back(std::move(vals[i]));
+        for (std::size_t i = 0; i < vals.size(); ++i) {
+          const Array& a = values.emplace_back(std::move(vals[i]));
+          constant[op.results[i]] = &a;
+          bool uniform = a.size() > 0;
+          for (int64_t k = 1; k < a.size() && uniform; ++k) uniform = a.at(k) == a.at(0);
+          if (uniform) splat[op.results[i]] = a.at(0);
+        }
         if (op.operands.empty()) { // already a leaf (a constant, an iota): keep it
           out.push_back(std::move(op));
           continue;
@@ -61,7 +69,11 @@ void fold(ir::Module& m) {
           out.push_back(makeConstant(op.results[i], *constant[op.results[i]], op.loc));
         continue;
       }
-      ir::FoldCtx fc{op, f, args};
+      std::vector<std::optional<double>> splats;
+      for (ir::ValueId o : op.operands) splats.push_back(splat[o]);
+      if (info.has(ops::kElementsFromOperand) && splat[op.operands[0]])
+        for (ir::ValueId r : op.results) splat[r] = splat[op.operands[0]];
+      ir::FoldCtx fc{op, f, args, splats};
       if (auto r = info.hooks.fold(fc)) {
         ir::ValueId res = op.results[0];
         if (auto* v = std::get_if<ir::ValueId>(&*r)) {
@@ -69,6 +81,7 @@ void fold(ir::Module& m) {
           continue;
         }
         constant[res] = &values.emplace_back(std::get<Array>(*r));
+        if (constant[res]->size() == 1) splat[res] = constant[res]->at(0);
         out.push_back(makeConstant(res, std::get<Array>(std::move(*r)), op.loc));
         continue;
       }
