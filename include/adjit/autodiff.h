@@ -215,10 +215,54 @@ template <class F> GradFn<std::decay_t<F>, true, 0> value_and_grad(F&& f) {
   return value_and_grad(std::forward<F>(f), argnums<0>);
 }
 
-/// Inside a trace: std::pair{f(primals...), vjp_fn} where vjp_fn(cotangent)
-/// returns the cotangent of each primal Tensor leaf, in order (zeros where
-/// unconnected). f must return one Tensor.
+namespace detail {
+struct HostVjp;
+} // namespace detail
+
+template <class F, class... P> auto tracedVjp(F&& f, const P&... primals);
+
+/// The backward half of a vjp computed on Arrays: call it with the output's
+/// cotangent to get the cotangent of each primal leaf, in order.
+class VjpBackward {
+public:
+  explicit VjpBackward(std::shared_ptr<detail::HostVjp> s) : state_(std::move(s)) {}
+  std::vector<Array> operator()(const Array& cotangent) const;
+  /// Bytes of residuals the forward kept for this backward.
+  std::size_t residual_bytes() const;
+
+private:
+  std::shared_ptr<detail::HostVjp> state_;
+};
+
+namespace detail {
+/// Traces f, splits its VJP into forward and backward functions, compiles
+/// both, runs the forward and keeps its residuals.
+std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<const Leaf> leaves,
+                                      const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body);
+} // namespace detail
+
+/// std::pair{f(primals...), vjp_fn} where vjp_fn(cotangent) returns the
+/// cotangent of each primal leaf, in order (zeros where unconnected); f
+/// returns one Tensor. With Tensors inside a trace the backward ops join the
+/// trace. With Arrays, f is compiled as a forward that keeps only the
+/// residuals the backward needs, and a backward that reads them: no tape.
 template <class F, class... P> auto vjp(F&& f, const P&... primals) {
+  if constexpr (!std::disjunction_v<detail::HasTensor<std::decay_t<P>>...>) {
+    detail::ArgCollector c;
+    detail::TypeCollector tc;
+    (detail::In<P>::visit(primals, c), ...);
+    (detail::In<P>::visit(primals, tc), ...);
+    return detail::hostVjp(tc.types, c.leaves(), [&](std::span<const Tensor> params) {
+      const Tensor* it = params.data();
+      std::tuple<detail::tensor_type_t<P>...> targs{detail::In<P>::build(primals, it)...};
+      return std::vector<Tensor>{std::apply(f, targs)};
+    });
+  } else {
+    return tracedVjp(std::forward<F>(f), primals...);
+  }
+}
+
+template <class F, class... P> auto tracedVjp(F&& f, const P&... primals) {
   std::tuple<P...> in{primals...};
   auto aliased = std::apply([](const auto&... p) {
     auto a = [](const Tensor& x) { return detail::alias(x); };

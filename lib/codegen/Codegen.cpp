@@ -9,6 +9,7 @@
 #include "support/Assert.h"
 
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -57,6 +58,8 @@ public:
     b_.CreateCall(l.fn, buffers);
   }
   llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);
+  /// Records a load or store of buffer `base`; see finishAliasScopes.
+  void tagAccess(llvm::Instruction* access, llvm::Value* base);
   llvm::Value* constantGlobal(const Array& a);
 
 private:
@@ -101,6 +104,12 @@ private:
   const ir::Function& f_;
   llvm::Function* out_;
   llvm::IRBuilder<> b_;
+  /// Gives every buffer its own alias scope: loads and stores of one buffer are
+  /// marked as not aliasing any other, which LLVM cannot see for buffers
+  /// carved from one scratch region.
+  void finishAliasScopes();
+  std::map<llvm::Value*, int> scopeOf_;
+  std::vector<std::pair<llvm::Instruction*, int>> accesses_;
   std::function<Lowered(const std::string&)> callee_;
   llvm::Value* scratch_ = nullptr;  ///< the scratch argument: large intermediates live here
   uint64_t scratchBytes_ = 0;
@@ -202,14 +211,15 @@ llvm::FastMathFlags EmitBase::reassocFlags() const {
 
 llvm::Value* EmitBase::load(DType t, llvm::Value* buffer, llvm::Value* lin) const {
   llvm::Type* st = storageType(b, t);
-  llvm::Value* v = b.CreateLoad(st, b.CreateInBoundsGEP(st, buffer, lin));
-  return t == DType::i1 ? b.CreateTrunc(v, b.getInt1Ty()) : v;
+  llvm::LoadInst* v = b.CreateLoad(st, b.CreateInBoundsGEP(st, buffer, lin));
+  fe.tagAccess(v, buffer);
+  return t == DType::i1 ? b.CreateTrunc(v, b.getInt1Ty()) : static_cast<llvm::Value*>(v);
 }
 
 void EmitBase::store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Value* lin) const {
   llvm::Type* st = storageType(b, t);
   if (t == DType::i1) value = b.CreateZExt(value, st);
-  b.CreateStore(value, b.CreateInBoundsGEP(st, buffer, lin));
+  fe.tagAccess(b.CreateStore(value, b.CreateInBoundsGEP(st, buffer, lin)), buffer);
 }
 
 llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constantGlobal(a); }
@@ -263,6 +273,31 @@ llvm::Value* FunctionEmitter::entryAlloca(llvm::Type* t, uint64_t count) {
   llvm::AllocaInst* a = eb.CreateAlloca(t, eb.getInt64(count));
   a->setAlignment(llvm::Align(64));
   return a;
+}
+
+void FunctionEmitter::tagAccess(llvm::Instruction* access, llvm::Value* base) {
+  auto [it, fresh] = scopeOf_.try_emplace(base, static_cast<int>(scopeOf_.size()));
+  accesses_.push_back({access, it->second});
+}
+
+void FunctionEmitter::finishAliasScopes() {
+  if (scopeOf_.size() < 2) return;
+  llvm::MDBuilder md(out_->getContext());
+  llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(out_->getName());
+  std::vector<llvm::Metadata*> scopes(scopeOf_.size());
+  for (std::size_t i = 0; i < scopes.size(); ++i) scopes[i] = md.createAnonymousAliasScope(domain);
+  std::vector<llvm::MDNode*> own(scopes.size()), others(scopes.size());
+  for (std::size_t i = 0; i < scopes.size(); ++i) {
+    own[i] = llvm::MDNode::get(out_->getContext(), {scopes[i]});
+    std::vector<llvm::Metadata*> rest;
+    for (std::size_t j = 0; j < scopes.size(); ++j)
+      if (j != i) rest.push_back(scopes[j]);
+    others[i] = llvm::MDNode::get(out_->getContext(), rest);
+  }
+  for (auto [inst, k] : accesses_) {
+    inst->setMetadata(llvm::LLVMContext::MD_alias_scope, own[static_cast<std::size_t>(k)]);
+    inst->setMetadata(llvm::LLVMContext::MD_noalias, others[static_cast<std::size_t>(k)]);
+  }
 }
 
 llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {
@@ -673,6 +708,7 @@ uint64_t FunctionEmitter::emit() {
   }
   b_.CreateRetVoid();
   llvm::IRBuilder<>(entry_).CreateBr(body);
+  finishAliasScopes();
   return scratchBytes_;
 }
 

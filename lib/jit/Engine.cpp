@@ -222,6 +222,11 @@ void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>
   for (const Type& t : k.outputs) outs.push_back(Array::uninitialized(t));
   for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = const_cast<void*>(args[i].data);
   for (std::size_t i = 0; i < outs.size(); ++i) ptrs[args.size() + i] = outs[i].raw();
+  if (k.scratchBytes == 0) {
+    ptrs[n - 1] = nullptr;
+    k.packed(ptrs);
+    return;
+  }
   ArenaSlice scratch(k.scratchBytes);
   ptrs[n - 1] = scratch.ptr;
   k.packed(ptrs);

@@ -178,3 +178,21 @@ TEST_CASE("an op without a VJP rule on a differentiable path is an error at its 
   CHECK(scalar(grad([](Tensor x) { return x * sum(sin(stop_gradient(x))); })(0.0)) == 0.0);
   hooks.vjp = saved;
 }
+
+TEST_CASE("vjp on Arrays: a compiled forward keeps residuals, the backward reads them") {
+  auto f = [](Tensor x, Tensor w) { return tanh(x * w); };
+  Array x = f64({0.5, -1, 2}), w = f64({2, 3, 0.25});
+  auto [y, back] = vjp(f, x, w);
+  CHECK(y.to_vector<double>()[0] == doctest::Approx(std::tanh(1.0)));
+  std::vector<Array> g = back(f64({1, 1, 1}));
+  REQUIRE(g.size() == 2);
+  for (int i = 0; i < 3; ++i) {
+    double xi = x.at(i), wi = w.at(i), s = 1 - std::tanh(xi * wi) * std::tanh(xi * wi);
+    CHECK(g[0].at(i) == doctest::Approx(s * wi));
+    CHECK(g[1].at(i) == doctest::Approx(s * xi));
+  }
+  CHECK(back.residual_bytes() > 0);
+  // The backward can be called again with another cotangent.
+  CHECK(back(f64({2, 0, 0}))[0].at(0) == doctest::Approx(2 * (1 - std::tanh(1.0) * std::tanh(1.0)) * 2));
+  CHECK_THROWS_WITH_AS(back(f64({1, 1})), "error: vjp: the cotangent must have the output's type f64[3], got f64[2]", Error);
+}

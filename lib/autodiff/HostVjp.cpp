@@ -1,0 +1,60 @@
+// autodiff/HostVjp.cpp — vjp on Arrays: a compiled forward that returns its
+// residuals, and a compiled backward that consumes them.
+#include "autodiff/Reverse.h"
+#include "jit/Engine.h"
+
+#include <adjit/autodiff.h>
+
+namespace adjit {
+namespace detail {
+
+struct HostVjp {
+  std::shared_ptr<engine::Kernel> backward;
+  std::vector<Array> residuals;
+  std::vector<Type> primals;
+  std::vector<bool> floating; ///< which primal leaves the backward returns a cotangent for
+  Type output;
+};
+
+std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<const Leaf> leaves,
+                                      const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
+  Module traced = traceModule("vjp", types, body);
+  auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
+  const std::size_t nResiduals = autodiff::splitVjp(m, "vjp");
+  auto forward = engine::compile({*m, "vjp.fwd", 2, "", 0});
+  auto state = std::make_shared<HostVjp>();
+  state->backward = engine::compile({*m, "vjp.bwd", 2, "", 0});
+  state->primals = types;
+  for (const Type& t : types) state->floating.push_back(is_floating(t.dtype));
+  std::vector<Array> outs;
+  engine::run(*forward, leaves, outs);
+  state->output = outs.at(0).type();
+  for (std::size_t i = 0; i < nResiduals; ++i) state->residuals.push_back(std::move(outs.at(1 + i)));
+  return {std::move(outs.at(0)), VjpBackward(state)};
+}
+
+} // namespace detail
+
+std::vector<Array> VjpBackward::operator()(const Array& cotangent) const {
+  const detail::HostVjp& s = *state_;
+  if (cotangent.type() != s.output)
+    throw Error("vjp: the cotangent must have the output's type " + s.output.str() + ", got " + cotangent.type().str());
+  std::vector<detail::Leaf> leaves;
+  for (const Array& r : s.residuals) leaves.push_back({r.raw(), &r.type()});
+  if (is_floating(s.output.dtype)) leaves.push_back({cotangent.raw(), &cotangent.type()});
+  std::vector<Array> dx;
+  engine::run(*s.backward, leaves, dx);
+  std::vector<Array> out;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < s.primals.size(); ++i)
+    out.push_back(s.floating[i] ? std::move(dx.at(k++)) : Array(s.primals[i]));
+  return out;
+}
+
+std::size_t VjpBackward::residual_bytes() const {
+  std::size_t n = 0;
+  for (const Array& r : state_->residuals) n += r.bytes();
+  return n;
+}
+
+} // namespace adjit
