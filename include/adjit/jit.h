@@ -130,9 +130,26 @@ template <class A, std::size_t N> struct HasTensor<std::array<A, N>> : HasTensor
 template <class... A> struct HasTensor<std::tuple<A...>> : std::disjunction<HasTensor<A>...> {};
 template <class A, class B> struct HasTensor<std::pair<A, B>> : std::disjunction<HasTensor<A>, HasTensor<B>> {};
 
+/// The trace body for f called on arguments like `args`: builds f's tensor
+/// arguments from the parameters, calls f, keeps its output structure.
+template <class F, class... Args> JitCore::Body traceBody(const F& f, const Args&... args) {
+  using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
+  return [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
+    const Tensor* it = params.data();
+    std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
+    R r = std::apply(f, targs);
+    std::vector<Tensor> outs;
+    Out<R>::flatten(r, outs);
+    skel = std::make_shared<R>(std::move(r));
+    return outs;
+  };
+}
+
 /// Runs f compiled for the arguments' signature (Arrays / scalars in any
-/// supported structure); returns Arrays in f's output structure.
-template <class F, class... Args> auto callCompiled(JitCore& core, const F& f, const Args&... args) {
+/// supported structure, or with `inTrace`, Tensors: then a call of f is
+/// recorded in the current trace); returns f's output structure of Arrays
+/// (or Tensors).
+template <bool InTrace, class F, class... Args> auto call(JitCore& core, const F& f, const Args&... args) {
   ArgCollector c;
   (In<Args>::visit(args, c), ...);
   if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
@@ -142,48 +159,23 @@ template <class F, class... Args> auto callCompiled(JitCore& core, const F& f, c
   } else {
     using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
     c.mix(typeid(std::tuple<Args...>).hash_code());
-    JitCore::Body body = [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
-      const Tensor* it = params.data();
-      std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
-      R r = std::apply(f, targs);
-      std::vector<Tensor> outs;
-      Out<R>::flatten(r, outs);
-      skel = std::make_shared<R>(std::move(r));
-      return outs;
-    };
-    std::vector<Array> outs;
-    const std::shared_ptr<void>& skel = core.call(c.hash, c.leaves(), body, outs);
-    Array* it = outs.data();
-    return Out<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+    JitCore::Body body = traceBody(f, args...);
+    if constexpr (InTrace) {
+      std::shared_ptr<void> skel;
+      std::vector<Tensor> outs = core.callInTrace(c.hash, c.tensors, body, skel);
+      const Tensor* it = outs.data();
+      return OutTensors<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+    } else {
+      std::vector<Array> outs;
+      const std::shared_ptr<void>& skel = core.call(c.hash, c.leaves(), body, outs);
+      Array* it = outs.data();
+      return Out<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+    }
   }
 }
 
-/// Inside another trace: records a call of f (traced once per signature into
-/// the trace's module) and returns its results as Tensors.
-template <class F, class... Args> auto callInTrace(JitCore& core, const F& f, const Args&... args) {
-  ArgCollector c;
-  (In<Args>::visit(args, c), ...);
-  if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
-    TypeCollector tc;
-    (In<Args>::visit(args, tc), ...);
-    throwNotInvocable(core.options().name, tc.types);
-  } else {
-    using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
-    c.mix(typeid(std::tuple<Args...>).hash_code());
-    JitCore::Body body = [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
-      const Tensor* it = params.data();
-      std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
-      R r = std::apply(f, targs);
-      std::vector<Tensor> outs;
-      Out<R>::flatten(r, outs);
-      skel = std::make_shared<R>(std::move(r));
-      return outs;
-    };
-    std::shared_ptr<void> skel;
-    std::vector<Tensor> outs = core.callInTrace(c.hash, c.tensors, body, skel);
-    const Tensor* it = outs.data();
-    return OutTensors<R>::rebuild(*static_cast<const R*>(skel.get()), it);
-  }
+template <class F, class... Args> auto callCompiled(JitCore& core, const F& f, const Args&... args) {
+  return call<false>(core, f, args...);
 }
 
 } // namespace detail
@@ -198,20 +190,17 @@ public:
   /// compiled function and returns Arrays in f's output structure. Called with
   /// Tensors inside a trace: records a call to this function in that trace.
   template <class... Args> auto operator()(const Args&... args) const {
-    if constexpr (std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>)
-      return detail::callInTrace(*core_, f_, args...);
-    else
-      return detail::callCompiled(*core_, f_, args...);
+    return detail::call<std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>>(*core_, f_, args...);
   }
 
   /// The text of every compilation stage for arguments like `args` (Arrays,
   /// scalars or adjit::Type leaves): traced and optimised `.adj`, LLVM IR, assembly.
   template <class... Args> CompiledStages lower(const Args&... args) const {
-    return core_->stages(types(args...), body(args...));
+    return core_->stages(types(args...), detail::traceBody(f_, args...));
   }
   /// The traced module for arguments like `args`.
   template <class... Args> Module trace(const Args&... args) const {
-    return core_->module(types(args...), body(args...));
+    return core_->module(types(args...), detail::traceBody(f_, args...));
   }
   /// Number of signatures compiled so far.
   std::size_t cache_size() const { return core_->cacheSize(); }
@@ -222,19 +211,6 @@ private:
     (detail::In<Args>::visit(args, tc), ...);
     return tc.types;
   }
-  template <class... Args> detail::JitCore::Body body(const Args&... args) const {
-    using namespace detail;
-    return [this, &args...](std::span<const Tensor> params, std::shared_ptr<void>&) {
-      const Tensor* it = params.data();
-      std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
-      using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
-      R r = std::apply(f_, targs);
-      std::vector<Tensor> outs;
-      Out<R>::flatten(r, outs);
-      return outs;
-    };
-  }
-
   F f_;
   std::shared_ptr<detail::JitCore> core_;
 };

@@ -40,6 +40,38 @@ std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src,
   return outs;
 }
 
+/// In a fresh function of `m` named `name`: parameters like g's (then, with
+/// `withDy`, a cotangent per floating result), g's ops inlined, and the
+/// reverse pass from g's floating results to its floating parameters.
+struct Differentiated {
+  std::vector<Tensor> ys;
+  std::vector<Tensor> dxs; ///< per floating parameter; zeros where unconnected
+};
+Differentiated differentiateInto(detail::TraceScope& scope, const ir::Function& g, bool withDy) {
+  std::vector<ir::ValueId> xs, dys;
+  for (ir::ValueId p : g.params) xs.push_back(scope.param(g.type(p)).id());
+  if (withDy)
+    for (ir::ValueId o : g.outputs)
+      if (is_floating(g.type(o).dtype)) dys.push_back(scope.param(g.type(o)).id());
+  std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, g, xs);
+  Request req;
+  req.end = scope.state().fn->ops.size();
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < ys.size(); ++i)
+    if (is_floating(g.type(g.outputs[i]).dtype)) {
+      req.targets.push_back(ys[i]);
+      req.seeds.push_back(withDy ? std::optional<Tensor>(detail::wrap(scope.state(), dys[k++])) : std::nullopt);
+    }
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    if (is_floating(g.type(g.params[i]).dtype)) req.sources.push_back(xs[i]);
+  std::vector<std::optional<Tensor>> dx = reverse(req);
+  Differentiated d;
+  for (ir::ValueId y : ys) d.ys.push_back(detail::wrap(scope.state(), y));
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    d.dxs.push_back(dx[i] ? *dx[i] : zeros_like(detail::wrap(scope.state(), req.sources[i])));
+  return d;
+}
+
 } // namespace
 
 std::vector<std::optional<Tensor>> reverse(const Request& r) {
@@ -145,27 +177,9 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
   const ir::Function* g = m->lookup(name);
   if (!g) throw Error("vjp: no function named @" + name + " in the module");
   detail::TraceScope scope(m, vname);
-  ir::Function& f = *scope.state().fn;
-  std::vector<ir::ValueId> xs, dys;
-  for (ir::ValueId p : g->params) xs.push_back(scope.param(g->type(p)).id());
-  for (ir::ValueId o : g->outputs)
-    if (is_floating(g->type(o).dtype)) dys.push_back(scope.param(g->type(o)).id());
-  std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, *g, xs);
-  Request req;
-  req.end = f.ops.size();
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < ys.size(); ++i)
-    if (is_floating(g->type(g->outputs[i]).dtype)) {
-      req.targets.push_back(ys[i]);
-      req.seeds.push_back(detail::wrap(scope.state(), dys[k++]));
-    }
-  for (std::size_t i = 0; i < xs.size(); ++i)
-    if (is_floating(g->type(g->params[i]).dtype)) req.sources.push_back(xs[i]);
-  std::vector<std::optional<Tensor>> dx = reverse(req);
-  std::vector<Tensor> outs;
-  for (ir::ValueId y : ys) outs.push_back(detail::wrap(scope.state(), y));
-  for (std::size_t i = 0; i < dx.size(); ++i)
-    outs.push_back(dx[i] ? *dx[i] : zeros_like(detail::wrap(scope.state(), req.sources[i])));
+  Differentiated d = differentiateInto(scope, *g, /*withDy=*/true);
+  std::vector<Tensor> outs = d.ys;
+  outs.insert(outs.end(), d.dxs.begin(), d.dxs.end());
   scope.finish(outs);
   return vname;
 }
@@ -178,19 +192,7 @@ std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string
   if (g->outputs.size() != 1 || g->type(g->outputs[0]).rank() != 0 || !is_floating(g->type(g->outputs[0]).dtype))
     throw Error("grad: @" + name + " must return one floating-point scalar, but returns " + g->signature());
   detail::TraceScope scope(m, gname);
-  std::vector<ir::ValueId> xs;
-  for (ir::ValueId p : g->params) xs.push_back(scope.param(g->type(p)).id());
-  std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, *g, xs);
-  Request req;
-  req.end = scope.state().fn->ops.size();
-  req.targets = ys;
-  for (std::size_t i = 0; i < xs.size(); ++i)
-    if (is_floating(g->type(g->params[i]).dtype)) req.sources.push_back(xs[i]);
-  std::vector<std::optional<Tensor>> dx = reverse(req);
-  std::vector<Tensor> outs;
-  for (std::size_t i = 0; i < dx.size(); ++i)
-    outs.push_back(dx[i] ? *dx[i] : zeros_like(detail::wrap(scope.state(), req.sources[i])));
-  scope.finish(outs);
+  scope.finish(differentiateInto(scope, *g, /*withDy=*/false).dxs);
   return gname;
 }
 
