@@ -37,9 +37,16 @@ public:
 
   Array(const Array& o);
   Array& operator=(const Array& o);
-  Array(Array&& o) noexcept;
-  Array& operator=(Array&& o) noexcept;
-  ~Array();
+  Array(Array&& o) noexcept : type_(std::move(o.type_)) { take(o); }
+  Array& operator=(Array&& o) noexcept {
+    if (this != &o) {
+      release();
+      type_ = std::move(o.type_);
+      take(o);
+    }
+    return *this;
+  }
+  ~Array() { release(); }
 
   /// An array whose data is left uninitialised (to be overwritten).
   static Array uninitialized(Type type) { return Array(std::move(type), false); }
@@ -78,7 +85,24 @@ public:
 private:
   Array(Type type, bool zero);
   void check(DType asked) const;
-  void release();
+  void release() {
+    if (data_ && !small()) releaseHeap();
+    data_ = nullptr;
+  }
+  void releaseHeap();
+  /// Takes o's data (copying it when it lives inline); o becomes an f32 scalar 0.
+  void take(Array& o) noexcept {
+    if (o.small()) {
+      data_ = small_;
+      std::memcpy(small_, o.small_, kSmallBytes);
+    } else {
+      data_ = o.data_;
+    }
+    o.type_.dtype = DType::f32;
+    o.type_.shape.clear();
+    o.data_ = o.small_;
+    std::memset(o.small_, 0, kSmallBytes);
+  }
   bool small() const { return data_ == small_; }
   static constexpr std::size_t kSmallBytes = 16; ///< scalars and tiny arrays live inline
   Type type_;

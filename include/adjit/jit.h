@@ -158,7 +158,8 @@ template <bool InTrace, class F, class... Args> auto call(JitCore& core, const F
     throwNotInvocable(core.options().name, tc.types);
   } else {
     using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
-    c.mix(typeid(std::tuple<Args...>).hash_code());
+    static const std::size_t structure = typeid(std::tuple<Args...>).hash_code(); // hashes a name: once
+    c.mix(structure);
     JitCore::Body body = traceBody(f, args...);
     if constexpr (InTrace) {
       std::shared_ptr<void> skel;

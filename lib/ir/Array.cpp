@@ -80,32 +80,12 @@ Array::Array(Type type, bool zero) : type_(std::move(type)) {
   if (zero) std::memset(data_, 0, n);
 }
 
-Array::~Array() { release(); }
-
-void Array::release() {
-  if (data_ && !small()) blocks().give(data_, BlockCache::rounded(type_.bytes()));
-  data_ = nullptr;
-}
+void Array::releaseHeap() { blocks().give(data_, BlockCache::rounded(type_.bytes())); }
 
 Array::Array(const Array& o) : Array(o.type_, false) { std::memcpy(data_, o.data_, o.bytes()); }
 
 Array& Array::operator=(const Array& o) {
   if (this != &o) *this = Array(o);
-  return *this;
-}
-
-Array::Array(Array&& o) noexcept { *this = std::move(o); }
-
-/// Takes o's data (copying it when it lives inline); o becomes an f32 scalar 0.
-Array& Array::operator=(Array&& o) noexcept {
-  if (this == &o) return *this;
-  release();
-  type_ = std::move(o.type_);
-  data_ = o.small() ? static_cast<void*>(small_) : o.data_;
-  if (o.small()) std::memcpy(small_, o.small_, kSmallBytes);
-  o.type_ = Type{DType::f32, {}};
-  o.data_ = o.small_;
-  std::memset(o.small_, 0, kSmallBytes);
   return *this;
 }
 
