@@ -36,8 +36,7 @@ std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, cons
   autodiff::Request r;
   r.end = s.fn->ops.size();
   for (std::size_t i = 0; i < ys.size(); ++i) {
-    detail::traceOf(ys[i], "gradients", loc);
-    r.targets.push_back(ys[i].id());
+    r.targets.push_back(detail::valueOf(ys[i], "gradients", loc));
     if (!grad_ys.empty()) {
       if (grad_ys[i].type() != ys[i].type())
         throw Error(fmt::format("gradients: grad_ys[{}] has type {}, but ys[{}] has type {}", i, grad_ys[i].type().str(), i,
@@ -45,8 +44,8 @@ std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, cons
       r.seeds.push_back(grad_ys[i]);
     }
   }
-  for (const Tensor& x : xs) r.sources.push_back(detail::traceOf(x, "gradients", loc).id == s.id ? x.id() : -1);
-  for (const Tensor& t : stop_gradients) r.stops.push_back(t.id());
+  for (const Tensor& x : xs) r.sources.push_back(detail::valueOf(x, "gradients", loc));
+  for (const Tensor& t : stop_gradients) r.stops.push_back(detail::valueOf(t, "gradients", loc));
   return fill(autodiff::reverse(r), xs, unconnected);
 }
 
@@ -76,22 +75,23 @@ std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, 
     throw Error("GradientTape::gradient: a non-persistent GradientTape can only be used to compute one set of "
                 "gradients; create it with GradientTape(/*persistent=*/true) to call gradient more than once", loc);
   used_ = true;
-  detail::traceOf(target, "GradientTape::gradient", loc);
+  const ir::ValueId targetId = detail::valueOf(target, "GradientTape::gradient", loc);
   if (og && og->type() != target.type())
     throw Error(fmt::format("GradientTape::gradient: output_gradient has type {}, but the target has type {}",
                             og->type().str(), target.type().str()), loc);
   autodiff::Request r;
   r.begin = begin_;
   r.end = s.fn->ops.size();
-  r.targets = {target.id()};
+  r.targets = {targetId};
   r.seeds = {og};
   // Only watched tensors are sources: others get no gradient.
   std::vector<bool> isWatched;
   for (const Tensor& src : sources) {
-    detail::traceOf(src, "GradientTape::gradient", loc);
-    bool w = std::any_of(watched_.begin(), watched_.end(), [&](const Tensor& t) { return t.id() == src.id(); });
+    const ir::ValueId id = detail::valueOf(src, "GradientTape::gradient", loc);
+    bool w = std::any_of(watched_.begin(), watched_.end(),
+                         [&](const Tensor& t) { return detail::valueOf(t, "GradientTape::gradient", loc) == id; });
     isWatched.push_back(w);
-    if (w) r.sources.push_back(src.id());
+    if (w) r.sources.push_back(id);
   }
   std::vector<std::optional<Tensor>> g = autodiff::reverse(r), out;
   std::size_t k = 0;
@@ -105,7 +105,8 @@ Tensor alias(const Tensor& t) {
   TraceState& s = traceOf(t, "grad", {});
   ir::Attrs a;
   a.set("shape", t.shape());
-  return wrap(s, s.builder.create1(ir::OpKind::Reshape, {t.id()}, std::move(a), s.locOverride.value_or(Location{})));
+  return wrap(s, s.builder.create1(ir::OpKind::Reshape, {valueOf(t, "grad", {})}, std::move(a),
+                                   s.locOverride.value_or(Location{})));
 }
 
 std::size_t traceMark() {
@@ -120,9 +121,9 @@ std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor&
   autodiff::Request r;
   r.begin = mark;
   r.end = s.fn->ops.size();
-  r.targets = {y.id()};
+  r.targets = {valueOf(y, "grad", {})};
   r.seeds = {std::move(seed)};
-  for (const Tensor& x : xs) r.sources.push_back(x.id());
+  for (const Tensor& x : xs) r.sources.push_back(valueOf(x, "grad", {}));
   return autodiff::reverse(r);
 }
 

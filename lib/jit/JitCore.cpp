@@ -78,8 +78,7 @@ std::vector<Tensor> JitCore::callInTrace(uint64_t key, const std::vector<Tensor>
   std::vector<ir::ValueId> ids;
   std::vector<Type> types;
   for (const Tensor& t : args) {
-    traceOf(t, opts_.name, {});
-    ids.push_back(t.id());
+    ids.push_back(valueOf(t, opts_.name, {}));
     types.push_back(t.type());
   }
   auto slot = std::make_pair(static_cast<const void*>(this), key);

@@ -34,7 +34,7 @@ TraceState& stateOf(std::initializer_list<const Tensor*> ts, const char* op, con
 
 Tensor emit(TraceState& s, OpKind k, const std::vector<Tensor>& in, ir::Attrs attrs, const Location& loc) {
   std::vector<ir::ValueId> ids;
-  for (const Tensor& t : in) ids.push_back(t.id());
+  for (const Tensor& t : in) ids.push_back(detail::valueOf(t, "op", loc));
   return detail::wrap(s, s.builder.create1(k, std::move(ids), std::move(attrs), s.locOverride ? *s.locOverride : loc));
 }
 

@@ -27,7 +27,7 @@ Tensor TraceScope::param(const Type& t) { return wrap(*state_, state_->builder.p
 
 void TraceScope::finish(const std::vector<Tensor>& outputs) {
   std::vector<ir::ValueId> ids;
-  for (const Tensor& t : outputs) ids.push_back(traceOf(t, "return", {}).id == state_->id ? t.id() : -1);
+  for (const Tensor& t : outputs) ids.push_back(valueOf(t, "return", {}));
   state_->builder.ret(std::move(ids));
 }
 
@@ -36,6 +36,7 @@ TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc) {
   TraceState* s = tlsCurrent;
   if (!s) throw Error(std::string(op) + ": a Tensor was used outside of a trace (call the function through adjit::jit or adjit::trace)", loc);
   if (t.trace() != s->id) {
+    if (s->captures && s->captures->typeOf(t)) return *s;
     for (TraceState* p = s->parent; p; p = p->parent)
       if (p->id == t.trace())
         throw Error(std::string(op) + ": a Tensor of an enclosing trace was captured by a nested jitted function; pass it as an argument", loc);
@@ -45,6 +46,11 @@ TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc) {
 }
 
 Tensor wrap(TraceState& s, ir::ValueId v) { return Tensor(s.id, v); }
+
+ir::ValueId valueOf(const Tensor& t, std::string_view op, const Location& loc) {
+  TraceState& s = traceOf(t, op, loc);
+  return t.trace() == s.id ? t.id() : s.captures->capture(t);
+}
 
 Module traceModule(const std::string& name, const std::vector<Type>& params,
                    const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
@@ -75,6 +81,7 @@ namespace adjit {
 
 Type Tensor::type() const {
   detail::TraceState& s = detail::traceOf(*this, "Tensor::type", {});
+  if (trace_ != s.id) return *s.captures->typeOf(*this);
   return s.fn->type(id_);
 }
 

@@ -12,12 +12,24 @@
 
 namespace adjit::detail {
 
+/// Lets a trace use tensors of other traces (a custom gradient's forward body
+/// reading the enclosing trace; its grad_fn reading the forward's values):
+/// each such tensor stands for a value of this trace, created on first use.
+struct CaptureHook {
+  virtual ~CaptureHook() = default;
+  /// The type of `t` if this trace may capture it.
+  virtual std::optional<Type> typeOf(const Tensor& t) = 0;
+  /// The value standing for `t` in this trace.
+  virtual ir::ValueId capture(const Tensor& t) = 0;
+};
+
 struct TraceState {
   uint64_t id;
   std::shared_ptr<ir::Module> module;
   ir::Function* fn;
   ir::Builder builder;
   TraceState* parent;
+  std::shared_ptr<CaptureHook> captures; ///< may be null
   /// While a VJP rule runs: the primal op's location, given to the ops it creates.
   std::optional<Location> locOverride;
   /// Functions already traced into this module for nested jit calls: (jit core, signature) -> name.
@@ -46,5 +58,7 @@ private:
 /// adjit::Error naming `op` at `loc`.
 TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc);
 Tensor wrap(TraceState& s, ir::ValueId v);
+/// The value of the current trace `t` stands for (itself, or a capture).
+ir::ValueId valueOf(const Tensor& t, std::string_view op, const Location& loc);
 
 } // namespace adjit::detail
