@@ -1,6 +1,7 @@
 // autodiff/Reverse.cpp — the reverse-mode driver and the function-level VJP transforms.
 #include "autodiff/Reverse.h"
 
+#include "autodiff/CustomGradient.h"
 #include "autodiff/VjpCtx.h"
 #include "ir/Builder.h"
 #include "ops/OpTable.h"
@@ -160,6 +161,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
           return dxs;
         },
     };
+    ctx.customVjp = [i](const std::vector<std::optional<Tensor>>& cts) { return customVjp(i, cts); };
     info.hooks.vjp(ctx);
   }
 

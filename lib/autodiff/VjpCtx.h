@@ -23,6 +23,10 @@ struct VjpCtx {
   /// For ops that call functions: operand cotangents (nullopt where none) from result cotangents.
   std::function<std::vector<std::optional<Tensor>>(const std::vector<Tensor>&, const std::vector<std::optional<Tensor>>&)> callVjp;
 
+  /// For custom-gradient call sites: operand cotangents from the attached VJP
+  /// function (traced on first use).
+  std::function<std::vector<std::optional<Tensor>>(const std::vector<std::optional<Tensor>>&)> customVjp;
+
   Tensor x(std::size_t i) const { return value(op.operands.at(i)); }
   Tensor y(std::size_t i = 0) const { return value(op.results.at(i)); }
   std::optional<Tensor> ct(std::size_t i = 0) const { return cotangent(op.results.at(i)); }

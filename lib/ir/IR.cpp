@@ -111,6 +111,7 @@ Function& Module::add(const std::string& base) {
 std::unique_ptr<Module> Module::clone() const {
   auto m = std::make_unique<Module>();
   for (const auto& f : functions) m->functions.push_back(std::make_unique<Function>(*f));
+  m->lazyVjps = lazyVjps;
   return m;
 }
 

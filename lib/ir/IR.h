@@ -7,6 +7,7 @@
 #include <adjit/dtype.h>
 #include <adjit/error.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,9 +79,14 @@ struct Function {
   std::string signature() const;
 };
 
+/// How to trace a custom gradient's VJP function on first use; attached by
+/// the tracer, keyed by the call site's forward function, never printed.
+struct LazyVjp;
+
 /// An ordered set of uniquely named functions.
 struct Module {
   std::vector<std::unique_ptr<Function>> functions;
+  std::map<std::string, std::shared_ptr<LazyVjp>> lazyVjps;
 
   Function* lookup(std::string_view name);
   const Function* lookup(std::string_view name) const;

@@ -28,9 +28,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-/// The process-wide JIT, created on first use.
+/// The process-wide JIT, created on first use and never destroyed: jitted
+/// functions may be globals, whose kernels are freed during static destruction.
 llvm::orc::LLJIT& engine() {
-  static std::unique_ptr<llvm::orc::LLJIT> jit = [] {
+  static llvm::orc::LLJIT* jit = [] {
     codegen::createTargetMachine({}); // initialises the native target
     auto j = llvm::orc::LLJITBuilder().create();
     if (!j) throw Error("cannot start the JIT: " + llvm::toString(j.takeError()));
@@ -44,15 +45,19 @@ llvm::orc::LLJIT& engine() {
     auto g = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
     if (!g) throw Error("cannot start the JIT: " + llvm::toString(g.takeError()));
     jd.addGenerator(std::move(*g));
-    return std::move(*j);
+    return j->release();
   }();
   return *jit;
 }
 
-std::mutex cacheMutex;
+/// Kernels by cache key; like the JIT, never destroyed.
+std::mutex& cacheMutexRef() {
+  static auto* m = new std::mutex;
+  return *m;
+}
 std::map<uint64_t, std::weak_ptr<Kernel>>& cache() {
-  static std::map<uint64_t, std::weak_ptr<Kernel>> c;
-  return c;
+  static auto* c = new std::map<uint64_t, std::weak_ptr<Kernel>>;
+  return *c;
 }
 
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
@@ -65,7 +70,7 @@ struct Kernel::Resources {
 
 Kernel::~Kernel() {
   if (!resources || !resources->tracker) return;
-  std::lock_guard lock(cacheMutex);
+  std::lock_guard lock(cacheMutexRef());
   auto it = cache().find(key);
   if (it != cache().end() && it->second.expired()) cache().erase(it);
   llvm::consumeError(resources->tracker->remove());
@@ -97,7 +102,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const uint64_t key = hashCombine(hashBytes(optimized + "\n@" + r.function),
                                    hashBytes(codegen::targetKey(*tm) + " O" + std::to_string(r.optLevel)));
   if (!stages && !dump) {
-    std::lock_guard lock(cacheMutex);
+    std::lock_guard lock(cacheMutexRef());
     auto it = cache().find(key);
     if (it != cache().end())
       if (auto k = it->second.lock()) {
@@ -134,7 +139,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   kernel->outputs = fn->resultTypes();
   kernel->scratchBytes = scratch;
   {
-    std::lock_guard lock(cacheMutex);
+    std::lock_guard lock(cacheMutexRef());
     auto it = cache().find(key);
     if (it != cache().end())
       if (auto k = it->second.lock()) return k; // another thread finished first
@@ -158,7 +163,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
 }
 
 std::size_t liveKernels() {
-  std::lock_guard lock(cacheMutex);
+  std::lock_guard lock(cacheMutexRef());
   std::size_t n = 0;
   for (const auto& [key, k] : cache()) n += !k.expired();
   return n;

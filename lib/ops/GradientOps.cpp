@@ -1,8 +1,47 @@
-// ops/GradientOps.cpp — ops that steer differentiation: stop_gradient.
+// ops/GradientOps.cpp — ops that steer differentiation: stop_gradient, and
+// custom_vjp, the call site of a custom gradient.
+#include "autodiff/VjpCtx.h"
 #include "codegen/Emitter.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
+namespace {
+
+using ir::InferCtx;
+
+/// custom_vjp @fwd[, @vjp](xs..., captured...) {inputs = K, outputs = N}
+/// Results: fwd's results, the N outputs and then the residuals the VJP reads.
+/// @vjp (present once the gradient has been traced) takes (dy for each
+/// floating output..., residuals...) and returns a dx for each floating
+/// operand among the first K (the others are captured constants).
+std::vector<Type> inferCustomVjp(const InferCtx& c) {
+  if (c.callees.empty() || c.callees.size() > 2) c.fail("expected a forward and a VJP function, got {} callees", c.callees.size());
+  const ir::Function& fwd = *c.callees[0];
+  if (c.operands.size() != fwd.params.size())
+    c.fail("@{} expects {} arguments, got {}", fwd.name, fwd.params.size(), c.operands.size());
+  for (std::size_t i = 0; i < c.operands.size(); ++i)
+    if (c.operands[i] != fwd.type(fwd.params[i]))
+      c.fail("argument {} of @{} must be {}, got {}", i, fwd.name, fwd.type(fwd.params[i]).str(), c.operands[i].str());
+  const int64_t k = c.integer("inputs"), n = c.integer("outputs");
+  const std::vector<Type> results = fwd.resultTypes();
+  if (k < 0 || static_cast<std::size_t>(k) > c.operands.size() || n < 0 || static_cast<std::size_t>(n) > results.size())
+    c.fail("inputs = {} and outputs = {} do not fit @{} {}", k, n, fwd.name, fwd.signature());
+  if (c.callees.size() == 2) {
+    const ir::Function& vjp = *c.callees[1];
+    std::vector<Type> params, outs;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
+      if (is_floating(results[i].dtype)) params.push_back(results[i]);
+    params.insert(params.end(), results.begin() + n, results.end());
+    for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i)
+      if (is_floating(c.operands[i].dtype)) outs.push_back(c.operands[i]);
+    if (vjp.paramTypes() != params || vjp.resultTypes() != outs)
+      c.fail("VJP function @{} has signature {}, but the call site needs one taking the output cotangents and residuals",
+             vjp.name, vjp.signature());
+  }
+  return results;
+}
+
+} // namespace
 
 void defineGradientOps(Table& t) {
   // stop_gradient(x) = x; its result carries no gradient (kNonDifferentiable).
@@ -12,6 +51,44 @@ void defineGradientOps(Table& t) {
       .eval = [](const ir::EvalCtx& c) { return std::vector<Array>{c.args[0]}; },
       .fold = noFold,
       .scalar = [](codegen::ScalarCtx& c) { return c.args[0]; },
+  });
+
+  // custom_vjp: forward = call @fwd; gradient = the attached VJP function, never
+  // the derivative of @fwd's body.
+  set(t, OpKind::CustomVjp, {
+      .infer = inferCustomVjp,
+      .eval = [](const ir::EvalCtx& c) { return c.call(c.op.callees[0], c.args); },
+      .fold = noFold,
+      .lower = [](codegen::LowerCtx& c) {
+        std::vector<llvm::Value*> args;
+        for (std::size_t i = 0; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
+        args.insert(args.end(), c.results.begin(), c.results.end());
+        c.call(c.op.callees[0], std::move(args));
+      },
+      // dx = the VJP function applied to the output cotangents and residuals
+      .vjp = [](const autodiff::VjpCtx& c) {
+        std::vector<std::optional<Tensor>> cts;
+        for (std::size_t i = 0; i < c.op.results.size(); ++i) cts.push_back(c.ct(i));
+        std::vector<std::optional<Tensor>> dxs = c.customVjp(cts);
+        for (std::size_t i = 0; i < dxs.size(); ++i)
+          if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
+      },
+      .example = R"(func @f(%0: f64[3]) -> (f64[3]) {
+  %1, %2 = custom_vjp @sin.fwd, @sin.vjp(%0) {inputs = 1, outputs = 1} : f64[3], f64[3]
+  return %1
+}
+
+func @sin.fwd(%0: f64[3]) -> (f64[3], f64[3]) {
+  %1 = sin(%0) : f64[3]
+  return %1, %0
+}
+
+func @sin.vjp(%0: f64[3], %1: f64[3]) -> (f64[3]) {
+  %2 = cos(%1) : f64[3]
+  %3 = mul(%0, %2) : f64[3]
+  return %3
+}
+)",
   });
 }
 

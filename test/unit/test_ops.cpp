@@ -174,6 +174,14 @@ TEST_CASE("matmul and dot") {
          f64({std::tanh(0.1) + std::tanh(0.2) + std::tanh(0.3) + std::tanh(0.4)}), 1e-12);
 }
 
+TEST_CASE("custom_vjp call sites run their forward function") {
+  auto softplus = custom_gradient([](Tensor x) {
+    Tensor e = exp(x);
+    return std::make_pair(log1p(e), [e](Tensor dy) { return dy * e / (1 + e); });
+  });
+  check3([softplus](V v) { return softplus(v[0]) * 2; }, {f64({0, 1})}, f64({2 * std::log(2.0), 2 * std::log1p(std::exp(1.0))}), 1e-12);
+}
+
 TEST_CASE("calls: a jitted function used inside another trace") {
   auto inner = jit([](Tensor x) { return x * x + 1; }, {.name = "inner"});
   check3([inner](V v) { return inner(v[0]) * 2; }, {f32({1, 2, 3})}, f32({4, 10, 20}));

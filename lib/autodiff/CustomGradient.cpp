@@ -1,0 +1,238 @@
+// autodiff/CustomGradient.cpp — custom_gradient: the forward body becomes a
+// function called through a custom_vjp op; the user's grad_fn becomes the VJP
+// function, traced on first use. Tensors of the forward that grad_fn reads
+// become residuals: extra outputs of the forward, parameters of the VJP.
+#include "autodiff/CustomGradient.h"
+#include "autodiff/Reverse.h"
+
+#include "ir/Builder.h"
+#include "ops/OpTable.h"
+#include "support/Assert.h"
+
+#include <adjit/autodiff.h>
+#include <adjit/custom_gradient.h>
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace adjit {
+namespace {
+
+/// Tensors of `outer` used by the forward body become extra parameters of the
+/// forward function (constants for the gradient, as in TensorFlow).
+struct OuterCaptures : detail::CaptureHook {
+  detail::TraceState* outer;
+  detail::TraceState* self = nullptr;
+  std::vector<ir::ValueId> outerValues;
+  std::map<ir::ValueId, ir::ValueId> mapped;
+  explicit OuterCaptures(detail::TraceState* o) : outer(o) {}
+  std::optional<Type> typeOf(const Tensor& t) override {
+    if (t.trace() == outer->id) return outer->fn->type(t.id());
+    return std::nullopt;
+  }
+  ir::ValueId capture(const Tensor& t) override {
+    auto it = mapped.find(t.id());
+    if (it != mapped.end()) return it->second;
+    ir::ValueId p = self->builder.param(outer->fn->type(t.id()));
+    outerValues.push_back(t.id());
+    return mapped[t.id()] = p;
+  }
+};
+
+/// Tensors of the forward trace used by grad_fn become residuals: parameters
+/// of the VJP function, returned by the forward.
+struct ResidualCaptures : detail::CaptureHook {
+  const ir::LazyVjp& lazy;
+  const ir::Function& fwd;
+  detail::TraceState* self = nullptr;
+  std::vector<ir::ValueId> residuals; ///< values of fwd, in order of first use
+  std::map<ir::ValueId, ir::ValueId> mapped;
+  ResidualCaptures(const ir::LazyVjp& l, const ir::Function& f) : lazy(l), fwd(f) {}
+  /// The forward value `t` stands for: its own, or (for an outer tensor the
+  /// forward captured) the forward's parameter holding it.
+  std::optional<ir::ValueId> fwdValue(const Tensor& t) const {
+    if (t.trace() == lazy.fwdTrace) return t.id();
+    if (t.trace() == lazy.outerTrace) {
+      auto it = lazy.outerToFwd.find(t.id());
+      if (it != lazy.outerToFwd.end()) return it->second;
+    }
+    return std::nullopt;
+  }
+  std::optional<Type> typeOf(const Tensor& t) override {
+    if (auto v = fwdValue(t)) return fwd.type(*v);
+    return std::nullopt;
+  }
+  ir::ValueId capture(const Tensor& t) override {
+    const ir::ValueId v = *fwdValue(t);
+    auto it = mapped.find(v);
+    if (it != mapped.end()) return it->second;
+    ir::ValueId p = self->builder.param(fwd.type(v));
+    residuals.push_back(v);
+    return mapped[v] = p;
+  }
+};
+
+/// Traces the user's grad_fn into `<fwd>.vjp` and builds `<fwd>.res`, the
+/// forward returning its residuals too.
+void materialize(const std::shared_ptr<ir::Module>& m, ir::LazyVjp& lazy) {
+  const ir::Function& fwd = *m->lookup(lazy.fwd);
+  auto hook = std::make_shared<ResidualCaptures>(lazy, fwd);
+  std::vector<Type> inputTypes = fwd.paramTypes();
+  std::string vjpName;
+  {
+    detail::TraceScope scope(m, lazy.fwd + ".vjp");
+    vjpName = scope.state().fn->name;
+    hook->self = &scope.state();
+    scope.state().captures = hook;
+    // Cotangents of the outputs (zeros are passed for integer outputs' slots so
+    // grad_fn sees one per output; they are not parameters).
+    std::vector<Tensor> dys;
+    for (std::size_t i = 0; i < lazy.outputs; ++i) {
+      const Type& t = fwd.type(fwd.outputs[i]);
+      dys.push_back(is_floating(t.dtype) ? scope.param(t) : full(t.shape, 0, t.dtype));
+    }
+    // Residual parameters are appended as grad_fn reads them; the cotangent
+    // parameters must come first, which they do.
+    std::vector<Tensor> dxs = lazy.gradFn(dys);
+    if (dxs.size() != lazy.inputs)
+      throw Error(fmt::format("custom_gradient function expected to return {} gradient{}, but returned {} instead",
+                              lazy.inputs, lazy.inputs == 1 ? "" : "s", dxs.size()), lazy.loc);
+    std::vector<Tensor> outs;
+    for (std::size_t i = 0; i < lazy.inputs; ++i) {
+      const Type want = inputTypes[i];
+      const Type got = dxs[i].type();
+      if (got != want)
+        throw Error(fmt::format("custom_gradient: gradient {} has type {}, but input {} has type {}", i, got.str(), i,
+                                want.str()), lazy.loc);
+      if (is_floating(want.dtype)) outs.push_back(dxs[i]);
+    }
+    scope.finish(outs);
+  }
+  // <fwd>.res: the forward, also returning the residuals.
+  ir::Function& res = m->add(lazy.fwd + ".res");
+  const ir::Function& fwdAgain = *m->lookup(lazy.fwd);
+  std::string resName = res.name;
+  res.types = fwdAgain.types;
+  res.params = fwdAgain.params;
+  res.ops = fwdAgain.ops;
+  res.outputs = fwdAgain.outputs;
+  res.loc = fwdAgain.loc;
+  for (ir::ValueId r : hook->residuals) res.outputs.push_back(r);
+  lazy.vjp = vjpName;
+  lazy.fwdWithResiduals = resName;
+  lazy.residuals = hook->residuals;
+}
+
+} // namespace
+
+namespace autodiff {
+
+std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
+  detail::TraceState& s = *detail::currentTrace();
+  ir::Function& f = *s.fn;
+  if (f.ops[opIndex].callees.size() == 1) {
+    const ir::Op site = f.ops[opIndex];
+    auto it = s.module->lazyVjps.find(site.callees[0]);
+    if (it == s.module->lazyVjps.end())
+      throw Error("custom_vjp: no VJP is known for @" + site.callees[0] +
+                      " (the gradient must be traced before the module is saved as text)", site.loc);
+    ir::LazyVjp& lazy = *it->second;
+    if (lazy.vjp.empty()) materialize(s.module, lazy);
+    // Rewrite this call site: call the forward that returns residuals too.
+    const ir::Function& res = *s.module->lookup(lazy.fwdWithResiduals);
+    ir::Op& live = f.ops[opIndex]; // (materialize added functions, not ops of f)
+    live.callees = {lazy.fwdWithResiduals, lazy.vjp};
+    for (std::size_t i = live.results.size(); i < res.outputs.size(); ++i)
+      live.results.push_back(f.newValue(res.type(res.outputs[i])));
+  }
+  const ir::Op site2 = f.ops[opIndex]; // a copy: building the call below appends to f.ops
+  const std::size_t k = static_cast<std::size_t>(site2.attrs.integer("inputs"));
+  const std::size_t n = static_cast<std::size_t>(site2.attrs.integer("outputs"));
+  std::vector<ir::ValueId> args;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Type& t = f.type(site2.results[i]);
+    if (!is_floating(t.dtype)) continue;
+    args.push_back(i < cts.size() && cts[i] ? detail::valueOf(*cts[i], "custom_vjp", site2.loc)
+                                            : zeros_like(detail::wrap(s, site2.results[i])).id());
+  }
+  for (std::size_t i = n; i < site2.results.size(); ++i) args.push_back(site2.results[i]);
+  std::vector<ir::ValueId> dx = s.builder.create(ir::OpKind::Call, args, {}, {site2.callees[1]}, site2.loc);
+  std::vector<std::optional<Tensor>> out(site2.operands.size());
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < k; ++i)
+    if (is_floating(f.type(site2.operands[i]).dtype)) out[i] = detail::wrap(s, dx.at(j++));
+  // Residuals are ordinary values of the forward body: a cotangent reaching
+  // one (in higher-order derivatives, through the VJP that read it) flows back
+  // through the forward's own derivative.
+  bool residualCotangent = false;
+  for (std::size_t i = n; i < site2.results.size() && i < cts.size(); ++i) residualCotangent = residualCotangent || cts[i];
+  if (residualCotangent) {
+    const std::string fwdVjp = combinedVjp(s.module, site2.callees[0]);
+    const ir::Function& fwd = *s.module->lookup(site2.callees[0]);
+    std::vector<ir::ValueId> vargs(site2.operands.begin(), site2.operands.end());
+    for (std::size_t i = 0; i < site2.results.size(); ++i) {
+      if (!is_floating(fwd.type(fwd.outputs[i]).dtype)) continue;
+      const bool residual = i >= n;
+      vargs.push_back(residual && i < cts.size() && cts[i] ? detail::valueOf(*cts[i], "custom_vjp", site2.loc)
+                                                           : zeros_like(detail::wrap(s, site2.results[i])).id());
+    }
+    std::vector<ir::ValueId> r = s.builder.create(ir::OpKind::Call, vargs, {}, {fwdVjp}, site2.loc);
+    std::size_t m = fwd.outputs.size(); // results are (y..., dx per floating parameter...)
+    for (std::size_t i = 0; i < site2.operands.size(); ++i) {
+      if (!is_floating(f.type(site2.operands[i]).dtype)) continue;
+      Tensor g = detail::wrap(s, r.at(m++));
+      if (i < k) out[i] = out[i] ? add(*out[i], g) : g;
+    }
+  }
+  return out;
+}
+
+} // namespace autodiff
+
+namespace detail {
+
+std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body,
+                                       std::source_location l) {
+  Location loc = Location::from(l);
+  TraceState* outer = currentTrace();
+  if (!outer) throw Error("custom_gradient: called with Tensors outside of a trace", loc);
+  std::vector<ir::ValueId> operands;
+  std::vector<Type> types;
+  for (const Tensor& x : xs) {
+    operands.push_back(valueOf(x, "custom_gradient", loc));
+    types.push_back(x.type());
+  }
+  auto hook = std::make_shared<OuterCaptures>(outer);
+  auto lazy = std::make_shared<ir::LazyVjp>();
+  std::string fwdName;
+  {
+    TraceScope scope(outer->module, "custom_gradient");
+    fwdName = scope.state().fn->name;
+    hook->self = &scope.state();
+    scope.state().captures = hook;
+    lazy->fwdTrace = scope.state().id;
+    lazy->outerTrace = outer->id;
+    std::vector<Tensor> params;
+    for (const Type& t : types) params.push_back(scope.param(t));
+    std::vector<Tensor> ys = body(params, lazy->gradFn);
+    scope.finish(ys);
+    lazy->outputs = ys.size();
+  }
+  lazy->fwd = fwdName;
+  lazy->outerToFwd = hook->mapped;
+  lazy->inputs = xs.size();
+  lazy->loc = loc;
+  outer->module->lazyVjps[fwdName] = lazy;
+  operands.insert(operands.end(), hook->outerValues.begin(), hook->outerValues.end());
+  ir::Attrs attrs;
+  attrs.set("inputs", static_cast<int64_t>(xs.size()));
+  attrs.set("outputs", static_cast<int64_t>(lazy->outputs));
+  std::vector<ir::ValueId> results = outer->builder.create(ir::OpKind::CustomVjp, operands, std::move(attrs), {fwdName}, loc);
+  std::vector<Tensor> out;
+  for (ir::ValueId r : results) out.push_back(wrap(*outer, r));
+  return out;
+}
+
+} // namespace detail
+} // namespace adjit

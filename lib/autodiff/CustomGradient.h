@@ -1,0 +1,38 @@
+// autodiff/CustomGradient.h — custom-gradient call sites: recording them at
+// trace time, and tracing their VJP functions lazily, when the reverse pass
+// first reaches one with a cotangent.
+#pragma once
+
+#include "ir/IR.h"
+#include "trace/Tracer.h"
+
+#include <functional>
+#include <optional>
+
+namespace adjit::ir {
+
+struct LazyVjp {
+  uint64_t fwdTrace = 0;   ///< the trace of the forward body (its values become residuals)
+  uint64_t outerTrace = 0; ///< the trace the call site is in
+  std::map<ValueId, ValueId> outerToFwd; ///< outer tensors the forward captured -> its parameters
+  std::string fwd;         ///< the forward function
+  std::size_t inputs = 0;  ///< user inputs (the operands after them are captured constants)
+  std::size_t outputs = 0; ///< user outputs
+  /// Calls the user's grad_fn with the output cotangents (in trace order); returns its gradients.
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> gradFn;
+  Location loc; ///< the custom_gradient call's source line
+  // Filled when first differentiated:
+  std::string fwdWithResiduals, vjp;
+  std::vector<ValueId> residuals; ///< values of `fwd` that the VJP reads
+};
+
+} // namespace adjit::ir
+
+namespace adjit::autodiff {
+
+/// Operand cotangents of the custom_vjp op `f.ops[opIndex]` of the current
+/// trace, tracing its VJP function if this is the first time (and rewriting
+/// the call site to return the residuals the VJP reads).
+std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts);
+
+} // namespace adjit::autodiff

@@ -1,0 +1,150 @@
+// test/unit/test_custom_gradient.cpp — custom_gradient: the seed's examples,
+// structural checks, laziness, residuals, composition and the call site's IR.
+#include "Check.h"
+
+using namespace adjit;
+using namespace adjit::test;
+
+namespace {
+
+double scalar(const Array& a) { return a.item<double>(); }
+
+/// log(1 + e^x) with the numerically stable gradient dy * (1 - 1/(1 + e^x)).
+auto log1pexp = custom_gradient([](Tensor x) {
+  Tensor e = exp(x);
+  auto grad_fn = [e](Tensor dy) { return dy * (1 - 1 / (1 + e)); };
+  return std::make_pair(log(1 + e), grad_fn);
+});
+
+} // namespace
+
+TEST_CASE("log1pexp: the custom gradient is finite where the plain one is NaN") {
+  CHECK(scalar(grad(log1pexp)(100.0f)) == 1.0);
+  CHECK(std::isnan(scalar(grad([](Tensor x) { return log(1 + exp(x)); })(100.0f))));
+  CHECK(scalar(log1pexp(0.0f)) == doctest::Approx(std::log(2.0)));
+  CHECK(scalar(grad(log1pexp)(0.0)) == doctest::Approx(0.5));
+}
+
+TEST_CASE("x * y with a custom gradient, through one persistent GradientTape") {
+  auto mul = custom_gradient([](Tensor x, Tensor y) {
+    auto grad_fn = [x, y](Tensor upstream) { return std::make_tuple(upstream * y, upstream * x); };
+    return std::make_pair(x * y, grad_fn);
+  });
+  auto f = jit([mul](Tensor x, Tensor y) {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    tape.watch(y);
+    Tensor z = mul(x, y);
+    return std::make_tuple(z, *tape.gradient(z, x), *tape.gradient(z, y));
+  });
+  auto [z, dx, dy] = f(2.0, 3.0);
+  CHECK(scalar(z) == 6.0);
+  CHECK(scalar(dx) == 3.0);
+  CHECK(scalar(dy) == 2.0);
+}
+
+TEST_CASE("the user's VJP is trusted: a deliberately wrong one is what the gradient returns") {
+  auto wrong = custom_gradient([](Tensor x) {
+    return std::make_pair(x * x, [](Tensor dy) { return dy * 7.0; });
+  });
+  CHECK(scalar(grad(wrong)(3.0)) == 7.0);
+}
+
+TEST_CASE("grad_fn's structure is checked at the custom_gradient call's line") {
+  int line = __LINE__ + 1;
+  auto two = custom_gradient([](Tensor x, Tensor y) { return std::make_pair(x * y, [](Tensor dy) { return dy; }); });
+  try {
+    grad(two)(1.0, 2.0);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.message() == "custom_gradient function expected to return 2 gradients, but returned 1 instead");
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+  }
+  auto shaped = custom_gradient([](Tensor x) { return std::make_pair(sum(x), [](Tensor dy) { return dy; }); });
+  CHECK_THROWS_WITH_AS(grad(shaped)(f64({1, 2})), doctest::Contains("custom_gradient: gradient 0 has type f64[], but input 0 has type f64[2]"), Error);
+}
+
+TEST_CASE("grad_fn is traced only when a gradient reaches the call site") {
+  int traced = 0;
+  auto f = custom_gradient([&](Tensor x) {
+    auto grad_fn = [&traced, x](Tensor dy0, Tensor dy1) {
+      ++traced;
+      return dy0 * 2.0 * x + dy1;
+    };
+    return std::make_pair(std::make_tuple(x * x, x + 1.0), grad_fn);
+  });
+  CHECK(scalar(std::get<0>(f(3.0))) == 9.0);
+  CHECK(traced == 0);
+  // A cotangent reaches the call site (through its first output): grad_fn runs once.
+  CHECK(scalar(grad([f](Tensor x) { return std::get<0>(f(x)); })(3.0)) == 6.0);
+  CHECK(traced == 1);
+  // A call whose outputs do not reach the target is never differentiated.
+  CHECK(scalar(grad([f](Tensor x) { (void)f(x); return x * 5.0; })(3.0)) == 5.0);
+  CHECK(traced == 1);
+}
+
+TEST_CASE("second derivatives through a plain custom_gradient differentiate grad_fn") {
+  auto cube = custom_gradient([](Tensor x) {
+    return std::make_pair(x * x * x, [x](Tensor dy) { return dy * 3.0 * x * x; });
+  });
+  CHECK(scalar(grad(cube)(2.0)) == 12.0);
+  CHECK(scalar(grad(grad(cube))(2.0)) == 12.0); // d/dx 3x^2 = 6x
+}
+
+TEST_CASE("composes with jit, value_and_grad, vjp and gradients") {
+  auto f = [](Tensor x) { return sum(log1pexp(x)); };
+  Array x = f64({-1, 0, 50});
+  std::vector<double> want;
+  for (double v : {-1.0, 0.0, 50.0}) want.push_back(1 - 1 / (1 + std::exp(v)));
+  std::vector<double> g = jit(grad(f))(x).to_vector<double>();
+  for (std::size_t i = 0; i < 3; ++i) CHECK(g[i] == doctest::Approx(want[i]));
+  auto [v, g2] = value_and_grad(f)(x);
+  CHECK(g2.to_vector<double>() == g);
+  auto [y, back] = vjp([](Tensor t) { return log1pexp(t); }, x);
+  CHECK(back(f64({1, 1, 1}))[0].to_vector<double>() == g);
+  auto viaGradients = jit([](Tensor t) { return *gradients({sum(log1pexp(t))}, {t})[0]; });
+  CHECK(viaGradients(x).to_vector<double>() == g);
+}
+
+TEST_CASE("stop_gradient inside the forward, and a custom gradient inside another's forward") {
+  auto inner = custom_gradient([](Tensor x) { return std::make_pair(x * 2.0, [](Tensor dy) { return dy * 10.0; }); });
+  auto outer = custom_gradient([inner](Tensor x) {
+    Tensor y = inner(x) + stop_gradient(x);
+    return std::make_pair(y, [](Tensor dy) { return dy * 100.0; });
+  });
+  CHECK(scalar(outer(1.0)) == 3.0);
+  CHECK(scalar(grad(outer)(1.0)) == 100.0);                                       // outer's VJP wins
+  CHECK(scalar(grad([inner](Tensor x) { return inner(x) + stop_gradient(x); })(1.0)) == 10.0);
+}
+
+TEST_CASE("tensors captured from outside the custom-gradient function are constants for it") {
+  auto f = jit([](Tensor x, Tensor w) {
+    auto scaled = custom_gradient([w](Tensor t) { return std::make_pair(t * w, [w](Tensor dy) { return dy * w; }); });
+    auto g = gradients({scaled(x)}, {x, w});
+    return std::make_tuple(*g[0], g[1].has_value() ? *g[1] : x * 0.0 - 1.0);
+  });
+  auto [dx, dw] = f(2.0, 5.0);
+  CHECK(scalar(dx) == 5.0);
+  CHECK(scalar(dw) == -1.0); // no gradient for w through the custom function
+}
+
+TEST_CASE("the call site in .adj: one op naming forward and VJP, before and after autodiff") {
+  Module before = trace([](Tensor x) { return log1pexp(x); }, Type{DType::f32, {3}});
+  std::string b = before.str();
+  CHECK(b.find("= custom_vjp @custom_gradient(%0) {inputs = 1, outputs = 1} : f32[3]") != std::string::npos);
+  CHECK(Module::parse(b).str() == b);
+  Module after = trace([](Tensor x) { return grad([](Tensor t) { return sum(log1pexp(t)); })(x); }, Type{DType::f32, {3}});
+  std::string a = after.str();
+  CHECK(a.find("custom_vjp @custom_gradient.res, @custom_gradient.vjp(") != std::string::npos);
+  CHECK(a.find("func @custom_gradient.vjp(") != std::string::npos);
+  CHECK(a.find("func @custom_gradient.res(") != std::string::npos);
+  CHECK(Module::parse(a).str() == a);
+  // The forward body is not differentiated: the only division (1 / (1 + e)) is
+  // the user's, inside the VJP function.
+  const std::size_t vjpAt = a.find("func @custom_gradient.vjp(");
+  const std::size_t vjpEnd = a.find("\n}\n", vjpAt);
+  CHECK(a.find("div(") > vjpAt);
+  CHECK(a.find("div(") < vjpEnd);
+  CHECK(a.find("div(", vjpEnd) == std::string::npos);
+  after.verify();
+}
