@@ -20,23 +20,36 @@ namespace adjit {
 namespace {
 
 /// Tensors of `outer` used by the forward body become extra parameters of the
-/// forward function (constants for the gradient, as in TensorFlow).
+/// forward function (constants for the gradient, as in TensorFlow). So do
+/// tensors `outer` itself can capture (a custom gradient inside a grad_fn
+/// reading the enclosing forward's values).
 struct OuterCaptures : detail::CaptureHook {
   detail::TraceState* outer;
   detail::TraceState* self = nullptr;
-  std::vector<ir::ValueId> outerValues;
-  std::map<ir::ValueId, ir::ValueId> mapped;
+  std::vector<ir::ValueId> outerValues;     ///< operands for the call site, in the outer trace
+  std::map<ir::ValueId, ir::ValueId> mapped; ///< outer value -> forward parameter
   explicit OuterCaptures(detail::TraceState* o) : outer(o) {}
   std::optional<Type> typeOf(const Tensor& t) override {
     if (t.trace() == outer->id) return outer->fn->type(t.id());
+    if (outer->captures) return outer->captures->typeOf(t);
     return std::nullopt;
   }
   ir::ValueId capture(const Tensor& t) override {
-    auto it = mapped.find(t.id());
+    const ir::ValueId v = t.trace() == outer->id ? t.id() : outer->captures->capture(t);
+    auto it = mapped.find(v);
     if (it != mapped.end()) return it->second;
-    ir::ValueId p = self->builder.param(outer->fn->type(t.id()));
-    outerValues.push_back(t.id());
-    return mapped[t.id()] = p;
+    ir::ValueId p = self->builder.param(outer->fn->type(v));
+    outerValues.push_back(v);
+    return mapped[v] = p;
+  }
+  std::optional<ir::ValueId> find(const Tensor& t) const override {
+    std::optional<ir::ValueId> v;
+    if (t.trace() == outer->id) v = t.id();
+    else if (outer->captures) v = outer->captures->find(t);
+    if (!v) return std::nullopt;
+    auto it = mapped.find(*v);
+    if (it == mapped.end()) return std::nullopt;
+    return it->second;
   }
 };
 
@@ -53,8 +66,11 @@ struct ResidualCaptures : detail::CaptureHook {
   /// forward captured) the forward's parameter holding it.
   std::optional<ir::ValueId> fwdValue(const Tensor& t) const {
     if (t.trace() == lazy.fwdTrace) return t.id();
-    if (t.trace() == lazy.outerTrace) {
-      auto it = lazy.outerToFwd.find(t.id());
+    std::optional<ir::ValueId> outerValue;
+    if (t.trace() == lazy.outerTrace) outerValue = t.id();
+    else if (lazy.outerHook) outerValue = lazy.outerHook->find(t);
+    if (outerValue) {
+      auto it = lazy.outerToFwd.find(*outerValue);
       if (it != lazy.outerToFwd.end()) return it->second;
     }
     return std::nullopt;
@@ -62,6 +78,13 @@ struct ResidualCaptures : detail::CaptureHook {
   std::optional<Type> typeOf(const Tensor& t) override {
     if (auto v = fwdValue(t)) return fwd.type(*v);
     return std::nullopt;
+  }
+  std::optional<ir::ValueId> find(const Tensor& t) const override {
+    std::optional<ir::ValueId> v = fwdValue(t);
+    if (!v) return std::nullopt;
+    auto it = mapped.find(*v);
+    if (it == mapped.end()) return std::nullopt;
+    return it->second;
   }
   ir::ValueId capture(const Tensor& t) override {
     const ir::ValueId v = *fwdValue(t);
@@ -213,14 +236,16 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
     scope.state().captures = hook;
     lazy->fwdTrace = scope.state().id;
     lazy->outerTrace = outer->id;
+    lazy->outerHook = outer->captures;
     std::vector<Tensor> params;
     for (const Type& t : types) params.push_back(scope.param(t));
+    for (std::size_t i = 0; i < params.size(); ++i) lazy->outerToFwd.emplace(operands[i], params[i].id());
     std::vector<Tensor> ys = body(params, lazy->gradFn);
     scope.finish(ys);
     lazy->outputs = ys.size();
   }
   lazy->fwd = fwdName;
-  lazy->outerToFwd = hook->mapped;
+  lazy->outerToFwd.insert(hook->mapped.begin(), hook->mapped.end());
   lazy->inputs = xs.size();
   lazy->loc = loc;
   outer->module->lazyVjps[fwdName] = lazy;

@@ -14,7 +14,8 @@ namespace adjit::ir {
 struct LazyVjp {
   uint64_t fwdTrace = 0;   ///< the trace of the forward body (its values become residuals)
   uint64_t outerTrace = 0; ///< the trace the call site is in
-  std::map<ValueId, ValueId> outerToFwd; ///< outer tensors the forward captured -> its parameters
+  std::map<ValueId, ValueId> outerToFwd; ///< outer values passed to or captured by the forward -> its parameters
+  std::shared_ptr<detail::CaptureHook> outerHook; ///< the outer trace's captures, to resolve tensors from further out
   std::string fwd;         ///< the forward function
   std::size_t inputs = 0;  ///< user inputs (the operands after them are captured constants)
   std::size_t outputs = 0; ///< user outputs

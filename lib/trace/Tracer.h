@@ -21,6 +21,9 @@ struct CaptureHook {
   virtual std::optional<Type> typeOf(const Tensor& t) = 0;
   /// The value standing for `t` in this trace.
   virtual ir::ValueId capture(const Tensor& t) = 0;
+  /// The value already standing for `t`, without capturing anything (usable
+  /// after the trace has ended).
+  virtual std::optional<ir::ValueId> find(const Tensor& t) const = 0;
 };
 
 struct TraceState {

@@ -148,3 +148,40 @@ TEST_CASE("the call site in .adj: one op naming forward and VJP, before and afte
   CHECK(a.find("div(", vjpEnd) == std::string::npos);
   after.verify();
 }
+
+TEST_CASE("nested custom gradients: op_with_fused_backprop gives correct second derivatives") {
+  // x^3 computed with a fused first derivative; the first-order gradient is
+  // itself a custom-gradient function of x whose VJP is the second derivative.
+  auto cube = custom_gradient([](Tensor x) {
+    Tensor y = x * x * x;
+    Tensor xGrad = 3.0 * x * x; // produced alongside y by the "fused" op
+    auto firstOrder = [x, xGrad](Tensor dy) {
+      auto firstOrderCustom = custom_gradient([xGrad, x](Tensor unusedX) {
+        auto secondOrder = [x](Tensor ddy) { return ddy * 6.0 * x; };
+        return std::make_pair(xGrad + 0.0 * unusedX, secondOrder);
+      });
+      return dy * firstOrderCustom(x);
+    };
+    return std::make_pair(y, firstOrder);
+  });
+  CHECK(scalar(cube(2.0)) == 8.0);
+  CHECK(scalar(grad(cube)(2.0)) == 12.0);       // 3x^2
+  CHECK(scalar(grad(grad(cube))(2.0)) == 12.0); // 6x
+}
+
+TEST_CASE("a grad_fn using custom_gradient: its grad_grad_fn gives the gradient of grad_fn") {
+  // TensorFlow's documented semantics: the inner gradient is d(grad_fn)/d(dy)
+  // and its inputs, not the outer op's second derivative.
+  auto f = custom_gradient([](Tensor x) {
+    auto gradFn = [x](Tensor dy) {
+      auto inner = custom_gradient([](Tensor u, Tensor v) {
+        return std::make_pair(u * v, [u, v](Tensor g) { return std::make_tuple(g * 100.0, g * 0.0); });
+      });
+      return inner(dy, x); // grad_fn(dy) = dy * x, with its own gradient 100 w.r.t. dy
+    };
+    return std::make_pair(x * x, gradFn);
+  });
+  CHECK(scalar(grad(f)(3.0)) == 3.0); // what grad_fn says: dy * x
+  // d/dx of grad_fn(1) = d/dx inner(1, x) = the inner VJP's second output: 0.
+  CHECK(scalar(grad(grad(f))(3.0)) == 0.0);
+}
