@@ -227,7 +227,8 @@ class VjpBackward {
 public:
   explicit VjpBackward(std::shared_ptr<detail::HostVjp> s) : state_(std::move(s)) {}
   std::vector<Array> operator()(const Array& cotangent) const;
-  /// Bytes of residuals the forward kept for this backward.
+  /// Bytes the forward kept for this backward beyond its own inputs (saved
+  /// intermediates; also printed by ADJIT_LOG=compile).
   std::size_t residual_bytes() const;
 
 private:

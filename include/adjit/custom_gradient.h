@@ -104,4 +104,44 @@ CustomGradientFn<std::decay_t<F>> custom_gradient(F&& f, std::source_location lo
   return CustomGradientFn<std::decay_t<F>>(std::forward<F>(f), loc);
 }
 
+namespace detail {
+
+/// grad_fn of grad_pass_through: the output cotangents are the input gradients.
+struct IdentityGrad {
+  std::vector<Tensor> operator()(const std::vector<Tensor>& dys) const { return dys; }
+  template <class... T>
+    requires(std::is_same_v<T, Tensor> && ...)
+  std::vector<Tensor> operator()(const T&... dys) const {
+    return {dys...};
+  }
+};
+
+} // namespace detail
+
+/// grad_pass_through(f): forward is f; the gradient is the identity from
+/// outputs to inputs (their flattened types must match), as if f were not
+/// there. Useful around non-differentiable updates (an assignment, a moving
+/// average): the gradient flows to f's inputs unchanged.
+template <class F> auto grad_pass_through(F&& f, std::source_location loc = std::source_location::current()) {
+  return custom_gradient(
+      [f = std::forward<F>(f)](const auto&... xs) { return std::make_pair(f(xs...), detail::IdentityGrad{}); }, loc);
+}
+
+/// recompute_grad(f): the forward keeps only f's inputs for the backward,
+/// which runs f again and differentiates it: memory for computation. f takes
+/// Tensors and returns one Tensor. The recomputation lives in the VJP
+/// function, so no optimisation can merge it with the original forward.
+template <class F> auto recompute_grad(F&& f, std::source_location loc = std::source_location::current()) {
+  return custom_gradient(
+      [f = std::forward<F>(f)](const auto&... xs) {
+        auto again = [f, xs...](Tensor dy) {
+          auto [y, back] = vjp(f, xs...);
+          (void)y;
+          return back(dy);
+        };
+        return std::make_pair(f(xs...), again);
+      },
+      loc);
+}
+
 } // namespace adjit

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace adjit {
@@ -141,7 +142,17 @@ void materialize(const std::shared_ptr<ir::Module>& m, ir::LazyVjp& lazy) {
   res.ops = fwdAgain.ops;
   res.outputs = fwdAgain.outputs;
   res.loc = fwdAgain.loc;
-  for (ir::ValueId r : hook->residuals) res.outputs.push_back(r);
+  // A residual that is one of the forward's inputs is read from the call
+  // site's operand; the others become extra outputs.
+  for (ir::ValueId r : hook->residuals) {
+    auto p = std::find(fwdAgain.params.begin(), fwdAgain.params.end(), r);
+    if (p != fwdAgain.params.end()) {
+      lazy.residualSources.push_back(p - fwdAgain.params.begin());
+    } else {
+      lazy.residualSources.push_back(-1);
+      res.outputs.push_back(r);
+    }
+  }
   lazy.vjp = vjpName;
   lazy.fwdWithResiduals = resName;
   lazy.residuals = hook->residuals;
@@ -166,6 +177,7 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
     const ir::Function& res = *s.module->lookup(lazy.fwdWithResiduals);
     ir::Op& live = f.ops[opIndex]; // (materialize added functions, not ops of f)
     live.callees = {lazy.fwdWithResiduals, lazy.vjp};
+    live.attrs.set("residuals", lazy.residualSources);
     for (std::size_t i = live.results.size(); i < res.outputs.size(); ++i)
       live.results.push_back(f.newValue(res.type(res.outputs[i])));
   }
@@ -179,7 +191,9 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
     args.push_back(i < cts.size() && cts[i] ? detail::valueOf(*cts[i], "custom_vjp", site2.loc)
                                             : zeros_like(detail::wrap(s, site2.results[i])).id());
   }
-  for (std::size_t i = n; i < site2.results.size(); ++i) args.push_back(site2.results[i]);
+  std::size_t nextResult = n;
+  for (int64_t r : site2.attrs.has("residuals") ? site2.attrs.ints("residuals") : std::vector<int64_t>{})
+    args.push_back(r >= 0 ? site2.operands[static_cast<std::size_t>(r)] : site2.results[nextResult++]);
   std::vector<ir::ValueId> dx = s.builder.create(ir::OpKind::Call, args, {}, {site2.callees[1]}, site2.loc);
   std::vector<std::optional<Tensor>> out(site2.operands.size());
   std::size_t j = 0;

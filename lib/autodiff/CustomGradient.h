@@ -25,6 +25,7 @@ struct LazyVjp {
   // Filled when first differentiated:
   std::string fwdWithResiduals, vjp;
   std::vector<ValueId> residuals; ///< values of `fwd` that the VJP reads
+  std::vector<int64_t> residualSources; ///< per residual: fwd parameter index, or -1 (an extra output)
 };
 
 } // namespace adjit::ir

@@ -2,6 +2,9 @@
 // residuals, and a compiled backward that consumes them.
 #include "autodiff/Reverse.h"
 #include "jit/Engine.h"
+#include "support/Log.h"
+
+#include <fmt/format.h>
 
 #include <adjit/autodiff.h>
 
@@ -11,6 +14,7 @@ namespace detail {
 struct HostVjp {
   std::shared_ptr<engine::Kernel> backward;
   std::vector<Array> residuals;
+  std::vector<bool> residualIsInput;
   std::vector<Type> primals;
   std::vector<bool> floating; ///< which primal leaves the backward returns a cotangent for
   Type output;
@@ -20,7 +24,8 @@ std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<
                                       const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
   Module traced = traceModule("vjp", types, body);
   auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
-  const std::size_t nResiduals = autodiff::splitVjp(m, "vjp");
+  const std::vector<bool> isInput = autodiff::splitVjp(m, "vjp");
+  const std::size_t nResiduals = isInput.size();
   auto forward = engine::compile({*m, "vjp.fwd", 2, "", 0});
   auto state = std::make_shared<HostVjp>();
   state->backward = engine::compile({*m, "vjp.bwd", 2, "", 0});
@@ -30,7 +35,12 @@ std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<
   engine::run(*forward, leaves, outs);
   state->output = outs.at(0).type();
   for (std::size_t i = 0; i < nResiduals; ++i) state->residuals.push_back(std::move(outs.at(1 + i)));
-  return {std::move(outs.at(0)), VjpBackward(state)};
+  state->residualIsInput = isInput;
+  VjpBackward back(state);
+  if (logEnabled("compile"))
+    logLine("compile", fmt::format("vjp{}: the forward keeps {} bytes for the backward beyond its inputs",
+                                   detail::describeArgs(types), back.residual_bytes()));
+  return {std::move(outs.at(0)), std::move(back)};
 }
 
 } // namespace detail
@@ -53,7 +63,8 @@ std::vector<Array> VjpBackward::operator()(const Array& cotangent) const {
 
 std::size_t VjpBackward::residual_bytes() const {
   std::size_t n = 0;
-  for (const Array& r : state_->residuals) n += r.bytes();
+  for (std::size_t i = 0; i < state_->residuals.size(); ++i)
+    if (!state_->residualIsInput[i]) n += state_->residuals[i].bytes();
   return n;
 }
 

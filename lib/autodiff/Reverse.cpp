@@ -198,7 +198,7 @@ std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string
   return gname;
 }
 
-std::size_t splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+std::vector<bool> splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
   const std::string vname = combinedVjp(m, name);
   const ir::Function& g = *m->lookup(name);
   const ir::Function& v = *m->lookup(vname);
@@ -256,7 +256,11 @@ std::size_t splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& na
     copyOps(bwd, map, nPrimal, vv.ops.size());
     for (std::size_t i = nY; i < vv.outputs.size(); ++i) bwd.outputs.push_back(map.at(vv.outputs[i]));
   }
-  return residuals.size();
+  std::vector<bool> isParam;
+  for (ir::ValueId r : residuals)
+    isParam.push_back(std::find(v.params.begin(), v.params.begin() + static_cast<std::ptrdiff_t>(nX), r) !=
+                      v.params.begin() + static_cast<std::ptrdiff_t>(nX));
+  return isParam;
 }
 
 } // namespace adjit::autodiff

@@ -38,7 +38,8 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
 std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
 /// The split VJP of `name`: `<name>.fwd` (x...) -> (y..., residuals...) and
-/// `<name>.bwd` (residuals..., dy...) -> (dx...). Returns the number of residuals.
-std::size_t splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
+/// `<name>.bwd` (residuals..., dy...) -> (dx...). Returns, per residual,
+/// whether it is one of the parameters (an input, not a saved intermediate).
+std::vector<bool> splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
 } // namespace adjit::autodiff

@@ -9,11 +9,13 @@ namespace {
 
 using ir::InferCtx;
 
-/// custom_vjp @fwd[, @vjp](xs..., captured...) {inputs = K, outputs = N}
-/// Results: fwd's results, the N outputs and then the residuals the VJP reads.
+/// custom_vjp @fwd[, @vjp](xs..., captured...) {inputs = K, outputs = N[, residuals = [...]]}
+/// Results: fwd's results: the N outputs, then the residuals it computes.
 /// @vjp (present once the gradient has been traced) takes (dy for each
 /// floating output..., residuals...) and returns a dx for each floating
-/// operand among the first K (the others are captured constants).
+/// operand among the first K (the others are captured constants). Attribute
+/// `residuals` says where each residual comes from: an operand index, or -1
+/// for the next of fwd's extra results.
 std::vector<Type> inferCustomVjp(const InferCtx& c) {
   if (c.callees.empty() || c.callees.size() > 2) c.fail("expected a forward and a VJP function, got {} callees", c.callees.size());
   const ir::Function& fwd = *c.callees[0];
@@ -31,7 +33,13 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
     std::vector<Type> params, outs;
     for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
       if (is_floating(results[i].dtype)) params.push_back(results[i]);
-    params.insert(params.end(), results.begin() + n, results.end());
+    std::size_t next = static_cast<std::size_t>(n);
+    for (int64_t r : c.attrs.has("residuals") ? c.ints("residuals") : std::vector<int64_t>{}) {
+      if (r >= static_cast<int64_t>(c.operands.size())) c.fail("residual operand {} does not exist", r);
+      if (r < 0 && next >= results.size()) c.fail("more residuals than @{} returns", fwd.name);
+      params.push_back(r >= 0 ? c.operands[static_cast<std::size_t>(r)] : results[next++]);
+    }
+    if (next != results.size()) c.fail("@{} returns {} results that are not residuals of the VJP", fwd.name, results.size() - next);
     for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i)
       if (is_floating(c.operands[i].dtype)) outs.push_back(c.operands[i]);
     if (vjp.paramTypes() != params || vjp.resultTypes() != outs)
@@ -74,13 +82,13 @@ void defineGradientOps(Table& t) {
           if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
       },
       .example = R"(func @f(%0: f64[3]) -> (f64[3]) {
-  %1, %2 = custom_vjp @sin.fwd, @sin.vjp(%0) {inputs = 1, outputs = 1} : f64[3], f64[3]
+  %1 = custom_vjp @sin.fwd, @sin.vjp(%0) {inputs = 1, outputs = 1, residuals = [0]} : f64[3]
   return %1
 }
 
-func @sin.fwd(%0: f64[3]) -> (f64[3], f64[3]) {
+func @sin.fwd(%0: f64[3]) -> (f64[3]) {
   %1 = sin(%0) : f64[3]
-  return %1, %0
+  return %1
 }
 
 func @sin.vjp(%0: f64[3], %1: f64[3]) -> (f64[3]) {

@@ -185,3 +185,75 @@ TEST_CASE("a grad_fn using custom_gradient: its grad_grad_fn gives the gradient 
   // d/dx of grad_fn(1) = d/dx inner(1, x) = the inner VJP's second output: 0.
   CHECK(scalar(grad(grad(f))(3.0)) == 0.0);
 }
+
+TEST_CASE("grad_pass_through: forward is f, gradient is the identity") {
+  auto roundish = grad_pass_through([](Tensor x) { return floor(x * 10.0) / 10.0; });
+  CHECK(scalar(roundish(1.27)) == doctest::Approx(1.2));
+  CHECK(scalar(grad([roundish](Tensor x) { return roundish(x) * 3.0; })(1.27)) == 3.0);
+  // Several inputs and outputs, matched in order.
+  auto swap = grad_pass_through([](Tensor a, Tensor b) { return std::make_tuple(a * 0.0, b * 0.0); });
+  auto g = grad([swap](Tensor a, Tensor b) {
+    auto [u, v] = swap(a, b);
+    return u * 2.0 + v * 5.0;
+  }, argnums<0, 1>)(1.0, 1.0);
+  CHECK(scalar(std::get<0>(g)) == 2.0);
+  CHECK(scalar(std::get<1>(g)) == 5.0);
+}
+
+TEST_CASE("recompute_grad: same gradients, the forward keeps only the inputs") {
+  auto block = [](Tensor x, Tensor w) { return tanh(matmul(w, tanh(matmul(w, x)))); };
+  auto plain = [block](Tensor x, Tensor w) { return sum(block(block(x, w), w)); };
+  auto rblock = recompute_grad(block);
+  auto recomputed = [rblock](Tensor x, Tensor w) { return sum(rblock(rblock(x, w), w)); };
+  std::vector<double> xs, ws;
+  for (int i = 0; i < 16; ++i) xs.push_back(0.1 * (i % 5) - 0.2), ws.push_back(0.05 * ((i * 7) % 9) - 0.2);
+  Array x(xs, {4, 4}), w(ws, {4, 4});
+  auto ga = grad(plain, argnums<0, 1>)(x, w);
+  auto gb = grad(recomputed, argnums<0, 1>)(x, w);
+  for (int i = 0; i < 16; ++i) {
+    CHECK(std::get<0>(gb).at(i) == doctest::Approx(std::get<0>(ga).at(i)).epsilon(1e-12));
+    CHECK(std::get<1>(gb).at(i) == doctest::Approx(std::get<1>(ga).at(i)).epsilon(1e-12));
+  }
+  // The split forward keeps less for the backward.
+  auto [ya, backA] = vjp(plain, x, w);
+  auto [yb, backB] = vjp(recomputed, x, w);
+  CHECK(scalar(ya) == doctest::Approx(scalar(yb)));
+  CHECK(backB.residual_bytes() < backA.residual_bytes());
+}
+
+TEST_CASE("recompute_grad on a 32-layer chain keeps at least 6x fewer residual bytes") {
+  constexpr int kLayers = 32, kBlock = 8, kN = 256;
+  std::vector<Array> ws;
+  for (int l = 0; l < kLayers; ++l) {
+    std::vector<float> w(kN * kN);
+    for (int i = 0; i < kN * kN; ++i) w[i] = 0.06f * static_cast<float>(((i * 31 + l * 17) % 13) - 6) / 6.0f;
+    ws.emplace_back(w, Shape{kN, kN});
+  }
+  std::vector<float> h0(kN * kN);
+  for (int i = 0; i < kN * kN; ++i) h0[i] = 0.1f * static_cast<float>((i % 11) - 5);
+  Array h(h0, {kN, kN});
+  auto layers = [](Tensor x, const std::vector<Tensor>& w, int from, int to) {
+    for (int l = from; l < to; ++l) x = tanh(matmul(w[l], x));
+    return x;
+  };
+  auto plain = [&](Tensor x, std::vector<Tensor> w) { return sum(layers(x, w, 0, kLayers)); };
+  auto blocked = [&](Tensor x, std::vector<Tensor> w) {
+    for (int b = 0; b < kLayers / kBlock; ++b) {
+      std::vector<Tensor> wb(w.begin() + b * kBlock, w.begin() + (b + 1) * kBlock);
+      x = recompute_grad([&layers](Tensor t, std::vector<Tensor> ww) { return layers(t, ww, 0, static_cast<int>(ww.size())); })(x, wb);
+    }
+    return sum(x);
+  };
+  auto [ya, backA] = vjp(plain, h, ws);
+  auto [yb, backB] = vjp(blocked, h, ws);
+  CHECK(ya.item<double>() == doctest::Approx(yb.item<double>()).epsilon(1e-5));
+  INFO("plain keeps " << backA.residual_bytes() << " bytes, recompute_grad " << backB.residual_bytes());
+  CHECK(backA.residual_bytes() >= 6 * backB.residual_bytes());
+  CHECK(backB.residual_bytes() > 0);
+  // Same gradients for the weights.
+  std::vector<Array> ga = backA(Array(1.0f)), gb = backB(Array(1.0f));
+  REQUIRE(ga.size() == gb.size());
+  for (std::size_t k = 1; k < ga.size(); k += 7)
+    for (int64_t i = 0; i < ga[k].size(); i += 997)
+      CHECK(gb[k].at(i) == doctest::Approx(ga[k].at(i)).epsilon(1e-4).scale(1e-3));
+}
