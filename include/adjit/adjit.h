@@ -5,6 +5,7 @@
 #include <adjit/array.h>
 #include <adjit/autodiff.h>
 #include <adjit/custom_gradient.h>
+#include <adjit/debug.h>
 #include <adjit/dtype.h>
 #include <adjit/error.h>
 #include <adjit/jit.h>

@@ -230,6 +230,7 @@ llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.
 void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers) const { fe.call(name, std::move(buffers)); }
 
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
+llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
 
 void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) const {
   llvm::Function* f = b.GetInsertBlock()->getParent();
@@ -594,6 +595,7 @@ std::vector<FunctionEmitter::Unit> FunctionEmitter::schedule() const {
   // value is computed before it is used.
   std::vector<Unit> units;
   std::vector<int> levelOf(f_.types.size(), -1), unitOf(f_.types.size(), -1);
+  int lastEffect = -1; // ops with side effects run in program order
   auto compatible = [](const Unit& u, const Root& r) {
     if (u.roots.empty() || u.roots[0].domain != r.domain) return false;
     if (r.reduction)
@@ -640,6 +642,10 @@ std::vector<FunctionEmitter::Unit> FunctionEmitter::schedule() const {
           for (int su : shareUnits) clash = clash || (units[su].level == level && su != static_cast<int>(u));
           if (!clash) target = static_cast<int>(u);
         }
+    if (!info.has(ops::kPure)) {
+      level = std::max(level, lastEffect + 1);
+      lastEffect = level;
+    }
     for (ir::ValueId r : op.results) levelOf[r] = level;
     if (!root) {
       units.push_back({&op, level, {}});

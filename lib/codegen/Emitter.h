@@ -83,6 +83,8 @@ struct LowerCtx : EmitBase {
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) const;
   /// A stack slot for a scalar accumulator of dtype t.
   llvm::Value* scalarSlot(DType t) const;
+  /// A stack array of `count` values of type t (in the entry block).
+  llvm::Value* fe_alloca(llvm::Type* t, uint64_t count) const;
   /// Calls module function `name` with operand and result buffers.
   void call(const std::string& name, std::vector<llvm::Value*> buffers) const;
 };

@@ -2,6 +2,7 @@
 #include "jit/Engine.h"
 
 #include "codegen/Codegen.h"
+#include "jit/Callbacks.h"
 #include "codegen/Target.h"
 #include "ir/Text.h"
 #include "ir/Verifier.h"
@@ -42,6 +43,12 @@ llvm::orc::LLJIT& engine() {
     else llvm::consumeError(g.takeError());
     if (auto g = llvm::orc::DynamicLibrarySearchGenerator::Load("libm.so.6", prefix)) jd.addGenerator(std::move(*g));
     else llvm::consumeError(g.takeError());
+    // Host callbacks: defined explicitly, so they resolve however adjit was loaded.
+    llvm::orc::SymbolMap runtime;
+    runtime[(*j)->mangleAndIntern("adjit_host_callback")] =
+        llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_host_callback), llvm::JITSymbolFlags::Exported);
+    if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))
+      throw Error("cannot start the JIT: " + llvm::toString(std::move(err)));
     auto g = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
     if (!g) throw Error("cannot start the JIT: " + llvm::toString(g.takeError()));
     jd.addGenerator(std::move(*g));

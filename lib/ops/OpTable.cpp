@@ -23,6 +23,7 @@ static Table buildTable() {
   defineLinalgOps(t);
   defineCallOps(t);
   defineGradientOps(t);
+  defineCallbackOps(t);
   return t;
 }
 

@@ -150,6 +150,7 @@ void defineReduceOps(Table&);
 void defineLinalgOps(Table&);
 void defineCallOps(Table&);
 void defineGradientOps(Table&);
+void defineCallbackOps(Table&);
 
 inline void set(Table& t, OpKind k, Hooks h) { t[static_cast<std::size_t>(k)].hooks = h; }
 

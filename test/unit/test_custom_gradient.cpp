@@ -257,3 +257,45 @@ TEST_CASE("recompute_grad on a 32-layer chain keeps at least 6x fewer residual b
     for (int64_t i = 0; i < ga[k].size(); i += 997)
       CHECK(gb[k].at(i) == doctest::Approx(ga[k].at(i)).epsilon(1e-4).scale(1e-3));
 }
+
+TEST_CASE("debug_callback runs in compiled code, in order; recompute_grad runs it again") {
+  std::vector<double> seen;
+  auto f = jit([&seen](Tensor x) {
+    Tensor y = x * 2.0;
+    debug_callback([&seen](const std::vector<Array>& v) { seen.push_back(v[0].item<double>()); }, {y});
+    Tensor z = y + 1.0;
+    debug_callback([&seen](const std::vector<Array>& v) { seen.push_back(v[0].item<double>() + 1000); }, {z});
+    return z;
+  });
+  CHECK(scalar(f(3.0)) == 7.0);
+  CHECK(seen == std::vector<double>{6, 1007});
+  // Not dropped even though nothing uses it, not merged with its twin.
+  int count = 0;
+  auto g = jit([&count](Tensor x) {
+    debug_callback([&count](const std::vector<Array>&) { ++count; }, {x});
+    debug_callback([&count](const std::vector<Array>&) { ++count; }, {x});
+    return x;
+  });
+  g(1.0);
+  CHECK(count == 2);
+
+  int runs = 0;
+  auto layer = recompute_grad([&runs](Tensor x) {
+    debug_callback([&runs](const std::vector<Array>&) { ++runs; }, {x});
+    return sin(x) * 1.5;
+  });
+  auto four = [layer](Tensor x) { return layer(layer(layer(layer(x)))); };
+  jit(four)(0.3);
+  CHECK(runs == 4);
+  runs = 0;
+  value_and_grad(four)(0.3);
+  CHECK(runs == 8);
+}
+
+TEST_CASE("debug_print formats tensor values") {
+  auto f = jit([](Tensor x) {
+    debug_print("x = {}\n", {x});
+    return x;
+  });
+  f(f32({1, 2}));
+}

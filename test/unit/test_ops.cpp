@@ -182,6 +182,15 @@ TEST_CASE("custom_vjp call sites run their forward function") {
   check3([softplus](V v) { return softplus(v[0]) * 2; }, {f64({0, 1})}, f64({2 * std::log(2.0), 2 * std::log1p(std::exp(1.0))}), 1e-12);
 }
 
+TEST_CASE("host callbacks see the values") {
+  static double last = 0;
+  check3([](V v) {
+    debug_callback([](const std::vector<Array>& a) { last = a[0].at(1); }, {v[0] * 3});
+    return v[0] + 1;
+  }, {f64({1, 2})}, f64({2, 3}));
+  CHECK(last == 6.0);
+}
+
 TEST_CASE("calls: a jitted function used inside another trace") {
   auto inner = jit([](Tensor x) { return x * x + 1; }, {.name = "inner"});
   check3([inner](V v) { return inner(v[0]) * 2; }, {f32({1, 2, 3})}, f32({4, 10, 20}));

@@ -1,0 +1,63 @@
+// jit/Callbacks.cpp — the host-callback registry and its C entry point.
+#include "jit/Callbacks.h"
+
+#include "support/Assert.h"
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+namespace adjit::engine {
+namespace {
+
+struct Entry {
+  HostFn fn;
+  std::vector<Type> types;
+};
+
+std::mutex& registryMutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::deque<Entry>& registry() {
+  static auto* r = new std::deque<Entry>; // never destroyed: kernels may outlive static destruction
+  return *r;
+}
+
+} // namespace
+
+int64_t registerCallback(HostFn fn, std::vector<Type> types) {
+  std::lock_guard lock(registryMutex());
+  registry().push_back({std::move(fn), std::move(types)});
+  return static_cast<int64_t>(registry().size() - 1);
+}
+
+std::optional<std::vector<Type>> callbackTypes(int64_t id) {
+  std::lock_guard lock(registryMutex());
+  if (id < 0 || static_cast<std::size_t>(id) >= registry().size()) return std::nullopt;
+  return registry()[static_cast<std::size_t>(id)].types;
+}
+
+void runCallback(int64_t id, const std::vector<Array>& args) {
+  HostFn fn;
+  {
+    std::lock_guard lock(registryMutex());
+    ADJIT_ASSERT(id >= 0 && static_cast<std::size_t>(id) < registry().size(), "unknown host callback");
+    fn = registry()[static_cast<std::size_t>(id)].fn;
+  }
+  fn(args);
+}
+
+} // namespace adjit::engine
+
+extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) {
+  using namespace adjit;
+  std::vector<Type> types = *engine::callbackTypes(id);
+  std::vector<Array> args;
+  for (int64_t i = 0; i < n; ++i) {
+    Array a = Array::uninitialized(types[static_cast<std::size_t>(i)]);
+    std::memcpy(a.raw(), buffers[i], a.bytes());
+    args.push_back(std::move(a));
+  }
+  engine::runCallback(id, args);
+}

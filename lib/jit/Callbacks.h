@@ -1,0 +1,24 @@
+// jit/Callbacks.h — host callbacks run by compiled code (debug_callback):
+// a process-wide registry by id, and the C entry point kernels call.
+#pragma once
+
+#include <adjit/array.h>
+
+#include <functional>
+#include <optional>
+
+namespace adjit::engine {
+
+using HostFn = std::function<void(const std::vector<Array>&)>;
+
+/// Registers a callback taking arrays of `types`; returns its id.
+int64_t registerCallback(HostFn fn, std::vector<Type> types);
+/// The argument types of callback `id`, if it exists.
+std::optional<std::vector<Type>> callbackTypes(int64_t id);
+/// Runs callback `id` on arrays.
+void runCallback(int64_t id, const std::vector<Array>& args);
+
+} // namespace adjit::engine
+
+/// Called by compiled code: runs callback `id` on `n` buffers (copied into Arrays).
+extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers);
