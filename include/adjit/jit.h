@@ -11,7 +11,7 @@ namespace adjit {
 struct JitOptions {
   std::string name = "f"; ///< the function's name in IR, logs and dump files
   int opt_level = 2;      ///< LLVM optimisation level, 0-3
-  std::string cpu;        ///< target CPU; empty for the host's
+  std::string cpu = {};   ///< target CPU; empty for the host's
 };
 
 /// Every stage of one compilation as text, for debugging.

@@ -160,8 +160,8 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
           }
           return dxs;
         },
+        [i](const std::vector<std::optional<Tensor>>& cts) { return customVjp(i, cts); },
     };
-    ctx.customVjp = [i](const std::vector<std::optional<Tensor>>& cts) { return customVjp(i, cts); };
     info.hooks.vjp(ctx);
   }
 
