@@ -12,3 +12,4 @@
 #include <adjit/module.h>
 #include <adjit/tensor.h>
 #include <adjit/trace.h>
+#include <adjit/variable.h>

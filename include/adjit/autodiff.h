@@ -5,6 +5,7 @@
 #pragma once
 
 #include <adjit/jit.h>
+#include <adjit/variable.h>
 
 #include <optional>
 
@@ -48,7 +49,20 @@ public:
                                               Unconnected unconnected = Unconnected::none,
                                               std::source_location loc = std::source_location::current());
 
+  /// d target / d variable: the tape watches the trainable variables its
+  /// computation reads (nullopt for a variable it did not read, or one that
+  /// is not trainable).
+  std::optional<Tensor> gradient(const Tensor& target, const Variable& variable,
+                                 std::optional<Tensor> output_gradient = std::nullopt,
+                                 Unconnected unconnected = Unconnected::none,
+                                 std::source_location loc = std::source_location::current());
+  std::vector<std::optional<Tensor>> gradient(const Tensor& target, const std::vector<Variable>& variables,
+                                              std::optional<Tensor> output_gradient = std::nullopt,
+                                              Unconnected unconnected = Unconnected::none,
+                                              std::source_location loc = std::source_location::current());
+
 private:
+  void checkUse(const Location& loc);
   std::size_t begin_;
   uint64_t trace_;
   bool persistent_;
@@ -118,6 +132,53 @@ template <class A, class B> struct Map<std::pair<A, B>> {
 };
 
 } // namespace detail
+
+namespace detail {
+/// Gradients of y (traced since `mark`) with respect to each variable: the sum
+/// over the values its reads returned; zeros where y does not depend on it.
+std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const std::vector<Variable>& vars);
+} // namespace detail
+
+/// The gradient of f with respect to variables (rather than arguments):
+/// returned by grad(f, variables) and value_and_grad(f, variables).
+template <class F, bool WithValue> class VariableGradFn {
+public:
+  VariableGradFn(F f, std::vector<Variable> vars)
+      : f_(std::move(f)), vars_(std::move(vars)), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
+
+  /// One gradient per variable (a std::vector), after the value with WithValue.
+  template <class... Args> auto operator()(const Args&... args) const {
+    if constexpr (std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>) {
+      return traced(args...);
+    } else {
+      auto self = *this;
+      return detail::callCompiled(*core_, [self](const auto&... ts) { return self.traced(ts...); }, args...);
+    }
+  }
+
+  template <class... Args> auto traced(const Args&... args) const {
+    std::size_t mark = detail::traceMark();
+    Tensor y = f_(args...);
+    detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad");
+    std::vector<Tensor> g = detail::variableGradients(mark, y, vars_);
+    if constexpr (WithValue) return std::make_pair(y, g);
+    else return g;
+  }
+
+private:
+  F f_;
+  std::vector<Variable> vars_;
+  std::shared_ptr<detail::JitCore> core_;
+};
+
+/// The gradient of f (a floating scalar) with respect to `variables`.
+template <class F> VariableGradFn<std::decay_t<F>, false> grad(F&& f, std::vector<Variable> variables) {
+  return VariableGradFn<std::decay_t<F>, false>(std::forward<F>(f), std::move(variables));
+}
+/// Like grad(f, variables), returning std::pair{f(args...), gradients}.
+template <class F> VariableGradFn<std::decay_t<F>, true> value_and_grad(F&& f, std::vector<Variable> variables) {
+  return VariableGradFn<std::decay_t<F>, true>(std::forward<F>(f), std::move(variables));
+}
 
 /// Which arguments to differentiate: `argnums<0>` (the default), `argnums<0, 2>`.
 template <int... I> struct Argnums {};

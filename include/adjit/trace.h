@@ -161,10 +161,19 @@ template <class A, class B> struct Out<std::pair<A, B>> {
   }
 };
 
+struct VariableState;
+
+/// The variables a traced function uses: those it reads are parameters after
+/// its own (in this order); those it assigns are outputs after its own.
+struct TracedVariables {
+  std::vector<std::shared_ptr<VariableState>> reads, writes;
+};
+
 /// Traces into a fresh function: `params` are its parameter types; `body`
 /// receives the parameter tensors and returns the output tensors.
 Module traceModule(const std::string& name, const std::vector<Type>& params,
-                   const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body);
+                   const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body,
+                   TracedVariables* variables = nullptr);
 
 /// Collects leaf types of an argument structure.
 struct TypeCollector : LeafSink {

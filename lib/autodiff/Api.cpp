@@ -65,16 +65,58 @@ std::optional<Tensor> GradientTape::gradient(const Tensor& target, const Tensor&
   return gradient(target, std::vector<Tensor>{source}, std::move(og), u, l)[0];
 }
 
-std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
-                                                          std::optional<Tensor> og, Unconnected u,
-                                                          std::source_location l) {
-  Location loc = Location::from(l);
+void GradientTape::checkUse(const Location& loc) {
   detail::TraceState& s = current("GradientTape::gradient", loc);
   if (s.id != trace_) throw Error("GradientTape::gradient: the tape belongs to another trace", loc);
   if (used_ && !persistent_)
     throw Error("GradientTape::gradient: a non-persistent GradientTape can only be used to compute one set of "
                 "gradients; create it with GradientTape(/*persistent=*/true) to call gradient more than once", loc);
   used_ = true;
+}
+
+std::optional<Tensor> GradientTape::gradient(const Tensor& target, const Variable& v, std::optional<Tensor> og,
+                                             Unconnected u, std::source_location l) {
+  return gradient(target, std::vector<Variable>{v}, std::move(og), u, l)[0];
+}
+
+std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& vars,
+                                                          std::optional<Tensor> og, Unconnected u,
+                                                          std::source_location l) {
+  Location loc = Location::from(l);
+  checkUse(loc);
+  detail::TraceState& s = *detail::currentTrace();
+  detail::TraceState& root = detail::rootTrace(loc);
+  autodiff::Request r;
+  r.begin = begin_;
+  r.end = s.fn->ops.size();
+  r.targets = {detail::valueOf(target, "GradientTape::gradient", loc)};
+  r.seeds = {og};
+  // Sources: every value the tape's computation read from each trainable variable.
+  std::vector<std::pair<std::size_t, std::size_t>> spans; // per variable: [first source, end)
+  for (const Variable& v : vars) {
+    const std::size_t first = r.sources.size();
+    if (&root == &s && v.trainable())
+      for (const detail::VariableBinding& b : root.variables)
+        if (b.var == v.state()) r.sources.insert(r.sources.end(), b.reads.begin(), b.reads.end());
+    spans.push_back({first, r.sources.size()});
+  }
+  std::vector<std::optional<Tensor>> g = autodiff::reverse(r), out;
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    std::optional<Tensor> sum;
+    for (std::size_t i = spans[k].first; i < spans[k].second; ++i)
+      if (g[i]) sum = sum ? add(*sum, *g[i]) : *g[i];
+    if (!sum && u == Unconnected::zero) sum = full(vars[k].type().shape, 0, vars[k].type().dtype);
+    out.push_back(sum);
+  }
+  return out;
+}
+
+std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                                          std::optional<Tensor> og, Unconnected u,
+                                                          std::source_location l) {
+  Location loc = Location::from(l);
+  checkUse(loc);
+  detail::TraceState& s = *detail::currentTrace();
   const ir::ValueId targetId = detail::valueOf(target, "GradientTape::gradient", loc);
   if (og && og->type() != target.type())
     throw Error(fmt::format("GradientTape::gradient: output_gradient has type {}, but the target has type {}",
@@ -125,6 +167,34 @@ std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor&
   r.seeds = {std::move(seed)};
   for (const Tensor& x : xs) r.sources.push_back(valueOf(x, "grad", {}));
   return autodiff::reverse(r);
+}
+
+std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const std::vector<Variable>& vars) {
+  TraceState& s = traceOf(y, "grad", {});
+  autodiff::Request r;
+  r.begin = mark;
+  r.end = s.fn->ops.size();
+  r.targets = {valueOf(y, "grad", {})};
+  r.seeds = {std::nullopt};
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  TraceState* root = &s;
+  while (root->parent) root = root->parent;
+  for (const Variable& v : vars) {
+    const std::size_t first = r.sources.size();
+    if (root == &s)
+      for (const VariableBinding& b : root->variables)
+        if (b.var == v.state()) r.sources.insert(r.sources.end(), b.reads.begin(), b.reads.end());
+    spans.push_back({first, r.sources.size()});
+  }
+  std::vector<std::optional<Tensor>> g = autodiff::reverse(r);
+  std::vector<Tensor> out;
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    std::optional<Tensor> sum;
+    for (std::size_t i = spans[k].first; i < spans[k].second; ++i)
+      if (g[i]) sum = sum ? add(*sum, *g[i]) : *g[i];
+    out.push_back(sum ? *sum : full(vars[k].type().shape, 0, vars[k].type().dtype));
+  }
+  return out;
 }
 
 void checkGradOutput(const Tensor& y, const char* api) {

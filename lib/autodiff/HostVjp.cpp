@@ -3,6 +3,7 @@
 #include "autodiff/Reverse.h"
 #include "jit/Engine.h"
 #include "support/Log.h"
+#include "trace/Tracer.h"
 
 #include <fmt/format.h>
 
@@ -22,7 +23,10 @@ struct HostVjp {
 
 std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<const Leaf> leaves,
                                       const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
-  Module traced = traceModule("vjp", types, body);
+  TracedVariables vars;
+  Module traced = traceModule("vjp", types, body, &vars);
+  if (!vars.reads.empty())
+    throw Error("vjp: functions using variables are not supported on Arrays yet (variable '" + vars.reads[0]->name + "')");
   auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
   const std::vector<bool> isInput = autodiff::splitVjp(m, "vjp");
   const std::size_t nResiduals = isInput.size();

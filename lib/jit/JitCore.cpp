@@ -6,6 +6,7 @@
 
 #include <adjit/jit.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -17,6 +18,7 @@ struct JitCore::Entry {
   uint64_t key;
   std::shared_ptr<engine::Kernel> kernel;
   std::shared_ptr<void> skeleton;
+  TracedVariables variables; ///< implicit inputs after the arguments, written back after the call
 };
 
 struct JitCore::Impl {
@@ -30,6 +32,14 @@ const Type& scalar_type(DType t) {
   return types[static_cast<int>(t)];
 }
 
+static bool matches(const JitCore::Entry& e, std::span<const Leaf> args) {
+  const engine::Kernel& k = *e.kernel;
+  if (k.inputs.size() != args.size() + e.variables.reads.size()) return false;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (k.inputs[i] != *args[i].type) return false;
+  return true;
+}
+
 JitCore::JitCore(JitOptions o) : opts_(std::move(o)), impl_(std::make_unique<Impl>()) {}
 JitCore::~JitCore() = default;
 
@@ -40,26 +50,22 @@ static std::vector<Type> typesOf(std::span<const Leaf> args) {
   return t;
 }
 
-static bool matches(const engine::Kernel& k, std::span<const Leaf> args) {
-  if (k.inputs.size() != args.size()) return false;
-  for (std::size_t i = 0; i < args.size(); ++i)
-    if (k.inputs[i] != *args[i].type) return false;
-  return true;
-}
+static bool matches(const JitCore::Entry& e, std::span<const Leaf> args);
 
 const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,
                                            std::vector<Array>& outs) {
   Entry* e = impl_->last.load(std::memory_order_acquire);
-  if (!e || e->key != key || !matches(*e->kernel, args)) {
+  if (!e || e->key != key || !matches(*e, args)) {
     std::lock_guard lock(impl_->m);
     auto it = impl_->entries.find(key);
-    if (it != impl_->entries.end() && matches(*it->second->kernel, args)) {
+    if (it != impl_->entries.end() && matches(*it->second, args)) {
       e = it->second.get();
     } else {
       auto entry = std::make_unique<Entry>();
       entry->key = key;
       auto t0 = std::chrono::steady_clock::now();
-      Module traced = traceModule(opts_.name, typesOf(args), [&](std::span<const Tensor> ps) { return body(ps, entry->skeleton); });
+      Module traced = traceModule(opts_.name, typesOf(args), [&](std::span<const Tensor> ps) { return body(ps, entry->skeleton); },
+                                  &entry->variables);
       double traceMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       entry->kernel = engine::compile({traced.impl(), opts_.name, opts_.opt_level, opts_.cpu, traceMs});
       e = entry.get();
@@ -67,7 +73,23 @@ const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> a
     }
     impl_->last.store(e, std::memory_order_release);
   }
-  engine::run(*e->kernel, args, outs);
+  if (e->variables.reads.empty()) {
+    engine::run(*e->kernel, args, outs);
+    return e->skeleton;
+  }
+  // Variables: their storage is passed without copying, under their locks
+  // (taken in one global order), and assigned values are written back.
+  std::vector<VariableState*> locked;
+  for (const auto& v : e->variables.reads) locked.push_back(v.get());
+  std::sort(locked.begin(), locked.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (VariableState* v : locked) locks.emplace_back(v->m);
+  std::vector<Leaf> all(args.begin(), args.end());
+  for (const auto& v : e->variables.reads) all.push_back({v->value.raw(), &v->value.type()});
+  engine::run(*e->kernel, all, outs);
+  const std::size_t nUser = outs.size() - e->variables.writes.size();
+  for (std::size_t i = 0; i < e->variables.writes.size(); ++i) e->variables.writes[i]->value = std::move(outs[nUser + i]);
+  outs.resize(nUser);
   return e->skeleton;
 }
 
@@ -104,7 +126,8 @@ std::vector<Tensor> JitCore::callInTrace(uint64_t key, const std::vector<Tensor>
 
 Module JitCore::module(const std::vector<Type>& types, const Body& body) {
   std::shared_ptr<void> skel;
-  return traceModule(opts_.name, types, [&](std::span<const Tensor> ps) { return body(ps, skel); });
+  TracedVariables vars;
+  return traceModule(opts_.name, types, [&](std::span<const Tensor> ps) { return body(ps, skel); }, &vars);
 }
 
 CompiledStages JitCore::stages(const std::vector<Type>& types, const Body& body) {

@@ -53,13 +53,25 @@ ir::ValueId valueOf(const Tensor& t, std::string_view op, const Location& loc) {
 }
 
 Module traceModule(const std::string& name, const std::vector<Type>& params,
-                   const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
+                   const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body, TracedVariables* variables) {
   auto m = std::make_shared<ir::Module>();
   {
     TraceScope scope(m, name);
     std::vector<Tensor> ps;
     for (const Type& t : params) ps.push_back(scope.param(t));
-    scope.finish(body(ps));
+    std::vector<Tensor> outs = body(ps);
+    TraceState& st = scope.state();
+    if (!st.variables.empty() && !variables)
+      throw Error("trace: the function uses variable '" + st.variables[0].var->name +
+                  "'; variables are supported by jit, grad and the other transforms that run compiled code");
+    for (const VariableBinding& b : st.variables) {
+      variables->reads.push_back(b.var);
+      if (b.assigned) {
+        variables->writes.push_back(b.var);
+        outs.push_back(wrap(st, b.current));
+      }
+    }
+    scope.finish(outs);
   }
   return Module(std::move(m));
 }

@@ -7,6 +7,7 @@
 #include <adjit/tensor.h>
 
 #include <map>
+#include <mutex>
 #include <optional>
 #include <memory>
 
@@ -26,6 +27,24 @@ struct CaptureHook {
   virtual std::optional<ir::ValueId> find(const Tensor& t) const = 0;
 };
 
+/// A variable's state: shared by every copy of the Variable handle.
+struct VariableState {
+  std::string name;
+  Array value;
+  bool trainable;
+  std::mutex m; ///< guards value
+};
+
+/// A variable used by a trace: the parameter its first read became, and its
+/// latest value in the trace (an assignment changes it).
+struct VariableBinding {
+  std::shared_ptr<VariableState> var;
+  ir::ValueId param;
+  ir::ValueId current;
+  bool assigned = false;
+  std::vector<ir::ValueId> reads; ///< every value read() returned (for tapes and grad)
+};
+
 struct TraceState {
   uint64_t id;
   std::shared_ptr<ir::Module> module;
@@ -33,6 +52,7 @@ struct TraceState {
   ir::Builder builder;
   TraceState* parent;
   std::shared_ptr<CaptureHook> captures; ///< may be null
+  std::vector<VariableBinding> variables;  ///< only in the outermost trace (or per jitted function)
   /// While a VJP rule runs: the primal op's location, given to the ops it creates.
   std::optional<Location> locOverride;
   /// Functions already traced into this module for nested jit calls: (jit core, signature) -> name.
@@ -61,6 +81,11 @@ private:
 /// adjit::Error naming `op` at `loc`.
 TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc);
 Tensor wrap(TraceState& s, ir::ValueId v);
+/// The outermost trace enclosing the current one (variables live there).
+TraceState& rootTrace(const Location& loc);
+/// The binding of `var` in `root`, created (as a new parameter) on first use.
+VariableBinding& bindVariable(TraceState& root, const std::shared_ptr<VariableState>& var);
+
 /// The value of the current trace `t` stands for (itself, or a capture).
 ir::ValueId valueOf(const Tensor& t, std::string_view op, const Location& loc);
 

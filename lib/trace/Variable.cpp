@@ -1,0 +1,74 @@
+// trace/Variable.cpp — variables: shared state, reads as implicit parameters
+// of the outermost trace, assignments written back after the call.
+#include "trace/Tracer.h"
+
+#include <adjit/variable.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace adjit {
+namespace detail {
+
+TraceState& rootTrace(const Location& loc) {
+  TraceState* s = currentTrace();
+  if (!s) throw Error("variable: read or assigned outside of a trace (use value() outside)", loc);
+  while (s->parent) s = s->parent;
+  return *s;
+}
+
+VariableBinding& bindVariable(TraceState& root, const std::shared_ptr<VariableState>& var) {
+  for (VariableBinding& b : root.variables)
+    if (b.var == var) return b;
+  Type t;
+  {
+    std::lock_guard lock(var->m);
+    t = var->value.type();
+  }
+  ir::ValueId p = root.builder.param(t);
+  root.variables.push_back({var, p, p, false, {}});
+  return root.variables.back();
+}
+
+} // namespace detail
+
+Variable::Variable(std::string name, Array initial, bool trainable)
+    : state_(std::make_shared<detail::VariableState>()) {
+  state_->name = std::move(name);
+  state_->value = std::move(initial);
+  state_->trainable = trainable;
+}
+
+const std::string& Variable::name() const { return state_->name; }
+bool Variable::trainable() const { return state_->trainable; }
+const Type& Variable::type() const { return state_->value.type(); }
+
+Array Variable::value() const {
+  std::lock_guard lock(state_->m);
+  return state_->value;
+}
+
+Tensor Variable::read(std::source_location l) const {
+  detail::TraceState& root = detail::rootTrace(Location::from(l));
+  detail::VariableBinding& b = detail::bindVariable(root, state_);
+  if (std::find(b.reads.begin(), b.reads.end(), b.current) == b.reads.end()) b.reads.push_back(b.current);
+  return detail::wrap(root, b.current);
+}
+
+Tensor Variable::assign(const Tensor& t, std::source_location l) const {
+  Location loc = Location::from(l);
+  detail::TraceState& root = detail::rootTrace(loc);
+  if (detail::currentTrace() != &root)
+    throw Error(fmt::format("variable '{}': assign inside a nested function (a custom gradient's forward, a jitted "
+                            "function called in a trace) is not supported yet; assign in the outermost function",
+                            state_->name), loc);
+  if (t.type() != type())
+    throw Error(fmt::format("variable '{}': assign expected {}, got {}", state_->name, type().str(), t.type().str()), loc);
+  detail::VariableBinding& b = detail::bindVariable(root, state_);
+  b.current = detail::valueOf(t, "assign", loc);
+  b.assigned = true;
+  return t;
+}
+
+} // namespace adjit
