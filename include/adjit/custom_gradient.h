@@ -4,16 +4,26 @@
 #pragma once
 
 #include <adjit/autodiff.h>
+#include <adjit/variable.h>
 
 namespace adjit {
 namespace detail {
 
-using GradFnErased = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-using ForwardBody = std::function<std::vector<Tensor>(std::span<const Tensor>, GradFnErased&)>;
+/// What a grad_fn returned: gradients for the inputs and, if it takes
+/// `variables`, for those.
+struct GradResult {
+  std::vector<Tensor> inputs, variables;
+};
+using GradFnErased = std::function<GradResult(const std::vector<Tensor>&, const std::vector<Variable>&)>;
+/// Traces the forward; fills the grad_fn and whether it accepts `variables`.
+using ForwardBody = std::function<std::vector<Tensor>(std::span<const Tensor>, GradFnErased&, bool& acceptsVariables)>;
 
 /// Traces the forward body into a function, registers its grad_fn for lazy
 /// tracing, and records the custom_vjp call site in the current trace.
-std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body, std::source_location loc);
+/// With `variablesAreConstants` (grad_pass_through), variables the forward
+/// reads get no gradient and grad_fn need not take them.
+std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body, std::source_location loc,
+                                       bool variablesAreConstants = false);
 
 /// Number of Tensor leaves of a structure whose size is fixed at compile time (-1 otherwise).
 template <class T> struct StaticLeaves : std::integral_constant<int, -1> {};
@@ -24,26 +34,49 @@ template <class A, class B> struct StaticLeaves<std::pair<A, B>> : StaticLeaves<
 template <class T, std::size_t N> struct StaticLeaves<std::array<T, N>>
     : std::integral_constant<int, StaticLeaves<T>::value < 0 ? -1 : StaticLeaves<T>::value * static_cast<int>(N)> {};
 
-/// Calls grad_fn with one cotangent per output leaf (as separate arguments when
-/// their number is fixed, else as a vector) and flattens what it returns.
-template <class Ys, class G> std::vector<Tensor> callGradFn(const G& g, const std::vector<Tensor>& dys) {
-  auto flat = [](const auto& r) {
-    std::vector<Tensor> out;
-    Out<std::decay_t<decltype(r)>>::flatten(r, out);
-    return out;
-  };
+template <class R> std::vector<Tensor> flatten(const R& r) {
+  std::vector<Tensor> out;
+  Out<std::decay_t<R>>::flatten(r, out);
+  return out;
+}
+
+/// Whether grad_fn takes `variables` after the cotangents.
+template <class Ys, class G> constexpr bool acceptsVariables() {
   constexpr int n = StaticLeaves<Ys>::value;
+  if constexpr (n >= 0)
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return std::is_invocable_v<const G&, decltype((void)I, Tensor{})..., const std::vector<Variable>&>;
+    }(std::make_index_sequence<static_cast<std::size_t>(n)>{});
+  else
+    return std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>;
+}
+
+/// Calls grad_fn with one cotangent per output leaf (as separate arguments when
+/// their number is fixed, else as a vector), and `variables` if it takes them
+/// (it then returns std::pair{grad_xs, grad_vars}); flattens what it returns.
+template <class Ys, class G>
+GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vector<Variable>& vars) {
+  constexpr int n = StaticLeaves<Ys>::value;
+  constexpr bool withVars = acceptsVariables<Ys, G>();
+  auto finish = [](const auto& r) {
+    if constexpr (withVars) return GradResult{flatten(r.first), std::vector<Tensor>(r.second.begin(), r.second.end())};
+    else return GradResult{flatten(r), {}};
+  };
   if constexpr (n >= 0) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      if constexpr (!std::is_invocable_v<const G&, decltype((void)I, Tensor{})...>) {
+      if constexpr (withVars) {
+        return finish(g(dys.at(I)..., vars));
+      } else if constexpr (!std::is_invocable_v<const G&, decltype((void)I, Tensor{})...>) {
         throw Error("custom_gradient: grad_fn cannot be called with " + std::to_string(n) + " output cotangent(s)");
-        return std::vector<Tensor>{};
+        return GradResult{};
       } else {
-        return flat(g(dys.at(I)...));
+        return finish(g(dys.at(I)...));
       }
     }(std::make_index_sequence<static_cast<std::size_t>(n)>{});
+  } else if constexpr (withVars) {
+    return finish(g(dys, vars));
   } else {
-    return flat(g(dys));
+    return finish(g(dys));
   }
 }
 
@@ -52,8 +85,9 @@ template <class Ys, class G> std::vector<Tensor> callGradFn(const G& g, const st
 /// The callable returned by custom_gradient.
 template <class F> class CustomGradientFn {
 public:
-  CustomGradientFn(F f, std::source_location loc)
-      : f_(std::move(f)), loc_(loc), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "custom_gradient"})) {}
+  CustomGradientFn(F f, std::source_location loc, bool variablesAreConstants = false)
+      : f_(std::move(f)), loc_(loc), variablesAreConstants_(variablesAreConstants),
+        core_(std::make_shared<detail::JitCore>(JitOptions{.name = "custom_gradient"})) {}
 
   /// With Tensors inside a trace: records the call site. With Arrays or
   /// scalars: compiled through jit and run (the forward only).
@@ -73,17 +107,19 @@ public:
     ArgCollector c;
     (In<Args>::visit(args, c), ...);
     std::shared_ptr<Ys> skeleton;
-    ForwardBody body = [&](std::span<const Tensor> params, GradFnErased& gradFn) {
+    using G = std::decay_t<typename R::second_type>;
+    ForwardBody body = [&](std::span<const Tensor> params, GradFnErased& gradFn, bool& takesVariables) {
       const Tensor* it = params.data();
       std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
       R r = std::apply(f_, targs);
       skeleton = std::make_shared<Ys>(r.first);
-      gradFn = [g = std::move(r.second)](const std::vector<Tensor>& dys) { return callGradFn<Ys>(g, dys); };
-      std::vector<Tensor> outs;
-      Out<Ys>::flatten(r.first, outs);
-      return outs;
+      takesVariables = acceptsVariables<Ys, G>();
+      gradFn = [g = std::move(r.second)](const std::vector<Tensor>& dys, const std::vector<Variable>& vars) {
+        return callGradFn<Ys>(g, dys, vars);
+      };
+      return flatten(r.first);
     };
-    std::vector<Tensor> outs = customGradientCall(c.tensors, body, loc_);
+    std::vector<Tensor> outs = customGradientCall(c.tensors, body, loc_, variablesAreConstants_);
     const Tensor* it = outs.data();
     return OutTensors<Ys>::rebuild(*skeleton, it);
   }
@@ -91,6 +127,7 @@ public:
 private:
   F f_;
   std::source_location loc_;
+  bool variablesAreConstants_;
   std::shared_ptr<detail::JitCore> core_;
 };
 
@@ -98,7 +135,10 @@ private:
 /// returns one gradient per flattened input (a Tensor, or a tuple/vector of
 /// them). Autodiff never differentiates f's body: it calls grad_fn, traced only
 /// when a gradient reaches the call. Tensors of f that grad_fn captures become
-/// residuals; tensors f captures from outside are constants for it.
+/// residuals; tensors f captures from outside are constants for it. If f reads
+/// variables, grad_fn takes them too, grad_fn(dys..., const
+/// std::vector<Variable>& variables), and returns std::pair{grad_xs,
+/// std::vector<Tensor> grad_vars}, one per variable in that order.
 template <class F>
 CustomGradientFn<std::decay_t<F>> custom_gradient(F&& f, std::source_location loc = std::source_location::current()) {
   return CustomGradientFn<std::decay_t<F>>(std::forward<F>(f), loc);
@@ -123,8 +163,8 @@ struct IdentityGrad {
 /// there. Useful around non-differentiable updates (an assignment, a moving
 /// average): the gradient flows to f's inputs unchanged.
 template <class F> auto grad_pass_through(F&& f, std::source_location loc = std::source_location::current()) {
-  return custom_gradient(
-      [f = std::forward<F>(f)](const auto&... xs) { return std::make_pair(f(xs...), detail::IdentityGrad{}); }, loc);
+  auto body = [f = std::forward<F>(f)](const auto&... xs) { return std::make_pair(f(xs...), detail::IdentityGrad{}); };
+  return CustomGradientFn<decltype(body)>(std::move(body), loc, /*variablesAreConstants=*/true);
 }
 
 /// recompute_grad(f): the forward keeps only f's inputs for the backward,

@@ -16,6 +16,8 @@ namespace detail { struct VariableState; }
 class Variable {
 public:
   Variable(std::string name, Array initial, bool trainable = true);
+  /// Internal: a handle to existing state.
+  explicit Variable(std::shared_ptr<detail::VariableState> s) : state_(std::move(s)) {}
 
   const std::string& name() const;
   bool trainable() const;

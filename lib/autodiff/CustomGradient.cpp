@@ -118,7 +118,10 @@ void materialize(const std::shared_ptr<ir::Module>& m, ir::LazyVjp& lazy) {
     }
     // Residual parameters are appended as grad_fn reads them; the cotangent
     // parameters must come first, which they do.
-    std::vector<Tensor> dxs = lazy.gradFn(dys);
+    std::vector<Variable> vars;
+    for (const auto& v : lazy.variables) vars.emplace_back(v);
+    detail::GradResult result = lazy.gradFn(dys, vars);
+    std::vector<Tensor>& dxs = result.inputs;
     if (dxs.size() != lazy.inputs)
       throw Error(fmt::format("custom_gradient function expected to return {} gradient{}, but returned {} instead",
                               lazy.inputs, lazy.inputs == 1 ? "" : "s", dxs.size()), lazy.loc);
@@ -130,6 +133,17 @@ void materialize(const std::shared_ptr<ir::Module>& m, ir::LazyVjp& lazy) {
         throw Error(fmt::format("custom_gradient: gradient {} has type {}, but input {} has type {}", i, got.str(), i,
                                 want.str()), lazy.loc);
       if (is_floating(want.dtype)) outs.push_back(dxs[i]);
+    }
+    if (!lazy.variableOperands.empty()) {
+      if (result.variables.size() != lazy.variables.size())
+        throw Error("Must return gradient for each variable from custom_gradient grad_fn.", lazy.loc);
+      for (std::size_t i = 0; i < lazy.variables.size(); ++i) {
+        const Type& want = lazy.variables[i]->value.type();
+        if (result.variables[i].type() != want)
+          throw Error(fmt::format("custom_gradient: the gradient of variable '{}' has type {}, but the variable has type {}",
+                                  lazy.variables[i]->name, result.variables[i].type().str(), want.str()), lazy.loc);
+        outs.push_back(result.variables[i]);
+      }
     }
     scope.finish(outs);
   }
@@ -184,6 +198,7 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
   const ir::Op site2 = f.ops[opIndex]; // a copy: building the call below appends to f.ops
   const std::size_t k = static_cast<std::size_t>(site2.attrs.integer("inputs"));
   const std::size_t n = static_cast<std::size_t>(site2.attrs.integer("outputs"));
+  const std::size_t a = site2.attrs.has("assigns") ? static_cast<std::size_t>(site2.attrs.integer("assigns")) : 0;
   std::vector<ir::ValueId> args;
   for (std::size_t i = 0; i < n; ++i) {
     const Type& t = f.type(site2.results[i]);
@@ -191,7 +206,7 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
     args.push_back(i < cts.size() && cts[i] ? detail::valueOf(*cts[i], "custom_vjp", site2.loc)
                                             : zeros_like(detail::wrap(s, site2.results[i])).id());
   }
-  std::size_t nextResult = n;
+  std::size_t nextResult = n + a;
   for (int64_t r : site2.attrs.has("residuals") ? site2.attrs.ints("residuals") : std::vector<int64_t>{})
     args.push_back(r >= 0 ? site2.operands[static_cast<std::size_t>(r)] : site2.results[nextResult++]);
   std::vector<ir::ValueId> dx = s.builder.create(ir::OpKind::Call, args, {}, {site2.callees[1]}, site2.loc);
@@ -199,18 +214,20 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
   std::size_t j = 0;
   for (std::size_t i = 0; i < k; ++i)
     if (is_floating(f.type(site2.operands[i]).dtype)) out[i] = detail::wrap(s, dx.at(j++));
+  for (int64_t v : site2.attrs.has("variables") ? site2.attrs.ints("variables") : std::vector<int64_t>{})
+    out[static_cast<std::size_t>(v)] = detail::wrap(s, dx.at(j++));
   // Residuals are ordinary values of the forward body: a cotangent reaching
   // one (in higher-order derivatives, through the VJP that read it) flows back
   // through the forward's own derivative.
   bool residualCotangent = false;
-  for (std::size_t i = n; i < site2.results.size() && i < cts.size(); ++i) residualCotangent = residualCotangent || cts[i];
+  for (std::size_t i = n + a; i < site2.results.size() && i < cts.size(); ++i) residualCotangent = residualCotangent || cts[i];
   if (residualCotangent) {
     const std::string fwdVjp = combinedVjp(s.module, site2.callees[0]);
     const ir::Function& fwd = *s.module->lookup(site2.callees[0]);
     std::vector<ir::ValueId> vargs(site2.operands.begin(), site2.operands.end());
     for (std::size_t i = 0; i < site2.results.size(); ++i) {
       if (!is_floating(fwd.type(fwd.outputs[i]).dtype)) continue;
-      const bool residual = i >= n;
+      const bool residual = i >= n + a;
       vargs.push_back(residual && i < cts.size() && cts[i] ? detail::valueOf(*cts[i], "custom_vjp", site2.loc)
                                                            : zeros_like(detail::wrap(s, site2.results[i])).id());
     }
@@ -229,8 +246,8 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
 
 namespace detail {
 
-std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body,
-                                       std::source_location l) {
+std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body, std::source_location l,
+                                       bool variablesAreConstants) {
   Location loc = Location::from(l);
   TraceState* outer = currentTrace();
   if (!outer) throw Error("custom_gradient: called with Tensors outside of a trace", loc);
@@ -242,6 +259,7 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
   }
   auto hook = std::make_shared<OuterCaptures>(outer);
   auto lazy = std::make_shared<ir::LazyVjp>();
+  std::vector<std::shared_ptr<VariableState>> assigned;
   std::string fwdName;
   {
     TraceScope scope(outer->module, "custom_gradient");
@@ -251,12 +269,34 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
     lazy->fwdTrace = scope.state().id;
     lazy->outerTrace = outer->id;
     lazy->outerHook = outer->captures;
+    scope.state().exportsAssigns = true;
     std::vector<Tensor> params;
     for (const Type& t : types) params.push_back(scope.param(t));
     for (std::size_t i = 0; i < params.size(); ++i) lazy->outerToFwd.emplace(operands[i], params[i].id());
-    std::vector<Tensor> ys = body(params, lazy->gradFn);
-    scope.finish(ys);
+    std::vector<Tensor> ys = body(params, lazy->gradFn, lazy->takesVariables);
     lazy->outputs = ys.size();
+    for (const auto& [var, value] : scope.state().pendingAssigns) {
+      ys.push_back(wrap(scope.state(), value));
+      assigned.push_back(var);
+    }
+    lazy->assigns = assigned.size();
+    scope.finish(ys);
+  }
+  // Variables the forward read reach it as captured operands; their gradients
+  // come from grad_fn (unless they are constants, as in grad_pass_through).
+  std::vector<std::string> varNames;
+  if (!variablesAreConstants && !outer->parent)
+    for (std::size_t j = 0; j < hook->outerValues.size(); ++j)
+      for (const VariableBinding& b : outer->variables)
+        if (std::find(b.reads.begin(), b.reads.end(), hook->outerValues[j]) != b.reads.end()) {
+          lazy->variables.push_back(b.var);
+          lazy->variableOperands.push_back(static_cast<int64_t>(xs.size() + j));
+          varNames.push_back(b.var->name);
+        }
+  if (!lazy->variables.empty() && !lazy->takesVariables) {
+    std::string names;
+    for (const std::string& n : varNames) names += (names.empty() ? "" : ", ") + n;
+    throw Error("custom_gradient grad_fn must accept argument 'variables', since function uses variables: " + names, loc);
   }
   lazy->fwd = fwdName;
   lazy->outerToFwd.insert(hook->mapped.begin(), hook->mapped.end());
@@ -267,9 +307,17 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
   ir::Attrs attrs;
   attrs.set("inputs", static_cast<int64_t>(xs.size()));
   attrs.set("outputs", static_cast<int64_t>(lazy->outputs));
+  if (lazy->assigns) attrs.set("assigns", static_cast<int64_t>(lazy->assigns));
+  if (!lazy->variableOperands.empty()) attrs.set("variables", lazy->variableOperands);
   std::vector<ir::ValueId> results = outer->builder.create(ir::OpKind::CustomVjp, operands, std::move(attrs), {fwdName}, loc);
+  // Assignments in the forward take effect in the enclosing (outermost) trace.
+  for (std::size_t i = 0; i < assigned.size(); ++i) {
+    VariableBinding& b = bindVariable(*outer, assigned[i]);
+    b.current = results[lazy->outputs + i];
+    b.assigned = true;
+  }
   std::vector<Tensor> out;
-  for (ir::ValueId r : results) out.push_back(wrap(*outer, r));
+  for (std::size_t i = 0; i < lazy->outputs; ++i) out.push_back(wrap(*outer, results[i]));
   return out;
 }
 

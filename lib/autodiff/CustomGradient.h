@@ -6,6 +6,8 @@
 #include "ir/IR.h"
 #include "trace/Tracer.h"
 
+#include <adjit/custom_gradient.h>
+
 #include <functional>
 #include <optional>
 
@@ -19,8 +21,12 @@ struct LazyVjp {
   std::string fwd;         ///< the forward function
   std::size_t inputs = 0;  ///< user inputs (the operands after them are captured constants)
   std::size_t outputs = 0; ///< user outputs
+  std::size_t assigns = 0; ///< variable assignments exported after the outputs
   /// Calls the user's grad_fn with the output cotangents (in trace order); returns its gradients.
-  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> gradFn;
+  detail::GradFnErased gradFn;
+  bool takesVariables = false;
+  std::vector<std::shared_ptr<detail::VariableState>> variables; ///< read by the forward, given to grad_fn
+  std::vector<int64_t> variableOperands;                         ///< their call-site operands
   Location loc; ///< the custom_gradient call's source line
   // Filled when first differentiated:
   std::string fwdWithResiduals, vjp;

@@ -9,8 +9,10 @@ namespace {
 
 using ir::InferCtx;
 
-/// custom_vjp @fwd[, @vjp](xs..., captured...) {inputs = K, outputs = N[, residuals = [...]]}
-/// Results: fwd's results: the N outputs, then the residuals it computes.
+/// custom_vjp @fwd[, @vjp](xs..., captured...) {inputs = K, outputs = N[, assigns = A][, residuals = [...]][, variables = [...]]}
+/// Results: fwd's results: the N outputs, A values assigned to variables,
+/// then the residuals it computes. The VJP also returns a gradient for each
+/// operand listed in `variables` (variables the forward read).
 /// @vjp (present once the gradient has been traced) takes (dy for each
 /// floating output..., residuals...) and returns a dx for each floating
 /// operand among the first K (the others are captured constants). Attribute
@@ -25,6 +27,7 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
     if (c.operands[i] != fwd.type(fwd.params[i]))
       c.fail("argument {} of @{} must be {}, got {}", i, fwd.name, fwd.type(fwd.params[i]).str(), c.operands[i].str());
   const int64_t k = c.integer("inputs"), n = c.integer("outputs");
+  const int64_t a = c.attrs.has("assigns") ? c.integer("assigns") : 0;
   const std::vector<Type> results = fwd.resultTypes();
   if (k < 0 || static_cast<std::size_t>(k) > c.operands.size() || n < 0 || static_cast<std::size_t>(n) > results.size())
     c.fail("inputs = {} and outputs = {} do not fit @{} {}", k, n, fwd.name, fwd.signature());
@@ -33,7 +36,7 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
     std::vector<Type> params, outs;
     for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
       if (is_floating(results[i].dtype)) params.push_back(results[i]);
-    std::size_t next = static_cast<std::size_t>(n);
+    std::size_t next = static_cast<std::size_t>(n + a);
     for (int64_t r : c.attrs.has("residuals") ? c.ints("residuals") : std::vector<int64_t>{}) {
       if (r >= static_cast<int64_t>(c.operands.size())) c.fail("residual operand {} does not exist", r);
       if (r < 0 && next >= results.size()) c.fail("more residuals than @{} returns", fwd.name);
@@ -42,6 +45,10 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
     if (next != results.size()) c.fail("@{} returns {} results that are not residuals of the VJP", fwd.name, results.size() - next);
     for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i)
       if (is_floating(c.operands[i].dtype)) outs.push_back(c.operands[i]);
+    for (int64_t v : c.attrs.has("variables") ? c.ints("variables") : std::vector<int64_t>{}) {
+      if (v < k || v >= static_cast<int64_t>(c.operands.size())) c.fail("variable operand {} is not a captured operand", v);
+      outs.push_back(c.operands[static_cast<std::size_t>(v)]);
+    }
     if (vjp.paramTypes() != params || vjp.resultTypes() != outs)
       c.fail("VJP function @{} has signature {}, but the call site needs one taking the output cotangents and residuals",
              vjp.name, vjp.signature());

@@ -53,6 +53,10 @@ struct TraceState {
   TraceState* parent;
   std::shared_ptr<CaptureHook> captures; ///< may be null
   std::vector<VariableBinding> variables;  ///< only in the outermost trace (or per jitted function)
+  /// A custom gradient's forward: assignments are exported through its call
+  /// site (value, then written by the enclosing trace).
+  bool exportsAssigns = false;
+  std::vector<std::pair<std::shared_ptr<VariableState>, ir::ValueId>> pendingAssigns;
   /// While a VJP rule runs: the primal op's location, given to the ops it creates.
   std::optional<Location> locOverride;
   /// Functions already traced into this module for nested jit calls: (jit core, signature) -> name.

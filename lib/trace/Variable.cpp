@@ -59,12 +59,17 @@ Tensor Variable::read(std::source_location l) const {
 Tensor Variable::assign(const Tensor& t, std::source_location l) const {
   Location loc = Location::from(l);
   detail::TraceState& root = detail::rootTrace(loc);
-  if (detail::currentTrace() != &root)
-    throw Error(fmt::format("variable '{}': assign inside a nested function (a custom gradient's forward, a jitted "
-                            "function called in a trace) is not supported yet; assign in the outermost function",
-                            state_->name), loc);
   if (t.type() != type())
     throw Error(fmt::format("variable '{}': assign expected {}, got {}", state_->name, type().str(), t.type().str()), loc);
+  detail::TraceState& cur = *detail::currentTrace();
+  if (&cur != &root) {
+    if (!cur.exportsAssigns || cur.parent != &root)
+      throw Error(fmt::format("variable '{}': assign inside a nested function (other than a custom gradient's "
+                              "forward called from the outermost function) is not supported; assign outside it",
+                              state_->name), loc);
+    cur.pendingAssigns.push_back({state_, detail::valueOf(t, "assign", loc)});
+    return t;
+  }
   detail::VariableBinding& b = detail::bindVariable(root, state_);
   b.current = detail::valueOf(t, "assign", loc);
   b.assigned = true;

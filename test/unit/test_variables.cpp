@@ -56,3 +56,74 @@ TEST_CASE("gradients with respect to variables: tape and grad") {
   CHECK(g[0].to_vector<double>() == std::vector<double>{2, 40});
   CHECK(grad(loss, {w, frozen})(f64({1, 10}))[1].item<double>() == 0.0); // unused: zeros
 }
+
+TEST_CASE("custom_gradient with variables: the documented weights example") {
+  Variable weights("weights", Array(std::vector<float>{1, 1}));
+  auto linearPoly = custom_gradient([weights](Tensor x) {
+    Tensor w = weights.read();
+    Tensor poly = w[1] * x + w[0];
+    auto gradFn = [x, w](Tensor dpoly, const std::vector<Variable>& variables) {
+      CHECK(variables.size() == 1);
+      Tensor gradXs = dpoly * w[1];
+      Tensor powers = stack({pow(x, ones_like(x)), pow(x, zeros_like(x))});
+      Tensor gradVars = sum(reshape(dpoly * powers, {2, -1}), {1});
+      return std::make_pair(gradXs, std::vector<Tensor>{gradVars});
+    };
+    return std::make_pair(poly, gradFn);
+  });
+  auto f = jit([linearPoly, weights](Tensor x) {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    Tensor poly = linearPoly(x);
+    return std::make_tuple(poly, *tape.gradient(poly, x), *tape.gradient(poly, weights));
+  });
+  auto [poly, dx, dw] = f(f32({1, 2, 3}));
+  CHECK(poly.to_vector<float>() == std::vector<float>{2, 3, 4});
+  CHECK(dx.to_vector<float>() == std::vector<float>{1, 1, 1});
+  CHECK(dw.to_vector<float>() == std::vector<float>{6, 3}); // what the user's VJP says (the true gradient is [3, 6])
+}
+
+TEST_CASE("custom_gradient with variables: grad_fn must take them and return one gradient each") {
+  Variable w("w", Array(2.0));
+  int line = __LINE__ + 1;
+  auto noVars = custom_gradient([w](Tensor x) { return std::make_pair(x * w.read(), [](Tensor dy) { return dy; }); });
+  try {
+    jit([noVars](Tensor x) { return noVars(x); })(1.0);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.message() == "custom_gradient grad_fn must accept argument 'variables', since function uses variables: w");
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+  }
+  auto tooFew = custom_gradient([w](Tensor x) {
+    auto gradFn = [](Tensor dy, const std::vector<Variable>&) { return std::make_pair(dy, std::vector<Tensor>{}); };
+    return std::make_pair(x * w.read(), gradFn);
+  });
+  CHECK_THROWS_WITH_AS(grad(tooFew)(1.0), doctest::Contains("Must return gradient for each variable from custom_gradient grad_fn."), Error);
+}
+
+TEST_CASE("grad_pass_through: an assignment inside, variables get no gradient") {
+  Variable x("x", Array(1.0)), z("z", Array(3.0));
+  auto passThroughAssign = grad_pass_through([x](Tensor v) { return x.assign(v); });
+  auto f = jit([x, z, passThroughAssign](Tensor unused) {
+    GradientTape tape;
+    Tensor zv = z.read();
+    Tensor y = passThroughAssign(zv * zv);
+    return std::make_tuple(y, *tape.gradient(y, z) + unused * 0.0);
+  });
+  auto [y, dydz] = f(0.0);
+  CHECK(scalar(y) == 9.0);
+  CHECK(scalar(dydz) == 6.0);
+  CHECK(scalar(x.value()) == 9.0);
+
+  // A moving average: its gradient with respect to the latest input is 1.
+  Variable avg("avg", Array(0.0), /*trainable=*/false);
+  auto update = grad_pass_through([avg](Tensor v) {
+    Tensor a = avg.read() * 0.9 + v * 0.1;
+    avg.assign(a);
+    return a;
+  });
+  auto [value, g] = value_and_grad([update](Tensor v) { return update(v); })(5.0);
+  CHECK(scalar(value) == doctest::Approx(0.5));
+  CHECK(scalar(g) == 1.0);
+  CHECK(scalar(avg.value()) == doctest::Approx(0.5));
+}
