@@ -148,12 +148,7 @@ public:
 
   /// One gradient per variable (a std::vector), after the value with WithValue.
   template <class... Args> auto operator()(const Args&... args) const {
-    if constexpr (std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>) {
-      return traced(args...);
-    } else {
-      auto self = *this;
-      return detail::callCompiled(*core_, [self](const auto&... ts) { return self.traced(ts...); }, args...);
-    }
+    return detail::tracedOrCompiled(*this, *core_, args...);
   }
 
   template <class... Args> auto traced(const Args&... args) const {
@@ -192,14 +187,7 @@ public:
   /// With Tensors (inside a trace): the gradient ops join that trace. With
   /// Arrays or scalars: compiled through jit and run.
   template <class... Args> auto operator()(const Args&... args) const {
-    constexpr bool inTrace = std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>;
-    if constexpr (inTrace) {
-      return traced(args...);
-    } else {
-      auto self = *this;
-      auto body = [self](const auto&... ts) { return self.traced(ts...); };
-      return detail::callCompiled(*core_, body, args...);
-    }
+    return detail::tracedOrCompiled(*this, *core_, args...);
   }
 
   /// The gradient traced into the current trace (arguments are Tensor structures).

@@ -92,12 +92,7 @@ public:
   /// With Tensors inside a trace: records the call site. With Arrays or
   /// scalars: compiled through jit and run (the forward only).
   template <class... Args> auto operator()(const Args&... args) const {
-    if constexpr (std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>) {
-      return traced(args...);
-    } else {
-      auto self = *this;
-      return detail::callCompiled(*core_, [self](const auto&... ts) { return self.traced(ts...); }, args...);
-    }
+    return detail::tracedOrCompiled(*this, *core_, args...);
   }
 
   template <class... Args> auto traced(const Args&... args) const {

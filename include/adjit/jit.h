@@ -179,6 +179,17 @@ template <class F, class... Args> auto callCompiled(JitCore& core, const F& f, c
   return call<false>(core, f, args...);
 }
 
+/// How transforms (grad, custom_gradient, ...) are called: with Tensors inside
+/// a trace, `self.traced(args...)` joins that trace; with Arrays or scalars it
+/// is compiled through `core` and run.
+template <class Self, class... Args> auto tracedOrCompiled(const Self& self, JitCore& core, const Args&... args) {
+  if constexpr (std::disjunction_v<HasTensor<std::decay_t<Args>>...>) {
+    return self.traced(args...);
+  } else {
+    return callCompiled(core, [self](const auto&... ts) { return self.traced(ts...); }, args...);
+  }
+}
+
 } // namespace detail
 
 /// A jitted function (see adjit::jit). Copies share one compilation cache;

@@ -23,6 +23,37 @@ std::vector<std::optional<Tensor>> fill(std::vector<std::optional<Tensor>> g, co
   return g;
 }
 
+/// Adds every value read from each (trainable, if `trainableOnly`) variable as
+/// a source of `r`; returns each variable's [first, end) range of sources.
+std::vector<std::pair<std::size_t, std::size_t>> addVariableSources(detail::TraceState& s,
+                                                                      const std::vector<Variable>& vars,
+                                                                      bool trainableOnly, autodiff::Request& r) {
+  detail::TraceState* root = &s;
+  while (root->parent) root = root->parent;
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (const Variable& v : vars) {
+    const std::size_t first = r.sources.size();
+    if (root == &s && (v.trainable() || !trainableOnly))
+      for (const detail::VariableBinding& b : root->variables)
+        if (b.var == v.state()) r.sources.insert(r.sources.end(), b.reads.begin(), b.reads.end());
+    spans.push_back({first, r.sources.size()});
+  }
+  return spans;
+}
+
+/// Per variable: the sum of its sources' gradients (nullopt if none).
+std::vector<std::optional<Tensor>> sumPerVariable(const std::vector<std::optional<Tensor>>& g,
+                                                  const std::vector<std::pair<std::size_t, std::size_t>>& spans) {
+  std::vector<std::optional<Tensor>> out;
+  for (auto [first, end] : spans) {
+    std::optional<Tensor> total;
+    for (std::size_t i = first; i < end; ++i)
+      if (g[i]) total = total ? add(*total, *g[i]) : *g[i];
+    out.push_back(total);
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, const std::vector<Tensor>& xs,
@@ -85,29 +116,16 @@ std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, 
   Location loc = Location::from(l);
   checkUse(loc);
   detail::TraceState& s = *detail::currentTrace();
-  detail::TraceState& root = detail::rootTrace(loc);
   autodiff::Request r;
   r.begin = begin_;
   r.end = s.fn->ops.size();
   r.targets = {detail::valueOf(target, "GradientTape::gradient", loc)};
   r.seeds = {og};
   // Sources: every value the tape's computation read from each trainable variable.
-  std::vector<std::pair<std::size_t, std::size_t>> spans; // per variable: [first source, end)
-  for (const Variable& v : vars) {
-    const std::size_t first = r.sources.size();
-    if (&root == &s && v.trainable())
-      for (const detail::VariableBinding& b : root.variables)
-        if (b.var == v.state()) r.sources.insert(r.sources.end(), b.reads.begin(), b.reads.end());
-    spans.push_back({first, r.sources.size()});
-  }
-  std::vector<std::optional<Tensor>> g = autodiff::reverse(r), out;
-  for (std::size_t k = 0; k < vars.size(); ++k) {
-    std::optional<Tensor> sum;
-    for (std::size_t i = spans[k].first; i < spans[k].second; ++i)
-      if (g[i]) sum = sum ? add(*sum, *g[i]) : *g[i];
-    if (!sum && u == Unconnected::zero) sum = full(vars[k].type().shape, 0, vars[k].type().dtype);
-    out.push_back(sum);
-  }
+  auto spans = addVariableSources(s, vars, /*trainableOnly=*/true, r);
+  std::vector<std::optional<Tensor>> out = sumPerVariable(autodiff::reverse(r), spans);
+  for (std::size_t k = 0; k < vars.size(); ++k)
+    if (!out[k] && u == Unconnected::zero) out[k] = full(vars[k].type().shape, 0, vars[k].type().dtype);
   return out;
 }
 
@@ -176,24 +194,10 @@ std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const s
   r.end = s.fn->ops.size();
   r.targets = {valueOf(y, "grad", {})};
   r.seeds = {std::nullopt};
-  std::vector<std::pair<std::size_t, std::size_t>> spans;
-  TraceState* root = &s;
-  while (root->parent) root = root->parent;
-  for (const Variable& v : vars) {
-    const std::size_t first = r.sources.size();
-    if (root == &s)
-      for (const VariableBinding& b : root->variables)
-        if (b.var == v.state()) r.sources.insert(r.sources.end(), b.reads.begin(), b.reads.end());
-    spans.push_back({first, r.sources.size()});
-  }
-  std::vector<std::optional<Tensor>> g = autodiff::reverse(r);
+  auto spans = addVariableSources(s, vars, /*trainableOnly=*/false, r);
+  std::vector<std::optional<Tensor>> g = sumPerVariable(autodiff::reverse(r), spans);
   std::vector<Tensor> out;
-  for (std::size_t k = 0; k < vars.size(); ++k) {
-    std::optional<Tensor> sum;
-    for (std::size_t i = spans[k].first; i < spans[k].second; ++i)
-      if (g[i]) sum = sum ? add(*sum, *g[i]) : *g[i];
-    out.push_back(sum ? *sum : full(vars[k].type().shape, 0, vars[k].type().dtype));
-  }
+  for (std::size_t k = 0; k < vars.size(); ++k) out.push_back(g[k] ? *g[k] : full(vars[k].type().shape, 0, vars[k].type().dtype));
   return out;
 }
 
