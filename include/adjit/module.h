@@ -24,9 +24,13 @@ public:
   static Module parse(std::string_view text, std::string_view filename = "<input>");
   /// Reads and parses a `.adj` file.
   static Module load(const std::string& path);
-  /// Writes the `.adj` text (with locations) to `path`, atomically.
+  /// Writes the `.adj` text (with locations) to `path`, atomically. Pending
+  /// custom-gradient VJPs are traced first, so the file can be differentiated
+  /// (e.g. by `adjit compile --vjp`) in another process.
   void save(const std::string& path) const;
 
+  /// Copies the functions of `other` into this module (names must not clash).
+  void add(const Module& other);
   /// Names of the module's functions, in order.
   std::vector<std::string> function_names() const;
   /// Checks the module is well formed; throws adjit::Error naming the op otherwise.

@@ -176,25 +176,37 @@ void materialize(const std::shared_ptr<ir::Module>& m, ir::LazyVjp& lazy) {
 
 namespace autodiff {
 
+/// Makes call site `f.ops[opIndex]` name its VJP function (tracing it first if
+/// needed) and return the residuals that VJP reads.
+static void bindVjp(const std::shared_ptr<ir::Module>& m, ir::Function& f, std::size_t opIndex) {
+  if (f.ops[opIndex].callees.size() != 1) return;
+  const ir::Op site = f.ops[opIndex];
+  auto it = m->lazyVjps.find(site.callees[0]);
+  if (it == m->lazyVjps.end())
+    throw Error("custom_vjp: no VJP is known for @" + site.callees[0] +
+                    " (save modules after tracing them in the same process: saving traces pending VJPs)", site.loc);
+  ir::LazyVjp& lazy = *it->second;
+  if (lazy.vjp.empty()) materialize(m, lazy);
+  const ir::Function& res = *m->lookup(lazy.fwdWithResiduals);
+  ir::Op& live = f.ops[opIndex]; // (materialize added functions, not ops of f)
+  live.callees = {lazy.fwdWithResiduals, lazy.vjp};
+  live.attrs.set("residuals", lazy.residualSources);
+  for (std::size_t i = live.results.size(); i < res.outputs.size(); ++i)
+    live.results.push_back(f.newValue(res.type(res.outputs[i])));
+}
+
+void materializeAll(const std::shared_ptr<ir::Module>& m) {
+  for (std::size_t fi = 0; fi < m->functions.size(); ++fi) // (materializing adds functions)
+    for (std::size_t i = 0; i < m->functions[fi]->ops.size(); ++i) {
+      const ir::Op& op = m->functions[fi]->ops[i];
+      if (op.callees.size() == 1 && m->lazyVjps.count(op.callees[0])) bindVjp(m, *m->functions[fi], i);
+    }
+}
+
 std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
   detail::TraceState& s = *detail::currentTrace();
   ir::Function& f = *s.fn;
-  if (f.ops[opIndex].callees.size() == 1) {
-    const ir::Op site = f.ops[opIndex];
-    auto it = s.module->lazyVjps.find(site.callees[0]);
-    if (it == s.module->lazyVjps.end())
-      throw Error("custom_vjp: no VJP is known for @" + site.callees[0] +
-                      " (the gradient must be traced before the module is saved as text)", site.loc);
-    ir::LazyVjp& lazy = *it->second;
-    if (lazy.vjp.empty()) materialize(s.module, lazy);
-    // Rewrite this call site: call the forward that returns residuals too.
-    const ir::Function& res = *s.module->lookup(lazy.fwdWithResiduals);
-    ir::Op& live = f.ops[opIndex]; // (materialize added functions, not ops of f)
-    live.callees = {lazy.fwdWithResiduals, lazy.vjp};
-    live.attrs.set("residuals", lazy.residualSources);
-    for (std::size_t i = live.results.size(); i < res.outputs.size(); ++i)
-      live.results.push_back(f.newValue(res.type(res.outputs[i])));
-  }
+  bindVjp(s.module, f, opIndex);
   const ir::Op site2 = f.ops[opIndex]; // a copy: building the call below appends to f.ops
   const std::size_t k = static_cast<std::size_t>(site2.attrs.integer("inputs"));
   const std::size_t n = static_cast<std::size_t>(site2.attrs.integer("outputs"));

@@ -43,4 +43,9 @@ namespace adjit::autodiff {
 /// the call site to return the residuals the VJP reads).
 std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts);
 
+/// Traces every custom-gradient VJP of the module that is still pending, and
+/// rewrites its call sites, so the module's text carries everything needed to
+/// differentiate it (in another process, by `adjit compile --vjp`).
+void materializeAll(const std::shared_ptr<ir::Module>& m);
+
 } // namespace adjit::autodiff

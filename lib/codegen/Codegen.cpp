@@ -736,7 +736,8 @@ static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, c
   return fn;
 }
 
-uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out) {
+uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
+                       bool packed) {
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
@@ -770,7 +771,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     b.CreateRetVoid();
   }
   // void <symbol>.packed(ptr args): args = {in..., out..., scratch}.
-  {
+  if (packed) {
     auto* packed = llvm::Function::Create(llvm::FunctionType::get(voidTy, {ptrTy}, false),
                                           llvm::GlobalValue::ExternalLinkage, symbol + ".packed", out);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", packed));

@@ -19,6 +19,8 @@ namespace adjit::codegen {
 
 /// Adds the lowering of `m`'s function `entry` (and the functions it calls) to
 /// `out` under the external name `symbol`; returns the scratch bytes it needs.
-uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out);
+/// With `packed` false, no `<symbol>.packed` entry point is emitted (ahead-of-time use).
+uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
+                       bool packed = true);
 
 } // namespace adjit::codegen

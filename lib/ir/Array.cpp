@@ -118,7 +118,8 @@ std::string Array::str(int64_t limit) const {
   for (int64_t i = 0; i < size() && i < limit; ++i) {
     if (i) s += ", ";
     if (dtype() == DType::i1) s += get<bool>(i) ? "true" : "false";
-    else if (is_floating(dtype())) s += fmt::format("{}", dtype() == DType::f32 ? double(get<float>(i)) : get<double>(i));
+    else if (dtype() == DType::f32) s += fmt::format("{}", get<float>(i));
+    else if (dtype() == DType::f64) s += fmt::format("{}", get<double>(i));
     else s += std::to_string(get<int64_t>(i));
   }
   if (size() > limit) s += ", ...";

@@ -11,6 +11,11 @@
 #include <sstream>
 
 namespace adjit {
+namespace autodiff {
+// Defined by the autodiff layer: saving a module first traces the VJPs of its
+// custom-gradient call sites, which exist only in this process until then.
+void materializeAll(const std::shared_ptr<ir::Module>& m);
+} // namespace autodiff
 
 Module::Module() : impl_(std::make_shared<ir::Module>()) {}
 
@@ -29,6 +34,7 @@ Module Module::load(const std::string& path) {
 }
 
 void Module::save(const std::string& path) const {
+  autodiff::materializeAll(impl_);
   const std::string text = str(true);
   const std::string tmp = path + ".tmp" + std::to_string(std::hash<std::string>{}(text) & 0xffff);
   {
@@ -47,6 +53,14 @@ void Module::save(const std::string& path) const {
     std::remove(tmp.c_str());
     throw Error("cannot write '" + path + "': " + ec.message());
   }
+}
+
+void Module::add(const Module& other) {
+  for (const auto& f : other.impl_->functions) {
+    if (impl_->lookup(f->name)) throw Error("Module::add: both modules have a function named @" + f->name);
+    impl_->functions.push_back(std::make_unique<ir::Function>(*f));
+  }
+  for (const auto& [k, v] : other.impl_->lazyVjps) impl_->lazyVjps[k] = v;
 }
 
 std::vector<std::string> Module::function_names() const {

@@ -90,6 +90,7 @@ enum Trait : uint32_t {
   kMaterializesOperands = 1u << 6, ///< its lowering reads operands from buffers, not fused
   kHasCallee = 1u << 7,            ///< references functions of the module
   kElementsFromOperand = 1u << 8,  ///< every result element is an element of operand 0 (splats stay splats)
+  kHostOnly = 1u << 9,             ///< needs the adjit runtime in the process: cannot be compiled ahead of time
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver

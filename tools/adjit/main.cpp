@@ -1,15 +1,25 @@
-// tools/adjit — the adjit command: inspect and transform `.adj` IR files.
-//   adjit opt  FILE [--passes=fold,cse,dce] [--print-after-all]
-//   adjit dump FILE --emit=adj|adj-opt|llvm|llvm-opt|asm [--fn NAME] [-O0..-O3]
-#include "jit/Engine.h"
+// tools/adjit — the adjit command: inspect, transform, run and compile `.adj`
+// IR files ahead of time.
+//   adjit opt     FILE [--passes=P,...] [--print-after-all]
+//   adjit dump    FILE --emit=KIND [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
+//   adjit run     FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
+//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU]
+#include "autodiff/Reverse.h"
+#include "ir/Dot.h"
 #include "ir/Text.h"
 #include "ir/Verifier.h"
+#include "jit/Aot.h"
+#include "jit/Engine.h"
 #include "transforms/Passes.h"
 
 #include <adjit/adjit.h>
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,42 +27,16 @@ namespace {
 
 using namespace adjit;
 
-/// The `--emit=` ladder, in pipeline order, with what each stage prints.
-struct EmitKind {
-  const char* name;
-  const char* extension;
-  const char* description;
-  std::string CompiledStages::*field;
-};
-const EmitKind kEmitKinds[] = {
-    {"adj", ".adj", "IR as written (verified)", nullptr},
-    {"adj-opt", ".adj", "IR after adjit's default passes", &CompiledStages::optimized_adj},
-    {"llvm", ".ll", "LLVM IR before LLVM's optimisation", &CompiledStages::llvm_ir},
-    {"llvm-opt", ".ll", "LLVM IR after LLVM's optimisation", &CompiledStages::optimized_llvm_ir},
-    {"asm", ".s", "assembly", &CompiledStages::assembly},
-};
-
-const char* kUsage =
-    "usage: adjit <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  opt   run IR passes over a .adj file and print the result\n"
-    "  dump  print one compilation stage of a function of a .adj file\n"
-    "\n"
-    "Run 'adjit <command> --help' for a command's options.\n";
+// ---- arguments ----------------------------------------------------------------
 
 struct Args {
-  std::string command, file, fn, emit = "adj", passes;
+  std::string command, file, output, header, emit = "adj", passes, cpu;
+  std::vector<std::string> fns, grads, vjps, values;
   bool printAfterAll = false, help = false, passesGiven = false;
   int opt = 2;
 };
 
 [[noreturn]] void usageError(const std::string& msg) { throw Error(msg + " (see 'adjit --help')"); }
-
-std::string value(const std::string& arg, const char* flag) {
-  std::string prefix = std::string(flag) + "=";
-  return arg.substr(prefix.size());
-}
 
 Args parseArgs(int argc, char** argv) {
   Args a;
@@ -61,19 +45,26 @@ Args parseArgs(int argc, char** argv) {
   a.command = av[0];
   for (std::size_t i = 1; i < av.size(); ++i) {
     const std::string& s = av[i];
-    auto next = [&](const char* flag) {
-      if (i + 1 >= av.size()) usageError(std::string("option ") + flag + " needs a value");
-      return av[++i];
+    // --flag=VALUE or --flag VALUE
+    auto value = [&](const std::string& flag) -> std::optional<std::string> {
+      if (s == flag) {
+        if (i + 1 >= av.size()) usageError("option " + flag + " needs a value");
+        return av[++i];
+      }
+      if (s.rfind(flag + "=", 0) == 0) return s.substr(flag.size() + 1);
+      return std::nullopt;
     };
     if (s == "--help" || s == "-h") a.help = true;
-    else if (s.rfind("--passes=", 0) == 0) {
-      a.passes = value(s, "--passes");
-      a.passesGiven = true;
-    }
+    else if (auto v = value("--passes")) a.passes = *v, a.passesGiven = true;
     else if (s == "--print-after-all") a.printAfterAll = true;
-    else if (s.rfind("--emit=", 0) == 0) a.emit = value(s, "--emit");
-    else if (s == "--fn") a.fn = next("--fn");
-    else if (s.rfind("--fn=", 0) == 0) a.fn = value(s, "--fn");
+    else if (auto v = value("--emit")) a.emit = *v;
+    else if (auto v = value("--fn")) a.fns.push_back(*v);
+    else if (auto v = value("--grad")) a.grads.push_back(*v);
+    else if (auto v = value("--vjp")) a.vjps.push_back(*v);
+    else if (auto v = value("--arg")) a.values.push_back(*v);
+    else if (auto v = value("--header")) a.header = *v;
+    else if (auto v = value("--target-cpu")) a.cpu = *v;
+    else if (auto v = value("-o")) a.output = *v;
     else if (s.size() == 3 && s[0] == '-' && s[1] == 'O' && s[2] >= '0' && s[2] <= '3') a.opt = s[2] - '0';
     else if (!s.empty() && s[0] == '-') usageError("unknown option '" + s + "'");
     else if (a.file.empty()) a.file = s;
@@ -83,7 +74,7 @@ Args parseArgs(int argc, char** argv) {
 }
 
 /// Splits "vjp(f),fold,cse" at the commas outside parentheses.
-std::vector<std::string> split(const std::string& s) {
+std::vector<std::string> splitPasses(const std::string& s) {
   std::vector<std::string> r;
   std::string cur;
   int depth = 0;
@@ -100,31 +91,116 @@ std::vector<std::string> split(const std::string& s) {
   return r;
 }
 
+Module loadModule(const Args& a, const char* cmd) {
+  if (a.file.empty()) usageError(std::string(cmd) + ": no input file");
+  Module m = Module::load(a.file);
+  m.verify();
+  return m;
+}
+
+std::string functionNames(const Module& m) {
+  std::string names;
+  for (const auto& n : m.function_names()) names += (names.empty() ? "@" : ", @") + n;
+  return names;
+}
+
+std::string pickFunction(const Module& m, const std::vector<std::string>& fns, const char* cmd) {
+  if (fns.size() > 1) usageError(std::string(cmd) + ": one --fn, please");
+  if (fns.empty()) {
+    if (m.function_names().empty()) throw Error(std::string(cmd) + ": the module has no functions");
+    return m.function_names().front();
+  }
+  if (!m.impl().lookup(fns[0]))
+    throw Error(fmt::format("{}: no function named @{} (functions: {})", cmd, fns[0], functionNames(m)));
+  return fns[0];
+}
+
+/// Writes files atomically: each goes to a temporary file beside it, renamed
+/// into place only once all were written. On failure nothing is left behind.
+void writeAtomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> temps;
+  auto cleanup = [&] {
+    for (const std::string& t : temps) std::filesystem::remove(t);
+  };
+  for (const auto& [path, data] : files) {
+    const std::string tmp = path + ".adjit-tmp";
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) {
+      cleanup();
+      throw Error("cannot write '" + path + "': " + std::strerror(errno));
+    }
+    temps.push_back(tmp);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.close();
+    if (!out) {
+      cleanup();
+      throw Error("cannot write '" + path + "'");
+    }
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::rename(temps[i], files[i].first, ec);
+    if (ec) {
+      cleanup();
+      throw Error("cannot write '" + files[i].first + "': " + ec.message());
+    }
+  }
+}
+
+// ---- the --emit ladder ----------------------------------------------------------------
+
+/// Output kinds in pipeline order, each with its file extension.
+struct EmitKind {
+  const char* name;
+  const char* extension;
+  const char* description;
+};
+const EmitKind kEmitKinds[] = {
+    {"adj", ".adj", "IR as written (verified)"},
+    {"adj-grad", ".adj", "IR with the function's gradient @F.grad (for a scalar-valued @F)"},
+    {"adj-opt", ".adj", "IR after adjit's default passes"},
+    {"llvm", ".ll", "LLVM IR before LLVM's optimisation"},
+    {"llvm-opt", ".ll", "LLVM IR after LLVM's optimisation"},
+    {"asm", ".s", "assembly"},
+    {"dot", ".dot", "Graphviz of the function (render with: dot -Tpng)"},
+};
+
+const char* kUsage =
+    "usage: adjit <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  opt      run IR passes over a .adj file and print the result\n"
+    "  dump     print one compilation stage of a function of a .adj file\n"
+    "  run      run a function through the JIT and print its outputs\n"
+    "  compile  compile functions to an object file and a C header\n"
+    "\n"
+    "Run 'adjit <command> --help' for a command's options.\n";
+
 int runOpt(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit opt FILE [--passes=P1,P2,...] [--print-after-all]\n\nWithout --passes the default pipeline (fold,cse,dce) runs; --passes= runs none.\n\npasses:\n");
+    std::printf("usage: adjit opt FILE [--passes=P1,P2,...] [--print-after-all]\n\n"
+                "Without --passes the default pipeline (fold,cse,dce) runs; --passes= runs none.\n\npasses:\n");
     for (const auto& p : transforms::allPasses()) std::printf("  %-10s %s\n", p.name.c_str(), p.description.c_str());
     return 0;
   }
-  if (a.file.empty()) usageError("opt: no input file");
-  Module m = Module::load(a.file);
-  m.verify();
-  std::vector<std::string> passes = a.passesGiven ? split(a.passes) : transforms::defaultPipeline();
+  Module m = loadModule(a, "opt");
+  std::vector<std::string> passes = a.passesGiven ? splitPasses(a.passes) : transforms::defaultPipeline();
   transforms::PipelineOptions o;
   o.printAfterAll = a.printAfterAll;
   o.print = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
+  // Passes are verified after each run; a failure names the offending op.
   transforms::runPipeline(m.impl(), passes, o);
+  ir::verify(m.impl());
   if (!a.printAfterAll) std::fputs(m.str().c_str(), stdout);
   return 0;
 }
 
 int runDump(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit dump FILE --emit=KIND [--fn NAME] [-O0|-O1|-O2|-O3]\n\nkinds, in pipeline order:\n");
+    std::printf("usage: adjit dump FILE --emit=KIND [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\nkinds, in pipeline order:\n");
     for (const EmitKind& k : kEmitKinds) std::printf("  %-9s %s\n", k.name, k.description);
     return 0;
   }
-  if (a.file.empty()) usageError("dump: no input file");
   const EmitKind* kind = nullptr;
   std::string known;
   for (const EmitKind& k : kEmitKinds) {
@@ -132,25 +208,116 @@ int runDump(const Args& a) {
     known += (known.empty() ? "" : ", ") + std::string(k.name);
   }
   if (!kind) usageError("dump: unknown --emit kind '" + a.emit + "' (known: " + known + ")");
-  Module m = Module::load(a.file);
-  m.verify();
-  if (!kind->field) {
+  Module m = loadModule(a, "dump");
+  const std::string emit = kind->name;
+  if (emit == "adj") {
     std::fputs(m.str().c_str(), stdout);
     return 0;
   }
-  std::string fn = a.fn;
-  if (fn.empty()) {
-    if (m.function_names().empty()) throw Error("dump: the module has no functions");
-    fn = m.function_names().front();
+  std::string fn = pickFunction(m, a.fns, "dump");
+  if (emit == "dot") {
+    std::fputs(ir::toDot(m.impl(), fn).c_str(), stdout);
+    return 0;
   }
-  if (!m.impl().lookup(fn)) {
-    std::string names;
-    for (const auto& n : m.function_names()) names += (names.empty() ? "@" : ", @") + n;
-    throw Error("dump: no function named @" + fn + " (functions: " + names + ")");
+  if (emit == "adj-grad") {
+    auto shared = std::shared_ptr<ir::Module>(&m.impl(), [](ir::Module*) {});
+    autodiff::gradFunction(shared, fn);
+    std::fputs(m.str().c_str(), stdout);
+    return 0;
   }
   CompiledStages s;
-  engine::compile({m.impl(), fn, a.opt, "", 0}, &s);
-  std::fputs((s.*(kind->field)).c_str(), stdout);
+  engine::compile({m.impl(), fn, a.opt, a.cpu, 0}, &s);
+  const std::string& text = emit == "adj-opt" ? s.optimized_adj : emit == "llvm" ? s.llvm_ir
+                          : emit == "llvm-opt" ? s.optimized_llvm_ir : s.assembly;
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+/// "1,2,3:f32[3]" or "2.5:f64[]".
+Array parseArg(const std::string& spec) {
+  auto colon = spec.rfind(':');
+  if (colon == std::string::npos) usageError("run: --arg '" + spec + "' needs a type, as in 1,2,3:f32[3]");
+  Module typeHolder = Module::parse("func @t(%0: " + spec.substr(colon + 1) + ") -> () {\n  return\n}\n", "--arg");
+  const Type t = typeHolder.impl().functions[0]->type(0);
+  std::vector<double> values;
+  std::string body = spec.substr(0, colon);
+  std::size_t pos = 0;
+  while (pos <= body.size() && !body.empty()) {
+    std::size_t end = body.find(',', pos);
+    if (end == std::string::npos) end = body.size();
+    std::string item = body.substr(pos, end - pos);
+    char* stop = nullptr;
+    double v = item == "true" ? 1 : item == "false" ? 0 : std::strtod(item.c_str(), &stop);
+    if (item != "true" && item != "false" && (item.empty() || *stop != '\0'))
+      usageError("run: '" + item + "' in --arg '" + spec + "' is not a number");
+    values.push_back(v);
+    pos = end + 1;
+  }
+  if (static_cast<int64_t>(values.size()) != t.size())
+    usageError(fmt::format("run: --arg '{}' has {} values, but {} needs {}", spec, values.size(), t.str(), t.size()));
+  Array arr(t);
+  for (std::size_t i = 0; i < values.size(); ++i) arr.set(static_cast<int64_t>(i), values[i]);
+  return arr;
+}
+
+int runRun(const Args& a) {
+  if (a.help) {
+    std::printf("usage: adjit run FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]\n\n"
+                "Runs @NAME through the JIT and prints each output. Each --arg is comma-separated\n"
+                "values and a type, as in --arg 1,2,3:f32[3] or --arg 2.5:f64[].\n");
+    return 0;
+  }
+  Module m = loadModule(a, "run");
+  std::string fn = pickFunction(m, a.fns, "run");
+  const ir::Function& f = *m.impl().lookup(fn);
+  std::vector<Array> args;
+  for (const std::string& v : a.values) args.push_back(parseArg(v));
+  if (args.size() != f.params.size())
+    throw Error(fmt::format("run: @{} takes {} arguments {}, got {}", fn, f.params.size(), f.signature(), args.size()));
+  std::vector<detail::Leaf> leaves;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].type() != f.type(f.params[i]))
+      throw Error(fmt::format("run: argument {} of @{} must be {}, got {}", i, fn, f.type(f.params[i]).str(), args[i].type().str()));
+    leaves.push_back({args[i].raw(), &args[i].type()});
+  }
+  auto kernel = engine::compile({m.impl(), fn, a.opt, a.cpu, 0});
+  std::vector<Array> outs;
+  engine::run(*kernel, leaves, outs);
+  for (const Array& o : outs) std::printf("%s\n", o.str(1 << 20).c_str());
+  return 0;
+}
+
+int runCompile(const Args& a) {
+  if (a.help) {
+    std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--vjp NAME]...\n"
+                "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\n"
+                "Compiles functions of FILE into a relocatable object and a C header declaring them.\n"
+                "  --fn NAME    export @NAME (default: every function, unless --grad or --vjp is given)\n"
+                "  --grad NAME  also export NAME_grad(x..., dx...), the gradient of a scalar-valued @NAME\n"
+                "  --vjp NAME   export a gradient bundle: NAME, NAME_fwd (also filling a NAME_residuals\n"
+                "               struct declared in the header) and NAME_bwd (residuals and output\n"
+                "               cotangents in, input cotangents out)\n"
+                "The object needs libc, libm and libmvec only. Outputs are deterministic and written\n"
+                "atomically: on any error no output file is left behind.\n");
+    return 0;
+  }
+  if (a.output.empty()) usageError("compile: no output object (-o FILE.o)");
+  if (a.header.empty()) usageError("compile: no output header (--header FILE.h)");
+  Module m = loadModule(a, "compile");
+  engine::AotRequest r;
+  r.functions = a.fns;
+  if (r.functions.empty() && a.grads.empty() && a.vjps.empty()) r.functions = m.function_names();
+  r.grads = a.grads;
+  r.vjps = a.vjps;
+  r.optLevel = a.opt;
+  r.cpu = a.cpu;
+  r.source = std::filesystem::path(a.file).filename().string();
+  std::string guard = "ADJIT_" + engine::cName(std::filesystem::path(a.header).stem().string()) + "_H";
+  for (char& c : guard) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  r.headerGuard = guard;
+  auto shared = std::shared_ptr<ir::Module>(m.impl().clone());
+  engine::AotResult out = engine::compileAot(shared, r);
+  writeAtomically({{a.output, out.object}, {a.header, out.header}});
   return 0;
 }
 
@@ -165,6 +332,8 @@ int main(int argc, char** argv) {
     Args a = parseArgs(argc, argv);
     if (a.command == "opt") return runOpt(a);
     if (a.command == "dump") return runDump(a);
+    if (a.command == "run") return runRun(a);
+    if (a.command == "compile") return runCompile(a);
     usageError("unknown command '" + a.command + "'");
   } catch (const Error& e) {
     std::fprintf(stderr, "adjit: %s\n", e.what());

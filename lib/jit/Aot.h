@@ -1,0 +1,37 @@
+// jit/Aot.h — ahead-of-time compilation: an object file with plain C
+// functions and the C header declaring them. Deterministic: the same module
+// and options give byte-identical outputs.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace adjit::engine {
+
+struct AotRequest {
+  std::vector<std::string> functions; ///< exported as they are
+  std::vector<std::string> grads;     ///< NAME: also NAME_grad (x...) -> (dx...)
+  std::vector<std::string> vjps;      ///< NAME: a gradient bundle NAME_fwd / NAME_bwd / NAME_residuals
+  int optLevel = 2;
+  std::string cpu;                    ///< empty: the host's
+  std::string headerGuard = "ADJIT_MODEL_H";
+  std::string source = "model.adj";   ///< named in the header's comment
+};
+
+struct AotResult {
+  std::string object; ///< ELF relocatable object
+  std::string header; ///< C header
+};
+
+/// Compiles the requested functions of `m` (which is modified: gradient
+/// functions are added). Throws adjit::Error for unknown functions, host
+/// callbacks, and custom-gradient call sites whose VJP was never traced.
+AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r);
+
+/// A C identifier for a function name ('.' and other characters become '_').
+std::string cName(const std::string& name);
+
+} // namespace adjit::engine
