@@ -34,6 +34,7 @@ const std::vector<Pass>& allPasses();
 
 struct PipelineOptions {
   bool printAfterAll = false;                 ///< print the IR after each pass
+  bool verifyEach = false;                    ///< verify after each pass (always in debug builds)
   std::function<void(const std::string&)> print; ///< where printed IR goes
 };
 

@@ -16,6 +16,7 @@ const std::vector<Pass>& allPasses() {
   auto shared = [](ir::Module& m) { return std::shared_ptr<ir::Module>(&m, [](ir::Module*) {}); };
   static const std::vector<Pass> passes = {
       {"fold", "constant folding and algebraic identities (x*1, x+0, ...)", [](ir::Module& m, const std::string&) { fold(m); }},
+      {"simplify", "the same as fold", [](ir::Module& m, const std::string&) { fold(m); }},
       {"cse", "common subexpression elimination", [](ir::Module& m, const std::string&) { cse(m); }},
       {"dce", "dead code elimination", [](ir::Module& m, const std::string&) { dce(m); }},
       {"grad", "grad(F): add @F.grad (x...) -> (dx...) for a scalar-valued @F",
@@ -58,7 +59,13 @@ void runPipeline(ir::Module& m, const std::vector<std::string>& names, const Pip
     if (timing)
       logLine("passes", fmt::format("{}: {:.3f} ms", spec,
                                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
-    if (ir::verifyAfterPasses()) ir::verify(m);
+    if (o.verifyEach || ir::verifyAfterPasses()) {
+      try {
+        ir::verify(m);
+      } catch (const Error& e) {
+        throw Error("pass '" + spec + "' produced invalid IR: " + e.message(), e.location());
+      }
+    }
     if (o.printAfterAll && o.print) o.print("// -----// IR after " + spec + " //----- //\n" + ir::print(m));
   }
 }

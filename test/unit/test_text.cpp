@@ -83,3 +83,17 @@ TEST_CASE("parse errors name line:column and what was expected") {
   CHECK(parseError("func @f() -> () {\n  return\n}\nfunc @f() -> () {\n  return\n}") ==
         "t.adj:4:6: error: redefinition of function @f");
 }
+
+TEST_CASE("several traced functions saved in one module, by name, and loaded back") {
+  Module m = trace_named("loss", [](Tensor x) { return sum(x * x); }, Type{DType::f32, {3}});
+  m.add(trace_named("predict", [](Tensor x, Tensor w) { return matmul(x, w); }, Type{DType::f32, {2, 3}}, Type{DType::f32, {3, 1}}));
+  CHECK(m.function_names() == std::vector<std::string>{"loss", "predict"});
+  const std::string path = "test_text_saved_module.adj";
+  m.save(path);
+  Module back = Module::load(path);
+  CHECK(back.str() == m.str());
+  CHECK(back.str(true) == m.str(true));
+  CHECK(back.interpret("loss", {Array(std::vector<float>{1, 2, 3})})[0].item<float>() == 14.0f);
+  CHECK_THROWS_WITH_AS(m.add(m), "error: Module::add: both modules have a function named @loss", Error);
+  std::remove(path.c_str());
+}

@@ -187,6 +187,7 @@ int runOpt(const Args& a) {
   std::vector<std::string> passes = a.passesGiven ? splitPasses(a.passes) : transforms::defaultPipeline();
   transforms::PipelineOptions o;
   o.printAfterAll = a.printAfterAll;
+  o.verifyEach = true; // a pass producing invalid IR is named, with the offending op
   o.print = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
   // Passes are verified after each run; a failure names the offending op.
   transforms::runPipeline(m.impl(), passes, o);
