@@ -42,6 +42,9 @@ struct PipelineOptions {
 /// adjit::Error listing the known ones.
 void runPipeline(ir::Module& m, const std::vector<std::string>& passes, const PipelineOptions& o = {});
 
+/// Runs the given passes in order (with their arguments), as runPipeline does.
+void runPasses(ir::Module& m, const std::vector<std::pair<const Pass*, std::string>>& passes, const PipelineOptions& o = {});
+
 /// The default clean-up pipeline run before code generation.
 const std::vector<std::string>& defaultPipeline();
 

@@ -35,7 +35,7 @@ const std::vector<std::string>& defaultPipeline() {
 }
 
 void runPipeline(ir::Module& m, const std::vector<std::string>& names, const PipelineOptions& o) {
-  const bool timing = logEnabled("passes");
+  std::vector<std::pair<const Pass*, std::string>> passes;
   for (const std::string& spec : names) {
     std::string name = spec, arg;
     if (auto open = spec.find('('); open != std::string::npos) {
@@ -46,14 +46,22 @@ void runPipeline(ir::Module& m, const std::vector<std::string>& names, const Pip
     const Pass* pass = nullptr;
     for (const Pass& p : allPasses())
       if (p.name == name) pass = &p;
-    if (pass && pass->takesArgument && arg.empty())
-      throw Error("pass '" + name + "' needs a function: " + name + "(NAME)");
-    if (pass && !pass->takesArgument && spec != name) throw Error("pass '" + name + "' takes no argument");
     if (!pass) {
       std::string known;
       for (const Pass& p : allPasses()) known += (known.empty() ? "" : ", ") + p.name;
       throw Error("unknown pass '" + name + "' (known passes: " + known + ")");
     }
+    if (pass->takesArgument && arg.empty()) throw Error("pass '" + name + "' needs a function: " + name + "(NAME)");
+    if (!pass->takesArgument && spec != name) throw Error("pass '" + name + "' takes no argument");
+    passes.push_back({pass, arg});
+  }
+  runPasses(m, passes, o);
+}
+
+void runPasses(ir::Module& m, const std::vector<std::pair<const Pass*, std::string>>& passes, const PipelineOptions& o) {
+  const bool timing = logEnabled("passes");
+  for (const auto& [pass, arg] : passes) {
+    const std::string spec = arg.empty() ? pass->name : pass->name + "(" + arg + ")";
     auto t0 = std::chrono::steady_clock::now();
     pass->run(m, arg);
     if (timing)

@@ -2,6 +2,7 @@
 // the internal API (the parser and builder already reject malformed text).
 #include "ir/Builder.h"
 #include "ir/Verifier.h"
+#include "transforms/Passes.h"
 
 #include <doctest/doctest.h>
 
@@ -70,4 +71,20 @@ TEST_CASE("recursion is rejected") {
   // f calls itself: build the op by hand (the builder would type-check against f's current signature).
   f.ops.push_back(Op{OpKind::Call, {x}, {f.newValue(Type{DType::f32, {}})}, {}, {"f"}, {}});
   CHECK(verifyError(m) == "verifier: in @f: function calls itself (recursion is not supported)");
+}
+
+TEST_CASE("a pass that produces invalid IR is named, with the offending op") {
+  Module m = base();
+  transforms::Pass broken{"break-types", "makes a result's type wrong", [](Module& mod, const std::string&) {
+    mod.functions[0]->types[1] = Type{DType::i32, {3}};
+  }};
+  transforms::PipelineOptions o;
+  o.verifyEach = true;
+  try {
+    transforms::runPasses(m, {{&broken, ""}}, o);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.message() == "pass 'break-types' produced invalid IR: verifier: in @f: result 0 has type i32[3], expected "
+                         "f32[3]\n  in op: %1 = exp(%0) : i32[3]");
+  }
 }
