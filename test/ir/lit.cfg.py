@@ -6,6 +6,8 @@ config.name = "adjit-ir"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".adj"]
 config.test_source_root = os.path.dirname(__file__)
+# Scratch files (%t) go to the build tree, not the sources.
+config.test_exec_root = lit_config.params.get("exec_root", os.path.dirname(__file__))
 config.substitutions.append(("%adjit", lit_config.params["adjit"]))
 config.substitutions.append(("FileCheck", lit_config.params["filecheck"]))
 config.substitutions.append(("not ", lit_config.params["not"] + " "))
