@@ -95,8 +95,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r) 
   };
   for (const std::string& n : r.functions) need(n);
   for (const std::string& n : r.grads) autodiff::gradFunction(m, need(n).name);
-  std::vector<std::vector<bool>> bundleResidualIsInput;
-  for (const std::string& n : r.vjps) bundleResidualIsInput.push_back(autodiff::splitVjp(m, need(n).name));
+  for (const std::string& n : r.vjps) autodiff::splitVjp(m, need(n).name);
   ir::verify(*m);
   checkExportable(*m);
   // Optimise a copy, as the JIT does.
@@ -177,7 +176,6 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r) 
                           " * outputs: {} */\nvoid {}_bwd(const {}_residuals* residuals, {});\n",
                           c, n, describe(dys, "dy"), describe(bwd.resultTypes(), "dx"), c, c,
                           cParams(dys, bwd.resultTypes(), "dy", "dx"));
-    (void)bundleResidualIsInput;
   }
   header += "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   codegen::configureModule(lm, *tm);

@@ -50,7 +50,6 @@ static std::vector<Type> typesOf(std::span<const Leaf> args) {
   return t;
 }
 
-static bool matches(const JitCore::Entry& e, std::span<const Leaf> args);
 
 const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,
                                            std::vector<Array>& outs) {

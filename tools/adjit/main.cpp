@@ -199,7 +199,7 @@ int runOpt(const Args& a) {
 int runDump(const Args& a) {
   if (a.help) {
     std::printf("usage: adjit dump FILE --emit=KIND [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\nkinds, in pipeline order:\n");
-    for (const EmitKind& k : kEmitKinds) std::printf("  %-9s %s\n", k.name, k.description);
+    for (const EmitKind& k : kEmitKinds) std::printf("  %-9s %-5s %s\n", k.name, k.extension, k.description);
     return 0;
   }
   const EmitKind* kind = nullptr;
