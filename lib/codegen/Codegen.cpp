@@ -1,10 +1,12 @@
-// codegen/Codegen.cpp — the codegen driver: plans which values live in memory,
-// emits loop nests for them and fuses everything else into those loops. It
-// calls the op table's `scalar`, `element` and `lower` hooks and never looks
-// at op kinds.
+// codegen/Codegen.cpp — the emitter: renders a fusion plan (FusionPlan.h) to
+// LLVM IR. Each kernel of the plan becomes a loop nest (or an op's own
+// `lower` code); fused values are computed inside those loops at most once
+// per index. Calls the op table's `scalar`, `element`, `reduce` and `lower`
+// hooks and never looks at op kinds.
 #include "codegen/Codegen.h"
 
 #include "codegen/Emitter.h"
+#include "codegen/FusionPlan.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 
@@ -16,15 +18,14 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
-#include <optional>
+#include <unordered_map>
 
 namespace adjit::codegen {
 
-/// Buffers at most this large live on the stack; larger ones are malloc'd.
-constexpr std::size_t kStackBufferLimit = 4096;
-/// A reused value whose fused expression is larger than this is materialised.
-constexpr int kRecomputeLimit = 8;
+/// Kernels touching more buffers than this get no alias scopes (their
+/// metadata would grow with the square of the count); LLVM then checks
+/// overlap at run time where it vectorises.
+constexpr std::size_t kMaxScopedBuffers = 64;
 
 class FunctionEmitter {
 public:
@@ -34,27 +35,23 @@ public:
     uint64_t scratch;
   };
 
-  FunctionEmitter(const ir::Module& m, const ir::Function& f, llvm::Function* out,
+  FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
                   std::function<Lowered(const std::string&)> callee)
-      : m_(m), f_(f), out_(out), b_(out->getContext()), callee_(std::move(callee)) {}
+      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)) {}
 
-  /// Emits the body; returns the scratch bytes it needs (its own large buffers
-  /// and its callees').
+  /// Emits the body; returns the scratch bytes it needs (its own buffers and
+  /// its callees').
   uint64_t emit();
 
-  llvm::IRBuilder<>& builder() { return b_; }
   llvm::Module& llvmModule() { return *out_->getParent(); }
+  /// Element of value v at idx: computed (once per index in a loop body) or loaded.
   llvm::Value* element(ir::ValueId v, const Index& idx);
-  llvm::Value* buffer(ir::ValueId v) {
-    ADJIT_ASSERT(buffers_[v], "value %" + std::to_string(v) + " has no buffer");
-    return buffers_[v];
-  }
-  /// Calls lowered function `name` on buffers, giving it scratch past ours.
+  llvm::Value* buffer(ir::ValueId v);
+  /// Calls lowered function `name` on buffers, giving it the scratch past ours.
   void call(const std::string& name, std::vector<llvm::Value*> buffers) {
     Lowered l = callee_(name);
-    const uint64_t at = (scratchBytes_ + 63) / 64 * 64;
-    scratchBytes_ = at + l.scratch;
-    buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, at));
+    calleeScratch_ = std::max(calleeScratch_, l.scratch);
+    buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt()));
     b_.CreateCall(l.fn, buffers);
   }
   llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);
@@ -62,66 +59,75 @@ public:
   void tagAccess(llvm::Instruction* access, llvm::Value* base);
   llvm::Value* constantGlobal(const Array& a);
 
+  // Memoisation, scoped by loop bodies: what is computed inside a loop body is
+  // forgotten when the loop ends (it does not dominate the code after it).
+  std::size_t openScope() const { return memoLog_.size(); }
+  void closeScope(std::size_t mark) {
+    while (memoLog_.size() > mark) {
+      memo_.erase(memoLog_.back());
+      memoLog_.pop_back();
+    }
+  }
+  /// The multi-dimensional index of linear position `l` in `shape`, computed once per scope.
+  const std::vector<llvm::Value*>& delinearize(llvm::Value* l, const Shape& shape);
+  /// The linear position of `dims` in `shape`, computed once per scope.
+  llvm::Value* linearize(const std::vector<llvm::Value*>& dims, const Shape& shape);
+
 private:
-  /// A materialised value and the loop domain that computes it.
-  struct Root {
-    const ir::Op* op;
-    ir::ValueId value;
-    Shape domain;           ///< the iteration space
-    std::size_t reduceFrom; ///< reductions: first reduced axis (trailing axes only); else domain rank
-    bool reduction;
+  using Key = std::vector<const void*>;
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::size_t h = k.size();
+      for (const void* p : k) h = h * 0x9e3779b97f4a7c15ull ^ (reinterpret_cast<std::uintptr_t>(p) + (h >> 7));
+      return h;
+    }
   };
-
-  struct Unit {
-    const ir::Op* op;
-    int level;
-    std::vector<Root> roots; ///< empty: a `lower` op or a reduction emitted on its own
-  };
-
-  void plan();
-  std::vector<Unit> schedule() const;
-  void unitsComputing(ir::ValueId v, int unit, std::vector<std::set<int>>& out, std::vector<char>& seen) const;
-  bool sameDomainUses(ir::ValueId v, std::vector<signed char>& memo) const;
-  bool needsMultiIndex(ir::ValueId v) const;
-  /// A materialised value an op reads, and whether it is read at the op's own
-  /// index (through elementwise ops only).
-  struct Read {
-    ir::ValueId value;
-    bool sameIndex;
-  };
-  void materializedReads(ir::ValueId v, bool sameIndex, std::vector<char>& seen, std::vector<Read>& out) const;
-  std::optional<Root> fusibleRoot(const ir::Op& op) const;
-  void emitGroup(const std::vector<Root>& group);
-  void emitReduction(const ir::Op& op);
-  llvm::Value* compute(ir::ValueId v, const Index& idx);
-  llvm::Value* allocate(ir::ValueId v);
-  EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
-  LowerCtx lowerCtx(const ir::Op& op, std::span<llvm::Value* const> results) {
-    return LowerCtx{base(op), results};
+  const std::vector<llvm::Value*>* find(const Key& k) const {
+    auto it = memo_.find(k);
+    return it == memo_.end() ? nullptr : &it->second;
+  }
+  const std::vector<llvm::Value*>& put(Key k, std::vector<llvm::Value*> v) {
+    auto [it, fresh] = memo_.emplace(std::move(k), std::move(v));
+    ADJIT_ASSERT(fresh, "memoised twice");
+    memoLog_.push_back(it->first);
+    return it->second;
+  }
+  static Key shapeKey(const void* tag, const Shape& shape) {
+    Key k{tag};
+    for (int64_t d : shape) k.push_back(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(d)));
+    k.push_back(nullptr);
+    return k;
   }
 
-  const ir::Module& m_;
+  void emitLoop(const Kernel& k);
+  void emitReduction(const ir::Op& op);
+  llvm::Value* compute(ir::ValueId v, const Index& idx);
+  EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
+  LowerCtx lowerCtx(const ir::Op& op, std::span<llvm::Value* const> results) { return LowerCtx{base(op), results}; }
+  uint64_t calleeScratchAt() const { return (plan_.scratchBytes + 63) / 64 * 64; }
+  /// Gives every buffer a kernel accesses its own alias scope in a domain of
+  /// that kernel: its loads and stores are marked as not aliasing the other
+  /// buffers of the kernel, which LLVM cannot see for buffers carved from one
+  /// scratch region. Metadata grows with the kernels, not with the function.
+  void finishAliasScopes(std::size_t kernel);
+
   const ir::Function& f_;
+  const FusionPlan plan_;
   llvm::Function* out_;
   llvm::IRBuilder<> b_;
-  /// Gives every buffer its own alias scope: loads and stores of one buffer are
-  /// marked as not aliasing any other, which LLVM cannot see for buffers
-  /// carved from one scratch region.
-  void finishAliasScopes();
-  std::map<llvm::Value*, int> scopeOf_;
-  std::vector<std::pair<llvm::Instruction*, int>> accesses_;
   std::function<Lowered(const std::string&)> callee_;
-  llvm::Value* scratch_ = nullptr;  ///< the scratch argument: large intermediates live here
-  uint64_t scratchBytes_ = 0;
+  llvm::Value* scratch_ = nullptr; ///< the scratch argument
+  uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
-  std::vector<std::vector<const ir::Op*>> users_;
-  std::vector<bool> isOutput_;
-  std::vector<bool> materialized_;
-  std::vector<ir::ValueId> sharedInLoops_; ///< reused values left fused for loops that share them
+  std::vector<char> inLoop_; ///< elementwise roots of the loop being emitted: computed, not loaded
   std::vector<llvm::Value*> buffers_;
   std::vector<llvm::Value*> outArgs_;
+  std::map<llvm::Value*, int> scopeOf_; ///< buffers of the current kernel
+  std::vector<std::pair<llvm::Instruction*, int>> accesses_;
   std::map<const void*, llvm::Value*> globals_;
+  std::unordered_map<Key, std::vector<llvm::Value*>, KeyHash> memo_;
+  std::vector<Key> memoLog_;
 };
 
 // ---- EmitBase helpers -------------------------------------------------------
@@ -158,17 +164,7 @@ llvm::Value* EmitBase::constant(DType t, double v) const {
 const std::vector<llvm::Value*>& EmitBase::dims(const Index& idx, const Shape& shape) const {
   if (idx.dims.size() == shape.size()) return idx.dims;
   ADJIT_ASSERT(idx.dims.empty() && idx.linear, "index has neither dims nor a linear position");
-  std::vector<llvm::Value*> d(shape.size());
-  llvm::Value* rest = idx.linear;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    if (i == 0) {
-      d[i] = rest;
-    } else {
-      d[i] = b.CreateURem(rest, i64(shape[i]));
-      rest = b.CreateUDiv(rest, i64(shape[i]));
-    }
-  }
-  idx.dims = std::move(d);
+  idx.dims = fe.delinearize(idx.linear, shape);
   return idx.dims;
 }
 
@@ -176,10 +172,7 @@ llvm::Value* EmitBase::linear(const Index& idx, const Shape& shape) const {
   if (idx.linear) return idx.linear;
   if (shape.empty()) return idx.linear = i64(0);
   ADJIT_ASSERT(idx.dims.size() == shape.size(), "index rank differs from the shape's");
-  llvm::Value* l = idx.dims[0];
-  for (std::size_t i = 1; i < shape.size(); ++i)
-    l = b.CreateAdd(b.CreateMul(l, i64(shape[i])), idx.dims[i]);
-  return idx.linear = l;
+  return idx.linear = fe.linearize(idx.dims, shape);
 }
 
 llvm::Value* EmitBase::callMath(std::string_view name, DType t, std::span<llvm::Value* const> args) const {
@@ -244,7 +237,9 @@ void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) co
   iv->addIncoming(i64(0), pre);
   b.CreateCondBr(b.CreateICmpSLT(iv, i64(n)), bodyBB, exit);
   b.SetInsertPoint(bodyBB);
+  const std::size_t scope = fe.openScope(); // what the body computes stays in it
   body(iv);
+  fe.closeScope(scope);
   llvm::Value* next = b.CreateAdd(iv, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   iv->addIncoming(next, b.GetInsertBlock());
   b.CreateBr(header);
@@ -281,24 +276,28 @@ void FunctionEmitter::tagAccess(llvm::Instruction* access, llvm::Value* base) {
   accesses_.push_back({access, it->second});
 }
 
-void FunctionEmitter::finishAliasScopes() {
-  if (scopeOf_.size() < 2) return;
-  llvm::MDBuilder md(out_->getContext());
-  llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(out_->getName());
-  std::vector<llvm::Metadata*> scopes(scopeOf_.size());
-  for (std::size_t i = 0; i < scopes.size(); ++i) scopes[i] = md.createAnonymousAliasScope(domain);
-  std::vector<llvm::MDNode*> own(scopes.size()), others(scopes.size());
-  for (std::size_t i = 0; i < scopes.size(); ++i) {
-    own[i] = llvm::MDNode::get(out_->getContext(), {scopes[i]});
-    std::vector<llvm::Metadata*> rest;
-    for (std::size_t j = 0; j < scopes.size(); ++j)
-      if (j != i) rest.push_back(scopes[j]);
-    others[i] = llvm::MDNode::get(out_->getContext(), rest);
+void FunctionEmitter::finishAliasScopes(std::size_t kernel) {
+  if (scopeOf_.size() >= 2 && scopeOf_.size() <= kMaxScopedBuffers) {
+    llvm::LLVMContext& ctx = out_->getContext();
+    llvm::MDBuilder md(ctx);
+    llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(out_->getName().str() + ".k" + std::to_string(kernel));
+    std::vector<llvm::Metadata*> scopes(scopeOf_.size());
+    for (auto& s : scopes) s = md.createAnonymousAliasScope(domain);
+    std::vector<llvm::MDNode*> own(scopes.size()), others(scopes.size());
+    for (std::size_t i = 0; i < scopes.size(); ++i) {
+      own[i] = llvm::MDNode::get(ctx, {scopes[i]});
+      std::vector<llvm::Metadata*> rest;
+      for (std::size_t j = 0; j < scopes.size(); ++j)
+        if (j != i) rest.push_back(scopes[j]);
+      others[i] = llvm::MDNode::get(ctx, rest);
+    }
+    for (auto [inst, k] : accesses_) {
+      inst->setMetadata(llvm::LLVMContext::MD_alias_scope, own[static_cast<std::size_t>(k)]);
+      inst->setMetadata(llvm::LLVMContext::MD_noalias, others[static_cast<std::size_t>(k)]);
+    }
   }
-  for (auto [inst, k] : accesses_) {
-    inst->setMetadata(llvm::LLVMContext::MD_alias_scope, own[static_cast<std::size_t>(k)]);
-    inst->setMetadata(llvm::LLVMContext::MD_noalias, others[static_cast<std::size_t>(k)]);
-  }
+  scopeOf_.clear();
+  accesses_.clear();
 }
 
 llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {
@@ -314,97 +313,75 @@ llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {
   return g;
 }
 
-/// Decides which values live in buffers. A value is materialised when it is a
-/// parameter or result of the function, when an op that writes whole results
-/// (a `lower` or `reduce` hook) produces it, when its consumer reads buffers
-/// (kMaterializesOperands), or when it is used more than once and recomputing
-/// it would be costly (an expensive op, or a large fused expression) — unless
-/// every use reaches it through elementwise ops over the same domain: those
-/// consumers share one loop (see emit), where the value is computed once.
-void FunctionEmitter::plan() {
-  const std::size_t n = f_.types.size();
-  producer_.assign(n, nullptr);
-  users_.assign(n, {});
-  isOutput_.assign(n, false);
-  materialized_.assign(n, false);
-  std::vector<int> uses(n, 0), cost(n, 0);
-  std::vector<bool> expensive(n, false);
-  for (ir::ValueId p : f_.params) materialized_[p] = true;
-  for (const ir::Op& op : f_.ops) {
-    for (ir::ValueId r : op.results) producer_[r] = &op;
-    for (ir::ValueId o : op.operands) {
-      ++uses[o];
-      users_[o].push_back(&op);
-    }
-    if (ops::info(op.kind).has(ops::kMaterializesOperands))
-      for (ir::ValueId o : op.operands) materialized_[o] = true;
-  }
-  for (ir::ValueId o : f_.outputs) {
-    ++uses[o];
-    isOutput_[o] = true;
-    materialized_[o] = true;
-  }
-  std::vector<signed char> memo(n, -1);
-  for (const ir::Op& op : f_.ops) {
-    const ops::OpInfo& info = ops::info(op.kind);
-    int c = 1;
-    bool exp = info.has(ops::kExpensive);
-    for (ir::ValueId o : op.operands)
-      if (!materialized_[o]) {
-        c += cost[o];
-        exp = exp || expensive[o];
-      }
-    for (ir::ValueId r : op.results) {
-      cost[r] = c;
-      expensive[r] = exp;
-      if (info.hooks.lower || info.hooks.reduce) materialized_[r] = true;
-      else if (uses[r] > 1 && (exp || c > kRecomputeLimit)) {
-        if (sameDomainUses(r, memo)) sharedInLoops_.push_back(r);
-        else materialized_[r] = true;
-      }
+const std::vector<llvm::Value*>& FunctionEmitter::delinearize(llvm::Value* l, const Shape& shape) {
+  Key k = shapeKey(&globals_, shape);
+  k.push_back(l);
+  if (const auto* hit = find(k)) return *hit;
+  std::vector<llvm::Value*> d(shape.size());
+  llvm::Value* rest = l;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    if (i == 0) {
+      d[i] = rest;
+    } else {
+      d[i] = b_.CreateURem(rest, b_.getInt64(static_cast<uint64_t>(shape[i])));
+      rest = b_.CreateUDiv(rest, b_.getInt64(static_cast<uint64_t>(shape[i])));
     }
   }
+  return put(std::move(k), std::move(d));
 }
 
-/// True when every use of v is a reduction of v, or an elementwise op of v's
-/// shape whose result is a function result or is itself used only so: all of
-/// them are computed by loops over v's domain, which emit() fuses into one.
-bool FunctionEmitter::sameDomainUses(ir::ValueId v, std::vector<signed char>& memo) const {
-  if (memo[v] >= 0) return memo[v] != 0;
-  memo[v] = 0;
-  if (isOutput_[v]) return false;
-  const Shape& shape = f_.type(v).shape;
-  for (const ir::Op* u : users_[v]) {
-    const ops::OpInfo& info = ops::info(u->kind);
-    if (info.hooks.reduce) continue;
-    if (!info.has(ops::kElementwise) || f_.type(u->results[0]).shape != shape) return false;
-    if (!isOutput_[u->results[0]] && !sameDomainUses(u->results[0], memo)) return false;
+llvm::Value* FunctionEmitter::linearize(const std::vector<llvm::Value*>& dims, const Shape& shape) {
+  Key k = shapeKey(&memo_, shape);
+  k.insert(k.end(), dims.begin(), dims.end());
+  if (const auto* hit = find(k)) return (*hit)[0];
+  llvm::Value* l = dims[0];
+  for (std::size_t i = 1; i < shape.size(); ++i)
+    l = b_.CreateAdd(b_.CreateMul(l, b_.getInt64(static_cast<uint64_t>(shape[i]))), dims[i]);
+  return put(std::move(k), {l})[0];
+}
+
+llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
+  llvm::Value*& buf = buffers_[static_cast<std::size_t>(v)];
+  if (buf) return buf;
+  const Placement& p = plan_.place[static_cast<std::size_t>(v)];
+  const Type& t = f_.type(v);
+  switch (p.where) {
+  case Storage::Param: return buf = out_->getArg(p.index);
+  case Storage::Output: return buf = outArgs_[p.index];
+  case Storage::Stack:
+    return buf = entryAlloca(storageType(b_, t.dtype), static_cast<uint64_t>(std::max<int64_t>(t.size(), 1)));
+  case Storage::Scratch: {
+    llvm::IRBuilder<> eb(entry_); // the entry block dominates every use
+    return buf = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), scratch_, p.offset);
   }
-  memo[v] = 1;
-  return true;
-}
-
-bool FunctionEmitter::needsMultiIndex(ir::ValueId v) const {
-  const ir::Op* op = producer_[v];
-  if (!op || materialized_[v]) return false;
-  if (ops::info(op->kind).has(ops::kRemapsIndex)) return true;
-  for (ir::ValueId o : op->operands)
-    if (needsMultiIndex(o)) return true;
-  return false;
+  case Storage::Fused: break;
+  }
+  ADJIT_UNREACHABLE("value %" + std::to_string(v) + " has no buffer");
 }
 
 llvm::Value* FunctionEmitter::element(ir::ValueId v, const Index& idx) {
-  if (materialized_[v]) {
+  static const char kTag = 0;
+  Key k{&kTag, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(v))};
+  if (idx.linearFirst) k.push_back(idx.linear);
+  else k.insert(k.end(), idx.dims.begin(), idx.dims.end());
+  if (const auto* hit = find(k)) return (*hit)[0];
+  llvm::Value* r;
+  if (inLoop_[static_cast<std::size_t>(v)] || plan_.fused(v)) {
+    r = compute(v, idx);
+  } else {
     const Type& t = f_.type(v);
     static const ir::Op noOp{};
-    EmitBase eb{*this, b_, f_, producer_[v] ? *producer_[v] : noOp};
-    return eb.load(t.dtype, buffer(v), eb.linear(idx, t.shape));
+    const std::size_t at = static_cast<std::size_t>(v);
+    EmitBase eb{*this, b_, f_, producer_[at] ? *producer_[at] : noOp};
+    r = eb.load(t.dtype, buffer(v), eb.linear(idx, t.shape));
   }
-  return compute(v, idx);
+  return put(std::move(k), {r})[0];
 }
 
+/// Computes v at idx through its op's `scalar` or `element` hook. The
+/// recursion through operands is bounded by the plan's body budget.
 llvm::Value* FunctionEmitter::compute(ir::ValueId v, const Index& idx) {
-  const ir::Op& op = *producer_[v];
+  const ir::Op& op = *producer_[static_cast<std::size_t>(v)];
   const ops::OpInfo& info = ops::info(op.kind);
   if (info.hooks.scalar) {
     std::vector<llvm::Value*> args;
@@ -417,109 +394,48 @@ llvm::Value* FunctionEmitter::compute(ir::ValueId v, const Index& idx) {
   return info.hooks.element(c);
 }
 
-llvm::Value* FunctionEmitter::allocate(ir::ValueId v) {
-  for (std::size_t i = 0; i < f_.outputs.size(); ++i)
-    if (f_.outputs[i] == v && outArgs_[i]) {
-      llvm::Value* p = outArgs_[i];
-      outArgs_[i] = nullptr; // written in place; later duplicates are copied
-      return buffers_[v] = p;
-    }
-  const Type& t = f_.type(v);
-  llvm::Type* st = storageType(b_, t.dtype);
-  if (t.bytes() <= kStackBufferLimit) return buffers_[v] = entryAlloca(st, static_cast<uint64_t>(std::max<int64_t>(t.size(), 1)));
-  const uint64_t at = (scratchBytes_ + 63) / 64 * 64;
-  scratchBytes_ = at + t.bytes();
-  return buffers_[v] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, at);
-}
-
-/// Collects the materialised values that computing v (through its fused operands) reads.
-void FunctionEmitter::materializedReads(ir::ValueId v, bool sameIndex, std::vector<char>& seen,
-                                        std::vector<Read>& out) const {
-  if (seen[v]) return;
-  seen[v] = 1;
-  const ir::Op* op = producer_[v];
-  if (!op || materialized_[v]) {
-    out.push_back({v, sameIndex});
-    return;
-  }
-  const bool keeps = sameIndex && ops::info(op->kind).has(ops::kElementwise);
-  for (ir::ValueId o : op->operands) materializedReads(o, keeps, seen, out);
-}
-
-/// The loop domain of a materialised value computed by a loop: an elementwise
-/// or element op iterates its result; a reduction over trailing axes iterates
-/// its operand. Other reductions are emitted on their own (nullopt).
-std::optional<FunctionEmitter::Root> FunctionEmitter::fusibleRoot(const ir::Op& op) const {
-  const ops::OpInfo& info = ops::info(op.kind);
-  ir::ValueId r = op.results.at(0);
-  if (!info.hooks.reduce) {
-    Shape s = f_.type(r).shape;
-    return Root{&op, r, s, s.size(), false};
-  }
-  const Shape& in = f_.type(op.operands.at(0)).shape;
-  std::vector<int64_t> axes = op.attrs.ints("axes");
-  for (int64_t& x : axes) if (x < 0) x += static_cast<int64_t>(in.size());
-  std::sort(axes.begin(), axes.end());
-  const std::size_t from = in.size() - axes.size();
-  for (std::size_t i = 0; i < axes.size(); ++i)
-    if (axes[i] != static_cast<int64_t>(from + i)) return std::nullopt;
-  return Root{&op, r, in, from, true};
-}
-
-/// One loop nest for several roots over one domain: outer loops over the
-/// kept axes, an inner loop (flat when no index remapping is needed) over the
-/// reduced ones; elementwise roots store at every point, reductions
-/// accumulate in registers and store after the inner loop.
-void FunctionEmitter::emitGroup(const std::vector<Root>& group) {
-  const Shape& domain = group[0].domain;
-  std::size_t from = domain.size();
-  bool multi = false;
-  // Members are computed, not loaded, inside the group's loop.
-  for (const Root& g : group) if (!g.reduction) materialized_[g.value] = false;
-  for (const Root& g : group) {
-    if (g.reduction) from = g.reduceFrom;
-    if (needsMultiIndex(g.reduction ? g.op->operands[0] : g.value)) multi = true;
-  }
-  for (const Root& g : group) if (!g.reduction) materialized_[g.value] = true;
+/// One loop nest for a kernel's roots: outer loops over the kept axes, an
+/// inner loop (flat when no index remapping is needed) over the reduced ones;
+/// elementwise roots store at every point, reductions accumulate in registers
+/// and store after the inner loop.
+void FunctionEmitter::emitLoop(const Kernel& k) {
+  const Shape& domain = k.domain;
+  const std::size_t from = k.reduceFrom;
   std::vector<llvm::Value*> buffers;
-  for (const Root& g : group) buffers.push_back(allocate(g.value));
+  for (const LoopRoot& r : k.roots) buffers.push_back(buffer(r.value));
+  for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = !r.reduction;
   const Shape outer(domain.begin(), domain.begin() + static_cast<std::ptrdiff_t>(from));
   const Shape inner(domain.begin() + static_cast<std::ptrdiff_t>(from), domain.end());
   const int64_t innerSize = num_elements(inner);
   static const ir::Op noOp{};
   LowerCtx c = lowerCtx(noOp, {});
-  std::vector<llvm::Value*> slots(group.size(), nullptr);
-  for (std::size_t k = 0; k < group.size(); ++k)
-    if (group[k].reduction) slots[k] = entryAlloca(c.scalarType(f_.type(group[k].value).dtype), 1);
+  std::vector<llvm::Value*> slots(k.roots.size(), nullptr);
+  for (std::size_t i = 0; i < k.roots.size(); ++i)
+    if (k.roots[i].reduction) slots[i] = entryAlloca(c.scalarType(f_.type(k.roots[i].value).dtype), 1);
 
-  // Computes every root at `idx` (a point of the domain); values are
-  // computed, not loaded, for the roots of this group.
   auto body = [&](const Index& idx) {
-    for (const Root& g : group) if (!g.reduction) materialized_[g.value] = false;
-    for (std::size_t k = 0; k < group.size(); ++k) {
-      const Root& g = group[k];
-      const DType t = f_.type(g.value).dtype;
-      if (g.reduction) {
-        const ops::OpInfo& info = ops::info(g.op->kind);
-        EmitBase eb = base(*g.op);
-        llvm::Value* x = element(g.op->operands[0], idx);
-        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[k]);
-        b_.CreateStore(info.hooks.reduce->combine(eb, t, acc, x), slots[k]);
+    for (std::size_t i = 0; i < k.roots.size(); ++i) {
+      const LoopRoot& r = k.roots[i];
+      const DType t = f_.type(r.value).dtype;
+      if (r.reduction) {
+        EmitBase eb = base(*r.op);
+        llvm::Value* x = element(r.op->operands[0], idx);
+        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[i]);
+        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, x), slots[i]);
       } else {
-        c.store(t, compute(g.value, idx), buffers[k], c.linear(idx, domain));
+        c.store(t, element(r.value, idx), buffers[i], c.linear(idx, domain));
       }
     }
-    for (const Root& g : group) if (!g.reduction) materialized_[g.value] = true;
   };
   c.loopNest(outer, [&](const Index& o) {
     const auto& od = c.dims(o, outer);
     llvm::Value* outerLinear = c.linear(o, outer);
-    for (std::size_t k = 0; k < group.size(); ++k)
-      if (group[k].reduction) {
-        const DType t = f_.type(group[k].value).dtype;
-        b_.CreateStore(c.constant(t, ops::info(group[k].op->kind).hooks.reduce->identity(t)), slots[k]);
+    for (std::size_t i = 0; i < k.roots.size(); ++i)
+      if (k.roots[i].reduction) {
+        const DType t = f_.type(k.roots[i].value).dtype;
+        b_.CreateStore(c.constant(t, ops::info(k.roots[i].op->kind).hooks.reduce->identity(t)), slots[i]);
       }
-    if (multi) {
+    if (!k.flat) {
       c.loopNest(inner, [&](const Index& i) {
         std::vector<llvm::Value*> d = od;
         const auto& id = c.dims(i, inner);
@@ -528,15 +444,16 @@ void FunctionEmitter::emitGroup(const std::vector<Root>& group) {
       });
     } else {
       c.loop(innerSize, [&](llvm::Value* iv) {
-        body(Index::ofLinear(b_.CreateAdd(b_.CreateMul(outerLinear, c.i64(innerSize)), iv)));
+        body(Index::ofLinear(outer.empty() ? iv : b_.CreateAdd(b_.CreateMul(outerLinear, c.i64(innerSize)), iv)));
       });
     }
-    for (std::size_t k = 0; k < group.size(); ++k)
-      if (group[k].reduction) {
-        const DType t = f_.type(group[k].value).dtype;
-        c.store(t, b_.CreateLoad(c.scalarType(t), slots[k]), buffers[k], outerLinear);
+    for (std::size_t i = 0; i < k.roots.size(); ++i)
+      if (k.roots[i].reduction) {
+        const DType t = f_.type(k.roots[i].value).dtype;
+        c.store(t, b_.CreateLoad(c.scalarType(t), slots[i]), buffers[i], outerLinear);
       }
   });
+  for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
 }
 
 /// A reduction over axes that are not trailing: loops over the result, and
@@ -546,12 +463,13 @@ void FunctionEmitter::emitReduction(const ir::Op& op) {
   const Shape& in = f_.type(op.operands.at(0)).shape;
   const Type& rt = f_.type(op.results.at(0));
   std::vector<int64_t> axes = op.attrs.ints("axes");
-  for (int64_t& a : axes) if (a < 0) a += static_cast<int64_t>(in.size());
+  for (int64_t& a : axes)
+    if (a < 0) a += static_cast<int64_t>(in.size());
   std::sort(axes.begin(), axes.end());
   const bool keep = op.attrs.boolean("keepdims");
   Shape inner;
   for (int64_t a : axes) inner.push_back(in[static_cast<std::size_t>(a)]);
-  llvm::Value* out = allocate(op.results[0]);
+  llvm::Value* out = buffer(op.results[0]);
   LowerCtx c = lowerCtx(op, {&out, 1});
   llvm::Value* acc = c.scalarSlot(rt.dtype);
   c.loopNest(rt.shape, [&](const Index& oi) {
@@ -577,145 +495,45 @@ void FunctionEmitter::emitReduction(const ir::Op& op) {
   });
 }
 
-/// Records which units compute v inline (through fused operands).
-void FunctionEmitter::unitsComputing(ir::ValueId v, int unit, std::vector<std::set<int>>& out, std::vector<char>& seen) const {
-  if (seen[v] || materialized_[v] || !producer_[v]) return;
-  seen[v] = 1;
-  out[v].insert(unit);
-  for (ir::ValueId o : producer_[v]->operands) unitsComputing(o, unit, out, seen);
-}
-
-/// Assigns every op that writes memory to a unit, in op order.
-std::vector<FunctionEmitter::Unit> FunctionEmitter::schedule() const {
-  // Every op that writes memory is a unit at a level one above the levels of
-  // the materialised values it reads. Loop roots of one level and domain
-  // cannot read each other's results at other indices, so each such set
-  // becomes one loop nest. A root that reads an elementwise root's value at
-  // its own index may share that root's loop (and level): in the loop body the
-  // value is computed before it is used.
-  std::vector<Unit> units;
-  std::vector<int> levelOf(f_.types.size(), -1), unitOf(f_.types.size(), -1);
-  int lastEffect = -1; // ops with side effects run in program order
-  auto compatible = [](const Unit& u, const Root& r) {
-    if (u.roots.empty() || u.roots[0].domain != r.domain) return false;
-    if (r.reduction)
-      for (const Root& x : u.roots)
-        if (x.reduction && x.reduceFrom != r.reduceFrom) return false;
-    return true;
-  };
-  for (const ir::Op& op : f_.ops) {
-    const ops::OpInfo& info = ops::info(op.kind);
-    if (!info.hooks.lower && !materialized_[op.results.at(0)]) continue; // fused into its users
-    std::optional<Root> root = info.hooks.lower ? std::nullopt : fusibleRoot(op);
-    // Reads at the root's own index can share its loop (elementwise roots and
-    // reductions read their domain's points; `element` ops remap indices).
-    const bool pointwise = root && (root->reduction || info.has(ops::kElementwise));
-    std::vector<char> seen(f_.types.size(), 0);
-    std::vector<Read> reads;
-    for (ir::ValueId o : op.operands) materializedReads(o, pointwise, seen, reads);
-    int level = 0;
-    std::set<int> shareUnits; // units this root may join because it reads them at its own index
-    for (const Read& r : reads) {
-      const int u = unitOf[r.value];
-      const bool share = root && r.sameIndex && u >= 0 && !units[u].roots.empty() && f_.type(r.value).shape == root->domain &&
-                         !ops::info(producer_[r.value]->kind).hooks.reduce;
-      if (share) {
-        level = std::max(level, levelOf[r.value]);
-        shareUnits.insert(u);
-      } else {
-        level = std::max(level, levelOf[r.value] + 1);
-      }
-    }
-    // A root sharing a unit's loop must join that very unit; otherwise it goes one level up.
-    int target = -1;
-    for (int u : shareUnits)
-      if (units[u].level == level) {
-        if (target < 0 && compatible(units[u], *root)) target = u;
-        else if (target != u) level += 1, target = -2;
-      }
-    if (target == -2) target = -1;
-    if (root && target < 0)
-      for (std::size_t u = 0; u < units.size() && target < 0; ++u)
-        if (units[u].level == level && compatible(units[u], *root)) {
-          // Joining an unrelated unit is fine unless it shares a level with a unit we read.
-          bool clash = false;
-          for (int su : shareUnits) clash = clash || (units[su].level == level && su != static_cast<int>(u));
-          if (!clash) target = static_cast<int>(u);
-        }
-    if (!info.has(ops::kPure)) {
-      level = std::max(level, lastEffect + 1);
-      lastEffect = level;
-    }
-    for (ir::ValueId r : op.results) levelOf[r] = level;
-    if (!root) {
-      units.push_back({&op, level, {}});
-      continue;
-    }
-    if (target >= 0) {
-      units[target].roots.push_back(*root);
-    } else {
-      units.push_back({&op, level, {*root}});
-      target = static_cast<int>(units.size() - 1);
-    }
-    unitOf[root->value] = target;
-  }
-  return units;
-}
-
-/// Emits the function: every op that writes memory becomes a unit scheduled
-/// by level (see below); loop roots that share a level and a domain form one
-/// loop nest, so a value and several gradients are computed in one pass.
 uint64_t FunctionEmitter::emit() {
-  plan();
-  buffers_.assign(f_.types.size(), nullptr);
+  const std::size_t n = f_.types.size();
+  producer_.assign(n, nullptr);
+  for (const ir::Op& op : f_.ops)
+    for (ir::ValueId r : op.results) producer_[static_cast<std::size_t>(r)] = &op;
+  inLoop_.assign(n, 0);
+  buffers_.assign(n, nullptr);
   entry_ = llvm::BasicBlock::Create(out_->getContext(), "entry", out_);
   auto* body = llvm::BasicBlock::Create(out_->getContext(), "body", out_);
   b_.SetInsertPoint(body);
-  std::size_t a = 0;
-  for (ir::ValueId p : f_.params) buffers_[p] = out_->getArg(static_cast<unsigned>(a++));
-  for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(out_->getArg(static_cast<unsigned>(a++)));
-  scratch_ = out_->getArg(static_cast<unsigned>(a));
-  std::vector<llvm::Value*> outSlots = outArgs_;
+  unsigned a = static_cast<unsigned>(f_.params.size());
+  for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(out_->getArg(a++));
+  scratch_ = out_->getArg(a);
 
-  // Schedule; a value left fused for a shared loop but computed by several
-  // loops after all is stored instead (once), and the schedule redone.
-  std::vector<Unit> units = schedule();
-  for (int round = 0; round < 4; ++round) {
-    std::vector<std::set<int>> computedBy(f_.types.size());
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      std::vector<char> seen(f_.types.size(), 0);
-      for (const Root& r : units[u].roots)
-        for (ir::ValueId o : r.op->operands) unitsComputing(o, static_cast<int>(u), computedBy, seen);
-    }
-    bool changed = false;
-    for (ir::ValueId v : sharedInLoops_)
-      if (!materialized_[v] && computedBy[v].size() > 1) materialized_[v] = changed = true;
-    if (!changed) break;
-    units = schedule();
-  }
-  std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.level < b.level; });
-  for (const Unit& u : units) {
-    if (!u.roots.empty()) {
-      emitGroup(u.roots);
-    } else if (const auto lower = ops::info(u.op->kind).hooks.lower) {
+  for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
+    const Kernel& k = plan_.kernels[i];
+    switch (k.kind) {
+    case Kernel::Kind::Loop: emitLoop(k); break;
+    case Kernel::Kind::Reduction: emitReduction(*k.op); break;
+    case Kernel::Kind::Lower: {
       std::vector<llvm::Value*> results;
-      for (ir::ValueId r : u.op->results) results.push_back(allocate(r));
-      LowerCtx c = lowerCtx(*u.op, results);
-      lower(c);
-    } else {
-      emitReduction(*u.op);
+      for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
+      LowerCtx c = lowerCtx(*k.op, results);
+      ops::info(k.op->kind).hooks.lower(c);
+      break;
     }
+    }
+    finishAliasScopes(i);
   }
   // Results not written in place (parameters, duplicates) are copied.
   for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
-    if (!outArgs_[i]) continue;
-    const Type& t = f_.type(f_.outputs[i]);
-    b_.CreateMemCpy(outSlots[i], llvm::MaybeAlign(1), buffer(f_.outputs[i]), llvm::MaybeAlign(1), t.bytes());
+    const ir::ValueId v = f_.outputs[i];
+    const Placement& p = plan_.place[static_cast<std::size_t>(v)];
+    if (p.where == Storage::Output && p.index == i) continue;
+    b_.CreateMemCpy(outArgs_[i], llvm::MaybeAlign(1), buffer(v), llvm::MaybeAlign(1), f_.type(v).bytes());
   }
   b_.CreateRetVoid();
   llvm::IRBuilder<>(entry_).CreateBr(body);
-  finishAliasScopes();
-  return scratchBytes_;
+  return calleeScratch_ ? calleeScratchAt() + calleeScratch_ : plan_.scratchBytes;
 }
 
 // ---- module-level driver -----------------------------------------------------
@@ -737,7 +555,7 @@ static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, c
 }
 
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       bool packed) {
+                       bool packed, std::string* plans) {
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
@@ -745,7 +563,9 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     auto it = done.find(f.name);
     if (it != done.end()) return it->second;
     llvm::Function* fn = declareKernel(out, f, symbol + (isEntry ? ".impl" : "." + f.name), llvm::GlobalValue::InternalLinkage);
-    FunctionEmitter fe(m, f, fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
+    FusionPlan plan = planFusion(f);
+    if (plans) *plans += plan.str();
+    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
     FunctionEmitter::Lowered l{fn, fe.emit()};
     done[f.name] = l;
     return l;

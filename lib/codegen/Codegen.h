@@ -8,7 +8,8 @@
 // reusable one, so repeated calls touch no fresh pages.
 // Elementwise and index-mapping ops fuse into the loops of their consumers
 // (a reduction at the end of a chain included), so their intermediates are
-// never stored; see FunctionEmitter::plan for what is materialised.
+// never stored; FusionPlan.h decides what is materialised and which loops
+// exist, Codegen.cpp renders that plan.
 #pragma once
 
 #include "ir/IR.h"
@@ -20,7 +21,8 @@ namespace adjit::codegen {
 /// Adds the lowering of `m`'s function `entry` (and the functions it calls) to
 /// `out` under the external name `symbol`; returns the scratch bytes it needs.
 /// With `packed` false, no `<symbol>.packed` entry point is emitted (ahead-of-time use).
+/// With `plans`, the fusion plan of every lowered function is appended to it.
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       bool packed = true);
+                       bool packed = true, std::string* plans = nullptr);
 
 } // namespace adjit::codegen

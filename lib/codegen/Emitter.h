@@ -16,11 +16,14 @@ class FunctionEmitter;
 
 /// A position in a tensor: its multi-dimensional index, its row-major linear
 /// index, or both. Whichever is missing is computed on demand (and kept).
+/// Equal positions built from the same values are recognised by the emitter,
+/// which computes a value at most once per position in a loop body.
 struct Index {
   mutable std::vector<llvm::Value*> dims; ///< empty: not computed yet (or rank 0)
   mutable llvm::Value* linear = nullptr;  ///< nullptr: not computed yet
-  static Index ofDims(std::vector<llvm::Value*> d) { return Index{std::move(d), nullptr}; }
-  static Index ofLinear(llvm::Value* l) { return Index{{}, l}; }
+  bool linearFirst = false;               ///< built from the linear position (its identity)
+  static Index ofDims(std::vector<llvm::Value*> d) { return Index{std::move(d), nullptr, false}; }
+  static Index ofLinear(llvm::Value* l) { return Index{{}, l, true}; }
 };
 
 /// The builder and helpers shared by all contexts.

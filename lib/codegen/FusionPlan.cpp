@@ -1,0 +1,605 @@
+// codegen/FusionPlan.cpp — planning: which values are materialised, how
+// loops are grouped and ordered, and where buffers live. Reads op traits and
+// hooks from the op table, never op kinds. Every walk is iterative; walks
+// through fused expressions are bounded by the body budget, so planning is
+// linear in the function's size.
+#include "codegen/FusionPlan.h"
+
+#include "ops/OpTable.h"
+#include "support/Assert.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+namespace adjit::codegen {
+namespace {
+
+using ir::ValueId;
+
+/// Buffers at most this large may live on the stack...
+constexpr uint64_t kStackBufferLimit = 4096;
+/// ...while the function's stack buffers stay under this (threads may have small stacks).
+constexpr uint64_t kStackBudget = 16384;
+/// A value used more than once whose fused expression is larger than this is
+/// materialised rather than recomputed by each user.
+constexpr int kRecomputeLimit = 8;
+
+std::size_t at(ValueId v) { return static_cast<std::size_t>(v); }
+uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+struct Unit {
+  const ir::Op* op;
+  int level;
+  std::vector<LoopRoot> roots; ///< empty: a Lower or Reduction kernel
+  Shape domain;
+  std::size_t reduceFrom = 0;
+  int size = 0;
+};
+
+/// A materialised value a kernel reads, and whether every read is at the
+/// kernel's own index (through elementwise ops only).
+struct Read {
+  ValueId value;
+  bool sameIndex;
+};
+
+class Planner {
+public:
+  Planner(const ir::Function& f, const PlanOptions& o) : f_(f), budget_(std::max(o.bodyBudget, 1)) {}
+
+  FusionPlan run() {
+    init();
+    materialize();
+    std::vector<Unit> units = schedule();
+    // A value left fused for loops that share it (see materialize) but
+    // computed by several loops after all is stored instead, once.
+    for (int round = 0; round < 4 && storeSharedComputedTwice(units); ++round) units = schedule();
+    std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.level < b.level; });
+    FusionPlan p;
+    p.fn = &f_;
+    for (Unit& u : units) p.kernels.push_back(kernelOf(std::move(u)));
+    place(p);
+    return p;
+  }
+
+private:
+  // ---- facts about the function ---------------------------------------------
+
+  void init() {
+    const std::size_t n = f_.types.size();
+    producer_.assign(n, nullptr);
+    position_.assign(n, -1);
+    users_.assign(n, {});
+    uses_.assign(n, 0);
+    isOutput_.assign(n, 0);
+    mat_.assign(n, 0);
+    size_.assign(n, 0);
+    expensive_.assign(n, 0);
+    computes_.assign(n, 0);
+    stamp_.assign(n, 0);
+    state_.assign(n, 0);
+    slot_.assign(n, 0);
+    for (ValueId p : f_.params) mat_[at(p)] = 1;
+    for (std::size_t i = 0; i < f_.ops.size(); ++i) {
+      const ir::Op& op = f_.ops[i];
+      for (ValueId r : op.results) {
+        producer_[at(r)] = &op;
+        position_[at(r)] = static_cast<int>(i);
+      }
+      for (ValueId o : op.operands) {
+        ++uses_[at(o)];
+        users_[at(o)].push_back(&op);
+      }
+      if (ops::info(op.kind).has(ops::kMaterializesOperands))
+        for (ValueId o : op.operands) mat_[at(o)] = 1;
+    }
+    for (ValueId o : f_.outputs) {
+      ++uses_[at(o)];
+      isOutput_[at(o)] = 1;
+      mat_[at(o)] = 1;
+    }
+    // sameDomain_[v]: every use of v is a reduction of it, or an elementwise op
+    // of v's shape whose result is an output or itself used only so. All such
+    // users are loops over v's domain, which scheduling can join into one.
+    // Users come after v, so one backward sweep decides every value.
+    sameDomain_.assign(n, 0);
+    for (auto op = f_.ops.rbegin(); op != f_.ops.rend(); ++op)
+      for (ValueId r : op->results) {
+        bool ok = !isOutput_[at(r)];
+        for (const ir::Op* u : users_[at(r)]) {
+          if (!ok) break;
+          const ops::OpInfo& info = ops::info(u->kind);
+          if (info.hooks.reduce) continue;
+          if (u->results.empty()) {
+            ok = false;
+            break;
+          }
+          const ValueId ur = u->results[0];
+          ok = info.has(ops::kElementwise) && f_.type(ur).shape == f_.type(r).shape &&
+               (isOutput_[at(ur)] || sameDomain_[at(ur)]);
+        }
+        sameDomain_[at(r)] = ok;
+      }
+  }
+
+  bool fusedValue(ValueId v) const { return !mat_[at(v)] && producer_[at(v)]; }
+
+  /// Distinct fused values reachable from `roots` through fused operands,
+  /// counted up to `limit`.
+  int dagSize(const std::vector<ValueId>& roots, int limit) {
+    ++gen_;
+    stack_.clear();
+    for (ValueId o : roots)
+      if (fusedValue(o) && stamp_[at(o)] != gen_) {
+        stamp_[at(o)] = gen_;
+        stack_.push_back(o);
+      }
+    int count = 0;
+    while (!stack_.empty()) {
+      const ValueId v = stack_.back();
+      stack_.pop_back();
+      if (++count >= limit) return limit;
+      for (ValueId o : producer_[at(v)]->operands)
+        if (fusedValue(o) && stamp_[at(o)] != gen_) {
+          stamp_[at(o)] = gen_;
+          stack_.push_back(o);
+        }
+    }
+    return count;
+  }
+
+  /// Ops a loop body computes per point for these fused operands: the sum of
+  /// their sizes, or, when that is over `limit`, the exact count of distinct ops
+  /// (a value reused inside one body is computed once), bounded by limit + 1.
+  int operandsSize(const std::vector<ValueId>& operands, int limit) {
+    int sum = 0;
+    for (std::size_t i = 0; i < operands.size(); ++i) {
+      const ValueId o = operands[i];
+      if (!fusedValue(o) || std::find(operands.begin(), operands.begin() + static_cast<std::ptrdiff_t>(i), o) !=
+                                operands.begin() + static_cast<std::ptrdiff_t>(i))
+        continue;
+      sum = std::min(sum + size_[at(o)], limit + 1);
+    }
+    return sum <= limit ? sum : dagSize(operands, limit + 1);
+  }
+
+  /// Cuts the fused operands of `op` at their largest until a loop body
+  /// computing them needs at most `limit` ops per point.
+  void boundOperands(const ir::Op& op, int limit) {
+    while (operandsSize(op.operands, limit) > limit) {
+      ValueId largest = -1;
+      for (ValueId o : op.operands)
+        if (fusedValue(o) && (largest < 0 || size_[at(o)] > size_[at(largest)])) largest = o;
+      ADJIT_ASSERT(largest >= 0, "an op over budget without fused operands");
+      mat_[at(largest)] = 1;
+    }
+  }
+
+  // ---- which values get buffers ----------------------------------------------
+
+  /// A value is materialised when it is a parameter or result of the
+  /// function, when an op that writes whole results (a `lower` or `reduce`
+  /// hook) produces it, when its consumer reads buffers
+  /// (kMaterializesOperands), when a loop body computing it would exceed the
+  /// budget, when an index-remapping op reads each of its elements several
+  /// times (a broadcast: the einsum pattern), or when it is used more than once
+  /// and recomputing it would be costly — unless every use reaches it through
+  /// elementwise ops over the same domain: those consumers share one loop,
+  /// where the value is computed once.
+  void materialize() {
+    for (const ir::Op& op : f_.ops) {
+      const ops::OpInfo& info = ops::info(op.kind);
+      const bool writesWhole = info.hooks.lower || info.hooks.reduce;
+      // The op's own loops (or its consumers' loop) compute its fused operands.
+      boundOperands(op, writesWhole ? budget_ : budget_ - 1);
+      if (!writesWhole && info.has(ops::kRemapsIndex) && !op.results.empty()) {
+        // Each operand element is read size(result) / size(operand) times per
+        // evaluation: recomputing a computed operand that often costs more than
+        // one store and the loads. Cheap operands are still worth recomputing
+        // at a reuse of 2 or 3.
+        const int64_t out = f_.type(op.results[0]).size();
+        for (ValueId o : op.operands) {
+          const int64_t in = std::max<int64_t>(f_.type(o).size(), 1);
+          const int64_t reuse = out / in;
+          if (fusedValue(o) && computes_[at(o)] && (reuse >= 4 || (reuse >= 2 && expensive_[at(o)]))) mat_[at(o)] = 1;
+        }
+      }
+      bool expensive = info.has(ops::kExpensive);
+      bool computes = !op.operands.empty() && !info.has(ops::kElementsFromOperand);
+      for (ValueId o : op.operands)
+        if (fusedValue(o)) {
+          expensive = expensive || expensive_[at(o)];
+          computes = computes || computes_[at(o)];
+        }
+      const int size = 1 + operandsSize(op.operands, budget_);
+      for (ValueId r : op.results) {
+        size_[at(r)] = size;
+        expensive_[at(r)] = expensive;
+        computes_[at(r)] = computes;
+        if (writesWhole) {
+          mat_[at(r)] = 1;
+        } else if (uses_[at(r)] > 1 && (expensive || size > kRecomputeLimit)) {
+          if (sameDomain_[at(r)]) shared_.push_back(r);
+          else mat_[at(r)] = 1;
+        }
+      }
+    }
+  }
+
+  // ---- loops and their order ------------------------------------------------
+
+  /// The loop domain of a materialised value computed by a loop: an elementwise
+  /// or element op iterates its result; a reduction over trailing axes iterates
+  /// its operand. Other reductions are kernels of their own (nullopt).
+  std::optional<Unit> loopOf(const ir::Op& op) const {
+    const ops::OpInfo& info = ops::info(op.kind);
+    const ValueId r = op.results.at(0);
+    if (!info.hooks.reduce) {
+      const Shape& s = f_.type(r).shape;
+      return Unit{&op, 0, {{&op, r, false}}, s, s.size(), size_[at(r)]};
+    }
+    const Shape& in = f_.type(op.operands.at(0)).shape;
+    std::vector<int64_t> axes = op.attrs.ints("axes");
+    for (int64_t& x : axes)
+      if (x < 0) x += static_cast<int64_t>(in.size());
+    std::sort(axes.begin(), axes.end());
+    const std::size_t from = in.size() - axes.size();
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      if (axes[i] != static_cast<int64_t>(from + i)) return std::nullopt;
+    return Unit{&op, 0, {{&op, r, true}}, in, from, size_[at(r)]};
+  }
+
+  /// The materialised values that computing `operands` (through fused values)
+  /// reads; `sameIndex` for a value only if every path to it keeps the index.
+  const std::vector<Read>& readsOf(const std::vector<ValueId>& operands, bool pointwise) {
+    ++gen_;
+    reads_.clear();
+    walk_.clear();
+    for (ValueId o : operands) walk_.push_back({o, pointwise});
+    while (!walk_.empty()) {
+      const auto [v, same] = walk_.back();
+      walk_.pop_back();
+      const bool seen = stamp_[at(v)] == gen_;
+      if (seen && (state_[at(v)] == 2 || same)) continue; // nothing new on this path
+      stamp_[at(v)] = gen_;
+      state_[at(v)] = same ? 1 : 2;
+      if (!fusedValue(v)) {
+        if (seen) reads_[slot_[at(v)]].sameIndex = false;
+        else {
+          slot_[at(v)] = reads_.size();
+          reads_.push_back({v, same});
+        }
+        continue;
+      }
+      const ir::Op& p = *producer_[at(v)];
+      const bool keeps = same && ops::info(p.kind).has(ops::kElementwise);
+      for (ValueId o : p.operands) walk_.push_back({o, keeps});
+    }
+    return reads_;
+  }
+
+  static bool compatible(const Unit& u, const Unit& r, int budget) {
+    if (u.roots.empty() || u.domain != r.domain || u.size + r.size > budget) return false;
+    if (r.roots[0].reduction && u.reduceFrom != u.domain.size() && u.reduceFrom != r.reduceFrom) return false;
+    return true;
+  }
+
+  /// Every op that writes memory becomes a unit at a level one above the
+  /// levels of the materialised values it reads. Loop roots of one level and
+  /// domain cannot read each other's results at other indices, so each such
+  /// set becomes one loop nest (up to the body budget). A root that reads an
+  /// elementwise root's value at its own index may share that root's loop (and
+  /// level): in the loop body the value is computed before it is used.
+  std::vector<Unit> schedule() {
+    std::vector<Unit> units;
+    std::map<int, std::vector<int>> byLevel;
+    std::vector<int> levelOf(f_.types.size(), -1), unitOf(f_.types.size(), -1);
+    int lastEffect = -1; // ops with side effects run in program order
+    for (const ir::Op& op : f_.ops) {
+      const ops::OpInfo& info = ops::info(op.kind);
+      if (!info.hooks.lower && (op.results.empty() || !mat_[at(op.results[0])])) continue; // fused into its users
+      std::optional<Unit> root = info.hooks.lower ? std::nullopt : loopOf(op);
+      const bool pointwise = root && (root->roots[0].reduction || info.has(ops::kElementwise));
+      int level = 0;
+      std::vector<int> shareUnits; // units this root may join: it reads them at its own index
+      for (const Read& r : readsOf(op.operands, pointwise)) {
+        const int u = unitOf[at(r.value)];
+        const bool share = root && r.sameIndex && u >= 0 && !units[static_cast<std::size_t>(u)].roots.empty() &&
+                           f_.type(r.value).shape == root->domain && !ops::info(producer_[at(r.value)]->kind).hooks.reduce;
+        if (share) {
+          level = std::max(level, levelOf[at(r.value)]);
+          if (std::find(shareUnits.begin(), shareUnits.end(), u) == shareUnits.end()) shareUnits.push_back(u);
+        } else {
+          level = std::max(level, levelOf[at(r.value)] + 1);
+        }
+      }
+      // A root sharing a unit's loop must join that very unit; otherwise it goes one level up.
+      int target = -1;
+      for (int u : shareUnits)
+        if (units[static_cast<std::size_t>(u)].level == level) {
+          if (target < 0 && compatible(units[static_cast<std::size_t>(u)], *root, budget_)) target = u;
+          else if (target != u) level += 1, target = -2;
+        }
+      if (target == -2) target = -1;
+      if (root && target < 0)
+        for (int u : byLevel[level]) {
+          if (!compatible(units[static_cast<std::size_t>(u)], *root, budget_)) continue;
+          // Joining an unrelated unit is fine unless it shares a level with a unit we read.
+          bool clash = false;
+          for (int su : shareUnits) clash = clash || (units[static_cast<std::size_t>(su)].level == level && su != u);
+          if (!clash) {
+            target = u;
+            break;
+          }
+        }
+      if (!info.has(ops::kPure)) {
+        level = std::max(level, lastEffect + 1);
+        lastEffect = level;
+        if (target >= 0 && units[static_cast<std::size_t>(target)].level != level) target = -1;
+      }
+      for (ValueId r : op.results) levelOf[at(r)] = level;
+      if (!root) {
+        units.push_back({&op, level, {}, {}, 0, 0});
+        continue;
+      }
+      if (target >= 0) {
+        Unit& u = units[static_cast<std::size_t>(target)];
+        u.roots.push_back(root->roots[0]);
+        u.size += root->size;
+        if (root->roots[0].reduction) u.reduceFrom = root->reduceFrom;
+      } else {
+        root->level = level;
+        units.push_back(std::move(*root));
+        target = static_cast<int>(units.size() - 1);
+        byLevel[level].push_back(target);
+      }
+      unitOf[at(op.results[0])] = target;
+    }
+    return units;
+  }
+
+  /// Materialises the shared values that several units compute; true if any.
+  bool storeSharedComputedTwice(const std::vector<Unit>& units) {
+    if (shared_.empty()) return false;
+    std::vector<int> lastUnit(f_.types.size(), -1), count(f_.types.size(), 0);
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      ++gen_;
+      stack_.clear();
+      for (const LoopRoot& r : units[u].roots)
+        for (ValueId o : r.op->operands) stack_.push_back(o);
+      while (!stack_.empty()) {
+        const ValueId v = stack_.back();
+        stack_.pop_back();
+        if (!fusedValue(v) || stamp_[at(v)] == gen_) continue;
+        stamp_[at(v)] = gen_;
+        if (lastUnit[at(v)] != static_cast<int>(u)) {
+          lastUnit[at(v)] = static_cast<int>(u);
+          ++count[at(v)];
+        }
+        for (ValueId o : producer_[at(v)]->operands) stack_.push_back(o);
+      }
+    }
+    bool changed = false;
+    for (ValueId v : shared_)
+      if (!mat_[at(v)] && count[at(v)] > 1) mat_[at(v)] = changed = true;
+    return changed;
+  }
+
+  /// The fused values computed from `operands`, in op order.
+  std::vector<ValueId> fusedFrom(const std::vector<ValueId>& operands) {
+    ++gen_;
+    std::vector<ValueId> out;
+    stack_.assign(operands.begin(), operands.end());
+    while (!stack_.empty()) {
+      const ValueId v = stack_.back();
+      stack_.pop_back();
+      if (!fusedValue(v) || stamp_[at(v)] == gen_) continue;
+      stamp_[at(v)] = gen_;
+      out.push_back(v);
+      for (ValueId o : producer_[at(v)]->operands) stack_.push_back(o);
+    }
+    std::sort(out.begin(), out.end(), [&](ValueId a, ValueId b) { return position_[at(a)] < position_[at(b)]; });
+    return out;
+  }
+
+  /// True when computing v inline needs a multi-dimensional index.
+  bool remaps(ValueId v) {
+    const std::vector<ValueId> fused = fusedFrom({v});
+    for (ValueId u : fused)
+      if (ops::info(producer_[at(u)]->kind).has(ops::kRemapsIndex)) return true;
+    return false;
+  }
+
+  Kernel kernelOf(Unit u) {
+    Kernel k;
+    k.op = u.op;
+    k.level = u.level;
+    k.bodySize = u.size;
+    if (u.roots.empty()) {
+      k.kind = ops::info(u.op->kind).hooks.lower ? Kernel::Kind::Lower : Kernel::Kind::Reduction;
+      k.fused = fusedFrom(u.op->operands);
+      return k;
+    }
+    k.kind = Kernel::Kind::Loop;
+    k.domain = std::move(u.domain);
+    k.reduceFrom = u.reduceFrom;
+    std::vector<ValueId> operands;
+    for (const LoopRoot& r : u.roots) {
+      operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
+      // An elementwise root computes its own op at the loop's index; an
+      // `element` root remaps it.
+      if (!r.reduction && ops::info(r.op->kind).has(ops::kRemapsIndex)) k.flat = false;
+      for (ValueId o : r.op->operands)
+        if (k.flat && remaps(o)) k.flat = false;
+    }
+    k.fused = fusedFrom(operands);
+    k.roots = std::move(u.roots);
+    return k;
+  }
+
+  // ---- where buffers live -----------------------------------------------------
+
+  /// Parameters and results use the caller's buffers; other materialised
+  /// values go on the stack while small, else into the scratch region, where
+  /// values whose live ranges (first write to last read, in kernel order) do
+  /// not overlap share bytes.
+  void place(FusionPlan& p) {
+    const std::size_t n = f_.types.size();
+    p.place.assign(n, {});
+    const int kEnd = static_cast<int>(p.kernels.size());
+    for (std::size_t i = 0; i < f_.params.size(); ++i) p.place[at(f_.params[i])] = {Storage::Param, static_cast<uint32_t>(i), 0};
+    std::vector<int> writer(n, -1), lastRead(n, -1);
+    for (int k = 0; k < kEnd; ++k) {
+      const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
+      std::vector<ValueId> operands;
+      if (kn.kind == Kernel::Kind::Loop) {
+        for (const LoopRoot& r : kn.roots) {
+          writer[at(r.value)] = k;
+          operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
+        }
+      } else {
+        for (ValueId r : kn.op->results) writer[at(r)] = k;
+        operands = kn.op->operands;
+      }
+      for (const Read& r : readsOf(operands, false)) lastRead[at(r.value)] = k;
+    }
+    for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
+      const ValueId v = f_.outputs[i];
+      if (p.place[at(v)].where == Storage::Fused && writer[at(v)] >= 0) p.place[at(v)] = {Storage::Output, static_cast<uint32_t>(i), 0};
+      else lastRead[at(v)] = kEnd; // copied into the result after the last kernel
+    }
+    struct Live {
+      uint64_t offset, bytes;
+      int end;
+    };
+    std::vector<Live> live; // by offset
+    for (int k = 0; k < kEnd; ++k) {
+      live.erase(std::remove_if(live.begin(), live.end(), [&](const Live& l) { return l.end < k; }), live.end());
+      const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
+      std::vector<ValueId> written;
+      if (kn.kind == Kernel::Kind::Loop)
+        for (const LoopRoot& r : kn.roots) written.push_back(r.value);
+      else
+        written = kn.op->results;
+      for (ValueId v : written) {
+        Placement& pl = p.place[at(v)];
+        if (pl.where != Storage::Fused) continue;
+        const uint64_t bytes = align64(std::max<uint64_t>(static_cast<uint64_t>(f_.type(v).bytes()), 1));
+        if (bytes <= kStackBufferLimit && p.stackBytes + bytes <= kStackBudget) {
+          pl.where = Storage::Stack;
+          p.stackBytes += bytes;
+          continue;
+        }
+        // First fit among the live ranges, ordered by offset.
+        uint64_t offset = 0;
+        std::size_t pos = 0;
+        for (; pos < live.size(); ++pos) {
+          if (live[pos].offset >= offset + bytes) break;
+          offset = std::max(offset, live[pos].offset + live[pos].bytes);
+        }
+        live.insert(live.begin() + static_cast<std::ptrdiff_t>(pos), Live{offset, bytes, std::max(lastRead[at(v)], k)});
+        pl = {Storage::Scratch, 0, offset};
+        p.scratchBytes = std::max(p.scratchBytes, offset + bytes);
+      }
+    }
+    for (std::size_t v = 0; v < n; ++v)
+      ADJIT_ASSERT(!mat_[v] || !producer_[v] || p.place[v].where != Storage::Fused,
+                   fmt::format("materialised value %{} is written by no kernel", v));
+  }
+
+  const ir::Function& f_;
+  const int budget_;
+  std::vector<const ir::Op*> producer_;
+  std::vector<int> position_; ///< index of the producing op
+  std::vector<std::vector<const ir::Op*>> users_;
+  std::vector<int> uses_, size_;
+  std::vector<char> isOutput_, mat_, expensive_, computes_, sameDomain_;
+  std::vector<ValueId> shared_; ///< reused values left fused for loops that share them
+  // Scratch state of the walks: a visit stamp per value, reused across walks.
+  std::vector<uint32_t> stamp_;
+  std::vector<uint8_t> state_;
+  std::vector<std::size_t> slot_;
+  uint32_t gen_ = 0;
+  std::vector<ValueId> stack_;
+  std::vector<std::pair<ValueId, bool>> walk_;
+  std::vector<Read> reads_;
+};
+
+std::string values(const std::vector<ValueId>& vs) {
+  std::string s;
+  for (ValueId v : vs) s += (s.empty() ? "%" : ", %") + std::to_string(v);
+  return s;
+}
+
+std::string opText(const ir::Function& f, const ir::Op& op) {
+  return fmt::format("{} = {}({})", values(op.results), ops::info(op.kind).name, values(op.operands));
+}
+
+std::string placeText(const Placement& p) {
+  switch (p.where) {
+  case Storage::Fused: return "fused";
+  case Storage::Param: return fmt::format("param {}", p.index);
+  case Storage::Output: return fmt::format("output {}", p.index);
+  case Storage::Stack: return "stack";
+  case Storage::Scratch: return fmt::format("scratch+{}", p.offset);
+  }
+  return "?";
+}
+
+} // namespace
+
+FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) { return Planner(f, o).run(); }
+
+std::string FusionPlan::str() const {
+  const ir::Function& f = *fn;
+  std::vector<const ir::Op*> producer(f.types.size(), nullptr);
+  std::vector<int> position(f.types.size(), -1);
+  for (std::size_t i = 0; i < f.ops.size(); ++i)
+    for (ValueId r : f.ops[i].results) {
+      producer[at(r)] = &f.ops[i];
+      position[at(r)] = static_cast<int>(i);
+    }
+  auto where = [&](const std::vector<ValueId>& vs) {
+    std::string w;
+    for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
+    return w;
+  };
+  std::string s = fmt::format("plan @{}: {} kernels, scratch {} bytes, stack {} bytes\n", f.name, kernels.size(),
+                              scratchBytes, stackBytes);
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    const Kernel& kn = kernels[k];
+    // Fused values and the values the kernel writes, in op order.
+    std::vector<std::pair<ValueId, const char*>> lines;
+    for (ValueId v : kn.fused) lines.push_back({v, "fused"});
+    if (kn.kind == Kernel::Kind::Loop) {
+      Shape kept(kn.domain.begin(), kn.domain.begin() + static_cast<std::ptrdiff_t>(kn.reduceFrom));
+      Shape reduced(kn.domain.begin() + static_cast<std::ptrdiff_t>(kn.reduceFrom), kn.domain.end());
+      s += fmt::format("  #{} loop {}", k, shape_str(kept));
+      if (!reduced.empty()) s += " reduce " + shape_str(reduced);
+      s += fmt::format(" {}, {} ops per point, level {}\n", kn.flat ? "flat" : "nest", kn.bodySize, kn.level);
+      for (const LoopRoot& r : kn.roots) lines.push_back({r.value, r.reduction ? "reduce" : "store"});
+    } else {
+      s += fmt::format("  #{} {}, level {}\n", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level);
+      if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], "write"});
+      else s += fmt::format("    run {}\n", opText(f, *kn.op));
+    }
+    std::stable_sort(lines.begin(), lines.end(),
+                     [&](const auto& a, const auto& b) { return position[at(a.first)] < position[at(b.first)]; });
+    for (const auto& [v, what] : lines) {
+      const ir::Op& op = *producer[at(v)];
+      s += fmt::format("    {} {}", what, opText(f, op));
+      if (std::string_view(what) != "fused") s += " -> " + where(op.results);
+      s += "\n";
+    }
+  }
+  for (std::size_t i = 0; i < f.outputs.size(); ++i) {
+    const Placement& p = place[at(f.outputs[i])];
+    if (p.where != Storage::Output || p.index != i) s += fmt::format("  output {} = copy of %{}\n", i, f.outputs[i]);
+  }
+  return s;
+}
+
+} // namespace adjit::codegen
