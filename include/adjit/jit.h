@@ -18,6 +18,7 @@ struct JitOptions {
 struct CompiledStages {
   std::string traced_adj;        ///< IR as traced
   std::string optimized_adj;     ///< IR after adjit's passes
+  std::string plan;              ///< the fusion plan: buffers, loops and their order
   std::string llvm_ir;           ///< LLVM IR before LLVM's optimisation
   std::string optimized_llvm_ir; ///< LLVM IR after it
   std::string assembly;          ///< machine code

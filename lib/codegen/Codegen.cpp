@@ -7,10 +7,12 @@
 
 #include "codegen/Emitter.h"
 #include "codegen/FusionPlan.h"
+#include "codegen/Stats.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/InstIterator.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Verifier.h>
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 namespace adjit::codegen {
@@ -105,6 +108,10 @@ private:
   EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
   LowerCtx lowerCtx(const ir::Op& op, std::span<llvm::Value* const> results) { return LowerCtx{base(op), results}; }
   uint64_t calleeScratchAt() const { return (plan_.scratchBytes + 63) / 64 * 64; }
+  /// Starts emitting into `fn` (the function itself, or one of its chunks:
+  /// both take the function's buffers and the scratch pointer).
+  void beginFrame(llvm::Function* fn);
+  void endFrame();
   /// Gives every buffer a kernel accesses its own alias scope in a domain of
   /// that kernel: its loads and stores are marked as not aliasing the other
   /// buffers of the kernel, which LLVM cannot see for buffers carved from one
@@ -121,7 +128,8 @@ private:
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
   std::vector<char> inLoop_; ///< elementwise roots of the loop being emitted: computed, not loaded
-  std::vector<llvm::Value*> buffers_;
+  std::vector<llvm::Value*> buffers_; ///< per frame
+  std::vector<ir::ValueId> bufferSet_; ///< values with a buffer in this frame
   std::vector<llvm::Value*> outArgs_;
   std::map<llvm::Value*, int> scopeOf_; ///< buffers of the current kernel
   std::vector<std::pair<llvm::Instruction*, int>> accesses_;
@@ -343,6 +351,7 @@ llvm::Value* FunctionEmitter::linearize(const std::vector<llvm::Value*>& dims, c
 llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
   llvm::Value*& buf = buffers_[static_cast<std::size_t>(v)];
   if (buf) return buf;
+  bufferSet_.push_back(v);
   const Placement& p = plan_.place[static_cast<std::size_t>(v)];
   const Type& t = f_.type(v);
   switch (p.where) {
@@ -495,6 +504,24 @@ void FunctionEmitter::emitReduction(const ir::Op& op) {
   });
 }
 
+void FunctionEmitter::beginFrame(llvm::Function* fn) {
+  out_ = fn;
+  for (ir::ValueId v : bufferSet_) buffers_[static_cast<std::size_t>(v)] = nullptr;
+  bufferSet_.clear();
+  closeScope(0); // values of another function are not visible here
+  entry_ = llvm::BasicBlock::Create(fn->getContext(), "entry", fn);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(fn->getContext(), "body", fn));
+  unsigned a = static_cast<unsigned>(f_.params.size());
+  outArgs_.clear();
+  for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(fn->getArg(a++));
+  scratch_ = fn->getArg(a);
+}
+
+void FunctionEmitter::endFrame() {
+  b_.CreateRetVoid();
+  llvm::IRBuilder<>(entry_).CreateBr(entry_->getNextNode());
+}
+
 uint64_t FunctionEmitter::emit() {
   const std::size_t n = f_.types.size();
   producer_.assign(n, nullptr);
@@ -502,15 +529,26 @@ uint64_t FunctionEmitter::emit() {
     for (ir::ValueId r : op.results) producer_[static_cast<std::size_t>(r)] = &op;
   inLoop_.assign(n, 0);
   buffers_.assign(n, nullptr);
-  entry_ = llvm::BasicBlock::Create(out_->getContext(), "entry", out_);
-  auto* body = llvm::BasicBlock::Create(out_->getContext(), "body", out_);
-  b_.SetInsertPoint(body);
-  unsigned a = static_cast<unsigned>(f_.params.size());
-  for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(out_->getArg(a++));
-  scratch_ = out_->getArg(a);
-
+  llvm::Function* const whole = out_;
+  // Chunks: internal functions with the function's own signature, never
+  // inlined back (that is their point), called in order.
+  std::vector<llvm::Function*> chunks;
+  if (plan_.functions > 1)
+    for (int c = 0; c < plan_.functions; ++c) {
+      auto* fn = llvm::Function::Create(whole->getFunctionType(), llvm::GlobalValue::InternalLinkage,
+                                        whole->getName() + ".k" + std::to_string(c), whole->getParent());
+      fn->copyAttributesFrom(whole);
+      fn->addFnAttr(llvm::Attribute::NoInline);
+      chunks.push_back(fn);
+    }
+  int frame = -1;
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
     const Kernel& k = plan_.kernels[i];
+    if (k.function != frame) {
+      if (frame >= 0) endFrame();
+      frame = k.function;
+      beginFrame(chunks.empty() ? whole : chunks[static_cast<std::size_t>(frame)]);
+    }
     switch (k.kind) {
     case Kernel::Kind::Loop: emitLoop(k); break;
     case Kernel::Kind::Reduction: emitReduction(*k.op); break;
@@ -524,6 +562,15 @@ uint64_t FunctionEmitter::emit() {
     }
     finishAliasScopes(i);
   }
+  if (!chunks.empty()) {
+    endFrame();
+    beginFrame(whole);
+    std::vector<llvm::Value*> args;
+    for (llvm::Argument& a : whole->args()) args.push_back(&a);
+    for (llvm::Function* c : chunks) b_.CreateCall(c, args);
+  } else if (frame < 0) {
+    beginFrame(whole); // no kernels: results are copies of parameters
+  }
   // Results not written in place (parameters, duplicates) are copied.
   for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
     const ir::ValueId v = f_.outputs[i];
@@ -531,8 +578,7 @@ uint64_t FunctionEmitter::emit() {
     if (p.where == Storage::Output && p.index == i) continue;
     b_.CreateMemCpy(outArgs_[i], llvm::MaybeAlign(1), buffer(v), llvm::MaybeAlign(1), f_.type(v).bytes());
   }
-  b_.CreateRetVoid();
-  llvm::IRBuilder<>(entry_).CreateBr(body);
+  endFrame();
   return calleeScratch_ ? calleeScratchAt() + calleeScratch_ : plan_.scratchBytes;
 }
 
@@ -606,6 +652,25 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
   llvm::raw_string_ostream os(err);
   ADJIT_ASSERT(!llvm::verifyModule(out, &os), "codegen produced invalid LLVM IR: " + err);
   return impl.scratch;
+}
+
+LoweringStats measureLowering(const ir::Module& m, const std::string& entry) {
+  llvm::LLVMContext ctx;
+  llvm::Module out("measure", ctx);
+  lowerFunction(m, entry, "measured", out, false);
+  LoweringStats s;
+  std::set<llvm::MDNode*> nodes; // distinct metadata nodes: that is what LLVM stores
+  for (llvm::Function& f : out) {
+    if (f.isDeclaration()) continue;
+    ++s.functions;
+    std::size_t n = f.getInstructionCount();
+    s.instructions += n;
+    s.maxFunctionInstructions = std::max(s.maxFunctionInstructions, n);
+    for (llvm::Instruction& i : llvm::instructions(f))
+      for (unsigned kind : {llvm::LLVMContext::MD_alias_scope, llvm::LLVMContext::MD_noalias})
+        if (llvm::MDNode* md = i.getMetadata(kind); md && nodes.insert(md).second) s.aliasOperands += md->getNumOperands();
+  }
+  return s;
 }
 
 } // namespace adjit::codegen

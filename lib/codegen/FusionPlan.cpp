@@ -48,7 +48,8 @@ struct Read {
 
 class Planner {
 public:
-  Planner(const ir::Function& f, const PlanOptions& o) : f_(f), budget_(std::max(o.bodyBudget, 1)) {}
+  Planner(const ir::Function& f, const PlanOptions& o)
+      : f_(f), budget_(std::max(o.bodyBudget, 1)), functionBudget_(std::max(o.functionBudget, 1)) {}
 
   FusionPlan run() {
     init();
@@ -61,6 +62,7 @@ public:
     FusionPlan p;
     p.fn = &f_;
     for (Unit& u : units) p.kernels.push_back(kernelOf(std::move(u)));
+    split(p);
     place(p);
     return p;
   }
@@ -440,6 +442,23 @@ private:
     return k;
   }
 
+  /// LLVM's function passes and code generator grow faster than linearly
+  /// with a function's size (measured: a 3,000-op chain in one function spends
+  /// 6-10 ms per loop at small budgets). Consecutive kernels are grouped into
+  /// functions of bounded size, so LLVM's time stays linear in the program.
+  void split(FusionPlan& p) const {
+    int size = 0;
+    for (Kernel& k : p.kernels) {
+      const int s = std::max(k.bodySize, 1);
+      if (size > 0 && size + s > functionBudget_) {
+        ++p.functions;
+        size = 0;
+      }
+      size += s;
+      k.function = p.functions - 1;
+    }
+  }
+
   // ---- where buffers live -----------------------------------------------------
 
   /// Parameters and results use the caller's buffers; other materialised
@@ -488,7 +507,7 @@ private:
         Placement& pl = p.place[at(v)];
         if (pl.where != Storage::Fused) continue;
         const uint64_t bytes = align64(std::max<uint64_t>(static_cast<uint64_t>(f_.type(v).bytes()), 1));
-        if (bytes <= kStackBufferLimit && p.stackBytes + bytes <= kStackBudget) {
+        if (p.functions == 1 && bytes <= kStackBufferLimit && p.stackBytes + bytes <= kStackBudget) {
           pl.where = Storage::Stack;
           p.stackBytes += bytes;
           continue;
@@ -511,7 +530,7 @@ private:
   }
 
   const ir::Function& f_;
-  const int budget_;
+  const int budget_, functionBudget_;
   std::vector<const ir::Op*> producer_;
   std::vector<int> position_; ///< index of the producing op
   std::vector<std::vector<const ir::Op*>> users_;
@@ -551,7 +570,12 @@ std::string placeText(const Placement& p) {
 
 } // namespace
 
-FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) { return Planner(f, o).run(); }
+FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
+  PlanOptions x = o;
+  if (const char* e = std::getenv("ADJIT_BUDGET_EXPERIMENT")) x.bodyBudget = std::atoi(e);
+  if (const char* e = std::getenv("ADJIT_FBUDGET_EXPERIMENT")) x.functionBudget = std::atoi(e);
+  return Planner(f, x).run();
+}
 
 std::string FusionPlan::str() const {
   const ir::Function& f = *fn;
@@ -567,10 +591,12 @@ std::string FusionPlan::str() const {
     for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
     return w;
   };
-  std::string s = fmt::format("plan @{}: {} kernels, scratch {} bytes, stack {} bytes\n", f.name, kernels.size(),
+  std::string s = fmt::format("plan @{}: {} kernel{} in {} function{}, scratch {} bytes, stack {} bytes\n", f.name,
+                              kernels.size(), kernels.size() == 1 ? "" : "s", functions, functions == 1 ? "" : "s",
                               scratchBytes, stackBytes);
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     const Kernel& kn = kernels[k];
+    if (functions > 1 && (k == 0 || kernels[k - 1].function != kn.function)) s += fmt::format("  function {}:\n", kn.function);
     // Fused values and the values the kernel writes, in op order.
     std::vector<std::pair<ValueId, const char*>> lines;
     for (ValueId v : kn.fused) lines.push_back({v, "fused"});

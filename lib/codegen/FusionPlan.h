@@ -56,6 +56,7 @@ struct Kernel {
   std::vector<ir::ValueId> fused; ///< values computed inline by this kernel, in op order
   int level = 0;                  ///< kernels of one level do not read each other's buffers
   int bodySize = 0;               ///< estimated ops per point (the roots and their fused operands)
+  int function = 0;               ///< the LLVM function (chunk) the kernel is emitted into
 };
 
 struct FusionPlan {
@@ -64,6 +65,10 @@ struct FusionPlan {
   std::vector<Kernel> kernels;  ///< in emission order
   uint64_t scratchBytes = 0;    ///< this function's own scratch; callees' goes after it
   uint64_t stackBytes = 0;
+  /// Kernels are emitted into this many LLVM functions, consecutive kernels
+  /// per function (Kernel::function). With more than one, no buffer lives on
+  /// the stack: buffers pass from function to function in the scratch region.
+  int functions = 1;
 
   bool fused(ir::ValueId v) const { return place[static_cast<std::size_t>(v)].where == Storage::Fused; }
   /// The plan as text: one block per kernel with its fused ops and where each
@@ -76,6 +81,9 @@ struct PlanOptions {
   /// A loop body computes at most this many ops per point; a larger fused
   /// expression is cut into several loops at its largest operands.
   int bodyBudget = 96;
+  /// The kernels of one LLVM function compute at most about this many ops per
+  /// point in all (a single larger kernel gets a function of its own).
+  int functionBudget = 384;
 };
 
 /// Plans `f`. Linear in the number of ops (times the body budget).

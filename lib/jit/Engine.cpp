@@ -123,20 +123,28 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   llvm::LLVMContext ctx;
   llvm::Module lm(label, ctx);
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
-  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm);
+  std::string plans;
+  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, true, (stages || dump) ? &plans : nullptr);
+  if (stages) stages->plan = plans;
+  if (dump) dumpFile(label + ".3-plan.txt", plans);
   codegen::configureModule(lm, *tm);
+  const double lowerMs = msSince(t1);
   if (stages) stages->llvm_ir = codegen::printLLVM(lm);
-  if (dump) dumpFile(label + ".3-llvm.ll", codegen::printLLVM(lm));
+  if (dump) dumpFile(label + ".4-llvm.ll", codegen::printLLVM(lm));
+  auto tOpt = Clock::now();
   codegen::optimize(lm, *tm, r.optLevel);
+  const double optMs = msSince(tOpt);
   if (stages) stages->optimized_llvm_ir = codegen::printLLVM(lm);
-  if (dump) dumpFile(label + ".4-llvm-opt.ll", codegen::printLLVM(lm));
+  if (dump) dumpFile(label + ".5-llvm-opt.ll", codegen::printLLVM(lm));
   if (stages || dump) {
     auto clone = llvm::CloneModule(lm);
     std::string s = codegen::emitAssembly(*clone, *tm);
     if (stages) stages->assembly = s;
-    if (dump) dumpFile(label + ".5-asm.s", s);
+    if (dump) dumpFile(label + ".6-asm.s", s);
   }
+  auto tEmit = Clock::now();
   std::string object = codegen::emitObject(lm, *tm);
+  const double emitMs = msSince(tEmit);
   double llvmMs = msSince(t1);
 
   auto t2 = Clock::now();
@@ -164,8 +172,9 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
     cache()[key] = kernel;
   }
   if (logEnabled("compile"))
-    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms, link {:.2f} ms, cache miss",
-                                   r.function, sig, r.traceMs, passMs, llvmMs, msSince(t2)));
+    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, optimise {:.2f}, "
+                                   "codegen {:.2f}), link {:.2f} ms, cache miss",
+                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs, optMs, emitMs, msSince(t2)));
   return kernel;
 }
 

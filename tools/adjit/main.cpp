@@ -10,6 +10,7 @@
 #include "ir/Verifier.h"
 #include "jit/Aot.h"
 #include "jit/Engine.h"
+#include "support/Assert.h"
 #include "transforms/Passes.h"
 
 #include <adjit/adjit.h>
@@ -149,19 +150,22 @@ void writeAtomically(const std::vector<std::pair<std::string, std::string>>& fil
 
 // ---- the --emit ladder ----------------------------------------------------------------
 
-/// Output kinds in pipeline order, each with its file extension.
+/// Output kinds in pipeline order, each with its file extension and, for the
+/// stages of a compilation, where CompiledStages holds its text.
 struct EmitKind {
   const char* name;
   const char* extension;
   const char* description;
+  std::string CompiledStages::*stage = nullptr;
 };
 const EmitKind kEmitKinds[] = {
     {"adj", ".adj", "IR as written (verified)"},
     {"adj-grad", ".adj", "IR with the function's gradient @F.grad (for a scalar-valued @F)"},
-    {"adj-opt", ".adj", "IR after adjit's default passes"},
-    {"llvm", ".ll", "LLVM IR before LLVM's optimisation"},
-    {"llvm-opt", ".ll", "LLVM IR after LLVM's optimisation"},
-    {"asm", ".s", "assembly"},
+    {"adj-opt", ".adj", "IR after adjit's default passes", &CompiledStages::optimized_adj},
+    {"plan", ".plan", "the fusion plan: buffers, loops and their order", &CompiledStages::plan},
+    {"llvm", ".ll", "LLVM IR before LLVM's optimisation", &CompiledStages::llvm_ir},
+    {"llvm-opt", ".ll", "LLVM IR after LLVM's optimisation", &CompiledStages::optimized_llvm_ir},
+    {"asm", ".s", "assembly", &CompiledStages::assembly},
     {"dot", ".dot", "Graphviz of the function (render with: dot -Tpng)"},
 };
 
@@ -226,11 +230,10 @@ int runDump(const Args& a) {
     std::fputs(m.str().c_str(), stdout);
     return 0;
   }
+  ADJIT_ASSERT(kind->stage, std::string("no stage for --emit=") + kind->name);
   CompiledStages s;
   engine::compile({m.impl(), fn, a.opt, a.cpu, 0}, &s);
-  const std::string& text = emit == "adj-opt" ? s.optimized_adj : emit == "llvm" ? s.llvm_ir
-                          : emit == "llvm-opt" ? s.optimized_llvm_ir : s.assembly;
-  std::fputs(text.c_str(), stdout);
+  std::fputs((s.*(kind->stage)).c_str(), stdout);
   return 0;
 }
 
