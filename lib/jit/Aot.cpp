@@ -4,6 +4,9 @@
 #include "autodiff/Reverse.h"
 #include "codegen/Codegen.h"
 #include "codegen/Target.h"
+#include "ir/Text.h"
+#include "jit/DiskCache.h"
+#include "support/Log.h"
 #include "ir/Verifier.h"
 #include "ops/OpTable.h"
 #include "transforms/Passes.h"
@@ -84,6 +87,24 @@ std::string cName(const std::string& name) {
 }
 
 AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r) {
+  auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
+  // The disk cache (shared with the JIT) keys on everything the outputs depend
+  // on. A module with custom-gradient VJPs still to be traced is not all text.
+  const bool cacheable = m->lazyVjps.empty();
+  CacheKey key;
+  if (cacheable) {
+    std::string material = "aot\n" + ir::print(*m);
+    for (const std::string& n : r.functions) material += "\nfunction " + n;
+    for (const std::string& n : r.grads) material += "\ngrad " + n;
+    for (const std::string& n : r.vjps) material += "\nvjp " + n;
+    material += fmt::format("\nO{} guard {} source {}\n{}\n{}", r.optLevel, r.headerGuard, r.source, codegen::targetKey(*tm),
+                            buildIdentity());
+    key = CacheKey::of(material);
+    if (auto parts = diskLoad(key); parts && parts->size() == 2) {
+      if (logEnabled("compile")) logLine("compile", "ahead of time: disk hit");
+      return {std::move((*parts)[0]), std::move((*parts)[1])};
+    }
+  }
   auto need = [&](const std::string& name) -> const ir::Function& {
     const ir::Function* f = m->lookup(name);
     if (!f) {
@@ -102,7 +123,6 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r) 
   auto opt = m->clone();
   transforms::runPipeline(*opt, transforms::defaultPipeline());
 
-  auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
   llvm::LLVMContext ctx;
   llvm::Module lm("adjit", ctx);
   std::string header = fmt::format(
@@ -180,7 +200,12 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r) 
   header += "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   codegen::configureModule(lm, *tm);
   codegen::optimize(lm, *tm, r.optLevel);
-  return {codegen::emitObject(lm, *tm), header};
+  AotResult result{codegen::emitObject(lm, *tm), header};
+  if (cacheable) {
+    diskStore(key, {result.object, result.header});
+    if (logEnabled("compile") && !cacheDirectory().empty()) logLine("compile", "ahead of time: disk miss");
+  }
+  return result;
 }
 
 } // namespace adjit::engine

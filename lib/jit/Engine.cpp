@@ -3,6 +3,7 @@
 
 #include "codegen/Codegen.h"
 #include "jit/Callbacks.h"
+#include "jit/DiskCache.h"
 #include "codegen/Target.h"
 #include "ir/Text.h"
 #include "ir/Verifier.h"
@@ -19,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -83,46 +85,113 @@ Kernel::~Kernel() {
   llvm::consumeError(resources->tracker->remove());
 }
 
+namespace {
+
+std::atomic<uint64_t> memoryHits{0}, diskHits{0}, passRuns{0}, llvmRuns{0};
+
+/// The target part of cache keys for a CPU name (empty: the host), computed once.
+std::string targetKeyFor(const std::string& cpu) {
+  static std::mutex m;
+  static std::map<std::string, std::string> keys;
+  std::lock_guard lock(m);
+  auto it = keys.find(cpu);
+  if (it == keys.end()) it = keys.emplace(cpu, codegen::targetKey(*codegen::createTargetMachine({2, cpu}))).first;
+  return it->second;
+}
+
+/// Links `object` into the JIT and makes it the cached kernel for `key`; if
+/// another thread loaded that key first, returns its kernel instead.
+std::shared_ptr<Kernel> load(const std::string& object, const std::string& symbol, const std::string& label, uint64_t key,
+                             uint64_t scratch, const ir::Function& fn) {
+  auto kernel = std::make_shared<Kernel>();
+  kernel->key = key;
+  kernel->inputs = fn.paramTypes();
+  kernel->outputs = fn.resultTypes();
+  kernel->scratchBytes = scratch;
+  std::lock_guard lock(cacheMutexRef());
+  auto it = cache().find(key);
+  if (it != cache().end())
+    if (auto k = it->second.lock()) return k; // another thread finished first
+  llvm::orc::LLJIT& j = engine();
+  auto tracker = j.getMainJITDylib().createResourceTracker();
+  if (auto err = j.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, label)))
+    throw Error("jit: cannot load compiled code: " + llvm::toString(std::move(err)));
+  auto addr = j.lookup(symbol + ".packed");
+  if (!addr) {
+    llvm::consumeError(tracker->remove());
+    throw Error("jit: cannot link compiled code: " + llvm::toString(addr.takeError()));
+  }
+  kernel->packed = addr->toPtr<void (*)(void**)>();
+  kernel->resources = std::make_unique<Kernel::Resources>(Kernel::Resources{tracker});
+  cache()[key] = kernel;
+  return kernel;
+}
+
+} // namespace
+
+Counters counters() { return {memoryHits.load(), diskHits.load(), passRuns.load(), llvmRuns.load()}; }
+
 std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages) {
   const ir::Function* fn = r.module.lookup(r.function);
   ADJIT_ASSERT(fn, "compile: no function @" + r.function);
   const std::string sig = fn->signature();
   const std::string label = r.function + "." + hex(hashBytes(sig)).substr(0, 8);
   const bool dump = !dumpDirectory().empty();
+  const bool cached = !stages && !dump; // inspection always compiles
+  const bool log = logEnabled("compile");
 
+  // The key is the traced IR (locations do not change code), the target and
+  // adjit's build: a hit skips adjit's passes and LLVM entirely.
   auto t0 = Clock::now();
+  const CacheKey ck = CacheKey::of(ir::print(r.module) + "\n@" + r.function + "\n" + targetKeyFor(r.cpu) + " O" +
+                                   std::to_string(r.optLevel) + "\n" + buildIdentity());
+  const uint64_t key = ck.hash;
+  const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
+  std::string disk;
+  if (cached) {
+    {
+      std::lock_guard lock(cacheMutexRef());
+      auto it = cache().find(key);
+      if (it != cache().end())
+        if (auto k = it->second.lock()) {
+          ++memoryHits;
+          if (log) logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, cache hit", r.function, sig, r.traceMs, msSince(t0)));
+          return k;
+        }
+    }
+    if (!cacheDirectory().empty()) {
+      disk = ", disk miss";
+      if (auto parts = diskLoad(ck); parts && parts->size() == 3) {
+        const double keyMs = msSince(t0);
+        auto t1 = Clock::now();
+        std::shared_ptr<Kernel> k = load((*parts)[0], (*parts)[1], label, key, std::stoull((*parts)[2]), *fn);
+        ++diskHits;
+        if (log)
+          logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, load {:.2f} ms, cache miss, disk hit", r.function,
+                                         sig, r.traceMs, keyMs, msSince(t1)));
+        return k;
+      }
+    }
+  }
+
   std::unique_ptr<ir::Module> m = r.module.clone();
   if (ir::verifyAfterPasses()) ir::verify(*m);
   transforms::runPipeline(*m, transforms::defaultPipeline());
-  const std::string optimized = ir::print(*m);
+  ++passRuns;
   double passMs = msSince(t0);
   if (stages) {
     stages->traced_adj = ir::print(r.module, {.locations = true});
-    stages->optimized_adj = optimized;
+    stages->optimized_adj = ir::print(*m);
   }
   if (dump) {
     dumpFile(label + ".1-traced.adj", ir::print(r.module, {.locations = true}));
     dumpFile(label + ".2-optimized.adj", ir::print(*m, {.locations = true}));
   }
 
-  auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
-  const uint64_t key = hashCombine(hashBytes(optimized + "\n@" + r.function),
-                                   hashBytes(codegen::targetKey(*tm) + " O" + std::to_string(r.optLevel)));
-  if (!stages && !dump) {
-    std::lock_guard lock(cacheMutexRef());
-    auto it = cache().find(key);
-    if (it != cache().end())
-      if (auto k = it->second.lock()) {
-        if (logEnabled("compile"))
-          logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, cache hit", r.function, sig, r.traceMs, passMs));
-        return k;
-      }
-  }
-
   auto t1 = Clock::now();
+  auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
   llvm::LLVMContext ctx;
   llvm::Module lm(label, ctx);
-  const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
   std::string plans;
   const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, true, (stages || dump) ? &plans : nullptr);
   if (stages) stages->plan = plans;
@@ -133,6 +202,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   if (dump) dumpFile(label + ".4-llvm.ll", codegen::printLLVM(lm));
   auto tOpt = Clock::now();
   codegen::optimize(lm, *tm, r.optLevel);
+  ++llvmRuns;
   const double optMs = msSince(tOpt);
   if (stages) stages->optimized_llvm_ir = codegen::printLLVM(lm);
   if (dump) dumpFile(label + ".5-llvm-opt.ll", codegen::printLLVM(lm));
@@ -146,35 +216,14 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   std::string object = codegen::emitObject(lm, *tm);
   const double emitMs = msSince(tEmit);
   double llvmMs = msSince(t1);
+  if (cached) diskStore(ck, {object, symbol, std::to_string(scratch)});
 
   auto t2 = Clock::now();
-  auto kernel = std::make_shared<Kernel>();
-  kernel->key = key;
-  kernel->inputs = fn->paramTypes();
-  kernel->outputs = fn->resultTypes();
-  kernel->scratchBytes = scratch;
-  {
-    std::lock_guard lock(cacheMutexRef());
-    auto it = cache().find(key);
-    if (it != cache().end())
-      if (auto k = it->second.lock()) return k; // another thread finished first
-    llvm::orc::LLJIT& j = engine();
-    auto tracker = j.getMainJITDylib().createResourceTracker();
-    if (auto err = j.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, label)))
-      throw Error("jit: cannot load compiled code: " + llvm::toString(std::move(err)));
-    auto addr = j.lookup(symbol + ".packed");
-    if (!addr) {
-      llvm::consumeError(tracker->remove());
-      throw Error("jit: cannot link compiled code: " + llvm::toString(addr.takeError()));
-    }
-    kernel->packed = addr->toPtr<void (*)(void**)>();
-    kernel->resources = std::make_unique<Kernel::Resources>(Kernel::Resources{tracker});
-    cache()[key] = kernel;
-  }
-  if (logEnabled("compile"))
+  std::shared_ptr<Kernel> kernel = load(object, symbol, label, key, scratch, *fn);
+  if (log)
     logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, optimise {:.2f}, "
-                                   "codegen {:.2f}), link {:.2f} ms, cache miss",
-                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs, optMs, emitMs, msSince(t2)));
+                                   "codegen {:.2f}), link {:.2f} ms, cache miss{}",
+                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs, optMs, emitMs, msSince(t2), disk));
   return kernel;
 }
 

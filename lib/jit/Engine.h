@@ -31,9 +31,17 @@ struct CompileRequest {
   double traceMs = 0; ///< for the compile log
 };
 
-/// Compiles (or finds in the process-wide cache) the request's function.
-/// With `stages`, fills in the text of every stage.
+/// Compiles the request's function, or finds it in the process-wide cache or
+/// the disk cache (DiskCache.h), both keyed on the traced IR, target and
+/// adjit's build. With `stages` (or ADJIT_DUMP), always compiles and fills in
+/// the text of every stage.
 std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages = nullptr);
+
+/// What compilations did in this process, for tests: hits skip work.
+struct Counters {
+  uint64_t memoryHits, diskHits, passRuns, llvmRuns;
+};
+Counters counters();
 
 /// Number of kernels currently loaded in the process-wide JIT.
 std::size_t liveKernels();

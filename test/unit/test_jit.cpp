@@ -21,6 +21,21 @@ TEST_CASE("compiles once per signature") {
   CHECK(f.cache_size() == 3);
 }
 
+TEST_CASE("a kernel cache hit runs neither adjit's passes nor LLVM") {
+  auto f = [](Tensor x) { return sin(x) * 3.0f + 1.0f; };
+  auto a = jit(f);
+  const Array x = f32({1, 2});
+  const Array first = a(x);
+  const engine::Counters before = engine::counters();
+  auto b = jit(f); // another jitted function tracing to the same IR
+  const Array second = b(x);
+  const engine::Counters after = engine::counters();
+  CHECK(after.memoryHits == before.memoryHits + 1);
+  CHECK(after.passRuns == before.passRuns);
+  CHECK(after.llvmRuns == before.llvmRuns);
+  CHECK(second.to_vector<float>() == first.to_vector<float>());
+}
+
 TEST_CASE("C++ scalars of each dtype as arguments") {
   auto f = jit([](Tensor a, Tensor b, Tensor c, Tensor d) {
     return std::make_tuple(a + 1, b + 1, c + 1, d + 1);
