@@ -14,6 +14,24 @@ struct JitOptions {
   std::string cpu = {};   ///< target CPU; empty for the host's
 };
 
+/// What one compilation cost; ADJIT_LOG=compile prints the same.
+struct CompileEvent {
+  enum class Cache { miss, memory_hit, disk_hit };
+  std::string function;  ///< the function's name
+  std::string signature; ///< "(f32[3]) -> (f32[])"
+  Cache cache = Cache::miss;
+  double trace_ms = 0;   ///< tracing the C++ function
+  double key_ms = 0;     ///< printing and hashing the traced IR for the cache key
+  double passes_ms = 0;  ///< adjit's IR passes (misses only)
+  double llvm_ms = 0;    ///< fusion planning, lowering, LLVM's optimiser and code generator (misses only)
+  double load_ms = 0;    ///< linking the machine code into the process
+};
+
+/// Calls `listener` after every compilation in the process, from the
+/// compiling thread; an empty function removes it. For monitoring and
+/// benchmarks (like jax.monitoring).
+void set_compile_listener(std::function<void(const CompileEvent&)> listener);
+
 /// Every stage of one compilation as text, for debugging.
 struct CompiledStages {
   std::string traced_adj;        ///< IR as traced

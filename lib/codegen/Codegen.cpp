@@ -609,6 +609,9 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     auto it = done.find(f.name);
     if (it != done.end()) return it->second;
     llvm::Function* fn = declareKernel(out, f, symbol + (isEntry ? ".impl" : "." + f.name), llvm::GlobalValue::InternalLinkage);
+    // A called function stays one function: inlined at each of many call
+    // sites (a step of an unrolled recurrence) it would multiply LLVM's work.
+    if (!isEntry) fn->addFnAttr(llvm::Attribute::NoInline);
     FusionPlan plan = planFusion(f);
     if (plans) *plans += plan.str();
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });

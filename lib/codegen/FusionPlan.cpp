@@ -26,6 +26,8 @@ constexpr uint64_t kStackBudget = 16384;
 /// A value used more than once whose fused expression is larger than this is
 /// materialised rather than recomputed by each user.
 constexpr int kRecomputeLimit = 8;
+/// What a kernel lowered by its op's `lower` hook weighs in a function's budget.
+constexpr int kLowerWeight = 32;
 
 std::size_t at(ValueId v) { return static_cast<std::size_t>(v); }
 uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
@@ -56,8 +58,15 @@ public:
     materialize();
     std::vector<Unit> units = schedule();
     // A value left fused for loops that share it (see materialize) but
-    // computed by several loops after all is stored instead, once.
-    for (int round = 0; round < 4 && storeSharedComputedTwice(units); ++round) units = schedule();
+    // computed by several loops after all is stored instead, once. Storing
+    // values changes the loops, so this repeats until nothing changes; past
+    // kMaxRounds every such value is stored, which needs no further round.
+    constexpr int kMaxRounds = 8;
+    for (int round = 0; storeSharedComputedTwice(units); ++round) {
+      if (round == kMaxRounds)
+        for (ValueId v : shared_) mat_[at(v)] = 1;
+      units = schedule();
+    }
     std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.level < b.level; });
     FusionPlan p;
     p.fn = &f_;
@@ -236,12 +245,15 @@ private:
   /// The loop domain of a materialised value computed by a loop: an elementwise
   /// or element op iterates its result; a reduction over trailing axes iterates
   /// its operand. Other reductions are kernels of their own (nullopt).
-  std::optional<Unit> loopOf(const ir::Op& op) const {
+  std::optional<Unit> loopOf(const ir::Op& op) {
     const ops::OpInfo& info = ops::info(op.kind);
     const ValueId r = op.results.at(0);
+    // The ops a point of this root computes now that materialisation is
+    // decided (size_ was estimated before operands were cut).
+    const int size = 1 + dagSize(op.operands, budget_ + 1);
     if (!info.hooks.reduce) {
       const Shape& s = f_.type(r).shape;
-      return Unit{&op, 0, {{&op, r, false}}, s, s.size(), size_[at(r)]};
+      return Unit{&op, 0, {{&op, r, false}}, s, s.size(), size};
     }
     const Shape& in = f_.type(op.operands.at(0)).shape;
     std::vector<int64_t> axes = op.attrs.ints("axes");
@@ -251,7 +263,7 @@ private:
     const std::size_t from = in.size() - axes.size();
     for (std::size_t i = 0; i < axes.size(); ++i)
       if (axes[i] != static_cast<int64_t>(from + i)) return std::nullopt;
-    return Unit{&op, 0, {{&op, r, true}}, in, from, size_[at(r)]};
+    return Unit{&op, 0, {{&op, r, true}}, in, from, size};
   }
 
   /// The materialised values that computing `operands` (through fused values)
@@ -449,7 +461,9 @@ private:
   void split(FusionPlan& p) const {
     int size = 0;
     for (Kernel& k : p.kernels) {
-      const int s = std::max(k.bodySize, 1);
+      // An op's own `lower` code is loop nests of its own (a matmul is four):
+      // it weighs like a loop body of kLowerWeight ops.
+      const int s = k.kind == Kernel::Kind::Lower ? kLowerWeight : std::max(k.bodySize, 1);
       if (size > 0 && size + s > functionBudget_) {
         ++p.functions;
         size = 0;
@@ -570,12 +584,7 @@ std::string placeText(const Placement& p) {
 
 } // namespace
 
-FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
-  PlanOptions x = o;
-  if (const char* e = std::getenv("ADJIT_BUDGET_EXPERIMENT")) x.bodyBudget = std::atoi(e);
-  if (const char* e = std::getenv("ADJIT_FBUDGET_EXPERIMENT")) x.functionBudget = std::atoi(e);
-  return Planner(f, x).run();
-}
+FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) { return Planner(f, o).run(); }
 
 std::string FusionPlan::str() const {
   const ir::Function& f = *fn;

@@ -129,6 +129,18 @@ std::shared_ptr<Kernel> load(const std::string& object, const std::string& symbo
 
 } // namespace
 
+std::mutex listenerMutex;
+std::shared_ptr<const std::function<void(const CompileEvent&)>> listener;
+
+void notify(const CompileEvent& e) {
+  std::shared_ptr<const std::function<void(const CompileEvent&)>> l;
+  {
+    std::lock_guard lock(listenerMutex);
+    l = listener;
+  }
+  if (l) (*l)(e);
+}
+
 Counters counters() { return {memoryHits.load(), diskHits.load(), passRuns.load(), llvmRuns.load()}; }
 
 std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages) {
@@ -155,7 +167,9 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
       if (it != cache().end())
         if (auto k = it->second.lock()) {
           ++memoryHits;
-          if (log) logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, cache hit", r.function, sig, r.traceMs, msSince(t0)));
+          const double keyMs = msSince(t0);
+          if (log) logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, cache hit", r.function, sig, r.traceMs, keyMs));
+          notify({r.function, sig, CompileEvent::Cache::memory_hit, r.traceMs, keyMs, 0, 0, 0});
           return k;
         }
     }
@@ -166,14 +180,18 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
         auto t1 = Clock::now();
         std::shared_ptr<Kernel> k = load((*parts)[0], (*parts)[1], label, key, std::stoull((*parts)[2]), *fn);
         ++diskHits;
+        const double loadMs = msSince(t1);
         if (log)
           logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, load {:.2f} ms, cache miss, disk hit", r.function,
-                                         sig, r.traceMs, keyMs, msSince(t1)));
+                                         sig, r.traceMs, keyMs, loadMs));
+        notify({r.function, sig, CompileEvent::Cache::disk_hit, r.traceMs, keyMs, 0, 0, loadMs});
         return k;
       }
     }
   }
 
+  const double keyMs = msSince(t0);
+  t0 = Clock::now();
   std::unique_ptr<ir::Module> m = r.module.clone();
   if (ir::verifyAfterPasses()) ir::verify(*m);
   transforms::runPipeline(*m, transforms::defaultPipeline());
@@ -220,12 +238,24 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
 
   auto t2 = Clock::now();
   std::shared_ptr<Kernel> kernel = load(object, symbol, label, key, scratch, *fn);
+  const double linkMs = msSince(t2);
+  notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, passMs, llvmMs, linkMs});
   if (log)
     logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, optimise {:.2f}, "
                                    "codegen {:.2f}), link {:.2f} ms, cache miss{}",
-                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs, optMs, emitMs, msSince(t2), disk));
+                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs, optMs, emitMs, linkMs, disk));
   return kernel;
 }
+
+} // namespace adjit::engine
+
+void adjit::set_compile_listener(std::function<void(const CompileEvent&)> l) {
+  using namespace adjit::engine;
+  std::lock_guard lock(listenerMutex);
+  listener = l ? std::make_shared<const std::function<void(const CompileEvent&)>>(std::move(l)) : nullptr;
+}
+
+namespace adjit::engine {
 
 std::size_t liveKernels() {
   std::lock_guard lock(cacheMutexRef());

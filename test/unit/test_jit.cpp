@@ -27,12 +27,20 @@ TEST_CASE("a kernel cache hit runs neither adjit's passes nor LLVM") {
   const Array x = f32({1, 2});
   const Array first = a(x);
   const engine::Counters before = engine::counters();
+  std::vector<CompileEvent> events;
+  set_compile_listener([&](const CompileEvent& e) { events.push_back(e); });
   auto b = jit(f); // another jitted function tracing to the same IR
   const Array second = b(x);
+  set_compile_listener({});
+  b(f32({1, 2, 3})); // another signature: compiled, not reported
   const engine::Counters after = engine::counters();
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].cache == CompileEvent::Cache::memory_hit);
+  CHECK(events[0].signature == "(f32[2]) -> (f32[2])");
+  CHECK(events[0].llvm_ms == 0);
   CHECK(after.memoryHits == before.memoryHits + 1);
-  CHECK(after.passRuns == before.passRuns);
-  CHECK(after.llvmRuns == before.llvmRuns);
+  CHECK(after.passRuns == before.passRuns + 1); // the f32[3] signature only
+  CHECK(after.llvmRuns == before.llvmRuns + 1);
   CHECK(second.to_vector<float>() == first.to_vector<float>());
 }
 

@@ -1,0 +1,254 @@
+// bench/compile_bench.cpp — compile time: for each program, the first call's
+// trace, IR passes, LLVM and total time, and time per op; then run time of the
+// GMM log-likelihood in einsum and matmul form (ADBench inputs), and a disk
+// cache hit in a fresh process. Prints, asserts nothing.
+//   adjit_compile_bench [--quick]     (--quick skips the 100,000-op chains)
+#include <adjit/adjit.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+using namespace adjit;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+/// Sums of what the compilations of one first call cost.
+struct Costs {
+  double trace = 0, key = 0, passes = 0, llvm = 0, load = 0;
+  int kernels = 0, diskHits = 0;
+};
+Costs costs;
+
+/// Times the first call of `first` and prints its breakdown; `ops` is the
+/// program's size in traced ops.
+void report(const char* name, long ops, const std::function<void()>& first) {
+  costs = {};
+  auto t0 = Clock::now();
+  first();
+  const double total = msSince(t0);
+  std::printf("%-34s %8ld ops  trace %8.1f  passes %8.1f  llvm %8.1f  total %8.1f ms  %6.1f us/op%s\n", name, ops, costs.trace,
+              costs.passes, costs.llvm, total, 1000 * total / double(std::max(ops, 1L)), costs.diskHits ? "  (disk hit)" : "");
+  std::fflush(stdout);
+}
+
+Array vec(int64_t n, float scale = 1) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * std::sin(0.37f * float(i) + 0.1f);
+  return Array(v);
+}
+
+auto chain(int n) {
+  return [n](Tensor x) {
+    for (int i = 0; i < n; ++i) x = i % 3 == 0 ? sin(x) : i % 3 == 1 ? x * 1.01f : x + 0.1f;
+    return sum(x);
+  };
+}
+
+auto swish(int n) {
+  return [n](Tensor x) {
+    for (int i = 0; i < n; ++i) x = x * sigmoid(x);
+    return sum(x);
+  };
+}
+
+// ---- GMM log-likelihood (ADBench inputs) ------------------------------------
+
+struct Gmm {
+  int d = 0, k = 0, n = 0;
+  Array alpha, mu, q, l, x; // f64
+  std::vector<int32_t> triIndex; // Q_k[r][c] from [exp(q_k), l_k, 0] (host-made, column order)
+};
+
+bool readGmm(const std::string& path, int points, Gmm& g) {
+  std::ifstream in(path);
+  if (!in) return false;
+  in >> g.d >> g.k >> g.n;
+  const int d = g.d, k = g.k, nl = d * (d - 1) / 2;
+  std::vector<double> alpha(static_cast<std::size_t>(k)), mu(static_cast<std::size_t>(k * d)),
+      q(static_cast<std::size_t>(k * d)), l(static_cast<std::size_t>(k * nl)), x;
+  for (double& a : alpha) in >> a;
+  for (double& m : mu) in >> m;
+  for (int c = 0; c < k; ++c) {
+    for (int j = 0; j < d; ++j) in >> q[static_cast<std::size_t>(c * d + j)];
+    for (int j = 0; j < nl; ++j) in >> l[static_cast<std::size_t>(c * nl + j)];
+  }
+  // ADBench's files hold one point repeated after the first line: read it and
+  // make N distinct points from it deterministically.
+  std::vector<double> first(static_cast<std::size_t>(d));
+  for (double& v : first) in >> v;
+  g.n = points;
+  for (int i = 0; i < points; ++i)
+    for (int j = 0; j < d; ++j) x.push_back(first[static_cast<std::size_t>(j)] + 0.5 * std::sin(0.7 * i + 1.3 * j));
+  g.alpha = Array(alpha, {k});
+  g.mu = Array(mu, {k, d});
+  g.q = Array(q, {k, d});
+  g.l = Array(l, {k, nl});
+  g.x = Array(x, {points, d});
+  // Index into [exp(q_k) (d), l_k (nl), 0]: diagonal, strict lower column by column, zero above.
+  g.triIndex.assign(static_cast<std::size_t>(d * d), d + nl);
+  int idx = 0;
+  for (int c = 0; c < d; ++c) {
+    g.triIndex[static_cast<std::size_t>(c * d + c)] = c;
+    for (int r = c + 1; r < d; ++r) g.triIndex[static_cast<std::size_t>(r * d + c)] = d + idx++;
+  }
+  return true;
+}
+
+/// Q_k as [K, D, D] from q and l.
+Tensor buildQ(const Gmm& g, Tensor q, Tensor l) {
+  Tensor packed = concatenate({exp(q), l, zeros_like(q)}, 1);
+  Tensor idx = constant(Array(g.triIndex, {g.d * g.d}));
+  return reshape(take(packed, idx, 1), {g.k, g.d, g.d});
+}
+
+/// LL without its data-only constant: sum_i lse_k(beta_ik) - N lse(alpha).
+Tensor logLikelihood(const Gmm& g, Tensor alpha, Tensor mu, Tensor q, Tensor l, Tensor x, bool einsumForm) {
+  Tensor Q = buildQ(g, q, l);                                            // [K, D, D]
+  Tensor diff = reshape(x, {g.n, 1, g.d}) - reshape(mu, {1, g.k, g.d}); // [N, K, D]
+  Tensor qd;                                                             // [N, K, D]: Q_k diff_ik
+  if (einsumForm) {
+    qd = sum(reshape(Q, {1, g.k, g.d, g.d}) * reshape(diff, {g.n, g.k, 1, g.d}), {3});
+  } else {
+    Tensor dk = transpose(diff, {1, 2, 0}); // [K, D, N]
+    qd = transpose(matmul(Q, dk), {2, 0, 1});
+  }
+  Tensor beta = reshape(alpha + sum(q, {1}), {1, g.k}) - 0.5 * sum(qd * qd, {2}); // [N, K]
+  return sum(logsumexp(beta, {1})) - double(g.n) * logsumexp(alpha, {0});
+}
+
+void gmmBench(const std::string& data) {
+  for (int d : {10, 20}) {
+    Gmm g;
+    const std::string path = data + "/gmm/1k/gmm_d" + std::to_string(d) + "_K25.txt";
+    if (!readGmm(path, 1000, g)) {
+      std::printf("GMM: cannot read %s (skipped)\n", path.c_str());
+      continue;
+    }
+    double times[2][2] = {};
+    for (int form = 0; form < 2; ++form) {
+      const bool einsumForm = form == 0;
+      auto f = [&g, einsumForm](Tensor alpha, Tensor mu, Tensor q, Tensor l, Tensor x) {
+        return logLikelihood(g, alpha, mu, q, l, x, einsumForm);
+      };
+      auto fwd = jit(f);
+      auto vg = value_and_grad(f, argnums<0, 1, 2, 3>);
+      char name[64];
+      std::snprintf(name, sizeof name, "gmm D=%d K=25 %s forward", d, einsumForm ? "einsum" : "matmul");
+      report(name, 0, [&] { fwd(g.alpha, g.mu, g.q, g.l, g.x); });
+      std::snprintf(name, sizeof name, "gmm D=%d K=25 %s gradient", d, einsumForm ? "einsum" : "matmul");
+      report(name, 0, [&] { vg(g.alpha, g.mu, g.q, g.l, g.x); });
+      auto median = [](const std::function<void()>& fn) {
+        std::vector<double> t;
+        for (int i = 0; i < 9; ++i) {
+          auto t0 = Clock::now();
+          fn();
+          t.push_back(msSince(t0));
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+      };
+      times[form][0] = median([&] { fwd(g.alpha, g.mu, g.q, g.l, g.x); });
+      times[form][1] = median([&] { vg(g.alpha, g.mu, g.q, g.l, g.x); });
+      std::printf("    value %.6f\n", fwd(g.alpha, g.mu, g.q, g.l, g.x).item<double>());
+    }
+    std::printf("gmm D=%d run: einsum %.3f / %.3f ms, matmul %.3f / %.3f ms (forward / value+gradient), einsum/matmul %.2fx / %.2fx\n",
+                d, times[0][0], times[0][1], times[1][0], times[1][1], times[0][0] / times[1][0], times[0][1] / times[1][1]);
+  }
+}
+
+// ---- the programs ------------------------------------------------------------
+
+void run(bool quick, const std::string& data) {
+  std::printf("compile time of the first call (ms; llvm = planning, lowering, LLVM)\n");
+  const Array x = vec(1000);
+  for (int n : {100, 1000, 10000, 100000}) {
+    if (quick && n > 10000) continue;
+    auto f = jit(chain(n));
+    auto g = grad(chain(n));
+    char name[64];
+    std::snprintf(name, sizeof name, "chain %d forward", n);
+    report(name, n, [&] { f(x); });
+    std::snprintf(name, sizeof name, "chain %d grad", n);
+    report(name, n, [&] { g(x); });
+  }
+  for (int n : {10, 20, 40, 100}) {
+    auto f = jit(swish(n));
+    char name[64];
+    std::snprintf(name, sizeof name, "swish %d layers forward", n);
+    report(name, 2 * n, [&] { f(x); });
+  }
+  // h = tanh(W h + x_t) over 1,000 steps of f32[64], unrolled, then as a jitted step.
+  const int steps = 1000, width = 64;
+  const Array W = Array(vec(width * width, 0.1f).to_vector<float>(), {width, width});
+  const Array xs = Array(vec(steps * width, 0.5f).to_vector<float>(), {steps, width});
+  auto rnn = [](Tensor w, Tensor xs) {
+    Tensor h = zeros_like(xs[0]);
+    for (int t = 0; t < 1000; ++t) h = tanh(matmul(w, h) + xs[t]);
+    return sum(h * h);
+  };
+  auto step = jit([](Tensor w, Tensor h, Tensor x) { return tanh(matmul(w, h) + x); }, {.name = "step"});
+  auto rnnCalls = [step](Tensor w, Tensor xs) {
+    Tensor h = zeros_like(xs[0]);
+    for (int t = 0; t < 1000; ++t) h = step(w, h, xs[t]);
+    return sum(h * h);
+  };
+  {
+    auto f = jit(rnn);
+    auto g = grad(rnn);
+    report("recurrence 1000 steps forward", 4 * steps, [&] { f(W, xs); });
+    report("recurrence 1000 steps grad", 4 * steps, [&] { g(W, xs); });
+    auto fc = jit(rnnCalls);
+    auto gc = grad(rnnCalls);
+    report("recurrence, jitted step, forward", 4 * steps, [&] { fc(W, xs); });
+    report("recurrence, jitted step, grad", 4 * steps, [&] { gc(W, xs); });
+  }
+  gmmBench(data);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  set_compile_listener([](const CompileEvent& e) {
+    costs.trace += e.trace_ms;
+    costs.key += e.key_ms;
+    costs.passes += e.passes_ms;
+    costs.llvm += e.llvm_ms;
+    costs.load += e.load_ms;
+    costs.kernels += 1;
+    costs.diskHits += e.cache == CompileEvent::Cache::disk_hit;
+  });
+  const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  if (argc > 1 && !std::strcmp(argv[1], "--disk-child")) { // a fresh process of the disk-cache benchmark
+    report("swish 40 layers, fresh process", 80, [] { jit(swish(40))(vec(1000)); });
+    report("chain 10000 forward, fresh process", 10000, [] { jit(chain(10000))(vec(1000)); });
+    return 0;
+  }
+  const char* data = std::getenv("ADBENCH_DATA");
+  run(quick, data ? data : ADJIT_ADBENCH_DATA);
+  // The disk cache: the same programs in two fresh processes sharing a cache directory.
+  const std::string dir = std::filesystem::temp_directory_path() / ("adjit-bench-cache." + std::to_string(::getpid()));
+  const std::string cmd = "ADJIT_CACHE_DIR='" + dir + "' '/proc/" + std::to_string(::getpid()) + "/exe' --disk-child";
+  std::printf("disk cache, first process:\n");
+  std::fflush(stdout);
+  if (std::system(cmd.c_str()) != 0) std::printf("  (failed)\n");
+  std::printf("disk cache, second process:\n");
+  std::fflush(stdout);
+  if (std::system(cmd.c_str()) != 0) std::printf("  (failed)\n");
+  std::filesystem::remove_all(dir);
+  return 0;
+}
