@@ -133,7 +133,7 @@ private:
   std::vector<llvm::Value*> outArgs_;
   std::map<llvm::Value*, int> scopeOf_; ///< buffers of the current kernel
   std::vector<std::pair<llvm::Instruction*, int>> accesses_;
-  std::map<const void*, llvm::Value*> globals_;
+  std::unordered_map<std::string, llvm::Value*> globals_; ///< by dtype and bytes
   std::unordered_map<Key, std::vector<llvm::Value*>, KeyHash> memo_;
   std::vector<Key> memoLog_;
 };
@@ -309,7 +309,10 @@ void FunctionEmitter::finishAliasScopes(std::size_t kernel) {
 }
 
 llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {
-  auto it = globals_.find(&a);
+  // One global per distinct content, however many ops hold that constant.
+  std::string content(1, static_cast<char>(a.dtype()));
+  content.append(static_cast<const char*>(a.raw()), a.bytes());
+  auto it = globals_.find(content);
   if (it != globals_.end()) return it->second;
   llvm::Type* st = storageType(b_, a.dtype());
   llvm::Constant* init = llvm::ConstantDataArray::getRaw(
@@ -317,12 +320,13 @@ llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {
   auto* g = new llvm::GlobalVariable(llvmModule(), init->getType(), true, llvm::GlobalValue::PrivateLinkage, init, "const");
   g->setAlignment(llvm::Align(64));
   g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
-  globals_[&a] = g;
+  globals_.emplace(std::move(content), g);
   return g;
 }
 
 const std::vector<llvm::Value*>& FunctionEmitter::delinearize(llvm::Value* l, const Shape& shape) {
-  Key k = shapeKey(&globals_, shape);
+  static const char kDelinearize = 0;
+  Key k = shapeKey(&kDelinearize, shape);
   k.push_back(l);
   if (const auto* hit = find(k)) return *hit;
   std::vector<llvm::Value*> d(shape.size());
@@ -339,7 +343,8 @@ const std::vector<llvm::Value*>& FunctionEmitter::delinearize(llvm::Value* l, co
 }
 
 llvm::Value* FunctionEmitter::linearize(const std::vector<llvm::Value*>& dims, const Shape& shape) {
-  Key k = shapeKey(&memo_, shape);
+  static const char kLinearize = 0;
+  Key k = shapeKey(&kLinearize, shape);
   k.insert(k.end(), dims.begin(), dims.end());
   if (const auto* hit = find(k)) return (*hit)[0];
   llvm::Value* l = dims[0];

@@ -20,6 +20,13 @@ void replaceUses(ir::Function& f, const std::vector<ir::ValueId>& map) {
 
 namespace {
 
+/// True when `a` has elements and they are all one value.
+bool uniformValue(const Array& a) {
+  bool uniform = a.size() > 0;
+  for (int64_t k = 1; k < a.size() && uniform; ++k) uniform = a.at(k) == a.at(0);
+  return uniform;
+}
+
 ir::Op makeConstant(ir::ValueId result, Array value, const Location& loc) {
   ir::Attrs attrs;
   attrs.set("value", std::move(value));
@@ -49,17 +56,25 @@ void fold(ir::Module& m) {
       }
       bool small = true;
       for (ir::ValueId r : op.results) small = small && f.type(r).size() <= kMaxFoldedElements;
+      std::vector<Array> vals;
       if (allConst && small && info.has(ops::kPure) && !info.has(ops::kHasCallee)) {
         std::vector<Array> in;
         for (const Array* a : args) in.push_back(*a);
         ir::EvalCtx ec{op, f, in, nullptr};
-        std::vector<Array> vals = info.hooks.eval(ec);
+        vals = info.hooks.eval(ec);
+        // Folding never makes code larger: a result with more elements than
+        // its constant operands together is kept as the op (a broadcast of a
+        // scalar costs nothing in a fused loop) unless all its elements are one.
+        int64_t operandElements = 0;
+        for (const Array* a : args) operandElements += a->size();
+        for (const Array& v : vals)
+          if (!op.operands.empty() && v.size() > std::max<int64_t>(operandElements, 1) && !uniformValue(v)) vals.clear();
+      }
+      if (!vals.empty()) {
         for (std::size_t i = 0; i < vals.size(); ++i) {
           const Array& a = values.emplace_back(std::move(vals[i]));
           constant[op.results[i]] = &a;
-          bool uniform = a.size() > 0;
-          for (int64_t k = 1; k < a.size() && uniform; ++k) uniform = a.at(k) == a.at(0);
-          if (uniform) splat[op.results[i]] = a.at(0);
+          if (uniformValue(a)) splat[op.results[i]] = a.at(0);
         }
         if (op.operands.empty()) { // already a leaf (a constant, an iota): keep it
           out.push_back(std::move(op));
