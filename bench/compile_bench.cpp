@@ -41,8 +41,10 @@ void report(const char* name, long ops, const std::function<void()>& first) {
   auto t0 = Clock::now();
   first();
   const double total = msSince(t0);
-  std::printf("%-34s %8ld ops  trace %8.1f  passes %8.1f  llvm %8.1f  total %8.1f ms  %6.1f us/op%s\n", name, ops, costs.trace,
-              costs.passes, costs.llvm, total, 1000 * total / double(std::max(ops, 1L)), costs.diskHits ? "  (disk hit)" : "");
+  char perOp[32] = "";
+  if (ops > 0) std::snprintf(perOp, sizeof perOp, "%6.1f us/op", 1000 * total / double(ops));
+  std::printf("%-34s %8ld ops  trace %8.1f  passes %8.1f  llvm %8.1f  total %8.1f ms  %s%s\n", name, ops, costs.trace,
+              costs.passes, costs.llvm, total, perOp, costs.diskHits ? "  (disk hit)" : "");
   std::fflush(stdout);
 }
 

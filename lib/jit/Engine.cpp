@@ -16,7 +16,10 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Transforms/Utils/Cloning.h>
+#include <llvm/Transforms/Utils/SplitModule.h>
 
 #include <fmt/format.h>
 
@@ -24,6 +27,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace adjit::engine {
 namespace {
@@ -101,8 +105,8 @@ std::string targetKeyFor(const std::string& cpu) {
 
 /// Links `object` into the JIT and makes it the cached kernel for `key`; if
 /// another thread loaded that key first, returns its kernel instead.
-std::shared_ptr<Kernel> load(const std::string& object, const std::string& symbol, const std::string& label, uint64_t key,
-                             uint64_t scratch, const ir::Function& fn) {
+std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std::string& symbol, const std::string& label,
+                             uint64_t key, uint64_t scratch, const ir::Function& fn) {
   auto kernel = std::make_shared<Kernel>();
   kernel->key = key;
   kernel->inputs = fn.paramTypes();
@@ -114,8 +118,11 @@ std::shared_ptr<Kernel> load(const std::string& object, const std::string& symbo
     if (auto k = it->second.lock()) return k; // another thread finished first
   llvm::orc::LLJIT& j = engine();
   auto tracker = j.getMainJITDylib().createResourceTracker();
-  if (auto err = j.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, label)))
-    throw Error("jit: cannot load compiled code: " + llvm::toString(std::move(err)));
+  for (const std::string& object : objects)
+    if (auto err = j.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, label))) {
+      llvm::consumeError(tracker->remove());
+      throw Error("jit: cannot load compiled code: " + llvm::toString(std::move(err)));
+    }
   auto addr = j.lookup(symbol + ".packed");
   if (!addr) {
     llvm::consumeError(tracker->remove());
@@ -125,6 +132,78 @@ std::shared_ptr<Kernel> load(const std::string& object, const std::string& symbo
   kernel->resources = std::make_unique<Kernel::Resources>(Kernel::Resources{tracker});
   cache()[key] = kernel;
   return kernel;
+}
+
+/// Modules with at least this many instructions are compiled in partitions,
+/// one per core (up to kMaxPartitions): below it, the bitcode hand-off and
+/// thread start cost more than they save.
+constexpr std::size_t kParallelInstructions = 2000;
+constexpr unsigned kMaxPartitions = 4;
+
+/// Optimises and compiles `lm` into object files. With several cores and a
+/// large module, the module is split (its functions are independent kernels
+/// and chunks) and each part is optimised and compiled in its own LLVM
+/// context on its own thread; `partitions` says how many. `optMs` and
+/// `emitMs` time the optimiser and code generator (partitioned: both in `optMs`).
+std::vector<std::string> compileObjects(llvm::Module& lm, const CompileRequest& r, llvm::TargetMachine& tm,
+                                        const std::string& symbol, unsigned& partitions, double& optMs, double& emitMs) {
+  std::size_t instructions = 0, functions = 0;
+  for (const llvm::Function& f : lm)
+    if (!f.isDeclaration()) {
+      instructions += f.getInstructionCount();
+      ++functions;
+    }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  partitions = instructions >= kParallelInstructions
+                   ? static_cast<unsigned>(std::min<std::size_t>({cores, kMaxPartitions, functions}))
+                   : 1;
+  auto t0 = Clock::now();
+  if (partitions <= 1) {
+    partitions = 1;
+    codegen::optimize(lm, tm, r.optLevel);
+    optMs = msSince(t0);
+    t0 = Clock::now();
+    std::string object = codegen::emitObject(lm, tm);
+    emitMs = msSince(t0);
+    return {std::move(object)};
+  }
+  // Splitting makes local symbols global: name them after the kernel so that
+  // kernels loaded side by side in the JIT never clash.
+  for (llvm::GlobalValue& g : lm.global_values())
+    if (g.hasLocalLinkage() && !g.isDeclaration()) g.setName(symbol + "." + g.getName());
+  std::vector<std::string> bitcode;
+  llvm::SplitModule(
+      lm, partitions,
+      [&](std::unique_ptr<llvm::Module> part) {
+        std::string bytes;
+        llvm::raw_string_ostream os(bytes);
+        llvm::WriteBitcodeToFile(*part, os);
+        os.flush();
+        bitcode.push_back(std::move(bytes));
+      },
+      /*PreserveLocals=*/false, /*RoundRobin=*/true);
+  std::vector<std::string> objects(bitcode.size());
+  std::vector<std::exception_ptr> errors(bitcode.size());
+  auto work = [&](std::size_t i) {
+    try {
+      llvm::LLVMContext ctx;
+      auto part = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i], "partition"), ctx);
+      if (!part) throw InternalError("jit: cannot read a partition back: " + llvm::toString(part.takeError()));
+      auto ptm = codegen::createTargetMachine({r.optLevel, r.cpu});
+      codegen::optimize(**part, *ptm, r.optLevel);
+      objects[i] = codegen::emitObject(**part, *ptm);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < bitcode.size(); ++i) threads.emplace_back(work, i);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  optMs = msSince(t0);
+  return objects;
 }
 
 } // namespace
@@ -175,10 +254,12 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
     }
     if (!cacheDirectory().empty()) {
       disk = ", disk miss";
-      if (auto parts = diskLoad(ck); parts && parts->size() == 3) {
+      // Parts: symbol, scratch bytes, then the object files.
+      if (auto parts = diskLoad(ck); parts && parts->size() >= 3 && (*parts)[0] == symbol) {
         const double keyMs = msSince(t0);
         auto t1 = Clock::now();
-        std::shared_ptr<Kernel> k = load((*parts)[0], (*parts)[1], label, key, std::stoull((*parts)[2]), *fn);
+        const std::vector<std::string> objects(parts->begin() + 2, parts->end());
+        std::shared_ptr<Kernel> k = load(objects, symbol, label, key, std::stoull((*parts)[1]), *fn);
         ++diskHits;
         const double loadMs = msSince(t1);
         if (log)
@@ -218,32 +299,44 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const double lowerMs = msSince(t1);
   if (stages) stages->llvm_ir = codegen::printLLVM(lm);
   if (dump) dumpFile(label + ".4-llvm.ll", codegen::printLLVM(lm));
-  auto tOpt = Clock::now();
-  codegen::optimize(lm, *tm, r.optLevel);
   ++llvmRuns;
-  const double optMs = msSince(tOpt);
-  if (stages) stages->optimized_llvm_ir = codegen::printLLVM(lm);
-  if (dump) dumpFile(label + ".5-llvm-opt.ll", codegen::printLLVM(lm));
-  if (stages || dump) {
+  std::vector<std::string> objects;
+  double optMs = 0, emitMs = 0;
+  unsigned partitions = 1;
+  if (stages || dump) { // every stage's text, from one module
+    auto tOpt = Clock::now();
+    codegen::optimize(lm, *tm, r.optLevel);
+    optMs = msSince(tOpt);
+    if (stages) stages->optimized_llvm_ir = codegen::printLLVM(lm);
+    if (dump) dumpFile(label + ".5-llvm-opt.ll", codegen::printLLVM(lm));
     auto clone = llvm::CloneModule(lm);
     std::string s = codegen::emitAssembly(*clone, *tm);
     if (stages) stages->assembly = s;
     if (dump) dumpFile(label + ".6-asm.s", s);
+    auto tEmit = Clock::now();
+    objects.push_back(codegen::emitObject(lm, *tm));
+    emitMs = msSince(tEmit);
+  } else {
+    objects = compileObjects(lm, r, *tm, symbol, partitions, optMs, emitMs);
   }
-  auto tEmit = Clock::now();
-  std::string object = codegen::emitObject(lm, *tm);
-  const double emitMs = msSince(tEmit);
   double llvmMs = msSince(t1);
-  if (cached) diskStore(ck, {object, symbol, std::to_string(scratch)});
+  if (cached) {
+    std::vector<std::string> parts{symbol, std::to_string(scratch)};
+    parts.insert(parts.end(), objects.begin(), objects.end());
+    diskStore(ck, parts);
+  }
 
   auto t2 = Clock::now();
-  std::shared_ptr<Kernel> kernel = load(object, symbol, label, key, scratch, *fn);
+  std::shared_ptr<Kernel> kernel = load(objects, symbol, label, key, scratch, *fn);
   const double linkMs = msSince(t2);
   notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, passMs, llvmMs, linkMs});
   if (log)
-    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, optimise {:.2f}, "
-                                   "codegen {:.2f}), link {:.2f} ms, cache miss{}",
-                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs, optMs, emitMs, linkMs, disk));
+    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, {}), link {:.2f} ms, "
+                                   "cache miss{}",
+                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs,
+                                   partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", optMs, partitions)
+                                                  : fmt::format("optimise {:.2f}, codegen {:.2f}", optMs, emitMs),
+                                   linkMs, disk));
   return kernel;
 }
 
