@@ -121,7 +121,7 @@ private:
   const ir::Function& f_;
   const FusionPlan plan_;
   llvm::Function* out_;
-  llvm::IRBuilder<> b_;
+  Builder b_;
   std::function<Lowered(const std::string&)> callee_;
   llvm::Value* scratch_ = nullptr; ///< the scratch argument
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
@@ -151,7 +151,7 @@ llvm::Type* EmitBase::scalarType(DType t) const {
   ADJIT_UNREACHABLE("bad dtype");
 }
 
-static llvm::Type* storageType(llvm::IRBuilder<>& b, DType t) {
+static llvm::Type* storageType(llvm::IRBuilderBase& b, DType t) {
   switch (t) {
   case DType::f32: return b.getFloatTy();
   case DType::f64: return b.getDoubleTy();
@@ -234,6 +234,12 @@ llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarT
 llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
 
 void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) const {
+  // No loop for no trip or one: LLVM would spend time removing it.
+  if (n <= 0) return;
+  if (n == 1) {
+    body(i64(0));
+    return;
+  }
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = b.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx(), "loop", f);
@@ -334,6 +340,8 @@ const std::vector<llvm::Value*>& FunctionEmitter::delinearize(llvm::Value* l, co
   for (std::size_t i = shape.size(); i-- > 0;) {
     if (i == 0) {
       d[i] = rest;
+    } else if (shape[i] == 1) { // a unit axis: index 0, no arithmetic
+      d[i] = b_.getInt64(0);
     } else {
       d[i] = b_.CreateURem(rest, b_.getInt64(static_cast<uint64_t>(shape[i])));
       rest = b_.CreateUDiv(rest, b_.getInt64(static_cast<uint64_t>(shape[i])));
@@ -347,9 +355,13 @@ llvm::Value* FunctionEmitter::linearize(const std::vector<llvm::Value*>& dims, c
   Key k = shapeKey(&kLinearize, shape);
   k.insert(k.end(), dims.begin(), dims.end());
   if (const auto* hit = find(k)) return (*hit)[0];
-  llvm::Value* l = dims[0];
-  for (std::size_t i = 1; i < shape.size(); ++i)
-    l = b_.CreateAdd(b_.CreateMul(l, b_.getInt64(static_cast<uint64_t>(shape[i]))), dims[i]);
+  // Unit axes contribute nothing (their index is 0).
+  llvm::Value* l = nullptr;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    l = l ? b_.CreateAdd(b_.CreateMul(l, b_.getInt64(static_cast<uint64_t>(shape[i]))), dims[i]) : dims[i];
+  }
+  if (!l) l = b_.getInt64(0);
   return put(std::move(k), {l})[0];
 }
 

@@ -14,6 +14,11 @@ namespace adjit::codegen {
 
 class FunctionEmitter;
 
+/// The builder hooks emit with. Its folder only folds constants: a folder
+/// that simplifies (InstSimplifyFolder) would fold comparisons over a loop's
+/// induction PHI before its latch value exists.
+using Builder = llvm::IRBuilder<>;
+
 /// A position in a tensor: its multi-dimensional index, its row-major linear
 /// index, or both. Whichever is missing is computed on demand (and kept).
 /// Equal positions built from the same values are recognised by the emitter,
@@ -29,7 +34,7 @@ struct Index {
 /// The builder and helpers shared by all contexts.
 struct EmitBase {
   FunctionEmitter& fe;
-  llvm::IRBuilder<>& b;
+  Builder& b;
   const ir::Function& fn;
   const ir::Op& op;
 
