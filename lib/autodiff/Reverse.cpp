@@ -75,6 +75,59 @@ Differentiated differentiateInto(detail::TraceScope& scope, const ir::Function& 
 
 } // namespace
 
+/// The cotangents of call op `opIndex`'s operands. The first time, the
+/// forward call is rebound in place to the callee's split pair: it calls
+/// @g.fwd, which also returns the residuals @g.bwd needs, and the backward
+/// calls @g.bwd on them, so the callee's forward does not run twice. A call
+/// whose residual results receive cotangents themselves (a higher derivative
+/// through the backward) is differentiated as a whole, through @g.fwd's
+/// combined VJP.
+static std::vector<std::optional<Tensor>> callVjp(detail::TraceState& s, std::size_t opIndex, const std::vector<Tensor>& xs,
+                                                  const std::vector<std::optional<Tensor>>& cts) {
+  ir::Function& f = *s.fn;
+  const std::shared_ptr<ir::Module>& m = s.module;
+  if (f.ops[opIndex].callees.size() == 1) {
+    const std::string name = f.ops[opIndex].callees[0];
+    if (!m->lookup(name + ".fwd") || !m->lookup(name + ".bwd")) splitVjp(m, name);
+    const ir::Function& fwd = *m->lookup(name + ".fwd");
+    ir::Op& live = f.ops[opIndex]; // (splitting added functions, not ops of f)
+    const std::size_t residuals = fwd.outputs.size() - live.results.size();
+    live.callees = {name + ".fwd", name + ".bwd"};
+    live.attrs.set("residuals", static_cast<int64_t>(residuals));
+    for (std::size_t k = live.results.size(); k < fwd.outputs.size(); ++k)
+      live.results.push_back(f.newValue(fwd.type(fwd.outputs[k])));
+  }
+  const ir::Op site = f.ops[opIndex]; // a copy: building calls below appends to f.ops
+  const std::size_t nR = static_cast<std::size_t>(site.attrs.integer("residuals"));
+  const std::size_t nY = site.results.size() - nR;
+  const ir::Function& fwd = *m->lookup(site.callees[0]);
+  const bool throughResiduals =
+      std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(std::min(nY, cts.size())), cts.end(), [](const auto& c) { return c.has_value(); });
+  std::vector<ir::ValueId> args;
+  std::string callee;
+  std::size_t first = 0; // where the cotangents start among the call's results
+  if (!throughResiduals) {
+    callee = site.callees[1];
+    for (std::size_t k = nY; k < site.results.size(); ++k) args.push_back(site.results[k]);
+  } else {
+    callee = combinedVjp(m, site.callees[0]);
+    for (const Tensor& x : xs) args.push_back(x.id());
+    first = fwd.outputs.size(); // results are (y..., residuals..., dx...)
+  }
+  const std::size_t withCotangents = throughResiduals ? site.results.size() : nY;
+  for (std::size_t k = 0; k < withCotangents; ++k)
+    if (is_floating(fwd.type(fwd.outputs[k]).dtype))
+      args.push_back(k < cts.size() && cts[k] ? cts[k]->id() : zeros_like(detail::wrap(s, site.results[k])).id());
+  auto res = s.builder.create(ir::OpKind::Call, args, {}, {callee}, site.loc);
+  std::vector<std::optional<Tensor>> dxs;
+  std::size_t k = first;
+  for (const Tensor& x : xs) {
+    if (is_floating(x.dtype())) dxs.push_back(detail::wrap(s, res.at(k++)));
+    else dxs.push_back(std::nullopt);
+  }
+  return dxs;
+}
+
 std::vector<std::optional<Tensor>> reverse(const Request& r) {
   detail::TraceState* sp = detail::currentTrace();
   ADJIT_ASSERT(sp, "reverse() outside of a trace");
@@ -143,22 +196,8 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
                                                           info.name, g.type().str(), i, f.type(o).str()));
           accumulate(o, g);
         },
-        [&](const std::vector<Tensor>& xs, const std::vector<std::optional<Tensor>>& cts) {
-          std::string vjpName = combinedVjp(s.module, op.callees.at(0));
-          const ir::Function& callee = *s.module->lookup(op.callees.at(0));
-          std::vector<ir::ValueId> args;
-          for (const Tensor& x : xs) args.push_back(x.id());
-          for (std::size_t k = 0; k < cts.size(); ++k)
-            if (is_floating(callee.type(callee.outputs[k]).dtype))
-              args.push_back(cts[k] ? cts[k]->id() : zeros_like(detail::wrap(s, op.results[k])).id());
-          auto res = s.builder.create(ir::OpKind::Call, args, {}, {vjpName}, op.loc);
-          std::vector<std::optional<Tensor>> dxs;
-          std::size_t k = callee.outputs.size(); // results are (y..., dx...)
-          for (const Tensor& x : xs) {
-            if (is_floating(x.dtype())) dxs.push_back(detail::wrap(s, res.at(k++)));
-            else dxs.push_back(std::nullopt);
-          }
-          return dxs;
+        [&, i](const std::vector<Tensor>& xs, const std::vector<std::optional<Tensor>>& cts) {
+          return callVjp(s, i, xs, cts);
         },
         [i](const std::vector<std::optional<Tensor>>& cts) { return customVjp(i, cts); },
     };

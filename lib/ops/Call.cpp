@@ -12,11 +12,25 @@ using ir::EvalCtx;
 using ir::InferCtx;
 
 void defineCallOps(Table& t) {
-  // call @f(xs...) = f(xs...)
+  // call @f(xs...) = f(xs...). A differentiated call is rebound to the
+  // callee's split pair, `call @g.fwd, @g.bwd(xs...) {residuals = R}`: it runs
+  // @g.fwd, whose last R results are the residuals @g.bwd takes first.
   set(t, OpKind::Call, {
       .infer = [](const InferCtx& c) {
-        if (c.callees.size() != 1) c.fail("expected one callee, got {}", c.callees.size());
+        if (c.callees.size() != 1 && c.callees.size() != 2) c.fail("expected one or two callees, got {}", c.callees.size());
         const ir::Function& f = *c.callees[0];
+        if (c.callees.size() == 2) {
+          const ir::Function& bwd = *c.callees[1];
+          const int64_t r = c.integer("residuals");
+          if (r < 0 || static_cast<std::size_t>(r) > f.outputs.size() || static_cast<std::size_t>(r) > bwd.params.size())
+            c.fail("residuals = {} does not fit @{} ({} results) and @{} ({} parameters)", r, f.name, f.outputs.size(), bwd.name,
+                   bwd.params.size());
+          for (std::size_t i = 0; i < static_cast<std::size_t>(r); ++i) {
+            const Type& have = f.type(f.outputs[f.outputs.size() - static_cast<std::size_t>(r) + i]);
+            if (have != bwd.type(bwd.params[i]))
+              c.fail("residual {} of @{} is {}, but @{} takes {}", i, f.name, have.str(), bwd.name, bwd.type(bwd.params[i]).str());
+          }
+        }
         if (c.operands.size() != f.params.size())
           c.fail("@{} expects {} arguments, got {}", f.name, f.params.size(), c.operands.size());
         for (std::size_t i = 0; i < c.operands.size(); ++i)
@@ -32,7 +46,7 @@ void defineCallOps(Table& t) {
         args.insert(args.end(), c.results.begin(), c.results.end());
         c.call(c.op.callees[0], std::move(args));
       },
-      // run the callee's VJP function (it recomputes the callee's forward)
+      // the callee's backward on the residuals its forward kept (see reverse.cpp's callVjp)
       .vjp = [](const autodiff::VjpCtx& c) {
         std::vector<Tensor> xs;
         std::vector<std::optional<Tensor>> cts;

@@ -292,6 +292,36 @@ TEST_CASE("debug_callback runs in compiled code, in order; recompute_grad runs i
   CHECK(runs == 8);
 }
 
+TEST_CASE("a jitted function called in a differentiated trace runs its forward once") {
+  int runs = 0;
+  auto g = jit([&runs](Tensor x) {
+    debug_callback([&runs](const std::vector<Array>&) { ++runs; }, {x});
+    return sin(x) * x;
+  });
+  auto f = [g](Tensor x) { return sum(g(x) * 3.0); };
+  const Array x = f64({0.5, -1.25, 2.0});
+  auto [v, dx] = value_and_grad(f)(x);
+  CHECK(runs == 1); // the callee's residuals are kept, not recomputed
+  // d/dx 3 x sin x = 3 (sin x + x cos x)
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const double xi = x.at(i);
+    CHECK(dx.at(i) == doctest::Approx(3 * (std::sin(xi) + xi * std::cos(xi))));
+  }
+  // recompute_grad stays the way to trade memory for recomputation.
+  runs = 0;
+  auto h = recompute_grad([g](Tensor x) { return g(x); });
+  value_and_grad([h](Tensor x) { return sum(h(x)); })(x);
+  CHECK(runs == 2);
+  // Second derivatives through the call: d2/dx2 x sin x = 2 cos x - x sin x.
+  auto d1 = grad([g](Tensor x) { return sum(g(x)); });
+  auto d2 = grad([d1](Tensor x) { return sum(d1(x)); });
+  const Array h2 = d2(x);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const double xi = x.at(i);
+    CHECK(h2.at(i) == doctest::Approx(2 * std::cos(xi) - xi * std::sin(xi)));
+  }
+}
+
 TEST_CASE("debug_print formats tensor values") {
   auto f = jit([](Tensor x) {
     debug_print("x = {}\n", {x});
