@@ -14,6 +14,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <cstdlib>
 #include <mutex>
 
 namespace adjit::codegen {
@@ -42,14 +43,19 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o)
     throw Error("optimisation level must be 0, 1, 2 or 3, got " + std::to_string(o.optLevel));
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) throw Error("cannot target the host: " + llvm::toString(jtmb.takeError()));
-  if (!o.cpu.empty()) {
+  // ADJIT_CPU names the CPU when the caller does not (x86-64-v2 to see what an
+  // SSE4.2 machine computes, x86-64-v3 for AVX2).
+  const char* env = std::getenv("ADJIT_CPU");
+  const std::string cpu = !o.cpu.empty() ? o.cpu : env ? env : "";
+  if (!cpu.empty()) {
     const llvm::Triple& t = jtmb->getTargetTriple();
     std::string err;
     const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.str(), err);
     std::unique_ptr<llvm::MCSubtargetInfo> sti(
-        target ? target->createMCSubtargetInfo(t.str(), o.cpu, "") : nullptr);
-    if (!sti || !sti->isCPUStringValid(o.cpu)) throw Error("unknown target CPU '" + o.cpu + "' for " + t.str());
-    jtmb->setCPU(o.cpu);
+        target ? target->createMCSubtargetInfo(t.str(), cpu, "") : nullptr);
+    if (!sti || !sti->isCPUStringValid(cpu))
+      throw Error("unknown target CPU '" + cpu + "' for " + t.str() + (o.cpu.empty() ? " (from ADJIT_CPU)" : ""));
+    jtmb->setCPU(cpu);
     jtmb->getFeatures() = llvm::SubtargetFeatures();
   }
   jtmb->setCodeGenOptLevel(codegenLevel(o.optLevel));

@@ -16,7 +16,7 @@ struct TargetOptions {
   std::string cpu;    ///< empty: the host CPU
 };
 
-/// A target machine for the host (or `o.cpu` on the host's architecture).
+/// A target machine for the host (or `o.cpu`, else $ADJIT_CPU, on the host's architecture).
 /// Throws adjit::Error for an unknown CPU or unusable target.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o);
 /// "<triple> <cpu> <features>": identifies generated code for cache keys.
