@@ -17,6 +17,10 @@ void fold(ir::Module& m);
 /// Merges pure ops with the same kind, operands and attributes.
 /// Before: verified IR. After: each such value computed once.
 void cse(ir::Module& m);
+/// Rewrites reduce_sum(mul(broadcast_to(a), broadcast_to(b))) (einsum written
+/// with broadcasting) into transposes, reshapes and a batched matmul.
+/// Before: verified IR. After: same results; replaced ops may be dead (run dce).
+void contract(ir::Module& m);
 /// Removes pure ops whose results are unused.
 /// Before: verified IR. After: every remaining pure op's result is used.
 void dce(ir::Module& m);

@@ -18,6 +18,8 @@ const std::vector<Pass>& allPasses() {
       {"fold", "constant folding and algebraic identities (x*1, x+0, ...)", [](ir::Module& m, const std::string&) { fold(m); }},
       {"simplify", "the same as fold", [](ir::Module& m, const std::string&) { fold(m); }},
       {"cse", "common subexpression elimination", [](ir::Module& m, const std::string&) { cse(m); }},
+      {"contract", "einsum written with broadcasts (sum of a broadcast product) becomes a batched matmul",
+       [](ir::Module& m, const std::string&) { contract(m); }},
       {"dce", "dead code elimination", [](ir::Module& m, const std::string&) { dce(m); }},
       {"grad", "grad(F): add @F.grad (x...) -> (dx...) for a scalar-valued @F",
        [shared](ir::Module& m, const std::string& f) { autodiff::gradFunction(shared(m), f); }, true},
@@ -30,7 +32,7 @@ const std::vector<Pass>& allPasses() {
 }
 
 const std::vector<std::string>& defaultPipeline() {
-  static const std::vector<std::string> p = {"fold", "cse", "dce"};
+  static const std::vector<std::string> p = {"fold", "cse", "contract", "dce"};
   return p;
 }
 
