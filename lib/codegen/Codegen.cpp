@@ -459,7 +459,7 @@ void FunctionEmitter::emitLoop(const Kernel& k) {
     for (std::size_t i = 0; i < k.roots.size(); ++i)
       if (k.roots[i].reduction) {
         const DType t = f_.type(k.roots[i].value).dtype;
-        b_.CreateStore(c.constant(t, ops::info(k.roots[i].op->kind).hooks.reduce->identity(t)), slots[i]);
+        b_.CreateStore(ops::info(k.roots[i].op->kind).hooks.reduce->identity(c, t), slots[i]);
       }
     if (!k.flat) {
       c.loopNest(inner, [&](const Index& i) {
@@ -500,7 +500,7 @@ void FunctionEmitter::emitReduction(const ir::Op& op) {
   llvm::Value* acc = c.scalarSlot(rt.dtype);
   c.loopNest(rt.shape, [&](const Index& oi) {
     const auto& o = c.dims(oi, rt.shape);
-    b_.CreateStore(c.constant(rt.dtype, rh.identity(rt.dtype)), acc);
+    b_.CreateStore(rh.identity(c, rt.dtype), acc);
     c.loopNest(inner, [&](const Index& ri) {
       const auto& r = c.dims(ri, inner);
       std::vector<llvm::Value*> full(in.size());

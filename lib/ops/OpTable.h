@@ -97,7 +97,9 @@ enum Trait : uint32_t {
 /// emits their loops itself, fusing them with other loops over the same
 /// domain; the op supplies the accumulator's identity and combine step.
 struct ReduceHooks {
-  double (*identity)(DType);
+  /// The accumulator's start, a constant of dtype t (kept in t: INT64_MAX is
+  /// not a double).
+  llvm::Value* (*identity)(codegen::EmitBase&, DType t);
   llvm::Value* (*combine)(codegen::EmitBase&, DType, llvm::Value* acc, llvm::Value* x);
 };
 

@@ -45,18 +45,29 @@ template <class T> T combine(Kind k, T a, T b) {
   return a;
 }
 
-double identity(Kind k, DType t) {
+/// The identity of reduction k in T: max starts at the lowest T, min at the highest.
+template <class T> T identity(Kind k) {
+  constexpr bool f = std::is_floating_point_v<T>;
   switch (k) {
-  case kSum: return 0;
-  case kProd: return 1;
-  case kMax:
-    return is_floating(t) ? -std::numeric_limits<double>::infinity()
-           : t == DType::i32 ? std::numeric_limits<int32_t>::min() : double(std::numeric_limits<int64_t>::min());
-  case kMin:
-    return is_floating(t) ? std::numeric_limits<double>::infinity()
-           : t == DType::i32 ? std::numeric_limits<int32_t>::max() : double(std::numeric_limits<int64_t>::max());
+  case kSum: return T(0);
+  case kProd: return T(1);
+  case kMax: return f ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+  case kMin: return f ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
   }
-  return 0;
+  return T(0);
+}
+
+/// The identity as a constant of dtype t.
+llvm::Value* identityConstant(codegen::EmitBase& c, Kind k, DType t) {
+  llvm::Type* ty = c.scalarType(t);
+  switch (t) {
+  case DType::f32: return llvm::ConstantFP::get(ty, identity<float>(k));
+  case DType::f64: return llvm::ConstantFP::get(ty, identity<double>(k));
+  case DType::i32: return llvm::ConstantInt::getSigned(ty, identity<int32_t>(k));
+  case DType::i64: return llvm::ConstantInt::getSigned(ty, identity<int64_t>(k));
+  case DType::i1: break;
+  }
+  ADJIT_UNREACHABLE("reductions of i1 are rejected by the type rule");
 }
 
 /// Maps an operand multi-index to the result's linear index.
@@ -79,7 +90,7 @@ template <Kind K> std::vector<Array> evalReduce(const EvalCtx& c) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* o = elems<T>(r);
-    for (int64_t i = 0; i < r.size(); ++i) o[i] = static_cast<T>(identity(K, rt.dtype));
+    for (int64_t i = 0; i < r.size(); ++i) o[i] = identity<T>(K);
     for (int64_t i = 0; i < x.size(); ++i) {
       int64_t j = outIndex(unravel(i, x.shape()), reduced, keep, rt.shape);
       o[j] = combine<T>(K, o[j], elems<T>(x)[i]);
@@ -109,7 +120,7 @@ std::optional<ir::Folded> foldNoAxes(const ir::FoldCtx& c) {
 /// The accumulator of reduction K for the codegen driver's loops.
 template <Kind K> const ReduceHooks* reducer() {
   static const ReduceHooks hooks{
-      [](DType t) { return identity(K, t); },
+      [](codegen::EmitBase& c, DType t) { return identityConstant(c, K, t); },
       [](codegen::EmitBase& c, DType t, llvm::Value* acc, llvm::Value* x) { return emitCombine(c, K, t, acc, x); },
   };
   return &hooks;
