@@ -31,6 +31,11 @@ template <> constexpr DType dtype_of<bool>() { return DType::i1; }
 using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for rank 0).
+/// Shapes hold at most this many elements, and types this many bytes.
+inline constexpr int64_t kMaxElements = int64_t{1} << 62;
+
+/// The number of elements of a shape; adjit::Error beyond kMaxElements (-1 for
+/// a negative dimension, which callers report).
 int64_t num_elements(const Shape& s);
 
 /// A tensor type: dtype and static shape. Prints as `f32[2,3]`; a scalar is `f32[]`.
@@ -40,7 +45,8 @@ struct Type {
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t size() const { return num_elements(shape); }
-  std::size_t bytes() const { return static_cast<std::size_t>(size()) * size_of(dtype); }
+  /// Bytes of a value of this type; adjit::Error beyond kMaxElements.
+  std::size_t bytes() const;
   std::string str() const;
   friend bool operator==(const Type&, const Type&) = default;
 };

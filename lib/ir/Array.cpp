@@ -76,7 +76,11 @@ Array::Array(Type type, bool zero) : type_(std::move(type)) {
   for (int64_t d : type_.shape)
     if (d < 0) throw Error("Array: negative dimension in shape " + shape_str(type_.shape));
   const std::size_t n = type_.bytes();
-  data_ = n <= kSmallBytes ? static_cast<void*>(small_) : allocate(n);
+  try {
+    data_ = n <= kSmallBytes ? static_cast<void*>(small_) : allocate(n);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("Array: cannot allocate {} bytes for {}", n, type_.str()));
+  }
   if (zero) std::memset(data_, 0, n);
 }
 

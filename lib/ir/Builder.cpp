@@ -24,10 +24,18 @@ std::vector<Type> inferTypes(const Module& m, const Function& f, OpKind k, std::
   std::vector<Type> types;
   for (ValueId v : operands) types.push_back(f.type(v));
   InferCtx ctx{info.name, types, attrs, fns, loc};
-  return info.hooks.infer(ctx);
+  try {
+    std::vector<Type> results = info.hooks.infer(ctx);
+    for (const Type& t : results) t.bytes(); // sizes past the limit are errors here, at the op
+    return results;
+  } catch (const Error& e) {
+    if (e.location().known()) throw;
+    throw Error(name + ": " + e.message(), loc); // an absurd shape, named with its op
+  }
 }
 
 ValueId Builder::param(Type t) {
+  t.bytes(); // a parameter type past kMaxElements is an adjit::Error
   ValueId v = f_.newValue(std::move(t));
   f_.params.push_back(v);
   return v;

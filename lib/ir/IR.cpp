@@ -3,6 +3,8 @@
 
 #include "support/Assert.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace adjit {
@@ -29,8 +31,20 @@ std::string_view name_of(DType t) {
 
 int64_t num_elements(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (d < 0) return -1; // callers report negative dimensions in their own words
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      throw Error(fmt::format("shape {} has more than 2^62 elements", shape_str(s)));
+  }
   return n;
+}
+
+std::size_t Type::bytes() const {
+  const int64_t n = size();
+  if (n < 0) return 0;
+  if (n > kMaxElements / static_cast<int64_t>(size_of(dtype)))
+    throw Error(fmt::format("{} takes more than 2^62 bytes", str()));
+  return static_cast<std::size_t>(n) * size_of(dtype);
 }
 
 std::string shape_str(const Shape& s) {

@@ -7,8 +7,11 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <functional>
 #include <map>
 #include <set>
@@ -250,6 +253,7 @@ private:
   }
 
   Type type() {
+    const Location start = peek().loc;
     Type t{dtype(), {}};
     expect("[");
     if (!isPunct("]")) {
@@ -261,6 +265,11 @@ private:
       } while (accept(","));
     }
     expect("]");
+    try {
+      t.bytes(); // a type past kMaxElements is an error where it is written
+    } catch (const Error& e) {
+      throw Error(e.message(), start);
+    }
     return t;
   }
 
@@ -352,7 +361,14 @@ private:
         toks[3].text != ":" || toks[4].kind != Tok::Int || toks[5].text != ":" || toks[6].kind != Tok::Int ||
         toks[7].text != ")")
       throw bad();
-    return {toks[2].text, static_cast<uint32_t>(std::stoul(toks[4].text)), static_cast<uint32_t>(std::stoul(toks[6].text))};
+    auto number = [&](const Token& n) {
+      errno = 0;
+      const unsigned long long v = std::strtoull(n.text.c_str(), nullptr, 10);
+      if (errno == ERANGE || v > std::numeric_limits<uint32_t>::max())
+        throw Error("location line or column " + n.text + " is out of range (at most 4294967295)", t.loc);
+      return static_cast<uint32_t>(v);
+    };
+    return {toks[2].text, number(toks[4]), number(toks[6])};
   }
 
   double number() {
@@ -367,36 +383,46 @@ private:
   Array dense() {
     expect("<");
     Type t = type();
+    const int64_t size = t.size();
     expect(",");
     expect("[");
-    Array a(t);
+    // The values are read first: the array is allocated once their count is
+    // known to be right, so a huge type with one value costs nothing.
+    std::string bytes;
     int64_t n = 0;
+    auto put = [&bytes](auto v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); };
     if (!isPunct("]")) {
       do {
         Location at = peek().loc;
-        if (n >= a.size()) throw Error(fmt::format("dense array of type {} has more than {} elements", t.str(), a.size()), at);
+        if (n >= size) throw Error(fmt::format("dense array of type {} has more than {} elements", t.str(), size), at);
         if (t.dtype == DType::i1) {
           Named b = expectKind(Tok::Ident, "true or false");
           if (b.name != "true" && b.name != "false") throw Error("expected true or false, found '" + b.name + "'", b.loc);
-          a.data<uint8_t>()[n] = b.name == "true";
+          put(static_cast<uint8_t>(b.name == "true"));
         } else if (t.dtype == DType::f32) {
           std::string s = peek().text;
           double d = number();
-          a.data<float>()[n] = (std::isnan(d) || std::isinf(d)) ? static_cast<float>(d) : std::strtof(s.c_str(), nullptr);
+          put((std::isnan(d) || std::isinf(d)) ? static_cast<float>(d) : std::strtof(s.c_str(), nullptr));
         } else if (t.dtype == DType::f64) {
-          a.data<double>()[n] = number();
+          put(number());
         } else {
           int64_t v = integer();
-          if (t.dtype == DType::i32) a.data<int32_t>()[n] = static_cast<int32_t>(v);
-          else a.data<int64_t>()[n] = v;
+          if (t.dtype == DType::i32) {
+            if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+              throw Error(fmt::format("integer {} is out of range for i32", v), at);
+            put(static_cast<int32_t>(v));
+          } else {
+            put(v);
+          }
         }
         ++n;
       } while (accept(","));
     }
-    if (n != a.size())
-      throw Error(fmt::format("dense array of type {} needs {} elements, got {}", t.str(), a.size(), n), peek().loc);
+    if (n != size) throw Error(fmt::format("dense array of type {} needs {} elements, got {}", t.str(), size, n), peek().loc);
     expect("]");
     expect(">");
+    Array a = Array::uninitialized(t);
+    if (!bytes.empty()) std::memcpy(a.raw(), bytes.data(), bytes.size());
     return a;
   }
 

@@ -11,5 +11,6 @@ config.test_exec_root = lit_config.params.get("exec_root", os.path.dirname(__fil
 config.substitutions.append(("%adjit", lit_config.params["adjit"]))
 config.substitutions.append(("FileCheck", lit_config.params["filecheck"]))
 config.substitutions.append(("not ", lit_config.params["not"] + " "))
+config.substitutions.append(("split-file", lit_config.params["split_file"]))
 # Compilations cache kernels in the build tree, never in the user's home.
 config.environment["ADJIT_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
