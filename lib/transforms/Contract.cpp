@@ -148,6 +148,14 @@ void contract(ir::Module& m) {
     for (const ir::Op& op : f.ops)
       for (ValueId o : op.operands) ++uses[static_cast<std::size_t>(o)];
     for (ValueId o : f.outputs) ++uses[static_cast<std::size_t>(o)];
+    // Most functions have no candidate: leave them untouched.
+    std::vector<char> isMul(f.types.size(), 0);
+    bool candidate = false;
+    for (const ir::Op& op : f.ops) {
+      if (op.kind == OpKind::Mul) isMul[static_cast<std::size_t>(op.results[0])] = 1;
+      candidate = candidate || (op.kind == OpKind::ReduceSum && isMul[static_cast<std::size_t>(op.operands[0])]);
+    }
+    if (!candidate) continue;
     // Rebuild the op list: new ops are appended where the reduction stood.
     std::vector<ir::Op> old = std::move(f.ops);
     f.ops.clear();
