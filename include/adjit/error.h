@@ -40,4 +40,12 @@ private:
   Location where_;
 };
 
+/// Raised when one of adjit's internal invariants fails: always a bug in
+/// adjit (please report it), never a mistake of yours. The message names
+/// adjit's source file and line.
+class InternalError : public std::logic_error {
+public:
+  using std::logic_error::logic_error;
+};
+
 } // namespace adjit

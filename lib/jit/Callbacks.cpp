@@ -4,6 +4,8 @@
 #include "support/Assert.h"
 
 #include <cstring>
+#include <exception>
+#include <utility>
 #include <deque>
 #include <mutex>
 
@@ -24,7 +26,24 @@ std::deque<Entry>& registry() {
   return *r;
 }
 
+/// The first exception a callback threw during the current kernel call.
+thread_local std::exception_ptr failure;
+
 } // namespace
+
+void rethrowCallbackFailure() {
+  if (!failure) return;
+  std::exception_ptr e = std::exchange(failure, nullptr);
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    throw Error("host callback failed: " + err.message(), err.location());
+  } catch (const std::exception& err) {
+    throw Error(std::string("host callback failed: ") + err.what());
+  } catch (...) {
+    throw Error("host callback failed with an exception that is not a std::exception");
+  }
+}
 
 int64_t registerCallback(HostFn fn, std::vector<Type> types) {
   std::lock_guard lock(registryMutex());
@@ -50,14 +69,19 @@ void runCallback(int64_t id, const std::vector<Array>& args) {
 
 } // namespace adjit::engine
 
-extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) {
+extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) noexcept {
   using namespace adjit;
-  std::vector<Type> types = *engine::callbackTypes(id);
-  std::vector<Array> args;
-  for (int64_t i = 0; i < n; ++i) {
-    Array a = Array::uninitialized(types[static_cast<std::size_t>(i)]);
-    std::memcpy(a.raw(), buffers[i], a.bytes());
-    args.push_back(std::move(a));
+  if (engine::failure) return; // an earlier callback of this kernel call failed
+  try {
+    std::vector<Type> types = *engine::callbackTypes(id);
+    std::vector<Array> args;
+    for (int64_t i = 0; i < n; ++i) {
+      Array a = Array::uninitialized(types[static_cast<std::size_t>(i)]);
+      std::memcpy(a.raw(), buffers[i], a.bytes());
+      args.push_back(std::move(a));
+    }
+    engine::runCallback(id, args);
+  } catch (...) {
+    engine::failure = std::current_exception();
   }
-  engine::runCallback(id, args);
 }

@@ -18,7 +18,12 @@ std::optional<std::vector<Type>> callbackTypes(int64_t id);
 /// Runs callback `id` on arrays.
 void runCallback(int64_t id, const std::vector<Array>& args);
 
+/// Exceptions never unwind through compiled code: a callback's exception is
+/// kept for its thread (later callbacks of that kernel call are skipped) and
+/// rethrown by the runtime as adjit::Error once the kernel returns. Clears it.
+void rethrowCallbackFailure();
+
 } // namespace adjit::engine
 
 /// Called by compiled code: runs callback `id` on `n` buffers (copied into Arrays).
-extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers);
+extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) noexcept;

@@ -418,11 +418,12 @@ void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>
   if (k.scratchBytes == 0) {
     ptrs[n - 1] = nullptr;
     k.packed(ptrs);
-    return;
+  } else {
+    ArenaSlice scratch(k.scratchBytes);
+    ptrs[n - 1] = scratch.ptr;
+    k.packed(ptrs);
   }
-  ArenaSlice scratch(k.scratchBytes);
-  ptrs[n - 1] = scratch.ptr;
-  k.packed(ptrs);
+  rethrowCallbackFailure(); // a host callback that threw: its error, now that compiled code has returned
 }
 
 } // namespace adjit::engine

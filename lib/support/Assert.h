@@ -2,16 +2,11 @@
 // user mistake: it throws adjit::InternalError naming the file and line.
 #pragma once
 
-#include <stdexcept>
+#include <adjit/error.h> // adjit::InternalError
+
 #include <string>
 
 namespace adjit {
-
-/// Raised when an internal invariant fails; always a bug in adjit.
-class InternalError : public std::logic_error {
-public:
-  using std::logic_error::logic_error;
-};
 
 [[noreturn]] void assertionFailed(const char* cond, const char* file, int line, const std::string& msg);
 

@@ -322,6 +322,34 @@ TEST_CASE("a jitted function called in a differentiated trace runs its forward o
   }
 }
 
+TEST_CASE("a host callback that throws raises adjit::Error from the call; the kernel stays usable") {
+  bool fail = true;
+  int after = 0;
+  auto f = jit([&](Tensor x) {
+    debug_callback([&](const std::vector<Array>& v) {
+      if (fail) throw std::runtime_error("sensor offline at " + std::to_string(v[0].item<double>()));
+    }, {x});
+    debug_callback([&](const std::vector<Array>&) { ++after; }, {x}); // skipped once an earlier one failed
+    return x * 2.0;
+  });
+  try {
+    f(1.5);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.message() == "host callback failed: sensor offline at 1.500000");
+  }
+  CHECK(after == 0);
+  fail = false;
+  CHECK(f(2.0).item<double>() == 4.0);
+  CHECK(after == 1);
+  // An adjit::Error from a callback keeps its message.
+  auto g = jit([](Tensor x) {
+    debug_callback([](const std::vector<Array>&) { throw Error("bad reading"); }, {x});
+    return x;
+  });
+  CHECK_THROWS_WITH_AS(g(1.0), "error: host callback failed: bad reading", Error);
+}
+
 TEST_CASE("debug_print formats tensor values") {
   auto f = jit([](Tensor x) {
     debug_print("x = {}\n", {x});
