@@ -51,8 +51,10 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o)
     const llvm::Triple& t = jtmb->getTargetTriple();
     std::string err;
     const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.str(), err);
+    // Asked of the default CPU's subtarget: one made for an unknown CPU
+    // prints LLVM's own warning before ours.
     std::unique_ptr<llvm::MCSubtargetInfo> sti(
-        target ? target->createMCSubtargetInfo(t.str(), cpu, "") : nullptr);
+        target ? target->createMCSubtargetInfo(t.str(), "", "") : nullptr);
     if (!sti || !sti->isCPUStringValid(cpu))
       throw Error("unknown target CPU '" + cpu + "' for " + t.str() + (o.cpu.empty() ? " (from ADJIT_CPU)" : ""));
     jtmb->setCPU(cpu);

@@ -26,6 +26,8 @@ Module Module::parse(std::string_view text, std::string_view filename) {
 }
 
 Module Module::load(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error("cannot read '" + path + "': it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open '" + path + "'");
   std::stringstream ss;

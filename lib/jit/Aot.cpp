@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -86,7 +88,19 @@ std::string cName(const std::string& name) {
   return s;
 }
 
-AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r) {
+AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& request) {
+  // A name listed twice is exported once; a --vjp bundle (which includes
+  // NAME itself) skips NAME when --fn exports it already.
+  AotRequest r = request;
+  auto unique = [](std::vector<std::string>& names) {
+    std::vector<std::string> kept;
+    for (const std::string& n : names)
+      if (std::find(kept.begin(), kept.end(), n) == kept.end()) kept.push_back(n);
+    names = std::move(kept);
+  };
+  unique(r.functions);
+  unique(r.grads);
+  unique(r.vjps);
   auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
   // The disk cache (shared with the JIT) keys on everything the outputs depend
   // on. A module with custom-gradient VJPs still to be traced is not all text.
@@ -143,7 +157,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& r) 
   for (std::size_t b = 0; b < r.vjps.size(); ++b) {
     const std::string& n = r.vjps[b];
     const std::string c = cName(n);
-    exportFunction(n, c, "@" + n);
+    if (std::find(r.functions.begin(), r.functions.end(), n) == r.functions.end()) exportFunction(n, c, "@" + n);
     const ir::Function& fwd = *opt->lookup(n + ".fwd");
     const ir::Function& bwd = *opt->lookup(n + ".bwd");
     const std::size_t nY = need(n).outputs.size();

@@ -78,6 +78,14 @@ void dumpFile(const std::string& name, std::string_view text) {
   std::filesystem::create_directories(dir, ec);
   std::ofstream out(std::filesystem::path(dir) / name, std::ios::binary);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) { // said once per process, not for every file
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      std::fprintf(stderr, "adjit: warning: ADJIT_DUMP: cannot write files in '%s'%s\n", dir.c_str(),
+                   ec ? (" (" + ec.message() + ")").c_str() : "");
+    });
+  }
 }
 
 } // namespace adjit

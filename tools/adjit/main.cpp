@@ -119,6 +119,15 @@ std::string pickFunction(const Module& m, const std::vector<std::string>& fns, c
 /// Writes files atomically: each goes to a temporary file beside it, renamed
 /// into place only once all were written. On failure nothing is left behind.
 void writeAtomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  // Every destination is checked before anything is written.
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(files[i].first, ec))
+      throw Error("cannot write '" + files[i].first + "': it is a directory");
+    for (std::size_t j = 0; j < i; ++j)
+      if (std::filesystem::weakly_canonical(files[i].first, ec) == std::filesystem::weakly_canonical(files[j].first, ec))
+        throw Error("two outputs name the same file '" + files[i].first + "'");
+  }
   std::vector<std::string> temps;
   auto cleanup = [&] {
     for (const std::string& t : temps) std::filesystem::remove(t);
@@ -142,6 +151,7 @@ void writeAtomically(const std::vector<std::pair<std::string, std::string>>& fil
     std::error_code ec;
     std::filesystem::rename(temps[i], files[i].first, ec);
     if (ec) {
+      for (std::size_t j = 0; j < i; ++j) std::filesystem::remove(files[j].first, ec); // all or none
       cleanup();
       throw Error("cannot write '" + files[i].first + "': " + ec.message());
     }
@@ -216,6 +226,7 @@ int runDump(const Args& a) {
   Module m = loadModule(a, "dump");
   const std::string emit = kind->name;
   if (emit == "adj") {
+    if (!a.fns.empty()) pickFunction(m, a.fns, "dump"); // a named function must exist
     std::fputs(m.str().c_str(), stdout);
     return 0;
   }
