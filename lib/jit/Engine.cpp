@@ -72,6 +72,14 @@ std::map<uint64_t, std::weak_ptr<Kernel>>& cache() {
   static auto* c = new std::map<uint64_t, std::weak_ptr<Kernel>>;
   return *c;
 }
+/// The code loaded for each key. A kernel's weak_ptr expires before its
+/// destructor takes the lock; a compile of the same key in between finds the
+/// dying kernel's code here and removes it before loading its own (the
+/// symbols would clash). Whoever takes a tracker out of this map removes it.
+std::map<uint64_t, llvm::orc::ResourceTrackerSP>& loaded() {
+  static auto* l = new std::map<uint64_t, llvm::orc::ResourceTrackerSP>;
+  return *l;
+}
 
 std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
@@ -81,12 +89,24 @@ struct Kernel::Resources {
   llvm::orc::ResourceTrackerSP tracker;
 };
 
+namespace {
+std::atomic<int64_t> teardownDelayMs{0};
+} // namespace
+
+void testing::delayKernelTeardown(std::chrono::milliseconds delay) { teardownDelayMs = delay.count(); }
+
 Kernel::~Kernel() {
   if (!resources || !resources->tracker) return;
+  if (const int64_t ms = teardownDelayMs.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   std::lock_guard lock(cacheMutexRef());
   auto it = cache().find(key);
   if (it != cache().end() && it->second.expired()) cache().erase(it);
-  llvm::consumeError(resources->tracker->remove());
+  // Removed here unless a new load of this key removed it already.
+  auto l = loaded().find(key);
+  if (l != loaded().end() && l->second == resources->tracker) {
+    loaded().erase(l);
+    llvm::consumeError(resources->tracker->remove());
+  }
 }
 
 namespace {
@@ -117,6 +137,10 @@ std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std:
   if (it != cache().end())
     if (auto k = it->second.lock()) return k; // another thread finished first
   llvm::orc::LLJIT& j = engine();
+  if (auto dying = loaded().find(key); dying != loaded().end()) { // its kernel is being destroyed
+    llvm::consumeError(dying->second->remove());
+    loaded().erase(dying);
+  }
   auto tracker = j.getMainJITDylib().createResourceTracker();
   for (const std::string& object : objects)
     if (auto err = j.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, label))) {
@@ -131,6 +155,7 @@ std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std:
   kernel->packed = addr->toPtr<void (*)(void**)>();
   kernel->resources = std::make_unique<Kernel::Resources>(Kernel::Resources{tracker});
   cache()[key] = kernel;
+  loaded()[key] = tracker;
   return kernel;
 }
 

@@ -7,6 +7,7 @@
 
 #include <adjit/jit.h>
 
+#include <chrono>
 #include <memory>
 
 namespace adjit::engine {
@@ -42,6 +43,12 @@ struct Counters {
   uint64_t memoryHits, diskHits, passRuns, llvmRuns;
 };
 Counters counters();
+
+namespace testing {
+/// Fault injection for tests: a freed kernel waits this long before it takes
+/// the cache lock to unload its code (0 to stop).
+void delayKernelTeardown(std::chrono::milliseconds delay);
+} // namespace testing
 
 /// Number of kernels currently loaded in the process-wide JIT.
 std::size_t liveKernels();

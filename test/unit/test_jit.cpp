@@ -4,6 +4,7 @@
 
 #include "jit/Engine.h"
 
+#include <atomic>
 #include <thread>
 
 using namespace adjit;
@@ -101,6 +102,47 @@ TEST_CASE("many threads call one jitted function") {
   for (auto& th : threads) th.join();
   CHECK(wrong == 0);
   CHECK(f.cache_size() == 3);
+}
+
+TEST_CASE("kernels of one key compiled and freed by racing threads") {
+  // Each iteration's jitted function is new, so its kernel is freed when it
+  // goes: another thread's compile of the same key may load while the old
+  // kernel is being destroyed (its code must be gone first, or symbols clash).
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 60; ++i) {
+        try {
+          auto f = jit([](Tensor x) { return sum(x * 3.0f); });
+          const float v = static_cast<float>(t * 100 + i);
+          if (f(Array(std::vector<float>{v, 1.0f})).item<float>() != 3 * (v + 1)) ++wrong;
+        } catch (const std::exception&) {
+          ++errors;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(errors == 0);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("a kernel compiled again while its previous copy is being freed") {
+  // The freed kernel's weak reference has expired but its code is still
+  // loaded: the new load must replace it, and the old destructor must not
+  // unload the new code.
+  auto body = [](Tensor x) { return sum(x * 7.0f); };
+  const Array x = f32({1, 2});
+  auto* first = new Jitted<decltype(body)>(jit(body));
+  CHECK((*first)(x).item<float>() == 21.0f);
+  engine::testing::delayKernelTeardown(std::chrono::milliseconds(300));
+  std::thread freeing([&] { delete first; }); // waits 300 ms inside ~Kernel
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto second = jit(body);
+  CHECK(second(x).item<float>() == 21.0f); // compiled and loaded meanwhile
+  freeing.join();
+  engine::testing::delayKernelTeardown(std::chrono::milliseconds(0));
+  CHECK(second(x).item<float>() == 21.0f); // still loaded after the old copy went
 }
 
 TEST_CASE("stages can be inspected") {
