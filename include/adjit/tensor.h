@@ -25,9 +25,16 @@ public:
   int64_t size() const { return num_elements(shape()); }
   bool valid() const { return trace_ != 0; }
 
+  /// An index that remembers where it was written: `x[5]` reports errors at
+  /// the user's line (operator[] cannot take a source_location of its own).
+  struct Position {
+    int64_t i;
+    std::source_location loc;
+    Position(int64_t i, std::source_location loc = std::source_location::current()) : i(i), loc(loc) {}
+  };
   /// x[i]: the i-th slice along axis 0 (negative i counts from the end).
   Tensor at(int64_t i, std::source_location loc = std::source_location::current()) const;
-  Tensor operator[](int64_t i) const { return at(i); }
+  Tensor operator[](Position p) const { return at(p.i, p.loc); }
 
   // Internal: the trace this tensor belongs to (a unique number) and its value id.
   Tensor(uint64_t trace, int32_t id) : trace_(trace), id_(id) {}

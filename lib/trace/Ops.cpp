@@ -2,6 +2,7 @@
 // current trace; numpy broadcasting is made explicit with broadcast_to ops
 // here, so IR ops are shape-exact. Composite ops (mean, logsumexp, stack,
 // dot, indexing) are written in terms of IR ops.
+#include "ops/OpTable.h"
 #include "trace/Tracer.h"
 
 #include <adjit/tensor.h>
@@ -32,10 +33,19 @@ TraceState& stateOf(std::initializer_list<const Tensor*> ts, const char* op, con
   return *s;
 }
 
-Tensor emit(TraceState& s, OpKind k, const std::vector<Tensor>& in, ir::Attrs attrs, const Location& loc) {
+/// Records op k. Errors name `api`, the function the user called, where it is
+/// not the op's own name (where builds a select, take a gather).
+Tensor emit(TraceState& s, OpKind k, const std::vector<Tensor>& in, ir::Attrs attrs, const Location& loc,
+            std::string_view api = {}) {
   std::vector<ir::ValueId> ids;
   for (const Tensor& t : in) ids.push_back(detail::valueOf(t, "op", loc));
-  return detail::wrap(s, s.builder.create1(k, std::move(ids), std::move(attrs), s.locOverride ? *s.locOverride : loc));
+  try {
+    return detail::wrap(s, s.builder.create1(k, std::move(ids), std::move(attrs), s.locOverride ? *s.locOverride : loc));
+  } catch (const Error& e) {
+    const std::string prefix = std::string(ops::info(k).name) + ": ";
+    if (api.empty() || e.message().rfind(prefix, 0) != 0) throw;
+    throw Error(std::string(api) + ": " + e.message().substr(prefix.size()), e.location());
+  }
 }
 
 Tensor unary(const char* op, OpKind k, const Tensor& x, const Location& loc) {
@@ -152,10 +162,11 @@ Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not,
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, SrcLoc l) {
   Location loc = L(l);
-  TraceState& s = stateOf({&c, &a, &b}, "select", loc);
-  Shape shape = broadcastShape("select", {&c, &a, &b}, loc);
+  TraceState& s = stateOf({&c, &a, &b}, "where", loc);
+  Shape shape = broadcastShape("where", {&c, &a, &b}, loc);
   return emit(s, OpKind::Select,
-              {broadcastTo(s, c, shape, loc), broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc);
+              {broadcastTo(s, c, shape, loc), broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc,
+              "where");
 }
 
 Tensor cast(const Tensor& x, DType to, SrcLoc l) {
@@ -311,8 +322,8 @@ Tensor Tensor::at(int64_t i, std::source_location l) const {
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {
   Location loc = L(l);
   ir::Attrs a;
-  a.set("axis", normalizeAxis("gather", axis, x.rank(), loc));
-  return emit(stateOf({&x, &indices}, "gather", loc), OpKind::Gather, {x, indices}, std::move(a), loc);
+  a.set("axis", normalizeAxis("take", axis, x.rank(), loc));
+  return emit(stateOf({&x, &indices}, "take", loc), OpKind::Gather, {x, indices}, std::move(a), loc, "take");
 }
 
 Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, SrcLoc l) {

@@ -99,3 +99,18 @@ TEST_CASE("absurd shapes are errors naming the op and shape, never a crash or a 
   CHECK(errorOf([&] { trace([](Tensor x) { return x; }, Type{DType::f64, {big, big}}); }).message() ==
         "shape [4294967296,4294967296] has more than 2^62 elements");
 }
+
+TEST_CASE("errors name the function the user called, at the user's line") {
+  // x[i] points at the user's line, not at tensor.h; where and take are named
+  // as written, not as the ops they build (select, gather).
+  Error e = errorOf([] { trace([](Tensor x) { return x[5]; }, F3); });
+  CHECK(e.message() == "index: index 5 is out of range for axis 0 of size 3 (f32[3])");
+  CHECK(e.location().line == __LINE__ - 2);
+  CHECK(std::string(e.location().file).find("test_errors.cpp") != std::string::npos);
+  e = errorOf([] { trace([](Tensor x, Tensor y) { return where(x > 0.0f, x, y); }, F3, Type{DType::f64, {3}}); });
+  CHECK(e.message() == "where: branches must have one type, got f32[3] and f64[3]");
+  CHECK(e.location().line == __LINE__ - 2);
+  e = errorOf([] { trace([](Tensor x, Tensor i) { return take(x, i); }, F3, Type{DType::f32, {2}}); });
+  CHECK(e.message() == "take: indices must be i32 or i64, got f32[2]");
+  CHECK(e.location().line == __LINE__ - 2);
+}

@@ -17,7 +17,11 @@ using namespace adjit;
 
 namespace {
 
-constexpr int kPrograms = 1000;
+/// How many programs: ADJIT_RANDOM_PROGRAMS, else 1,000 (what CI runs).
+const int kPrograms = [] {
+  const char* v = std::getenv("ADJIT_RANDOM_PROGRAMS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 1000;
+}();
 constexpr int kOpKinds = 16;
 
 /// A value of the pool combined with another by op `kind` (all values are f64[4]).
