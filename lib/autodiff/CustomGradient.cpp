@@ -335,3 +335,5 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
 
 } // namespace detail
 } // namespace adjit
+
+std::shared_ptr<adjit::ir::LazyVjp> adjit::ir::copyLazyVjp(const LazyVjp& lazy) { return std::make_shared<LazyVjp>(lazy); }

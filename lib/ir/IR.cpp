@@ -125,7 +125,7 @@ Function& Module::add(const std::string& base) {
 std::unique_ptr<Module> Module::clone() const {
   auto m = std::make_unique<Module>();
   for (const auto& f : functions) m->functions.push_back(std::make_unique<Function>(*f));
-  m->lazyVjps = lazyVjps;
+  for (const auto& [k, v] : lazyVjps) m->lazyVjps[k] = copyLazyVjp(*v); // not shared: see copyLazyVjp
   return m;
 }
 

@@ -82,6 +82,9 @@ struct Function {
 /// How to trace a custom gradient's VJP function on first use; attached by
 /// the tracer, keyed by the call site's forward function, never printed.
 struct LazyVjp;
+/// A copy of a lazy VJP for another module: materialising it adds functions
+/// to one module only (defined with LazyVjp, in autodiff/CustomGradient.cpp).
+std::shared_ptr<LazyVjp> copyLazyVjp(const LazyVjp& lazy);
 
 /// An ordered set of uniquely named functions.
 struct Module {

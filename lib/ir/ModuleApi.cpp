@@ -62,7 +62,7 @@ void Module::add(const Module& other) {
     if (impl_->lookup(f->name)) throw Error("Module::add: both modules have a function named @" + f->name);
     impl_->functions.push_back(std::make_unique<ir::Function>(*f));
   }
-  for (const auto& [k, v] : other.impl_->lazyVjps) impl_->lazyVjps[k] = v;
+  for (const auto& [k, v] : other.impl_->lazyVjps) impl_->lazyVjps[k] = ir::copyLazyVjp(*v);
 }
 
 std::vector<std::string> Module::function_names() const {

@@ -2,6 +2,8 @@
 // structural checks, laziness, residuals, composition and the call site's IR.
 #include "Check.h"
 
+#include "transforms/Passes.h"
+
 using namespace adjit;
 using namespace adjit::test;
 
@@ -356,4 +358,24 @@ TEST_CASE("debug_print formats tensor values") {
     return x;
   });
   f(f32({1, 2}));
+}
+
+TEST_CASE("a module with a custom gradient, cloned or added to another, differentiates in each") {
+  // Both modules held one lazy VJP: once the first traced it (adding its
+  // functions there), the second found its names but not its functions.
+  auto twice = custom_gradient([](Tensor x) {
+    return std::make_pair(sin(x), [x](Tensor dy) { return dy * cos(x) * 2.0; }); // deliberately 2x
+  });
+  Module a = trace([twice](Tensor x) { return sum(twice(x)); }, Type{DType::f64, {3}});
+  Module b = trace_named("g", [](Tensor x) { return sum(x * x); }, Type{DType::f64, {3}});
+  b.add(a);
+  std::unique_ptr<ir::Module> c = a.impl().clone();
+  transforms::runPipeline(a.impl(), {"grad(f)"}); // traces the VJP into a
+  transforms::runPipeline(b.impl(), {"grad(f)"});
+  transforms::runPipeline(*c, {"grad(f)"});
+  const Array x = f64({0.5, -1.0, 2.0});
+  for (const ir::Module* m : {&a.impl(), &b.impl(), c.get()}) {
+    const Array g = Module::parse(ir::print(*m)).interpret("f.grad", {x})[0];
+    for (int64_t i = 0; i < x.size(); ++i) CHECK(g.at(i) == doctest::Approx(2 * std::cos(x.at(i))));
+  }
 }
