@@ -28,11 +28,12 @@ std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<
   if (!vars.reads.empty())
     throw Error("vjp: functions using variables are not supported on Arrays yet (variable '" + vars.reads[0]->name + "')");
   auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
-  const std::vector<bool> isInput = autodiff::splitVjp(m, "vjp");
+  const autodiff::SplitVjp split = autodiff::splitVjp(m, "vjp");
+  const std::vector<bool>& isInput = split.residualIsParam;
   const std::size_t nResiduals = isInput.size();
-  auto forward = engine::compile({*m, "vjp.fwd", 2, "", 0});
+  auto forward = engine::compile({*m, split.fwd, 2, "", 0});
   auto state = std::make_shared<HostVjp>();
-  state->backward = engine::compile({*m, "vjp.bwd", 2, "", 0});
+  state->backward = engine::compile({*m, split.bwd, 2, "", 0});
   state->primals = types;
   for (const Type& t : types) state->floating.push_back(is_floating(t.dtype));
   std::vector<Array> outs;

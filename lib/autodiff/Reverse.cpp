@@ -88,11 +88,11 @@ static std::vector<std::optional<Tensor>> callVjp(detail::TraceState& s, std::si
   const std::shared_ptr<ir::Module>& m = s.module;
   if (f.ops[opIndex].callees.size() == 1) {
     const std::string name = f.ops[opIndex].callees[0];
-    if (!m->lookup(name + ".fwd") || !m->lookup(name + ".bwd")) splitVjp(m, name);
-    const ir::Function& fwd = *m->lookup(name + ".fwd");
+    const SplitVjp split = splitVjp(m, name);
+    const ir::Function& fwd = *m->lookup(split.fwd);
     ir::Op& live = f.ops[opIndex]; // (splitting added functions, not ops of f)
     const std::size_t residuals = fwd.outputs.size() - live.results.size();
-    live.callees = {name + ".fwd", name + ".bwd"};
+    live.callees = {split.fwd, split.bwd};
     live.attrs.set("residuals", static_cast<int64_t>(residuals));
     for (std::size_t k = live.results.size(); k < fwd.outputs.size(); ++k)
       live.results.push_back(f.newValue(fwd.type(fwd.outputs[k])));
@@ -212,32 +212,51 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
   return out;
 }
 
+/// The function generated as `kind` of @name earlier, if it is still there.
+static const ir::Function* derivedFunction(const ir::Module& m, const std::string& kind, const std::string& name) {
+  auto it = m.derived.find(kind + " @" + name);
+  return it == m.derived.end() ? nullptr : m.lookup(it->second);
+}
+
 std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  const std::string vname = name + ".vjp";
-  if (m->lookup(vname)) return vname;
+  if (const ir::Function* done = derivedFunction(*m, "vjp", name)) return done->name;
   const ir::Function* g = m->lookup(name);
   if (!g) throw Error("vjp: no function named @" + name + " in the module");
-  detail::TraceScope scope(m, vname);
+  detail::TraceScope scope(m, name + ".vjp"); // @name.vjp, or @name.vjp.1 if that is taken
+  const std::string vname = scope.state().fn->name;
   Differentiated d = differentiateInto(scope, *g, /*withDy=*/true);
   std::vector<Tensor> outs = d.ys;
   outs.insert(outs.end(), d.dxs.begin(), d.dxs.end());
   scope.finish(outs);
+  m->derived["vjp @" + name] = vname;
   return vname;
 }
 
 std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  const std::string gname = name + ".grad";
-  if (m->lookup(gname)) return gname;
+  if (const ir::Function* done = derivedFunction(*m, "grad", name)) return done->name;
   const ir::Function* g = m->lookup(name);
   if (!g) throw Error("grad: no function named @" + name + " in the module");
   if (g->outputs.size() != 1 || g->type(g->outputs[0]).rank() != 0 || !is_floating(g->type(g->outputs[0]).dtype))
     throw Error("grad: @" + name + " must return one floating-point scalar, but returns " + g->signature());
-  detail::TraceScope scope(m, gname);
+  detail::TraceScope scope(m, name + ".grad");
+  const std::string gname = scope.state().fn->name;
   scope.finish(differentiateInto(scope, *g, /*withDy=*/false).dxs);
+  m->derived["grad @" + name] = gname;
   return gname;
 }
 
-std::vector<bool> splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+/// Per residual of a split forward, whether it is one of its parameters.
+static std::vector<bool> residualsAreParams(const ir::Function& fwd, std::size_t nY) {
+  std::vector<bool> isParam;
+  for (std::size_t i = nY; i < fwd.outputs.size(); ++i)
+    isParam.push_back(std::find(fwd.params.begin(), fwd.params.end(), fwd.outputs[i]) != fwd.params.end());
+  return isParam;
+}
+
+SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  const ir::Function* done = derivedFunction(*m, "fwd", name);
+  const ir::Function* doneBwd = derivedFunction(*m, "bwd", name);
+  if (done && doneBwd) return {done->name, doneBwd->name, residualsAreParams(*done, m->lookup(name)->outputs.size())};
   const std::string vname = combinedVjp(m, name);
   const ir::Function& g = *m->lookup(name);
   const ir::Function& v = *m->lookup(vname);
@@ -270,6 +289,7 @@ std::vector<bool> splitVjp(const std::shared_ptr<ir::Module>& m, const std::stri
   };
   {
     ir::Function& fwd = m->add(name + ".fwd");
+    m->derived["fwd @" + name] = fwd.name;
     std::unordered_map<ir::ValueId, ir::ValueId> map;
     for (std::size_t i = 0; i < nX; ++i) {
       map[v.params[i]] = fwd.newValue(v.type(v.params[i]));
@@ -282,6 +302,7 @@ std::vector<bool> splitVjp(const std::shared_ptr<ir::Module>& m, const std::stri
   {
     const ir::Function& vv = *m->lookup(vname); // `add` above may have moved nothing, but re-read for clarity
     ir::Function& bwd = m->add(name + ".bwd");
+    m->derived["bwd @" + name] = bwd.name;
     std::unordered_map<ir::ValueId, ir::ValueId> map;
     for (ir::ValueId r : residuals) {
       map[r] = bwd.newValue(vv.type(r));
@@ -295,11 +316,8 @@ std::vector<bool> splitVjp(const std::shared_ptr<ir::Module>& m, const std::stri
     copyOps(bwd, map, nPrimal, vv.ops.size());
     for (std::size_t i = nY; i < vv.outputs.size(); ++i) bwd.outputs.push_back(map.at(vv.outputs[i]));
   }
-  std::vector<bool> isParam;
-  for (ir::ValueId r : residuals)
-    isParam.push_back(std::find(v.params.begin(), v.params.begin() + static_cast<std::ptrdiff_t>(nX), r) !=
-                      v.params.begin() + static_cast<std::ptrdiff_t>(nX));
-  return isParam;
+  const ir::Function& fwdDone = *derivedFunction(*m, "fwd", name);
+  return {fwdDone.name, derivedFunction(*m, "bwd", name)->name, residualsAreParams(fwdDone, nY)};
 }
 
 } // namespace adjit::autodiff

@@ -37,9 +37,14 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
 /// `<name>.grad` (x...) -> (dx...) for its floating parameters.
 std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
-/// The split VJP of `name`: `<name>.fwd` (x...) -> (y..., residuals...) and
-/// `<name>.bwd` (residuals..., dy...) -> (dx...). Returns, per residual,
-/// whether it is one of the parameters (an input, not a saved intermediate).
-std::vector<bool> splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
+/// The split VJP of a function: `fwd` (x...) -> (y..., residuals...) and
+/// `bwd` (residuals..., dy...) -> (dx...), named `<name>.fwd` and `<name>.bwd`
+/// unless those names are taken; per residual, whether it is one of the
+/// parameters (an input, not a saved intermediate).
+struct SplitVjp {
+  std::string fwd, bwd;
+  std::vector<bool> residualIsParam;
+};
+SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
 } // namespace adjit::autodiff

@@ -126,6 +126,7 @@ std::unique_ptr<Module> Module::clone() const {
   auto m = std::make_unique<Module>();
   for (const auto& f : functions) m->functions.push_back(std::make_unique<Function>(*f));
   for (const auto& [k, v] : lazyVjps) m->lazyVjps[k] = copyLazyVjp(*v); // not shared: see copyLazyVjp
+  m->derived = derived;
   return m;
 }
 

@@ -90,6 +90,9 @@ std::shared_ptr<LazyVjp> copyLazyVjp(const LazyVjp& lazy);
 struct Module {
   std::vector<std::unique_ptr<Function>> functions;
   std::map<std::string, std::shared_ptr<LazyVjp>> lazyVjps;
+  /// Functions generated from others ("vjp @g" -> its name), never printed: a
+  /// function named like a generated one (a user's @g.vjp) is not taken for one.
+  std::map<std::string, std::string> derived;
 
   Function* lookup(std::string_view name);
   const Function* lookup(std::string_view name) const;

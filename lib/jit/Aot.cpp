@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
@@ -129,8 +130,12 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
     return *f;
   };
   for (const std::string& n : r.functions) need(n);
-  for (const std::string& n : r.grads) autodiff::gradFunction(m, need(n).name);
-  for (const std::string& n : r.vjps) autodiff::splitVjp(m, need(n).name);
+  // Generated functions by the names they were given (a module may already
+  // hold functions called like @f.grad).
+  std::map<std::string, std::string> gradOf;
+  std::map<std::string, autodiff::SplitVjp> splitOf;
+  for (const std::string& n : r.grads) gradOf[n] = autodiff::gradFunction(m, need(n).name);
+  for (const std::string& n : r.vjps) splitOf[n] = autodiff::splitVjp(m, need(n).name);
   ir::verify(*m);
   checkExportable(*m);
   // Optimise a copy, as the JIT does.
@@ -153,13 +158,14 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
                           cParams(f.paramTypes(), f.resultTypes()));
   };
   for (const std::string& n : r.functions) exportFunction(n, cName(n), "@" + n);
-  for (const std::string& n : r.grads) exportFunction(n + ".grad", cName(n) + "_grad", "the gradient of @" + n);
+  for (const std::string& n : r.grads) exportFunction(gradOf.at(n), cName(n) + "_grad", "the gradient of @" + n);
   for (std::size_t b = 0; b < r.vjps.size(); ++b) {
     const std::string& n = r.vjps[b];
     const std::string c = cName(n);
     if (std::find(r.functions.begin(), r.functions.end(), n) == r.functions.end()) exportFunction(n, c, "@" + n);
-    const ir::Function& fwd = *opt->lookup(n + ".fwd");
-    const ir::Function& bwd = *opt->lookup(n + ".bwd");
+    const autodiff::SplitVjp& split = splitOf.at(n);
+    const ir::Function& fwd = *opt->lookup(split.fwd);
+    const ir::Function& bwd = *opt->lookup(split.bwd);
     const std::size_t nY = need(n).outputs.size();
     const std::vector<Type> fwdResults = fwd.resultTypes();
     std::vector<Type> ys(fwdResults.begin(), fwdResults.begin() + static_cast<std::ptrdiff_t>(nY));
@@ -172,8 +178,8 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
     if (rs.empty()) header += "  char unused;\n";
     header += fmt::format("}} {}_residuals;\n", c);
     // Lower the split functions, then C wrappers addressing the struct's members.
-    codegen::lowerFunction(*opt, n + ".fwd", c + "__fwd_impl", lm, false);
-    codegen::lowerFunction(*opt, n + ".bwd", c + "__bwd_impl", lm, false);
+    codegen::lowerFunction(*opt, split.fwd, c + "__fwd_impl", lm, false);
+    codegen::lowerFunction(*opt, split.bwd, c + "__bwd_impl", lm, false);
     llvm::Type* ptrTy = llvm::PointerType::get(ctx, 0);
     auto wrapper = [&](const std::string& sym, const std::string& impl, std::size_t before, bool residualsFirst, std::size_t after) {
       // residualsFirst: impl(res fields..., rest...) else impl(rest[0..before)..., res fields...)

@@ -14,17 +14,6 @@ using ir::EvalCtx;
 using ir::FoldCtx;
 using codegen::ScalarCtx;
 
-template <class T> constexpr bool isInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
-
-/// Wrapping integer arithmetic (no UB), plain arithmetic for floats.
-template <class T, class Op> T wrap(T a, T b, Op op) {
-  if constexpr (isInt<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
-  } else {
-    return op(a, b);
-  }
-}
 
 template <class Fn> std::vector<Array> unary(const EvalCtx& c, Fn fn) {
   return {mapUnary(c.args[0], c.resultType().dtype, fn)};

@@ -7,8 +7,22 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 namespace adjit::ops {
+
+template <class T> constexpr bool isInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+/// Wrapping integer arithmetic (no UB), plain arithmetic for floats.
+template <class T, class Op> T wrap(T a, T b, Op op) {
+  if constexpr (isInt<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return op(a, b);
+  }
+}
+
 
 /// Calls f(T{}) with T the C++ element type of `t` (bool for i1).
 template <class F> decltype(auto) dispatch(DType t, F&& f) {

@@ -58,7 +58,9 @@ void defineLinalgOps(Table& t) {
               for (int64_t j = 0; j < d.n; ++j) {
                 T s{};
                 for (int64_t k = 0; k < d.k; ++k)
-                  s = static_cast<T>(s + elems<T>(a)[(bt * d.m + i) * d.k + k] * elems<T>(b)[(bt * d.k + k) * d.n + j]);
+                  s = wrap(s, wrap(elems<T>(a)[(bt * d.m + i) * d.k + k], elems<T>(b)[(bt * d.k + k) * d.n + j],
+                                   [](auto x, auto y) { return x * y; }),
+                           [](auto x, auto y) { return x + y; }); // integers wrap
                 elems<T>(r)[(bt * d.m + i) * d.n + j] = s;
               }
         });

@@ -33,8 +33,8 @@ enum Kind { kSum, kProd, kMax, kMin };
 
 template <class T> T combine(Kind k, T a, T b) {
   switch (k) {
-  case kSum: return static_cast<T>(a + b);
-  case kProd: return static_cast<T>(a * b);
+  case kSum: return wrap(a, b, [](auto x, auto y) { return x + y; }); // integers wrap, as compiled code does
+  case kProd: return wrap(a, b, [](auto x, auto y) { return x * y; });
   case kMax:
     if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
     return a > b ? a : b;

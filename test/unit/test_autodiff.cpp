@@ -2,6 +2,8 @@
 // GradientTape and stop_gradient: values, composition, policies and errors.
 #include "Check.h"
 
+#include "transforms/Passes.h"
+
 #include "ops/OpTable.h"
 
 using namespace adjit;
@@ -195,4 +197,21 @@ TEST_CASE("vjp on Arrays: a compiled forward keeps residuals, the backward reads
   // The backward can be called again with another cotangent.
   CHECK(back(f64({2, 0, 0}))[0].at(0) == doctest::Approx(2 * (1 - std::tanh(1.0) * std::tanh(1.0)) * 2));
   CHECK_THROWS_WITH_AS(back(f64({1, 1})), "error: vjp: the cotangent must have the output's type f64[3], got f64[2]", Error);
+}
+
+TEST_CASE("a function named like a generated one is not taken for it") {
+  // g(x) = x, and the module's own @g.grad returns x: grad(g) used to reuse
+  // it (g_grad(5) gave 5). The generated gradient gets a fresh name.
+  Module m = Module::parse(R"(func @g(%x: f64[]) -> (f64[]) {
+  return %x
+}
+
+func @g.grad(%x: f64[]) -> (f64[]) {
+  return %x
+}
+)");
+  transforms::runPipeline(m.impl(), {"grad(g)"});
+  CHECK(m.impl().derived.at("grad @g") == "g.grad.1");
+  CHECK(m.interpret("g.grad.1", {Array(5.0)})[0].item<double>() == 1.0);
+  CHECK(m.interpret("g.grad", {Array(5.0)})[0].item<double>() == 5.0); // the user's, untouched
 }
