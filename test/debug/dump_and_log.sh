@@ -15,4 +15,7 @@ grep -q '^plan @f: ' "$dir"/f.*.3-plan.txt
 "$cli" opt "$dir"/f.*.1-traced.adj --passes= >/dev/null
 grep -q 'loc("' "$dir"/f.*.1-traced.adj
 grep -q '_ZGV' "$dir"/f.*.6-asm.s || grep -q 'log1pf' "$dir"/f.*.6-asm.s
+# A dump directory that cannot be made: one warning line, and the program still runs.
+ADJIT_DUMP=/proc/adjit-no-such-dir "$quickstart" >/dev/null 2>"$dir.warn"
+[ "$(grep -c 'adjit: warning: ADJIT_DUMP: cannot write files in' "$dir.warn")" = 1 ] || { echo "expected one ADJIT_DUMP warning"; cat "$dir.warn"; exit 1; }
 echo "dump and log ok"
