@@ -30,7 +30,7 @@ namespace {
 
 constexpr std::string_view kMagic = "ADJITC1\n";
 constexpr uint64_t kMaxParts = 64;
-constexpr uint64_t kCheckSeed = 0x84222325cbf29ce4ull; ///< a second FNV seed: an independent hash
+constexpr uint64_t kCheckSeed = 0x84222325cbf29ce4ull; ///< a second FNV-1a seed: a check against collisions of the first
 
 std::atomic<bool> unusable{false}; ///< set once the directory failed us
 

@@ -16,8 +16,8 @@
 
 namespace adjit::engine {
 
-/// A cache key: the hash naming the entry and an independent one checked
-/// inside it (together 128 bits against collisions).
+/// A cache key: the hash naming the entry and a differently seeded one checked
+/// inside it, so that two keys colliding in the first are still told apart.
 struct CacheKey {
   uint64_t hash = 0, check = 0;
   /// Hashes the key material: everything the cached output depends on.
