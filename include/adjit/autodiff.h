@@ -78,12 +78,15 @@ Tensor alias(const Tensor& t);
 /// The ops count of the current trace's function.
 std::size_t traceMark();
 /// Reverse pass over the ops traced since `mark`: d(y weighted by seed)/d(xs).
+/// A seed whose type is not y's is an Error at `loc`.
 std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
-                                                 const std::vector<Tensor>& xs);
+                                                 const std::vector<Tensor>& xs, const Location& loc = {});
 /// Checks the output of a function given to grad: one floating scalar.
-void checkGradOutput(const Tensor& y, const char* api);
+void checkGradOutput(const Tensor& y, const char* api, const Location& loc);
 /// Checks a differentiated argument is floating.
-void checkGradArg(const Tensor& x, int argnum, const char* api);
+void checkGradArg(const Tensor& x, int argnum, const char* api, const Location& loc);
+/// For static_assert messages that depend on a template parameter.
+template <class...> inline constexpr bool kFalse = false;
 
 /// Applies `fn` to every Tensor of a structure, giving a structure of results.
 template <class T> struct Map;
@@ -143,8 +146,9 @@ std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const s
 /// returned by grad(f, variables) and value_and_grad(f, variables).
 template <class F, bool WithValue> class VariableGradFn {
 public:
-  VariableGradFn(F f, std::vector<Variable> vars)
-      : f_(std::move(f)), vars_(std::move(vars)), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
+  VariableGradFn(F f, std::vector<Variable> vars, std::source_location loc)
+      : f_(std::move(f)), vars_(std::move(vars)), loc_(Location::from(loc)),
+        core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
 
   /// One gradient per variable (a std::vector), after the value with WithValue.
   template <class... Args> auto operator()(const Args&... args) const {
@@ -154,7 +158,7 @@ public:
   template <class... Args> auto traced(const Args&... args) const {
     std::size_t mark = detail::traceMark();
     Tensor y = f_(args...);
-    detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad");
+    detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad", loc_);
     std::vector<Tensor> g = detail::variableGradients(mark, y, vars_);
     if constexpr (WithValue) return std::make_pair(y, g);
     else return g;
@@ -163,16 +167,21 @@ public:
 private:
   F f_;
   std::vector<Variable> vars_;
+  Location loc_; ///< where grad / value_and_grad was called, for errors
   std::shared_ptr<detail::JitCore> core_;
 };
 
 /// The gradient of f (a floating scalar) with respect to `variables`.
-template <class F> VariableGradFn<std::decay_t<F>, false> grad(F&& f, std::vector<Variable> variables) {
-  return VariableGradFn<std::decay_t<F>, false>(std::forward<F>(f), std::move(variables));
+template <class F>
+VariableGradFn<std::decay_t<F>, false> grad(F&& f, std::vector<Variable> variables,
+                                            std::source_location loc = std::source_location::current()) {
+  return VariableGradFn<std::decay_t<F>, false>(std::forward<F>(f), std::move(variables), loc);
 }
 /// Like grad(f, variables), returning std::pair{f(args...), gradients}.
-template <class F> VariableGradFn<std::decay_t<F>, true> value_and_grad(F&& f, std::vector<Variable> variables) {
-  return VariableGradFn<std::decay_t<F>, true>(std::forward<F>(f), std::move(variables));
+template <class F>
+VariableGradFn<std::decay_t<F>, true> value_and_grad(F&& f, std::vector<Variable> variables,
+                                                     std::source_location loc = std::source_location::current()) {
+  return VariableGradFn<std::decay_t<F>, true>(std::forward<F>(f), std::move(variables), loc);
 }
 
 /// Which arguments to differentiate: `argnums<0>` (the default), `argnums<0, 2>`.
@@ -182,12 +191,27 @@ template <int... I> inline constexpr Argnums<I...> argnums{};
 /// The differentiated function returned by grad and value_and_grad.
 template <class F, bool WithValue, int... I> class GradFn {
 public:
-  explicit GradFn(F f) : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
+  GradFn(F f, std::source_location loc)
+      : f_(std::move(f)), loc_(Location::from(loc)), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
 
   /// With Tensors (inside a trace): the gradient ops join that trace. With
   /// Arrays or scalars: compiled through jit and run.
   template <class... Args> auto operator()(const Args&... args) const {
-    return detail::tracedOrCompiled(*this, *core_, args...);
+    // Mistakes known at compile time get one static_assert each; the failing
+    // branch returns a placeholder so no second error follows.
+    constexpr bool inTrace = std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>;
+    using Placeholder = std::conditional_t<inTrace, Tensor, Array>;
+    if constexpr (!std::is_invocable_v<const F&, detail::tensor_type_t<Args>...>) {
+      static_assert(std::is_invocable_v<const F&, detail::tensor_type_t<Args>...>,
+                    "grad: the function cannot be called with these arguments (wrong number or structure)");
+      return Placeholder{};
+    } else if constexpr (!((I >= 0 && I < static_cast<int>(sizeof...(Args))) && ...)) {
+      static_assert(((I >= 0 && I < static_cast<int>(sizeof...(Args))) && ...),
+                    "grad: an argnum is not the index of an argument of this call");
+      return Placeholder{};
+    } else {
+      return detail::tracedOrCompiled(*this, *core_, args...);
+    }
   }
 
   /// The gradient traced into the current trace (arguments are Tensor structures).
@@ -198,7 +222,7 @@ public:
     auto aliased = aliasArgs(in, std::make_index_sequence<sizeof...(Args)>{});
     std::size_t mark = detail::traceMark();
     Tensor y = std::apply(f_, aliased);
-    detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad");
+    detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad", loc_);
     std::vector<Tensor> xs;
     (collect<I>(aliased, xs), ...);
     std::vector<std::optional<Tensor>> g = detail::differentiate(mark, y, std::nullopt, xs);
@@ -227,10 +251,10 @@ private:
       return t;
     }
   }
-  template <int K, class Tup> static void collect(const Tup& in, std::vector<Tensor>& xs) {
+  template <int K, class Tup> void collect(const Tup& in, std::vector<Tensor>& xs) const {
     using T = std::decay_t<std::tuple_element_t<K, Tup>>;
     auto f = [&](const Tensor& x) {
-      detail::checkGradArg(x, K, WithValue ? "value_and_grad" : "grad");
+      detail::checkGradArg(x, K, WithValue ? "value_and_grad" : "grad", loc_);
       xs.push_back(x);
     };
     detail::Map<T>::each(std::get<K>(in), f);
@@ -245,23 +269,49 @@ private:
   }
 
   F f_;
+  Location loc_; ///< where grad / value_and_grad was called, for errors
   std::shared_ptr<detail::JitCore> core_;
 };
 
 /// The gradient of f (returning a floating scalar) with respect to the
 /// arguments `argnums` (default: the first). One argument: a gradient shaped
 /// like it; several: a tuple of them. Composes with itself and with jit.
-template <class F, int... I> GradFn<std::decay_t<F>, false, I...> grad(F&& f, Argnums<I...>) {
-  return GradFn<std::decay_t<F>, false, I...>(std::forward<F>(f));
+/// Errors found when f is traced (a non-scalar result, an integer argument)
+/// point at the line that called grad.
+template <class F, int... I>
+GradFn<std::decay_t<F>, false, I...> grad(F&& f, Argnums<I...>,
+                                          std::source_location loc = std::source_location::current()) {
+  return GradFn<std::decay_t<F>, false, I...>(std::forward<F>(f), loc);
 }
-template <class F> GradFn<std::decay_t<F>, false, 0> grad(F&& f) { return grad(std::forward<F>(f), argnums<0>); }
+template <class F>
+GradFn<std::decay_t<F>, false, 0> grad(F&& f, std::source_location loc = std::source_location::current()) {
+  return grad(std::forward<F>(f), argnums<0>, loc);
+}
+namespace detail {
+/// What a rejected grad(f, {0, 1}) returns, so its use does not add errors.
+struct RejectedGrad {
+  template <class... A> RejectedGrad operator()(const A&...) const { return {}; }
+};
+} // namespace detail
+/// `grad(f, {0, 1})` is the natural guess; argnums are template arguments.
+template <class F> detail::RejectedGrad grad(F&&, std::initializer_list<int>) {
+  static_assert(detail::kFalse<F>, "grad: argnums are written adjit::argnums<0, 1>, not {0, 1}");
+  return {};
+}
 
 /// Like grad, returning std::pair{f(args...), gradient}.
-template <class F, int... I> GradFn<std::decay_t<F>, true, I...> value_and_grad(F&& f, Argnums<I...>) {
-  return GradFn<std::decay_t<F>, true, I...>(std::forward<F>(f));
+template <class F, int... I>
+GradFn<std::decay_t<F>, true, I...> value_and_grad(F&& f, Argnums<I...>,
+                                                   std::source_location loc = std::source_location::current()) {
+  return GradFn<std::decay_t<F>, true, I...>(std::forward<F>(f), loc);
 }
-template <class F> GradFn<std::decay_t<F>, true, 0> value_and_grad(F&& f) {
-  return value_and_grad(std::forward<F>(f), argnums<0>);
+template <class F>
+GradFn<std::decay_t<F>, true, 0> value_and_grad(F&& f, std::source_location loc = std::source_location::current()) {
+  return value_and_grad(std::forward<F>(f), argnums<0>, loc);
+}
+template <class F> detail::RejectedGrad value_and_grad(F&&, std::initializer_list<int>) {
+  static_assert(detail::kFalse<F>, "value_and_grad: argnums are written adjit::argnums<0, 1>, not {0, 1}");
+  return {};
 }
 
 namespace detail {
@@ -275,7 +325,9 @@ template <class F, class... P> auto tracedVjp(F&& f, const P&... primals);
 class VjpBackward {
 public:
   explicit VjpBackward(std::shared_ptr<detail::HostVjp> s) : state_(std::move(s)) {}
-  std::vector<Array> operator()(const Array& cotangent) const;
+  /// A cotangent of another type than the output's is an Error at the caller's line.
+  std::vector<Array> operator()(const Array& cotangent,
+                                std::source_location loc = std::source_location::current()) const;
   /// Bytes the forward kept for this backward beyond its own inputs (saved
   /// intermediates; also printed by ADJIT_LOG=compile).
   std::size_t residual_bytes() const;
@@ -323,8 +375,8 @@ template <class F, class... P> auto tracedVjp(F&& f, const P&... primals) {
   std::vector<Tensor> xs;
   auto c = [&](const Tensor& x) { xs.push_back(x); };
   std::apply([&](const auto&... p) { (detail::Map<std::decay_t<decltype(p)>>::each(p, c), ...); }, aliased);
-  auto fn = [mark, y, xs](const Tensor& cotangent) {
-    std::vector<std::optional<Tensor>> g = detail::differentiate(mark, y, cotangent, xs);
+  auto fn = [mark, y, xs](const Tensor& cotangent, std::source_location loc = std::source_location::current()) {
+    std::vector<std::optional<Tensor>> g = detail::differentiate(mark, y, cotangent, xs, Location::from(loc));
     std::vector<Tensor> r;
     for (std::size_t i = 0; i < g.size(); ++i) r.push_back(g[i] ? *g[i] : zeros_like(xs[i]));
     return r;

@@ -66,11 +66,15 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       if constexpr (withVars) {
         return finish(g(dys.at(I)..., vars));
-      } else if constexpr (!std::is_invocable_v<const G&, decltype((void)I, Tensor{})...>) {
-        throw Error("custom_gradient: grad_fn cannot be called with " + std::to_string(n) + " output cotangent(s)");
-        return GradResult{};
-      } else {
+      } else if constexpr (std::is_invocable_v<const G&, decltype((void)I, Tensor{})...>) {
         return finish(g(dys.at(I)...));
+      } else if constexpr (std::is_invocable_v<const G&, const std::vector<Tensor>&>) {
+        return finish(g(dys));
+      } else {
+        static_assert(std::is_invocable_v<const G&, decltype((void)I, Tensor{})...>,
+                      "custom_gradient: grad_fn must take one Tensor per output leaf of f (or a "
+                      "std::vector<Tensor> of them), then `const std::vector<Variable>&` if f reads variables");
+        return GradResult{};
       }
     }(std::make_index_sequence<static_cast<std::size_t>(n)>{});
   } else if constexpr (withVars) {
@@ -97,6 +101,18 @@ public:
 
   template <class... Args> auto traced(const Args&... args) const {
     using namespace detail;
+    if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
+      static_assert(std::is_invocable_v<const F&, tensor_type_t<Args>...>,
+                    "custom_gradient: the function cannot be called with these arguments (wrong number or structure)");
+      return Tensor{};
+    } else {
+      return tracedInvocable(args...);
+    }
+  }
+
+private:
+  template <class... Args> auto tracedInvocable(const Args&... args) const {
+    using namespace detail;
     using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
     using Ys = std::decay_t<typename R::first_type>;
     ArgCollector c;
@@ -119,7 +135,6 @@ public:
     return OutTensors<Ys>::rebuild(*skeleton, it);
   }
 
-private:
   F f_;
   std::source_location loc_;
   bool variablesAreConstants_;

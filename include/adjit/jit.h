@@ -172,9 +172,13 @@ template <bool InTrace, class F, class... Args> auto call(JitCore& core, const F
   ArgCollector c;
   (In<Args>::visit(args, c), ...);
   if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
-    TypeCollector tc;
-    (In<Args>::visit(args, tc), ...);
-    throwNotInvocable(core.options().name, tc.types);
+    // Known at compile time; the compiler's "required from here" names the
+    // caller's line. The other branch is discarded, so this is the only error.
+    static_assert(std::is_invocable_v<const F&, tensor_type_t<Args>...>,
+                  "jit: the function cannot be called with these arguments (wrong number or structure; "
+                  "Arrays and C++ scalars become Tensors, std::vector/std::array/std::tuple/std::pair keep their shape)");
+    if constexpr (InTrace) return Tensor{};
+    else return Array{};
   } else {
     using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
     static const std::size_t structure = typeid(std::tuple<Args...>).hash_code(); // hashes a name: once

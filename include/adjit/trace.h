@@ -187,7 +187,6 @@ struct TypeCollector : LeafSink {
 
 /// "f32[3], (f32[], i32[2])": the argument types, for error messages.
 std::string describeArgs(const std::vector<Type>& types);
-[[noreturn]] void throwNotInvocable(const std::string& fn, const std::vector<Type>& types);
 
 } // namespace detail
 
@@ -200,7 +199,8 @@ template <class F, class... Types> Module trace_named(const std::string& name, F
     const Tensor* it = params.data();
     std::tuple<detail::tensor_type_t<Types>...> args{detail::In<Types>::build(types, it)...};
     if constexpr (!std::is_invocable_v<F&, detail::tensor_type_t<Types>...>) {
-      detail::throwNotInvocable(name, tc.types);
+      static_assert(std::is_invocable_v<F&, detail::tensor_type_t<Types>...>,
+                    "trace: the function cannot be called with arguments of these types (wrong number or structure)");
     } else {
       using R = std::decay_t<std::invoke_result_t<F&, detail::tensor_type_t<Types>...>>;
       R r = std::apply(f, args);

@@ -176,8 +176,11 @@ std::size_t traceMark() {
 }
 
 std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
-                                                 const std::vector<Tensor>& xs) {
+                                                 const std::vector<Tensor>& xs, const Location& loc) {
   TraceState& s = traceOf(y, "grad", {});
+  if (seed && seed->type() != y.type())
+    throw Error(fmt::format("vjp: the cotangent must have the output's type {}, got {}", y.type().str(),
+                            seed->type().str()), loc);
   autodiff::Request r;
   r.begin = mark;
   r.end = s.fn->ops.size();
@@ -201,15 +204,15 @@ std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const s
   return out;
 }
 
-void checkGradOutput(const Tensor& y, const char* api) {
+void checkGradOutput(const Tensor& y, const char* api, const Location& loc) {
   if (!is_floating(y.dtype()) || y.rank() != 0)
-    throw Error(fmt::format("{}: the function must return a floating-point scalar, got {}", api, y.type().str()));
+    throw Error(fmt::format("{}: the function must return a floating-point scalar, got {}", api, y.type().str()), loc);
 }
 
-void checkGradArg(const Tensor& x, int argnum, const char* api) {
+void checkGradArg(const Tensor& x, int argnum, const char* api, const Location& loc) {
   if (!is_floating(x.dtype()))
     throw Error(fmt::format("{}: argument {} has dtype {}; only floating-point arguments can be differentiated", api,
-                            argnum, name_of(x.dtype())));
+                            argnum, name_of(x.dtype())), loc);
 }
 
 } // namespace detail

@@ -50,10 +50,11 @@ std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<
 
 } // namespace detail
 
-std::vector<Array> VjpBackward::operator()(const Array& cotangent) const {
+std::vector<Array> VjpBackward::operator()(const Array& cotangent, std::source_location loc) const {
   const detail::HostVjp& s = *state_;
   if (cotangent.type() != s.output)
-    throw Error("vjp: the cotangent must have the output's type " + s.output.str() + ", got " + cotangent.type().str());
+    throw Error("vjp: the cotangent must have the output's type " + s.output.str() + ", got " + cotangent.type().str(),
+                Location::from(loc));
   std::vector<detail::Leaf> leaves;
   for (const Array& r : s.residuals) leaves.push_back({r.raw(), &r.type()});
   if (is_floating(s.output.dtype)) leaves.push_back({cotangent.raw(), &cotangent.type()});

@@ -82,11 +82,6 @@ std::string describeArgs(const std::vector<Type>& types) {
   return s + ")";
 }
 
-void throwNotInvocable(const std::string& fn, const std::vector<Type>& types) {
-  throw Error("jit: function '" + fn + "' cannot be called with arguments " + describeArgs(types) +
-              " (wrong number or structure of arguments)");
-}
-
 } // namespace adjit::detail
 
 namespace adjit {

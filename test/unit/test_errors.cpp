@@ -64,11 +64,48 @@ TEST_CASE("matmul shapes") {
             .message() == "matmul: incompatible shapes f32[2,3] and f32[2,3]");
 }
 
-TEST_CASE("jitted function called with the wrong number or kind of arguments") {
+TEST_CASE("jitted function called with the wrong kind of arguments") {
+  // The wrong number is a compile-time error (test/compile_fail/jit_arity.cpp).
   auto f = jit([](Tensor a, Tensor b) { return a + b; }, {.name = "plus"});
-  CHECK(errorOf([&] { f(Array(1.0f)); }).message() ==
-        "jit: function 'plus' cannot be called with arguments (f32[]) (wrong number or structure of arguments)");
   CHECK(errorOf([&] { f(Array(1.0f), Array(2.0)); }).message() == "add: mismatched dtypes f32[] and f64[]");
+}
+
+TEST_CASE("grad's mistakes found while tracing point at the line that called grad") {
+  auto nonScalar = grad([](Tensor a) { return a * a; });
+  uint32_t line = __LINE__ - 1;
+  Error e = errorOf([&] { nonScalar(Array(std::vector<float>{1, 2})); });
+  CHECK(e.message() == "grad: the function must return a floating-point scalar, got f32[2]");
+  CHECK(e.location().line == line);
+  CHECK(std::string(e.location().file).find("test_errors.cpp") != std::string::npos);
+
+  auto integer = value_and_grad([](Tensor a, Tensor b) { return sum(a * cast(b, DType::f32)); }, argnums<0, 1>);
+  line = __LINE__ - 1;
+  e = errorOf([&] { integer(Array(1.0f), Array(int32_t{2})); });
+  CHECK(e.message() == "value_and_grad: argument 1 has dtype i32; only floating-point arguments can be differentiated");
+  CHECK(e.location().line == line);
+
+  Variable v("v", Array(1.0f));
+  auto ofVariables = grad([&](Tensor a) { return a * v.read(); }, std::vector<Variable>{v});
+  line = __LINE__ - 1;
+  e = errorOf([&] { ofVariables(Array(std::vector<float>{1, 2})); });
+  CHECK(e.location().line == line);
+}
+
+TEST_CASE("a vjp cotangent of the wrong type is reported at the line that passed it") {
+  auto f = [](Tensor a) { return a * a; };
+  auto [y, back] = vjp(f, Array(std::vector<float>{1, 2}));
+  Error e = errorOf([&, &back = back] { back(Array(1.0f)); });
+  CHECK(e.message() == "vjp: the cotangent must have the output's type f32[2], got f32[]");
+  CHECK(e.location().line == __LINE__ - 2);
+
+  e = errorOf([&] {
+    trace([&](Tensor a) {
+      auto [ya, backA] = vjp(f, a);
+      return backA(sum(ya))[0];
+    }, F3);
+  });
+  CHECK(e.message() == "vjp: the cotangent must have the output's type f32[3], got f32[]");
+  CHECK(e.location().line == __LINE__ - 4);
 }
 
 TEST_CASE("tensors outside their trace") {
