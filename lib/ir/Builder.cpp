@@ -26,6 +26,10 @@ std::vector<Type> inferTypes(const Module& m, const Function& f, OpKind k, std::
   InferCtx ctx{info.name, types, attrs, fns, loc};
   try {
     std::vector<Type> results = info.hooks.infer(ctx);
+    const auto& entries = attrs.entries();
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      if (i >= 64 || !(ctx.read >> i & 1))
+        throw Error(fmt::format("{}: unknown attribute '{}'", name, entries[i].first), loc);
     for (const Type& t : results) t.bytes(); // sizes past the limit are errors here, at the op
     return results;
   } catch (const Error& e) {

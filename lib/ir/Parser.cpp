@@ -40,7 +40,9 @@ std::string describe(const Token& t) {
 
 class Lexer {
 public:
-  Lexer(std::string_view text, std::string file) : s_(text), file_(std::move(file)) {}
+  /// `column` is where the text starts on its line (for text cut out of a longer line).
+  Lexer(std::string_view text, std::string file, uint32_t column = 1)
+      : s_(text), file_(std::move(file)), col_(column) {}
 
   std::vector<Token> run() {
     std::vector<Token> out;
@@ -177,6 +179,13 @@ struct PendingFn {
 class Parser {
 public:
   explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
+
+  /// The whole text is one type.
+  Type typeOnly() {
+    Type t = type();
+    if (peek().kind != Tok::End) expected("the end of the type");
+    return t;
+  }
 
   std::unique_ptr<Module> run() {
     std::vector<PendingFn> fns;
@@ -509,6 +518,11 @@ private:
 std::unique_ptr<Module> parse(std::string_view text, std::string_view filename) {
   Lexer lx(text, std::string(filename));
   return Parser(lx.run()).run();
+}
+
+Type parseType(std::string_view text, std::string_view filename, uint32_t column) {
+  Lexer lx(text, std::string(filename), column);
+  return Parser(lx.run()).typeOnly();
 }
 
 } // namespace adjit::ir

@@ -30,5 +30,8 @@ std::string printAttr(const Attr& a);
 
 /// Parses `.adj` text; errors are adjit::Error at `<filename>:line:col`.
 std::unique_ptr<Module> parse(std::string_view text, std::string_view filename = "<input>");
+/// One type, "f32[2,3]", and nothing else; errors point at `filename`:1:col,
+/// counting columns from `column` (where the text starts in a longer line).
+Type parseType(std::string_view text, std::string_view filename, uint32_t column = 1);
 
 } // namespace adjit::ir

@@ -28,6 +28,8 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
       c.fail("argument {} of @{} must be {}, got {}", i, fwd.name, fwd.type(fwd.params[i]).str(), c.operands[i].str());
   const int64_t k = c.integer("inputs"), n = c.integer("outputs");
   const int64_t a = c.attrs.has("assigns") ? c.integer("assigns") : 0;
+  const std::vector<int64_t> residuals = c.attrs.has("residuals") ? c.ints("residuals") : std::vector<int64_t>{};
+  const std::vector<int64_t> variables = c.attrs.has("variables") ? c.ints("variables") : std::vector<int64_t>{};
   const std::vector<Type> results = fwd.resultTypes();
   if (k < 0 || static_cast<std::size_t>(k) > c.operands.size() || n < 0 || static_cast<std::size_t>(n) > results.size())
     c.fail("inputs = {} and outputs = {} do not fit @{} {}", k, n, fwd.name, fwd.signature());
@@ -37,7 +39,7 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
     for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
       if (is_floating(results[i].dtype)) params.push_back(results[i]);
     std::size_t next = static_cast<std::size_t>(n + a);
-    for (int64_t r : c.attrs.has("residuals") ? c.ints("residuals") : std::vector<int64_t>{}) {
+    for (int64_t r : residuals) {
       if (r >= static_cast<int64_t>(c.operands.size())) c.fail("residual operand {} does not exist", r);
       if (r < 0 && next >= results.size()) c.fail("more residuals than @{} returns", fwd.name);
       params.push_back(r >= 0 ? c.operands[static_cast<std::size_t>(r)] : results[next++]);
@@ -45,7 +47,7 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
     if (next != results.size()) c.fail("@{} returns {} results that are not residuals of the VJP", fwd.name, results.size() - next);
     for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i)
       if (is_floating(c.operands[i].dtype)) outs.push_back(c.operands[i]);
-    for (int64_t v : c.attrs.has("variables") ? c.ints("variables") : std::vector<int64_t>{}) {
+    for (int64_t v : variables) {
       if (v < k || v >= static_cast<int64_t>(c.operands.size())) c.fail("variable operand {} is not a captured operand", v);
       outs.push_back(c.operands[static_cast<std::size_t>(v)]);
     }

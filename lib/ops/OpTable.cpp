@@ -128,9 +128,13 @@ void InferCtx::failMessage(const std::string& msg) const {
 }
 
 static const Attr& need(const InferCtx& c, std::string_view name) {
-  const Attr* a = c.attrs.find(name);
-  if (!a) c.fail("missing attribute '{}'", name);
-  return *a;
+  const auto& entries = c.attrs.entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].first != name) continue;
+    if (i < 64) c.read |= uint64_t{1} << i;
+    return entries[i].second;
+  }
+  c.fail("missing attribute '{}'", name);
 }
 
 template <class T> static const T& needAs(const InferCtx& c, std::string_view name, const char* what) {

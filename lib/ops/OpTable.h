@@ -28,6 +28,9 @@ struct InferCtx {
   const Attrs& attrs;
   std::span<const Function* const> callees;
   const Location& loc;
+  /// Which of `attrs`' entries the rule read (bit i: entry i). An attribute
+  /// the rule never reads is unknown to the op: an error, not silently kept.
+  mutable uint64_t read = 0;
 
   template <class... A>
   [[noreturn]] void fail(fmt::format_string<A...> f, A&&... a) const {

@@ -252,8 +252,9 @@ int runDump(const Args& a) {
 Array parseArg(const std::string& spec) {
   auto colon = spec.rfind(':');
   if (colon == std::string::npos) usageError("run: --arg '" + spec + "' needs a type, as in 1,2,3:f32[3]");
-  Module typeHolder = Module::parse("func @t(%0: " + spec.substr(colon + 1) + ") -> () {\n  return\n}\n", "--arg");
-  const Type t = typeHolder.impl().functions[0]->type(0);
+  // Columns count from the start of the argument, so they point into it.
+  const Type t = ir::parseType(std::string_view(spec).substr(colon + 1), fmt::format("--arg '{}'", spec),
+                               static_cast<uint32_t>(colon + 2));
   std::vector<double> values;
   std::string body = spec.substr(0, colon);
   std::size_t pos = 0;
