@@ -88,6 +88,7 @@ class JitCore {
 public:
   using Body = std::function<std::vector<Tensor>(std::span<const Tensor>, std::shared_ptr<void>& skeleton)>;
   struct Entry;
+  struct Impl;
 
   explicit JitCore(JitOptions o);
   ~JitCore();
@@ -107,7 +108,6 @@ public:
 
 private:
   JitOptions opts_;
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,6 +1,6 @@
 // jit/JitCore.cpp — the signature cache behind adjit::jit: traces and compiles
 // once per argument signature, then calls the kernel. Calls from many threads
-// share entries; compilation of one jitted function is serialised.
+// share entries; each signature is compiled once, outside the cache's lock.
 #include "jit/Engine.h"
 #include "trace/Tracer.h"
 
@@ -9,21 +9,32 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace adjit::detail {
 
 struct JitCore::Entry {
   uint64_t key;
+  std::vector<Type> types; ///< the arguments' types
   std::shared_ptr<engine::Kernel> kernel;
   std::shared_ptr<void> skeleton;
   TracedVariables variables; ///< implicit inputs after the arguments, written back after the call
+  // While the entry is being traced and compiled (outside the lock), other
+  // callers of its signature wait on `ready`; `done` is read under the lock.
+  std::shared_future<void> ready;
+  std::thread::id compiler;
+  bool done = false;
 };
 
 struct JitCore::Impl {
   mutable std::mutex m;
-  std::unordered_map<uint64_t, std::unique_ptr<Entry>> entries;
+  /// Entries by key; a key's bucket holds more than one entry only when
+  /// different signatures collide. Entries are never removed once compiled,
+  /// so `last` and callers' pointers stay valid.
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<Entry>>> entries;
   std::atomic<Entry*> last{nullptr};
 };
 
@@ -33,10 +44,9 @@ const Type& scalar_type(DType t) {
 }
 
 static bool matches(const JitCore::Entry& e, std::span<const Leaf> args) {
-  const engine::Kernel& k = *e.kernel;
-  if (k.inputs.size() != args.size() + e.variables.reads.size()) return false;
+  if (e.types.size() != args.size()) return false;
   for (std::size_t i = 0; i < args.size(); ++i)
-    if (k.inputs[i] != *args[i].type) return false;
+    if (e.types[i] != *args[i].type) return false;
   return true;
 }
 
@@ -50,26 +60,66 @@ static std::vector<Type> typesOf(std::span<const Leaf> args) {
   return t;
 }
 
+/// The compiled entry for this signature. The user's function is traced and
+/// compiled without holding the lock (it may call other jitted functions, or
+/// block on threads that do); concurrent callers of the same signature wait for
+/// that one compilation and share its result or its error.
+static JitCore::Entry* entryFor(JitCore::Impl& impl, const JitOptions& opts, uint64_t key, std::span<const Leaf> args,
+                                const JitCore::Body& body) {
+  std::unique_lock lock(impl.m);
+  auto& bucket = impl.entries[key];
+  for (const auto& c : bucket) {
+    if (!matches(*c, args)) continue;
+    JitCore::Entry* e = c.get();
+    if (!e->done) {
+      if (e->compiler == std::this_thread::get_id())
+        throw Error("jit: function '" + opts.name + "' called itself, with the same argument types, while being traced");
+      std::shared_future<void> ready = e->ready;
+      lock.unlock();
+      ready.get(); // the compiling thread's error, if it failed
+    }
+    return e;
+  }
+  auto owned = std::make_unique<JitCore::Entry>();
+  JitCore::Entry* e = owned.get();
+  e->key = key;
+  e->types = typesOf(args);
+  e->compiler = std::this_thread::get_id();
+  std::promise<void> promise;
+  e->ready = promise.get_future().share();
+  bucket.push_back(std::move(owned));
+  lock.unlock();
+  try {
+    auto t0 = std::chrono::steady_clock::now();
+    Module traced = traceModule(opts.name, e->types, [&](std::span<const Tensor> ps) { return body(ps, e->skeleton); },
+                                &e->variables);
+    double traceMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    e->kernel = engine::compile({traced.impl(), opts.name, opts.opt_level, opts.cpu, traceMs});
+  } catch (...) {
+    // Waiters hold their own copy of the future: they get this error and never
+    // touch the entry, which is removed so a later call tries again.
+    std::exception_ptr error = std::current_exception();
+    {
+      std::lock_guard relock(impl.m);
+      auto& b = impl.entries[key];
+      b.erase(std::find_if(b.begin(), b.end(), [&](const auto& c) { return c.get() == e; }));
+    }
+    promise.set_exception(error);
+    std::rethrow_exception(error);
+  }
+  {
+    std::lock_guard relock(impl.m);
+    e->done = true;
+  }
+  promise.set_value();
+  return e;
+}
 
 const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,
                                            std::vector<Array>& outs) {
   Entry* e = impl_->last.load(std::memory_order_acquire);
   if (!e || e->key != key || !matches(*e, args)) {
-    std::lock_guard lock(impl_->m);
-    auto it = impl_->entries.find(key);
-    if (it != impl_->entries.end() && matches(*it->second, args)) {
-      e = it->second.get();
-    } else {
-      auto entry = std::make_unique<Entry>();
-      entry->key = key;
-      auto t0 = std::chrono::steady_clock::now();
-      Module traced = traceModule(opts_.name, typesOf(args), [&](std::span<const Tensor> ps) { return body(ps, entry->skeleton); },
-                                  &entry->variables);
-      double traceMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      entry->kernel = engine::compile({traced.impl(), opts_.name, opts_.opt_level, opts_.cpu, traceMs});
-      e = entry.get();
-      impl_->entries[key] = std::move(entry);
-    }
+    e = entryFor(*impl_, opts_, key, args, body);
     impl_->last.store(e, std::memory_order_release);
   }
   if (e->variables.reads.empty()) {
@@ -138,7 +188,10 @@ CompiledStages JitCore::stages(const std::vector<Type>& types, const Body& body)
 
 std::size_t JitCore::cacheSize() const {
   std::lock_guard lock(impl_->m);
-  return impl_->entries.size();
+  std::size_t n = 0;
+  for (const auto& [key, bucket] : impl_->entries)
+    for (const auto& e : bucket) n += e->done;
+  return n;
 }
 
 } // namespace adjit::detail

@@ -145,6 +145,111 @@ TEST_CASE("a kernel compiled again while its previous copy is being freed") {
   CHECK(second(x).item<float>() == 21.0f); // still loaded after the old copy went
 }
 
+TEST_CASE("a function traced while another thread compiles and calls the same jitted function") {
+  // Thread A's trace blocks until thread B has compiled and run another
+  // signature of the same function: a lock held while tracing would hang here.
+  std::atomic<bool> bDone{false};
+  auto f = jit([&](Tensor x) {
+    if (x.shape().size() == 1 && x.shape()[0] == 2) {
+      for (int i = 0; i < 2000 && !bDone; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return x * 2.0f;
+  });
+  bool aSawB = false;
+  std::thread a([&] {
+    f(f32({1, 2}));
+    aSawB = bDone;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::thread b([&] {
+    CHECK(f(f32({1, 2, 3})).to_vector<float>() == std::vector<float>{2, 4, 6});
+    bDone = true;
+  });
+  b.join();
+  a.join();
+  CHECK(aSawB);
+}
+
+TEST_CASE("callers waiting for a failed compilation get its error; a later call tries again") {
+  std::atomic<int> traces{0};
+  std::atomic<bool> fail{true};
+  auto f = jit([&](Tensor x) {
+    ++traces;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (fail) throw Error("refused");
+    return x + 1.0f;
+  });
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      try {
+        f(Array(1.0f));
+      } catch (const Error& e) {
+        if (e.message() == "refused") ++errors;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(errors == 4);
+  CHECK(traces >= 1);
+  fail = false;
+  CHECK(f(Array(1.0f)).item<float>() == 2.0f);
+  CHECK(f.cache_size() == 1);
+}
+
+TEST_CASE("a jitted function that calls itself on Arrays while being traced is an error, not a hang") {
+  std::function<Array(const Array&)> self;
+  auto f = jit([&](Tensor x) {
+    self(Array(1.0f));
+    return x;
+  }, {.name = "selfish"});
+  self = [&](const Array& a) { return f(a); };
+  CHECK_THROWS_WITH_AS(f(Array(1.0f)),
+                       doctest::Contains("jit: function 'selfish' called itself, with the same argument types, while being traced"),
+                       Error);
+}
+
+TEST_CASE("stress: eight threads compile, call, free and recompile, sharing variables") {
+  // Run under ThreadSanitizer in CI (.ci/run). ADJIT_STRESS_ROUNDS scales it.
+  const int rounds = [] {
+    const char* e = std::getenv("ADJIT_STRESS_ROUNDS");
+    return e ? std::max(1, std::atoi(e)) : 40;
+  }();
+  Variable counter("counter", Array(0.0f), /*trainable=*/false);
+  auto shared = jit([](Tensor x, Tensor y) { return sum(x * y) + 1.0f; }, {.name = "shared"});
+  auto bump = jit([&](Tensor by) { return counter.assign(counter.read() + by); }, {.name = "bump"});
+  auto outer = jit([&](Tensor x) { return shared(x, x) * 2.0f; }, {.name = "outer"});
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < rounds; ++i) {
+        try {
+          const auto n = static_cast<std::size_t>(1 + (i + t) % 4); // four signatures, compiled concurrently
+          const float v = static_cast<float>(t + 1);
+          Array x(std::vector<float>(n, v));
+          if (shared(x, x).item<float>() != v * v * static_cast<float>(n) + 1) ++wrong;
+          if (outer(x).item<float>() != 2 * (v * v * static_cast<float>(n) + 1)) ++wrong;
+          bump(Array(1.0f));
+          // A function of its own: compiled (or found in the kernel cache),
+          // called, and freed at the end of the iteration.
+          auto own = jit([k = static_cast<float>(i % 3)](Tensor z) { return sum(z * k); });
+          if (own(Array(std::vector<float>{v, 1.0f})).item<float>() != static_cast<float>(i % 3) * (v + 1)) ++wrong;
+          if (auto g = grad([](Tensor z) { return sum(z * z); })(Array(std::vector<float>{v})).to_vector<float>();
+              g != std::vector<float>{2 * v})
+            ++wrong;
+        } catch (const std::exception&) {
+          ++errors;
+        }
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(errors == 0);
+  CHECK(wrong == 0);
+  CHECK(counter.value().item<float>() == static_cast<float>(8 * rounds));
+  CHECK(shared.cache_size() == 4);
+}
+
 TEST_CASE("stages can be inspected") {
   auto f = jit([](Tensor x) { return sum(tanh(x) * 1.0f); }, {.name = "probe"});
   CompiledStages s = f.lower(Type{DType::f32, {1024}});
