@@ -75,7 +75,13 @@ Array::Array(Type type) : Array(std::move(type), true) {}
 Array::Array(Type type, bool zero) : type_(std::move(type)) {
   for (int64_t d : type_.shape)
     if (d < 0) throw Error("Array: negative dimension in shape " + shape_str(type_.shape));
-  const std::size_t n = type_.bytes();
+  const std::size_t n = [&] {
+    try {
+      return type_.bytes();
+    } catch (const Error& e) {
+      throw Error("Array: " + e.message());
+    }
+  }();
   try {
     data_ = n <= kSmallBytes ? static_cast<void*>(small_) : allocate(n);
   } catch (const std::bad_alloc&) {

@@ -128,7 +128,7 @@ TEST_CASE("Array misuse") {
 TEST_CASE("absurd shapes are errors naming the op and shape, never a crash or a silent zero") {
   // The byte size used to wrap: a segfault, or "0 elements" and a sum of 0.
   CHECK(errorOf([] { Array a(DType::f32, {4611686018427387903}); }).message() ==
-        "f32[4611686018427387903] takes more than 2^62 bytes");
+        "Array: f32[4611686018427387903] takes more than 2^62 bytes");
   const int64_t big = int64_t{1} << 32;
   Error e = errorOf([&] { jit([&](Tensor x) { return sum(broadcast_to(x, {big, big})); })(1.0f); });
   CHECK(e.message() == "broadcast_to: shape [4294967296,4294967296] has more than 2^62 elements");

@@ -1,0 +1,178 @@
+// test/unit/test_bad_inputs.cpp — the bad-input table in docs/errors.md. Each
+// row runs a mistake and records the adjit::Error it raises; the test fails if
+// the file differs from what the rows produce, so the table cannot go stale.
+// Regenerate it with: ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc="*bad-input table*"
+#include <adjit/adjit.h>
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+using namespace adjit;
+
+namespace {
+
+struct Row {
+  std::string input;
+  std::function<void()> run;
+};
+struct Section {
+  std::string title, intro;
+  std::vector<Row> rows;
+};
+
+/// The error text as a user sees it; a location in this file is the user's
+/// line, shown as `your.cpp:LINE` so the table does not change with this file.
+std::string errorText(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    const Location& l = e.location();
+    std::string where;
+    if (l.known() && l.file.find("test_bad_inputs.cpp") != std::string::npos) where = "your.cpp:LINE: ";
+    else if (l.known()) where = l.str() + ": ";
+    return where + "error: " + e.message();
+  } catch (const std::exception& e) {
+    return std::string("NOT AN adjit::Error: ") + e.what();
+  }
+  return "NO ERROR";
+}
+
+std::string cell(const std::string& s) {
+  std::string r = "<code>";
+  for (char c : s) {
+    if (c == '\n') r += "<br>";
+    else if (c == '|') r += "&#124;";
+    else if (c == '<') r += "&lt;";
+    else if (c == '>') r += "&gt;";
+    else if (c == '&') r += "&amp;";
+    else if (c == ' ' && (r.ends_with("<br>") || r.ends_with("&nbsp;"))) r += "&nbsp;";
+    else r += c;
+  }
+  return r + "</code>";
+}
+
+/// A function over `x: f32[3]` and `i: i32[3]` with one body line.
+std::string fn(const std::string& body) {
+  return "func @f(%x: f32[3], %i: i32[3]) -> (f32[3]) {\n  " + body + "\n  return %x\n}";
+}
+
+Row adj(const std::string& text) {
+  return {text, [text] { Module::parse(text, "bad.adj"); }};
+}
+
+const Type F3{DType::f32, {3}}, F4{DType::f32, {4}}, I3{DType::i32, {3}};
+
+#define CPP(code) Row{#code, [] { code; }}
+
+std::vector<Section> sections() {
+  return {
+      {"IR text",
+       "What `Module::parse`, `adjit opt` and every other command say about `.adj` text: the file, line and column, "
+       "then what was expected and what was found.",
+       {
+           adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = frobnicate(%x) : f32[3]\n  return %y\n}"),
+           adj(fn("%y = add(%x, %i) : f32[3]")),
+           adj(fn("%y = add(%x) : f32[3]")),
+           adj(fn("%y = add(%x, %z) : f32[3]")),
+           adj(fn("%y = neg(%x) : f32[4]")),
+           adj(fn("%x = neg(%x) : f32[3]")),
+           adj(fn("%y = reduce_sum(%x) {axes = [0], keepdims = false, axis = 0} : f32[]")),
+           adj(fn("%y = reduce_sum(%x) {keepdims = false} : f32[]")),
+           adj(fn("%y = reduce_sum(%x) {axes = 0, keepdims = false} : f32[]")),
+           adj(fn("%y = transpose(%x) {perm = [1]} : f32[3]")),
+           adj(fn("%c = constant() {value = dense<f32[2], [1, 2, 3]>} : f32[2]")),
+           adj(fn("%c = constant() {value = dense<i32[1], [99999999999]>} : i32[1]")),
+           adj(fn("%c = constant() {value = dense<f32[4611686018427387903], [0]>} : f32[4611686018427387903]")),
+           adj(fn("%y = neg(%x) : f32[3]  ; loc(\"a.cpp\":4294967297:1)")),
+           adj(fn("%y = call @nope(%x) : f32[3]")),
+           adj("func @f(%x: f32[3]) -> (f32[3]) {\n  return %x\n}\nfunc @f(%x: f32[3]) -> (f32[3]) {\n  return %x\n}"),
+           adj("func @f(%x: f32[3]) -> (f64[3]) {\n  return %x\n}"),
+           adj("func @f(%x: f32[4294967296,4294967296]) -> () {\n  return\n}"),
+           adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) : f32[3]"),
+           adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) $ f32[3]\n  return %y\n}"),
+       }},
+      {"Shapes and dtypes",
+       "Ops called on Tensors while tracing: the op (by the name of the function you called), what it expected, "
+       "what it got, and your source line.",
+       {
+           CPP(trace([](Tensor a, Tensor b) { return a + b; }, F3, F4)),
+           CPP(trace([](Tensor a, Tensor b) { return a * b; }, F3, I3)),
+           CPP(trace([](Tensor a) { return matmul(a, a); }, Type{DType::f32, {2, 3}})),
+           CPP(trace([](Tensor a) { return reshape(a, {2, 2}); }, F3)),
+           CPP(trace([](Tensor a) { return transpose(a, {0, 0}); }, Type{DType::f32, {2, 2}})),
+           CPP(trace([](Tensor a) { return sum(a, {1}); }, F3)),
+           CPP(trace([](Tensor a) { return a[3]; }, F3)),
+           CPP(trace([](Tensor a) { return concatenate({a, a}, 2); }, F3)),
+           CPP(trace([](Tensor a, Tensor i) { return take(a, i); }, F3, F3)),
+           CPP(trace([](Tensor a) { return where(a, a, a); }, F3)),
+           CPP(trace([](Tensor a) { return exp(a); }, I3)),
+           CPP(trace([](Tensor a) { return a + full({4294967296, 4294967296}, 1); }, F3)),
+       }},
+      {"Gradients",
+       "grad, vjp, gradients, GradientTape and custom_gradient. Mistakes in the number of arguments are "
+       "compile-time errors instead (test/compile_fail).",
+       {
+           CPP(grad([](Tensor x) { return x * x; })(Array(std::vector<float>{1, 2}))),
+           CPP(grad([](Tensor x, Tensor i) { return sum(x); }, argnums<1>)(Array(1.0f), Array(int32_t{1}))),
+           CPP(vjp([](Tensor x) { return x * x; }, Array(std::vector<float>{1, 2})).second(Array(1.0f))),
+           CPP(trace([](Tensor x) { return *gradients({x * x}, {x}, {x, x})[0]; }, F3)),
+           CPP(trace([](Tensor x) { GradientTape t; t.watch(x); Tensor y = sum(x * x); (void)t.gradient(y, x); return *t.gradient(y, x); }, F3)),
+           CPP(grad([](Tensor x) {
+             auto f = custom_gradient([](Tensor a) { return std::make_pair(a * a, [](Tensor dy) { return std::vector<Tensor>{dy, dy}; }); });
+             return sum(f(x));
+           })(Array(1.0f))),
+           CPP(grad([](Tensor x) {
+             auto f = custom_gradient([](Tensor a) { return std::make_pair(a * a, [](Tensor dy) { return sum(dy); }); });
+             return sum(f(x));
+           })(Array(std::vector<float>{1, 2}))),
+       }},
+      {"Arrays and calls",
+       "Host arrays, and calling compiled functions.",
+       {
+           CPP(Array(std::vector<float>{1, 2, 3}, {2, 2})),
+           CPP(Array(1.0f).data<double>()),
+           CPP(Array(std::vector<float>{1, 2}).item<float>()),
+           CPP(Array(Type{DType::f32, {4611686018427387903}})),
+           CPP(jit([](Tensor a, Tensor b) { return a + b; })(Array(1.0f), Array(2.0))),
+           CPP(jit([](Tensor a) { debug_callback([](const std::vector<Array>&) { throw std::runtime_error("disk full"); }, {a}); return a; })(Array(1.0f))),
+           CPP(Tensor t; (void)exp(t)),
+       }},
+  };
+}
+
+std::string render() {
+  std::ostringstream o;
+  o << "# What adjit says when an input is wrong\n\n"
+       "Every row was run by `test/unit/test_bad_inputs.cpp`, which fails when this file differs from what the "
+       "rows produce: the table cannot go stale. Regenerate it after changing a message with\n"
+       "`ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"`.\n\n"
+       "Every mistake is an `adjit::Error` (`what()` is the whole line, `message()` and `location()` its parts); "
+       "`your.cpp:LINE` stands for the line of your code that made the call. Errors of the `adjit` command line are "
+       "pinned by `test/ir/cli-errors.adj`.\n";
+  for (const Section& s : sections()) {
+    o << "\n## " << s.title << "\n\n" << s.intro << "\n\n| input | error |\n| --- | --- |\n";
+    for (const Row& r : s.rows) o << "| " << cell(r.input) << " | " << cell(errorText(r.run)) << " |\n";
+  }
+  return o.str();
+}
+
+} // namespace
+
+TEST_CASE("the bad-input table in docs/errors.md is what adjit says") {
+  const std::string path = std::string(ADJIT_SOURCE_DIR) + "/docs/errors.md";
+  const std::string now = render();
+  CHECK(now.find("NO ERROR") == std::string::npos);
+  CHECK(now.find("NOT AN adjit::Error") == std::string::npos);
+  if (const char* u = std::getenv("ADJIT_UPDATE_DOCS"); u && std::string(u) == "1") {
+    std::ofstream(path, std::ios::binary) << now;
+    MESSAGE("wrote " << path);
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream was;
+  was << in.rdbuf();
+  INFO("docs/errors.md is stale; regenerate it with ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"");
+  CHECK(was.str() == now);
+}
