@@ -8,6 +8,7 @@
 #include "codegen/Emitter.h"
 #include "codegen/FusionPlan.h"
 #include "codegen/Stats.h"
+#include "ops/Effects.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 
@@ -622,6 +623,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
+  const ops::Effects effects(m);
   std::function<FunctionEmitter::Lowered(const ir::Function&, bool)> lower = [&](const ir::Function& f, bool isEntry) {
     auto it = done.find(f.name);
     if (it != done.end()) return it->second;
@@ -629,7 +631,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     // A called function stays one function: inlined at each of many call
     // sites (a step of an unrolled recurrence) it would multiply LLVM's work.
     if (!isEntry) fn->addFnAttr(llvm::Attribute::NoInline);
-    FusionPlan plan = planFusion(f);
+    FusionPlan plan = planFusion(f, {.effects = &effects});
     if (plans) *plans += plan.str();
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
     FunctionEmitter::Lowered l{fn, fe.emit()};

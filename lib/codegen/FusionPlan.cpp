@@ -4,6 +4,7 @@
 // through fused expressions are bounded by the body budget, so planning is
 // linear in the function's size.
 #include "codegen/FusionPlan.h"
+#include "ops/Effects.h"
 
 #include "ops/OpTable.h"
 #include "support/Assert.h"
@@ -51,7 +52,7 @@ struct Read {
 class Planner {
 public:
   Planner(const ir::Function& f, const PlanOptions& o)
-      : f_(f), budget_(std::max(o.bodyBudget, 1)), functionBudget_(std::max(o.functionBudget, 1)) {}
+      : f_(f), budget_(std::max(o.bodyBudget, 1)), functionBudget_(std::max(o.functionBudget, 1)), effects_(o.effects) {}
 
   FusionPlan run() {
     init();
@@ -349,7 +350,7 @@ private:
             break;
           }
         }
-      if (!info.has(ops::kPure)) {
+      if (effectful(op)) {
         level = std::max(level, lastEffect + 1);
         lastEffect = level;
         if (target >= 0 && units[static_cast<std::size_t>(target)].level != level) target = -1;
@@ -538,6 +539,8 @@ private:
 
   const ir::Function& f_;
   const int budget_, functionBudget_;
+  const ops::Effects* effects_;
+  bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ops::info(op.kind).has(ops::kPure); }
   std::vector<const ir::Op*> producer_;
   std::vector<int> position_; ///< index of the producing op
   std::vector<std::vector<const ir::Op*>> users_;

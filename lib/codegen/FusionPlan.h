@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace adjit::ops { class Effects; }
+
 namespace adjit::codegen {
 
 /// Where a value lives during one call of the function.
@@ -84,6 +86,8 @@ struct PlanOptions {
   /// The kernels of one LLVM function compute at most about this many ops per
   /// point in all (a single larger kernel gets a function of its own).
   int functionBudget = 384;
+  /// Which ops have side effects (kept in program order); null: those not kPure.
+  const ops::Effects* effects = nullptr;
 };
 
 /// Plans `f`. Linear in the number of ops (times the body budget).

@@ -1,5 +1,6 @@
-// transforms/CSE.cpp — common subexpression elimination of pure ops.
+// transforms/CSE.cpp — common subexpression elimination of ops without side effects.
 #include "ir/Text.h"
+#include "ops/Effects.h"
 #include "ops/OpTable.h"
 #include "transforms/Passes.h"
 
@@ -8,6 +9,7 @@
 namespace adjit::transforms {
 
 void cse(ir::Module& m) {
+  const ops::Effects effects(m);
   for (auto& fp : m.functions) {
     ir::Function& f = *fp;
     std::vector<ir::ValueId> map(f.types.size());
@@ -18,7 +20,7 @@ void cse(ir::Module& m) {
     for (ir::Op& op : f.ops) {
       for (ir::ValueId& o : op.operands) o = map[o];
       const ops::OpInfo& info = ops::info(op.kind);
-      if (!info.has(ops::kPure)) {
+      if (effects.effectful(op)) {
         kept.push_back(std::move(op));
         continue;
       }

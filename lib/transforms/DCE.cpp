@@ -1,10 +1,11 @@
-// transforms/DCE.cpp — dead code elimination of pure ops.
-#include "ops/OpTable.h"
+// transforms/DCE.cpp — dead code elimination of ops without side effects.
+#include "ops/Effects.h"
 #include "transforms/Passes.h"
 
 namespace adjit::transforms {
 
 void dce(ir::Module& m) {
+  const ops::Effects effects(m);
   for (auto& fp : m.functions) {
     ir::Function& f = *fp;
     std::vector<bool> live(f.types.size());
@@ -12,7 +13,7 @@ void dce(ir::Module& m) {
     std::vector<bool> keep(f.ops.size());
     for (std::size_t i = f.ops.size(); i-- > 0;) {
       const ir::Op& op = f.ops[i];
-      bool used = !ops::info(op.kind).has(ops::kPure);
+      bool used = effects.effectful(op);
       for (ir::ValueId r : op.results) used = used || live[r];
       keep[i] = used;
       if (used)

@@ -14,15 +14,16 @@ namespace adjit::transforms {
 /// `eval`), and applies each op's `fold` identities (x*1 -> x, ...).
 /// Before: verified IR. After: same results; dead ops may remain (run dce).
 void fold(ir::Module& m);
-/// Merges pure ops with the same kind, operands and attributes.
+/// Merges ops without side effects (ops::Effects: a call is effectful if its
+/// callee is) with the same kind, operands, callees and attributes.
 /// Before: verified IR. After: each such value computed once.
 void cse(ir::Module& m);
 /// Rewrites reduce_sum(mul(broadcast_to(a), broadcast_to(b))) (einsum written
 /// with broadcasting) into transposes, reshapes and a batched matmul.
 /// Before: verified IR. After: same results; replaced ops may be dead (run dce).
 void contract(ir::Module& m);
-/// Removes pure ops whose results are unused.
-/// Before: verified IR. After: every remaining pure op's result is used.
+/// Removes ops without side effects whose results are unused.
+/// Before: verified IR. After: every remaining such op's result is used.
 void dce(ir::Module& m);
 
 struct Pass {

@@ -324,6 +324,51 @@ TEST_CASE("a jitted function called in a differentiated trace runs its forward o
   }
 }
 
+TEST_CASE("calls and custom-gradient forwards are as effectful as what they call") {
+  int runs = 0;
+  auto noisy = jit([&runs](Tensor x) {
+    debug_callback([&runs](const std::vector<Array>&) { ++runs; }, {x});
+    return x * 2.0;
+  }, {.name = "noisy"});
+  // Two calls with the same operand are not merged; an unused one is not dropped.
+  auto twice = jit([noisy](Tensor x) {
+    Tensor a = noisy(x), b = noisy(x);
+    (void)noisy(x + 1.0);
+    return a + b;
+  });
+  CHECK(scalar(twice(1.0)) == 4.0);
+  CHECK(runs == 3);
+  // Nested one level deeper: effects are transitive.
+  runs = 0;
+  auto outer = jit([noisy](Tensor x) { return noisy(x) * 1.0; }, {.name = "outer"});
+  auto twiceOuter = jit([outer](Tensor x) {
+    (void)outer(x);
+    return outer(x) + outer(x);
+  });
+  twiceOuter(1.0);
+  CHECK(runs == 3);
+  // A custom-gradient forward whose result is unused still runs.
+  runs = 0;
+  auto cg = custom_gradient([noisy](Tensor x) { return std::make_pair(noisy(x), [](Tensor dy) { return dy * 2.0; }); });
+  jit([cg](Tensor x) {
+    (void)cg(x);
+    return x;
+  })(1.0);
+  CHECK(runs == 1);
+  // recompute_grad's recomputation runs in the backward even though only its
+  // gradient is used: 1 forward + 1 recomputation.
+  runs = 0;
+  auto rg = recompute_grad([noisy](Tensor x) { return noisy(x); });
+  auto [v, dx] = value_and_grad([rg](Tensor x) { return sum(rg(x)); })(1.0);
+  CHECK(scalar(dx) == 2.0);
+  CHECK(runs == 2);
+  // The optimised IR keeps every call (printed text, not just a count of runs).
+  const std::string adj = twice.lower(Type{DType::f64, {}}).optimized_adj;
+  std::size_t calls = 0;
+  for (std::size_t at = adj.find("call @noisy"); at != std::string::npos; at = adj.find("call @noisy", at + 1)) ++calls;
+  CHECK(calls == 3);
+}
+
 TEST_CASE("a host callback that throws raises adjit::Error from the call; the kernel stays usable") {
   bool fail = true;
   int after = 0;
