@@ -15,6 +15,13 @@ detail::TraceState& current(const char* api, const Location& loc) {
   return *s;
 }
 
+/// An Unconnected value other than none or zero (a cast from an integer) is an error.
+void checkUnconnected(Unconnected u, const char* api, const Location& loc) {
+  if (u != Unconnected::none && u != Unconnected::zero)
+    throw Error(fmt::format("{}: unconnected_gradients must be Unconnected::none or Unconnected::zero, got {}", api,
+                            static_cast<int>(u)), loc);
+}
+
 std::vector<std::optional<Tensor>> fill(std::vector<std::optional<Tensor>> g, const std::vector<Tensor>& xs,
                                         Unconnected u) {
   if (u == Unconnected::zero)
@@ -62,6 +69,7 @@ std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, cons
                                              std::source_location l) {
   Location loc = Location::from(l);
   detail::TraceState& s = current("gradients", loc);
+  checkUnconnected(unconnected, "gradients", loc);
   if (!grad_ys.empty() && grad_ys.size() != ys.size())
     throw Error(fmt::format("gradients: got {} grad_ys for {} ys", grad_ys.size(), ys.size()), loc);
   autodiff::Request r;
@@ -115,6 +123,7 @@ std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, 
                                                           std::source_location l) {
   Location loc = Location::from(l);
   checkUse(loc);
+  checkUnconnected(u, "GradientTape::gradient", loc);
   detail::TraceState& s = *detail::currentTrace();
   autodiff::Request r;
   r.begin = begin_;
@@ -134,6 +143,7 @@ std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, 
                                                           std::source_location l) {
   Location loc = Location::from(l);
   checkUse(loc);
+  checkUnconnected(u, "GradientTape::gradient", loc);
   detail::TraceState& s = *detail::currentTrace();
   const ir::ValueId targetId = detail::valueOf(target, "GradientTape::gradient", loc);
   if (og && og->type() != target.type())

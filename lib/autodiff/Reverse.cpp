@@ -137,10 +137,13 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
   auto floating = [&](ir::ValueId v) { return is_floating(f.type(v).dtype); };
 
   // Which values depend on a source (forward), and which feed a target (backward).
+  // A stopped value is a constant for what it is computed from, but a source
+  // that is also stopped still gets its own cotangent (tf.gradients:
+  // stop_gradients=[a, b] with b = 2a gives d(a+b)/da = d(a+b)/db = 1).
   std::vector<char> stopped(n), dep(n), needed(n);
   for (ir::ValueId v : r.stops) stopped[v] = 1;
   for (ir::ValueId v : r.sources)
-    if (!stopped[v] && floating(v)) dep[v] = 1;
+    if (floating(v)) dep[v] = 1;
   for (std::size_t i = r.begin; i < r.end; ++i) {
     const ir::Op& op = f.ops[i];
     if (ops::info(op.kind).has(ops::kNonDifferentiable)) continue;
@@ -152,7 +155,8 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
   for (ir::ValueId t : r.targets) needed[t] = 1;
   for (std::size_t i = r.end; i-- > r.begin;) {
     const ir::Op& op = f.ops[i];
-    bool any = std::any_of(op.results.begin(), op.results.end(), [&](ir::ValueId v) { return needed[v] && dep[v]; });
+    bool any = std::any_of(op.results.begin(), op.results.end(),
+                           [&](ir::ValueId v) { return needed[v] && dep[v] && !stopped[v]; });
     if (any)
       for (ir::ValueId o : op.operands)
         if (dep[o]) needed[o] = 1;
@@ -175,7 +179,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     const ir::Op op = f.ops[i]; // a copy: the reverse pass appends to f.ops
     const ops::OpInfo& info = ops::info(op.kind);
     bool live = std::any_of(op.results.begin(), op.results.end(),
-                            [&](ir::ValueId v) { return dep[v] && needed[v] && ct.count(v); });
+                            [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct.count(v); });
     bool wantsAny = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] && needed[o]; });
     if (!live || !wantsAny || info.has(ops::kNonDifferentiable)) continue;
     if (!info.hooks.vjp)
@@ -185,6 +189,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
         op,
         [&](ir::ValueId v) { return detail::wrap(s, v); },
         [&](ir::ValueId v) -> std::optional<Tensor> {
+          if (stopped[v]) return std::nullopt; // its cotangent does not flow through it
           auto it = ct.find(v);
           if (it == ct.end()) return std::nullopt;
           return it->second;

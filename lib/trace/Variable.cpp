@@ -62,18 +62,22 @@ Tensor Variable::assign(const Tensor& t, std::source_location l) const {
   if (t.type() != type())
     throw Error(fmt::format("variable '{}': assign expected {}, got {}", state_->name, type().str(), t.type().str()), loc);
   detail::TraceState& cur = *detail::currentTrace();
+  if (&cur != &root && (!cur.exportsAssigns || cur.parent != &root))
+    throw Error(fmt::format("variable '{}': assign inside a nested function (other than a custom gradient's "
+                            "forward called from the outermost function) is not supported; assign outside it",
+                            state_->name), loc);
+  // As in TensorFlow, an assignment has no gradient: neither its result nor
+  // later reads carry one to the assigned value (grad_pass_through(assign)
+  // is how to pass it on). Reads stay sources for gradients by variable.
+  Tensor value = stop_gradient(t, l);
   if (&cur != &root) {
-    if (!cur.exportsAssigns || cur.parent != &root)
-      throw Error(fmt::format("variable '{}': assign inside a nested function (other than a custom gradient's "
-                              "forward called from the outermost function) is not supported; assign outside it",
-                              state_->name), loc);
-    cur.pendingAssigns.push_back({state_, detail::valueOf(t, "assign", loc)});
-    return t;
+    cur.pendingAssigns.push_back({state_, detail::valueOf(value, "assign", loc)});
+    return value;
   }
   detail::VariableBinding& b = detail::bindVariable(root, state_);
-  b.current = detail::valueOf(t, "assign", loc);
+  b.current = detail::valueOf(value, "assign", loc);
   b.assigned = true;
-  return t;
+  return value;
 }
 
 } // namespace adjit

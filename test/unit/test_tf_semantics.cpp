@@ -1,0 +1,122 @@
+// test/unit/test_tf_semantics.cpp — gradient semantics restated from
+// TensorFlow's documentation and tests (issue 10), with TF's expected values.
+#include "Check.h"
+
+#include <functional>
+
+using namespace adjit;
+using namespace adjit::test;
+
+namespace {
+double scalarOf(const Array& a) { return a.item<double>(); }
+} // namespace
+
+TEST_CASE("gradients: a tensor that is both a source and a stop still gets its cotangent") {
+  // tf.gradients' documented example: b = 2a; gradients(a + b, [a, b],
+  // stop_gradients=[a, b]) gives the partial derivatives [1, 1].
+  auto f = jit([](Tensor a) {
+    Tensor b = a * 2.0;
+    auto g = gradients({a + b}, {a, b}, {}, {a, b});
+    REQUIRE(g[0].has_value());
+    REQUIRE(g[1].has_value());
+    return std::make_tuple(*g[0], *g[1]);
+  });
+  auto [da, db] = f(0.0);
+  CHECK(scalarOf(da) == 1.0);
+  CHECK(scalarOf(db) == 1.0);
+  // Without stops, the total derivatives [3, 1].
+  auto total = jit([](Tensor a) {
+    Tensor b = a * 2.0;
+    auto g = gradients({a + b}, {a, b});
+    return std::make_tuple(*g[0], *g[1]);
+  });
+  auto [ta, tb] = total(0.0);
+  CHECK(scalarOf(ta) == 3.0);
+  CHECK(scalarOf(tb) == 1.0);
+}
+
+TEST_CASE("gradients: every subset of sources and stops equals stop_gradient inserted by hand") {
+  // y over a (the input), b = sin(a) * 2, c = b * a + exp(b), y = c * b + a * c.
+  // `sg(k, t)` marks value k; stops pass it through and name it in
+  // stop_gradients, by hand it wraps it in stop_gradient.
+  using Sg = std::function<Tensor(int, Tensor)>;
+  auto program = [](Tensor a, const Sg& sg) {
+    std::array<Tensor, 4> v;
+    v[0] = sg(0, a);
+    v[1] = sg(1, sin(v[0]) * 2.0);
+    v[2] = sg(2, v[1] * v[0] + exp(v[1]));
+    v[3] = v[2] * v[1] + v[0] * v[2];
+    return v;
+  };
+  for (int stops = 0; stops < 8; ++stops) {
+    for (int sources = 1; sources < 8; ++sources) {
+      CAPTURE(stops);
+      CAPTURE(sources);
+      auto withStops = jit([&](Tensor a) {
+        auto v = program(a, [](int, Tensor t) { return t; });
+        std::vector<Tensor> xs, st;
+        for (int k = 0; k < 3; ++k) {
+          if (sources >> k & 1) xs.push_back(v[static_cast<std::size_t>(k)]);
+          if (stops >> k & 1) st.push_back(v[static_cast<std::size_t>(k)]);
+        }
+        std::vector<Tensor> out;
+        for (auto& g : gradients({v[3]}, xs, {}, st, Unconnected::zero)) out.push_back(*g);
+        return out;
+      });
+      auto byHand = jit([&](Tensor a) {
+        auto v = program(a, [&](int k, Tensor t) { return (stops >> k & 1) ? stop_gradient(t) : t; });
+        std::vector<Tensor> xs;
+        for (int k = 0; k < 3; ++k)
+          if (sources >> k & 1) xs.push_back(v[static_cast<std::size_t>(k)]);
+        std::vector<Tensor> out;
+        for (auto& g : gradients({v[3]}, xs, {}, {}, Unconnected::zero)) out.push_back(*g);
+        return out;
+      });
+      const std::vector<Array> got = withStops(0.7), want = byHand(0.7);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(scalarOf(got[i]) == doctest::Approx(scalarOf(want[i])));
+    }
+  }
+}
+
+TEST_CASE("Variable::assign has no gradient; grad_pass_through(assign) passes it") {
+  // Seed 004: y = x.assign(z * z) has no gradient with respect to z, which is
+  // why grad_pass_through(x.assign) exists; with it, dy/dz = 2z = 6.
+  Variable x("x", Array(1.0)), z("z", Array(3.0));
+  auto plain = jit([x, z](Tensor unused) {
+    GradientTape tape(/*persistent=*/true);
+    Tensor zv = z.read();
+    Tensor y = x.assign(zv * zv);
+    CHECK(!tape.gradient(y, z).has_value());
+    Tensor again = x.read() * 1.0; // a later read carries none either
+    CHECK(!tape.gradient(again, z).has_value());
+    return y + unused;
+  });
+  CHECK(scalarOf(plain(0.0)) == 9.0);
+  CHECK(scalarOf(x.value()) == 9.0);
+  // grad with respect to the assigned value, through a function argument: zero.
+  CHECK(scalarOf(grad([x](Tensor v) { return x.assign(v * v); })(3.0)) == 0.0);
+  auto passThrough = grad_pass_through([x](Tensor v) { return x.assign(v); });
+  CHECK(scalarOf(grad([passThrough](Tensor v) { return passThrough(v * v); })(3.0)) == 6.0);
+  // Gradients with respect to the variable itself still flow through its reads.
+  Variable w("w", Array(2.0));
+  auto dw = jit([w](Tensor in) {
+    GradientTape tape;
+    Tensor y = w.read() * in;
+    return *tape.gradient(y, w);
+  });
+  CHECK(scalarOf(dw(5.0)) == 5.0);
+}
+
+TEST_CASE("an out-of-range Unconnected value is an error") {
+  const auto bogus = static_cast<Unconnected>(7);
+  CHECK_THROWS_WITH_AS(trace([&](Tensor x) { return *gradients({x * x}, {x}, {}, {}, bogus)[0]; }, Type{DType::f64, {}}),
+                       doctest::Contains("gradients: unconnected_gradients must be Unconnected::none or Unconnected::zero, got 7"),
+                       Error);
+  CHECK_THROWS_WITH_AS(trace([&](Tensor x) {
+                         GradientTape tape;
+                         tape.watch(x);
+                         return *tape.gradient(x * x, x, std::nullopt, bogus);
+                       }, Type{DType::f64, {}}),
+                       doctest::Contains("GradientTape::gradient: unconnected_gradients must be"), Error);
+}
