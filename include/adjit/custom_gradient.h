@@ -40,15 +40,17 @@ template <class R> std::vector<Tensor> flatten(const R& r) {
   return out;
 }
 
-/// Whether grad_fn takes `variables` after the cotangents.
+/// Whether grad_fn takes `variables` after the cotangents (given one by one, or as a vector).
 template <class Ys, class G> constexpr bool acceptsVariables() {
   constexpr int n = StaticLeaves<Ys>::value;
-  if constexpr (n >= 0)
+  if constexpr (std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>)
+    return true;
+  else if constexpr (n >= 0)
     return []<std::size_t... I>(std::index_sequence<I...>) {
       return std::is_invocable_v<const G&, decltype((void)I, Tensor{})..., const std::vector<Variable>&>;
     }(std::make_index_sequence<static_cast<std::size_t>(n)>{});
   else
-    return std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>;
+    return false;
 }
 
 /// Calls grad_fn with one cotangent per output leaf (as separate arguments when
@@ -62,7 +64,9 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
     if constexpr (withVars) return GradResult{flatten(r.first), std::vector<Tensor>(r.second.begin(), r.second.end())};
     else return GradResult{flatten(r), {}};
   };
-  if constexpr (n >= 0) {
+  if constexpr (withVars && std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>) {
+    return finish(g(dys, vars));
+  } else if constexpr (n >= 0) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       if constexpr (withVars) {
         return finish(g(dys.at(I)..., vars));
@@ -77,8 +81,6 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
         return GradResult{};
       }
     }(std::make_index_sequence<static_cast<std::size_t>(n)>{});
-  } else if constexpr (withVars) {
-    return finish(g(dys, vars));
   } else {
     return finish(g(dys));
   }
@@ -177,19 +179,51 @@ template <class F> auto grad_pass_through(F&& f, std::source_location loc = std:
   return CustomGradientFn<decltype(body)>(std::move(body), loc, /*variablesAreConstants=*/true);
 }
 
+namespace detail {
+/// Reverse pass over the ops traced since `mark`: the cotangents of `xs` for
+/// the ys weighted by `dys` (integer ys are skipped).
+std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std::vector<Tensor>& ys,
+                                                    const std::vector<Tensor>& dys, const std::vector<Tensor>& xs);
+
+/// recompute_grad's grad_fn: runs f again on the saved inputs (the VJP
+/// function's trace, where nothing merges it with the forward) and
+/// differentiates it with respect to the inputs and the variables it reads.
+template <class F, class... X> struct Recompute {
+  F f;
+  std::tuple<X...> xs;
+  std::pair<std::vector<Tensor>, std::vector<Tensor>> operator()(const std::vector<Tensor>& dys,
+                                                                 const std::vector<Variable>& vars) const {
+    std::size_t mark = traceMark();
+    auto aliasOne = [](const Tensor& t) { return alias(t); };
+    std::tuple<X...> again = std::apply([&](const auto&... x) {
+      return std::tuple<X...>{Map<std::decay_t<decltype(x)>>::apply(x, aliasOne)...};
+    }, xs);
+    std::vector<Tensor> ys = flatten(std::apply(f, again));
+    std::vector<Tensor> sources;
+    auto collect = [&](const Tensor& t) { sources.push_back(t); };
+    std::apply([&](const auto&... x) { (Map<std::decay_t<decltype(x)>>::each(x, collect), ...); }, again);
+    const std::size_t nx = sources.size();
+    for (const Variable& v : vars) sources.push_back(v.read());
+    std::vector<std::optional<Tensor>> g = differentiateAll(mark, ys, dys, sources);
+    std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
+    for (std::size_t i = 0; i < sources.size(); ++i)
+      (i < nx ? out.first : out.second).push_back(g[i] ? *g[i] : zeros_like(sources[i]));
+    return out;
+  }
+};
+} // namespace detail
+
 /// recompute_grad(f): the forward keeps only f's inputs for the backward,
 /// which runs f again and differentiates it: memory for computation. f takes
-/// Tensors and returns one Tensor. The recomputation lives in the VJP
-/// function, so no optimisation can merge it with the original forward.
+/// Tensor structures and returns any structure of Tensors; the variables it
+/// reads get gradients too (TensorFlow's recompute_grad with `variables`).
+/// The recomputation lives in the VJP function, so no optimisation can merge
+/// it with the original forward. Variables are read again for the
+/// recomputation: assigning one between the forward and its gradient is an error.
 template <class F> auto recompute_grad(F&& f, std::source_location loc = std::source_location::current()) {
   return custom_gradient(
       [f = std::forward<F>(f)](const auto&... xs) {
-        auto again = [f, xs...](Tensor dy) {
-          auto [y, back] = vjp(f, xs...);
-          (void)y;
-          return back(dy);
-        };
-        return std::make_pair(f(xs...), again);
+        return std::make_pair(f(xs...), detail::Recompute<std::decay_t<F>, std::decay_t<decltype(xs)>...>{f, {xs...}});
       },
       loc);
 }

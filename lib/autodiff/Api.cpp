@@ -1,5 +1,6 @@
 // autodiff/Api.cpp — gradients, GradientTape and the helpers behind grad/vjp.
 #include "autodiff/Reverse.h"
+#include "support/Assert.h"
 #include "trace/Tracer.h"
 
 #include <adjit/autodiff.h>
@@ -196,6 +197,21 @@ std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor&
   r.end = s.fn->ops.size();
   r.targets = {valueOf(y, "grad", {})};
   r.seeds = {std::move(seed)};
+  for (const Tensor& x : xs) r.sources.push_back(valueOf(x, "grad", {}));
+  return autodiff::reverse(r);
+}
+
+std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std::vector<Tensor>& ys,
+                                                    const std::vector<Tensor>& dys, const std::vector<Tensor>& xs) {
+  ADJIT_ASSERT(ys.size() == dys.size(), "differentiateAll: one cotangent per output");
+  TraceState& s = traceOf(ys.at(0), "grad", {});
+  autodiff::Request r;
+  r.begin = mark;
+  r.end = s.fn->ops.size();
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    r.targets.push_back(valueOf(ys[i], "grad", {}));
+    r.seeds.push_back(dys[i]);
+  }
   for (const Tensor& x : xs) r.sources.push_back(valueOf(x, "grad", {}));
   return autodiff::reverse(r);
 }
