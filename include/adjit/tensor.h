@@ -101,11 +101,34 @@ Tensor ne(const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor logical_and(const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor logical_or(const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor logical_not(const Tensor& x, ADJIT_HERE);
+/// The binary functions with a C++ scalar on either side, `pow(x, 2)` or
+/// `maximum(0.0, x)`: the scalar takes the tensor's dtype, as with operators.
+#define ADJIT_SCALAR_FUNCTION(FN)                                                              \
+  Tensor FN(const Tensor& a, AtScalar b);                                                      \
+  Tensor FN(AtScalar a, const Tensor& b);
+ADJIT_SCALAR_FUNCTION(add)
+ADJIT_SCALAR_FUNCTION(sub)
+ADJIT_SCALAR_FUNCTION(mul)
+ADJIT_SCALAR_FUNCTION(div)
+ADJIT_SCALAR_FUNCTION(pow)
+ADJIT_SCALAR_FUNCTION(maximum)
+ADJIT_SCALAR_FUNCTION(minimum)
+ADJIT_SCALAR_FUNCTION(lt)
+ADJIT_SCALAR_FUNCTION(le)
+ADJIT_SCALAR_FUNCTION(gt)
+ADJIT_SCALAR_FUNCTION(ge)
+ADJIT_SCALAR_FUNCTION(eq)
+ADJIT_SCALAR_FUNCTION(ne)
+#undef ADJIT_SCALAR_FUNCTION
 /// where(c, a, b) = c ? a : b elementwise (c is i1), broadcasting all three.
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor cast(const Tensor& x, DType to, ADJIT_HERE);
 /// Identity forward; no gradient flows through it (none, not zero).
 Tensor stop_gradient(const Tensor& x, ADJIT_HERE);
+/// Identity forward; asking for a gradient through it raises adjit::Error
+/// ("No gradient defined for operation ... Reason: <message>") at this line,
+/// as TensorFlow's prevent_gradient. stop_gradient(prevent_gradient(x)) is fine.
+Tensor prevent_gradient(const Tensor& x, std::string message = {}, ADJIT_HERE);
 
 // ---- creation ---------------------------------------------------------------------
 /// A constant tensor holding `value` (the array is embedded in the IR).

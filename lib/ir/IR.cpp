@@ -83,6 +83,7 @@ bool Attrs::boolean(std::string_view n) const { return get<bool>(*this, n); }
 const std::vector<int64_t>& Attrs::ints(std::string_view n) const { return get<std::vector<int64_t>>(*this, n); }
 DType Attrs::dtype(std::string_view n) const { return get<DType>(*this, n); }
 const Array& Attrs::array(std::string_view n) const { return get<Array>(*this, n); }
+const std::string& Attrs::string(std::string_view n) const { return get<std::string>(*this, n); }
 
 std::vector<Type> Function::paramTypes() const {
   std::vector<Type> r;

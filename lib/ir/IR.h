@@ -43,6 +43,7 @@ public:
   const std::vector<int64_t>& ints(std::string_view name) const;
   DType dtype(std::string_view name) const;
   const Array& array(std::string_view name) const;
+  const std::string& string(std::string_view name) const;
 
 private:
   std::vector<std::pair<std::string, Attr>> entries_;

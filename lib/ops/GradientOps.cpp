@@ -70,6 +70,29 @@ void defineGradientOps(Table& t) {
       .scalar = [](codegen::ScalarCtx& c) { return c.args[0]; },
   });
 
+  // prevent_gradient(x) {message} = x; asking for a gradient through it is an
+  // error at its source line (TensorFlow's PreventGradient). stop_gradient
+  // before it makes the error go away: then no gradient is asked for.
+  set(t, OpKind::PreventGradient, {
+      .infer = [](const ir::InferCtx& c) {
+        c.string("message");
+        return std::vector<Type>{c.operands[0]};
+      },
+      .eval = [](const ir::EvalCtx& c) { return std::vector<Array>{c.args[0]}; },
+      .fold = noFold,
+      .scalar = [](codegen::ScalarCtx& c) { return c.args[0]; },
+      .vjp = [](const autodiff::VjpCtx& c) {
+        const std::string& why = c.op.attrs.string("message");
+        throw Error(fmt::format("No gradient defined for operation '%{}' (op type: prevent_gradient). Gradient explicitly "
+                                "disabled.{}{}", c.op.results.at(0), why.empty() ? "" : " Reason: ", why), c.op.loc);
+      },
+      .example = R"(func @f(%0: f64[3]) -> (f64[3]) {
+  %1 = prevent_gradient(%0) {message = "an example"} : f64[3]
+  return %1
+}
+)",
+  });
+
   // custom_vjp: forward = call @fwd; gradient = the attached VJP function, never
   // the derivative of @fwd's body.
   set(t, OpKind::CustomVjp, {

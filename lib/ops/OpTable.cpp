@@ -153,6 +153,7 @@ const std::vector<int64_t>& InferCtx::ints(std::string_view name) const {
 }
 DType InferCtx::dtype(std::string_view name) const { return needAs<DType>(*this, name, "a dtype"); }
 const Array& InferCtx::array(std::string_view name) const { return needAs<Array>(*this, name, "a dense array"); }
+const std::string& InferCtx::string(std::string_view name) const { return needAs<std::string>(*this, name, "a string"); }
 
 int64_t InferCtx::axis(std::string_view name, int64_t rank) const {
   int64_t a = integer(name);

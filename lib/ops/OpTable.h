@@ -44,6 +44,7 @@ struct InferCtx {
   const std::vector<int64_t>& ints(std::string_view name) const;
   DType dtype(std::string_view name) const;
   const Array& array(std::string_view name) const;
+  const std::string& string(std::string_view name) const;
   /// Reads an axis attribute and checks -rank <= axis < rank; returns it normalised.
   int64_t axis(std::string_view name, int64_t rank) const;
   /// Checks operand `i` has a floating dtype ("exp: expected a floating-point operand, got i32[3]").
@@ -94,6 +95,7 @@ enum Trait : uint32_t {
   kHasCallee = 1u << 7,            ///< references functions of the module
   kElementsFromOperand = 1u << 8,  ///< every result element is an element of operand 0 (splats stay splats)
   kHostOnly = 1u << 9,             ///< needs the adjit runtime in the process: cannot be compiled ahead of time
+  kGradientIsError = 1u << 10,     ///< differentiable in form, but its VJP rule raises an error (prevent_gradient)
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver

@@ -178,6 +178,12 @@ Tensor cast(const Tensor& x, DType to, SrcLoc l) {
 }
 
 Tensor stop_gradient(const Tensor& x, SrcLoc l) { return unary("stop_gradient", OpKind::StopGradient, x, L(l)); }
+Tensor prevent_gradient(const Tensor& x, std::string message, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("message", std::move(message));
+  return emit(stateOf({&x}, "prevent_gradient", loc), OpKind::PreventGradient, {x}, std::move(a), loc);
+}
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
            std::vector<int64_t> interior, SrcLoc l) {
@@ -422,6 +428,23 @@ ADJIT_SCALAR_OPERATORS(<=, le, "le")
 ADJIT_SCALAR_OPERATORS(>, gt, "gt")
 ADJIT_SCALAR_OPERATORS(>=, ge, "ge")
 #undef ADJIT_SCALAR_OPERATORS
+#define ADJIT_SCALAR_FUNCTION(FN)                                                                  \
+  Tensor FN(const Tensor& a, AtScalar b) { return FN(a, scalar_like(a, b, #FN), b.loc); }             \
+  Tensor FN(AtScalar a, const Tensor& b) { return FN(scalar_like(b, a, #FN), b, a.loc); }
+ADJIT_SCALAR_FUNCTION(add)
+ADJIT_SCALAR_FUNCTION(sub)
+ADJIT_SCALAR_FUNCTION(mul)
+ADJIT_SCALAR_FUNCTION(div)
+ADJIT_SCALAR_FUNCTION(pow)
+ADJIT_SCALAR_FUNCTION(maximum)
+ADJIT_SCALAR_FUNCTION(minimum)
+ADJIT_SCALAR_FUNCTION(lt)
+ADJIT_SCALAR_FUNCTION(le)
+ADJIT_SCALAR_FUNCTION(gt)
+ADJIT_SCALAR_FUNCTION(ge)
+ADJIT_SCALAR_FUNCTION(eq)
+ADJIT_SCALAR_FUNCTION(ne)
+#undef ADJIT_SCALAR_FUNCTION
 Tensor operator==(At a, AtScalar b) { return eq(a.t, scalar_like(a.t, b, "eq"), a.loc); }
 Tensor operator==(AtScalar a, At b) { return eq(scalar_like(b.t, a, "eq"), b.t, a.loc); }
 Tensor operator!=(At a, AtScalar b) { return ne(a.t, scalar_like(a.t, b, "ne"), a.loc); }

@@ -126,6 +126,10 @@ TEST_CASE("every differentiable op's VJP matches finite differences") {
     else if (info.has(ops::kElementwise) && info.arity >= 1) text = synthesized(info);
     INFO("op " << info.name);
     REQUIRE_MESSAGE(!text.empty(), "op " << info.name << " needs an `example` in its table entry");
+    if (info.has(ops::kGradientIsError)) {
+      CHECK_THROWS_WITH_AS(checkVjp(std::string(info.name), text, seed++), doctest::Contains("No gradient defined"), Error);
+      continue;
+    }
     checkVjp(std::string(info.name), text, seed++);
   }
 }

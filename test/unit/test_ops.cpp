@@ -130,6 +130,7 @@ TEST_CASE("pad and stop_gradient") {
   check3([](V v) { return pad(v[0], {0}, {1}, {2}); }, {f32({1, 2, 3})}, f32({1, 0, 0, 2, 0, 0, 3, 0}));
   check3([](V v) { return pad(v[0] * 2, {2}, {0}); }, {f64({1, 2})}, f64({0, 0, 2, 4}));
   check3([](V v) { return stop_gradient(v[0]) + 1; }, {f32({1, 2})}, f32({2, 3}));
+  check3([](V v) { return prevent_gradient(v[0], "not here") + 1; }, {f32({1, 2})}, f32({2, 3}));
 }
 
 TEST_CASE("gather and scatter_add") {

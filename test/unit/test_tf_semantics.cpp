@@ -170,3 +170,45 @@ TEST_CASE("recompute_grad of a function with several outputs") {
   ADJIT_CHECK_CLOSE(std::get<0>(got), std::get<0>(want), 1e-12);
   ADJIT_CHECK_CLOSE(std::get<1>(got), std::get<1>(want), 1e-12);
 }
+
+TEST_CASE("prevent_gradient: identity forward, an error at the user's line when differentiated") {
+  auto f = [](Tensor x) { return sum(prevent_gradient(x * 2.0, "the op is not differentiable") * x); };
+  const uint32_t line = __LINE__ - 1;
+  CHECK(jit(f)(f64({1, 2})).item<double>() == 10.0);
+  try {
+    grad(f)(f64({1, 2}));
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.message().starts_with("No gradient defined for operation '%"));
+    CHECK(e.message().ends_with("(op type: prevent_gradient). Gradient explicitly disabled. Reason: the op is not differentiable"));
+    CHECK(e.location().line == line);
+  }
+  // stop_gradient before it: no gradient is asked for, so no error.
+  auto g = [](Tensor x) { return sum(prevent_gradient(stop_gradient(x * 2.0), "fine") * x); };
+  CHECK(grad(g)(f64({1, 2})).to_vector<double>() == std::vector<double>{2, 4});
+  // Nor when the prevented value does not reach what is differentiated.
+  auto h = [](Tensor x) {
+    (void)prevent_gradient(x);
+    return sum(x * x);
+  };
+  CHECK(grad(h)(f64({3})).to_vector<double>() == std::vector<double>{6});
+}
+
+TEST_CASE("binary functions take a C++ scalar on either side") {
+  auto f = jit([](Tensor x) {
+    return std::vector<Tensor>{pow(x, 2), pow(2.0, x), maximum(x, 1.5), minimum(0, x), add(1, x), sub(x, 1),
+                               mul(3, x), div(x, 2), cast(lt(x, 1.5), DType::f64), cast(eq(2.0, x), DType::f64)};
+  });
+  const std::vector<Array> r = f(f64({1, 2}));
+  const std::vector<std::vector<double>> want = {{1, 4}, {2, 4}, {1.5, 2}, {0, 0}, {2, 3}, {0, 1}, {3, 6}, {0.5, 1}, {1, 0}, {0, 1}};
+  REQUIRE(r.size() == want.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    CAPTURE(i);
+    CHECK(r[i].to_vector<double>() == want[i]);
+  }
+  CHECK(grad([](Tensor x) { return sum(pow(x, 3)); })(f64({2})).to_vector<double>() == std::vector<double>{12});
+  // The scalar takes the tensor's dtype; a float scalar next to an integer tensor is an error at the line.
+  CHECK_THROWS_WITH_AS(trace([](Tensor i) { return pow(i, 0.5); }, Type{DType::i32, {2}}),
+                       doctest::Contains("pow: cannot combine the floating-point scalar 0.5 with the integer tensor i32[2]"),
+                       Error);
+}
