@@ -10,10 +10,52 @@ namespace adjit {
 namespace detail {
 
 /// What a grad_fn returned: gradients for the inputs and, if it takes
-/// `variables`, for those.
+/// `variables`, for those; nullopt where it returned std::nullopt (None).
 struct GradResult {
-  std::vector<Tensor> inputs, variables;
+  std::vector<std::optional<Tensor>> inputs, variables;
 };
+
+/// Flattens a grad_fn result: a structure whose leaves are Tensors or
+/// std::optional<Tensor> (std::nullopt: no gradient, TensorFlow's None).
+template <class T> struct GradLeaves {
+  static_assert(kFalse<T>, "custom_gradient: grad_fn must return Tensors or std::optional<Tensor> (in a tuple, "
+                           "pair, array or vector)");
+};
+template <> struct GradLeaves<Tensor> {
+  static void flatten(const Tensor& t, std::vector<std::optional<Tensor>>& out) { out.emplace_back(t); }
+};
+template <> struct GradLeaves<std::optional<Tensor>> {
+  static void flatten(const std::optional<Tensor>& t, std::vector<std::optional<Tensor>>& out) { out.push_back(t); }
+};
+template <> struct GradLeaves<std::nullopt_t> {
+  static void flatten(std::nullopt_t, std::vector<std::optional<Tensor>>& out) { out.emplace_back(); }
+};
+template <class T> struct GradLeaves<std::vector<T>> {
+  static void flatten(const std::vector<T>& v, std::vector<std::optional<Tensor>>& out) {
+    for (const T& x : v) GradLeaves<T>::flatten(x, out);
+  }
+};
+template <class T, std::size_t N> struct GradLeaves<std::array<T, N>> {
+  static void flatten(const std::array<T, N>& v, std::vector<std::optional<Tensor>>& out) {
+    for (const T& x : v) GradLeaves<T>::flatten(x, out);
+  }
+};
+template <class... T> struct GradLeaves<std::tuple<T...>> {
+  static void flatten(const std::tuple<T...>& v, std::vector<std::optional<Tensor>>& out) {
+    std::apply([&](const auto&... x) { (GradLeaves<std::decay_t<decltype(x)>>::flatten(x, out), ...); }, v);
+  }
+};
+template <class A, class B> struct GradLeaves<std::pair<A, B>> {
+  static void flatten(const std::pair<A, B>& v, std::vector<std::optional<Tensor>>& out) {
+    GradLeaves<A>::flatten(v.first, out);
+    GradLeaves<B>::flatten(v.second, out);
+  }
+};
+template <class R> std::vector<std::optional<Tensor>> flattenGrads(const R& r) {
+  std::vector<std::optional<Tensor>> out;
+  GradLeaves<std::decay_t<R>>::flatten(r, out);
+  return out;
+}
 using GradFnErased = std::function<GradResult(const std::vector<Tensor>&, const std::vector<Variable>&)>;
 /// Traces the forward; fills the grad_fn and whether it accepts `variables`.
 using ForwardBody = std::function<std::vector<Tensor>(std::span<const Tensor>, GradFnErased&, bool& acceptsVariables)>;
@@ -61,8 +103,8 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
   constexpr int n = StaticLeaves<Ys>::value;
   constexpr bool withVars = acceptsVariables<Ys, G>();
   auto finish = [](const auto& r) {
-    if constexpr (withVars) return GradResult{flatten(r.first), std::vector<Tensor>(r.second.begin(), r.second.end())};
-    else return GradResult{flatten(r), {}};
+    if constexpr (withVars) return GradResult{flattenGrads(r.first), flattenGrads(r.second)};
+    else return GradResult{flattenGrads(r), {}};
   };
   if constexpr (withVars && std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>) {
     return finish(g(dys, vars));
@@ -145,7 +187,8 @@ private:
 
 /// custom_gradient(f): f(xs...) returns std::pair{ys, grad_fn}; grad_fn(dys...)
 /// returns one gradient per flattened input (a Tensor, or a tuple/vector of
-/// them). Autodiff never differentiates f's body: it calls grad_fn, traced only
+/// them; std::optional<Tensor> leaves may be std::nullopt for "no gradient",
+/// TensorFlow's None, which becomes zeros where a value is needed). Autodiff never differentiates f's body: it calls grad_fn, traced only
 /// when a gradient reaches the call. Tensors of f that grad_fn captures become
 /// residuals; tensors f captures from outside are constants for it. If f reads
 /// variables, grad_fn takes them too, grad_fn(dys..., const
@@ -158,7 +201,8 @@ CustomGradientFn<std::decay_t<F>> custom_gradient(F&& f, std::source_location lo
 
 namespace detail {
 
-/// grad_fn of grad_pass_through: the output cotangents are the input gradients.
+/// grad_fn of grad_pass_through: the output cotangents are the input
+/// gradients (variables read inside are constants: they get none).
 struct IdentityGrad {
   std::vector<Tensor> operator()(const std::vector<Tensor>& dys) const { return dys; }
   template <class... T>

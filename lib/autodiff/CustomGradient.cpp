@@ -121,28 +121,38 @@ void materialize(const std::shared_ptr<ir::Module>& m, ir::LazyVjp& lazy) {
     std::vector<Variable> vars;
     for (const auto& v : lazy.variables) vars.emplace_back(v);
     detail::GradResult result = lazy.gradFn(dys, vars);
-    std::vector<Tensor>& dxs = result.inputs;
+    std::vector<std::optional<Tensor>>& dxs = result.inputs;
     if (dxs.size() != lazy.inputs)
       throw Error(fmt::format("custom_gradient function expected to return {} gradient{}, but returned {} instead",
                               lazy.inputs, lazy.inputs == 1 ? "" : "s", dxs.size()), lazy.loc);
+    // std::nullopt (TF's None) is "no gradient": zeros, since the VJP
+    // function returns a value for every floating input.
     std::vector<Tensor> outs;
+    lazy.noGradient.assign(inputTypes.size(), false);
     for (std::size_t i = 0; i < lazy.inputs; ++i) {
       const Type want = inputTypes[i];
-      const Type got = dxs[i].type();
+      lazy.noGradient[i] = !dxs[i];
+      if (!dxs[i]) {
+        if (is_floating(want.dtype)) outs.push_back(full(want.shape, 0, want.dtype));
+        continue;
+      }
+      const Type got = dxs[i]->type();
       if (got != want)
         throw Error(fmt::format("custom_gradient: gradient {} has type {}, but input {} has type {}", i, got.str(), i,
                                 want.str()), lazy.loc);
-      if (is_floating(want.dtype)) outs.push_back(dxs[i]);
+      if (is_floating(want.dtype)) outs.push_back(*dxs[i]);
     }
     if (!lazy.variableOperands.empty()) {
       if (result.variables.size() != lazy.variables.size())
         throw Error("Must return gradient for each variable from custom_gradient grad_fn.", lazy.loc);
       for (std::size_t i = 0; i < lazy.variables.size(); ++i) {
         const Type& want = lazy.variables[i]->value.type();
-        if (result.variables[i].type() != want)
+        const std::optional<Tensor>& g = result.variables[i];
+        lazy.noGradient[static_cast<std::size_t>(lazy.variableOperands[i])] = !g;
+        if (g && g->type() != want)
           throw Error(fmt::format("custom_gradient: the gradient of variable '{}' has type {}, but the variable has type {}",
-                                  lazy.variables[i]->name, result.variables[i].type().str(), want.str()), lazy.loc);
-        outs.push_back(result.variables[i]);
+                                  lazy.variables[i]->name, g->type().str(), want.str()), lazy.loc);
+        outs.push_back(g ? *g : full(want.shape, 0, want.dtype));
       }
     }
     scope.finish(outs);
@@ -203,9 +213,21 @@ void materializeAll(const std::shared_ptr<ir::Module>& m) {
     }
 }
 
+/// The lazy VJP behind a call site, bound or not (null for one parsed from text).
+static const ir::LazyVjp* lazyOf(const ir::Module& m, const ir::Op& site) {
+  if (site.callees.size() == 1) {
+    auto it = m.lazyVjps.find(site.callees[0]);
+    return it == m.lazyVjps.end() ? nullptr : it->second.get();
+  }
+  for (const auto& [name, lazy] : m.lazyVjps) // a site differentiated before: rare
+    if (lazy->fwdWithResiduals == site.callees[0]) return lazy.get();
+  return nullptr;
+}
+
 std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
   detail::TraceState& s = *detail::currentTrace();
   ir::Function& f = *s.fn;
+  const ir::LazyVjp* lazy = lazyOf(*s.module, f.ops[opIndex]);
   bindVjp(s.module, f, opIndex);
   const ir::Op site2 = f.ops[opIndex]; // a copy: building the call below appends to f.ops
   const std::size_t k = static_cast<std::size_t>(site2.attrs.integer("inputs"));
@@ -228,6 +250,9 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
     if (is_floating(f.type(site2.operands[i]).dtype)) out[i] = detail::wrap(s, dx.at(j++));
   for (int64_t v : site2.attrs.has("variables") ? site2.attrs.ints("variables") : std::vector<int64_t>{})
     out[static_cast<std::size_t>(v)] = detail::wrap(s, dx.at(j++));
+  if (lazy)
+    for (std::size_t i = 0; i < out.size() && i < lazy->noGradient.size(); ++i)
+      if (lazy->noGradient[i]) out[i] = std::nullopt;
   // Residuals are ordinary values of the forward body: a cotangent reaching
   // one (in higher-order derivatives, through the VJP that read it) flows back
   // through the forward's own derivative.

@@ -32,6 +32,9 @@ struct LazyVjp {
   std::string fwdWithResiduals, vjp;
   std::vector<ValueId> residuals; ///< values of `fwd` that the VJP reads
   std::vector<int64_t> residualSources; ///< per residual: fwd parameter index, or -1 (an extra output)
+  /// Per operand: grad_fn returned std::nullopt (None) for it. The VJP function
+  /// returns zeros there; gradients taken in this process see "no gradient".
+  std::vector<bool> noGradient;
 };
 
 } // namespace adjit::ir

@@ -212,3 +212,54 @@ TEST_CASE("binary functions take a C++ scalar on either side") {
                        doctest::Contains("pow: cannot combine the floating-point scalar 0.5 with the integer tensor i32[2]"),
                        Error);
 }
+
+TEST_CASE("grad_fn may return std::nullopt (TF's None) for an input or a variable") {
+  auto f = custom_gradient([](Tensor x, Tensor y) {
+    auto gradFn = [](Tensor dz) { return std::make_tuple(std::optional<Tensor>(dz * 2.0), std::optional<Tensor>()); };
+    return std::make_pair(x * y, gradFn);
+  });
+  auto g = jit([f](Tensor x, Tensor y) {
+    Tensor z = f(x, y);
+    auto none = gradients({z}, {x, y});
+    CHECK(none[0].has_value());
+    CHECK(!none[1].has_value()); // None, not zeros
+    auto zero = gradients({z}, {x, y}, {}, {}, Unconnected::zero);
+    return std::make_tuple(*none[0], *zero[1]);
+  });
+  auto [dx, dy] = g(3.0, 4.0);
+  CHECK(scalarOf(dx) == 2.0);
+  CHECK(scalarOf(dy) == 0.0);
+  // grad needs a value: zeros.
+  CHECK(scalarOf(grad([f](Tensor x, Tensor y) { return f(x, y); }, argnums<1>)(3.0, 4.0)) == 0.0);
+  // std::nullopt written directly, and in grad_vars.
+  Variable w("w", Array(5.0));
+  auto h = custom_gradient([w](Tensor x) {
+    auto gradFn = [](Tensor dz, const std::vector<Variable>&) {
+      return std::make_pair(dz * 3.0, std::vector<std::optional<Tensor>>{std::nullopt});
+    };
+    return std::make_pair(x * w.read(), gradFn);
+  });
+  auto k = jit([h, w](Tensor x) {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    Tensor z = h(x);
+    CHECK(!tape.gradient(z, w).has_value());
+    return *tape.gradient(z, x);
+  });
+  CHECK(scalarOf(k(2.0)) == 3.0);
+}
+
+TEST_CASE("grad_pass_through returns None for the variables read inside") {
+  Variable v("v", Array(2.0));
+  auto scaled = grad_pass_through([v](Tensor x) { return x * v.read(); });
+  auto f = jit([scaled, v](Tensor x) {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    Tensor y = scaled(x);
+    CHECK(!tape.gradient(y, v).has_value());
+    return std::make_tuple(y, *tape.gradient(y, x));
+  });
+  auto [y, dx] = f(3.0);
+  CHECK(scalarOf(y) == 6.0);
+  CHECK(scalarOf(dx) == 1.0); // the identity, not v
+}
