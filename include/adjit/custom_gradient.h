@@ -138,9 +138,11 @@ public:
         core_(std::make_shared<detail::JitCore>(JitOptions{.name = "custom_gradient"})) {}
 
   /// With Tensors inside a trace: records the call site. With Arrays or
-  /// scalars: compiled through jit and run (the forward only).
+  /// scalars: compiled through jit and run (the forward only). With no
+  /// arguments: joins the current trace (its variables may get gradients).
   template <class... Args> auto operator()(const Args&... args) const {
-    return detail::tracedOrCompiled(*this, *core_, args...);
+    if constexpr (sizeof...(Args) == 0) return traced();
+    else return detail::tracedOrCompiled(*this, *core_, args...);
   }
 
   template <class... Args> auto traced(const Args&... args) const {

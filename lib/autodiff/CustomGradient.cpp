@@ -287,7 +287,10 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
                                        bool variablesAreConstants) {
   Location loc = Location::from(l);
   TraceState* outer = currentTrace();
-  if (!outer) throw Error("custom_gradient: called with Tensors outside of a trace", loc);
+  if (!outer)
+    throw Error(xs.empty() ? "custom_gradient: a function of no arguments was called outside of a trace (call it in a "
+                             "function given to jit, grad or trace)"
+                           : "custom_gradient: called with Tensors outside of a trace", loc);
   std::vector<ir::ValueId> operands;
   std::vector<Type> types;
   for (const Tensor& x : xs) {

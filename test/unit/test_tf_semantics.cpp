@@ -263,3 +263,25 @@ TEST_CASE("grad_pass_through returns None for the variables read inside") {
   CHECK(scalarOf(y) == 6.0);
   CHECK(scalarOf(dx) == 1.0); // the identity, not v
 }
+
+TEST_CASE("a custom_gradient of no arguments joins the trace it is called in") {
+  Variable w("w", Array(2.0));
+  auto f = custom_gradient([w]() {
+    auto gradFn = [](Tensor dy, const std::vector<Variable>&) {
+      return std::make_pair(std::vector<Tensor>{}, std::vector<Tensor>{dy * 10.0});
+    };
+    return std::make_pair(w.read() * 3.0, gradFn);
+  });
+  auto g = jit([f, w](Tensor x) {
+    GradientTape tape;
+    Tensor y = f() * x;
+    return std::make_tuple(y, *tape.gradient(y, w));
+  });
+  auto [y, dw] = g(1.5);
+  CHECK(scalarOf(y) == 9.0);
+  CHECK(scalarOf(dw) == 15.0); // what grad_fn says: 10 * dy, dy = x
+  auto c = custom_gradient([]() { return std::make_pair(constant(Array(4.0)), [](Tensor) { return std::vector<Tensor>{}; }); });
+  CHECK(scalarOf(jit([c](Tensor x) { return c() + x; })(1.0)) == 5.0);
+  CHECK_THROWS_WITH_AS(c(), doctest::Contains("custom_gradient: a function of no arguments was called outside of a trace"),
+                       Error);
+}
