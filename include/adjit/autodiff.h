@@ -8,6 +8,7 @@
 #include <adjit/variable.h>
 
 #include <optional>
+#include <variant>
 
 namespace adjit {
 
@@ -27,8 +28,78 @@ std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, cons
                                              Unconnected unconnected = Unconnected::none,
                                              std::source_location loc = std::source_location::current());
 
+namespace detail {
+/// For static_assert messages that depend on a template parameter.
+template <class...> inline constexpr bool kFalse = false;
+
+/// A source of GradientTape::gradient: a watched Tensor or a Variable.
+using SourceLeaf = std::variant<Tensor, Variable>;
+
+/// The leaves of a structure of sources (Tensors and Variables in tuples,
+/// pairs, arrays and vectors), and the same structure of gradients.
+template <class T> struct Sources {
+  static_assert(kFalse<T>, "GradientTape::gradient: sources must be Tensors or Variables, in tuples, pairs, arrays "
+                           "or vectors");
+};
+template <> struct Sources<Tensor> {
+  using Grad = std::optional<Tensor>;
+  static void flatten(const Tensor& t, std::vector<SourceLeaf>& out) { out.emplace_back(t); }
+  static Grad rebuild(const Tensor&, const std::optional<Tensor>*& it) { return *it++; }
+};
+template <> struct Sources<Variable> {
+  using Grad = std::optional<Tensor>;
+  static void flatten(const Variable& v, std::vector<SourceLeaf>& out) { out.emplace_back(v); }
+  static Grad rebuild(const Variable&, const std::optional<Tensor>*& it) { return *it++; }
+};
+template <class T> struct Sources<std::vector<T>> {
+  using Grad = std::vector<typename Sources<T>::Grad>;
+  static void flatten(const std::vector<T>& v, std::vector<SourceLeaf>& out) {
+    for (const T& x : v) Sources<T>::flatten(x, out);
+  }
+  static Grad rebuild(const std::vector<T>& v, const std::optional<Tensor>*& it) {
+    Grad r;
+    for (const T& x : v) r.push_back(Sources<T>::rebuild(x, it));
+    return r;
+  }
+};
+template <class T, std::size_t N> struct Sources<std::array<T, N>> {
+  using Grad = std::array<typename Sources<T>::Grad, N>;
+  static void flatten(const std::array<T, N>& v, std::vector<SourceLeaf>& out) {
+    for (const T& x : v) Sources<T>::flatten(x, out);
+  }
+  static Grad rebuild(const std::array<T, N>& v, const std::optional<Tensor>*& it) {
+    Grad r;
+    for (std::size_t i = 0; i < N; ++i) r[i] = Sources<T>::rebuild(v[i], it);
+    return r;
+  }
+};
+template <class... T> struct Sources<std::tuple<T...>> {
+  using Grad = std::tuple<typename Sources<T>::Grad...>;
+  static void flatten(const std::tuple<T...>& v, std::vector<SourceLeaf>& out) {
+    std::apply([&](const auto&... x) { (Sources<std::decay_t<decltype(x)>>::flatten(x, out), ...); }, v);
+  }
+  static Grad rebuild(const std::tuple<T...>& v, const std::optional<Tensor>*& it) {
+    // Braced initialisation evaluates left to right, as `it` requires.
+    return std::apply([&](const auto&... x) { return Grad{Sources<std::decay_t<decltype(x)>>::rebuild(x, it)...}; }, v);
+  }
+};
+template <class A, class B> struct Sources<std::pair<A, B>> {
+  using Grad = std::pair<typename Sources<A>::Grad, typename Sources<B>::Grad>;
+  static void flatten(const std::pair<A, B>& v, std::vector<SourceLeaf>& out) {
+    Sources<A>::flatten(v.first, out);
+    Sources<B>::flatten(v.second, out);
+  }
+  static Grad rebuild(const std::pair<A, B>& v, const std::optional<Tensor>*& it) {
+    auto a = Sources<A>::rebuild(v.first, it);
+    auto b = Sources<B>::rebuild(v.second, it);
+    return {std::move(a), std::move(b)};
+  }
+};
+} // namespace detail
+
 /// Records the ops traced while it lives; differentiates them on request, as
-/// tf.GradientTape. Only watched tensors are sources.
+/// tf.GradientTape. Only watched tensors (and the trainable variables the
+/// computation reads) are sources.
 class GradientTape {
 public:
   explicit GradientTape(bool persistent = false, std::source_location loc = std::source_location::current());
@@ -61,7 +132,39 @@ public:
                                               Unconnected unconnected = Unconnected::none,
                                               std::source_location loc = std::source_location::current());
 
+  /// The general form: d(sum of targets, each weighted by its output
+  /// gradient) / d(each leaf of `sources`), a structure of Tensors and
+  /// Variables (tuples, pairs, arrays, vectors, nested); the result mirrors it
+  /// with std::optional<Tensor> leaves. `tape.gradient({y1, y2}, std::tuple{x, w})`.
+  template <class S>
+  typename detail::Sources<S>::Grad gradient(const std::vector<Tensor>& targets, const S& sources,
+                                             const std::vector<Tensor>& output_gradients = {},
+                                             Unconnected unconnected = Unconnected::none,
+                                             std::source_location loc = std::source_location::current()) {
+    std::vector<detail::SourceLeaf> leaves;
+    detail::Sources<S>::flatten(sources, leaves);
+    std::vector<std::optional<Tensor>> ogs(output_gradients.begin(), output_gradients.end());
+    const std::vector<std::optional<Tensor>> g = gradientOfLeaves(targets, ogs, leaves, unconnected, Location::from(loc));
+    const std::optional<Tensor>* it = g.data();
+    return detail::Sources<S>::rebuild(sources, it);
+  }
+  /// One target and a structure of sources (see above).
+  template <class S>
+  typename detail::Sources<S>::Grad gradient(const Tensor& target, const S& sources,
+                                             std::optional<Tensor> output_gradient = std::nullopt,
+                                             Unconnected unconnected = Unconnected::none,
+                                             std::source_location loc = std::source_location::current()) {
+    std::vector<Tensor> ogs;
+    if (output_gradient) ogs.push_back(*output_gradient);
+    return gradient(std::vector<Tensor>{target}, sources, ogs, unconnected, loc);
+  }
+
 private:
+  /// The one implementation behind every gradient overload.
+  std::vector<std::optional<Tensor>> gradientOfLeaves(const std::vector<Tensor>& targets,
+                                                      const std::vector<std::optional<Tensor>>& output_gradients,
+                                                      const std::vector<detail::SourceLeaf>& sources,
+                                                      Unconnected unconnected, const Location& loc);
   void checkUse(const Location& loc);
   std::size_t begin_;
   uint64_t trace_;
@@ -85,8 +188,7 @@ std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor&
 void checkGradOutput(const Tensor& y, const char* api, const Location& loc);
 /// Checks a differentiated argument is floating.
 void checkGradArg(const Tensor& x, int argnum, const char* api, const Location& loc);
-/// For static_assert messages that depend on a template parameter.
-template <class...> inline constexpr bool kFalse = false;
+
 
 /// Applies `fn` to every Tensor of a structure, giving a structure of results.
 template <class T> struct Map;

@@ -102,7 +102,24 @@ void GradientTape::watch(const Tensor& t) {
 
 std::optional<Tensor> GradientTape::gradient(const Tensor& target, const Tensor& source, std::optional<Tensor> og,
                                              Unconnected u, std::source_location l) {
-  return gradient(target, std::vector<Tensor>{source}, std::move(og), u, l)[0];
+  return gradientOfLeaves({target}, {og}, {source}, u, Location::from(l))[0];
+}
+
+std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                                          std::optional<Tensor> og, Unconnected u,
+                                                          std::source_location l) {
+  return gradientOfLeaves({target}, {og}, {sources.begin(), sources.end()}, u, Location::from(l));
+}
+
+std::optional<Tensor> GradientTape::gradient(const Tensor& target, const Variable& v, std::optional<Tensor> og,
+                                             Unconnected u, std::source_location l) {
+  return gradientOfLeaves({target}, {og}, {v}, u, Location::from(l))[0];
+}
+
+std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& vars,
+                                                          std::optional<Tensor> og, Unconnected u,
+                                                          std::source_location l) {
+  return gradientOfLeaves({target}, {og}, {vars.begin(), vars.end()}, u, Location::from(l));
 }
 
 void GradientTape::checkUse(const Location& loc) {
@@ -114,60 +131,52 @@ void GradientTape::checkUse(const Location& loc) {
   used_ = true;
 }
 
-std::optional<Tensor> GradientTape::gradient(const Tensor& target, const Variable& v, std::optional<Tensor> og,
-                                             Unconnected u, std::source_location l) {
-  return gradient(target, std::vector<Variable>{v}, std::move(og), u, l)[0];
-}
-
-std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& vars,
-                                                          std::optional<Tensor> og, Unconnected u,
-                                                          std::source_location l) {
-  Location loc = Location::from(l);
+std::vector<std::optional<Tensor>> GradientTape::gradientOfLeaves(const std::vector<Tensor>& targets,
+                                                                  const std::vector<std::optional<Tensor>>& ogs,
+                                                                  const std::vector<detail::SourceLeaf>& sources,
+                                                                  Unconnected u, const Location& loc) {
   checkUse(loc);
   checkUnconnected(u, "GradientTape::gradient", loc);
   detail::TraceState& s = *detail::currentTrace();
+  if (targets.empty()) throw Error("GradientTape::gradient: no targets", loc);
+  if (!ogs.empty() && ogs.size() != targets.size())
+    throw Error(fmt::format("GradientTape::gradient: got {} output gradients for {} targets", ogs.size(), targets.size()),
+                loc);
   autodiff::Request r;
   r.begin = begin_;
   r.end = s.fn->ops.size();
-  r.targets = {detail::valueOf(target, "GradientTape::gradient", loc)};
-  r.seeds = {og};
-  // Sources: every value the tape's computation read from each trainable variable.
-  auto spans = addVariableSources(s, vars, /*trainableOnly=*/true, r);
-  std::vector<std::optional<Tensor>> out = sumPerVariable(autodiff::reverse(r), spans);
-  for (std::size_t k = 0; k < vars.size(); ++k)
-    if (!out[k] && u == Unconnected::zero) out[k] = full(vars[k].type().shape, 0, vars[k].type().dtype);
-  return out;
-}
-
-std::vector<std::optional<Tensor>> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
-                                                          std::optional<Tensor> og, Unconnected u,
-                                                          std::source_location l) {
-  Location loc = Location::from(l);
-  checkUse(loc);
-  checkUnconnected(u, "GradientTape::gradient", loc);
-  detail::TraceState& s = *detail::currentTrace();
-  const ir::ValueId targetId = detail::valueOf(target, "GradientTape::gradient", loc);
-  if (og && og->type() != target.type())
-    throw Error(fmt::format("GradientTape::gradient: output_gradient has type {}, but the target has type {}",
-                            og->type().str(), target.type().str()), loc);
-  autodiff::Request r;
-  r.begin = begin_;
-  r.end = s.fn->ops.size();
-  r.targets = {targetId};
-  r.seeds = {og};
-  // Only watched tensors are sources: others get no gradient.
-  std::vector<bool> isWatched;
-  for (const Tensor& src : sources) {
-    const ir::ValueId id = detail::valueOf(src, "GradientTape::gradient", loc);
-    bool w = std::any_of(watched_.begin(), watched_.end(),
-                         [&](const Tensor& t) { return detail::valueOf(t, "GradientTape::gradient", loc) == id; });
-    isWatched.push_back(w);
-    if (w) r.sources.push_back(id);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    r.targets.push_back(detail::valueOf(targets[i], "GradientTape::gradient", loc));
+    const std::optional<Tensor> og = i < ogs.size() ? ogs[i] : std::nullopt;
+    if (og && og->type() != targets[i].type())
+      throw Error(fmt::format("GradientTape::gradient: output_gradient has type {}, but the target has type {}",
+                              og->type().str(), targets[i].type().str()), loc);
+    r.seeds.push_back(og); // (targets are summed: each seeded with ones unless given)
   }
-  std::vector<std::optional<Tensor>> g = autodiff::reverse(r), out;
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < sources.size(); ++i) out.push_back(isWatched[i] ? g[k++] : std::nullopt);
-  return fill(std::move(out), sources, u);
+  // Per source leaf, its range of request sources: a watched tensor is one
+  // source (an unwatched one none); a variable, every value its reads returned.
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  std::vector<Type> types;
+  for (const detail::SourceLeaf& leaf : sources) {
+    const std::size_t first = r.sources.size();
+    if (const Tensor* t = std::get_if<Tensor>(&leaf)) {
+      const ir::ValueId id = detail::valueOf(*t, "GradientTape::gradient", loc);
+      if (std::any_of(watched_.begin(), watched_.end(),
+                      [&](const Tensor& w) { return detail::valueOf(w, "GradientTape::gradient", loc) == id; }))
+        r.sources.push_back(id);
+      spans.push_back({first, r.sources.size()});
+      types.push_back(t->type());
+    } else {
+      const Variable& v = std::get<Variable>(leaf);
+      spans.push_back(addVariableSources(s, {v}, /*trainableOnly=*/true, r).at(0));
+      types.push_back(v.type());
+    }
+  }
+  std::vector<std::optional<Tensor>> out = sumPerVariable(autodiff::reverse(r), spans);
+  if (u == Unconnected::zero)
+    for (std::size_t k = 0; k < out.size(); ++k)
+      if (!out[k]) out[k] = full(types[k].shape, 0, types[k].dtype);
+  return out;
 }
 
 namespace detail {

@@ -285,3 +285,41 @@ TEST_CASE("a custom_gradient of no arguments joins the trace it is called in") {
   CHECK_THROWS_WITH_AS(c(), doctest::Contains("custom_gradient: a function of no arguments was called outside of a trace"),
                        Error);
 }
+
+TEST_CASE("GradientTape::gradient: a list of targets is summed; nested sources give a mirrored result") {
+  Variable w("w", Array(std::vector<double>{1, 2}));
+  auto f = jit([w](Tensor x, Tensor z) {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    tape.watch(z);
+    Tensor y1 = sum(x * w.read());   // dx = w, dw = x
+    Tensor y2 = sum(x * x) * z;      // dx = 2xz, dz = sum(x^2)
+    // TF: tape.gradient([y1, y2], {"x": x, "rest": (z, w)})
+    auto g = tape.gradient({y1, y2}, std::make_tuple(x, std::make_pair(z, w), std::vector<Tensor>{z}));
+    static_assert(std::is_same_v<decltype(g), std::tuple<std::optional<Tensor>,
+                                                          std::pair<std::optional<Tensor>, std::optional<Tensor>>,
+                                                          std::vector<std::optional<Tensor>>>>);
+    auto [dx, zw, dzs] = g;
+    // Output gradients weight each target.
+    auto weighted = tape.gradient({y1, y2}, std::vector<Tensor>{x}, {full({}, 2.0, DType::f64), full({}, 0.0, DType::f64)});
+    // A source the targets do not reach, and an unwatched one.
+    Tensor unwatched = x * 1.0;
+    auto misc = tape.gradient(y1, std::make_tuple(z, unwatched), std::nullopt, Unconnected::zero);
+    return std::make_tuple(*dx, *zw.first, *zw.second, *dzs.at(0), *weighted.at(0), *std::get<0>(misc),
+                           *std::get<1>(misc));
+  });
+  auto [dx, dz, dw, dz2, weighted, zeroZ, zeroUnwatched] = f(f64({3, 4}), 0.5);
+  CHECK(dx.to_vector<double>() == std::vector<double>{1 + 3, 2 + 4}); // w + 2xz
+  CHECK(scalarOf(dz) == 25.0);
+  CHECK(dw.to_vector<double>() == std::vector<double>{3, 4});
+  CHECK(scalarOf(dz2) == 25.0);
+  CHECK(weighted.to_vector<double>() == std::vector<double>{2, 4}); // 2 * w
+  CHECK(scalarOf(zeroZ) == 0.0);
+  CHECK(zeroUnwatched.to_vector<double>() == std::vector<double>{0, 0});
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) {
+                         GradientTape tape;
+                         tape.watch(x);
+                         return *tape.gradient({x * 2.0, x * 3.0}, std::vector<Tensor>{x}, {x})[0];
+                       }, Type{DType::f64, {}}),
+                       doctest::Contains("GradientTape::gradient: got 1 output gradients for 2 targets"), Error);
+}
