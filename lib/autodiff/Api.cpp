@@ -62,6 +62,20 @@ std::vector<std::optional<Tensor>> sumPerVariable(const std::vector<std::optiona
   return out;
 }
 
+/// A tensor differentiated (as a y or an x) must be traced in the current
+/// function: one read from an enclosing trace (a custom_gradient forward's
+/// tensor inside grad_fn) is a constant here, and its gradient would be a
+/// silent none.
+void checkTracedHere(const Tensor& t, const detail::TraceState& s, const char* api, const char* role, std::size_t i,
+                     const Location& loc) {
+  detail::traceOf(t, api, loc);
+  if (t.trace() != s.id)
+    throw Error(fmt::format("{}: {}[{}] was traced outside the function being traced (a tensor of a custom_gradient's "
+                            "forward read inside its grad_fn is a constant there); take the gradient where it is "
+                            "traced, or call grad or vjp of a function here",
+                            api, role, i), loc);
+}
+
 } // namespace
 
 std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, const std::vector<Tensor>& xs,
@@ -73,6 +87,8 @@ std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, cons
   checkUnconnected(unconnected, "gradients", loc);
   if (!grad_ys.empty() && grad_ys.size() != ys.size())
     throw Error(fmt::format("gradients: got {} grad_ys for {} ys", grad_ys.size(), ys.size()), loc);
+  for (std::size_t i = 0; i < ys.size(); ++i) checkTracedHere(ys[i], s, "gradients", "ys", i, loc);
+  for (std::size_t i = 0; i < xs.size(); ++i) checkTracedHere(xs[i], s, "gradients", "xs", i, loc);
   autodiff::Request r;
   r.end = s.fn->ops.size();
   for (std::size_t i = 0; i < ys.size(); ++i) {
@@ -146,6 +162,7 @@ std::vector<std::optional<Tensor>> GradientTape::gradientOfLeaves(const std::vec
   r.begin = begin_;
   r.end = s.fn->ops.size();
   for (std::size_t i = 0; i < targets.size(); ++i) {
+    checkTracedHere(targets[i], s, "GradientTape::gradient", "targets", i, loc);
     r.targets.push_back(detail::valueOf(targets[i], "GradientTape::gradient", loc));
     const std::optional<Tensor> og = i < ogs.size() ? ogs[i] : std::nullopt;
     if (og && og->type() != targets[i].type())

@@ -323,3 +323,22 @@ TEST_CASE("GradientTape::gradient: a list of targets is summed; nested sources g
                        }, Type{DType::f64, {}}),
                        doctest::Contains("GradientTape::gradient: got 1 output gradients for 2 targets"), Error);
 }
+
+TEST_CASE("gradients of the forward's tensors inside grad_fn: an error that says so, not a silent none") {
+  auto f = custom_gradient([](Tensor x) {
+    Tensor y = sin(x);
+    auto gradFn = [x, y](Tensor dy) {
+      auto g = gradients({y}, {x}); // y and x are the forward's: constants here
+      return dy * *g[0];
+    };
+    return std::make_pair(y, gradFn);
+  });
+  CHECK_THROWS_WITH_AS(grad([f](Tensor x) { return f(x); })(0.5),
+                       doctest::Contains("gradients: ys[0] was traced outside the function being traced"), Error);
+  // What works instead: differentiate a function of the forward's input in grad_fn.
+  auto ok = custom_gradient([](Tensor x) {
+    auto gradFn = [x](Tensor dy) { return dy * grad([](Tensor t) { return sin(t); })(x); };
+    return std::make_pair(sin(x), gradFn);
+  });
+  CHECK(scalarOf(grad([ok](Tensor x) { return ok(x); })(0.5)) == doctest::Approx(std::cos(0.5)));
+}
