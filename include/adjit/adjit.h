@@ -4,6 +4,7 @@
 
 #include <adjit/array.h>
 #include <adjit/autodiff.h>
+#include <adjit/check.h>
 #include <adjit/custom_gradient.h>
 #include <adjit/debug.h>
 #include <adjit/dtype.h>

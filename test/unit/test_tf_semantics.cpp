@@ -342,3 +342,37 @@ TEST_CASE("gradients of the forward's tensors inside grad_fn: an error that says
   });
   CHECK(scalarOf(grad([ok](Tensor x) { return ok(x); })(0.5)) == doctest::Approx(std::cos(0.5)));
 }
+
+TEST_CASE("check_grads: passes correct derivatives, catches a wrong VJP at any order") {
+  auto f = [](Tensor x, Tensor y) { return sum(sin(x) * y + x * x * y); };
+  const Array x = f64({0.3, -1.1, 2.0}), y = f64({1.5, 0.25, -0.5});
+  check_grads(f, std::tuple{x, y}, {.order = 2});
+  check_grads([](Tensor t) { return exp(t) * 2.0; }, Array(std::vector<float>{0.5f, 1.0f}), {.order = 3});
+
+  // A wrong first derivative for argument 1.
+  auto wrong = custom_gradient([](Tensor a, Tensor b) {
+    auto gradFn = [a, b](Tensor dz) { return std::make_tuple(dz * b, dz * a * 1.5); };
+    return std::make_pair(a * b, gradFn);
+  });
+  const uint32_t line = __LINE__ + 2;
+  try {
+    check_grads([wrong](Tensor a, Tensor b) { return sum(wrong(a, b)); }, std::tuple{x, y});
+    FAIL("not caught");
+  } catch (const Error& e) {
+    CHECK(e.message().starts_with("check_grads: the reverse-mode derivative of argument 1 disagrees with central finite "
+                                  "differences"));
+    CHECK(e.location().line == line);
+  }
+  // A right first derivative whose own derivative is wrong (the VJP hides its
+  // dependence on x behind stop_gradient): only order 2 sees it.
+  auto shallow = custom_gradient([](Tensor a) {
+    auto gradFn = [a](Tensor dz) { return dz * 2.0 * stop_gradient(a); };
+    return std::make_pair(a * a, gradFn);
+  });
+  auto g = [shallow](Tensor a) { return sum(shallow(a)); };
+  check_grads(g, x);
+  CHECK_THROWS_WITH_AS(check_grads(g, x, {.order = 2}),
+                       doctest::Contains("the reverse-mode derivative of order 2 of argument 0 disagrees"), Error);
+  CHECK_THROWS_WITH_AS(check_grads(g, x, {.modes = {"rev", "fwd"}}),
+                       doctest::Contains("check_grads: mode 'fwd' needs forward-mode differentiation"), Error);
+}

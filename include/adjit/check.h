@@ -1,0 +1,112 @@
+// adjit/check.h — checking gradients: check_grads compares reverse-mode
+// derivatives with central finite differences (JAX's check_grads).
+#pragma once
+
+#include <adjit/autodiff.h>
+
+#include <array>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace adjit {
+
+/// How check_grads checks.
+struct CheckGradsOptions {
+  int order = 1;                            ///< 1: the gradient; 2: also the gradient of the VJP; up to 3
+  std::vector<std::string> modes = {"rev"}; ///< "rev" (reverse mode); "fwd" needs forward mode, not available yet
+  double eps = 1e-6;                        ///< the finite-difference step along a random unit-variance direction
+  double rtol = 1e-5;                       ///< allowed relative error (of the larger of the two derivatives)
+  double atol = 1e-8;                       ///< allowed absolute error on top of rtol
+  uint64_t seed = 0;                        ///< seeds the random directions and cotangents
+};
+
+namespace detail {
+/// f64 normal samples shaped like `t`.
+Array randomLike(const Type& t, std::mt19937_64& rng);
+/// `a` as f64 (floating arrays; others are returned unchanged).
+Array asF64(const Array& a);
+/// x + s * v, elementwise, in f64.
+Array axpy(const Array& x, double s, const Array& v);
+/// The sum of a * b over all elements, in f64.
+double dotAll(const Array& a, const Array& b);
+/// Validates options; throws adjit::Error for unknown modes or orders.
+void checkGradsOptions(const CheckGradsOptions& o, const Location& loc);
+/// One comparison of <u, J v> by autodiff and by finite differences; false if
+/// outside the tolerance. Tracks the worst relative error seen in `worst`.
+struct GradCheckWorst {
+  double relative = -1, autodiff = 0, finite = 0;
+  std::size_t argument = 0;
+  int order = 0;
+};
+bool compareDirectional(double autodiff, double finite, const CheckGradsOptions& o, std::size_t argument, int order,
+                        GradCheckWorst& worst);
+[[noreturn]] void throwGradCheck(const GradCheckWorst& worst, const CheckGradsOptions& o, const Location& loc);
+
+template <int Level, class F, std::size_t N, std::size_t... I>
+void checkReverse(const F& f, const std::array<Array, N>& x, const CheckGradsOptions& o, const Location& loc,
+                  std::mt19937_64& rng, std::index_sequence<I...> seq) {
+  auto compiled = jit(f, {.name = "check_grads"});
+  const Array y = compiled(x[I]...);
+  const Array u = randomLike(y.type(), rng);
+  auto [y2, back] = vjp(f, x[I]...);
+  const std::vector<Array> g = back(u);
+  GradCheckWorst worst;
+  bool ok = true;
+  std::array<Array, N> w;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (!is_floating(x[i].dtype())) continue;
+    const Array v = randomLike(x[i].type(), rng);
+    w[i] = randomLike(x[i].type(), rng);
+    std::array<Array, N> plus = x, minus = x;
+    plus[i] = axpy(x[i], o.eps, v);
+    minus[i] = axpy(x[i], -o.eps, v);
+    const double finite = (dotAll(u, compiled(plus[I]...)) - dotAll(u, compiled(minus[I]...))) / (2 * o.eps);
+    ok = compareDirectional(dotAll(g.at(i), v), finite, o, i, Level, worst) && ok;
+  }
+  if (!ok) throwGradCheck(worst, o, loc);
+  if constexpr (Level < 3) {
+    if (o.order > Level) {
+      // The next order: the VJP itself, contracted with random weights, as a
+      // scalar function of the same arguments.
+      auto vjpOf = [f, u, w](const decltype((void)I, Tensor{})&... xs) {
+        auto [yy, b] = vjp(f, xs...);
+        (void)yy;
+        const std::vector<Tensor> gs = b(constant(u));
+        Tensor total = full({}, 0, DType::f64);
+        for (std::size_t i = 0; i < N; ++i)
+          if (is_floating(gs[i].dtype())) total = total + sum(gs[i] * constant(w[i]));
+        return total;
+      };
+      checkReverse<Level + 1>(vjpOf, x, o, loc, rng, seq);
+    }
+  }
+}
+} // namespace detail
+
+/// Checks f's reverse-mode derivatives against central finite differences
+/// along random directions, in f64 (floating arguments are converted), as
+/// JAX's check_grads: for each argument, <u, J v> from the VJP against
+/// (<u, f(x + eps v)> - <u, f(x - eps v)>) / 2 eps. With order 2 (or 3) the
+/// VJP's own derivatives are checked too. f returns one Tensor; `args` are
+/// Arrays. A disagreement raises adjit::Error naming the argument, both
+/// values and the relative error, at the caller's line.
+template <class F, class... A>
+void check_grads(const F& f, const std::tuple<A...>& args, CheckGradsOptions o = {},
+                 std::source_location loc = std::source_location::current()) {
+  static_assert((std::is_same_v<A, Array> && ...), "check_grads: the arguments are Arrays (std::tuple{x, y})");
+  const Location where = Location::from(loc);
+  detail::checkGradsOptions(o, where);
+  std::array<Array, sizeof...(A)> x = std::apply([](const auto&... a) { return std::array<Array, sizeof...(A)>{detail::asF64(a)...}; }, args);
+  std::mt19937_64 rng(o.seed);
+  detail::checkReverse<1>(f, x, o, where, rng, std::index_sequence_for<A...>{});
+}
+
+/// check_grads of a function of one Array.
+template <class F>
+void check_grads(const F& f, const Array& x, CheckGradsOptions o = {},
+                 std::source_location loc = std::source_location::current()) {
+  check_grads(f, std::tuple<Array>{x}, std::move(o), loc);
+}
+
+} // namespace adjit
