@@ -253,6 +253,18 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
   if (lazy)
     for (std::size_t i = 0; i < out.size() && i < lazy->noGradient.size(); ++i)
       if (lazy->noGradient[i]) out[i] = std::nullopt;
+  if (checkingCustomVjps()) {
+    std::vector<Tensor> operands;
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < site2.operands.size(); ++i) {
+      operands.push_back(detail::wrap(s, site2.operands[i]));
+      names.push_back(i < k ? fmt::format("input {}", i) : fmt::format("captured operand {}", i - k));
+    }
+    if (lazy)
+      for (std::size_t v = 0; v < lazy->variableOperands.size(); ++v)
+        names[static_cast<std::size_t>(lazy->variableOperands[v])] = "variable '" + lazy->variables[v]->name + "'";
+    checkCustomVjp(lazy ? lazy->fwd : site2.callees[0], operands, n, cts, out, names, lazy ? lazy->loc : site2.loc);
+  }
   // Residuals are ordinary values of the forward body: a cotangent reaching
   // one (in higher-order derivatives, through the VJP that read it) flows back
   // through the forward's own derivative.

@@ -46,6 +46,17 @@ namespace adjit::autodiff {
 /// the call site to return the residuals the VJP reads).
 std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts);
 
+/// Whether ADJIT_CHECK_CUSTOM_VJP asks to check custom VJPs as they run.
+bool checkingCustomVjps();
+/// Adds to the current trace a run-time check of a custom VJP's gradients
+/// `dxs` (per operand of the call of `fwdName` with `operands`, for the output
+/// cotangents `dys`) against the autodiff of the forward, or a central
+/// difference where it has none; a mismatch raises adjit::Error at `loc`
+/// naming `names[i]` and the worst element.
+void checkCustomVjp(const std::string& fwdName, const std::vector<Tensor>& operands, std::size_t outputs,
+                    const std::vector<std::optional<Tensor>>& dys, const std::vector<std::optional<Tensor>>& dxs,
+                    const std::vector<std::string>& names, const Location& loc);
+
 /// Traces every custom-gradient VJP of the module that is still pending, and
 /// rewrites its call sites, so the module's text carries everything needed to
 /// differentiate it (in another process, by `adjit compile --vjp`).

@@ -376,3 +376,51 @@ TEST_CASE("check_grads: passes correct derivatives, catches a wrong VJP at any o
   CHECK_THROWS_WITH_AS(check_grads(g, x, {.modes = {"rev", "fwd"}}),
                        doctest::Contains("check_grads: mode 'fwd' needs forward-mode differentiation"), Error);
 }
+
+namespace {
+/// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const char* value) : name(std::move(n)) { setenv(name.c_str(), value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+} // namespace
+
+TEST_CASE("ADJIT_CHECK_CUSTOM_VJP: a wrong VJP is caught, log1pexp is not flagged where autodiff is NaN") {
+  ScopedEnv check("ADJIT_CHECK_CUSTOM_VJP", "1");
+  auto log1pexp = custom_gradient([](Tensor x) {
+    Tensor e = exp(x);
+    auto gradFn = [e](Tensor dy) { return dy * (1 - 1 / (1 + e)); };
+    return std::make_pair(log(1 + e), gradFn);
+  });
+  auto dlog1pexp = grad([log1pexp](Tensor x) { return sum(log1pexp(x)); });
+  // At 100 (f32) autodiff of log(1 + e^x) is NaN; the custom VJP gives 1: not an error.
+  CHECK(dlog1pexp(Array(std::vector<float>{0.5f, 100.0f})).to_vector<float>()[1] == 1.0f);
+
+  const uint32_t line = __LINE__ + 1;
+  auto wrong = custom_gradient([](Tensor x) {
+    auto gradFn = [x](Tensor dy) { return dy * cos(x) * 1.01; };
+    return std::make_pair(sin(x), gradFn);
+  });
+  try {
+    grad([wrong](Tensor x) { return sum(wrong(x)); })(f64({0.1, 0.7, 1.3}));
+    FAIL("not caught");
+  } catch (const Error& e) {
+    CHECK(e.message().find("custom_gradient") != std::string::npos);
+    CHECK(e.message().find("its VJP disagrees with the autodiff of its forward for input 0: element") != std::string::npos);
+    CHECK(e.location().line == line);
+  }
+  // A forward without autodiff (prevent_gradient inside) is checked by differences.
+  auto opaque = custom_gradient([](Tensor x) {
+    auto gradFn = [x](Tensor dy) { return dy * 2.0 * x * 1.5; };
+    return std::make_pair(prevent_gradient(x * x), gradFn);
+  });
+  CHECK_THROWS_WITH_AS(grad([opaque](Tensor x) { return sum(opaque(x)); })(f64({0.4, -0.9})),
+                       doctest::Contains("its VJP disagrees with central finite differences of its forward"), Error);
+  auto opaqueRight = custom_gradient([](Tensor x) {
+    auto gradFn = [x](Tensor dy) { return dy * 2.0 * x; };
+    return std::make_pair(prevent_gradient(x * x), gradFn);
+  });
+  CHECK(grad([opaqueRight](Tensor x) { return sum(opaqueRight(x)); })(f64({0.4, -0.9})).to_vector<double>() ==
+        std::vector<double>{0.8, -1.8});
+}
