@@ -46,21 +46,28 @@ public:
     }
     return *this;
   }
+  /// Frees the data (small arrays live inline).
   ~Array() { release(); }
 
   /// An array whose data is left uninitialised (to be overwritten).
   static Array uninitialized(Type type) { return Array(std::move(type), false); }
 
+  /// The dtype and shape.
   const Type& type() const { return type_; }
+  /// The element type.
   DType dtype() const { return type_.dtype; }
+  /// The dimensions.
   const Shape& shape() const { return type_.shape; }
+  /// The number of elements.
   int64_t size() const { return type_.size(); }
+  /// The size of the data in bytes.
   std::size_t bytes() const { return type_.bytes(); }
 
   /// Typed access to the data. Throws adjit::Error when T does not match the dtype
   /// (i1 data is read as `bool` or `uint8_t`).
   template <class T> T* data();
   template <class T> const T* data() const { return const_cast<Array*>(this)->data<T>(); }
+  /// The data, untyped (row-major, contiguous).
   void* raw() { return data_; }
   const void* raw() const { return data_; }
 

@@ -248,6 +248,7 @@ std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const s
 /// returned by grad(f, variables) and value_and_grad(f, variables).
 template <class F, bool WithValue> class VariableGradFn {
 public:
+  /// Made by grad(f, variables) and value_and_grad(f, variables).
   VariableGradFn(F f, std::vector<Variable> vars, std::source_location loc)
       : f_(std::move(f)), vars_(std::move(vars)), loc_(Location::from(loc)),
         core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
@@ -257,6 +258,7 @@ public:
     return detail::tracedOrCompiled(*this, *core_, args...);
   }
 
+  /// The gradients traced into the current trace (arguments are Tensor structures).
   template <class... Args> auto traced(const Args&... args) const {
     std::size_t mark = detail::traceMark();
     Tensor y = f_(args...);
@@ -293,6 +295,7 @@ template <int... I> inline constexpr Argnums<I...> argnums{};
 /// The differentiated function returned by grad and value_and_grad.
 template <class F, bool WithValue, int... I> class GradFn {
 public:
+  /// Made by grad and value_and_grad; `loc` is where they were called.
   GradFn(F f, std::source_location loc)
       : f_(std::move(f)), loc_(Location::from(loc)), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
 
@@ -411,6 +414,7 @@ template <class F>
 GradFn<std::decay_t<F>, true, 0> value_and_grad(F&& f, std::source_location loc = std::source_location::current()) {
   return value_and_grad(std::forward<F>(f), argnums<0>, loc);
 }
+/// `value_and_grad(f, {0, 1})`: a compile-time error saying how argnums are written.
 template <class F> detail::RejectedGrad value_and_grad(F&&, std::initializer_list<int>) {
   static_assert(detail::kFalse<F>, "value_and_grad: argnums are written adjit::argnums<0, 1>, not {0, 1}");
   return {};
@@ -466,6 +470,7 @@ template <class F, class... P> auto vjp(F&& f, const P&... primals) {
   }
 }
 
+/// vjp inside a trace: the backward ops join the trace (see vjp).
 template <class F, class... P> auto tracedVjp(F&& f, const P&... primals) {
   std::tuple<P...> in{primals...};
   auto aliased = std::apply([](const auto&... p) {

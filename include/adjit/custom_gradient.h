@@ -133,6 +133,7 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
 /// The callable returned by custom_gradient.
 template <class F> class CustomGradientFn {
 public:
+  /// Made by custom_gradient, grad_pass_through and recompute_grad.
   CustomGradientFn(F f, std::source_location loc, bool variablesAreConstants = false)
       : f_(std::move(f)), loc_(loc), variablesAreConstants_(variablesAreConstants),
         core_(std::make_shared<detail::JitCore>(JitOptions{.name = "custom_gradient"})) {}
@@ -145,6 +146,7 @@ public:
     else return detail::tracedOrCompiled(*this, *core_, args...);
   }
 
+  /// Records the call site in the current trace (arguments are Tensor structures).
   template <class... Args> auto traced(const Args&... args) const {
     using namespace detail;
     if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {

@@ -28,6 +28,7 @@ template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<bool>() { return DType::i1; }
 
+/// Dimensions, outermost first.
 using Shape = std::vector<int64_t>;
 
 /// Number of elements of a shape (1 for rank 0).
@@ -43,10 +44,13 @@ struct Type {
   DType dtype = DType::f32;
   Shape shape;
 
+  /// The number of dimensions.
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  /// The number of elements.
   int64_t size() const { return num_elements(shape); }
   /// Bytes of a value of this type; adjit::Error beyond kMaxElements.
   std::size_t bytes() const;
+  /// As written in IR text: "f32[2,3]".
   std::string str() const;
   friend bool operator==(const Type&, const Type&) = default;
 };

@@ -19,6 +19,7 @@ struct Location {
   static Location from(const std::source_location& loc) {
     return {loc.file_name(), loc.line(), loc.column()};
   }
+  /// Whether the position is known.
   bool known() const { return line != 0; }
   /// "file:line:col" (or "line:col" when there is no file), empty if unknown.
   std::string str() const;
@@ -32,7 +33,9 @@ struct Location {
 class Error : public std::runtime_error {
 public:
   explicit Error(std::string message, Location where = {});
+  /// The message without the location: "add: incompatible shapes f32[3] and f32[4]".
   const std::string& message() const { return message_; }
+  /// Where the mistake was made (may be unknown).
   const Location& location() const { return where_; }
 
 private:
@@ -45,6 +48,7 @@ private:
 /// adjit's source file and line.
 class InternalError : public std::logic_error {
 public:
+  /// Built from the message (which names adjit's file and line).
   using std::logic_error::logic_error;
 };
 

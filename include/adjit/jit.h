@@ -16,6 +16,7 @@ struct JitOptions {
 
 /// What one compilation cost; ADJIT_LOG=compile prints the same.
 struct CompileEvent {
+  /// Where the machine code came from: compiled now, the in-process cache, or the disk cache.
   enum class Cache { miss, memory_hit, disk_hit };
   std::string function;  ///< the function's name
   std::string signature; ///< "(f32[3]) -> (f32[])"
@@ -219,6 +220,7 @@ template <class Self, class... Args> auto tracedOrCompiled(const Self& self, Jit
 /// compiled code is freed when the last copy is destroyed. Thread-safe.
 template <class F> class Jitted {
 public:
+  /// Made by adjit::jit.
   Jitted(F f, JitOptions o) : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(std::move(o))) {}
 
   /// Called with Arrays or C++ scalars (in any supported structure): runs the

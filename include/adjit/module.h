@@ -38,6 +38,7 @@ public:
   /// Runs function `name` with the reference interpreter.
   std::vector<Array> interpret(std::string_view name, const std::vector<Array>& args) const;
 
+  /// Internal: the IR itself (lib/ir/IR.h), for adjit's own tools and tests.
   ir::Module& impl() { return *impl_; }
   const ir::Module& impl() const { return *impl_; }
 

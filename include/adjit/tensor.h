@@ -19,10 +19,15 @@ public:
   Tensor() = default;
   /// By value: tracing more ops may move the trace's storage.
   Type type() const;
+  /// The element type.
   DType dtype() const { return type().dtype; }
+  /// The dimensions.
   Shape shape() const { return type().shape; }
+  /// The number of dimensions.
   int64_t rank() const { return static_cast<int64_t>(shape().size()); }
+  /// The number of elements.
   int64_t size() const { return num_elements(shape()); }
+  /// False for a default-constructed Tensor (which no op accepts).
   bool valid() const { return trace_ != 0; }
 
   /// An index that remembers where it was written: `x[5]` reports errors at
@@ -37,8 +42,11 @@ public:
   Tensor operator[](Position p) const { return at(p.i, p.loc); }
 
   // Internal: the trace this tensor belongs to (a unique number) and its value id.
+  /// Internal: the tensor of value `id` in trace `trace`.
   Tensor(uint64_t trace, int32_t id) : trace_(trace), id_(id) {}
+  /// Internal: the trace this tensor belongs to (a unique number).
   uint64_t trace() const { return trace_; }
+  /// Internal: its value id in that trace's function.
   int32_t id() const { return id_; }
 
 private:
@@ -57,6 +65,8 @@ struct At {
   std::source_location loc;
   At(const Tensor& x, std::source_location l = std::source_location::current()) : t(x), loc(l) {}
 };
+/// A C++ scalar operand captured with the caller's source location; it takes the other
+/// operand's dtype (a floating scalar next to an integer tensor is an error).
 struct AtScalar {
   double v;
   bool integral;
@@ -66,40 +76,70 @@ struct AtScalar {
       : v(static_cast<double>(x)), integral(std::is_integral_v<S>), loc(l) {}
 };
 
+/// Shorthand for the source-location parameters of the functions below.
 using SrcLoc = std::source_location;
 #define ADJIT_HERE std::source_location loc = std::source_location::current()
 
 // ---- elementwise, with numpy broadcasting ---------------------------------------
+/// a + b.
 Tensor add(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a - b.
 Tensor sub(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a * b.
 Tensor mul(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a / b (integers: truncated toward zero; division by zero gives 0).
 Tensor div(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a raised to the power b (floating).
 Tensor pow(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// The larger of a and b (NaN if either is NaN).
 Tensor maximum(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// The smaller of a and b (NaN if either is NaN).
 Tensor minimum(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// -x.
 Tensor neg(const Tensor& x, ADJIT_HERE);
+/// e^x.
 Tensor exp(const Tensor& x, ADJIT_HERE);
+/// The natural logarithm.
 Tensor log(const Tensor& x, ADJIT_HERE);
+/// log(1 + x), accurate near 0.
 Tensor log1p(const Tensor& x, ADJIT_HERE);
+/// e^x - 1, accurate near 0.
 Tensor expm1(const Tensor& x, ADJIT_HERE);
+/// The square root.
 Tensor sqrt(const Tensor& x, ADJIT_HERE);
+/// 1 / sqrt(x).
 Tensor rsqrt(const Tensor& x, ADJIT_HERE);
+/// The sine (radians).
 Tensor sin(const Tensor& x, ADJIT_HERE);
+/// The cosine (radians).
 Tensor cos(const Tensor& x, ADJIT_HERE);
+/// The hyperbolic tangent.
 Tensor tanh(const Tensor& x, ADJIT_HERE);
+/// 1 / (1 + e^-x).
 Tensor sigmoid(const Tensor& x, ADJIT_HERE);
+/// |x|.
 Tensor abs(const Tensor& x, ADJIT_HERE);
+/// -1, 0 or 1 by the sign of x (NaN stays NaN).
 Tensor sign(const Tensor& x, ADJIT_HERE);
+/// The largest integer not greater than x.
 Tensor floor(const Tensor& x, ADJIT_HERE);
 /// Comparisons give i1 tensors.
 Tensor lt(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a <= b.
 Tensor le(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a > b.
 Tensor gt(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a >= b.
 Tensor ge(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a == b.
 Tensor eq(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a != b.
 Tensor ne(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a && b, for i1 tensors.
 Tensor logical_and(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// a || b, for i1 tensors.
 Tensor logical_or(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// !x, for an i1 tensor.
 Tensor logical_not(const Tensor& x, ADJIT_HERE);
 /// The binary functions with a C++ scalar on either side, `pow(x, 2)` or
 /// `maximum(0.0, x)`: the scalar takes the tensor's dtype, as with operators.
@@ -122,6 +162,7 @@ ADJIT_SCALAR_FUNCTION(ne)
 #undef ADJIT_SCALAR_FUNCTION
 /// where(c, a, b) = c ? a : b elementwise (c is i1), broadcasting all three.
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// x converted to dtype `to` (float to integer saturates; NaN gives 0).
 Tensor cast(const Tensor& x, DType to, ADJIT_HERE);
 /// Identity forward; no gradient flows through it (none, not zero).
 Tensor stop_gradient(const Tensor& x, ADJIT_HERE);
@@ -135,7 +176,9 @@ Tensor prevent_gradient(const Tensor& x, std::string message = {}, ADJIT_HERE);
 Tensor constant(const Array& value, ADJIT_HERE);
 /// A tensor of `shape` filled with `value`.
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32, ADJIT_HERE);
+/// Zeros of x's type.
 Tensor zeros_like(const Tensor& x, ADJIT_HERE);
+/// Ones of x's type.
 Tensor ones_like(const Tensor& x, ADJIT_HERE);
 /// Element at index i has value i[axis].
 Tensor iota(const Shape& shape, int64_t axis = 0, DType dtype = DType::i32, ADJIT_HERE);
@@ -143,12 +186,14 @@ Tensor iota(const Shape& shape, int64_t axis = 0, DType dtype = DType::i32, ADJI
 // ---- shapes -------------------------------------------------------------------------
 /// Same elements, new shape; one dimension may be -1 (inferred).
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, ADJIT_HERE);
+/// x repeated to `shape` by numpy's broadcasting rules.
 Tensor broadcast_to(const Tensor& x, const Shape& shape, ADJIT_HERE);
 /// Permutes axes; the default reverses them.
 Tensor transpose(const Tensor& x, std::vector<int64_t> perm = {}, ADJIT_HERE);
 /// Elements start[d] + k*stride[d] < limit[d] along each axis d (stride defaults to 1).
 Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
              std::vector<int64_t> stride = {}, ADJIT_HERE);
+/// Joins tensors along an existing axis (the other dimensions must match).
 Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
 /// Zero padding: `low`/`high` elements before/after each axis, `interior` between elements.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
@@ -162,10 +207,15 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis = 0, ADJIT_HERE
 Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis = 0, ADJIT_HERE);
 
 // ---- reductions (axes empty = all axes) ------------------------------------------
+/// The sum over `axes` (reduced axes kept with size 1 if `keepdims`).
 Tensor sum(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+/// The product over `axes`.
 Tensor prod(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+/// The largest element over `axes` (NaN propagates).
 Tensor max(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+/// The smallest element over `axes` (NaN propagates).
 Tensor min(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+/// The arithmetic mean over `axes` (floating).
 Tensor mean(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
 /// log(sum(exp(x))) computed stably as m + log(sum(exp(x - m))), m = max(x).
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);

@@ -19,8 +19,11 @@ public:
   /// Internal: a handle to existing state.
   explicit Variable(std::shared_ptr<detail::VariableState> s) : state_(std::move(s)) {}
 
+  /// The name given at construction (used in messages and IR).
   const std::string& name() const;
+  /// Whether GradientTape watches it when read.
   bool trainable() const;
+  /// Its dtype and shape, fixed for its lifetime.
   const Type& type() const;
   /// The current value (outside a trace).
   Array value() const;
@@ -32,6 +35,7 @@ public:
   Tensor assign(const Tensor& t, std::source_location loc = std::source_location::current()) const;
 
   friend bool operator==(const Variable& a, const Variable& b) { return a.state_ == b.state_; }
+  /// Internal: the shared state.
   const std::shared_ptr<detail::VariableState>& state() const { return state_; }
 
 private:
