@@ -196,6 +196,13 @@ template <> struct Map<Tensor> {
   template <class F> static Tensor apply(const Tensor& t, F& f) { return f(t); }
   template <class F> static void each(const Tensor& t, F& f) { f(t); }
 };
+/// Optional leaves (grad_fn results: std::nullopt is "no gradient"); `each` only.
+template <> struct Map<std::optional<Tensor>> {
+  template <class F> static void each(const std::optional<Tensor>& t, F& f) { f(t); }
+};
+template <> struct Map<std::nullopt_t> {
+  template <class F> static void each(std::nullopt_t, F& f) { f(std::optional<Tensor>{}); }
+};
 template <class T> struct Map<std::vector<T>> {
   template <class F> static std::vector<T> apply(const std::vector<T>& v, F& f) {
     std::vector<T> r;

@@ -17,43 +17,10 @@ struct GradResult {
 
 /// Flattens a grad_fn result: a structure whose leaves are Tensors or
 /// std::optional<Tensor> (std::nullopt: no gradient, TensorFlow's None).
-template <class T> struct GradLeaves {
-  static_assert(kFalse<T>, "custom_gradient: grad_fn must return Tensors or std::optional<Tensor> (in a tuple, "
-                           "pair, array or vector)");
-};
-template <> struct GradLeaves<Tensor> {
-  static void flatten(const Tensor& t, std::vector<std::optional<Tensor>>& out) { out.emplace_back(t); }
-};
-template <> struct GradLeaves<std::optional<Tensor>> {
-  static void flatten(const std::optional<Tensor>& t, std::vector<std::optional<Tensor>>& out) { out.push_back(t); }
-};
-template <> struct GradLeaves<std::nullopt_t> {
-  static void flatten(std::nullopt_t, std::vector<std::optional<Tensor>>& out) { out.emplace_back(); }
-};
-template <class T> struct GradLeaves<std::vector<T>> {
-  static void flatten(const std::vector<T>& v, std::vector<std::optional<Tensor>>& out) {
-    for (const T& x : v) GradLeaves<T>::flatten(x, out);
-  }
-};
-template <class T, std::size_t N> struct GradLeaves<std::array<T, N>> {
-  static void flatten(const std::array<T, N>& v, std::vector<std::optional<Tensor>>& out) {
-    for (const T& x : v) GradLeaves<T>::flatten(x, out);
-  }
-};
-template <class... T> struct GradLeaves<std::tuple<T...>> {
-  static void flatten(const std::tuple<T...>& v, std::vector<std::optional<Tensor>>& out) {
-    std::apply([&](const auto&... x) { (GradLeaves<std::decay_t<decltype(x)>>::flatten(x, out), ...); }, v);
-  }
-};
-template <class A, class B> struct GradLeaves<std::pair<A, B>> {
-  static void flatten(const std::pair<A, B>& v, std::vector<std::optional<Tensor>>& out) {
-    GradLeaves<A>::flatten(v.first, out);
-    GradLeaves<B>::flatten(v.second, out);
-  }
-};
 template <class R> std::vector<std::optional<Tensor>> flattenGrads(const R& r) {
   std::vector<std::optional<Tensor>> out;
-  GradLeaves<std::decay_t<R>>::flatten(r, out);
+  auto push = [&](const auto& leaf) { out.emplace_back(leaf); };
+  Map<std::decay_t<R>>::each(r, push);
   return out;
 }
 using GradFnErased = std::function<GradResult(const std::vector<Tensor>&, const std::vector<Variable>&)>;

@@ -141,24 +141,16 @@ Tensor logical_and(const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor logical_or(const Tensor& a, const Tensor& b, ADJIT_HERE);
 /// !x, for an i1 tensor.
 Tensor logical_not(const Tensor& x, ADJIT_HERE);
+/// The binary functions that also take a C++ scalar on either side, as an
+/// X-macro list (lib/trace/Ops.cpp defines them from the same list).
+#define ADJIT_SCALAR_BINARY_FUNCTIONS(X) X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) \
+  X(lt) X(le) X(gt) X(ge) X(eq) X(ne)
 /// The binary functions with a C++ scalar on either side, `pow(x, 2)` or
 /// `maximum(0.0, x)`: the scalar takes the tensor's dtype, as with operators.
 #define ADJIT_SCALAR_FUNCTION(FN)                                                              \
   Tensor FN(const Tensor& a, AtScalar b);                                                      \
   Tensor FN(AtScalar a, const Tensor& b);
-ADJIT_SCALAR_FUNCTION(add)
-ADJIT_SCALAR_FUNCTION(sub)
-ADJIT_SCALAR_FUNCTION(mul)
-ADJIT_SCALAR_FUNCTION(div)
-ADJIT_SCALAR_FUNCTION(pow)
-ADJIT_SCALAR_FUNCTION(maximum)
-ADJIT_SCALAR_FUNCTION(minimum)
-ADJIT_SCALAR_FUNCTION(lt)
-ADJIT_SCALAR_FUNCTION(le)
-ADJIT_SCALAR_FUNCTION(gt)
-ADJIT_SCALAR_FUNCTION(ge)
-ADJIT_SCALAR_FUNCTION(eq)
-ADJIT_SCALAR_FUNCTION(ne)
+ADJIT_SCALAR_BINARY_FUNCTIONS(ADJIT_SCALAR_FUNCTION)
 #undef ADJIT_SCALAR_FUNCTION
 /// where(c, a, b) = c ? a : b elementwise (c is i1), broadcasting all three.
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, ADJIT_HERE);

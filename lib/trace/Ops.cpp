@@ -431,19 +431,7 @@ ADJIT_SCALAR_OPERATORS(>=, ge, "ge")
 #define ADJIT_SCALAR_FUNCTION(FN)                                                                  \
   Tensor FN(const Tensor& a, AtScalar b) { return FN(a, scalar_like(a, b, #FN), b.loc); }             \
   Tensor FN(AtScalar a, const Tensor& b) { return FN(scalar_like(b, a, #FN), b, a.loc); }
-ADJIT_SCALAR_FUNCTION(add)
-ADJIT_SCALAR_FUNCTION(sub)
-ADJIT_SCALAR_FUNCTION(mul)
-ADJIT_SCALAR_FUNCTION(div)
-ADJIT_SCALAR_FUNCTION(pow)
-ADJIT_SCALAR_FUNCTION(maximum)
-ADJIT_SCALAR_FUNCTION(minimum)
-ADJIT_SCALAR_FUNCTION(lt)
-ADJIT_SCALAR_FUNCTION(le)
-ADJIT_SCALAR_FUNCTION(gt)
-ADJIT_SCALAR_FUNCTION(ge)
-ADJIT_SCALAR_FUNCTION(eq)
-ADJIT_SCALAR_FUNCTION(ne)
+ADJIT_SCALAR_BINARY_FUNCTIONS(ADJIT_SCALAR_FUNCTION)
 #undef ADJIT_SCALAR_FUNCTION
 Tensor operator==(At a, AtScalar b) { return eq(a.t, scalar_like(a.t, b, "eq"), a.loc); }
 Tensor operator==(AtScalar a, At b) { return eq(scalar_like(b.t, a, "eq"), b.t, a.loc); }
