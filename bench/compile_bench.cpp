@@ -3,6 +3,7 @@
 // GMM log-likelihood in einsum and matmul form (ADBench inputs), and a disk
 // cache hit in a fresh process. Prints, asserts nothing.
 //   adjit_compile_bench [--quick]     (--quick skips the 100,000-op chains)
+//   adjit_compile_bench --ba          (only the BA full Jacobian)
 #include <adjit/adjit.h>
 
 #include <algorithm>
@@ -66,6 +67,72 @@ auto swish(int n) {
     for (int i = 0; i < n; ++i) x = x * sigmoid(x);
     return sum(x);
   };
+}
+
+// ---- BA reprojection residuals and their full Jacobian (ADBench) ------------
+
+/// ADBench's BA residuals for p observations, observation i seeing camera i
+/// and point i: 2p reprojection errors w_i (proj(cam_i, X_i) - m_i), then p
+/// weight errors 1 - w_i^2. cams [p, 11] (rotation, centre, f, x0, k), X [p, 3].
+Tensor baResiduals(Tensor cams, Tensor X, Tensor w, const Array& feats) {
+  auto col = [&](Tensor t, int64_t j) { return take(t, constant(Array(int32_t(j))), 1); };
+  Tensor r0 = col(cams, 0), r1 = col(cams, 1), r2 = col(cams, 2);
+  Tensor y0 = col(X, 0) - col(cams, 3), y1 = col(X, 1) - col(cams, 4), y2 = col(X, 2) - col(cams, 5);
+  // Rodrigues: y cos t + (k x y) sin t + k (k . y)(1 - cos t), k = r / t.
+  Tensor t = sqrt(r0 * r0 + r1 * r1 + r2 * r2), c = cos(t), sn = sin(t);
+  Tensor k0 = r0 / t, k1 = r1 / t, k2 = r2 / t, kd = (k0 * y0 + k1 * y1 + k2 * y2) * (1.0 - c);
+  Tensor z0 = y0 * c + (k1 * y2 - k2 * y1) * sn + k0 * kd;
+  Tensor z1 = y1 * c + (k2 * y0 - k0 * y2) * sn + k1 * kd;
+  Tensor z2 = y2 * c + (k0 * y1 - k1 * y0) * sn + k2 * kd;
+  Tensor p0 = -z0 / z2, p1 = -z1 / z2, rsq = p0 * p0 + p1 * p1;
+  Tensor distort = 1.0 + col(cams, 9) * rsq + col(cams, 10) * rsq * rsq;
+  Tensor e0 = w * (col(cams, 6) * p0 * distort + col(cams, 7) - take(constant(feats), constant(Array(int32_t(0))), 1));
+  Tensor e1 = w * (col(cams, 6) * p1 * distort + col(cams, 8) - take(constant(feats), constant(Array(int32_t(1))), 1));
+  return concatenate({e0, e1, 1.0 - w * w});
+}
+
+/// The full Jacobian of the BA residuals by one VJP per residual, each seeded
+/// with a one-hot constant: the program the issue saw spend 245 s in LLVM at
+/// p = 10 when folding copied such constants into every use.
+void baJacobianBench(const std::string& data) {
+  const std::string path = data + "/ba/ba1_n49_m7776_p31843.txt";
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("BA: cannot read %s (skipped)\n", path.c_str());
+    return;
+  }
+  long n = 0, m = 0, p = 0;
+  in >> n >> m >> p;
+  std::vector<double> cam(11), x(3), feat(2);
+  double w0 = 0;
+  for (double& v : cam) in >> v;
+  for (double& v : x) in >> v;
+  in >> w0 >> feat[0] >> feat[1];
+  for (int obs : {10, 33}) {
+    std::vector<double> cams, xs, ws, feats;
+    for (int i = 0; i < obs; ++i) { // ADBench replicates one sample; vary it a little
+      for (double v : cam) cams.push_back(v * (1 + 0.01 * std::sin(i + v)));
+      for (double v : x) xs.push_back(v * (1 + 0.01 * std::cos(i + v)));
+      ws.push_back(w0);
+      feats.insert(feats.end(), feat.begin(), feat.end());
+    }
+    const Array feats2(feats, {obs, 2});
+    auto jacobian = [obs, feats2](Tensor cams, Tensor X, Tensor w) {
+      auto [r, back] = vjp([&](Tensor c, Tensor x, Tensor ww) { return baResiduals(c, x, ww, feats2); }, cams, X, w);
+      std::vector<Tensor> rows;
+      for (int k = 0; k < 3 * obs; ++k) {
+        std::vector<double> onehot(static_cast<std::size_t>(3 * obs), 0.0);
+        onehot[static_cast<std::size_t>(k)] = 1;
+        std::vector<Tensor> g = back(constant(Array(onehot)));
+        rows.push_back(concatenate({reshape(g[0], {-1}), reshape(g[1], {-1}), g[2]}));
+      }
+      return std::make_pair(r, stack(rows));
+    };
+    char name[64];
+    std::snprintf(name, sizeof name, "BA full Jacobian, p = %d", obs);
+    auto f = jit(jacobian);
+    report(name, 0, [&] { f(Array(cams, {obs, 11}), Array(xs, {obs, 3}), Array(ws)); });
+  }
 }
 
 // ---- GMM log-likelihood (ADBench inputs) ------------------------------------
@@ -220,6 +287,7 @@ void run(bool quick, const std::string& data) {
     report("recurrence, jitted step, grad", 4 * steps, [&] { gc(W, xs); });
   }
   gmmBench(data);
+  baJacobianBench(data);
 }
 
 } // namespace
@@ -241,6 +309,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   const char* data = std::getenv("ADBENCH_DATA");
+  if (argc > 1 && !std::strcmp(argv[1], "--ba")) { // only the BA Jacobian
+    baJacobianBench(data ? data : ADJIT_ADBENCH_DATA);
+    return 0;
+  }
   run(quick, data ? data : ADJIT_ADBENCH_DATA);
   // The disk cache: the same programs in two fresh processes sharing a cache directory.
   const std::string dir = std::filesystem::temp_directory_path() / ("adjit-bench-cache." + std::to_string(::getpid()));
