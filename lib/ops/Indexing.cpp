@@ -92,12 +92,22 @@ void defineIndexingOps(Table& t) {
         xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
         return c.operand(0, Index::ofDims(std::move(xi)));
       },
-      // scatter the cotangent back to the elements that were read
+      // scatter the cotangent back to the elements that were read. One slice
+      // (a scalar index, x[:, j]): dx = where(iota_axis == k, dy, 0), which
+      // fuses with its neighbours where a scatter is a kernel of its own.
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           const int64_t axis = c.op.attrs.integer("axis");
           Tensor x = c.x(0);
-          return scatter_add(zeros_like(x), effectiveIndices(c.x(1), x.shape()[axis]), c.dy(), axis);
+          Tensor k = effectiveIndices(c.x(1), x.shape()[axis]);
+          if (k.rank() == 0) {
+            const Shape s = x.shape();
+            Shape kept = s;
+            kept[static_cast<std::size_t>(axis)] = 1;
+            Tensor hit = eq(iota(s, axis, k.dtype()), broadcast_to(k, s));
+            return where(hit, broadcast_to(reshape(c.dy(), kept), s), zeros_like(x));
+          }
+          return scatter_add(zeros_like(x), k, c.dy(), axis);
         });
       },
       .example = R"(func @f(%0: f64[3,2]) -> (f64[4,2]) {

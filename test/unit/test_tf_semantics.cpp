@@ -424,3 +424,17 @@ TEST_CASE("ADJIT_CHECK_CUSTOM_VJP: a wrong VJP is caught, log1pexp is not flagge
   CHECK(grad([opaqueRight](Tensor x) { return sum(opaqueRight(x)); })(f64({0.4, -0.9})).to_vector<double>() ==
         std::vector<double>{0.8, -1.8});
 }
+
+TEST_CASE("the gradient of reading one slice (a scalar index) matches finite differences") {
+  // take with a scalar index has its own VJP (a select that fuses); check it
+  // along every axis and with a negative and an out-of-range index.
+  const Array x = f64({0.3, -1.2, 2.0, 0.7, 1.1, -0.4}, {2, 3});
+  for (int axis = 0; axis < 2; ++axis)
+    for (int k : {0, 1, -1, 7}) {
+      CAPTURE(axis);
+      CAPTURE(k);
+      auto f = [axis, k](Tensor t) { return sum(sin(take(t, constant(Array(int32_t(k))), axis)) * 1.5); };
+      check_grads(f, x, {.order = 2});
+    }
+  check_grads([](Tensor t) { return sum(t[1] * t[0]); }, x);
+}
