@@ -10,12 +10,16 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
+#include <vector>
 
 namespace adjit::codegen {
 
@@ -25,6 +29,22 @@ static void initializeLLVM() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
+    // ADJIT_LLVM_ARGS: LLVM's own command-line options, for experiments (as
+    // Julia's JULIA_LLVM_ARGS or XLA_FLAGS), e.g. "-enable-post-misched=false".
+    // A bad one is reported on stderr and ignored; it never ends the process.
+    if (const char* args = std::getenv("ADJIT_LLVM_ARGS")) {
+      std::vector<std::string> words{"adjit"};
+      std::istringstream in(args);
+      for (std::string w; in >> w;) words.push_back(w);
+      std::vector<const char*> argv;
+      for (const std::string& w : words) argv.push_back(w.c_str());
+      std::string errors;
+      llvm::raw_string_ostream os(errors);
+      if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "adjit", &os)) {
+        os.flush();
+        std::fprintf(stderr, "adjit: warning: ADJIT_LLVM_ARGS ignored: %s", errors.c_str());
+      }
+    }
   });
 }
 

@@ -18,4 +18,9 @@ grep -q '_ZGV' "$dir"/f.*.6-asm.s || grep -q 'log1pf' "$dir"/f.*.6-asm.s
 # A dump directory that cannot be made: one warning line, and the program still runs.
 ADJIT_DUMP=/proc/adjit-no-such-dir "$quickstart" >/dev/null 2>"$dir.warn"
 [ "$(grep -c 'adjit: warning: ADJIT_DUMP: cannot write files in' "$dir.warn")" = 1 ] || { echo "expected one ADJIT_DUMP warning"; cat "$dir.warn"; exit 1; }
+# ADJIT_LLVM_ARGS: a valid LLVM option is taken silently; a bad one is a warning, and the program still runs.
+ADJIT_LLVM_ARGS="-enable-post-misched=false" "$quickstart" >/dev/null 2>"$dir.llvm"
+[ ! -s "$dir.llvm" ] || { echo "unexpected output for a valid ADJIT_LLVM_ARGS"; cat "$dir.llvm"; exit 1; }
+ADJIT_LLVM_ARGS="-no-such-llvm-option" "$quickstart" >/dev/null 2>"$dir.llvm"
+grep -q "adjit: warning: ADJIT_LLVM_ARGS ignored: .*no-such-llvm-option" "$dir.llvm" || { echo "no ADJIT_LLVM_ARGS warning"; cat "$dir.llvm"; exit 1; }
 echo "dump and log ok"
