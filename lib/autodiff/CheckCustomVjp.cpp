@@ -66,82 +66,107 @@ bool checkingCustomVjps() {
   return v && *v && std::string(v) != "0";
 }
 
-void checkCustomVjp(const std::string& fwdName, const std::vector<Tensor>& operands, std::size_t outputs,
-                    const std::vector<std::optional<Tensor>>& dys, const std::vector<std::optional<Tensor>>& dxs,
-                    const std::vector<std::string>& names, const Location& loc) {
-  detail::TraceState& s = *detail::currentTrace();
-  const ir::Function& fwd = *s.module->lookup(fwdName);
-  auto cotangent = [&](std::size_t i) {
+namespace {
+
+/// What the check sees of one call site.
+struct Site {
+  detail::TraceState& s;
+  const ir::Function& fwd;
+  const std::string& fwdName;
+  const std::vector<Tensor>& operands;
+  std::size_t outputs;
+  const std::vector<std::optional<Tensor>>& dys;
+  const std::vector<std::optional<Tensor>>& dxs;
+  const Location& loc;
+  /// The cotangent of the forward's output i (zeros where none reached it).
+  Tensor cotangent(std::size_t i) const {
     const Type& t = fwd.type(fwd.outputs[i]);
     return i < outputs && i < dys.size() && dys[i] ? *dys[i] : full(t.shape, 0, t.dtype);
-  };
+  }
+  bool checked(std::size_t i) const { return i < dxs.size() && dxs[i] && is_floating(operands[i].dtype()); }
+};
+
+/// Elementwise against the forward's own VJP function `vjpName`.
+void byAutodiff(const Site& c, const std::string& vjpName, const std::vector<std::string>& names) {
+  std::vector<ir::ValueId> args;
+  for (const Tensor& x : c.operands) args.push_back(x.id());
+  for (std::size_t i = 0; i < c.fwd.outputs.size(); ++i)
+    if (is_floating(c.fwd.type(c.fwd.outputs[i]).dtype)) args.push_back(c.cotangent(i).id());
+  const std::vector<ir::ValueId> r = c.s.builder.create(ir::OpKind::Call, args, {}, {vjpName}, c.loc);
   std::vector<Tensor> custom, reference;
   std::vector<std::string> labels;
-  std::string vjpName;
-  try {
-    vjpName = combinedVjp(s.module, fwdName);
-  } catch (const Error& e) {
-    // No derivative of the forward (an op without one): a central difference
-    // along a random direction instead, <dy, f(x + e v) - f(x - e v)> / 2e
-    // against <dx, v>.
-    std::mt19937_64 rng(0x5eed);
-    std::vector<Tensor> plus, minus;
-    Tensor byVjp = full({}, 0, DType::f64), byDifference = full({}, 0, DType::f64);
-    double eps = 1e-6;
-    for (std::size_t i = 0; i < operands.size(); ++i) {
-      plus.push_back(operands[i]);
-      minus.push_back(operands[i]);
-      if (i >= dxs.size() || !dxs[i] || !is_floating(operands[i].dtype())) continue;
-      if (operands[i].dtype() == DType::f32) eps = 1e-2;
-      Tensor v = cast(constant(detail::randomLike(operands[i].type(), rng)), operands[i].dtype());
-      plus[i] = operands[i] + v * eps;
-      minus[i] = operands[i] - v * eps;
-      byVjp = byVjp + cast(sum(*dxs[i] * v), DType::f64);
-    }
-    auto callFwd = [&](const std::vector<Tensor>& args) {
-      std::vector<ir::ValueId> ids;
-      for (const Tensor& a : args) ids.push_back(a.id());
-      return s.builder.create(ir::OpKind::Call, ids, {}, {fwdName}, loc);
-    };
-    const std::vector<ir::ValueId> yp = callFwd(plus), ym = callFwd(minus);
-    for (std::size_t i = 0; i < outputs; ++i) {
-      if (!is_floating(fwd.type(fwd.outputs[i]).dtype)) continue;
-      Tensor diff = detail::wrap(s, yp[i]) - detail::wrap(s, ym[i]);
-      byDifference = byDifference + cast(sum(cotangent(i) * diff), DType::f64) / (2 * eps);
-    }
-    const double rtol = eps > 1e-4 ? 5e-2 : 1e-4;
-    debug_callback(
-        [loc, rtol](const std::vector<Array>& v) {
-          const double a = v[0].item<double>(), b = v[1].item<double>();
-          if (std::fabs(a - b) > rtol * std::max({std::fabs(a), std::fabs(b), 1e-12}))
-            throw Error(fmt::format("custom_gradient{}: its VJP disagrees with central finite differences of its forward "
-                                    "(which has no autodiff): along a random direction {:.9g} by the VJP, {:.9g} by "
-                                    "differences",
-                                    where(loc), a, b),
-                        loc);
-        },
-        {byVjp, byDifference});
-    (void)e;
-    return;
-  }
-  std::vector<ir::ValueId> args;
-  for (const Tensor& x : operands) args.push_back(x.id());
-  for (std::size_t i = 0; i < fwd.outputs.size(); ++i)
-    if (is_floating(fwd.type(fwd.outputs[i]).dtype)) args.push_back(cotangent(i).id());
-  const std::vector<ir::ValueId> r = s.builder.create(ir::OpKind::Call, args, {}, {vjpName}, loc);
-  std::size_t next = fwd.outputs.size(); // (y..., dx per floating parameter...)
-  for (std::size_t i = 0; i < operands.size(); ++i) {
-    if (!is_floating(operands[i].dtype())) continue;
-    const Tensor dx = detail::wrap(s, r.at(next++));
-    if (i >= dxs.size() || !dxs[i]) continue;
-    custom.push_back(*dxs[i]);
+  std::size_t next = c.fwd.outputs.size(); // (y..., dx per floating parameter...)
+  for (std::size_t i = 0; i < c.operands.size(); ++i) {
+    if (!is_floating(c.operands[i].dtype())) continue;
+    const Tensor dx = detail::wrap(c.s, r.at(next++));
+    if (!c.checked(i)) continue;
+    custom.push_back(*c.dxs[i]);
     reference.push_back(dx);
     labels.push_back(names.at(i));
   }
   if (custom.empty()) return;
-  std::vector<Tensor> all = custom;
-  all.insert(all.end(), reference.begin(), reference.end());
-  debug_callback([labels, loc](const std::vector<Array>& v) { compareElementwise(v, labels, loc); }, all);
+  custom.insert(custom.end(), reference.begin(), reference.end());
+  const Location loc = c.loc;
+  debug_callback([labels, loc](const std::vector<Array>& v) { compareElementwise(v, labels, loc); }, custom);
+}
+
+/// For a forward without a derivative: <dx, v> from the VJP against the
+/// central difference <dy, f(x + e v) - f(x - e v)> / 2e along a random v.
+void byDifferences(const Site& c) {
+  std::mt19937_64 rng(0x5eed);
+  std::vector<Tensor> plus = c.operands, minus = c.operands;
+  Tensor byVjp = full({}, 0, DType::f64), byDifference = full({}, 0, DType::f64);
+  double eps = 1e-6;
+  for (std::size_t i = 0; i < c.operands.size(); ++i)
+    if (c.checked(i) && c.operands[i].dtype() == DType::f32) eps = 1e-2; // f32 differences need a larger step
+  for (std::size_t i = 0; i < c.operands.size(); ++i) {
+    if (!c.checked(i)) continue;
+    Tensor v = cast(constant(detail::randomLike(c.operands[i].type(), rng)), c.operands[i].dtype());
+    plus[i] = c.operands[i] + v * eps;
+    minus[i] = c.operands[i] - v * eps;
+    byVjp = byVjp + cast(sum(*c.dxs[i] * v), DType::f64);
+  }
+  auto callFwd = [&](const std::vector<Tensor>& args) {
+    std::vector<ir::ValueId> ids;
+    for (const Tensor& a : args) ids.push_back(a.id());
+    return c.s.builder.create(ir::OpKind::Call, ids, {}, {c.fwdName}, c.loc);
+  };
+  const std::vector<ir::ValueId> yp = callFwd(plus), ym = callFwd(minus);
+  for (std::size_t i = 0; i < c.outputs; ++i) {
+    if (!is_floating(c.fwd.type(c.fwd.outputs[i]).dtype)) continue;
+    Tensor diff = detail::wrap(c.s, yp[i]) - detail::wrap(c.s, ym[i]);
+    byDifference = byDifference + cast(sum(c.cotangent(i) * diff), DType::f64) / (2 * eps);
+  }
+  const double rtol = eps > 1e-4 ? 5e-2 : 1e-4;
+  const Location loc = c.loc;
+  debug_callback(
+      [loc, rtol](const std::vector<Array>& v) {
+        const double a = v[0].item<double>(), b = v[1].item<double>();
+        if (std::fabs(a - b) > rtol * std::max({std::fabs(a), std::fabs(b), 1e-12}))
+          throw Error(fmt::format("custom_gradient{}: its VJP disagrees with central finite differences of its forward "
+                                  "(which has no autodiff): along a random direction {:.9g} by the VJP, {:.9g} by "
+                                  "differences",
+                                  where(loc), a, b),
+                      loc);
+      },
+      {byVjp, byDifference});
+}
+
+} // namespace
+
+void checkCustomVjp(const std::string& fwdName, const std::vector<Tensor>& operands, std::size_t outputs,
+                    const std::vector<std::optional<Tensor>>& dys, const std::vector<std::optional<Tensor>>& dxs,
+                    const std::vector<std::string>& names, const Location& loc) {
+  detail::TraceState& s = *detail::currentTrace();
+  const Site site{s, *s.module->lookup(fwdName), fwdName, operands, outputs, dys, dxs, loc};
+  std::string vjpName;
+  try {
+    vjpName = combinedVjp(s.module, fwdName);
+  } catch (const Error&) {
+    byDifferences(site); // the forward has an op without a derivative
+    return;
+  }
+  byAutodiff(site, vjpName, names);
 }
 
 } // namespace adjit::autodiff

@@ -227,12 +227,19 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
   if (const ir::Function* done = derivedFunction(*m, "vjp", name)) return done->name;
   const ir::Function* g = m->lookup(name);
   if (!g) throw Error("vjp: no function named @" + name + " in the module");
-  detail::TraceScope scope(m, name + ".vjp"); // @name.vjp, or @name.vjp.1 if that is taken
-  const std::string vname = scope.state().fn->name;
-  Differentiated d = differentiateInto(scope, *g, /*withDy=*/true);
-  std::vector<Tensor> outs = d.ys;
-  outs.insert(outs.end(), d.dxs.begin(), d.dxs.end());
-  scope.finish(outs);
+  std::string vname;
+  try {
+    detail::TraceScope scope(m, name + ".vjp"); // @name.vjp, or @name.vjp.1 if that is taken
+    vname = scope.state().fn->name;
+    Differentiated d = differentiateInto(scope, *g, /*withDy=*/true);
+    std::vector<Tensor> outs = d.ys;
+    outs.insert(outs.end(), d.dxs.begin(), d.dxs.end());
+    scope.finish(outs);
+  } catch (...) {
+    // (No gradient for an op of @name, say.) Leave no half-built function behind.
+    std::erase_if(m->functions, [&](const auto& f) { return f->name == vname; });
+    throw;
+  }
   m->derived["vjp @" + name] = vname;
   return vname;
 }
