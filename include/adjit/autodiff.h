@@ -144,7 +144,8 @@ public:
     std::vector<detail::SourceLeaf> leaves;
     detail::Sources<S>::flatten(sources, leaves);
     std::vector<std::optional<Tensor>> ogs(output_gradients.begin(), output_gradients.end());
-    const std::vector<std::optional<Tensor>> g = gradientOfLeaves(targets, ogs, leaves, unconnected, Location::from(loc));
+    const std::vector<std::optional<Tensor>> g =
+        gradientOfLeaves(targets, ogs, leaves, unconnected, Location::from(loc));
     const std::optional<Tensor>* it = g.data();
     return detail::Sources<S>::rebuild(sources, it);
   }
@@ -304,7 +305,8 @@ template <class F, bool WithValue, int... I> class GradFn {
 public:
   /// Made by grad and value_and_grad; `loc` is where they were called.
   GradFn(F f, std::source_location loc)
-      : f_(std::move(f)), loc_(Location::from(loc)), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
+      : f_(std::move(f)), loc_(Location::from(loc)),
+        core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
 
   /// With Tensors (inside a trace): the gradient ops join that trace. With
   /// Arrays or scalars: compiled through jit and run.

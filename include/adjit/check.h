@@ -97,7 +97,8 @@ void check_grads(const F& f, const std::tuple<A...>& args, CheckGradsOptions o =
   static_assert((std::is_same_v<A, Array> && ...), "check_grads: the arguments are Arrays (std::tuple{x, y})");
   const Location where = Location::from(loc);
   detail::checkGradsOptions(o, where);
-  std::array<Array, sizeof...(A)> x = std::apply([](const auto&... a) { return std::array<Array, sizeof...(A)>{detail::asF64(a)...}; }, args);
+  using Args = std::array<Array, sizeof...(A)>;
+  const Args x = std::apply([](const auto&... a) { return Args{detail::asF64(a)...}; }, args);
   std::mt19937_64 rng(o.seed);
   detail::checkReverse<1>(f, x, o, where, rng, std::index_sequence_for<A...>{});
 }

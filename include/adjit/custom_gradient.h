@@ -159,8 +159,9 @@ private:
 /// custom_gradient(f): f(xs...) returns std::pair{ys, grad_fn}; grad_fn(dys...)
 /// returns one gradient per flattened input (a Tensor, or a tuple/vector of
 /// them; std::optional<Tensor> leaves may be std::nullopt for "no gradient",
-/// TensorFlow's None, which becomes zeros where a value is needed). Autodiff never differentiates f's body: it calls grad_fn, traced only
-/// when a gradient reaches the call. Tensors of f that grad_fn captures become
+/// TensorFlow's None, which becomes zeros where a value is needed). Autodiff
+/// never differentiates f's body: it calls grad_fn, traced only when a
+/// gradient reaches the call. Tensors of f that grad_fn captures become
 /// residuals; tensors f captures from outside are constants for it. If f reads
 /// variables, grad_fn takes them too, grad_fn(dys..., const
 /// std::vector<Variable>& variables), and returns std::pair{grad_xs,
