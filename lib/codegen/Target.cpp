@@ -114,7 +114,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
   llvm::PassBuilder pb(&tm, pto);
   llvm::Triple triple(m.getTargetTriple());
   llvm::TargetLibraryInfoImpl tlii(triple);
-  addVectorMath(tlii, triple, tm.getTargetFeatureString());
+  addVectorMath(tlii, triple, *tm.getMCSubtargetInfo());
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);

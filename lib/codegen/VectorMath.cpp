@@ -1,27 +1,31 @@
-// codegen/VectorMath.cpp — the one table mapping scalar libm functions (as the
-// op lowerings call them) to glibc's libmvec vector variants, by ISA:
-// SSE (b), AVX2 (d) and AVX-512 (e). Registered with TargetLibraryInfo so the
-// loop vectorizer calls `_ZGVdN8v_tanhf` instead of eight `tanhf` calls.
+// codegen/VectorMath.cpp — maps the scalar libm functions op lowerings call
+// (each op declares its own in `.libm`, in its op-table block) to glibc's
+// libmvec vector variants, by ISA: SSE (b), AVX2 (d) and AVX-512 (e).
+// Registered with TargetLibraryInfo so the loop vectorizer calls
+// `_ZGVdN8v_tanhf` instead of eight `tanhf` calls.
 #include "codegen/VectorMath.h"
 
+#include "ops/OpTable.h"
+
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/TargetParser/Triple.h>
 
 #include <deque>
+#include <map>
 #include <string>
 
 namespace adjit::codegen {
 namespace {
 
-struct MathFn {
-  const char* name;
-  int arity;
-  bool hasIntrinsic; ///< llvm.<name>.f32/.f64 exists and maps the same way
-};
-
-constexpr MathFn kMathFns[] = {
-    {"exp", 1, true},   {"log", 1, true},   {"log1p", 1, false}, {"expm1", 1, false},
-    {"sin", 1, true},   {"cos", 1, true},   {"tanh", 1, false},  {"pow", 2, true},
-};
+/// Every libm function some op declares, once each, by name.
+std::vector<ops::MathFunction> mathFunctions() {
+  std::map<std::string, ops::MathFunction> byName;
+  for (ir::OpKind k : ops::allOps())
+    if (const ops::MathFunction& m = ops::info(k).hooks.libm; m.name) byName.emplace(m.name, m);
+  std::vector<ops::MathFunction> out;
+  for (const auto& [name, m] : byName) out.push_back(m);
+  return out;
+}
 
 struct Isa {
   char letter;
@@ -32,17 +36,20 @@ constexpr Isa kIsas[] = {{'b', 128, "+sse2"}, {'d', 256, "+avx2"}, {'e', 512, "+
 
 } // namespace
 
-void addVectorMath(llvm::TargetLibraryInfoImpl& tlii, const llvm::Triple& triple, llvm::StringRef features) {
+void addVectorMath(llvm::TargetLibraryInfoImpl& tlii, const llvm::Triple& triple, const llvm::MCSubtargetInfo& sti) {
   if (triple.getArch() != llvm::Triple::x86_64 || !triple.isOSGlibc()) return;
   // VecDesc holds StringRefs: keep the strings alive for the process.
   static std::deque<std::string> strings;
   static std::mutex m;
   std::lock_guard lock(m);
   auto keep = [](std::string s) -> llvm::StringRef { return strings.emplace_back(std::move(s)); };
+  static const std::vector<ops::MathFunction> kMathFunctions = mathFunctions();
   std::vector<llvm::VecDesc> descs;
   for (const Isa& isa : kIsas) {
-    if (isa.letter != 'b' && !features.contains(isa.feature)) continue;
-    for (const MathFn& fn : kMathFns) {
+    // The subtarget, not the feature string: a named CPU (x86-64-v3) implies
+    // features the string does not list.
+    if (isa.letter != 'b' && !sti.checkFeatures(isa.feature)) continue;
+    for (const ops::MathFunction& fn : kMathFunctions) {
       for (bool f32 : {true, false}) {
         int lanes = isa.bits / (f32 ? 32 : 64);
         std::string params(static_cast<std::size_t>(fn.arity), 'v');

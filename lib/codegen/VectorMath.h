@@ -2,13 +2,14 @@
 #pragma once
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <fmt/format.h>
 #include <mutex>
 
 namespace adjit::codegen {
 
-/// Registers libmvec's vector variants of exp, log, log1p, expm1, sin, cos,
-/// tanh and pow for every ISA that `features` (a target feature string) allows.
-void addVectorMath(llvm::TargetLibraryInfoImpl& tlii, const llvm::Triple& triple, llvm::StringRef features);
+/// Registers libmvec's vector variants of the libm functions the ops declare
+/// (`Hooks::libm`) for every ISA the subtarget `sti` has.
+void addVectorMath(llvm::TargetLibraryInfoImpl& tlii, const llvm::Triple& triple, const llvm::MCSubtargetInfo& sti);
 
 } // namespace adjit::codegen

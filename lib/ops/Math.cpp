@@ -29,37 +29,33 @@ template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
   })};
 }
 
-/// Scalar body that calls libm function `name` (e.g. "exp" -> expf / exp).
-template <const char* Name> llvm::Value* libm(ScalarCtx& c) {
-  return c.callMath(Name, c.outType(), c.args);
-}
-
-constexpr char kExp[] = "exp", kLog[] = "log", kLog1p[] = "log1p", kExpm1[] = "expm1",
-               kSin[] = "sin", kCos[] = "cos", kTanh[] = "tanh", kPow[] = "pow";
+/// Scalar body that calls the libm function its op's block declares in
+/// `.libm` (e.g. "exp" -> expf / exp).
+llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(info(c.op.kind).hooks.libm.name, c.outType(), c.args); }
 
 } // namespace
 
 void defineMathOps(Table& t) {
   // exp(x) = e^x
   // d/dx e^x = e^x
-  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libm<kExp>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y(); }); }});
+  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libmCall, .libm = {"exp", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y(); }); }});
   // log(x) = ln x
   // d/dx ln x = 1/x (inf at 0, as the true derivative)
-  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libm<kLog>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / c.x(0); }); }});
+  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libmCall, .libm = {"log", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / c.x(0); }); }});
   // log1p(x) = ln(1 + x), accurate near 0
   // d/dx ln(1 + x) = 1/(1 + x)
-  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libm<kLog1p>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) + 1); }); }});
+  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libmCall, .libm = {"log1p", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) + 1); }); }});
   // expm1(x) = e^x - 1, accurate near 0
   // d/dx (e^x - 1) = e^x
-  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libm<kExpm1>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (c.y() + 1); }); }});
+  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libmCall, .libm = {"expm1", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (c.y() + 1); }); }});
   // sin(x), cos(x)
   // d/dx sin x = cos x
-  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libm<kSin>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cos(c.x(0)); }); }});
+  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libmCall, .libm = {"sin", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cos(c.x(0)); }); }});
   // d/dx cos x = -sin x
-  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libm<kCos>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy() * sin(c.x(0)); }); }});
+  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libmCall, .libm = {"cos", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy() * sin(c.x(0)); }); }});
   // tanh(x)
   // d/dx tanh x = 1 - tanh^2 x
-  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libm<kTanh>, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 - c.y() * c.y()); }); }});
+  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libmCall, .libm = {"tanh", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 - c.y() * c.y()); }); }});
 
   // sqrt(x) = x^(1/2); a hardware instruction
   set(t, OpKind::Sqrt, {
@@ -92,9 +88,10 @@ void defineMathOps(Table& t) {
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         DType dt = c.outType();
         llvm::Value* negx = c.b.CreateFNeg(c.args[0]);
-        llvm::Value* e = c.callMath("exp", dt, {{negx}});
+        llvm::Value* e = c.callMath(info(c.op.kind).hooks.libm.name, dt, {{negx}});
         return c.b.CreateFDiv(c.constant(dt, 1), c.b.CreateFAdd(c.constant(dt, 1), e));
       },
+      .libm = {"exp", 1, true},
       // d/dx s(x) = s(x) (1 - s(x))
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y() * (1 - c.y()); }); },
   });
@@ -112,7 +109,7 @@ void defineMathOps(Table& t) {
         if (c.isSplat(1, 1)) return ir::Folded{c.op.operands[0]}; // x^1 = x
         return std::nullopt;
       },
-      .scalar = libm<kPow>,
+      .scalar = libmCall, .libm = {"pow", 2, true},
       // d x^y = y x^(y-1) dx + ln(x) x^y dy; each guarded where it would be 0 * inf
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {

@@ -108,6 +108,15 @@ struct ReduceHooks {
   llvm::Value* (*combine)(codegen::EmitBase&, DType, llvm::Value* acc, llvm::Value* x);
 };
 
+/// A libm function an op's scalar lowering calls: `name` for f64, `name`+"f"
+/// for f32. Declared in the op's block, so the code generator registers its
+/// glibc libmvec variants with the loop vectorizer (codegen/VectorMath.cpp).
+struct MathFunction {
+  const char* name = nullptr; ///< null: the op calls no libm function
+  int arity = 1;
+  bool hasIntrinsic = false; ///< llvm.<name>.f32/.f64 exists and maps to the same vector variants
+};
+
 /// The hooks of one op. Exactly one of `scalar` (elementwise ops), `element`
 /// (ops that compute one result element from operand elements), `reduce`
 /// (reductions) or `lower` (ops that write whole results) is set.
@@ -119,6 +128,8 @@ struct Hooks {
   llvm::Value* (*element)(codegen::ElementCtx&) = nullptr;
   void (*lower)(codegen::LowerCtx&) = nullptr;
   const ReduceHooks* reduce = nullptr;
+  /// The libm function `scalar` calls, if any (see MathFunction).
+  MathFunction libm = {};
   /// Adds operand cotangents from result cotangents (reverse mode). Required
   /// unless the op is kNonDifferentiable.
   void (*vjp)(const autodiff::VjpCtx&) = nullptr;
