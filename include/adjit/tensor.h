@@ -91,6 +91,8 @@ Tensor mul(const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor div(const Tensor& a, const Tensor& b, ADJIT_HERE);
 /// a raised to the power b (floating).
 Tensor pow(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// The angle of the point (x, y) in radians, in (-pi, pi] (floating).
+Tensor atan2(const Tensor& y, const Tensor& x, ADJIT_HERE);
 /// The larger of a and b (NaN if either is NaN).
 Tensor maximum(const Tensor& a, const Tensor& b, ADJIT_HERE);
 /// The smaller of a and b (NaN if either is NaN).
@@ -117,6 +119,8 @@ Tensor cos(const Tensor& x, ADJIT_HERE);
 Tensor tanh(const Tensor& x, ADJIT_HERE);
 /// 1 / (1 + e^-x).
 Tensor sigmoid(const Tensor& x, ADJIT_HERE);
+/// The error function, 2/sqrt(pi) times the integral of e^(-t^2) from 0 to x.
+Tensor erf(const Tensor& x, ADJIT_HERE);
 /// |x|.
 Tensor abs(const Tensor& x, ADJIT_HERE);
 /// -1, 0 or 1 by the sign of x (NaN stays NaN).
@@ -143,7 +147,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor logical_not(const Tensor& x, ADJIT_HERE);
 /// The binary functions that also take a C++ scalar on either side, as an
 /// X-macro list (lib/trace/Ops.cpp defines them from the same list).
-#define ADJIT_SCALAR_BINARY_FUNCTIONS(X) X(add) X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum) \
+#define ADJIT_SCALAR_BINARY_FUNCTIONS(X) X(add) X(sub) X(mul) X(div) X(pow) X(atan2) X(maximum) X(minimum) \
   X(lt) X(le) X(gt) X(ge) X(eq) X(ne)
 /// The binary functions with a C++ scalar on either side, `pow(x, 2)` or
 /// `maximum(0.0, x)`: the scalar takes the tensor's dtype, as with operators.

@@ -1,5 +1,5 @@
 // ops/Math.cpp — transcendental and root functions on floats: exp log log1p expm1
-// sqrt rsqrt sin cos tanh sigmoid pow. Lowered to libm calls marked side-effect
+// sqrt rsqrt sin cos tanh sigmoid erf pow atan2. Lowered to libm calls marked side-effect
 // free; the codegen maps them to glibc's libmvec variants in vectorised loops.
 #include "codegen/Emitter.h"
 #include "autodiff/VjpCtx.h"
@@ -21,6 +21,7 @@ struct SinR { template <class T> T operator()(T x) const { return std::sin(x); }
 struct CosR { template <class T> T operator()(T x) const { return std::cos(x); } };
 struct TanhR { template <class T> T operator()(T x) const { return std::tanh(x); } };
 struct SigmoidR { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+struct ErfR { template <class T> T operator()(T x) const { return std::erf(x); } };
 
 template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
   return {mapUnary(c.args[0], c.resultType().dtype, [](auto x) -> decltype(x) {
@@ -94,6 +95,29 @@ void defineMathOps(Table& t) {
       .libm = {"exp", 1, true},
       // d/dx s(x) = s(x) (1 - s(x))
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y() * (1 - c.y()); }); },
+  });
+
+  // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt
+  // d/dx erf x = 2/sqrt(pi) e^(-x^2)
+  set(t, OpKind::Erf, {.infer = inferFloatUnary, .eval = evalWith<ErfR>, .fold = noFold, .scalar = libmCall, .libm = {"erf", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * (1.1283791670955126 * exp(-(x * x))); }); }});
+
+  // atan2(y, x): the angle of the point (x, y), in (-pi, pi]
+  set(t, OpKind::Atan2, {
+      .infer = inferFloatBinary,
+      .eval = [](const EvalCtx& c) {
+        return std::vector<Array>{mapBinary(c.args[0], c.args[1], c.resultType().dtype, [](auto y, auto x) {
+          if constexpr (std::is_floating_point_v<decltype(y)>) return std::atan2(y, x);
+          else return y;
+        })};
+      },
+      .fold = noFold,
+      .scalar = libmCall, .libm = {"atan2", 2, false},
+      // d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
+      .vjp = [](const autodiff::VjpCtx& c) {
+        Tensor y = c.x(0), x = c.x(1);
+        c.grad(0, [&] { return c.dy() * x / (x * x + y * y); });
+        c.grad(1, [&] { return -c.dy() * y / (x * x + y * y); });
+      },
   });
 
   // pow(x, y) = x^y

@@ -133,6 +133,7 @@ Tensor sub(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("sub", Op
 Tensor mul(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("mul", OpKind::Mul, a, b, L(l)); }
 Tensor div(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("div", OpKind::Div, a, b, L(l)); }
 Tensor pow(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("pow", OpKind::Pow, a, b, L(l)); }
+Tensor atan2(const Tensor& y, const Tensor& x, SrcLoc l) { return binary("atan2", OpKind::Atan2, y, x, L(l)); }
 Tensor maximum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("maximum", OpKind::Maximum, a, b, L(l)); }
 Tensor minimum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("minimum", OpKind::Minimum, a, b, L(l)); }
 Tensor lt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("lt", OpKind::Lt, a, b, L(l)); }
@@ -155,6 +156,7 @@ Tensor sin(const Tensor& x, SrcLoc l) { return unary("sin", OpKind::Sin, x, L(l)
 Tensor cos(const Tensor& x, SrcLoc l) { return unary("cos", OpKind::Cos, x, L(l)); }
 Tensor tanh(const Tensor& x, SrcLoc l) { return unary("tanh", OpKind::Tanh, x, L(l)); }
 Tensor sigmoid(const Tensor& x, SrcLoc l) { return unary("sigmoid", OpKind::Sigmoid, x, L(l)); }
+Tensor erf(const Tensor& x, SrcLoc l) { return unary("erf", OpKind::Erf, x, L(l)); }
 Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, L(l)); }
 Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, L(l)); }
 Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, L(l)); }

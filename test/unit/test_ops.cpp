@@ -53,6 +53,14 @@ TEST_CASE("unary math in f64 against the C library") {
   check3([](V v) { return cos(v[0]); }, {x}, expect([](double t) { return std::cos(t); }), 1e-12);
   check3([](V v) { return tanh(v[0]); }, {x}, expect([](double t) { return std::tanh(t); }), 1e-12);
   check3([](V v) { return sigmoid(v[0]); }, {x}, expect([](double t) { return 1 / (1 + std::exp(-t)); }), 1e-12);
+  check3([](V v) { return erf(v[0]); }, {x}, expect([](double t) { return std::erf(t); }), 1e-12);
+  // atan2 in every quadrant, on the axes, and with a scalar on either side.
+  const Array ys = f64({1, 1, -1, -1, 0, 2, 0.5}), xs2 = f64({1, -1, 1, -1, -3, 0, 0.25});
+  std::vector<double> want;
+  for (int64_t i = 0; i < ys.size(); ++i) want.push_back(std::atan2(ys.at(i), xs2.at(i)));
+  check3([](V v) { return atan2(v[0], v[1]); }, {ys, xs2}, f64(want), 1e-12);
+  check3([](V v) { return atan2(v[0], 1.0) + atan2(1.0, v[0]); }, {f64({0.5})},
+         f64({std::atan2(0.5, 1.0) + std::atan2(1.0, 0.5)}), 1e-12);
 }
 
 TEST_CASE("unary math in f32, vectorised over many elements") {
@@ -66,6 +74,9 @@ TEST_CASE("unary math in f32, vectorised over many elements") {
   Array x = f32(xs);
   check3([](V v) { return exp(v[0]); }, {x}, expect([](float t) { return std::exp(t); }), 1e-5);
   check3([](V v) { return tanh(v[0]); }, {x}, expect([](float t) { return std::tanh(t); }), 1e-5);
+  check3([](V v) { return erf(v[0]); }, {x}, expect([](float t) { return std::erf(t); }), 1e-5);
+  check3([](V v) { return atan2(v[0], ones_like(v[0]) * 0.5f); }, {x},
+         expect([](float t) { return std::atan2(t, 0.5f); }), 1e-5);
   check3([](V v) { return log1p(exp(v[0])); }, {x}, expect([](float t) { return std::log1p(std::exp(t)); }), 1e-5);
   check3([](V v) { return expm1(v[0]) + sin(v[0]) * cos(v[0]); }, {x},
          expect([](float t) { return std::expm1(t) + std::sin(t) * std::cos(t); }), 1e-5);
