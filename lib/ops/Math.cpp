@@ -30,6 +30,16 @@ template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
   })};
 }
 
+struct PowR { template <class T> T operator()(T a, T b) const { return std::pow(a, b); } };
+struct Atan2R { template <class T> T operator()(T y, T x) const { return std::atan2(y, x); } };
+
+template <class R> std::vector<Array> evalBinaryWith(const EvalCtx& c) {
+  return {mapBinary(c.args[0], c.args[1], c.resultType().dtype, [](auto a, auto b) -> decltype(a) {
+    if constexpr (std::is_floating_point_v<decltype(a)>) return R{}(a, b);
+    else ADJIT_UNREACHABLE("float op on integers");
+  })};
+}
+
 /// Scalar body that calls the libm function its op's block declares in
 /// `.libm` (e.g. "exp" -> expf / exp).
 llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(info(c.op.kind).hooks.libm.name, c.outType(), c.args); }
@@ -104,12 +114,7 @@ void defineMathOps(Table& t) {
   // atan2(y, x): the angle of the point (x, y), in (-pi, pi]
   set(t, OpKind::Atan2, {
       .infer = inferFloatBinary,
-      .eval = [](const EvalCtx& c) {
-        return std::vector<Array>{mapBinary(c.args[0], c.args[1], c.resultType().dtype, [](auto y, auto x) {
-          if constexpr (std::is_floating_point_v<decltype(y)>) return std::atan2(y, x);
-          else return y;
-        })};
-      },
+      .eval = evalBinaryWith<Atan2R>,
       .fold = noFold,
       .scalar = libmCall, .libm = {"atan2", 2, false},
       // d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
@@ -123,12 +128,7 @@ void defineMathOps(Table& t) {
   // pow(x, y) = x^y
   set(t, OpKind::Pow, {
       .infer = inferFloatBinary,
-      .eval = [](const EvalCtx& c) {
-        return std::vector<Array>{mapBinary(c.args[0], c.args[1], c.resultType().dtype, [](auto a, auto b) {
-          if constexpr (std::is_floating_point_v<decltype(a)>) return std::pow(a, b);
-          else return a;
-        })};
-      },
+      .eval = evalBinaryWith<PowR>,
       .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
         if (c.isSplat(1, 1)) return ir::Folded{c.op.operands[0]}; // x^1 = x
         return std::nullopt;
