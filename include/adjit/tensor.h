@@ -219,6 +219,11 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims 
 // ---- linear algebra -------------------------------------------------------------------
 /// Matrix product; 1-D operands are promoted like numpy; batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// The lower triangle of the last two axes: x[..., i, j] where j - i <= k
+/// (k = 0 keeps the diagonal; k = -1 starts below it), zero elsewhere.
+Tensor tril(const Tensor& x, int64_t k = 0, ADJIT_HERE);
+/// The upper triangle of the last two axes: x[..., i, j] where j - i >= k, zero elsewhere.
+Tensor triu(const Tensor& x, int64_t k = 0, ADJIT_HERE);
 /// Inner product of 1-D tensors (matmul otherwise).
 Tensor dot(const Tensor& a, const Tensor& b, ADJIT_HERE);
 

@@ -2,13 +2,17 @@
 // batch dimensions (the tracer broadcasts them and turns 1-D operands into
 // matrices). Lowered as i-k-j loops whose inner loop is contiguous and
 // vectorised; accumulation uses fused multiply-add and may reassociate.
+// tril/triu: the lower or upper triangle of (a batch of) matrices.
 #include "codegen/Emitter.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
+#include <cstring>
+
 namespace adjit::ops {
 namespace {
 
+using codegen::ElementCtx;
 using codegen::LowerCtx;
 using ir::EvalCtx;
 using ir::InferCtx;
@@ -29,9 +33,64 @@ Tensor transposeLast(const Tensor& t) {
   return transpose(t, perm);
 }
 
+/// Whether element (row, col) is kept: col - row <= k for the lower
+/// triangle, col - row >= k for the upper one.
+template <bool Lower> bool keeps(int64_t row, int64_t col, int64_t k) { return Lower ? col - row <= k : col - row >= k; }
+
+/// tril (Lower) or triu {k}: x where the element is in the triangle, zero elsewhere.
+template <bool Lower> Hooks triangle() {
+  return {
+      .infer = [](const InferCtx& c) {
+        if (c.operands[0].rank() < 2) c.fail("expected a matrix (or a batch of them), got {}", c.operands[0].str());
+        c.integer("k");
+        return std::vector<Type>{c.operands[0]};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array& x = c.args[0];
+        const Shape& s = x.shape();
+        const int64_t k = c.op.attrs.integer("k");
+        Array r(c.resultType()); // zeros
+        const std::size_t w = size_of(x.dtype());
+        for (int64_t i = 0; i < x.size(); ++i) {
+          const std::vector<int64_t> d = unravel(i, s);
+          if (keeps<Lower>(d[d.size() - 2], d[d.size() - 1], k))
+            std::memcpy(static_cast<char*>(r.raw()) + i * w, static_cast<const char*>(x.raw()) + i * w, w);
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const Type& rt = c.resultType();
+        const auto& d = c.dims(c.index, rt.shape);
+        llvm::Value* diff = c.b.CreateSub(d[d.size() - 1], d[d.size() - 2]); // col - row
+        llvm::Value* k = c.i64(c.op.attrs.integer("k"));
+        llvm::Value* keep = Lower ? c.b.CreateICmpSLE(diff, k) : c.b.CreateICmpSGE(diff, k);
+        return c.b.CreateSelect(keep, c.operand(0, c.index), c.constant(rt.dtype, 0));
+      },
+      // The triangle of the cotangent: d tril(x) = tril(dx)
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          const int64_t k = c.op.attrs.integer("k");
+          return Lower ? tril(c.dy(), k) : triu(c.dy(), k);
+        });
+      },
+      .example = Lower ? R"(func @f(%0: f64[2,3,4]) -> (f64[2,3,4]) {
+  %1 = tril(%0) {k = 1} : f64[2,3,4]
+  return %1
+})"
+                       : R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
+  %1 = triu(%0) {k = -1} : f64[3,4]
+  return %1
+})",
+  };
+}
+
 } // namespace
 
 void defineLinalgOps(Table& t) {
+  set(t, OpKind::Tril, triangle<true>());
+  set(t, OpKind::Triu, triangle<false>());
+
   // matmul(a, b): r[..., i, j] = sum_k a[..., i, k] * b[..., k, j]
   set(t, OpKind::Matmul, {
       .infer = [](const InferCtx& c) {

@@ -180,6 +180,15 @@ Tensor cast(const Tensor& x, DType to, SrcLoc l) {
 }
 
 Tensor stop_gradient(const Tensor& x, SrcLoc l) { return unary("stop_gradient", OpKind::StopGradient, x, L(l)); }
+static Tensor triangle(const char* api, OpKind kind, const Tensor& x, int64_t k, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("k", k);
+  return emit(stateOf({&x}, api, loc), kind, {x}, std::move(a), loc);
+}
+Tensor tril(const Tensor& x, int64_t k, SrcLoc l) { return triangle("tril", OpKind::Tril, x, k, l); }
+Tensor triu(const Tensor& x, int64_t k, SrcLoc l) { return triangle("triu", OpKind::Triu, x, k, l); }
+
 Tensor prevent_gradient(const Tensor& x, std::string message, SrcLoc l) {
   Location loc = L(l);
   ir::Attrs a;

@@ -135,6 +135,19 @@ TEST_CASE("shape ops") {
   check3([](V v) { return v[0][-1][0] + 0; }, {x}, f32({4}));
 }
 
+TEST_CASE("tril and triu, with offsets and batches") {
+  const Array m = f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 4});
+  check3([](V v) { return tril(v[0]); }, {m}, f32({1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0}, {3, 4}));
+  check3([](V v) { return tril(v[0], -1); }, {m}, f32({0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0}, {3, 4}));
+  check3([](V v) { return triu(v[0]); }, {m}, f32({1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12}, {3, 4}));
+  check3([](V v) { return triu(v[0], 2); }, {m}, f32({0, 0, 3, 4, 0, 0, 0, 8, 0, 0, 0, 0}, {3, 4}));
+  // A batch of 2x2 integer matrices, fused with what follows.
+  check3([](V v) { return tril(v[0]) * 2; }, {Array(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2})},
+         Array(std::vector<int32_t>{2, 0, 6, 8, 10, 0, 14, 16}, {2, 2, 2}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return tril(x); }, Type{DType::f32, {3}}),
+                       doctest::Contains("tril: expected a matrix (or a batch of them), got f32[3]"), Error);
+}
+
 TEST_CASE("pad and stop_gradient") {
   check3([](V v) { return pad(v[0], {1, 0}, {0, 2}); }, {f32({1, 2, 3, 4}, {2, 2})},
          f32({0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0, 0}, {3, 4}));
