@@ -185,6 +185,10 @@ std::size_t traceMark();
 /// A seed whose type is not y's is an Error at `loc`.
 std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
                                                  const std::vector<Tensor>& xs, const Location& loc = {});
+/// The same for several ys, summed, each weighted by its seed (nullopt: ones).
+std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std::vector<Tensor>& ys,
+                                                    const std::vector<std::optional<Tensor>>& seeds,
+                                                    const std::vector<Tensor>& xs);
 /// Checks the output of a function given to grad: one floating scalar.
 void checkGradOutput(const Tensor& y, const char* api, const Location& loc);
 /// Checks a differentiated argument is floating.

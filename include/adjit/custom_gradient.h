@@ -196,10 +196,6 @@ template <class F> auto grad_pass_through(F&& f, std::source_location loc = std:
 }
 
 namespace detail {
-/// Reverse pass over the ops traced since `mark`: the cotangents of `xs` for
-/// the ys weighted by `dys` (integer ys are skipped).
-std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std::vector<Tensor>& ys,
-                                                    const std::vector<Tensor>& dys, const std::vector<Tensor>& xs);
 
 /// recompute_grad's grad_fn: runs f again on the saved inputs (the VJP
 /// function's trace, where nothing merges it with the forward) and
@@ -220,7 +216,7 @@ template <class F, class... X> struct Recompute {
     std::apply([&](const auto&... x) { (Map<std::decay_t<decltype(x)>>::each(x, collect), ...); }, again);
     const std::size_t nx = sources.size();
     for (const Variable& v : vars) sources.push_back(v.read());
-    std::vector<std::optional<Tensor>> g = differentiateAll(mark, ys, dys, sources);
+    std::vector<std::optional<Tensor>> g = differentiateAll(mark, ys, {dys.begin(), dys.end()}, sources);
     std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
     for (std::size_t i = 0; i < sources.size(); ++i)
       (i < nx ? out.first : out.second).push_back(g[i] ? *g[i] : zeros_like(sources[i]));

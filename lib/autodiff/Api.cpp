@@ -214,30 +214,22 @@ std::size_t traceMark() {
 
 std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
                                                  const std::vector<Tensor>& xs, const Location& loc) {
-  TraceState& s = traceOf(y, "grad", {});
   if (seed && seed->type() != y.type())
     throw Error(fmt::format("vjp: the cotangent must have the output's type {}, got {}", y.type().str(),
                             seed->type().str()), loc);
-  autodiff::Request r;
-  r.begin = mark;
-  r.end = s.fn->ops.size();
-  r.targets = {valueOf(y, "grad", {})};
-  r.seeds = {std::move(seed)};
-  for (const Tensor& x : xs) r.sources.push_back(valueOf(x, "grad", {}));
-  return autodiff::reverse(r);
+  return differentiateAll(mark, {y}, {std::move(seed)}, xs);
 }
 
 std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std::vector<Tensor>& ys,
-                                                    const std::vector<Tensor>& dys, const std::vector<Tensor>& xs) {
-  ADJIT_ASSERT(ys.size() == dys.size(), "differentiateAll: one cotangent per output");
+                                                    const std::vector<std::optional<Tensor>>& seeds,
+                                                    const std::vector<Tensor>& xs) {
+  ADJIT_ASSERT(ys.size() == seeds.size(), "differentiateAll: one seed per output");
   TraceState& s = traceOf(ys.at(0), "grad", {});
   autodiff::Request r;
   r.begin = mark;
   r.end = s.fn->ops.size();
-  for (std::size_t i = 0; i < ys.size(); ++i) {
-    r.targets.push_back(valueOf(ys[i], "grad", {}));
-    r.seeds.push_back(dys[i]);
-  }
+  for (const Tensor& y : ys) r.targets.push_back(valueOf(y, "grad", {}));
+  r.seeds = seeds;
   for (const Tensor& x : xs) r.sources.push_back(valueOf(x, "grad", {}));
   return autodiff::reverse(r);
 }
