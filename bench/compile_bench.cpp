@@ -4,6 +4,7 @@
 // cache hit in a fresh process. Prints, asserts nothing.
 //   adjit_compile_bench [--quick]     (--quick skips the 100,000-op chains)
 //   adjit_compile_bench --ba          (only the BA full Jacobian)
+//   adjit_compile_bench --only TEXT   (only the compile-time programs whose name contains TEXT)
 #include <adjit/adjit.h>
 
 #include <algorithm>
@@ -34,10 +35,13 @@ struct Costs {
   int kernels = 0, diskHits = 0;
 };
 Costs costs;
+/// `--only TEXT`: run just the programs whose name contains TEXT (profiling).
+const char* only = nullptr;
 
 /// Times the first call of `first` and prints its breakdown; `ops` is the
 /// program's size in traced ops.
 void report(const char* name, long ops, const std::function<void()>& first) {
+  if (only && !std::strstr(name, only)) return;
   costs = {};
   auto t0 = Clock::now();
   first();
@@ -286,6 +290,7 @@ void run(bool quick, const std::string& data) {
     report("recurrence, jitted step, forward", 4 * steps, [&] { fc(W, xs); });
     report("recurrence, jitted step, grad", 4 * steps, [&] { gc(W, xs); });
   }
+  if (only) return;
   gmmBench(data);
   baJacobianBench(data);
 }
@@ -303,6 +308,7 @@ int main(int argc, char** argv) {
     costs.diskHits += e.cache == CompileEvent::Cache::disk_hit;
   });
   const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  if (argc > 2 && !std::strcmp(argv[1], "--only")) only = argv[2];
   if (argc > 1 && !std::strcmp(argv[1], "--disk-child")) { // a fresh process of the disk-cache benchmark
     report("swish 40 layers, fresh process", 80, [] { jit(swish(40))(vec(1000)); });
     report("chain 10000 forward, fresh process", 10000, [] { jit(chain(10000))(vec(1000)); });
@@ -314,6 +320,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   run(quick, data ? data : ADJIT_ADBENCH_DATA);
+  if (only) return 0;
   // The disk cache: the same programs in two fresh processes sharing a cache directory.
   const std::string dir = std::filesystem::temp_directory_path() / ("adjit-bench-cache." + std::to_string(::getpid()));
   const std::string cmd = "ADJIT_CACHE_DIR='" + dir + "' '/proc/" + std::to_string(::getpid()) + "/exe' --disk-child";

@@ -381,6 +381,11 @@ llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
     llvm::IRBuilder<> eb(entry_); // the entry block dominates every use
     return buf = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), scratch_, p.offset);
   }
+  case Storage::View: {
+    llvm::Value* viewed = buffer(static_cast<ir::ValueId>(p.index)); // never a view itself
+    llvm::IRBuilder<> eb(entry_);
+    return buffers_[static_cast<std::size_t>(v)] = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), viewed, p.offset);
+  }
   case Storage::Fused: break;
   }
   ADJIT_UNREACHABLE("value %" + std::to_string(v) + " has no buffer");

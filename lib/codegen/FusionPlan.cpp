@@ -57,6 +57,7 @@ public:
   FusionPlan run() {
     init();
     materialize();
+    makeViews();
     std::vector<Unit> units = schedule();
     // A value left fused for loops that share it (see materialize) but
     // computed by several loops after all is stored instead, once. Storing
@@ -241,6 +242,40 @@ private:
     }
   }
 
+  /// A value that is a contiguous run of a buffered value's elements (the
+  /// op's `view` hook) is read from that buffer: no loop copies it, and a call
+  /// or matmul given a row of a parameter reads it in place. Such a value
+  /// that must have a buffer makes its operand have one instead. Users come
+  /// after their operands, so one backward sweep finds chains of views.
+  void makeViews() {
+    viewOf_.assign(f_.types.size(), -1);
+    viewOffset_.assign(f_.types.size(), 0);
+    auto consider = [&](const ir::Op& op) {
+      const ops::OpInfo& info = ops::info(op.kind);
+      if (!info.hooks.view || op.results.size() != 1 || op.operands.empty()) return;
+      const ValueId r = op.results[0], o = op.operands[0];
+      if (isView(r) || isOutput_[at(r)] || (!mat_[at(r)] && !mat_[at(o)])) return;
+      const std::optional<int64_t> offset = info.hooks.view(f_.type(o), f_.type(r), op.attrs);
+      if (!offset) return;
+      mat_[at(o)] = 1;
+      mat_[at(r)] = 1;
+      viewOf_[at(r)] = o;
+      viewOffset_[at(r)] = *offset;
+    };
+    // Backwards, a view that must have a buffer gives its operand one (which
+    // may be a view in turn); forwards, a view op over a buffer becomes a view.
+    for (auto op = f_.ops.rbegin(); op != f_.ops.rend(); ++op) consider(*op);
+    for (const ir::Op& op : f_.ops) consider(op);
+    // Chains of views read the first buffer in the chain: operands come first.
+    for (const ir::Op& op : f_.ops)
+      for (ValueId r : op.results)
+        if (const ValueId o = viewOf_[at(r)]; o >= 0 && viewOf_[at(o)] >= 0) {
+          viewOffset_[at(r)] += viewOffset_[at(o)];
+          viewOf_[at(r)] = viewOf_[at(o)];
+        }
+  }
+  bool isView(ValueId v) const { return viewOf_[at(v)] >= 0; }
+
   // ---- loops and their order ------------------------------------------------
 
   /// The loop domain of a materialised value computed by a loop: an elementwise
@@ -316,6 +351,10 @@ private:
     for (const ir::Op& op : f_.ops) {
       const ops::OpInfo& info = ops::info(op.kind);
       if (!info.hooks.lower && (op.results.empty() || !mat_[at(op.results[0])])) continue; // fused into its users
+      if (!op.results.empty() && isView(op.results[0])) { // no code: ready when the viewed buffer is
+        levelOf[at(op.results[0])] = levelOf[at(viewOf_[at(op.results[0])])];
+        continue;
+      }
       std::optional<Unit> root = info.hooks.lower ? std::nullopt : loopOf(op);
       const bool pointwise = root && (root->roots[0].reduction || info.has(ops::kElementwise));
       int level = 0;
@@ -498,6 +537,13 @@ private:
       if (p.place[at(v)].where == Storage::Fused && writer[at(v)] >= 0) p.place[at(v)] = {Storage::Output, static_cast<uint32_t>(i), 0};
       else lastRead[at(v)] = kEnd; // copied into the result after the last kernel
     }
+    // A view is read from its buffer: that buffer lives as long as the view is read.
+    for (std::size_t v = 0; v < n; ++v)
+      if (const ValueId base = viewOf_[v]; base >= 0) {
+        lastRead[at(base)] = std::max(lastRead[at(base)], lastRead[v]);
+        const uint64_t bytes = static_cast<uint64_t>(viewOffset_[v]) * size_of(f_.type(static_cast<ValueId>(v)).dtype);
+        p.place[v] = {Storage::View, static_cast<uint32_t>(base), bytes};
+      }
     struct Live {
       uint64_t offset, bytes;
       int end;
@@ -547,6 +593,8 @@ private:
   std::vector<int> uses_, size_;
   std::vector<char> isOutput_, mat_, expensive_, computes_, sameDomain_;
   std::vector<ValueId> shared_; ///< reused values left fused for loops that share them
+  std::vector<ValueId> viewOf_;  ///< per value: the buffered value it is a view of (-1: none)
+  std::vector<int64_t> viewOffset_; ///< per view: the element offset into that value
   // Scratch state of the walks: a visit stamp per value, reused across walks.
   std::vector<uint32_t> stamp_;
   std::vector<uint8_t> state_;
@@ -574,6 +622,7 @@ std::string placeText(const Placement& p) {
   case Storage::Output: return fmt::format("output {}", p.index);
   case Storage::Stack: return "stack";
   case Storage::Scratch: return fmt::format("scratch+{}", p.offset);
+  case Storage::View: return fmt::format("view of %{}+{}", p.index, p.offset);
   }
   return "?";
 }
@@ -626,6 +675,8 @@ std::string FusionPlan::str() const {
       s += "\n";
     }
   }
+  for (std::size_t v = 0; v < place.size(); ++v)
+    if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
   for (std::size_t i = 0; i < f.outputs.size(); ++i) {
     const Placement& p = place[at(f.outputs[i])];
     if (p.where != Storage::Output || p.index != i) s += fmt::format("  output {} = copy of %{}\n", i, f.outputs[i]);

@@ -26,12 +26,13 @@ enum class Storage : uint8_t {
   Output,  ///< written in place into the caller's output buffer
   Stack,   ///< a stack buffer of the function
   Scratch, ///< bytes of the scratch region, shared with values not live at the same time
+  View,    ///< no buffer of its own: elements of another value's buffer (a reshape, a slice of whole rows)
 };
 
 struct Placement {
   Storage where = Storage::Fused;
-  uint32_t index = 0;  ///< Param / Output: the position among parameters / results
-  uint64_t offset = 0; ///< Scratch: the byte offset in the function's scratch region
+  uint32_t index = 0;  ///< Param / Output: the position among parameters / results; View: the value viewed
+  uint64_t offset = 0; ///< Scratch: the byte offset in the function's scratch region; View: into the viewed buffer
 };
 
 /// A value a loop writes: an elementwise or element op stored at every point

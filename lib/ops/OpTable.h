@@ -130,6 +130,12 @@ struct Hooks {
   const ReduceHooks* reduce = nullptr;
   /// The libm function `scalar` calls, if any (see MathFunction).
   MathFunction libm = {};
+  /// For ops whose result is a contiguous run of operand 0's elements in the
+  /// same row-major order (a reshape; a slice of whole trailing rows): the
+  /// element offset where that run starts, or nullopt when this op's result is
+  /// not such a run. The fusion plan then gives the result no buffer of its
+  /// own: it reads the operand's buffer from that offset, copying nothing.
+  std::optional<int64_t> (*view)(const Type& operand, const Type& result, const ir::Attrs&) = nullptr;
   /// Adds operand cotangents from result cotangents (reverse mode). Required
   /// unless the op is kNonDifferentiable.
   void (*vjp)(const autodiff::VjpCtx&) = nullptr;

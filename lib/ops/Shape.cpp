@@ -49,6 +49,8 @@ void defineShapeOps(Table& t) {
       .element = [](ElementCtx& c) -> llvm::Value* {
         return c.operand(0, Index::ofLinear(c.linear(c.index, c.resultType().shape)));
       },
+      // the same elements in the same order: a view from element 0
+      .view = [](const Type&, const Type&, const ir::Attrs&) -> std::optional<int64_t> { return 0; },
       // d reshape = reshape back
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
       .example = R"(func @f(%0: f64[2,3]) -> (f64[3,2]) {
@@ -188,6 +190,25 @@ void defineShapeOps(Table& t) {
         for (std::size_t d = 0; d < o.size(); ++d)
           i[d] = c.b.CreateAdd(c.i64(s.start[d]), c.b.CreateMul(o[d], c.i64(s.stride[d])));
         return c.operand(0, Index::ofDims(std::move(i)));
+      },
+      // Contiguous when, below some axis p, only one index is kept per axis and
+      // above p every axis is whole (axis p itself: any range with stride 1):
+      // then the result is the run starting at the first selected element.
+      .view = [](const Type& in, const Type& out, const ir::Attrs& a) -> std::optional<int64_t> {
+        SliceSpec s = sliceSpec(a);
+        const std::size_t rank = in.shape.size();
+        if (out.size() == 0) return std::nullopt;
+        std::size_t p = rank; // the first axis, from the right, that is not whole
+        while (p > 0 && out.shape[p - 1] == in.shape[p - 1]) --p;
+        if (p > 0) {
+          --p;
+          if (out.shape[p] > 1 && s.stride[p] != 1) return std::nullopt;
+          for (std::size_t d = 0; d < p; ++d)
+            if (out.shape[d] != 1) return std::nullopt;
+        }
+        int64_t offset = 0;
+        for (std::size_t d = 0; d < rank; ++d) offset = offset * in.shape[d] + s.start[d];
+        return offset;
       },
       // zero-pad the cotangent back to the operand's shape
       .vjp = [](const autodiff::VjpCtx& c) {
