@@ -9,6 +9,7 @@
 #include "codegen/FusionPlan.h"
 #include "codegen/Stats.h"
 #include "ops/Effects.h"
+#include "ir/Text.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 
@@ -40,8 +41,9 @@ public:
   };
 
   FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
-                  std::function<Lowered(const std::string&)> callee)
-      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)) {}
+                  std::function<Lowered(const std::string&)> callee, const ops::Effects& effects)
+      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)),
+        effects_(effects) {}
 
   /// Emits the body; returns the scratch bytes it needs (its own buffers and
   /// its callees').
@@ -105,6 +107,14 @@ private:
 
   void emitLoop(const Kernel& k);
   void emitReduction(const ir::Op& op);
+  /// Emits kernel k's code at the insertion point.
+  void emitKernel(const Kernel& k);
+  /// The code of kernel k as text, equal for kernels that compile to the same
+  /// code up to which buffers they use; `buffers` gets those buffers in the
+  /// order the text numbers them. Empty for kernels never shared.
+  std::string kernelKey(const Kernel& k, std::vector<ir::ValueId>& buffers) const;
+  /// Emits each kernel whose code repeats once, as a function of its buffers.
+  void emitSharedKernels();
   llvm::Value* compute(ir::ValueId v, const Index& idx);
   EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
   LowerCtx lowerCtx(const ir::Op& op, std::span<llvm::Value* const> results) { return LowerCtx{base(op), results}; }
@@ -112,6 +122,9 @@ private:
   /// Starts emitting into `fn` (the function itself, or one of its chunks:
   /// both take the function's buffers and the scratch pointer).
   void beginFrame(llvm::Function* fn);
+  /// Starts emitting a shared kernel's function: its arguments are the
+  /// kernel's buffers (in kernelKey's order), then the scratch pointer.
+  void beginKernelFrame(llvm::Function* fn, const std::vector<ir::ValueId>& buffers);
   void endFrame();
   /// Gives every buffer a kernel accesses its own alias scope in a domain of
   /// that kernel: its loads and stores are marked as not aliasing the other
@@ -124,7 +137,12 @@ private:
   llvm::Function* out_;
   Builder b_;
   std::function<Lowered(const std::string&)> callee_;
+  const ops::Effects& effects_;
   llvm::Value* scratch_ = nullptr; ///< the scratch argument
+  bool kernelFrame_ = false;       ///< emitting a shared kernel: every buffer is an argument
+  /// Per kernel: the shared function that computes it, or null.
+  std::vector<llvm::Function*> sharedFn_;
+  std::vector<std::vector<ir::ValueId>> sharedBuffers_; ///< per kernel: the buffers its function takes
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
@@ -369,6 +387,7 @@ llvm::Value* FunctionEmitter::linearize(const std::vector<llvm::Value*>& dims, c
 llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
   llvm::Value*& buf = buffers_[static_cast<std::size_t>(v)];
   if (buf) return buf;
+  ADJIT_ASSERT(!kernelFrame_, "a shared kernel reads %" + std::to_string(v) + ", which its key does not list");
   bufferSet_.push_back(v);
   const Placement& p = plan_.place[static_cast<std::size_t>(v)];
   const Type& t = f_.type(v);
@@ -527,6 +546,139 @@ void FunctionEmitter::emitReduction(const ir::Op& op) {
   });
 }
 
+void FunctionEmitter::emitKernel(const Kernel& k) {
+  switch (k.kind) {
+  case Kernel::Kind::Loop: emitLoop(k); break;
+  case Kernel::Kind::Reduction: emitReduction(*k.op); break;
+  case Kernel::Kind::Lower: {
+    std::vector<llvm::Value*> results;
+    for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
+    LowerCtx c = lowerCtx(*k.op, results);
+    ops::info(k.op->kind).hooks.lower(c);
+    break;
+  }
+  }
+}
+
+namespace {
+/// An attribute as key text: exact, but large arrays by identity (their data
+/// is not copied into every key; equal large constants are simply not shared).
+void appendAttr(std::string& key, const ir::Attr& a) {
+  if (const Array* arr = std::get_if<Array>(&a)) {
+    key += arr->type().str();
+    if (arr->bytes() <= 256) key.append(static_cast<const char*>(arr->raw()), arr->bytes());
+    else key += fmt::format("@{}", arr->raw());
+    return;
+  }
+  key += ir::printAttr(a);
+}
+} // namespace
+
+std::string FunctionEmitter::kernelKey(const Kernel& k, std::vector<ir::ValueId>& buffers) const {
+  buffers.clear();
+  // The ops the kernel computes, in op order: fused values, then what it writes.
+  std::vector<const ir::Op*> ops;
+  std::vector<ir::ValueId> written;
+  for (ir::ValueId v : k.fused) ops.push_back(producer_[static_cast<std::size_t>(v)]);
+  if (k.kind == Kernel::Kind::Loop)
+    for (const LoopRoot& r : k.roots) {
+      ops.push_back(r.op);
+      written.push_back(r.value);
+    }
+  else {
+    ops.push_back(k.op);
+    written = k.op->results;
+  }
+  for (const ir::Op* op : ops)
+    if (effects_.effectful(*op)) return {};
+  std::stable_sort(ops.begin(), ops.end(), [](const ir::Op* a, const ir::Op* b) { return a < b; });
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  std::unordered_map<ir::ValueId, std::size_t> node, slot;
+  auto ref = [&](std::string& key, ir::ValueId v) {
+    if (auto n = node.find(v); n != node.end()) {
+      key += fmt::format("n{}.", n->second);
+      return;
+    }
+    auto [s, fresh] = slot.try_emplace(v, buffers.size());
+    if (fresh) buffers.push_back(v);
+    key += fmt::format("b{}:{}.", s->second, f_.type(v).str());
+  };
+  std::string key = fmt::format("{}|{}|{}|{}|", static_cast<int>(k.kind), shape_str(k.domain), k.reduceFrom, k.flat);
+  std::size_t next = 0;
+  for (const ir::Op* op : ops) {
+    key += ops::info(op->kind).name;
+    key += '(';
+    for (ir::ValueId o : op->operands) ref(key, o);
+    key += '{';
+    for (const auto& [name, a] : op->attrs.entries()) {
+      key += name;
+      key += '=';
+      appendAttr(key, a);
+      key += ';';
+    }
+    for (const std::string& c : op->callees) key += "@" + c + ";";
+    key += "}->";
+    for (ir::ValueId r : op->results) {
+      key += f_.type(r).str() + ",";
+      node.emplace(r, next++);
+    }
+    key += ')';
+  }
+  key += "writes";
+  for (ir::ValueId w : written) {
+    key += fmt::format(" n{}", node.at(w));
+    auto [s, fresh] = slot.try_emplace(w, buffers.size());
+    if (fresh) buffers.push_back(w);
+    key += fmt::format("b{}", s->second);
+  }
+  if (k.kind == Kernel::Kind::Loop)
+    for (const LoopRoot& r : k.roots) key += r.reduction ? 'r' : 's';
+  return key;
+}
+
+/// Kernels that repeat (the steps of an unrolled recurrence, the same matmul
+/// in every layer) are emitted once, as an internal function taking their
+/// buffers, and called: LLVM's work follows the distinct code, not the
+/// program's length. A kernel that occurs once stays inline.
+void FunctionEmitter::emitSharedKernels() {
+  const std::size_t n = plan_.kernels.size();
+  sharedFn_.assign(n, nullptr);
+  sharedBuffers_.assign(n, {});
+  std::unordered_map<std::string, std::vector<std::size_t>> byKey;
+  std::vector<std::string> keys(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    keys[i] = kernelKey(plan_.kernels[i], sharedBuffers_[i]);
+    if (!keys[i].empty()) byKey[keys[i]].push_back(i);
+  }
+  llvm::Function* const whole = out_;
+  llvm::LLVMContext& ctx = whole->getContext();
+  int shared = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (keys[i].empty()) continue;
+    const std::vector<std::size_t>& same = byKey[keys[i]];
+    if (same.size() < 2 || same[0] != i) continue; // once, or emitted with its first occurrence
+    const std::size_t params = sharedBuffers_[i].size() + 1;
+    auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                       std::vector<llvm::Type*>(params, llvm::PointerType::get(ctx, 0)), false);
+    auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage,
+                                      whole->getName() + ".s" + std::to_string(shared++), whole->getParent());
+    fn->setAttributes(llvm::AttributeList::get(ctx, whole->getAttributes().getFnAttrs(), llvm::AttributeSet(), {}));
+    fn->addFnAttr(llvm::Attribute::NoInline);
+    // Kernels write buffers no other buffer of theirs overlaps (the plan keeps
+    // what a kernel reads live while it writes); views read, never written.
+    for (unsigned a = 0; a + 1 < params; ++a) {
+      fn->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn->addParamAttr(a, llvm::Attribute::NoCapture);
+    }
+    beginKernelFrame(fn, sharedBuffers_[i]);
+    emitKernel(plan_.kernels[i]);
+    finishAliasScopes(i);
+    endFrame();
+    for (std::size_t j : same) sharedFn_[j] = fn;
+  }
+  out_ = whole;
+}
+
 void FunctionEmitter::beginFrame(llvm::Function* fn) {
   out_ = fn;
   for (ir::ValueId v : bufferSet_) buffers_[static_cast<std::size_t>(v)] = nullptr;
@@ -540,7 +692,25 @@ void FunctionEmitter::beginFrame(llvm::Function* fn) {
   scratch_ = fn->getArg(a);
 }
 
+void FunctionEmitter::beginKernelFrame(llvm::Function* fn, const std::vector<ir::ValueId>& buffers) {
+  kernelFrame_ = false;
+  out_ = fn;
+  for (ir::ValueId v : bufferSet_) buffers_[static_cast<std::size_t>(v)] = nullptr;
+  bufferSet_.clear();
+  closeScope(0);
+  entry_ = llvm::BasicBlock::Create(fn->getContext(), "entry", fn);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(fn->getContext(), "body", fn));
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    buffers_[static_cast<std::size_t>(buffers[i])] = fn->getArg(static_cast<unsigned>(i));
+    bufferSet_.push_back(buffers[i]);
+  }
+  outArgs_.clear();
+  scratch_ = fn->getArg(static_cast<unsigned>(buffers.size()));
+  kernelFrame_ = true;
+}
+
 void FunctionEmitter::endFrame() {
+  kernelFrame_ = false;
   b_.CreateRetVoid();
   llvm::IRBuilder<>(entry_).CreateBr(entry_->getNextNode());
 }
@@ -564,6 +734,7 @@ uint64_t FunctionEmitter::emit() {
       fn->addFnAttr(llvm::Attribute::NoInline);
       chunks.push_back(fn);
     }
+  emitSharedKernels();
   int frame = -1;
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
     const Kernel& k = plan_.kernels[i];
@@ -572,17 +743,14 @@ uint64_t FunctionEmitter::emit() {
       frame = k.function;
       beginFrame(chunks.empty() ? whole : chunks[static_cast<std::size_t>(frame)]);
     }
-    switch (k.kind) {
-    case Kernel::Kind::Loop: emitLoop(k); break;
-    case Kernel::Kind::Reduction: emitReduction(*k.op); break;
-    case Kernel::Kind::Lower: {
-      std::vector<llvm::Value*> results;
-      for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
-      LowerCtx c = lowerCtx(*k.op, results);
-      ops::info(k.op->kind).hooks.lower(c);
-      break;
+    if (llvm::Function* shared = sharedFn_[i]) {
+      std::vector<llvm::Value*> args;
+      for (ir::ValueId v : sharedBuffers_[i]) args.push_back(buffer(v));
+      args.push_back(scratch_);
+      b_.CreateCall(shared, args);
+      continue;
     }
-    }
+    emitKernel(k);
     finishAliasScopes(i);
   }
   if (!chunks.empty()) {
@@ -638,7 +806,8 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     if (!isEntry) fn->addFnAttr(llvm::Attribute::NoInline);
     FusionPlan plan = planFusion(f, {.effects = &effects});
     if (plans) *plans += plan.str();
-    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
+    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); },
+                       effects);
     FunctionEmitter::Lowered l{fn, fe.emit()};
     done[f.name] = l;
     return l;
