@@ -9,7 +9,6 @@
 #include "codegen/FusionPlan.h"
 #include "codegen/Stats.h"
 #include "ops/Effects.h"
-#include "ir/Text.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 
@@ -41,9 +40,8 @@ public:
   };
 
   FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
-                  std::function<Lowered(const std::string&)> callee, const ops::Effects& effects)
-      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)),
-        effects_(effects) {}
+                  std::function<Lowered(const std::string&)> callee)
+      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)) {}
 
   /// Emits the body; returns the scratch bytes it needs (its own buffers and
   /// its callees').
@@ -109,12 +107,13 @@ private:
   void emitReduction(const ir::Op& op);
   /// Emits kernel k's code at the insertion point.
   void emitKernel(const Kernel& k);
-  /// The code of kernel k as text, equal for kernels that compile to the same
-  /// code up to which buffers they use; `buffers` gets those buffers in the
-  /// order the text numbers them. Empty for kernels never shared.
-  std::string kernelKey(const Kernel& k, std::vector<ir::ValueId>& buffers) const;
   /// Emits each kernel whose code repeats once, as a function of its buffers.
   void emitSharedKernels();
+  /// Emits a run of shared kernels as one loop of calls; false (and nothing
+  /// emitted) when a call's buffer does not stay at one base across the run.
+  bool emitRun(const Run& run);
+  /// Where v's buffer is: a base pointer and a byte offset from it.
+  std::pair<llvm::Value*, int64_t> address(ir::ValueId v);
   llvm::Value* compute(ir::ValueId v, const Index& idx);
   EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
   LowerCtx lowerCtx(const ir::Op& op, std::span<llvm::Value* const> results) { return LowerCtx{base(op), results}; }
@@ -137,12 +136,10 @@ private:
   llvm::Function* out_;
   Builder b_;
   std::function<Lowered(const std::string&)> callee_;
-  const ops::Effects& effects_;
   llvm::Value* scratch_ = nullptr; ///< the scratch argument
   bool kernelFrame_ = false;       ///< emitting a shared kernel: every buffer is an argument
   /// Per kernel: the shared function that computes it, or null.
   std::vector<llvm::Function*> sharedFn_;
-  std::vector<std::vector<ir::ValueId>> sharedBuffers_; ///< per kernel: the buffers its function takes
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
@@ -560,104 +557,100 @@ void FunctionEmitter::emitKernel(const Kernel& k) {
   }
 }
 
-namespace {
-/// An attribute as key text: exact, but large arrays by identity (their data
-/// is not copied into every key; equal large constants are simply not shared).
-void appendAttr(std::string& key, const ir::Attr& a) {
-  if (const Array* arr = std::get_if<Array>(&a)) {
-    key += arr->type().str();
-    if (arr->bytes() <= 256) key.append(static_cast<const char*>(arr->raw()), arr->bytes());
-    else key += fmt::format("@{}", arr->raw());
-    return;
+std::pair<llvm::Value*, int64_t> FunctionEmitter::address(ir::ValueId v) {
+  const Placement& p = plan_.place[static_cast<std::size_t>(v)];
+  switch (p.where) {
+  case Storage::View: {
+    auto [base, offset] = address(static_cast<ir::ValueId>(p.index)); // never a view itself
+    return {base, offset + static_cast<int64_t>(p.offset)};
   }
-  key += ir::printAttr(a);
+  case Storage::Scratch: return {scratch_, static_cast<int64_t>(p.offset)};
+  default: return {buffer(v), 0};
+  }
 }
-} // namespace
 
-std::string FunctionEmitter::kernelKey(const Kernel& k, std::vector<ir::ValueId>& buffers) const {
-  buffers.clear();
-  // The ops the kernel computes, in op order: fused values, then what it writes.
-  std::vector<const ir::Op*> ops;
-  std::vector<ir::ValueId> written;
-  for (ir::ValueId v : k.fused) ops.push_back(producer_[static_cast<std::size_t>(v)]);
-  if (k.kind == Kernel::Kind::Loop)
-    for (const LoopRoot& r : k.roots) {
-      ops.push_back(r.op);
-      written.push_back(r.value);
-    }
-  else {
-    ops.push_back(k.op);
-    written = k.op->results;
-  }
-  for (const ir::Op* op : ops)
-    if (effects_.effectful(*op)) return {};
-  std::stable_sort(ops.begin(), ops.end(), [](const ir::Op* a, const ir::Op* b) { return a < b; });
-  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
-  std::unordered_map<ir::ValueId, std::size_t> node, slot;
-  auto ref = [&](std::string& key, ir::ValueId v) {
-    if (auto n = node.find(v); n != node.end()) {
-      key += fmt::format("n{}.", n->second);
-      return;
-    }
-    auto [s, fresh] = slot.try_emplace(v, buffers.size());
-    if (fresh) buffers.push_back(v);
-    key += fmt::format("b{}:{}.", s->second, f_.type(v).str());
+/// A run's call arguments step through memory: row t of xs, the residuals of
+/// step t. Each argument whose offset is affine in the step is computed; the
+/// others are read from a table of offsets (one row per step).
+bool FunctionEmitter::emitRun(const Run& run) {
+  const std::size_t period = static_cast<std::size_t>(run.period), count = static_cast<std::size_t>(run.count);
+  struct Column {
+    llvm::Value* base;
+    std::vector<int64_t> offsets; ///< per step
+    int table = -1;               ///< its column in the table, if not affine
   };
-  std::string key = fmt::format("{}|{}|{}|{}|", static_cast<int>(k.kind), shape_str(k.domain), k.reduceFrom, k.flat);
-  std::size_t next = 0;
-  for (const ir::Op* op : ops) {
-    key += ops::info(op->kind).name;
-    key += '(';
-    for (ir::ValueId o : op->operands) ref(key, o);
-    key += '{';
-    for (const auto& [name, a] : op->attrs.entries()) {
-      key += name;
-      key += '=';
-      appendAttr(key, a);
-      key += ';';
+  std::vector<std::vector<Column>> args(period);
+  for (std::size_t j = 0; j < period; ++j) {
+    const Kernel& first = plan_.kernels[run.first + j];
+    for (std::size_t a = 0; a < first.buffers.size(); ++a) {
+      Column c{nullptr, {}, -1};
+      for (std::size_t r = 0; r < count; ++r) {
+        auto [base, offset] = address(plan_.kernels[run.first + j + r * period].buffers[a]);
+        if (r == 0) c.base = base;
+        else if (base != c.base) return false;
+        c.offsets.push_back(offset);
+      }
+      args[j].push_back(std::move(c));
     }
-    for (const std::string& c : op->callees) key += "@" + c + ";";
-    key += "}->";
-    for (ir::ValueId r : op->results) {
-      key += f_.type(r).str() + ",";
-      node.emplace(r, next++);
+  }
+  int tableColumns = 0;
+  for (auto& call : args)
+    for (Column& c : call) {
+      const int64_t step = c.offsets[1] - c.offsets[0];
+      for (std::size_t r = 2; r < count && c.table < 0; ++r)
+        if (c.offsets[r] != c.offsets[0] + static_cast<int64_t>(r) * step) c.table = tableColumns++;
     }
-    key += ')';
+  llvm::Value* table = nullptr;
+  if (tableColumns) {
+    std::vector<uint64_t> data(count * static_cast<std::size_t>(tableColumns));
+    for (auto& call : args)
+      for (Column& c : call)
+        if (c.table >= 0)
+          for (std::size_t r = 0; r < count; ++r)
+            data[r * static_cast<std::size_t>(tableColumns) + static_cast<std::size_t>(c.table)] = static_cast<uint64_t>(c.offsets[r]);
+    auto* g = new llvm::GlobalVariable(llvmModule(), llvm::ArrayType::get(b_.getInt64Ty(), data.size()), true,
+                                       llvm::GlobalValue::PrivateLinkage,
+                                       llvm::ConstantDataArray::get(b_.getContext(), data), "run.offsets");
+    g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+    table = g;
   }
-  key += "writes";
-  for (ir::ValueId w : written) {
-    key += fmt::format(" n{}", node.at(w));
-    auto [s, fresh] = slot.try_emplace(w, buffers.size());
-    if (fresh) buffers.push_back(w);
-    key += fmt::format("b{}", s->second);
-  }
-  if (k.kind == Kernel::Kind::Loop)
-    for (const LoopRoot& r : k.roots) key += r.reduction ? 'r' : 's';
-  return key;
+  static const ir::Op noOp{};
+  LowerCtx c = lowerCtx(noOp, {});
+  c.loop(static_cast<int64_t>(count), [&](llvm::Value* step) {
+    llvm::Value* row = tableColumns ? b_.CreateMul(step, c.i64(tableColumns)) : nullptr;
+    for (std::size_t j = 0; j < period; ++j) {
+      std::vector<llvm::Value*> callArgs;
+      for (const Column& col : args[j]) {
+        llvm::Value* offset;
+        if (col.table >= 0)
+          offset = b_.CreateLoad(b_.getInt64Ty(), b_.CreateInBoundsGEP(b_.getInt64Ty(), table, b_.CreateAdd(row, c.i64(col.table))));
+        else
+          offset = b_.CreateAdd(c.i64(col.offsets[0]), b_.CreateMul(step, c.i64(col.offsets[1] - col.offsets[0])));
+        callArgs.push_back(b_.CreateGEP(b_.getInt8Ty(), col.base, offset));
+      }
+      callArgs.push_back(scratch_);
+      b_.CreateCall(sharedFn_[run.first + j], callArgs);
+    }
+  });
+  return true;
 }
 
-/// Kernels that repeat (the steps of an unrolled recurrence, the same matmul
-/// in every layer) are emitted once, as an internal function taking their
-/// buffers, and called: LLVM's work follows the distinct code, not the
-/// program's length. A kernel that occurs once stays inline.
+/// Kernels the plan found to repeat (Kernel::sameAs) are emitted once, as an
+/// internal function taking their buffers, and called.
 void FunctionEmitter::emitSharedKernels() {
   const std::size_t n = plan_.kernels.size();
   sharedFn_.assign(n, nullptr);
-  sharedBuffers_.assign(n, {});
-  std::unordered_map<std::string, std::vector<std::size_t>> byKey;
-  std::vector<std::string> keys(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    keys[i] = kernelKey(plan_.kernels[i], sharedBuffers_[i]);
-    if (!keys[i].empty()) byKey[keys[i]].push_back(i);
-  }
   llvm::Function* const whole = out_;
   llvm::LLVMContext& ctx = whole->getContext();
   int shared = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (keys[i].empty()) continue;
-    const std::vector<std::size_t>& same = byKey[keys[i]];
-    if (same.size() < 2 || same[0] != i) continue; // once, or emitted with its first occurrence
-    const std::size_t params = sharedBuffers_[i].size() + 1;
+    const Kernel& k = plan_.kernels[i];
+    if (k.sameAs < 0) continue;
+    if (k.sameAs != static_cast<int>(i)) { // emitted with its first occurrence
+      sharedFn_[i] = sharedFn_[static_cast<std::size_t>(k.sameAs)];
+      continue;
+    }
+    const std::size_t params = k.buffers.size() + 1;
     auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
                                        std::vector<llvm::Type*>(params, llvm::PointerType::get(ctx, 0)), false);
     auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage,
@@ -665,16 +658,16 @@ void FunctionEmitter::emitSharedKernels() {
     fn->setAttributes(llvm::AttributeList::get(ctx, whole->getAttributes().getFnAttrs(), llvm::AttributeSet(), {}));
     fn->addFnAttr(llvm::Attribute::NoInline);
     // Kernels write buffers no other buffer of theirs overlaps (the plan keeps
-    // what a kernel reads live while it writes); views read, never written.
+    // what a kernel reads live while it writes); views are read, never written.
     for (unsigned a = 0; a + 1 < params; ++a) {
       fn->addParamAttr(a, llvm::Attribute::NoAlias);
       fn->addParamAttr(a, llvm::Attribute::NoCapture);
     }
-    beginKernelFrame(fn, sharedBuffers_[i]);
-    emitKernel(plan_.kernels[i]);
+    beginKernelFrame(fn, k.buffers);
+    emitKernel(k);
     finishAliasScopes(i);
     endFrame();
-    for (std::size_t j : same) sharedFn_[j] = fn;
+    sharedFn_[i] = fn;
   }
   out_ = whole;
 }
@@ -743,9 +736,16 @@ uint64_t FunctionEmitter::emit() {
       frame = k.function;
       beginFrame(chunks.empty() ? whole : chunks[static_cast<std::size_t>(frame)]);
     }
+    if (k.run >= 0) {
+      const Run& run = plan_.runs[static_cast<std::size_t>(k.run)];
+      if (run.first == i && emitRun(run)) {
+        i += static_cast<std::size_t>(run.period * run.count) - 1;
+        continue;
+      }
+    }
     if (llvm::Function* shared = sharedFn_[i]) {
       std::vector<llvm::Value*> args;
-      for (ir::ValueId v : sharedBuffers_[i]) args.push_back(buffer(v));
+      for (ir::ValueId v : k.buffers) args.push_back(buffer(v));
       args.push_back(scratch_);
       b_.CreateCall(shared, args);
       continue;
@@ -806,8 +806,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     if (!isEntry) fn->addFnAttr(llvm::Attribute::NoInline);
     FusionPlan plan = planFusion(f, {.effects = &effects});
     if (plans) *plans += plan.str();
-    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); },
-                       effects);
+    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
     FunctionEmitter::Lowered l{fn, fe.emit()};
     done[f.name] = l;
     return l;

@@ -6,6 +6,7 @@
 #include "codegen/FusionPlan.h"
 #include "ops/Effects.h"
 
+#include "ir/Text.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 namespace adjit::codegen {
 namespace {
@@ -31,6 +33,19 @@ constexpr int kRecomputeLimit = 8;
 constexpr int kLowerWeight = 32;
 
 std::size_t at(ValueId v) { return static_cast<std::size_t>(v); }
+
+/// An attribute as key text: exact, but large arrays by identity (their data
+/// is not copied into every key; equal large constants are simply not shared).
+void appendAttr(std::string& key, const ir::Attr& a) {
+  if (const Array* arr = std::get_if<Array>(&a)) {
+    key += arr->type().str();
+    if (arr->bytes() <= 256) key.append(static_cast<const char*>(arr->raw()), arr->bytes());
+    else key += fmt::format("@{}", arr->raw());
+    return;
+  }
+  key += ir::printAttr(a);
+}
+
 uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 struct Unit {
@@ -73,6 +88,8 @@ public:
     FusionPlan p;
     p.fn = &f_;
     for (Unit& u : units) p.kernels.push_back(kernelOf(std::move(u)));
+    share(p);
+    findRuns(p);
     split(p);
     place(p);
     return p;
@@ -487,22 +504,154 @@ private:
     return k;
   }
 
+  /// The code of kernel k as text, equal for kernels that compile to the
+  /// same code up to which buffers they use; `buffers` gets those buffers in
+  /// the order the text numbers them. Empty for kernels never shared (those
+  /// with side effects).
+  std::string kernelKey(const Kernel& k, std::vector<ValueId>& buffers) const {
+    buffers.clear();
+    // The ops the kernel computes, in op order: fused values, then what it writes.
+    std::vector<const ir::Op*> ops;
+    std::vector<ValueId> written;
+    for (ValueId v : k.fused) ops.push_back(producer_[at(v)]);
+    if (k.kind == Kernel::Kind::Loop)
+      for (const LoopRoot& r : k.roots) {
+        ops.push_back(r.op);
+        written.push_back(r.value);
+      }
+    else {
+      ops.push_back(k.op);
+      written = k.op->results;
+    }
+    for (const ir::Op* op : ops)
+      if (effectful(*op)) return {};
+    std::stable_sort(ops.begin(), ops.end(), [](const ir::Op* a, const ir::Op* b) { return a < b; });
+    ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+    std::unordered_map<ValueId, std::size_t> node, slot;
+    auto ref = [&](std::string& key, ValueId v) {
+      if (auto n = node.find(v); n != node.end()) {
+        key += fmt::format("n{}.", n->second);
+        return;
+      }
+      auto [s, fresh] = slot.try_emplace(v, buffers.size());
+      if (fresh) buffers.push_back(v);
+      key += fmt::format("b{}:{}.", s->second, f_.type(v).str());
+    };
+    std::string key = fmt::format("{}|{}|{}|{}|", static_cast<int>(k.kind), shape_str(k.domain), k.reduceFrom, k.flat);
+    std::size_t next = 0;
+    for (const ir::Op* op : ops) {
+      key += ops::info(op->kind).name;
+      key += '(';
+      for (ValueId o : op->operands) ref(key, o);
+      key += '{';
+      for (const auto& [name, a] : op->attrs.entries()) {
+        key += name;
+        key += '=';
+        appendAttr(key, a);
+        key += ';';
+      }
+      for (const std::string& c : op->callees) key += "@" + c + ";";
+      key += "}->";
+      for (ValueId r : op->results) {
+        key += f_.type(r).str() + ",";
+        node.emplace(r, next++);
+      }
+      key += ')';
+    }
+    key += "writes";
+    for (ValueId w : written) {
+      key += fmt::format(" n{}", node.at(w));
+      auto [s, fresh] = slot.try_emplace(w, buffers.size());
+      if (fresh) buffers.push_back(w);
+      key += fmt::format("b{}", s->second);
+    }
+    if (k.kind == Kernel::Kind::Loop)
+      for (const LoopRoot& r : k.roots) key += r.reduction ? 'r' : 's';
+    return key;
+  }
+
+  /// Marks kernels whose code repeats (the steps of an unrolled recurrence,
+  /// one matmul in every layer): LLVM's work then follows the distinct code,
+  /// not the program's length. Keys are compared whole, never by hash.
+  void share(FusionPlan& p) const {
+    std::unordered_map<std::string, int> first;
+    std::vector<ValueId> buffers;
+    for (std::size_t i = 0; i < p.kernels.size(); ++i) {
+      Kernel& k = p.kernels[i];
+      std::string key = kernelKey(k, buffers);
+      if (key.empty()) continue;
+      auto [it, fresh] = first.try_emplace(std::move(key), static_cast<int>(i));
+      if (fresh) {
+        k.buffers = buffers; // kept in case a later kernel repeats it
+        continue;
+      }
+      Kernel& f = p.kernels[static_cast<std::size_t>(it->second)];
+      f.sameAs = it->second;
+      k.sameAs = it->second;
+      k.buffers = buffers;
+    }
+    for (Kernel& k : p.kernels)
+      if (k.sameAs < 0) k.buffers.clear();
+  }
+
+  /// Finds runs: at each kernel, the period (up to kMaxPeriod kernels) whose
+  /// pattern of shared code repeats most, if at least kMinRepeats times.
+  /// Each kernel is scanned once per period: linear in the plan.
+  static void findRuns(FusionPlan& p) {
+    constexpr int kMaxPeriod = 16, kMinRepeats = 4;
+    const std::size_t n = p.kernels.size();
+    auto same = [&](std::size_t a, std::size_t b) { return p.kernels[a].sameAs >= 0 && p.kernels[a].sameAs == p.kernels[b].sameAs; };
+    for (std::size_t i = 0; i < n;) {
+      int bestPeriod = 0, bestCount = 0;
+      for (int period = 1; period <= kMaxPeriod && i + 2 * static_cast<std::size_t>(period) <= n; ++period) {
+        const std::size_t per = static_cast<std::size_t>(period);
+        std::size_t k = i + per; // first kernel not yet matched against the pattern
+        while (k < n && same(k, k - per)) ++k;
+        const int count = static_cast<int>((k - i) / per);
+        if (count >= kMinRepeats && count * period > bestCount * bestPeriod) {
+          bestPeriod = period;
+          bestCount = count;
+        }
+      }
+      if (!bestPeriod) {
+        ++i;
+        continue;
+      }
+      const int run = static_cast<int>(p.runs.size());
+      p.runs.push_back({i, bestPeriod, bestCount});
+      const std::size_t end = i + static_cast<std::size_t>(bestPeriod * bestCount);
+      for (; i < end; ++i) p.kernels[i].run = run;
+    }
+  }
+
   /// Consecutive kernels are grouped into LLVM functions of bounded size: no
   /// function pass ever sees a whole large program, and a large module splits
   /// into parts that compile in parallel (jit/Engine.cpp). Measured on a
   /// 3,000-op chain, splitting alone took LLVM from 262 to 224 ms.
   void split(FusionPlan& p) const {
+    // An op's own `lower` code is loop nests of its own (a matmul is four):
+    // it weighs like a loop body of kLowerWeight ops. A kernel whose code is
+    // shared is a call here.
+    auto weight = [&](const Kernel& k) {
+      if (k.sameAs >= 0) return static_cast<int>(k.buffers.size()) + 1;
+      return k.kind == Kernel::Kind::Lower ? kLowerWeight : std::max(k.bodySize, 1);
+    };
     int size = 0;
-    for (Kernel& k : p.kernels) {
-      // An op's own `lower` code is loop nests of its own (a matmul is four):
-      // it weighs like a loop body of kLowerWeight ops.
-      const int s = k.kind == Kernel::Kind::Lower ? kLowerWeight : std::max(k.bodySize, 1);
+    for (std::size_t i = 0; i < p.kernels.size();) {
+      // A run is one loop of calls, weighing as its first period, in one function.
+      std::size_t end = i + 1;
+      int s = weight(p.kernels[i]);
+      if (const int r = p.kernels[i].run; r >= 0) {
+        const Run& run = p.runs[static_cast<std::size_t>(r)];
+        end = i + static_cast<std::size_t>(run.period * run.count);
+        for (std::size_t j = i + 1; j < i + static_cast<std::size_t>(run.period); ++j) s += weight(p.kernels[j]);
+      }
       if (size > 0 && size + s > functionBudget_) {
         ++p.functions;
         size = 0;
       }
       size += s;
-      k.function = p.functions - 1;
+      for (; i < end; ++i) p.kernels[i].function = p.functions - 1;
     }
   }
 
@@ -561,7 +710,8 @@ private:
         Placement& pl = p.place[at(v)];
         if (pl.where != Storage::Fused) continue;
         const uint64_t bytes = align64(std::max<uint64_t>(static_cast<uint64_t>(f_.type(v).bytes()), 1));
-        if (p.functions == 1 && bytes <= kStackBufferLimit && p.stackBytes + bytes <= kStackBudget) {
+        // Not in plans with runs: a run steps through buffers at one base.
+        if (p.functions == 1 && p.runs.empty() && bytes <= kStackBufferLimit && p.stackBytes + bytes <= kStackBudget) {
           pl.where = Storage::Stack;
           p.stackBytes += bytes;
           continue;
@@ -640,6 +790,12 @@ std::string FusionPlan::str() const {
       producer[at(r)] = &f.ops[i];
       position[at(r)] = static_cast<int>(i);
     }
+  // Repeated code: emitted with its first kernel, called by the others.
+  auto sharing = [&](std::size_t k) -> std::string {
+    const int first = kernels[k].sameAs;
+    if (first < 0) return "";
+    return first == static_cast<int>(k) ? ", code shared" : fmt::format(", code of #{}", first);
+  };
   auto where = [&](const std::vector<ValueId>& vs) {
     std::string w;
     for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
@@ -659,10 +815,10 @@ std::string FusionPlan::str() const {
       Shape reduced(kn.domain.begin() + static_cast<std::ptrdiff_t>(kn.reduceFrom), kn.domain.end());
       s += fmt::format("  #{} loop {}", k, shape_str(kept));
       if (!reduced.empty()) s += " reduce " + shape_str(reduced);
-      s += fmt::format(" {}, {} ops per point, level {}\n", kn.flat ? "flat" : "nest", kn.bodySize, kn.level);
+      s += fmt::format(" {}, {} ops per point, level {}{}\n", kn.flat ? "flat" : "nest", kn.bodySize, kn.level, sharing(k));
       for (const LoopRoot& r : kn.roots) lines.push_back({r.value, r.reduction ? "reduce" : "store"});
     } else {
-      s += fmt::format("  #{} {}, level {}\n", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level);
+      s += fmt::format("  #{} {}, level {}{}\n", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level, sharing(k));
       if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], "write"});
       else s += fmt::format("    run {}\n", opText(f, *kn.op));
     }
@@ -675,6 +831,9 @@ std::string FusionPlan::str() const {
       s += "\n";
     }
   }
+  for (const Run& r : runs)
+    s += fmt::format("  run #{}..#{}: {} steps of {} kernel{}\n", r.first, r.first + static_cast<std::size_t>(r.period * r.count) - 1,
+                     r.count, r.period, r.period == 1 ? "" : "s");
   for (std::size_t v = 0; v < place.size(); ++v)
     if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
   for (std::size_t i = 0; i < f.outputs.size(); ++i) {

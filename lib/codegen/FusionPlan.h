@@ -60,12 +60,28 @@ struct Kernel {
   int level = 0;                  ///< kernels of one level do not read each other's buffers
   int bodySize = 0;               ///< estimated ops per point (the roots and their fused operands)
   int function = 0;               ///< the LLVM function (chunk) the kernel is emitted into
+  /// The first kernel with the same code up to which buffers it uses (itself
+  /// when a later one repeats it), or -1 when the code occurs once. Repeated
+  /// code is emitted once, as a function of `buffers`, and called.
+  int sameAs = -1;
+  std::vector<ir::ValueId> buffers; ///< sameAs >= 0: the buffers the code reads and writes, in a fixed order
+  int run = -1;                     ///< the Run this kernel is part of, if any
+};
+
+/// Consecutive kernels repeating one pattern of shared code: kernels
+/// first + j + period * r (j < period, r < count) have the code of kernel
+/// first + j. The emitter makes it a loop of `period` calls when each call's
+/// buffers step through memory regularly (or through a table of offsets).
+struct Run {
+  std::size_t first;
+  int period, count;
 };
 
 struct FusionPlan {
   const ir::Function* fn = nullptr;
   std::vector<Placement> place; ///< per value
   std::vector<Kernel> kernels;  ///< in emission order
+  std::vector<Run> runs;
   uint64_t scratchBytes = 0;    ///< this function's own scratch; callees' goes after it
   uint64_t stackBytes = 0;
   /// Kernels are emitted into this many LLVM functions, consecutive kernels
