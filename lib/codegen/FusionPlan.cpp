@@ -15,6 +15,9 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <tuple>
+#include <set>
+#include <queue>
 #include <unordered_map>
 
 namespace adjit::codegen {
@@ -47,6 +50,62 @@ void appendAttr(std::string& key, const ir::Attr& a) {
 }
 
 uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+/// Bytes of the scratch region for buffers whose live ranges do not overlap:
+/// best fit among the free gaps, freed gaps merged with their neighbours.
+/// O(log n) per buffer: a gradient keeps tens of thousands of residuals live.
+class ScratchAllocator {
+public:
+  uint64_t allocate(uint64_t bytes) {
+    auto fit = bySize_.lower_bound({bytes, 0});
+    if (fit != bySize_.end()) {
+      const auto [size, offset] = *fit;
+      erase(offset, size);
+      if (size > bytes) insert(offset + bytes, size - bytes);
+      return offset;
+    }
+    // No gap is large enough: grow the region, from the gap at its end if there is one.
+    uint64_t offset = top_;
+    if (auto last = byOffset_.empty() ? byOffset_.end() : std::prev(byOffset_.end());
+        last != byOffset_.end() && last->first + last->second == top_) {
+      offset = last->first;
+      erase(last->first, last->second);
+    }
+    top_ = offset + bytes;
+    size_ = std::max(size_, top_);
+    return offset;
+  }
+  void release(uint64_t offset, uint64_t bytes) {
+    if (auto next = byOffset_.find(offset + bytes); next != byOffset_.end()) {
+      bytes += next->second;
+      erase(next->first, next->second);
+    }
+    if (auto it = byOffset_.lower_bound(offset); it != byOffset_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        bytes += prev->second;
+        erase(prev->first, prev->second);
+      }
+    }
+    if (offset + bytes == top_) top_ = offset; // the region's end is free again
+    else insert(offset, bytes);
+  }
+  uint64_t size() const { return size_; }
+
+private:
+  void insert(uint64_t offset, uint64_t bytes) {
+    byOffset_.emplace(offset, bytes);
+    bySize_.insert({bytes, offset});
+  }
+  void erase(uint64_t offset, uint64_t bytes) {
+    byOffset_.erase(offset);
+    bySize_.erase({bytes, offset});
+  }
+  std::map<uint64_t, uint64_t> byOffset_;           ///< free gaps below top_: offset -> bytes
+  std::set<std::pair<uint64_t, uint64_t>> bySize_;  ///< the same gaps: (bytes, offset)
+  uint64_t top_ = 0, size_ = 0;
+};
 
 struct Unit {
   const ir::Op* op;
@@ -693,13 +752,12 @@ private:
         const uint64_t bytes = static_cast<uint64_t>(viewOffset_[v]) * size_of(f_.type(static_cast<ValueId>(v)).dtype);
         p.place[v] = {Storage::View, static_cast<uint32_t>(base), bytes};
       }
-    struct Live {
-      uint64_t offset, bytes;
-      int end;
-    };
-    std::vector<Live> live; // by offset
+    ScratchAllocator scratch;
+    // Live buffers by the last kernel that reads them: freed before later kernels.
+    using Live = std::tuple<int, uint64_t, uint64_t>; // end, offset, bytes
+    std::priority_queue<Live, std::vector<Live>, std::greater<>> live;
     for (int k = 0; k < kEnd; ++k) {
-      live.erase(std::remove_if(live.begin(), live.end(), [&](const Live& l) { return l.end < k; }), live.end());
+      for (; !live.empty() && std::get<0>(live.top()) < k; live.pop()) scratch.release(std::get<1>(live.top()), std::get<2>(live.top()));
       const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
       std::vector<ValueId> written;
       if (kn.kind == Kernel::Kind::Loop)
@@ -716,18 +774,12 @@ private:
           p.stackBytes += bytes;
           continue;
         }
-        // First fit among the live ranges, ordered by offset.
-        uint64_t offset = 0;
-        std::size_t pos = 0;
-        for (; pos < live.size(); ++pos) {
-          if (live[pos].offset >= offset + bytes) break;
-          offset = std::max(offset, live[pos].offset + live[pos].bytes);
-        }
-        live.insert(live.begin() + static_cast<std::ptrdiff_t>(pos), Live{offset, bytes, std::max(lastRead[at(v)], k)});
+        const uint64_t offset = scratch.allocate(bytes);
+        live.push({std::max(lastRead[at(v)], k), offset, bytes});
         pl = {Storage::Scratch, 0, offset};
-        p.scratchBytes = std::max(p.scratchBytes, offset + bytes);
       }
     }
+    p.scratchBytes = scratch.size();
     for (std::size_t v = 0; v < n; ++v)
       ADJIT_ASSERT(!mat_[v] || !producer_[v] || p.place[v].where != Storage::Fused,
                    fmt::format("materialised value %{} is written by no kernel", v));
