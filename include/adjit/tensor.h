@@ -156,6 +156,12 @@ Tensor logical_not(const Tensor& x, ADJIT_HERE);
   Tensor FN(AtScalar a, const Tensor& b);
 ADJIT_SCALAR_BINARY_FUNCTIONS(ADJIT_SCALAR_FUNCTION)
 #undef ADJIT_SCALAR_FUNCTION
+/// x limited to [lo, hi] elementwise, broadcasting all three (numpy's clip:
+/// hi where lo > hi; NaN stays NaN). The gradient goes to whichever of x, lo
+/// and hi was taken: TensorFlow's clip_by_value gradient when lo <= hi.
+Tensor clip(const Tensor& x, const Tensor& lo, const Tensor& hi, ADJIT_HERE);
+/// clip with C++ scalar bounds, which take x's dtype.
+Tensor clip(const Tensor& x, AtScalar lo, AtScalar hi);
 /// where(c, a, b) = c ? a : b elementwise (c is i1), broadcasting all three.
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, ADJIT_HERE);
 /// x converted to dtype `to` (float to integer saturates; NaN gives 0).

@@ -221,6 +221,50 @@ void defineArithOps(Table& t) {
       },
   });
 
+  // clip(x, lo, hi) = min(max(x, lo), hi), as numpy: hi where lo > hi; NaN stays NaN
+  set(t, OpKind::Clip, {
+      .infer = [](const ir::InferCtx& c) {
+        c.expectSameTypes();
+        if (c.operands[0].dtype == DType::i1) c.fail("expected a numeric operand, got {}", c.operands[0].str());
+        return std::vector<Type>{c.operands[0]};
+      },
+      .eval = [](const ir::EvalCtx& c) {
+        Array r(c.args[0].type());
+        dispatch(r.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T *x = elems<T>(c.args[0]), *lo = elems<T>(c.args[1]), *hi = elems<T>(c.args[2]);
+          for (int64_t i = 0; i < r.size(); ++i) {
+            const T low = x[i] < lo[i] ? lo[i] : x[i];
+            elems<T>(r)[i] = low > hi[i] ? hi[i] : low;
+          }
+        });
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      // Two selects, no min/max intrinsic: NaN compares false and passes through.
+      .scalar = [](ScalarCtx& c) -> llvm::Value* {
+        llvm::Value *x = c.args[0], *lo = c.args[1], *hi = c.args[2];
+        const bool f = isFloat(c);
+        llvm::Value* low = c.b.CreateSelect(f ? c.b.CreateFCmpOLT(x, lo) : c.b.CreateICmpSLT(x, lo), lo, x);
+        return c.b.CreateSelect(f ? c.b.CreateFCmpOGT(low, hi) : c.b.CreateICmpSGT(low, hi), hi, low);
+      },
+      // The derivative of the two selects: hi where it was taken, else lo where
+      // x was below it, else x. For lo <= hi this is TensorFlow's
+      // clip_by_value gradient (x keeps it at the bounds themselves).
+      .vjp = [](const autodiff::VjpCtx& c) {
+        const Tensor &x = c.x(0), &lo = c.x(1), &hi = c.x(2);
+        Tensor dy = c.dy(), zero = zeros_like(dy);
+        Tensor below = x < lo, above = where(below, lo, x) > hi;
+        c.grad(0, [&] { return where(logical_or(below, above), zero, dy); });
+        c.grad(1, [&] { return where(logical_and(below, logical_not(above)), dy, zero); });
+        c.grad(2, [&] { return where(above, dy, zero); });
+      },
+      .example = R"(func @f(%0: f64[4], %1: f64[4], %2: f64[4]) -> (f64[4]) {
+  %3 = clip(%0, %1, %2) : f64[4]
+  return %3
+})",
+  });
+
   // minimum(x, y); NaN if either is NaN
   set(t, OpKind::Minimum, {
       .infer = inferNumericBinary,

@@ -171,6 +171,18 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, SrcLoc l) {
               "where");
 }
 
+Tensor clip(const Tensor& x, const Tensor& lo, const Tensor& hi, SrcLoc l) {
+  Location loc = L(l);
+  TraceState& s = stateOf({&x, &lo, &hi}, "clip", loc);
+  Shape shape = broadcastShape("clip", {&x, &lo, &hi}, loc);
+  return emit(s, OpKind::Clip, {broadcastTo(s, x, shape, loc), broadcastTo(s, lo, shape, loc), broadcastTo(s, hi, shape, loc)},
+              {}, loc);
+}
+
+Tensor clip(const Tensor& x, AtScalar lo, AtScalar hi) {
+  return clip(x, scalar_like(x, lo, "clip"), scalar_like(x, hi, "clip"), lo.loc);
+}
+
 Tensor cast(const Tensor& x, DType to, SrcLoc l) {
   Location loc = L(l);
   if (x.dtype() == to) return x;

@@ -135,6 +135,25 @@ TEST_CASE("shape ops") {
   check3([](V v) { return v[0][-1][0] + 0; }, {x}, f32({4}));
 }
 
+TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
+  const double nan = std::nan("");
+  check3([](V v) { return clip(v[0], -1.0, 2.0); }, {f64({-3, -1, 0.5, 2, 7, nan})}, f64({-1, -1, 0.5, 2, 2, nan}));
+  // Tensor bounds broadcast; lo > hi gives hi, as numpy.
+  check3([](V v) { return clip(v[0], v[1], v[2]); }, {f32({0, 5, 9}, {3}), f32({1}, {1}), f32({4, 4, 0}, {3})},
+         f32({1, 4, 0}, {3}));
+  check3([](V v) { return clip(v[0], 0, 10); }, {i32({-5, 3, 11})}, i32({0, 3, 10}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return clip(x, 0.5, 1); }, Type{DType::i32, {3}}),
+                       doctest::Contains("clip: cannot combine the floating-point scalar 0.5 with the integer tensor i32[3]"),
+                       Error);
+  // d/dx is 1 where x was kept; the bounds get the cotangent where they were taken.
+  auto g = grad([](Tensor x, Tensor lo, Tensor hi) { return sum(clip(x, lo, hi) * constant(f64({1, 2, 3, 4}))); },
+                argnums<0, 1, 2>);
+  const auto grads = g(f64({-2, 0.5, 3, 0.9}), Array(0.0), Array(1.0));
+  ADJIT_CHECK_CLOSE(std::get<0>(grads), f64({0, 2, 0, 4}), 0);
+  CHECK((std::get<1>(grads).item<double>() == 1));
+  CHECK((std::get<2>(grads).item<double>() == 3));
+}
+
 TEST_CASE("tril and triu, with offsets and batches") {
   const Array m = f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 4});
   check3([](V v) { return tril(v[0]); }, {m}, f32({1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0}, {3, 4}));
