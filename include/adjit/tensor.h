@@ -202,6 +202,10 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<i
            std::vector<int64_t> interior = {}, ADJIT_HERE);
 /// Joins equal-typed tensors along a new axis.
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
+/// one_hot(indices, depth): a new last axis of `depth` with 1 where it equals
+/// the (i32 or i64) index and 0 elsewhere; an index outside [0, depth) gives
+/// a row of zeros, as TensorFlow and JAX. Not differentiable.
+Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::f32, ADJIT_HERE);
 /// take(x, indices, axis): x's slices along `axis` at integer `indices`
 /// (negative indices count from the end; others out of range are clamped).
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis = 0, ADJIT_HERE);

@@ -55,6 +55,38 @@ Tensor effectiveIndices(const Tensor& idx, int64_t n) {
 } // namespace
 
 void defineIndexingOps(Table& t) {
+  // one_hot(indices) {depth, dtype}: r[..., j] = indices[...] == j ? 1 : 0.
+  // An index outside [0, depth) gives a row of zeros (TensorFlow, JAX).
+  set(t, OpKind::OneHot, {
+      .infer = [](const InferCtx& c) {
+        expectIndices(c, 0);
+        const int64_t depth = c.integer("depth");
+        if (depth < 0) c.fail("depth must not be negative, got {}", depth);
+        const DType dt = c.dtype("dtype");
+        Shape s = c.operands[0].shape;
+        s.push_back(depth);
+        return std::vector<Type>{Type{dt, s}};
+      },
+      .eval = [](const EvalCtx& c) {
+        Array r(c.resultType());
+        const int64_t depth = c.op.attrs.integer("depth");
+        const Array& idx = c.args[0];
+        for (int64_t i = 0; i < idx.size(); ++i) {
+          const int64_t k = static_cast<int64_t>(idx.get(i));
+          for (int64_t j = 0; j < depth; ++j) r.set(i * depth + j, k == j ? 1.0 : 0.0);
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const Type& rt = c.resultType();
+        const auto& d = c.dims(c.index, rt.shape);
+        std::vector<llvm::Value*> outer(d.begin(), d.end() - 1);
+        llvm::Value* k = c.b.CreateSExt(c.operand(0, Index::ofDims(std::move(outer))), c.b.getInt64Ty());
+        return c.b.CreateSelect(c.b.CreateICmpEQ(k, d.back()), c.constant(rt.dtype, 1), c.constant(rt.dtype, 0));
+      },
+  });
+
   // gather(x, idx) {axis}: r[pre, j..., post] = x[pre, idx[j...], post]
   set(t, OpKind::Gather, {
       .infer = [](const InferCtx& c) {

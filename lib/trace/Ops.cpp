@@ -355,6 +355,14 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {
   return emit(stateOf({&x, &indices}, "take", loc), OpKind::Gather, {x, indices}, std::move(a), loc, "take");
 }
 
+Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("depth", depth);
+  a.set("dtype", dtype);
+  return emit(stateOf({&indices}, "one_hot", loc), OpKind::OneHot, {indices}, std::move(a), loc);
+}
+
 Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, SrcLoc l) {
   Location loc = L(l);
   ir::Attrs a;

@@ -154,6 +154,17 @@ TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
   CHECK((std::get<2>(grads).item<double>() == 3));
 }
 
+TEST_CASE("one_hot: rows of zeros outside the depth") {
+  check3([](V v) { return one_hot(v[0], 3); }, {i32({0, 2, -1, 3, 1})},
+         f32({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0}, {5, 3}));
+  check3([](V v) { return one_hot(v[0], 2, DType::f64) * 5; }, {Array(std::vector<int64_t>{1, 0, 1, 1}, {2, 2})},
+         f64({0, 5, 5, 0, 0, 5, 0, 5}, {2, 2, 2}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return one_hot(x, 3); }, Type{DType::f32, {3}}),
+                       doctest::Contains("one_hot: indices must be i32 or i64, got f32[3]"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return one_hot(x, -2); }, Type{DType::i32, {3}}),
+                       doctest::Contains("one_hot: depth must not be negative, got -2"), Error);
+}
+
 TEST_CASE("tril and triu, with offsets and batches") {
   const Array m = f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 4});
   check3([](V v) { return tril(v[0]); }, {m}, f32({1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0}, {3, 4}));
