@@ -206,6 +206,12 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
 /// the (i32 or i64) index and 0 elsewhere; an index outside [0, depth) gives
 /// a row of zeros, as TensorFlow and JAX. Not differentiable.
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::f32, ADJIT_HERE);
+/// The index of the first largest element along `axis` (removed from the
+/// shape), as i64 (TensorFlow's default) or i32; a NaN counts as largest, as
+/// in numpy. Not differentiable.
+Tensor argmax(const Tensor& x, int64_t axis, DType dtype = DType::i64, ADJIT_HERE);
+/// The index of the first smallest element along `axis`; see argmax.
+Tensor argmin(const Tensor& x, int64_t axis, DType dtype = DType::i64, ADJIT_HERE);
 /// take(x, indices, axis): x's slices along `axis` at integer `indices`
 /// (negative indices count from the end; others out of range are clamped).
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis = 0, ADJIT_HERE);

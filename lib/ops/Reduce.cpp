@@ -12,6 +12,7 @@ namespace adjit::ops {
 namespace {
 
 using codegen::Index;
+using codegen::LowerCtx;
 using ir::EvalCtx;
 using ir::InferCtx;
 
@@ -152,7 +153,93 @@ void vjpExtremum(const autodiff::VjpCtx& c) {
 
 } // namespace
 
+/// Whether x replaces the best so far: larger (Max) or smaller, or the first
+/// NaN (NaN wins, as numpy's and JAX's argmax); ties keep the first.
+template <bool Max, class T> bool replaces(T x, T best) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::isnan(x) || std::isnan(best)) return std::isnan(x) && !std::isnan(best);
+  return Max ? x > best : x < best;
+}
+
+/// argmax (Max) or argmin {axis, dtype}: the index of the first largest
+/// (smallest) element along `axis`, which is removed from the shape.
+template <bool Max> Hooks argReduce() {
+  return {
+      .infer = [](const InferCtx& c) {
+        const Type& in = c.operands[0];
+        if (in.dtype == DType::i1) c.fail("expected a numeric operand, got {}", in.str());
+        const int64_t axis = c.axis("axis", in.rank());
+        if (in.shape[static_cast<std::size_t>(axis)] == 0)
+          c.fail("axis {} of {} is empty: no element to pick", axis, in.str());
+        const DType dt = c.dtype("dtype");
+        if (dt != DType::i32 && dt != DType::i64) c.fail("dtype must be i32 or i64, got {}", name_of(dt));
+        Shape out = in.shape;
+        out.erase(out.begin() + axis);
+        return std::vector<Type>{Type{dt, out}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array& x = c.args[0];
+        const int64_t axis = c.op.attrs.integer("axis");
+        const Shape& s = x.shape();
+        const int64_t n = s[static_cast<std::size_t>(axis)];
+        const int64_t inner = num_elements(Shape(s.begin() + axis + 1, s.end()));
+        Array r(c.resultType());
+        dispatch(x.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* v = elems<T>(x);
+          for (int64_t o = 0; o < r.size(); ++o) {
+            const int64_t base = (o / inner) * n * inner + o % inner;
+            int64_t best = 0;
+            for (int64_t j = 1; j < n; ++j)
+              if (replaces<Max>(v[base + j * inner], v[base + best * inner])) best = j;
+            r.set(o, static_cast<double>(best));
+          }
+        });
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      // For each result element, a loop along the axis keeping the best value
+      // and its index in registers; the operand is read fused.
+      .lower = [](LowerCtx& c) {
+        const Type& in = c.operandType(0);
+        const Type& rt = c.resultType();
+        const std::size_t axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        llvm::Value* bestSlot = c.scalarSlot(in.dtype);
+        llvm::Value* indexSlot = c.scalarSlot(DType::i64);
+        llvm::Type* vt = c.scalarType(in.dtype);
+        c.loopNest(rt.shape, [&](const Index& o) {
+          const auto& od = c.dims(o, rt.shape);
+          auto at = [&](llvm::Value* j) {
+            std::vector<llvm::Value*> d(od.begin(), od.end());
+            d.insert(d.begin() + static_cast<std::ptrdiff_t>(axis), j);
+            return Index::ofDims(std::move(d));
+          };
+          c.b.CreateStore(c.operand(0, at(c.i64(0))), bestSlot);
+          c.b.CreateStore(c.i64(0), indexSlot);
+          c.loop(in.shape[axis], [&](llvm::Value* j) {
+            llvm::Value* x = c.operand(0, at(j));
+            llvm::Value* best = c.b.CreateLoad(vt, bestSlot);
+            llvm::Value* better;
+            if (is_floating(in.dtype)) {
+              llvm::Value* cmp = Max ? c.b.CreateFCmpOGT(x, best) : c.b.CreateFCmpOLT(x, best);
+              llvm::Value* firstNaN = c.b.CreateAnd(c.b.CreateFCmpUNO(x, x), c.b.CreateFCmpORD(best, best));
+              better = c.b.CreateOr(cmp, firstNaN);
+            } else {
+              better = Max ? c.b.CreateICmpSGT(x, best) : c.b.CreateICmpSLT(x, best);
+            }
+            c.b.CreateStore(c.b.CreateSelect(better, x, best), bestSlot);
+            c.b.CreateStore(c.b.CreateSelect(better, j, c.b.CreateLoad(c.b.getInt64Ty(), indexSlot)), indexSlot);
+          });
+          llvm::Value* index = c.b.CreateLoad(c.b.getInt64Ty(), indexSlot);
+          c.store(rt.dtype, c.b.CreateSExtOrTrunc(index, c.scalarType(rt.dtype)), c.results[0], c.linear(o, rt.shape));
+        });
+      },
+  };
+}
+
 void defineReduceOps(Table& t) {
+  t[static_cast<std::size_t>(OpKind::ArgMax)].hooks = argReduce<true>();
+  t[static_cast<std::size_t>(OpKind::ArgMin)].hooks = argReduce<false>();
   // reduce_sum {axes, keepdims}: sum over axes
   set(t, OpKind::ReduceSum, {
       .infer = inferReduce,

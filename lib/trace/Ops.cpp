@@ -355,6 +355,18 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {
   return emit(stateOf({&x, &indices}, "take", loc), OpKind::Gather, {x, indices}, std::move(a), loc, "take");
 }
 
+namespace {
+Tensor argReduce(const char* op, OpKind k, const Tensor& x, int64_t axis, DType dtype, const Location& loc) {
+  ir::Attrs a;
+  a.set("axis", normalizeAxis(op, axis, x.rank(), loc));
+  a.set("dtype", dtype);
+  return emit(stateOf({&x}, op, loc), k, {x}, std::move(a), loc);
+}
+} // namespace
+
+Tensor argmax(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmax", OpKind::ArgMax, x, axis, dtype, L(l)); }
+Tensor argmin(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmin", OpKind::ArgMin, x, axis, dtype, L(l)); }
+
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype, SrcLoc l) {
   Location loc = L(l);
   ir::Attrs a;

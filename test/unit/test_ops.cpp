@@ -154,6 +154,21 @@ TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
   CHECK((std::get<2>(grads).item<double>() == 3));
 }
 
+TEST_CASE("argmax and argmin: the first extreme, NaN first") {
+  const double nan = std::nan("");
+  const Array m = f64({3, 7, 7, 1, 9, -2, 9, 0, 5, nan, 5, 8}, {3, 4});
+  check3([](V v) { return argmax(v[0], 1); }, {m}, Array(std::vector<int64_t>{1, 0, 1}, {3}));
+  check3([](V v) { return argmin(v[0], 1); }, {m}, Array(std::vector<int64_t>{3, 1, 1}, {3}));
+  check3([](V v) { return argmax(v[0], 0, DType::i32); }, {m}, Array(std::vector<int32_t>{1, 2, 1, 2}, {4}));
+  check3([](V v) { return argmin(v[0], -2, DType::i32); }, {m}, Array(std::vector<int32_t>{0, 2, 2, 1}, {4}));
+  // Integers, fused with what computes the operand.
+  check3([](V v) { return argmax(v[0] * -1, 0); }, {i32({4, -3, 9, -3})}, Array(std::vector<int64_t>{1}, {}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return argmax(x, 1); }, Type{DType::f32, {3, 0}}),
+                       doctest::Contains("argmax: axis 1 of f32[3,0] is empty"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return argmin(x, 0, DType::f32); }, Type{DType::f32, {3}}),
+                       doctest::Contains("argmin: dtype must be i32 or i64, got f32"), Error);
+}
+
 TEST_CASE("one_hot: rows of zeros outside the depth") {
   check3([](V v) { return one_hot(v[0], 3); }, {i32({0, 2, -1, 3, 1})},
          f32({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0}, {5, 3}));
