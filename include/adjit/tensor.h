@@ -121,6 +121,11 @@ Tensor tanh(const Tensor& x, ADJIT_HERE);
 Tensor sigmoid(const Tensor& x, ADJIT_HERE);
 /// The error function, 2/sqrt(pi) times the integral of e^(-t^2) from 0 to x.
 Tensor erf(const Tensor& x, ADJIT_HERE);
+/// ln |Gamma(x)| (+inf at 0, -1, -2, ...); its derivative is digamma.
+Tensor lgamma(const Tensor& x, ADJIT_HERE);
+/// The digamma function, d/dx ln Gamma(x) (NaN at 0, -1, -2, ...); its
+/// derivative (trigamma) is itself differentiable.
+Tensor digamma(const Tensor& x, ADJIT_HERE);
 /// |x|.
 Tensor abs(const Tensor& x, ADJIT_HERE);
 /// -1, 0 or 1 by the sign of x (NaN stays NaN).

@@ -50,6 +50,7 @@ void addVectorMath(llvm::TargetLibraryInfoImpl& tlii, const llvm::Triple& triple
     // features the string does not list.
     if (isa.letter != 'b' && !sti.checkFeatures(isa.feature)) continue;
     for (const ops::MathFunction& fn : kMathFunctions) {
+      if (!fn.vector) continue;
       for (bool f32 : {true, false}) {
         int lanes = isa.bits / (f32 ? 32 : 64);
         std::string params(static_cast<std::size_t>(fn.arity), 'v');

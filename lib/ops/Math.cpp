@@ -40,6 +40,106 @@ template <class R> std::vector<Array> evalBinaryWith(const EvalCtx& c) {
   })};
 }
 
+// ---- digamma and trigamma ----------------------------------------------------
+// Both shift x up by 8 (psi(x) = psi(x + 8) - sum 1/(x + k)), where the
+// asymptotic series is accurate to double precision, and reflect x < 1/2
+// (psi(x) = psi(1 - x) - pi cot(pi x)). Written once, over an arithmetic M:
+// doubles for the reference interpreter, LLVM values for the lowering.
+
+constexpr double kPi = 3.14159265358979323846;
+
+template <class M> typename M::V digammaOf(M& m, typename M::V x) {
+  using V = typename M::V;
+  const V reflect = m.lt(x, m.c(0.5));
+  V y = m.select(reflect, m.sub(m.c(1), x), x), r = m.c(0);
+  for (int k = 0; k < 8; ++k) {
+    r = m.add(r, m.div(m.c(1), y));
+    y = m.add(y, m.c(1));
+  }
+  const V inv = m.div(m.c(1), y), z = m.mul(inv, inv);
+  // -1/(12 y^2) + 1/(120 y^4) - 1/(252 y^6) + 1/(240 y^8) - 1/(132 y^10) + 691/(32760 y^12) - 1/(12 y^14)
+  V s = m.c(-1.0 / 12);
+  for (double coef : {691.0 / 32760, -1.0 / 132, 1.0 / 240, -1.0 / 252, 1.0 / 120, -1.0 / 12}) s = m.add(m.c(coef), m.mul(z, s));
+  s = m.mul(z, s);
+  const V psi = m.sub(m.add(m.sub(m.log(y), m.mul(m.c(0.5), inv)), s), r);
+  const V px = m.mul(m.c(kPi), x);
+  const V reflected = m.sub(psi, m.div(m.mul(m.c(kPi), m.cos(px)), m.sin(px)));
+  // Poles at 0, -1, -2, ...: NaN, as TensorFlow.
+  const V pole = m.and_(m.le(x, m.c(0)), m.eq(m.floor(x), x));
+  return m.select(pole, m.c(std::nan("")), m.select(reflect, reflected, psi));
+}
+
+struct DoubleMath {
+  using V = double;
+  V c(double v) const { return v; }
+  V add(V a, V b) const { return a + b; }
+  V sub(V a, V b) const { return a - b; }
+  V mul(V a, V b) const { return a * b; }
+  V div(V a, V b) const { return a / b; }
+  V log(V a) const { return std::log(a); }
+  V sin(V a) const { return std::sin(a); }
+  V cos(V a) const { return std::cos(a); }
+  V floor(V a) const { return std::floor(a); }
+  bool lt(V a, V b) const { return a < b; }
+  bool le(V a, V b) const { return a <= b; }
+  bool eq(V a, V b) const { return a == b; }
+  bool and_(bool a, bool b) const { return a && b; }
+  V select(bool p, V a, V b) const { return p ? a : b; }
+};
+
+struct IrMath {
+  using V = llvm::Value*;
+  ScalarCtx& ctx;
+  DType t;
+  V c(double v) const { return ctx.constant(t, v); }
+  V add(V a, V b) const { return ctx.b.CreateFAdd(a, b); }
+  V sub(V a, V b) const { return ctx.b.CreateFSub(a, b); }
+  V mul(V a, V b) const { return ctx.b.CreateFMul(a, b); }
+  V div(V a, V b) const { return ctx.b.CreateFDiv(a, b); }
+  V call(const char* f, V a) const { return ctx.callMath(f, t, {&a, 1}); }
+  V log(V a) const { return call("log", a); }
+  V sin(V a) const { return call("sin", a); }
+  V cos(V a) const { return call("cos", a); }
+  V floor(V a) const { return ctx.intrinsic(llvm::Intrinsic::floor, {&a, 1}); }
+  V lt(V a, V b) const { return ctx.b.CreateFCmpOLT(a, b); }
+  V le(V a, V b) const { return ctx.b.CreateFCmpOLE(a, b); }
+  V eq(V a, V b) const { return ctx.b.CreateFCmpOEQ(a, b); }
+  V and_(V a, V b) const { return ctx.b.CreateAnd(a, b); }
+  V select(V p, V a, V b) const { return ctx.b.CreateSelect(p, a, b); }
+};
+
+struct DigammaR {
+  template <class T> T operator()(T x) const {
+    DoubleMath m;
+    return static_cast<T>(digammaOf(m, static_cast<double>(x)));
+  }
+};
+struct LgammaR {
+  template <class T> T operator()(T x) const {
+    int sign; // lgamma_r: the sign goes here, not into the global signgam
+    return static_cast<T>(lgamma_r(static_cast<double>(x), &sign));
+  }
+};
+
+/// trigamma psi'(x), the derivative of digamma, from Tensor ops (so it is
+/// differentiable in turn): the same shift by 8, the series
+/// 1/y + 1/(2y^2) + 1/(6y^3) - 1/(30y^5) + 1/(42y^7) - 1/(30y^9) + 5/(66y^11)
+/// - 691/(2730y^13) + 7/(6y^15), and psi'(x) = pi^2/sin^2(pi x) - psi'(1 - x).
+Tensor trigamma(const Tensor& x) {
+  Tensor reflect = x < 0.5;
+  Tensor y = where(reflect, 1 - x, x), r = zeros_like(x);
+  for (int k = 0; k < 8; ++k) {
+    r = r + 1 / (y * y);
+    y = y + 1;
+  }
+  Tensor inv = 1 / y, z = inv * inv;
+  Tensor s = zeros_like(x) + 7.0 / 6;
+  for (double coef : {-691.0 / 2730, 5.0 / 66, -1.0 / 30, 1.0 / 42, -1.0 / 30, 1.0 / 6}) s = coef + z * s;
+  Tensor psi1 = inv + 0.5 * z + inv * z * s + r;
+  Tensor sp = sin(kPi * x);
+  return where(reflect, kPi * kPi / (sp * sp) - psi1, psi1);
+}
+
 /// Scalar body that calls the libm function its op's block declares in
 /// `.libm` (e.g. "exp" -> expf / exp).
 llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(info(c.op.kind).hooks.libm.name, c.outType(), c.args); }
@@ -110,6 +210,14 @@ void defineMathOps(Table& t) {
   // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt
   // d/dx erf x = 2/sqrt(pi) e^(-x^2)
   set(t, OpKind::Erf, {.infer = inferFloatUnary, .eval = evalWith<ErfR>, .fold = noFold, .scalar = libmCall, .libm = {"erf", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * (1.1283791670955126 * exp(-(x * x))); }); }});
+
+  // lgamma(x) = ln |Gamma(x)|; +inf at the poles 0, -1, -2, ...
+  // d/dx ln |Gamma(x)| = digamma(x). glibc has no vector lgamma: vector loops
+  // call it per lane. (It also writes the global signgam, which nothing reads.)
+  set(t, OpKind::Lgamma, {.infer = inferFloatUnary, .eval = evalWith<LgammaR>, .fold = noFold, .scalar = libmCall, .libm = {"lgamma", 1, false, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * digamma(c.x(0)); }); }});
+  // digamma(x) = d/dx ln Gamma(x) (the series above, in registers); NaN at the poles
+  // d/dx digamma x = trigamma(x), from Tensor ops above
+  set(t, OpKind::Digamma, {.infer = inferFloatUnary, .eval = evalWith<DigammaR>, .fold = noFold, .scalar = [](ScalarCtx& c) { IrMath m{c, c.outType()}; return digammaOf(m, c.args[0]); }, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * trigamma(c.x(0)); }); }});
 
   // atan2(y, x): the angle of the point (x, y), in (-pi, pi]
   set(t, OpKind::Atan2, {

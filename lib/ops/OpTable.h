@@ -115,6 +115,7 @@ struct MathFunction {
   const char* name = nullptr; ///< null: the op calls no libm function
   int arity = 1;
   bool hasIntrinsic = false; ///< llvm.<name>.f32/.f64 exists and maps to the same vector variants
+  bool vector = true;        ///< glibc's libmvec has variants (lgamma has none: vector loops call it per lane)
 };
 
 /// The hooks of one op. Exactly one of `scalar` (elementwise ops), `element`

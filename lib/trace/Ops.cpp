@@ -157,6 +157,8 @@ Tensor cos(const Tensor& x, SrcLoc l) { return unary("cos", OpKind::Cos, x, L(l)
 Tensor tanh(const Tensor& x, SrcLoc l) { return unary("tanh", OpKind::Tanh, x, L(l)); }
 Tensor sigmoid(const Tensor& x, SrcLoc l) { return unary("sigmoid", OpKind::Sigmoid, x, L(l)); }
 Tensor erf(const Tensor& x, SrcLoc l) { return unary("erf", OpKind::Erf, x, L(l)); }
+Tensor lgamma(const Tensor& x, SrcLoc l) { return unary("lgamma", OpKind::Lgamma, x, L(l)); }
+Tensor digamma(const Tensor& x, SrcLoc l) { return unary("digamma", OpKind::Digamma, x, L(l)); }
 Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, L(l)); }
 Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, L(l)); }
 Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, L(l)); }

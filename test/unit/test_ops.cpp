@@ -135,6 +135,23 @@ TEST_CASE("shape ops") {
   check3([](V v) { return v[0][-1][0] + 0; }, {x}, f32({4}));
 }
 
+TEST_CASE("lgamma and digamma: known values, poles, and their derivatives") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  check3([](V v) { return lgamma(v[0]); }, {f64({0.5, 10, -0.5, 1, 0, -2})},
+         f64({0.5723649429247001, 12.801827480081469, 1.2655121234846454, 0, inf, inf}), 1e-14);
+  check3([](V v) { return digamma(v[0]); }, {f64({1, 0.5, 10, -0.5, 100, 1e-3, 0, -3})},
+         f64({-0.5772156649015329, -1.9635100260214235, 2.251752589066721, 0.03648997397857652, 4.600161852738087,
+              -1000.5755719318305, nan, nan}),
+         1e-13);
+  check3([](V v) { return digamma(v[0]); }, {f32({1, 0.5, 10})}, f32({-0.5772157f, -1.9635100f, 2.2517526f}), 1e-6);
+  // d lgamma = digamma; d digamma = trigamma: pi^2/6 at 1, pi^2/2 at 1/2, pi^2/2 + 4 at -1/2.
+  const double pi2 = 9.869604401089358;
+  ADJIT_CHECK_CLOSE(grad([](Tensor x) { return sum(lgamma(x)); })(f64({1, 0.5})),
+                    f64({-0.5772156649015329, -1.9635100260214235}), 1e-13);
+  ADJIT_CHECK_CLOSE(grad([](Tensor x) { return sum(digamma(x)); })(f64({1, 0.5, -0.5, 30})),
+                    f64({pi2 / 6, pi2 / 2, pi2 / 2 + 4, 0.03389506035773942}), 1e-12);
+}
+
 TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
   const double nan = std::nan("");
   check3([](V v) { return clip(v[0], -1.0, 2.0); }, {f64({-3, -1, 0.5, 2, 7, nan})}, f64({-1, -1, 0.5, 2, 2, nan}));
