@@ -181,8 +181,14 @@ Tensor prevent_gradient(const Tensor& x, std::string message = {}, ADJIT_HERE);
 // ---- creation ---------------------------------------------------------------------
 /// A constant tensor holding `value` (the array is embedded in the IR).
 Tensor constant(const Array& value, ADJIT_HERE);
-/// A tensor of `shape` filled with `value`.
-Tensor full(const Shape& shape, double value, DType dtype = DType::f32, ADJIT_HERE);
+/// A tensor of `shape` filled with `value`, of dtype `dtype`.
+Tensor full(const Shape& shape, double value, DType dtype, ADJIT_HERE);
+/// full without a dtype is weakly typed, like a C++ scalar (JAX's weak
+/// types): f32 on its own, but where it meets a tensor of another dtype in a
+/// binary op, `where` or `clip`, it takes that dtype (`x + full({3}, 2.0)`
+/// with x f64 is f64). A non-integral value meeting an integer tensor is an
+/// error naming both.
+Tensor full(const Shape& shape, double value, ADJIT_HERE);
 /// Zeros of x's type.
 Tensor zeros_like(const Tensor& x, ADJIT_HERE);
 /// Ones of x's type.

@@ -81,8 +81,42 @@ Tensor broadcastTo(TraceState& s, const Tensor& x, const Shape& shape, const Loc
   return emit(s, OpKind::BroadcastTo, {x}, std::move(a), loc);
 }
 
-Tensor binary(const char* op, OpKind k, const Tensor& a, const Tensor& b, const Location& loc) {
-  TraceState& s = stateOf({&a, &b}, op, loc);
+Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc);
+
+/// The weakly typed full() value x holds, if x is one (of this trace).
+std::optional<double> weakValue(TraceState& s, const Tensor& x) {
+  if (x.trace() != s.id) return std::nullopt;
+  auto it = s.weak.find(x.id());
+  if (it == s.weak.end()) return std::nullopt;
+  return it->second;
+}
+
+/// Gives weakly typed operands the dtype of a strongly typed one they meet
+/// (the first such). Strong operands of different dtypes are left for the
+/// op's type rule to report.
+void meetDtypes(TraceState& s, const char* op, std::vector<Tensor*> xs, const Location& loc) {
+  const Tensor* strong = nullptr;
+  for (const Tensor* x : xs)
+    if (!weakValue(s, *x)) {
+      strong = x;
+      break;
+    }
+  if (!strong) return;
+  const DType to = strong->dtype();
+  for (Tensor* x : xs) {
+    const std::optional<double> v = weakValue(s, *x);
+    if (!v || x->dtype() == to) continue;
+    if (is_integer(to) && *v != std::trunc(*v))
+      throw Error(fmt::format("{}: full(..., {}) without a dtype (a weak f32) meets the integer tensor {}; give full a dtype or cast",
+                              op, *v, strong->type().str()), loc);
+    *x = broadcastTo(s, scalarConstant(s, to, *v, loc), x->shape(), loc);
+  }
+}
+
+Tensor binary(const char* op, OpKind k, const Tensor& a0, const Tensor& b0, const Location& loc) {
+  TraceState& s = stateOf({&a0, &b0}, op, loc);
+  Tensor a = a0, b = b0;
+  meetDtypes(s, op, {&a, &b}, loc);
   Shape shape = broadcastShape(op, {&a, &b}, loc);
   return emit(s, k, {broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc);
 }
@@ -164,18 +198,22 @@ Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, L
 Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, L(l)); }
 Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, L(l)); }
 
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, SrcLoc l) {
+Tensor where(const Tensor& c, const Tensor& a0, const Tensor& b0, SrcLoc l) {
   Location loc = L(l);
-  TraceState& s = stateOf({&c, &a, &b}, "where", loc);
+  TraceState& s = stateOf({&c, &a0, &b0}, "where", loc);
+  Tensor a = a0, b = b0;
+  meetDtypes(s, "where", {&a, &b}, loc);
   Shape shape = broadcastShape("where", {&c, &a, &b}, loc);
   return emit(s, OpKind::Select,
               {broadcastTo(s, c, shape, loc), broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc,
               "where");
 }
 
-Tensor clip(const Tensor& x, const Tensor& lo, const Tensor& hi, SrcLoc l) {
+Tensor clip(const Tensor& x0, const Tensor& lo0, const Tensor& hi0, SrcLoc l) {
   Location loc = L(l);
-  TraceState& s = stateOf({&x, &lo, &hi}, "clip", loc);
+  TraceState& s = stateOf({&x0, &lo0, &hi0}, "clip", loc);
+  Tensor x = x0, lo = lo0, hi = hi0;
+  meetDtypes(s, "clip", {&x, &lo, &hi}, loc);
   Shape shape = broadcastShape("clip", {&x, &lo, &hi}, loc);
   return emit(s, OpKind::Clip, {broadcastTo(s, x, shape, loc), broadcastTo(s, lo, shape, loc), broadcastTo(s, hi, shape, loc)},
               {}, loc);
@@ -235,6 +273,13 @@ Tensor full(const Shape& shape, double value, DType dtype, SrcLoc l) {
   for (int64_t d : shape)
     if (d < 0) throw Error("full: negative dimension in shape " + shape_str(shape), loc);
   return broadcastTo(s, scalarConstant(s, dtype, value, loc), shape, loc);
+}
+
+Tensor full(const Shape& shape, double value, SrcLoc l) {
+  Tensor t = full(shape, value, DType::f32, l);
+  TraceState& s = stateOf({&t}, "full", L(l));
+  s.weak[t.id()] = value;
+  return t;
 }
 
 Tensor zeros_like(const Tensor& x, SrcLoc l) { return full(x.shape(), 0, x.dtype(), l); }

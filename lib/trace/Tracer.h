@@ -59,6 +59,9 @@ struct TraceState {
   std::vector<std::pair<std::shared_ptr<VariableState>, ir::ValueId>> pendingAssigns;
   /// While a VJP rule runs: the primal op's location, given to the ops it creates.
   std::optional<Location> locOverride;
+  /// Weakly typed values (full without a dtype) and the value they hold:
+  /// they take the dtype of the tensor they meet (lib/trace/Ops.cpp).
+  std::map<ir::ValueId, double> weak;
   /// Functions already traced into this module for nested jit calls: (jit core, signature) -> name.
   std::map<std::pair<const void*, uint64_t>, std::pair<std::string, std::shared_ptr<void>>> callees;
 

@@ -99,6 +99,7 @@ std::vector<Section> sections() {
        {
            CPP(trace([](Tensor a, Tensor b) { return a + b; }, F3, F4)),
            CPP(trace([](Tensor a, Tensor b) { return a * b; }, F3, I3)),
+           CPP(trace([](Tensor a) { return a * full({3}, 0.5); }, I3)),
            CPP(trace([](Tensor a) { return matmul(a, a); }, Type{DType::f32, {2, 3}})),
            CPP(trace([](Tensor a) { return reshape(a, {2, 2}); }, F3)),
            CPP(trace([](Tensor a) { return transpose(a, {0, 0}); }, Type{DType::f32, {2, 2}})),

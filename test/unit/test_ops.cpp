@@ -152,6 +152,21 @@ TEST_CASE("lgamma and digamma: known values, poles, and their derivatives") {
                     f64({pi2 / 6, pi2 / 2, pi2 / 2 + 4, 0.03389506035773942}), 1e-12);
 }
 
+TEST_CASE("full without a dtype takes the dtype of the tensor it meets") {
+  check3([](V v) { return v[0] + full({3}, 2.0); }, {f64({1, 2, 3})}, f64({3, 4, 5}));
+  check3([](V v) { return where(v[0] > 1.5, v[0], full({3}, 0.25)); }, {f64({1, 2, 3})}, f64({0.25, 2, 3}));
+  check3([](V v) { return clip(v[0], full({}, 0.0), full({}, 2.0)); }, {f64({-1, 1, 3})}, f64({0, 1, 2}));
+  check3([](V v) { return full({2}, 3.0) * v[0]; }, {i32({4, -5})}, i32({12, -15}));
+  // On its own, or with another weak value, it is f32; with a dtype it is strong.
+  check3([](V) { return full({2}, 1.5) + full({2}, 1.0); }, {f64({0})}, f32({2.5, 2.5}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return x + full({3}, 2.0, DType::f32); }, Type{DType::f64, {3}}),
+                       doctest::Contains("add: mismatched dtypes f64[3] and f32[3]"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return x * full({3}, 0.5); }, Type{DType::i32, {3}}),
+                       doctest::Contains("mul: full(..., 0.5) without a dtype (a weak f32) meets the integer tensor i32[3]"), Error);
+  // Gradients flow through the promoted value as through any constant.
+  ADJIT_CHECK_CLOSE(grad([](Tensor x) { return sum(x * full({2}, 3.0)); })(f64({1, 2})), f64({3, 3}), 0);
+}
+
 TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
   const double nan = std::nan("");
   check3([](V v) { return clip(v[0], -1.0, 2.0); }, {f64({-3, -1, 0.5, 2, 7, nan})}, f64({-1, -1, 0.5, 2, 2, nan}));
