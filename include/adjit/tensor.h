@@ -242,6 +242,11 @@ Tensor min(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = fals
 Tensor mean(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
 /// log(sum(exp(x))) computed stably as m + log(sum(exp(x - m))), m = max(x).
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims = false, ADJIT_HERE);
+/// exp(x) / sum(exp(x)) over `axes` (default: the last), computed stably from
+/// x - max(x); a composite of IR ops, like logsumexp.
+Tensor softmax(const Tensor& x, std::vector<int64_t> axes = {-1}, ADJIT_HERE);
+/// x - logsumexp(x) over `axes` (default: the last), stable for large |x|.
+Tensor log_softmax(const Tensor& x, std::vector<int64_t> axes = {-1}, ADJIT_HERE);
 
 // ---- linear algebra -------------------------------------------------------------------
 /// Matrix product; 1-D operands are promoted like numpy; batch dims broadcast.
@@ -251,6 +256,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, ADJIT_HERE);
 Tensor tril(const Tensor& x, int64_t k = 0, ADJIT_HERE);
 /// The upper triangle of the last two axes: x[..., i, j] where j - i >= k, zero elsewhere.
 Tensor triu(const Tensor& x, int64_t k = 0, ADJIT_HERE);
+/// Einstein summation, numpy's spec: `einsum("bij,bjk->bik", {a, b})`; without
+/// `->` the output is the letters used once, sorted. Every operand is
+/// transposed and broadcast onto all the letters, the operands multiplied and
+/// the letters not in the output summed; the `contract` pass turns a pair
+/// into a matmul. A letter repeated within one operand (a diagonal) and `...`
+/// are errors naming the spec.
+Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands, ADJIT_HERE);
 /// Inner product of 1-D tensors (matmul otherwise).
 Tensor dot(const Tensor& a, const Tensor& b, ADJIT_HERE);
 

@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
+#include <cctype>
 #include <numeric>
 
 namespace adjit {
@@ -460,6 +463,94 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcL
     if (std::find_if(axes.begin(), axes.end(), [&](int64_t a) { return normalizeAxis("logsumexp", a, x.rank(), loc) == d; }) == axes.end())
       out.push_back(x.shape()[d]);
   return reshape(r, out, l);
+}
+
+Tensor softmax(const Tensor& x, std::vector<int64_t> axes, SrcLoc l) {
+  // exp(x - logsumexp(x)): the shift by the max is inside logsumexp.
+  return exp(sub(x, logsumexp(x, std::move(axes), true, l), l), l);
+}
+
+Tensor log_softmax(const Tensor& x, std::vector<int64_t> axes, SrcLoc l) {
+  return sub(x, logsumexp(x, std::move(axes), true, l), l);
+}
+
+Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands, SrcLoc l) {
+  Location loc = L(l);
+  auto fail = [&](const std::string& why) -> Error { return Error(fmt::format("einsum \"{}\": {}", spec, why), loc); };
+  if (spec.find("...") != std::string::npos) throw fail("'...' is not supported; name every axis");
+  const std::size_t arrow = spec.find("->");
+  std::string lhs = spec.substr(0, arrow);
+  std::vector<std::string> ins;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = lhs.find(',', start);
+    ins.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  auto letters = [&](std::string& s) {
+    s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+    for (char ch : s)
+      if (!std::isalpha(static_cast<unsigned char>(ch))) throw fail(fmt::format("'{}' is not an axis letter", ch));
+  };
+  for (std::string& in : ins) letters(in);
+  if (ins.size() != operands.size())
+    throw fail(fmt::format("the spec names {} operand{}, got {}", ins.size(), ins.size() == 1 ? "" : "s", operands.size()));
+  // Each letter's size, checked across operands.
+  std::map<char, int64_t> size;
+  std::map<char, int> uses;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    const Tensor& x = operands[i];
+    if (static_cast<int64_t>(ins[i].size()) != x.rank())
+      throw fail(fmt::format("operand {} is {}, but '{}' names {} axes", i, x.type().str(), ins[i], ins[i].size()));
+    for (std::size_t d = 0; d < ins[i].size(); ++d) {
+      const char ch = ins[i][d];
+      if (ins[i].find(ch) != d) throw fail(fmt::format("'{}' repeats in operand {} (diagonals are not supported)", ch, i));
+      auto [it, fresh] = size.emplace(ch, x.shape()[d]);
+      if (!fresh && it->second != x.shape()[d])
+        throw fail(fmt::format("'{}' is {} in operand {} but {} before", ch, x.shape()[d], i, it->second));
+      ++uses[ch];
+    }
+  }
+  std::string out;
+  if (arrow == std::string::npos) {
+    for (const auto& [ch, n] : uses)
+      if (n == 1) out += ch;
+  } else {
+    out = spec.substr(arrow + 2);
+    letters(out);
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      if (!size.count(out[d])) throw fail(fmt::format("output letter '{}' names no input axis", out[d]));
+      if (out.find(out[d]) != d) throw fail(fmt::format("output letter '{}' repeats", out[d]));
+    }
+  }
+  // All letters: the output's, then the summed ones in order of appearance.
+  std::string all = out;
+  for (const std::string& in : ins)
+    for (char ch : in)
+      if (all.find(ch) == std::string::npos) all += ch;
+  Shape full;
+  for (char ch : all) full.push_back(size[ch]);
+  std::optional<Tensor> product;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    // Transpose to the order of `all`, then insert unit axes for the letters it lacks.
+    std::vector<int64_t> perm;
+    Shape shape;
+    for (char ch : all) {
+      const std::size_t d = ins[i].find(ch);
+      if (d == std::string::npos) {
+        shape.push_back(1);
+      } else {
+        perm.push_back(static_cast<int64_t>(d));
+        shape.push_back(size[ch]);
+      }
+    }
+    Tensor t = transpose(operands[i], perm, l);
+    t = broadcast_to(reshape(t, shape, l), full, l);
+    product = product ? mul(*product, t, l) : t;
+  }
+  std::vector<int64_t> summed;
+  for (std::size_t d = out.size(); d < all.size(); ++d) summed.push_back(static_cast<int64_t>(d));
+  return summed.empty() ? *product : sum(*product, summed, false, l);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) {

@@ -52,8 +52,12 @@ public:
   /// The contraction computing `r` (a reduce_sum of a mul), appended to the
   /// function, or -1 when `r` is not one worth rewriting.
   ValueId rewrite(const ir::Op& r, const std::vector<int>& uses) {
-    const ir::Op* mul = producer_[static_cast<std::size_t>(r.operands[0])];
-    if (!mul || mul->kind != OpKind::Mul || uses[static_cast<std::size_t>(r.operands[0])] != 1) return -1;
+    // An operand made by an earlier rewrite (a sum of a contraction) is past
+    // the tables, and no mul.
+    const std::size_t in = static_cast<std::size_t>(r.operands[0]);
+    if (in >= producer_.size() || in >= uses.size()) return -1;
+    const ir::Op* mul = producer_[in];
+    if (!mul || mul->kind != OpKind::Mul || uses[in] != 1) return -1;
     // Copies: creating ops below appends to f.types.
     const Type pt = f_.type(r.operands[0]);
     const Shape resultShape = f_.type(r.results[0]).shape;

@@ -167,6 +167,47 @@ TEST_CASE("full without a dtype takes the dtype of the tensor it meets") {
   ADJIT_CHECK_CLOSE(grad([](Tensor x) { return sum(x * full({2}, 3.0)); })(f64({1, 2})), f64({3, 3}), 0);
 }
 
+TEST_CASE("einsum: numpy's specs, contracted into matmuls") {
+  const Array a = f64({1, 2, 3, 4, 5, 6}, {2, 3}), b = f64({1, 0, 2, -1, 3, 1}, {3, 2}), v = f64({1, -2, 0.5});
+  check3([](V x) { return einsum("ij,jk->ik", {x[0], x[1]}); }, {a, b}, f64({14, 1, 32, 1}, {2, 2}));
+  check3([](V x) { return einsum("ij,jk", {x[0], x[1]}); }, {a, b}, f64({14, 1, 32, 1}, {2, 2})); // implicit output
+  check3([](V x) { return einsum("ij->ji", {x[0]}); }, {a}, f64({1, 4, 2, 5, 3, 6}, {3, 2}));
+  check3([](V x) { return einsum("ij->", {x[0]}); }, {a}, f64({21}, {}));
+  check3([](V x) { return einsum("ij,j->i", {x[0], x[1]}); }, {a, v}, f64({-1.5, -3}));
+  check3([](V x) { return einsum("i,k->ik", {x[0], x[1]}); }, {v, f64({2, 3})}, f64({2, 3, -4, -6, 1, 1.5}, {3, 2}));
+  check3([](V x) { return einsum("ij,ij,j->", {x[0], x[0], x[1]}); }, {a, v}, f64({1 - 8 + 4.5 + 16 - 50 + 18}, {}));
+  // A batched product is a matmul after the passes (products under 4096
+  // elements stay fused loops), and its gradient is right.
+  auto f = [](Tensor p, Tensor q) { return sum(einsum("bij,bjk->bik", {p, q})); };
+  const Array p(std::vector<double>(2 * 30 * 40, 0.5), {2, 30, 40}), q(std::vector<double>(2 * 40 * 50, 0.25), {2, 40, 50});
+  auto e = [](Tensor p, Tensor q) { return einsum("bij,bjk->bik", {p, q}); };
+  CHECK(jit(e).lower(p, q).optimized_adj.find("= matmul(") != std::string::npos);
+  // sum(einsum(...)) once crashed the contract pass: a sum of a contraction.
+  CHECK((jit(f)(p, q).item<double>() == 15000));
+  auto g = grad(f, argnums<0, 1>)(p, q);
+  ADJIT_CHECK_CLOSE(std::get<0>(g), Array(std::vector<double>(2 * 30 * 40, 12.5), {2, 30, 40}), 1e-12);
+  ADJIT_CHECK_CLOSE(std::get<1>(g), Array(std::vector<double>(2 * 40 * 50, 15), {2, 40, 50}), 1e-12);
+  auto bad = [](const char* spec, Type t) {
+    return [spec, t] { trace([spec](Tensor x) { return einsum(spec, {x, x}); }, t); };
+  };
+  const Type m23{DType::f64, {2, 3}};
+  CHECK_THROWS_WITH_AS(bad("ij,ji->ij", m23)(), doctest::Contains("einsum \"ij,ji->ij\": 'j' is 2 in operand 1 but 3 before"), Error);
+  CHECK_THROWS_WITH_AS(bad("ii,ij", m23)(), doctest::Contains("'i' repeats in operand 0 (diagonals are not supported)"), Error);
+  CHECK_THROWS_WITH_AS(bad("ij,ij->k", m23)(), doctest::Contains("output letter 'k' names no input axis"), Error);
+  CHECK_THROWS_WITH_AS(bad("i,ij", m23)(), doctest::Contains("operand 0 is f64[2,3], but 'i' names 1 axes"), Error);
+  CHECK_THROWS_WITH_AS(bad("...i,...i", m23)(), doctest::Contains("'...' is not supported"), Error);
+}
+
+TEST_CASE("softmax and log_softmax: stable for large inputs") {
+  check3([](V x) { return softmax(x[0]); }, {f64({1000, 1000, 1000 + std::log(2.0), 0, 0, 0}, {2, 3})},
+         f64({0.25, 0.25, 0.5, 1.0 / 3, 1.0 / 3, 1.0 / 3}, {2, 3}), 1e-12);
+  check3([](V x) { return log_softmax(x[0], {0}); }, {f64({-1000, 0}, {2, 1})}, f64({-1000, 0}, {2, 1}), 1e-12);
+  // d softmax: y * (dy - sum(dy * y)); with dy = e_0 on [0, 0] that is [1/4, -1/4].
+  ADJIT_CHECK_CLOSE(grad([](Tensor x) { return softmax(x)[0]; })(f64({0, 0})), f64({0.25, -0.25}), 1e-12);
+  ADJIT_CHECK_CLOSE(grad([](Tensor x) { return log_softmax(x)[0]; })(f64({700, 700, 700})),
+                    f64({2.0 / 3, -1.0 / 3, -1.0 / 3}), 1e-12);
+}
+
 TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
   const double nan = std::nan("");
   check3([](V v) { return clip(v[0], -1.0, 2.0); }, {f64({-3, -1, 0.5, 2, 7, nan})}, f64({-1, -1, 0.5, 2, 2, nan}));
