@@ -217,6 +217,10 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
 /// the (i32 or i64) index and 0 elsewhere; an index outside [0, depth) gives
 /// a row of zeros, as TensorFlow and JAX. Not differentiable.
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::f32, ADJIT_HERE);
+/// The running sum along `axis`: r[..., j, ...] = x[..., 0, ...] + ... +
+/// x[..., j, ...], or from the end with `reverse`. Its gradient is the
+/// running sum of the cotangent the other way.
+Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false, ADJIT_HERE);
 /// The index of the first largest element along `axis` (removed from the
 /// shape), as i64 (TensorFlow's default) or i32; a NaN counts as largest, as
 /// in numpy. Not differentiable.

@@ -238,6 +238,78 @@ template <bool Max> Hooks argReduce() {
 }
 
 void defineReduceOps(Table& t) {
+  // cumsum(x) {axis, reverse}: r[.., j, ..] = sum of x[.., k, ..] for k <= j
+  // (k >= j with reverse), added in that order (exactly as the interpreter).
+  set(t, OpKind::Cumsum, {
+      .infer = [](const InferCtx& c) {
+        const Type& in = c.operands[0];
+        if (in.dtype == DType::i1) c.fail("expected a numeric operand, got {}", in.str());
+        c.axis("axis", in.rank());
+        c.boolean("reverse");
+        return std::vector<Type>{in};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array& x = c.args[0];
+        const Shape& s = x.shape();
+        const std::size_t axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const bool reverse = c.op.attrs.boolean("reverse");
+        const int64_t n = s[axis], inner = num_elements(Shape(s.begin() + static_cast<std::ptrdiff_t>(axis) + 1, s.end()));
+        const int64_t outer = n * inner == 0 ? 0 : x.size() / (n * inner);
+        Array r(x.type());
+        dispatch(x.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* v = elems<T>(x);
+          T* out = elems<T>(r);
+          for (int64_t o = 0; o < outer; ++o)
+            for (int64_t i = 0; i < inner; ++i) {
+              T acc = T(0);
+              for (int64_t k = 0; k < n; ++k) {
+                const int64_t at = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
+                acc = wrap(acc, v[at], [](auto a, auto b) { return a + b; });
+                out[at] = acc;
+              }
+            }
+        });
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      // Row by row along the axis: each row is the previous result row plus
+      // the operand's (read fused), so the innermost loop is contiguous.
+      .lower = [](LowerCtx& c) {
+        const Type& rt = c.resultType();
+        const Shape& s = rt.shape;
+        const std::size_t axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const bool reverse = c.op.attrs.boolean("reverse");
+        const int64_t n = s[axis], inner = num_elements(Shape(s.begin() + static_cast<std::ptrdiff_t>(axis) + 1, s.end()));
+        const int64_t outer = n * inner == 0 ? 0 : rt.size() / (n * inner);
+        llvm::Value* out = c.results[0];
+        c.loop(outer, [&](llvm::Value* o) {
+          c.loop(n, [&](llvm::Value* k) {
+            llvm::Value* row = reverse ? c.b.CreateSub(c.i64(n - 1), k) : k;
+            llvm::Value* first = c.b.CreateICmpEQ(k, c.i64(0));
+            llvm::Value* base = c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(o, c.i64(n)), row), c.i64(inner));
+            // The previous row; at the first row, this row itself (read, then ignored).
+            llvm::Value* prevBase = c.b.CreateSelect(first, base, reverse ? c.b.CreateAdd(base, c.i64(inner)) : c.b.CreateSub(base, c.i64(inner)));
+            c.loop(inner, [&](llvm::Value* i) {
+              llvm::Value* at = c.b.CreateAdd(base, i);
+              llvm::Value* x = c.operand(0, Index::ofLinear(at));
+              llvm::Value* prev = c.b.CreateSelect(first, c.constant(rt.dtype, 0), c.load(rt.dtype, out, c.b.CreateAdd(prevBase, i)));
+              c.store(rt.dtype, is_floating(rt.dtype) ? c.b.CreateFAdd(prev, x) : c.b.CreateAdd(prev, x), out, at);
+            });
+          });
+        });
+      },
+      // d cumsum = the cumulative sum of the cotangent the other way
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return cumsum(c.dy(), c.op.attrs.integer("axis"), !c.op.attrs.boolean("reverse")); });
+      },
+      .example = R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
+  %1 = cumsum(%0) {axis = 0, reverse = false} : f64[3,4]
+  %2 = cumsum(%1) {axis = 1, reverse = true} : f64[3,4]
+  return %2
+})",
+  });
+
   t[static_cast<std::size_t>(OpKind::ArgMax)].hooks = argReduce<true>();
   t[static_cast<std::size_t>(OpKind::ArgMin)].hooks = argReduce<false>();
   // reduce_sum {axes, keepdims}: sum over axes

@@ -414,6 +414,14 @@ Tensor argReduce(const char* op, OpKind k, const Tensor& x, int64_t axis, DType 
 }
 } // namespace
 
+Tensor cumsum(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) {
+  Location loc = L(l);
+  ir::Attrs a;
+  a.set("axis", normalizeAxis("cumsum", axis, x.rank(), loc));
+  a.set("reverse", reverse);
+  return emit(stateOf({&x}, "cumsum", loc), OpKind::Cumsum, {x}, std::move(a), loc);
+}
+
 Tensor argmax(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmax", OpKind::ArgMax, x, axis, dtype, L(l)); }
 Tensor argmin(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmin", OpKind::ArgMin, x, axis, dtype, L(l)); }
 

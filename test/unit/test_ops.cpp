@@ -227,6 +227,16 @@ TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
   CHECK((std::get<2>(grads).item<double>() == 3));
 }
 
+TEST_CASE("cumsum: along any axis, forwards and back") {
+  const Array m = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  check3([](V v) { return cumsum(v[0], 1); }, {m}, f64({1, 3, 6, 4, 9, 15}, {2, 3}));
+  check3([](V v) { return cumsum(v[0], 0); }, {m}, f64({1, 2, 3, 5, 7, 9}, {2, 3}));
+  check3([](V v) { return cumsum(v[0], -1, true); }, {m}, f64({6, 5, 3, 15, 11, 6}, {2, 3}));
+  check3([](V v) { return cumsum(v[0] * 2, 0); }, {i32({1, -2, 3, 2147483647})}, i32({2, -2, 4, 2}));
+  ADJIT_CHECK_CLOSE(grad([](Tensor x) { return sum(cumsum(x, 0) * constant(f64({1, 10, 100}))); })(f64({0, 0, 0})),
+                    f64({111, 110, 100}), 0);
+}
+
 TEST_CASE("argmax and argmin: the first extreme, NaN first") {
   const double nan = std::nan("");
   const Array m = f64({3, 7, 7, 1, 9, -2, 9, 0, 5, nan, 5, 8}, {3, 4});
