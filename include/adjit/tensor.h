@@ -9,9 +9,13 @@
 #include <cstdint>
 #include <optional>
 #include <source_location>
+#include <variant>
 #include <vector>
 
 namespace adjit {
+
+/// One item of numpy-style indexing (defined below).
+struct IndexItem;
 
 /// A value of the function being traced: a statically shaped tensor.
 class Tensor {
@@ -41,6 +45,23 @@ public:
   Tensor at(int64_t i, std::source_location loc = std::source_location::current()) const;
   Tensor operator[](Position p) const { return at(p.i, p.loc); }
 
+  /// numpy indexing, one item per axis: an integer (negative counts from the
+  /// end; the axis is dropped), `all` (numpy's `:`), `range(start, stop,
+  /// step)` (any step but 0), `newaxis`, one `ellipsis` for the axes not
+  /// named, and one integer Tensor (its elements pick along the axis, as
+  /// `take`). Axes left over at the end are kept whole:
+  /// `x(all, 2)`, `x(range(1, {}, 2), newaxis)`, `x(ellipsis, -1)`, `x(idx)`.
+  Tensor operator()(const IndexItem& a) const;
+  Tensor operator()(const IndexItem& a, const IndexItem& b) const;
+  Tensor operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c) const;
+  Tensor operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c, const IndexItem& d) const;
+  Tensor operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c, const IndexItem& d,
+                    const IndexItem& e) const;
+  Tensor operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c, const IndexItem& d,
+                    const IndexItem& e, const IndexItem& f) const;
+  /// The same with any number of items.
+  Tensor index(const std::vector<IndexItem>& items) const;
+
   // Internal: the trace this tensor belongs to (a unique number) and its value id.
   /// Internal: the tensor of value `id` in trace `trace`.
   Tensor(uint64_t trace, int32_t id) : trace_(trace), id_(id) {}
@@ -52,6 +73,40 @@ public:
 private:
   uint64_t trace_ = 0;
   int32_t id_ = -1;
+};
+
+/// numpy's `:`, a whole axis, for Tensor::operator().
+struct All {};
+inline constexpr All all{};
+/// numpy's `np.newaxis`: inserts an axis of size 1.
+struct NewAxis {};
+inline constexpr NewAxis newaxis{};
+/// numpy's `...`: as many whole axes as the other items leave.
+struct Ellipsis {};
+inline constexpr Ellipsis ellipsis{};
+/// numpy's start:stop:step. An unset start or stop is the end of the axis in
+/// the step's direction; negative values count from the end; out-of-range
+/// bounds are clipped, as numpy.
+struct Range {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+/// range(1, 5) is 1:5, range(2, {}) is 2:, range({}, {}, -1) is ::-1.
+inline Range range(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) {
+  return Range{start, stop, step};
+}
+
+/// One item of Tensor::operator(), remembering the line it was written on.
+struct IndexItem {
+  std::variant<int64_t, All, Range, NewAxis, Ellipsis, Tensor> what;
+  std::source_location loc;
+  template <std::integral I>
+  IndexItem(I i, std::source_location l = std::source_location::current()) : what(static_cast<int64_t>(i)), loc(l) {}
+  IndexItem(All a, std::source_location l = std::source_location::current()) : what(a), loc(l) {}
+  IndexItem(Range r, std::source_location l = std::source_location::current()) : what(r), loc(l) {}
+  IndexItem(NewAxis n, std::source_location l = std::source_location::current()) : what(n), loc(l) {}
+  IndexItem(Ellipsis e, std::source_location l = std::source_location::current()) : what(e), loc(l) {}
+  IndexItem(const Tensor& t, std::source_location l = std::source_location::current()) : what(t), loc(l) {}
 };
 
 /// A C++ arithmetic scalar used next to a tensor: it takes the tensor's dtype.

@@ -398,6 +398,104 @@ Tensor Tensor::at(int64_t i, std::source_location l) const {
   return reshape(slice(*this, start, limit, {}, l), rest, l);
 }
 
+Tensor Tensor::operator()(const IndexItem& a) const { return index({a}); }
+Tensor Tensor::operator()(const IndexItem& a, const IndexItem& b) const { return index({a, b}); }
+Tensor Tensor::operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c) const { return index({a, b, c}); }
+Tensor Tensor::operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c, const IndexItem& d) const {
+  return index({a, b, c, d});
+}
+Tensor Tensor::operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c, const IndexItem& d,
+                          const IndexItem& e) const {
+  return index({a, b, c, d, e});
+}
+Tensor Tensor::operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c, const IndexItem& d,
+                          const IndexItem& e, const IndexItem& f) const {
+  return index({a, b, c, d, e, f});
+}
+
+Tensor Tensor::index(const std::vector<IndexItem>& items) const {
+  const SrcLoc l = items.empty() ? std::source_location::current() : items[0].loc;
+  const Location loc = L(l);
+  const Shape in = shape();
+  const int64_t rank = static_cast<int64_t>(in.size());
+  auto fail = [&](const std::string& why) { return Error("index: " + why + " (indexing " + type().str() + ")", loc); };
+  // Items that name an axis; an ellipsis stands for the rest.
+  int64_t named = 0, ellipses = 0, tensors = 0;
+  for (const IndexItem& it : items) {
+    if (std::holds_alternative<Ellipsis>(it.what)) ++ellipses;
+    else if (!std::holds_alternative<NewAxis>(it.what)) ++named;
+    if (std::holds_alternative<Tensor>(it.what)) ++tensors;
+  }
+  if (ellipses > 1) throw fail("more than one ellipsis");
+  if (tensors > 1) throw fail("more than one Tensor index (index one axis at a time)");
+  if (named > rank) throw fail(fmt::format("{} axes named, but the tensor has {}", named, rank));
+  std::vector<IndexItem> full;
+  for (const IndexItem& it : items) {
+    if (!std::holds_alternative<Ellipsis>(it.what)) {
+      full.push_back(it);
+      continue;
+    }
+    for (int64_t k = 0; k < rank - named; ++k) full.push_back(IndexItem(all, it.loc));
+  }
+  if (!ellipses)
+    for (int64_t k = named; k < rank; ++k) full.push_back(IndexItem(all, l));
+  // One strided slice for integers and positive steps; reversed ranges and a
+  // Tensor index are takes along their axis; then a reshape drops the
+  // integer axes and inserts the new ones.
+  std::vector<int64_t> start(in.size(), 0), limit = in, stride(in.size(), 1);
+  std::vector<std::pair<int64_t, std::vector<int32_t>>> reversed; // axis, indices
+  std::optional<std::pair<int64_t, Tensor>> picked;
+  Shape out;
+  int64_t d = 0;
+  for (const IndexItem& it : full) {
+    if (std::holds_alternative<NewAxis>(it.what)) {
+      out.push_back(1);
+      continue;
+    }
+    const int64_t n = in[static_cast<std::size_t>(d)];
+    if (const int64_t* i = std::get_if<int64_t>(&it.what)) {
+      if (*i < -n || *i >= n) throw fail(fmt::format("index {} is out of range for axis {} of size {}", *i, d, n));
+      start[static_cast<std::size_t>(d)] = *i < 0 ? *i + n : *i;
+      limit[static_cast<std::size_t>(d)] = start[static_cast<std::size_t>(d)] + 1;
+    } else if (const Range* r = std::get_if<Range>(&it.what)) {
+      if (r->step == 0) throw fail(fmt::format("a range step of 0 along axis {}", d));
+      // numpy's slice.indices: normalise, then clip to the axis.
+      auto bound = [&](std::optional<int64_t> v, int64_t dflt) {
+        if (!v) return dflt;
+        int64_t b = *v < 0 ? *v + n : *v;
+        return r->step > 0 ? std::clamp<int64_t>(b, 0, n) : std::clamp<int64_t>(b, -1, n - 1);
+      };
+      const int64_t b = bound(r->start, r->step > 0 ? 0 : n - 1), e = bound(r->stop, r->step > 0 ? n : -1);
+      int64_t count = r->step > 0 ? (e - b + r->step - 1) / r->step : (b - e - r->step - 1) / -r->step;
+      count = std::max<int64_t>(count, 0);
+      if (r->step > 0) {
+        start[static_cast<std::size_t>(d)] = count ? b : 0;
+        limit[static_cast<std::size_t>(d)] = count ? std::min(n, b + (count - 1) * r->step + 1) : 0;
+        stride[static_cast<std::size_t>(d)] = r->step;
+      } else {
+        std::vector<int32_t> idx;
+        for (int64_t k = 0; k < count; ++k) idx.push_back(static_cast<int32_t>(b + k * r->step));
+        reversed.push_back({d, std::move(idx)});
+      }
+      out.push_back(count);
+    } else if (const Tensor* t = std::get_if<Tensor>(&it.what)) {
+      if (!is_integer(t->dtype())) throw fail("a Tensor index must be i32 or i64, got " + t->type().str());
+      picked = {d, *t};
+      for (int64_t e : t->shape()) out.push_back(e);
+    } else {
+      out.push_back(n);
+    }
+    ++d;
+  }
+  Tensor r = slice(*this, start, limit, stride, l);
+  for (auto& [axis, idx] : reversed) {
+    const int64_t count = static_cast<int64_t>(idx.size());
+    r = take(r, constant(Array(std::move(idx), {count}), l), axis, l);
+  }
+  if (picked) r = take(r, picked->second, picked->first, l);
+  return reshape(r, out, l);
+}
+
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {
   Location loc = L(l);
   ir::Attrs a;

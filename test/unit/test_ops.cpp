@@ -227,6 +227,32 @@ TEST_CASE("clip: numpy's values, TensorFlow's gradient") {
   CHECK((std::get<2>(grads).item<double>() == 3));
 }
 
+TEST_CASE("numpy indexing: integers, all, ranges, newaxis, ellipsis, a Tensor") {
+  const Array m = f64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
+  check3([](V v) { return v[0](all, 2); }, {m}, f64({2, 6, 10}));
+  check3([](V v) { return v[0](-1); }, {m}, f64({8, 9, 10, 11}));
+  check3([](V v) { return v[0](1, -1); }, {m}, f64({7}, {}));
+  check3([](V v) { return v[0](range(0, {}, 2), range(1, 3)); }, {m}, f64({1, 2, 9, 10}, {2, 2}));
+  check3([](V v) { return v[0](all, range({}, {}, -1)); }, {m}, f64({3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8}, {3, 4}));
+  check3([](V v) { return v[0](range(-1, 0, -2), all); }, {m}, f64({8, 9, 10, 11}, {1, 4}));
+  check3([](V v) { return v[0](range(-100, 100, 3)); }, {m}, f64({0, 1, 2, 3}, {1, 4})); // clipped, as numpy
+  check3([](V v) { return v[0](newaxis, all, newaxis, 0); }, {m}, f64({0, 4, 8}, {1, 3, 1}));
+  check3([](V v) { return v[0](ellipsis, 1); }, {m}, f64({1, 5, 9}));
+  check3([](V v) { return v[0](1, ellipsis); }, {m}, f64({4, 5, 6, 7}));
+  check3([](V v) { return v[0](all, v[1]); }, {m, i32({3, 0, -1})}, f64({3, 0, 3, 7, 4, 7, 11, 8, 11}, {3, 3}));
+  check3([](V v) { return v[0](range(2, 2)); }, {m}, f64({}, {0, 4}));
+  // Gradients flow through every kind of item.
+  ADJIT_CHECK_CLOSE(grad([](Tensor x) { return sum(x(range({}, {}, -1), 1)) + x(0, 3) * 10; })(m),
+                    f64({0, 1, 0, 10, 0, 1, 0, 0, 0, 1, 0, 0}, {3, 4}), 0);
+  auto bad = [](auto f) { return [f] { trace([f](Tensor x) { return f(x); }, Type{DType::f32, {3, 4}}); }; };
+  CHECK_THROWS_WITH_AS(bad([](Tensor x) { return x(3, 0); })(),
+                       doctest::Contains("index: index 3 is out of range for axis 0 of size 3 (indexing f32[3,4])"), Error);
+  CHECK_THROWS_WITH_AS(bad([](Tensor x) { return x(0, 0, 0); })(), doctest::Contains("index: 3 axes named, but the tensor has 2"), Error);
+  CHECK_THROWS_WITH_AS(bad([](Tensor x) { return x(ellipsis, 0, ellipsis); })(), doctest::Contains("more than one ellipsis"), Error);
+  CHECK_THROWS_WITH_AS(bad([](Tensor x) { return x(range(0, 3, 0)); })(), doctest::Contains("a range step of 0 along axis 0"), Error);
+  CHECK_THROWS_WITH_AS(bad([](Tensor x) { return x(x); })(), doctest::Contains("a Tensor index must be i32 or i64, got f32[3,4]"), Error);
+}
+
 TEST_CASE("cumsum: along any axis, forwards and back") {
   const Array m = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   check3([](V v) { return cumsum(v[0], 1); }, {m}, f64({1, 3, 6, 4, 9, 15}, {2, 3}));
