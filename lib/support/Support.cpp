@@ -16,7 +16,10 @@ std::string Location::str() const {
   if (!known()) return {};
   std::string s = file.empty() ? "" : file + ":";
   s += std::to_string(line);
-  if (column) s += ":" + std::to_string(column);
+  if (column) {
+    s += ':'; // appended, not ":" + ...: GCC 12 warns falsely (-Wrestrict) on that form
+    s += std::to_string(column);
+  }
   return s;
 }
 
