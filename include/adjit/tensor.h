@@ -276,6 +276,9 @@ Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::f32, A
 /// x[..., j, ...], or from the end with `reverse`. Its gradient is the
 /// running sum of the cotangent the other way.
 Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false, ADJIT_HERE);
+/// The running product along `axis` (from the end with `reverse`). Its
+/// gradient is exact where x has zeros (no division by x).
+Tensor cumprod(const Tensor& x, int64_t axis, bool reverse = false, ADJIT_HERE);
 /// The index of the first largest element along `axis` (removed from the
 /// shape), as i64 (TensorFlow's default) or i32; a NaN counts as largest, as
 /// in numpy. Not differentiable.

@@ -237,10 +237,38 @@ template <bool Max> Hooks argReduce() {
   };
 }
 
-void defineReduceOps(Table& t) {
-  // cumsum(x) {axis, reverse}: r[.., j, ..] = sum of x[.., k, ..] for k <= j
-  // (k >= j with reverse), added in that order (exactly as the interpreter).
-  set(t, OpKind::Cumsum, {
+/// The VJP of cumprod without dividing by zero. With z the first zero of x
+/// along the axis (n if none), dx_i = sum_{j >= i} dy_j prod_{k <= j, k != i} x_k is
+///   i < z:  sum_{i <= j < z} dy_j y_j / x_i       (x_i is not zero)
+///   i = z:  prod_{k < z} x_k * sum_{j >= z} dy_j prod_{z < k <= j} x_k
+///   i > z:  0                                      (the product holds x_z = 0)
+/// in the scan's direction (reverse flips it). Built from cumsum and cumprod
+/// itself, so it is differentiable in turn.
+Tensor cumprodGrad(const Tensor& x, const Tensor& y, const Tensor& dy, int64_t axis, bool reverse) {
+  const int64_t n = x.shape()[static_cast<std::size_t>(axis)];
+  // Positions along the axis in the scan's order: 0 is where the scan starts.
+  Tensor pos = iota(x.shape(), axis, DType::i64);
+  if (reverse) pos = (n - 1) - pos;
+  Tensor zero = x == 0;
+  // z: the first zero's position, n where there is none.
+  Tensor z = min(where(zero, pos, full(x.shape(), static_cast<double>(n), DType::i64)), {axis}, true);
+  Tensor before = pos < z, at = pos == z;
+  Tensor one = ones_like(x);
+  Tensor safeX = where(before, x, one);
+  Tensor dyY = where(before, dy * y, zeros_like(x));
+  Tensor gBefore = cumsum(dyY, axis, !reverse) / safeX;
+  // prod_{k < z} x_k: the product before z; prod_{z < k <= j} x_k: the scan restarted after z.
+  Tensor prefix = sum(where(at, cumprod(where(pos < z, x, one), axis, reverse), zeros_like(x)), {axis}, true);
+  Tensor restarted = cumprod(where(pos > z, x, one), axis, reverse);
+  Tensor gAt = prefix * sum(where(pos >= z, dy * restarted, zeros_like(x)), {axis}, true);
+  return where(before, gBefore, where(at, gAt, zeros_like(x)));
+}
+
+/// cumsum (Product false) or cumprod {axis, reverse}: r[.., j, ..] = the sum
+/// (product) of x[.., k, ..] for k <= j (k >= j with reverse), combined in
+/// that order, exactly as the interpreter.
+template <bool Product> Hooks cumulative() {
+  return {
       .infer = [](const InferCtx& c) {
         const Type& in = c.operands[0];
         if (in.dtype == DType::i1) c.fail("expected a numeric operand, got {}", in.str());
@@ -262,10 +290,10 @@ void defineReduceOps(Table& t) {
           T* out = elems<T>(r);
           for (int64_t o = 0; o < outer; ++o)
             for (int64_t i = 0; i < inner; ++i) {
-              T acc = T(0);
+              T acc = T(Product ? 1 : 0);
               for (int64_t k = 0; k < n; ++k) {
                 const int64_t at = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
-                acc = wrap(acc, v[at], [](auto a, auto b) { return a + b; });
+                acc = wrap(acc, v[at], [](auto a, auto b) { return Product ? a * b : a + b; });
                 out[at] = acc;
               }
             }
@@ -293,22 +321,39 @@ void defineReduceOps(Table& t) {
             c.loop(inner, [&](llvm::Value* i) {
               llvm::Value* at = c.b.CreateAdd(base, i);
               llvm::Value* x = c.operand(0, Index::ofLinear(at));
-              llvm::Value* prev = c.b.CreateSelect(first, c.constant(rt.dtype, 0), c.load(rt.dtype, out, c.b.CreateAdd(prevBase, i)));
-              c.store(rt.dtype, is_floating(rt.dtype) ? c.b.CreateFAdd(prev, x) : c.b.CreateAdd(prev, x), out, at);
+              llvm::Value* prev =
+                  c.b.CreateSelect(first, c.constant(rt.dtype, Product ? 1 : 0), c.load(rt.dtype, out, c.b.CreateAdd(prevBase, i)));
+              const bool f = is_floating(rt.dtype);
+              c.store(rt.dtype, Product ? (f ? c.b.CreateFMul(prev, x) : c.b.CreateMul(prev, x)) : (f ? c.b.CreateFAdd(prev, x) : c.b.CreateAdd(prev, x)),
+                      out, at);
             });
           });
         });
       },
-      // d cumsum = the cumulative sum of the cotangent the other way
       .vjp = [](const autodiff::VjpCtx& c) {
-        c.grad(0, [&] { return cumsum(c.dy(), c.op.attrs.integer("axis"), !c.op.attrs.boolean("reverse")); });
+        const int64_t axis = c.op.attrs.integer("axis");
+        const bool reverse = c.op.attrs.boolean("reverse");
+        // d cumsum = the cumulative sum of the cotangent the other way
+        if (!Product) return c.grad(0, [&] { return cumsum(c.dy(), axis, !reverse); });
+        c.grad(0, [&] { return cumprodGrad(c.x(0), c.y(), c.dy(), axis, reverse); });
       },
-      .example = R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
+      .example = Product ? R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
+  %1 = cumprod(%0) {axis = 1, reverse = false} : f64[3,4]
+  %2 = cumprod(%1) {axis = 0, reverse = true} : f64[3,4]
+  return %2
+})"
+                         : R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
   %1 = cumsum(%0) {axis = 0, reverse = false} : f64[3,4]
   %2 = cumsum(%1) {axis = 1, reverse = true} : f64[3,4]
   return %2
 })",
-  });
+  };
+}
+
+
+void defineReduceOps(Table& t) {
+  set(t, OpKind::Cumsum, cumulative<false>());
+  set(t, OpKind::Cumprod, cumulative<true>());
 
   t[static_cast<std::size_t>(OpKind::ArgMax)].hooks = argReduce<true>();
   t[static_cast<std::size_t>(OpKind::ArgMin)].hooks = argReduce<false>();

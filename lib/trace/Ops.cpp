@@ -512,13 +512,17 @@ Tensor argReduce(const char* op, OpKind k, const Tensor& x, int64_t axis, DType 
 }
 } // namespace
 
-Tensor cumsum(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) {
-  Location loc = L(l);
+namespace {
+Tensor cumulative(const char* op, OpKind k, const Tensor& x, int64_t axis, bool reverse, const Location& loc) {
   ir::Attrs a;
-  a.set("axis", normalizeAxis("cumsum", axis, x.rank(), loc));
+  a.set("axis", normalizeAxis(op, axis, x.rank(), loc));
   a.set("reverse", reverse);
-  return emit(stateOf({&x}, "cumsum", loc), OpKind::Cumsum, {x}, std::move(a), loc);
+  return emit(stateOf({&x}, op, loc), k, {x}, std::move(a), loc);
 }
+} // namespace
+
+Tensor cumsum(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return cumulative("cumsum", OpKind::Cumsum, x, axis, reverse, L(l)); }
+Tensor cumprod(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return cumulative("cumprod", OpKind::Cumprod, x, axis, reverse, L(l)); }
 
 Tensor argmax(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmax", OpKind::ArgMax, x, axis, dtype, L(l)); }
 Tensor argmin(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmin", OpKind::ArgMin, x, axis, dtype, L(l)); }

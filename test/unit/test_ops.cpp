@@ -263,6 +263,34 @@ TEST_CASE("cumsum: along any axis, forwards and back") {
                     f64({111, 110, 100}), 0);
 }
 
+TEST_CASE("cumprod: values, and a gradient exact at zeros") {
+  check3([](V v) { return cumprod(v[0], 1); }, {f64({1, 2, 3, 4, 5, 6}, {2, 3})}, f64({1, 2, 6, 4, 20, 120}, {2, 3}));
+  check3([](V v) { return cumprod(v[0], 0, true); }, {f64({2, 3, 4})}, f64({24, 12, 4}));
+  check3([](V v) { return cumprod(v[0], 0); }, {i32({2, -3, 4})}, i32({2, -6, -24}));
+  // d/dx of sum(w * cumprod(x)), written out: dx_i = sum_{j >= i} w_j prod_{k <= j, k != i} x_k.
+  auto expected = [](std::vector<double> x, std::vector<double> w) {
+    std::vector<double> g(x.size(), 0);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      for (std::size_t j = i; j < x.size(); ++j) {
+        double p = w[j];
+        for (std::size_t k = 0; k <= j; ++k)
+          if (k != i) p *= x[k];
+        g[i] += p;
+      }
+    return f64(g);
+  };
+  const std::vector<double> w{1, 2, 3, 4, 5};
+  auto g = grad([](Tensor x) { return sum(cumprod(x, 0) * constant(f64({1, 2, 3, 4, 5}))); });
+  for (std::vector<double> x : {std::vector<double>{2, 3, 0.5, 4, 1.5}, {2, 0, 3, 4, 5}, {0, 2, 0, 3, 1}, {2, 3, 4, 5, 0}}) {
+    CAPTURE(x[1]);
+    ADJIT_CHECK_CLOSE(g(f64(x)), expected(x, w), 1e-12);
+  }
+  // In reverse, and along the second axis of a batch.
+  auto gr = grad([](Tensor x) { return sum(cumprod(x, 1, true) * constant(f64({1, 2, 3, 4, 5, 6}, {2, 3}))); });
+  std::vector<double> rev = expected({3, 0, 2}, {3, 2, 1}).to_vector<double>(), rev2 = expected({6, 5, 4}, {6, 5, 4}).to_vector<double>();
+  ADJIT_CHECK_CLOSE(gr(f64({2, 0, 3, 4, 5, 6}, {2, 3})), f64({rev[2], rev[1], rev[0], rev2[2], rev2[1], rev2[0]}, {2, 3}), 1e-12);
+}
+
 TEST_CASE("argmax and argmin: the first extreme, NaN first") {
   const double nan = std::nan("");
   const Array m = f64({3, 7, 7, 1, 9, -2, 9, 0, 5, nan, 5, 8}, {3, 4});
