@@ -504,28 +504,21 @@ Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {
 }
 
 namespace {
-Tensor argReduce(const char* op, OpKind k, const Tensor& x, int64_t axis, DType dtype, const Location& loc) {
+/// An op over x along one axis, with one more attribute (argmax's dtype, cumsum's reverse).
+Tensor alongAxis(const char* op, OpKind k, const Tensor& x, int64_t axis, const char* name, ir::Attr extra,
+                 const Location& loc) {
   ir::Attrs a;
   a.set("axis", normalizeAxis(op, axis, x.rank(), loc));
-  a.set("dtype", dtype);
+  a.set(name, std::move(extra));
   return emit(stateOf({&x}, op, loc), k, {x}, std::move(a), loc);
 }
 } // namespace
 
-namespace {
-Tensor cumulative(const char* op, OpKind k, const Tensor& x, int64_t axis, bool reverse, const Location& loc) {
-  ir::Attrs a;
-  a.set("axis", normalizeAxis(op, axis, x.rank(), loc));
-  a.set("reverse", reverse);
-  return emit(stateOf({&x}, op, loc), k, {x}, std::move(a), loc);
-}
-} // namespace
+Tensor cumsum(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return alongAxis("cumsum", OpKind::Cumsum, x, axis, "reverse", reverse, L(l)); }
+Tensor cumprod(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return alongAxis("cumprod", OpKind::Cumprod, x, axis, "reverse", reverse, L(l)); }
 
-Tensor cumsum(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return cumulative("cumsum", OpKind::Cumsum, x, axis, reverse, L(l)); }
-Tensor cumprod(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return cumulative("cumprod", OpKind::Cumprod, x, axis, reverse, L(l)); }
-
-Tensor argmax(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmax", OpKind::ArgMax, x, axis, dtype, L(l)); }
-Tensor argmin(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return argReduce("argmin", OpKind::ArgMin, x, axis, dtype, L(l)); }
+Tensor argmax(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return alongAxis("argmax", OpKind::ArgMax, x, axis, "dtype", dtype, L(l)); }
+Tensor argmin(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return alongAxis("argmin", OpKind::ArgMin, x, axis, "dtype", dtype, L(l)); }
 
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype, SrcLoc l) {
   Location loc = L(l);
