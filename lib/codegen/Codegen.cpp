@@ -121,6 +121,8 @@ private:
   /// Starts emitting into `fn` (the function itself, or one of its chunks:
   /// both take the function's buffers and the scratch pointer).
   void beginFrame(llvm::Function* fn);
+  /// What both frames start with: no buffers, no memoised values, an entry block.
+  void openFrame(llvm::Function* fn);
   /// Starts emitting a shared kernel's function: its arguments are the
   /// kernel's buffers (in kernelKey's order), then the scratch pointer.
   void beginKernelFrame(llvm::Function* fn, const std::vector<ir::ValueId>& buffers);
@@ -672,32 +674,29 @@ void FunctionEmitter::emitSharedKernels() {
   out_ = whole;
 }
 
-void FunctionEmitter::beginFrame(llvm::Function* fn) {
+void FunctionEmitter::openFrame(llvm::Function* fn) {
   out_ = fn;
   for (ir::ValueId v : bufferSet_) buffers_[static_cast<std::size_t>(v)] = nullptr;
   bufferSet_.clear();
   closeScope(0); // values of another function are not visible here
   entry_ = llvm::BasicBlock::Create(fn->getContext(), "entry", fn);
   b_.SetInsertPoint(llvm::BasicBlock::Create(fn->getContext(), "body", fn));
-  unsigned a = static_cast<unsigned>(f_.params.size());
   outArgs_.clear();
+}
+
+void FunctionEmitter::beginFrame(llvm::Function* fn) {
+  openFrame(fn);
+  unsigned a = static_cast<unsigned>(f_.params.size());
   for (std::size_t i = 0; i < f_.outputs.size(); ++i) outArgs_.push_back(fn->getArg(a++));
   scratch_ = fn->getArg(a);
 }
 
 void FunctionEmitter::beginKernelFrame(llvm::Function* fn, const std::vector<ir::ValueId>& buffers) {
-  kernelFrame_ = false;
-  out_ = fn;
-  for (ir::ValueId v : bufferSet_) buffers_[static_cast<std::size_t>(v)] = nullptr;
-  bufferSet_.clear();
-  closeScope(0);
-  entry_ = llvm::BasicBlock::Create(fn->getContext(), "entry", fn);
-  b_.SetInsertPoint(llvm::BasicBlock::Create(fn->getContext(), "body", fn));
+  openFrame(fn);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     buffers_[static_cast<std::size_t>(buffers[i])] = fn->getArg(static_cast<unsigned>(i));
     bufferSet_.push_back(buffers[i]);
   }
-  outArgs_.clear();
   scratch_ = fn->getArg(static_cast<unsigned>(buffers.size()));
   kernelFrame_ = true;
 }

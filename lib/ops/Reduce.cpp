@@ -153,6 +153,16 @@ void vjpExtremum(const autodiff::VjpCtx& c) {
 
 } // namespace
 
+/// A shape split at `axis`: the elements before it (outer), along it (n) and
+/// after it (inner); element (o, k, i) is at (o * n + k) * inner + i.
+struct AxisSplit {
+  int64_t outer, n, inner;
+};
+AxisSplit splitAt(const Shape& s, std::size_t axis) {
+  const int64_t n = s[axis], inner = num_elements(Shape(s.begin() + static_cast<std::ptrdiff_t>(axis) + 1, s.end()));
+  return {n * inner == 0 ? 0 : num_elements(s) / (n * inner), n, inner};
+}
+
 /// Whether x replaces the best so far: larger (Max) or smaller, or the first
 /// NaN (NaN wins, as numpy's and JAX's argmax); ties keep the first.
 template <bool Max, class T> bool replaces(T x, T best) {
@@ -181,8 +191,7 @@ template <bool Max> Hooks argReduce() {
         const Array& x = c.args[0];
         const int64_t axis = c.op.attrs.integer("axis");
         const Shape& s = x.shape();
-        const int64_t n = s[static_cast<std::size_t>(axis)];
-        const int64_t inner = num_elements(Shape(s.begin() + axis + 1, s.end()));
+        const auto [outer, n, inner] = splitAt(s, static_cast<std::size_t>(axis));
         Array r(c.resultType());
         dispatch(x.dtype(), [&](auto tag) {
           using T = decltype(tag);
@@ -281,8 +290,7 @@ template <bool Product> Hooks cumulative() {
         const Shape& s = x.shape();
         const std::size_t axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
         const bool reverse = c.op.attrs.boolean("reverse");
-        const int64_t n = s[axis], inner = num_elements(Shape(s.begin() + static_cast<std::ptrdiff_t>(axis) + 1, s.end()));
-        const int64_t outer = n * inner == 0 ? 0 : x.size() / (n * inner);
+        const auto [outer, n, inner] = splitAt(s, axis);
         Array r(x.type());
         dispatch(x.dtype(), [&](auto tag) {
           using T = decltype(tag);
@@ -308,8 +316,7 @@ template <bool Product> Hooks cumulative() {
         const Shape& s = rt.shape;
         const std::size_t axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
         const bool reverse = c.op.attrs.boolean("reverse");
-        const int64_t n = s[axis], inner = num_elements(Shape(s.begin() + static_cast<std::ptrdiff_t>(axis) + 1, s.end()));
-        const int64_t outer = n * inner == 0 ? 0 : rt.size() / (n * inner);
+        const auto [outer, n, inner] = splitAt(s, axis);
         llvm::Value* out = c.results[0];
         c.loop(outer, [&](llvm::Value* o) {
           c.loop(n, [&](llvm::Value* k) {
