@@ -313,6 +313,15 @@ Tensor log_softmax(const Tensor& x, std::vector<int64_t> axes = {-1}, ADJIT_HERE
 // ---- linear algebra -------------------------------------------------------------------
 /// Matrix product; 1-D operands are promoted like numpy; batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// Flags of `matmul(a, b, options)`, as tf.linalg.matmul's: the product uses
+/// the transpose of the last two axes of `a` (or `b`), read in place (no copy).
+struct MatmulOptions {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+/// op(a) @ op(b), op transposing the last two axes where `options` say so:
+/// `matmul(x, w, {.transpose_b = true})` is x @ w^T. Flagged operands need rank >= 2.
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions options, ADJIT_HERE);
 /// The lower triangle of the last two axes: x[..., i, j] where j - i <= k
 /// (k = 0 keeps the diagonal; k = -1 starts below it), zero elsewhere.
 Tensor tril(const Tensor& x, int64_t k = 0, ADJIT_HERE);

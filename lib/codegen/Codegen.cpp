@@ -40,14 +40,21 @@ public:
   };
 
   FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
-                  std::function<Lowered(const std::string&)> callee)
-      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)) {}
+                  std::function<Lowered(const std::string&)> callee, const VectorUnit& unit)
+      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)), unit_(unit) {}
 
   /// Emits the body; returns the scratch bytes it needs (its own buffers and
   /// its callees').
   uint64_t emit();
 
   llvm::Module& llvmModule() { return *out_->getParent(); }
+  const VectorUnit& vectorUnit() const { return unit_; }
+  /// Temporary memory in the callee part of the scratch region: no callee runs
+  /// while an op's lowering uses it.
+  llvm::Value* workspace(uint64_t bytes) {
+    calleeScratch_ = std::max(calleeScratch_, bytes);
+    return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt());
+  }
   /// Element of value v at idx: computed (once per index in a loop body) or loaded.
   llvm::Value* element(ir::ValueId v, const Index& idx);
   llvm::Value* buffer(ir::ValueId v);
@@ -138,6 +145,7 @@ private:
   llvm::Function* out_;
   Builder b_;
   std::function<Lowered(const std::string&)> callee_;
+  const VectorUnit unit_;
   llvm::Value* scratch_ = nullptr; ///< the scratch argument
   bool kernelFrame_ = false;       ///< emitting a shared kernel: every buffer is an argument
   /// Per kernel: the shared function that computes it, or null.
@@ -242,11 +250,14 @@ void EmitBase::store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Val
 }
 
 llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constantGlobal(a); }
+const VectorUnit& EmitBase::vectorUnit() const { return fe.vectorUnit(); }
+llvm::Module& EmitBase::llvmModule() const { return fe.llvmModule(); }
 
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
 void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers) const { fe.call(name, std::move(buffers)); }
+llvm::Value* LowerCtx::workspace(uint64_t bytes) const { return fe.workspace(bytes); }
 
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
 llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
@@ -791,7 +802,7 @@ static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, c
 }
 
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       bool packed, std::string* plans) {
+                       const VectorUnit& unit, bool packed, std::string* plans) {
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
@@ -805,7 +816,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     if (!isEntry) fn->addFnAttr(llvm::Attribute::NoInline);
     FusionPlan plan = planFusion(f, {.effects = &effects});
     if (plans) *plans += plan.str();
-    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); });
+    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit);
     FunctionEmitter::Lowered l{fn, fe.emit()};
     done[f.name] = l;
     return l;
@@ -851,7 +862,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
 LoweringStats measureLowering(const ir::Module& m, const std::string& entry) {
   llvm::LLVMContext ctx;
   llvm::Module out("measure", ctx);
-  lowerFunction(m, entry, "measured", out, false);
+  lowerFunction(m, entry, "measured", out, VectorUnit{}, false);
   LoweringStats s;
   std::set<llvm::MDNode*> nodes; // distinct metadata nodes: that is what LLVM stores
   for (llvm::Function& f : out) {

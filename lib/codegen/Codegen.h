@@ -12,6 +12,7 @@
 // exist, Codegen.cpp renders that plan.
 #pragma once
 
+#include "codegen/Emitter.h"
 #include "ir/IR.h"
 
 #include <llvm/IR/Module.h>
@@ -20,9 +21,10 @@ namespace adjit::codegen {
 
 /// Adds the lowering of `m`'s function `entry` (and the functions it calls) to
 /// `out` under the external name `symbol`; returns the scratch bytes it needs.
+/// Register-blocked kernels are sized for `unit` (see vectorUnit in Target.h).
 /// With `packed` false, no `<symbol>.packed` entry point is emitted (ahead-of-time use).
 /// With `plans`, the fusion plan of every lowered function is appended to it.
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       bool packed = true, std::string* plans = nullptr);
+                       const VectorUnit& unit, bool packed = true, std::string* plans = nullptr);
 
 } // namespace adjit::codegen

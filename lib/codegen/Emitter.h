@@ -31,6 +31,14 @@ struct Index {
   static Index ofLinear(llvm::Value* l) { return Index{{}, l, true}; }
 };
 
+/// What generated code may assume of the target's vector unit: register width
+/// and count (AVX-512: 512 bits, 32 registers; AVX2: 256, 16; SSE: 128, 16).
+/// Kernels blocked for registers (the packed matmul) are sized from it.
+struct VectorUnit {
+  unsigned bits = 256;
+  unsigned registers = 16;
+};
+
 /// The builder and helpers shared by all contexts.
 struct EmitBase {
   FunctionEmitter& fe;
@@ -62,6 +70,8 @@ struct EmitBase {
   void store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Value* linear) const;
   /// A private constant global holding the array's data.
   llvm::Value* globalConstant(const Array& a) const;
+  const VectorUnit& vectorUnit() const;
+  llvm::Module& llvmModule() const;
 };
 
 /// Elementwise ops: the scalar body only. `args` are operand elements.
@@ -93,6 +103,9 @@ struct LowerCtx : EmitBase {
   llvm::Value* scalarSlot(DType t) const;
   /// A stack array of `count` values of type t (in the entry block).
   llvm::Value* fe_alloca(llvm::Type* t, uint64_t count) const;
+  /// `bytes` of temporary memory, 64-byte aligned from the scratch base, valid
+  /// until the op's lowering returns (packing buffers); shared with callees.
+  llvm::Value* workspace(uint64_t bytes) const;
   /// Calls module function `name` with operand and result buffers.
   void call(const std::string& name, std::vector<llvm::Value*> buffers) const;
 };

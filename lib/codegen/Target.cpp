@@ -92,6 +92,13 @@ std::string targetKey(const llvm::TargetMachine& tm) {
   return tm.getTargetTriple().str() + " " + tm.getTargetCPU().str() + " " + tm.getTargetFeatureString().str();
 }
 
+VectorUnit vectorUnit(const llvm::TargetMachine& tm) {
+  const llvm::MCSubtargetInfo& sti = *tm.getMCSubtargetInfo();
+  if (sti.checkFeatures("+avx512f")) return {512, 32};
+  if (sti.checkFeatures("+avx")) return {256, 16};
+  return {128, 16};
+}
+
 void configureModule(llvm::Module& m, const llvm::TargetMachine& tm) {
   m.setTargetTriple(tm.getTargetTriple().str());
   m.setDataLayout(tm.createDataLayout());

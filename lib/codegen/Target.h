@@ -3,6 +3,8 @@
 // ahead-of-time compiler.
 #pragma once
 
+#include "codegen/Emitter.h"
+
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
@@ -21,6 +23,8 @@ struct TargetOptions {
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o);
 /// "<triple> <cpu> <features>": identifies generated code for cache keys.
 std::string targetKey(const llvm::TargetMachine& tm);
+/// The vector unit of the machine's CPU features (AVX-512F, AVX, or SSE's 128 bits).
+VectorUnit vectorUnit(const llvm::TargetMachine& tm);
 /// Sets the module's triple and data layout, and per-function target attributes.
 void configureModule(llvm::Module& m, const llvm::TargetMachine& tm);
 /// Runs LLVM's default pipeline for `optLevel`, with libmvec known to the vectorizer.

@@ -317,7 +317,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   llvm::LLVMContext ctx;
   llvm::Module lm(label, ctx);
   std::string plans;
-  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, true, (stages || dump) ? &plans : nullptr);
+  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, codegen::vectorUnit(*tm), true, (stages || dump) ? &plans : nullptr);
   if (stages) stages->plan = plans;
   if (dump) dumpFile(label + ".3-plan.txt", plans);
   codegen::configureModule(lm, *tm);

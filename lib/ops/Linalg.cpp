@@ -1,9 +1,11 @@
 // ops/Linalg.cpp — matmul: [..., M, K] @ [..., K, N] -> [..., M, N] with equal
 // batch dimensions (the tracer broadcasts them and turns 1-D operands into
-// matrices). Lowered as i-k-j loops whose inner loop is contiguous and
-// vectorised; accumulation uses fused multiply-add and may reassociate.
+// matrices), either operand optionally stored transposed. Floating products
+// of some size use the packed kernel of codegen/Gemm.cpp; others plain loops.
+// Accumulation uses fused multiply-add and may reassociate.
 // tril/triu: the lower or upper triangle of (a batch of) matrices.
 #include "codegen/Emitter.h"
+#include "codegen/Gemm.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -17,20 +19,26 @@ using codegen::LowerCtx;
 using ir::EvalCtx;
 using ir::InferCtx;
 
+/// A matmul's transposition flags (absent attributes are false).
+struct Form {
+  bool ta = false, tb = false;
+  std::string str() const {
+    return std::string(ta ? " with transpose_a" : "") + (tb ? (ta ? " and transpose_b" : " with transpose_b") : "");
+  }
+};
+Form formOf(const ir::Attrs& attrs) {
+  auto flag = [&](std::string_view n) { return attrs.has(n) && attrs.boolean(n); };
+  return {flag("transpose_a"), flag("transpose_b")};
+}
+
 struct Dims {
   int64_t batch, m, k, n;
 };
-Dims dimsOf(const Shape& a, const Shape& b) {
+/// Dimensions of op(a) [batch, m, k] and op(b) [batch, k, n].
+Dims dimsOf(const Shape& a, const Shape& b, const Form& f) {
   const std::size_t r = a.size();
-  return {num_elements(Shape(a.begin(), a.end() - 2)), a[r - 2], a[r - 1], b[r - 1]};
-}
-
-/// Swaps the last two axes.
-Tensor transposeLast(const Tensor& t) {
-  std::vector<int64_t> perm(static_cast<std::size_t>(t.rank()));
-  for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
-  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-  return transpose(t, perm);
+  return {num_elements(Shape(a.begin(), a.end() - 2)), f.ta ? a[r - 1] : a[r - 2], f.ta ? a[r - 2] : a[r - 1],
+          f.tb ? b[r - 2] : b[r - 1]};
 }
 
 /// Whether element (row, col) is kept: col - row <= k for the lower
@@ -91,7 +99,9 @@ void defineLinalgOps(Table& t) {
   set(t, OpKind::Tril, triangle<true>());
   set(t, OpKind::Triu, triangle<false>());
 
-  // matmul(a, b): r[..., i, j] = sum_k a[..., i, k] * b[..., k, j]
+  // matmul(a, b) {transpose_a, transpose_b}: r[..., i, j] = sum_k op(a)[..., i, k] * op(b)[..., k, j]
+  // where op(x) swaps the last two axes when its flag is set (TensorFlow's
+  // tf.linalg.matmul flags): the VJP's products read transposes in place.
   set(t, OpKind::Matmul, {
       .infer = [](const InferCtx& c) {
         const Type &a = c.operands[0], &b = c.operands[1];
@@ -99,27 +109,35 @@ void defineLinalgOps(Table& t) {
         if (a.dtype == DType::i1) c.fail("expected numeric operands, got {}", a.str());
         if (a.rank() < 2 || a.rank() != b.rank())
           c.fail("expected operands of equal rank >= 2, got {} and {}", a.str(), b.str());
+        const Form f{c.boolean("transpose_a", false), c.boolean("transpose_b", false)};
         const std::size_t r = a.shape.size();
-        if (!std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()) || a.shape[r - 1] != b.shape[r - 2])
-          c.fail("incompatible shapes {} and {}", a.str(), b.str());
-        Shape out = a.shape;
-        out[r - 1] = b.shape[r - 1];
+        const Dims d = dimsOf(a.shape, b.shape, f);
+        const int64_t bk = f.tb ? b.shape[r - 1] : b.shape[r - 2];
+        if (!std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()) || d.k != bk)
+          c.fail("incompatible shapes {} and {}{}", a.str(), b.str(), f.str());
+        Shape out(a.shape.begin(), a.shape.end() - 2);
+        out.push_back(d.m);
+        out.push_back(d.n);
         return std::vector<Type>{Type{a.dtype, out}};
       },
       .eval = [](const EvalCtx& c) {
         const Array &a = c.args[0], &b = c.args[1];
-        Dims d = dimsOf(a.shape(), b.shape());
+        const Form f = formOf(c.op.attrs);
+        const Dims d = dimsOf(a.shape(), b.shape(), f);
         Array r(c.resultType());
         dispatch(a.dtype(), [&](auto tag) {
           using T = decltype(tag);
+          const T* A = elems<T>(a);
+          const T* B = elems<T>(b);
           for (int64_t bt = 0; bt < d.batch; ++bt)
             for (int64_t i = 0; i < d.m; ++i)
               for (int64_t j = 0; j < d.n; ++j) {
                 T s{};
-                for (int64_t k = 0; k < d.k; ++k)
-                  s = wrap(s, wrap(elems<T>(a)[(bt * d.m + i) * d.k + k], elems<T>(b)[(bt * d.k + k) * d.n + j],
-                                   [](auto x, auto y) { return x * y; }),
-                           [](auto x, auto y) { return x + y; }); // integers wrap
+                for (int64_t k = 0; k < d.k; ++k) {
+                  const T x = A[bt * d.m * d.k + (f.ta ? k * d.m + i : i * d.k + k)];
+                  const T y = B[bt * d.k * d.n + (f.tb ? j * d.k + k : k * d.n + j)];
+                  s = wrap(s, wrap(x, y, [](auto u, auto v) { return u * v; }), [](auto u, auto v) { return u + v; }); // integers wrap
+                }
                 elems<T>(r)[(bt * d.m + i) * d.n + j] = s;
               }
         });
@@ -127,36 +145,71 @@ void defineLinalgOps(Table& t) {
       },
       .fold = noFold,
       .lower = [](LowerCtx& c) {
-        Dims d = dimsOf(c.operandType(0).shape, c.operandType(1).shape);
+        const Form f = formOf(c.op.attrs);
+        const Dims d = dimsOf(c.operandType(0).shape, c.operandType(1).shape, f);
         const DType t = c.resultType().dtype;
-        const bool f = is_floating(t);
         llvm::Value *A = c.operandBuffer(0), *B = c.operandBuffer(1), *C = c.results[0];
+        const codegen::GemmShape gs{t, d.batch, d.m, d.n, d.k, f.ta, f.tb};
+        if (codegen::usePackedGemm(gs, c.vectorUnit())) return codegen::emitPackedGemm(c, gs, A, B, C);
+        // Small or integer products: i-k-j loops, the inner one contiguous in
+        // B and C when B is not transposed (vectorised), a dot product otherwise.
+        const bool fl = is_floating(t);
         llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
         c.b.setFastMathFlags(c.reassocFlags());
+        auto madd = [&](llvm::Value* x, llvm::Value* y, llvm::Value* acc) {
+          return fl ? c.intrinsic(llvm::Intrinsic::fmuladd, {{x, y, acc}}) : c.b.CreateAdd(acc, c.b.CreateMul(x, y));
+        };
+        auto at = [&](int64_t batchStride, llvm::Value* bt, llvm::Value* rowOrCol, int64_t stride, llvm::Value* other) {
+          return c.b.CreateAdd(c.b.CreateMul(bt, c.i64(batchStride)), c.b.CreateAdd(c.b.CreateMul(rowOrCol, c.i64(stride)), other));
+        };
+        // op(A)[i, k] and op(B)[k, j] as element indices.
+        auto aIndex = [&](llvm::Value* bt, llvm::Value* i, llvm::Value* k) {
+          return f.ta ? at(d.m * d.k, bt, k, d.m, i) : at(d.m * d.k, bt, i, d.k, k);
+        };
+        auto bIndex = [&](llvm::Value* bt, llvm::Value* k, llvm::Value* j) {
+          return f.tb ? at(d.k * d.n, bt, j, d.k, k) : at(d.k * d.n, bt, k, d.n, j);
+        };
+        if (f.tb) {
+          llvm::Value* slot = c.scalarSlot(t);
+          c.loop(d.batch, [&](llvm::Value* bt) {
+            c.loop(d.m, [&](llvm::Value* i) {
+              c.loop(d.n, [&](llvm::Value* j) {
+                c.b.CreateStore(c.constant(t, 0), slot);
+                c.loop(d.k, [&](llvm::Value* k) {
+                  llvm::Value* acc = c.b.CreateLoad(c.scalarType(t), slot);
+                  c.b.CreateStore(madd(c.load(t, A, aIndex(bt, i, k)), c.load(t, B, bIndex(bt, k, j)), acc), slot);
+                });
+                c.store(t, c.b.CreateLoad(c.scalarType(t), slot), C, at(d.m * d.n, bt, i, d.n, j));
+              });
+            });
+          });
+          return;
+        }
         c.loop(d.batch * d.m * d.n, [&](llvm::Value* i) { c.store(t, c.constant(t, 0), C, i); });
         c.loop(d.batch, [&](llvm::Value* bt) {
           c.loop(d.m, [&](llvm::Value* i) {
-            llvm::Value* row = c.b.CreateAdd(c.b.CreateMul(bt, c.i64(d.m)), i);
             c.loop(d.k, [&](llvm::Value* k) {
-              llvm::Value* a = c.load(t, A, c.b.CreateAdd(c.b.CreateMul(row, c.i64(d.k)), k));
-              llvm::Value* brow = c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(bt, c.i64(d.k)), k), c.i64(d.n));
-              llvm::Value* crow = c.b.CreateMul(row, c.i64(d.n));
+              llvm::Value* a = c.load(t, A, aIndex(bt, i, k));
               c.loop(d.n, [&](llvm::Value* j) {
-                llvm::Value* cj = c.b.CreateAdd(crow, j);
-                llvm::Value* bv = c.load(t, B, c.b.CreateAdd(brow, j));
-                llvm::Value* acc = c.load(t, C, cj);
-                llvm::Value* v = f ? c.intrinsic(llvm::Intrinsic::fmuladd, {{a, bv, acc}})
-                                   : c.b.CreateAdd(acc, c.b.CreateMul(a, bv));
-                c.store(t, v, C, cj);
+                llvm::Value* cj = at(d.m * d.n, bt, i, d.n, j);
+                c.store(t, madd(a, c.load(t, B, bIndex(bt, k, j)), c.load(t, C, cj)), C, cj);
               });
             });
           });
         });
       },
-      // d(A B) = dA B + A dB: dA = dY B^T, dB = A^T dY
+      // C = op(A) op(B): d op(A) = dC op(B)^T, d op(B) = op(A)^T dC; a flag
+      // on the other side of each product takes the place of a transpose.
       .vjp = [](const autodiff::VjpCtx& c) {
-        c.grad(0, [&] { return matmul(c.dy(), transposeLast(c.x(1))); });
-        c.grad(1, [&] { return matmul(transposeLast(c.x(0)), c.dy()); });
+        const Form f = formOf(c.op.attrs);
+        c.grad(0, [&] {
+          return f.ta ? matmul(c.x(1), c.dy(), {.transpose_a = f.tb, .transpose_b = true}) // dA = op(B) dC^T
+                      : matmul(c.dy(), c.x(1), {.transpose_b = !f.tb});                    // dA = dC op(B)^T
+        });
+        c.grad(1, [&] {
+          return f.tb ? matmul(c.dy(), c.x(0), {.transpose_a = true, .transpose_b = f.ta}) // dB = dC^T op(A)
+                      : matmul(c.x(0), c.dy(), {.transpose_a = !f.ta});                    // dB = op(A)^T dC
+        });
       },
       .example = R"(func @f(%0: f64[2,3,4], %1: f64[2,4,2]) -> (f64[2,3,2]) {
   %2 = matmul(%0, %1) : f64[2,3,2]

@@ -656,37 +656,53 @@ Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands, SrcL
   return summed.empty() ? *product : sum(*product, summed, false, l);
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) {
+Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) { return matmul(a, b, MatmulOptions{}, l); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o, SrcLoc l) {
   Location loc = L(l);
   TraceState& s = stateOf({&a, &b}, "matmul", loc);
+  auto flags = [&] {
+    return std::string(o.transpose_a ? " with transpose_a" : "") +
+           (o.transpose_b ? (o.transpose_a ? " and transpose_b" : " with transpose_b") : "");
+  };
   if (a.rank() == 0 || b.rank() == 0)
     throw Error(fmt::format("matmul: operands must have rank >= 1, got {} and {}", a.type().str(), b.type().str()), loc);
+  if ((o.transpose_a && a.rank() < 2) || (o.transpose_b && b.rank() < 2))
+    throw Error(fmt::format("matmul: a transposed operand must have rank >= 2, got {} and {}{}", a.type().str(),
+                            b.type().str(), flags()),
+                loc);
   Tensor x = a.rank() == 1 ? reshape(a, {1, a.shape()[0]}, l) : a;
   Tensor y = b.rank() == 1 ? reshape(b, {b.shape()[0], 1}, l) : b;
   const Shape as = a.shape(), bs = b.shape(), xsh = x.shape(), ysh = y.shape();
-  if (xsh.back() != ysh[ysh.size() - 2])
-    throw Error(fmt::format("matmul: incompatible shapes {} and {}", a.type().str(), b.type().str()), loc);
+  const std::size_t xr = xsh.size(), yr = ysh.size();
+  const int64_t m = o.transpose_a ? xsh[xr - 1] : xsh[xr - 2], xk = o.transpose_a ? xsh[xr - 2] : xsh[xr - 1];
+  const int64_t n = o.transpose_b ? ysh[yr - 2] : ysh[yr - 1], yk = o.transpose_b ? ysh[yr - 1] : ysh[yr - 2];
+  if (xk != yk)
+    throw Error(fmt::format("matmul: incompatible shapes {} and {}{}", a.type().str(), b.type().str(), flags()), loc);
   // Broadcast batch dimensions.
   Shape xb(xsh.begin(), xsh.end() - 2), yb(ysh.begin(), ysh.end() - 2);
   std::size_t rank = std::max(xb.size(), yb.size());
   Shape batch(rank, 1);
   for (const Shape* sh : {&xb, &yb})
     for (std::size_t i = 0; i < sh->size(); ++i) {
-      int64_t& o = batch[rank - sh->size() + i];
+      int64_t& d0 = batch[rank - sh->size() + i];
       int64_t d = (*sh)[i];
-      if (d == o || d == 1) continue;
-      if (o != 1) throw Error(fmt::format("matmul: incompatible batch shapes {} and {}", a.type().str(), b.type().str()), loc);
-      o = d;
+      if (d == d0 || d == 1) continue;
+      if (d0 != 1) throw Error(fmt::format("matmul: incompatible batch shapes {} and {}", a.type().str(), b.type().str()), loc);
+      d0 = d;
     }
   Shape xs = batch, ys = batch;
   xs.insert(xs.end(), xsh.end() - 2, xsh.end());
   ys.insert(ys.end(), ysh.end() - 2, ysh.end());
   x = broadcastTo(s, x, xs, loc);
   y = broadcastTo(s, y, ys, loc);
-  Tensor r = emit(s, OpKind::Matmul, {x, y}, {}, loc);
+  ir::Attrs attrs;
+  if (o.transpose_a) attrs.set("transpose_a", true);
+  if (o.transpose_b) attrs.set("transpose_b", true);
+  Tensor r = emit(s, OpKind::Matmul, {x, y}, std::move(attrs), loc);
   Shape out = batch;
-  if (as.size() > 1) out.push_back(as[as.size() - 2]);
-  if (bs.size() > 1) out.push_back(bs.back());
+  if (as.size() > 1) out.push_back(m);
+  if (bs.size() > 1) out.push_back(n);
   return reshape(r, out, l);
 }
 

@@ -24,6 +24,9 @@ using ir::ValueId;
 /// transposed copies of its operands would cost more than they save.
 constexpr int64_t kMinProductElements = 4096;
 
+/// The shortest contraction for which b is read transposed in place.
+constexpr int64_t kMinTransposedK = 64;
+
 /// One operand of the product: the value before broadcasting, and for each
 /// axis of the product whether it holds that axis (size > 1) or repeats it.
 struct Side {
@@ -81,10 +84,24 @@ public:
     }
     if (!hasK || !hasMN) return -1;
     loc_ = r.loc;
-    // a as [batch, M, K], b as [batch, K, N], then matmul.
-    const ValueId A = operand(a, P, role, {Role::Batch, Role::M, Role::K});
-    const ValueId B = operand(b, P, role, {Role::Batch, Role::K, Role::N});
-    const ValueId C = b_.create1(OpKind::Matmul, {A, B}, {}, loc_);
+    const Side& A0 = a;
+    const Side& B0 = b;
+    // a as [batch, M, K], b as [batch, K, N], then matmul. Each side keeps
+    // its innermost axis innermost, a transpose flag saying which way it
+    // lies: what transposing remains moves whole rows. Except a b whose rows
+    // of K are short: a kernel reading B^T packs it element by element, which
+    // costs as much as the product when K is small (the GMM's K = D = 10).
+    int64_t kSize = 1;
+    for (std::size_t d = 0; d < P.size(); ++d)
+      if (role[d] == Role::K) kSize *= P[d];
+    const bool ta = innermost(A0, role) == Role::M;
+    const bool tb = innermost(B0, role) == Role::K && kSize >= kMinTransposedK;
+    const ValueId A = ta ? operand(A0, P, role, {Role::Batch, Role::K, Role::M}) : operand(A0, P, role, {Role::Batch, Role::M, Role::K});
+    const ValueId B = tb ? operand(B0, P, role, {Role::Batch, Role::N, Role::K}) : operand(B0, P, role, {Role::Batch, Role::K, Role::N});
+    ir::Attrs flags;
+    if (ta) flags.set("transpose_a", true);
+    if (tb) flags.set("transpose_b", true);
+    const ValueId C = b_.create1(OpKind::Matmul, {A, B}, std::move(flags), loc_);
     // [batch..., M..., N...] back to the kept axes in the product's order.
     std::vector<std::size_t> kept;
     for (Role want : {Role::Batch, Role::M, Role::N})
@@ -100,6 +117,13 @@ public:
   }
 
 private:
+  /// The role of the side's innermost varying axis.
+  static Role innermost(const Side& s, const std::vector<Role>& role) {
+    for (std::size_t d = role.size(); d-- > 0;)
+      if (s.holds[d] && role[d] != Role::Unit) return role[d];
+    return Role::Unit;
+  }
+
   /// The side's source as a rank-3 [groups...] array: its axes of the given
   /// roles, in that order, each group flattened.
   ValueId operand(const Side& s, const Shape& P, const std::vector<Role>& role, std::initializer_list<Role> groups) {

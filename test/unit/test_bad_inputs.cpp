@@ -101,6 +101,7 @@ std::vector<Section> sections() {
            CPP(trace([](Tensor a, Tensor b) { return a * b; }, F3, I3)),
            CPP(trace([](Tensor a) { return a * full({3}, 0.5); }, I3)),
            CPP(trace([](Tensor a) { return matmul(a, a); }, Type{DType::f32, {2, 3}})),
+           CPP(trace([](Tensor a) { return matmul(a, a, {.transpose_b = true}); }, F3)),
            CPP(trace([](Tensor a) { return reshape(a, {2, 2}); }, F3)),
            CPP(trace([](Tensor a) { return transpose(a, {0, 0}); }, Type{DType::f32, {2, 2}})),
            CPP(trace([](Tensor a) { return sum(a, {1}); }, F3)),

@@ -193,6 +193,8 @@ TEST_CASE("einsum written with broadcasts runs as a matmul, forward and gradient
   std::size_t matmuls = 0;
   for (std::size_t at = optGrad.find("= matmul("); at != std::string::npos; at = optGrad.find("= matmul(", at + 1)) ++matmuls;
   CHECK(matmuls == 3); // the forward and one per gradient
+  // dQ[k,r,c] = sum_n dqd[n,k,r] d[n,k,c] reads dqd ([n,k,r], r innermost) transposed in place.
+  CHECK(optGrad.find("{transpose_a = true}") != std::string::npos);
   // Values: against the reference interpreter on the traced (uncontracted) IR.
   const Module m = trace(vg, q.type(), d.type());
   const std::vector<Array> want = m.interpret("f", {q, d});

@@ -381,6 +381,94 @@ TEST_CASE("matmul and dot") {
          f64({std::tanh(0.1) + std::tanh(0.2) + std::tanh(0.3) + std::tanh(0.4)}), 1e-12);
 }
 
+namespace {
+/// op(A) op(B) in double, as matmul's flags mean it.
+std::vector<double> referenceProduct(const std::vector<double>& a, const std::vector<double>& b, int64_t batch, int64_t m,
+                                     int64_t n, int64_t k, bool ta, bool tb) {
+  std::vector<double> c(static_cast<std::size_t>(batch * m * n), 0.0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += a[static_cast<std::size_t>(t * m * k + (ta ? p * m + i : i * k + p))] *
+               b[static_cast<std::size_t>(t * k * n + (tb ? j * k + p : p * n + j))];
+        c[static_cast<std::size_t>(t * m * n + i * n + j)] = s;
+      }
+  return c;
+}
+Array floatArray(const std::vector<double>& v, const Shape& s, DType t) {
+  if (t == DType::f64) return Array(v, s);
+  return Array(std::vector<float>(v.begin(), v.end()), s);
+}
+} // namespace
+
+TEST_CASE("matmul: the packed kernel, every transposition, edge tiles and blocks, on each vector unit") {
+  struct Case {
+    int64_t batch, m, n, k;
+  };
+  // Small products run unpacked, larger ones packed (and B^T always packed).
+  // Edges of the micro-tile (m, n not multiples of 6/12 and 8/16/32); packed:
+  // several k blocks (k > 64), m blocks (m > 504) and n blocks (n > 2048 in
+  // f64, > 4096 in f32).
+  const std::vector<Case> cases = {{1, 64, 64, 64},  {2, 37, 45, 29},  {3, 13, 33, 70},  {1, 100, 17, 300},
+                                   {1, 7, 300, 520}, {1, 37, 1030, 70}, {1, 13, 2100, 70}, {1, 5, 4200, 20},
+                                   {1, 520, 130, 600}};
+  std::vector<std::string> cpus = {""};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) cpus.push_back("x86-64-v3");
+  cpus.push_back("x86-64"); // SSE2: 128-bit vectors
+  for (const std::string& cpu : cpus)
+    for (DType dt : {DType::f32, DType::f64})
+      for (const Case& c : cases)
+        for (int form = 0; form < 4; ++form) {
+          const bool ta = form & 1, tb = form & 2;
+          if (cpu != "" && (c.m != 37 || form == 3)) continue; // other targets: a direct and a packed shape
+          CAPTURE(cpu);
+          CAPTURE(name_of(dt));
+          CAPTURE(c.m);
+          CAPTURE(c.n);
+          CAPTURE(c.k);
+          CAPTURE(form);
+          std::vector<double> av(static_cast<std::size_t>(c.batch * c.m * c.k)), bv(static_cast<std::size_t>(c.batch * c.k * c.n));
+          for (std::size_t i = 0; i < av.size(); ++i) av[i] = std::sin(0.37 * double(i) + 1);
+          for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = std::cos(0.11 * double(i));
+          const Shape as = ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k};
+          const Shape bs = tb ? Shape{c.batch, c.n, c.k} : Shape{c.batch, c.k, c.n};
+          const Array a = floatArray(av, as, dt), b = floatArray(bv, bs, dt);
+          auto f = [ta, tb](Tensor x, Tensor y) { return matmul(x, y, {.transpose_a = ta, .transpose_b = tb}); };
+          const Array got = jit(f, {.cpu = cpu})(a, b);
+          const Array want = floatArray(referenceProduct(av, bv, c.batch, c.m, c.n, c.k, ta, tb), {c.batch, c.m, c.n}, dt);
+          // |error| <= k eps sum |a||b| <= k eps k for these |a|, |b| <= 1.
+          ADJIT_CHECK_CLOSE(got, want, (dt == DType::f32 ? 1.2e-7 : 2.3e-16) * double(c.k) * 4);
+        }
+}
+
+TEST_CASE("matmul with transpose flags: values, text and gradients") {
+  const Array a = f64({1, 2, 3, 4, 5, 6}, {2, 3}), b = f64({1, -1, 2, 0.5, 3, 1}, {3, 2});
+  // a^T [3,2] @ a [2,3]; a @ a^T; b^T @ a^T = (a b)^T.
+  check3([](V v) { return matmul(v[0], v[0], {.transpose_a = true}); }, {a},
+         f64({17, 22, 27, 22, 29, 36, 27, 36, 45}, {3, 3}));
+  check3([](V v) { return matmul(v[0], v[0], {.transpose_b = true}); }, {a}, f64({14, 32, 32, 77}, {2, 2}));
+  check3([](V v) { return matmul(v[1], v[0], {.transpose_a = true, .transpose_b = true}); }, {a, b},
+         f64({14, 32, 3, 4.5}, {2, 2}));
+  const Module m = trace([](Tensor x, Tensor y) { return matmul(x, y, {.transpose_b = true}); }, a.type(), a.type());
+  CHECK(m.str().find("matmul(%0, %1) {transpose_b = true} : f64[2,2]") != std::string::npos);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x, Tensor y) { return matmul(x, y, {.transpose_b = true}); }, a.type(), b.type()),
+                       doctest::Contains("matmul: incompatible shapes f64[2,3] and f64[3,2] with transpose_b"), Error);
+  // Gradients of every form, against finite differences in f64.
+  for (int form = 0; form < 4; ++form) {
+    const bool ta = form & 1, tb = form & 2;
+    CAPTURE(form);
+    auto f = [ta, tb](Tensor x, Tensor y) { return sum(sin(matmul(x, y, {.transpose_a = ta, .transpose_b = tb}))); };
+    std::vector<double> xv(12), yv(20);
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(double(i));
+    for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = std::cos(double(i) * 0.5);
+    const Array x(xv, ta ? Shape{4, 3} : Shape{3, 4}), y(yv, tb ? Shape{5, 4} : Shape{4, 5});
+    check_grads(f, std::tuple{x, y});
+  }
+}
+
 TEST_CASE("custom_vjp call sites run their forward function") {
   auto softplus = custom_gradient([](Tensor x) {
     Tensor e = exp(x);

@@ -1,0 +1,97 @@
+// bench/matmul_bench.cpp — adjit's matmul next to OpenBLAS (one thread), in
+// the same process: GFLOP/s of C = A B for square sizes 64-2048 in f32 and
+// f64, a batched product, the transposed forms a VJP uses, and the B4 MLP's
+// shapes. Not a test. `--quick` stops at 512; `--size N` runs N^3 only.
+#include <adjit/adjit.h>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+extern "C" void openblas_set_num_threads(int);
+
+using namespace adjit;
+using Clock = std::chrono::steady_clock;
+
+/// Best time of runs totalling about 0.3 s (at least 3), in seconds.
+static double bestTime(const std::function<void()>& fn) {
+  fn();
+  double best = 1e30, total = 0;
+  for (int i = 0; i < 3 || total < 0.3; ++i) {
+    auto t0 = Clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+  }
+  return best;
+}
+
+template <class T> static std::vector<T> filled(std::size_t n, double phase) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<T>(std::sin(0.37 * double(i) + phase));
+  return v;
+}
+
+/// One row: batch × (m×k @ k×n), op(A), op(B) transposed as flagged.
+template <class T>
+static void row(const char* label, int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  const DType dt = dtype_of<T>();
+  std::vector<T> a = filled<T>(std::size_t(batch * m * k), 0), b = filled<T>(std::size_t(batch * k * n), 1);
+  const Shape as = ta ? Shape{batch, k, m} : Shape{batch, m, k}, bs = tb ? Shape{batch, n, k} : Shape{batch, k, n};
+  const Array A(a, as), B(b, bs);
+  auto f = jit([ta, tb](Tensor x, Tensor y) { return matmul(x, y, {.transpose_a = ta, .transpose_b = tb}); });
+  Array C = f(A, B); // compiles
+  const double tAdjit = bestTime([&] { C = f(A, B); });
+  std::vector<T> c(std::size_t(batch * m * n));
+  const double tBlas = bestTime([&] {
+    for (int64_t i = 0; i < batch; ++i) {
+      const T* ap = a.data() + i * m * k;
+      const T* bp = b.data() + i * k * n;
+      T* cp = c.data() + i * m * n;
+      const auto tA = ta ? CblasTrans : CblasNoTrans, tB = tb ? CblasTrans : CblasNoTrans;
+      const int lda = int(ta ? m : k), ldb = int(tb ? k : n);
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, tA, tB, int(m), int(n), int(k), 1.0f, ap, lda, bp, ldb, 0.0f, cp, int(n));
+      else
+        cblas_dgemm(CblasRowMajor, tA, tB, int(m), int(n), int(k), 1.0, ap, lda, bp, ldb, 0.0, cp, int(n));
+    }
+  });
+  double err = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) err = std::max(err, std::fabs(double(C.at(int64_t(i))) - double(c[i])));
+  const double flops = 2.0 * double(batch * m * n * k);
+  std::printf("%-28s %s  adjit %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %5.2fx   (max abs diff %.1e)\n", label,
+              std::string(name_of(dt)).c_str(), flops / tAdjit * 1e-9, flops / tBlas * 1e-9, tBlas / tAdjit, err);
+}
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  openblas_set_num_threads(1);
+  if (argc > 2 && std::strcmp(argv[1], "--size") == 0) { // one square size, f32 and f64
+    const int64_t s = std::atoll(argv[2]);
+    row<float>("x", 1, s, s, s, false, false);
+    row<double>("x", 1, s, s, s, false, false);
+    return 0;
+  }
+  openblas_set_num_threads(1);
+  std::printf("matmul: adjit's packed kernel against OpenBLAS, one thread; ratio = adjit speed / OpenBLAS speed\n");
+  for (int64_t s : {64, 128, 256, 512, 1024, 2048}) {
+    if (quick && s > 512) break;
+    char label[64];
+    std::snprintf(label, sizeof label, "%lld^3", static_cast<long long>(s));
+    row<float>(label, 1, s, s, s, false, false);
+    row<double>(label, 1, s, s, s, false, false);
+  }
+  row<float>("batch 16 x 128^3", 16, 128, 128, 128, false, false);
+  row<float>("A^T B 512^3 (dW = X^T dY)", 1, 512, 512, 512, true, false);
+  row<float>("A B^T 512^3 (dX = dY W^T)", 1, 512, 512, 512, false, true);
+  // B4's shapes: X [256, 512] @ W1 [512, 512], then @ W2.
+  row<float>("B4 256x512 @ 512x512", 1, 256, 512, 512, false, false);
+  return 0;
+}

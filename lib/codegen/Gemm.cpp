@@ -1,0 +1,472 @@
+// codegen/Gemm.cpp — the packed matrix product (BLIS's loop nest, generated).
+//
+//   for jc in N step NC:                 B block KC×NC packed (L3/L2)
+//     for pc in K step KC:               pack B[pc:, jc:] into NR-wide panels
+//       for ic in M step MC:             pack A[ic:, pc:] into MR-tall panels (L2)
+//         for jr in NC step NR:          one B panel stays in L1 ...
+//           for ir in MC step MR:        ... while A panels stream past it
+//             MR×NR tile of C += A panel · B panel   (register accumulators)
+//
+// The micro-kernel keeps MR×NR/W vector accumulators (W lanes per register)
+// and per step of k loads NR/W vectors of B and broadcasts MR elements of A:
+// MR·NR/W fused multiply-adds per MR + NR/W loads. Packing pads edge panels
+// with zeros, so the micro-kernel never branches; edge tiles of C go through
+// a local tile. Transposed operands differ only in how packing reads them,
+// so a VJP's A^T·dY or dY·B^T never materialises a transpose.
+#include "codegen/Gemm.h"
+
+#include <adjit/error.h>
+
+#include <fmt/format.h>
+#include <llvm/IR/Module.h>
+
+#include <algorithm>
+
+namespace adjit::codegen {
+namespace {
+
+/// Register and cache blocking for one dtype on one vector unit.
+struct Blocking {
+  int64_t lanes; ///< W: elements per vector register
+  int64_t mr, nr, kc, mc, nc;
+};
+
+Blocking blockingFor(DType t, const VectorUnit& u) {
+  const int64_t bytes = static_cast<int64_t>(size_of(t));
+  Blocking bl{};
+  bl.lanes = std::max<int64_t>(1, u.bits / 8 / bytes);
+  bl.nr = 2 * bl.lanes;
+  // Accumulators MR·2 plus two B vectors and a broadcast fit the registers:
+  // 6×2 + 3 = 15 of 16 (BLIS's Haswell kernels), 12×2 + 3 = 27 of 32.
+  bl.mr = u.registers >= 32 ? 12 : 6;
+  // A B panel (KC×NR) fills about half of a 32 KiB L1 data cache; an A block
+  // (MC×KC) about a quarter of a 1 MiB L2; a B block (KC×NC) 2 MiB of L3.
+  bl.kc = std::max<int64_t>(64, 8192 / (bl.nr * bytes));
+  bl.mc = std::max<int64_t>(1, 131072 / (bl.kc * bytes) / bl.mr) * bl.mr;
+  bl.nc = std::max<int64_t>(1, 1048576 / (bl.kc * bytes) / bl.nr) * bl.nr;
+  return bl;
+}
+
+/// Products of at most this many multiply-adds run unpacked (measured: at
+/// 64×64×64 packing costs a third of the time; at 128^3 it pays for itself).
+constexpr int64_t kDirectMaxWork = 256 * 256 * 256;
+
+int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/// Bytes of the packed A block and of the packed B block for shape s.
+std::pair<uint64_t, uint64_t> packedBytes(const GemmShape& s, const Blocking& bl) {
+  const int64_t bytes = static_cast<int64_t>(size_of(s.dtype));
+  const int64_t kc = std::min(bl.kc, s.k);
+  const uint64_t a = static_cast<uint64_t>(std::min(bl.mc, roundUp(s.m, bl.mr)) * kc * bytes);
+  const uint64_t b = static_cast<uint64_t>(std::min(bl.nc, roundUp(s.n, bl.nr)) * kc * bytes);
+  return {roundUp(static_cast<int64_t>(a), 64), b};
+}
+
+/// Builds the generated function's loops over run-time bounds.
+class Gen {
+public:
+  Gen(llvm::Function* fn, DType t, const Blocking& bl) : b_(fn->getContext()), fn_(fn), bl_(bl) {
+    elem_ = t == DType::f32 ? b_.getFloatTy() : b_.getDoubleTy();
+    vec_ = llvm::FixedVectorType::get(elem_, static_cast<unsigned>(bl.lanes));
+    entry_ = llvm::BasicBlock::Create(fn->getContext(), "entry", fn);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(fn->getContext(), "body", fn));
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReassoc();
+    fmf.setAllowContract();
+    b_.setFastMathFlags(fmf);
+  }
+
+  /// for (iv = begin; iv < end; iv += step) body(iv); LLVM may transform the
+  /// loop only when `optimise` (see plain()).
+  template <class Body> void forRange(llvm::Value* begin, llvm::Value* end, int64_t step, Body body, bool optimise = false) {
+    llvm::LLVMContext& ctx = b_.getContext();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx, "loop", fn_);
+    auto* bodyBB = llvm::BasicBlock::Create(ctx, "loop.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx, "loop.exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2);
+    iv->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), bodyBB, exit);
+    b_.SetInsertPoint(bodyBB);
+    body(static_cast<llvm::Value*>(iv));
+    iv->addIncoming(b_.CreateAdd(iv, i64(step), "", true, true), b_.GetInsertBlock());
+    llvm::Instruction* latch = b_.CreateBr(header);
+    if (!optimise) plain(latch);
+    b_.SetInsertPoint(exit);
+  }
+  /// Marks a loop's latch branch: the loop stays as written (LLVM would
+  /// otherwise vectorise, interleave and unroll these loops at great compile
+  /// cost for loops that are already vector code or move little data).
+  void plain(llvm::Instruction* latch) {
+    llvm::LLVMContext& ctx = b_.getContext();
+    llvm::Metadata* noVec[] = {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
+                               llvm::ConstantAsMetadata::get(b_.getFalse())};
+    llvm::Metadata* noUnroll[] = {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")};
+    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx, noVec), llvm::MDNode::get(ctx, noUnroll)};
+    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx, ops);
+    id->replaceOperandWith(0, id); // a loop ID names itself
+    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
+  template <class Body> void forCount(llvm::Value* n, Body body, bool optimise = false) {
+    forRange(i64(0), n, 1, body, optimise);
+  }
+
+  /// if (cond) then()
+  template <class Then> void ifThen(llvm::Value* cond, Then then) {
+    auto* thenBB = llvm::BasicBlock::Create(b_.getContext(), "then", fn_);
+    auto* join = llvm::BasicBlock::Create(b_.getContext(), "join", fn_);
+    b_.CreateCondBr(cond, thenBB, join);
+    b_.SetInsertPoint(thenBB);
+    then();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  }
+  /// if (cond) then() else otherwise()
+  template <class Then, class Else> void ifElse(llvm::Value* cond, Then then, Else otherwise) {
+    auto* thenBB = llvm::BasicBlock::Create(b_.getContext(), "then", fn_);
+    auto* elseBB = llvm::BasicBlock::Create(b_.getContext(), "else", fn_);
+    auto* join = llvm::BasicBlock::Create(b_.getContext(), "join", fn_);
+    b_.CreateCondBr(cond, thenBB, elseBB);
+    b_.SetInsertPoint(thenBB);
+    then();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(elseBB);
+    otherwise();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  }
+
+  /// The micro-kernel: sums[r·nv + v] = Σ_{p < kc} splat(a(p, r)) · b(p, v),
+  /// rows × nv vector accumulators kept in registers through the k loop (kc >= 1).
+  template <class AElem, class BVec>
+  std::vector<llvm::Value*> microKernel(llvm::Value* kc, int64_t rows, int64_t nv, AElem a, BVec bvec) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(b_.getContext(), "micro", fn_);
+    auto* done = llvm::BasicBlock::Create(b_.getContext(), "micro.done", fn_);
+    b_.CreateBr(loop);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* p = b_.CreatePHI(b_.getInt64Ty(), 2);
+    p->addIncoming(i64(0), pre);
+    std::vector<llvm::PHINode*> acc(static_cast<std::size_t>(rows * nv));
+    for (auto& x : acc) {
+      x = b_.CreatePHI(vec_, 2);
+      x->addIncoming(llvm::Constant::getNullValue(vec_), pre);
+    }
+    std::vector<llvm::Value*> bv(static_cast<std::size_t>(nv));
+    for (int64_t v = 0; v < nv; ++v) bv[static_cast<std::size_t>(v)] = bvec(static_cast<llvm::Value*>(p), v);
+    std::vector<llvm::Value*> sums(acc.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      llvm::Value* splat = b_.CreateVectorSplat(static_cast<unsigned>(bl_.lanes), a(static_cast<llvm::Value*>(p), r));
+      for (int64_t v = 0; v < nv; ++v) {
+        const std::size_t i = static_cast<std::size_t>(r * nv + v);
+        sums[i] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_}, {splat, bv[static_cast<std::size_t>(v)], acc[i]});
+        acc[i]->addIncoming(sums[i], loop);
+      }
+    }
+    llvm::Value* next = add(p, i64(1));
+    p->addIncoming(next, loop);
+    plain(b_.CreateCondBr(b_.CreateICmpSLT(next, kc), loop, done));
+    b_.SetInsertPoint(done);
+    return sums;
+  }
+
+  llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+  llvm::Value* add(llvm::Value* x, llvm::Value* y) { return b_.CreateAdd(x, y, "", true, true); }
+  llvm::Value* mul(llvm::Value* x, llvm::Value* y) { return b_.CreateMul(x, y, "", true, true); }
+  llvm::Value* min(llvm::Value* x, llvm::Value* y) { return b_.CreateSelect(b_.CreateICmpSLT(x, y), x, y); }
+  llvm::Value* at(llvm::Value* base, llvm::Value* i) { return b_.CreateInBoundsGEP(elem_, base, i); }
+  llvm::Value* load(llvm::Value* base, llvm::Value* i) { return b_.CreateAlignedLoad(elem_, at(base, i), align()); }
+  void store(llvm::Value* v, llvm::Value* base, llvm::Value* i) { b_.CreateAlignedStore(v, at(base, i), align()); }
+  llvm::Value* loadVec(llvm::Value* base, llvm::Value* i) { return b_.CreateAlignedLoad(vec_, at(base, i), align()); }
+  void storeVec(llvm::Value* v, llvm::Value* base, llvm::Value* i) { b_.CreateAlignedStore(v, at(base, i), align()); }
+  llvm::Value* zero() { return llvm::ConstantFP::get(elem_, 0.0); }
+  llvm::Value* alloca(int64_t count) {
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    auto* a = eb.CreateAlloca(elem_, eb.getInt64(static_cast<uint64_t>(count)));
+    a->setAlignment(llvm::Align(64));
+    return a;
+  }
+  void finish() {
+    b_.CreateRetVoid();
+    llvm::IRBuilder<>(entry_).CreateBr(entry_->getNextNode());
+  }
+
+  Builder b_;
+  llvm::Function* fn_;
+  const Blocking bl_;
+  llvm::Type* elem_;
+  llvm::FixedVectorType* vec_;
+
+private:
+  llvm::Align align() const { return llvm::Align(elem_->getPrimitiveSizeInBits() / 8); }
+  llvm::BasicBlock* entry_;
+};
+
+/// void gemm(A, B, C, Ap, Bp, M, N, K): C = op(A) op(B) for one matrix.
+llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool transB, const VectorUnit& unit) {
+  const std::string name = std::string("adjit.gemm.") + std::string(name_of(t)) + "." + (transA ? "t" : "n") +
+                           (transB ? "t" : "n") + "." + std::to_string(unit.bits);
+  if (llvm::Function* f = module.getFunction(name)) return f;
+  llvm::LLVMContext& ctx = module.getContext();
+  auto* ptr = llvm::PointerType::get(ctx, 0);
+  auto* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64}, false);
+  auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage, name, module);
+  for (unsigned a = 0; a < 5; ++a) {
+    fn->addParamAttr(a, llvm::Attribute::NoAlias);
+    fn->addParamAttr(a, llvm::Attribute::NoCapture);
+  }
+  fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+  fn->addParamAttr(1, llvm::Attribute::ReadOnly);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  fn->addFnAttr(llvm::Attribute::NoInline);
+  // Keep the micro-kernel's vectors whole where the CPU's tuning would split
+  // 512-bit vectors in two.
+  fn->addFnAttr("min-legal-vector-width", std::to_string(unit.bits));
+  fn->addFnAttr("prefer-vector-width", std::to_string(unit.bits));
+
+  const Blocking bl = blockingFor(t, unit);
+  Gen g(fn, t, bl);
+  Builder& b = g.b_;
+  llvm::Value *A = fn->getArg(0), *B = fn->getArg(1), *C = fn->getArg(2), *Ap = fn->getArg(3), *Bp = fn->getArg(4);
+  llvm::Value *M = fn->getArg(5), *N = fn->getArg(6), *K = fn->getArg(7);
+  const int64_t MR = bl.mr, NR = bl.nr, W = bl.lanes, NV = NR / W;
+  // op(A)[i, p] and op(B)[p, j] as element indices of A and B.
+  auto aIndex = [&](llvm::Value* i, llvm::Value* p) { return transA ? g.add(g.mul(p, M), i) : g.add(g.mul(i, K), p); };
+  auto bIndex = [&](llvm::Value* p, llvm::Value* j) { return transB ? g.add(g.mul(j, K), p) : g.add(g.mul(p, N), j); };
+  llvm::Value* tile = g.alloca(MR * NR); // an edge tile of C
+
+  g.forRange(g.i64(0), N, bl.nc, [&](llvm::Value* jc) {
+    llvm::Value* nc = g.min(g.i64(bl.nc), b.CreateSub(N, jc));
+    g.forRange(g.i64(0), K, bl.kc, [&](llvm::Value* pc) {
+      llvm::Value* kc = g.min(g.i64(bl.kc), b.CreateSub(K, pc));
+      llvm::Value* first = b.CreateICmpEQ(pc, g.i64(0));
+      // Pack B[pc:pc+kc, jc:jc+nc] into panels of NR columns: Bp[panel][p][jj].
+      g.forRange(g.i64(0), nc, NR, [&](llvm::Value* j0) {
+        llvm::Value* panel = g.at(Bp, g.mul(j0, kc));
+        llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, j0));
+        llvm::Value* col0 = g.add(jc, j0);
+        g.ifElse(
+            b.CreateICmpEQ(cols, g.i64(NR)),
+            [&] {
+              if (!transB) { // rows of B are contiguous: copy vectors
+                g.forCount(kc, [&](llvm::Value* p) {
+                  llvm::Value* src = bIndex(g.add(pc, p), col0);
+                  for (int64_t v = 0; v < NV; ++v)
+                    g.storeVec(g.loadVec(B, g.add(src, g.i64(v * W))), panel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W)));
+                });
+              } else { // columns of op(B) are contiguous: read along them
+                g.forCount(g.i64(NR), [&](llvm::Value* jj) {
+                  g.forCount(kc, [&](llvm::Value* p) {
+                    g.store(g.load(B, bIndex(g.add(pc, p), g.add(col0, jj))), panel, g.add(g.mul(p, g.i64(NR)), jj));
+                  });
+                });
+              }
+            },
+            [&] { // the last, narrower panel: zeros past column `cols`
+              g.forCount(kc, [&](llvm::Value* p) {
+                g.forCount(g.i64(NR), [&](llvm::Value* jj) {
+                  llvm::Value* in = b.CreateICmpSLT(jj, cols);
+                  llvm::Value* j = b.CreateSelect(in, jj, g.i64(0));
+                  llvm::Value* v = b.CreateSelect(in, g.load(B, bIndex(g.add(pc, p), g.add(col0, j))), g.zero());
+                  g.store(v, panel, g.add(g.mul(p, g.i64(NR)), jj));
+                });
+              });
+            });
+      });
+      g.forRange(g.i64(0), M, bl.mc, [&](llvm::Value* ic) {
+        llvm::Value* mc = g.min(g.i64(bl.mc), b.CreateSub(M, ic));
+        // Pack A[ic:ic+mc, pc:pc+kc] into panels of MR rows: Ap[panel][p][ii].
+        g.forRange(g.i64(0), mc, MR, [&](llvm::Value* i0) {
+          llvm::Value* panel = g.at(Ap, g.mul(i0, kc));
+          llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, i0));
+          llvm::Value* row0 = g.add(ic, i0);
+          g.ifElse(
+              b.CreateICmpEQ(rows, g.i64(MR)),
+              [&] {
+                if (!transA) { // rows of A are contiguous: read along them
+                  // (LLVM's vectoriser turns this transposing copy into
+                  // shuffles: 20% of a 512^3 product's time without it)
+                  g.forCount(g.i64(MR), [&](llvm::Value* ii) {
+                    g.forCount(kc, [&](llvm::Value* p) {
+                      g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
+                    }, /*optimise=*/true);
+                  });
+                } else {
+                  g.forCount(kc, [&](llvm::Value* p) {
+                    g.forCount(g.i64(MR), [&](llvm::Value* ii) {
+                      g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
+                    });
+                  });
+                }
+              },
+              [&] { // the last, shorter panel: zeros past row `rows`
+                g.forCount(kc, [&](llvm::Value* p) {
+                  g.forCount(g.i64(MR), [&](llvm::Value* ii) {
+                    llvm::Value* in = b.CreateICmpSLT(ii, rows);
+                    llvm::Value* i = b.CreateSelect(in, ii, g.i64(0));
+                    llvm::Value* v = b.CreateSelect(in, g.load(A, aIndex(g.add(row0, i), g.add(pc, p))), g.zero());
+                    g.store(v, panel, g.add(g.mul(p, g.i64(MR)), ii));
+                  });
+                });
+              });
+        });
+        g.forRange(g.i64(0), nc, NR, [&](llvm::Value* jr) {
+          llvm::Value* bPanel = g.at(Bp, g.mul(jr, kc));
+          llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, jr));
+          g.forRange(g.i64(0), mc, MR, [&](llvm::Value* ir) {
+            llvm::Value* aPanel = g.at(Ap, g.mul(ir, kc));
+            llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, ir));
+            // The tile of C is read after the k loop: fetch its lines now, so
+            // they arrive during the loop instead of stalling after it.
+            llvm::Value* c0 = g.add(g.mul(g.add(ic, ir), N), g.add(jc, jr));
+            g.forCount(rows, [&](llvm::Value* r) {
+              llvm::Value* rowAt = g.add(c0, g.mul(r, N));
+              for (int64_t v = 0; v < NV; ++v)
+                b.CreateIntrinsic(llvm::Intrinsic::prefetch, {b.getPtrTy()},
+                                  {g.at(C, g.add(rowAt, g.i64(v * W))), b.getInt32(1), b.getInt32(3), b.getInt32(1)});
+            });
+            std::vector<llvm::Value*> sums = g.microKernel(
+                kc, MR, NV, [&](llvm::Value* p, int64_t r) { return g.load(aPanel, g.add(g.mul(p, g.i64(MR)), g.i64(r))); },
+                [&](llvm::Value* p, int64_t v) { return g.loadVec(bPanel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W))); });
+            auto update = [&](llvm::Value* old, llvm::Value* s) { return b.CreateSelect(first, s, b.CreateFAdd(old, s)); };
+            g.ifElse(
+                b.CreateAnd(b.CreateICmpEQ(rows, g.i64(MR)), b.CreateICmpEQ(cols, g.i64(NR))),
+                [&] {
+                  for (int64_t r = 0; r < MR; ++r)
+                    for (int64_t v = 0; v < NV; ++v) {
+                      llvm::Value* at = g.add(c0, g.add(g.mul(g.i64(r), N), g.i64(v * W)));
+                      g.storeVec(update(g.loadVec(C, at), sums[static_cast<std::size_t>(r * NV + v)]), C, at);
+                    }
+                },
+                [&] {
+                  for (int64_t r = 0; r < MR; ++r)
+                    for (int64_t v = 0; v < NV; ++v) g.storeVec(sums[static_cast<std::size_t>(r * NV + v)], tile, g.i64(r * NR + v * W));
+                  g.forCount(rows, [&](llvm::Value* r) {
+                    g.forCount(cols, [&](llvm::Value* j) {
+                      llvm::Value* at = g.add(c0, g.add(g.mul(r, N), j));
+                      g.store(update(g.load(C, at), g.load(tile, g.add(g.mul(r, g.i64(NR)), j))), C, at);
+                    });
+                  });
+                });
+          });
+        });
+      });
+    });
+  });
+  g.finish();
+  return fn;
+}
+
+/// void gemm(A, B, C) for one small shape, without packing (what fits in L1
+/// and L2 gains nothing from it, as OpenBLAS's small-matrix kernels): the
+/// micro-kernel broadcasts A where it lies and loads rows of B in place. The
+/// shape is constant, so row offsets are immediate displacements; a last
+/// panel of fewer rows gets a kernel of that many rows, and a last panel of
+/// fewer columns masked loads and stores. B must not be transposed.
+llvm::Function* directGemmFunction(llvm::Module& module, const GemmShape& s, const VectorUnit& unit) {
+  const std::string name = fmt::format("adjit.gemm.direct.{}.{}n.{}.{}x{}x{}", name_of(s.dtype), s.transA ? "t" : "n",
+                                       unit.bits, s.m, s.n, s.k);
+  if (llvm::Function* f = module.getFunction(name)) return f;
+  llvm::LLVMContext& ctx = module.getContext();
+  auto* ptr = llvm::PointerType::get(ctx, 0);
+  auto* fn = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr}, false),
+                                    llvm::GlobalValue::InternalLinkage, name, module);
+  for (unsigned a = 0; a < 3; ++a) {
+    fn->addParamAttr(a, llvm::Attribute::NoAlias);
+    fn->addParamAttr(a, llvm::Attribute::NoCapture);
+  }
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  fn->addFnAttr(llvm::Attribute::NoInline);
+  fn->addFnAttr("min-legal-vector-width", std::to_string(unit.bits));
+  fn->addFnAttr("prefer-vector-width", std::to_string(unit.bits));
+  const Blocking bl = blockingFor(s.dtype, unit);
+  Gen g(fn, s.dtype, bl);
+  Builder& b = g.b_;
+  llvm::Value *A = fn->getArg(0), *B = fn->getArg(1), *C = fn->getArg(2);
+  const int64_t MR = bl.mr, NR = bl.nr, W = bl.lanes, M = s.m, N = s.n, K = s.k;
+  llvm::Align align(size_of(s.dtype));
+  // One tile of `rows` rows at row0 (a value), `cols` columns at col0.
+  auto tile = [&](llvm::Value* row0, int64_t rows, llvm::Value* col0, int64_t cols) {
+    const int64_t nv = (cols + W - 1) / W;
+    auto mask = [&](int64_t v) -> llvm::Value* { // lanes of vector v inside the columns, or null for all
+      if ((v + 1) * W <= cols) return nullptr;
+      std::vector<llvm::Constant*> bits;
+      for (int64_t l = 0; l < W; ++l) bits.push_back(b.getInt1(v * W + l < cols));
+      return llvm::ConstantVector::get(bits);
+    };
+    std::vector<llvm::Value*> sums = g.microKernel(
+        g.i64(K), rows, nv,
+        [&](llvm::Value* p, int64_t r) {
+          llvm::Value* i = g.add(row0, g.i64(r));
+          return g.load(A, s.transA ? g.add(g.mul(p, g.i64(M)), i) : g.add(g.mul(i, g.i64(K)), p));
+        },
+        [&](llvm::Value* p, int64_t v) -> llvm::Value* {
+          llvm::Value* at = g.at(B, g.add(g.mul(p, g.i64(N)), g.add(col0, g.i64(v * W))));
+          if (llvm::Value* m = mask(v)) return b.CreateMaskedLoad(g.vec_, at, align, m, llvm::Constant::getNullValue(g.vec_));
+          return b.CreateAlignedLoad(g.vec_, at, align);
+        });
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t v = 0; v < nv; ++v) {
+        llvm::Value* at = g.at(C, g.add(g.mul(g.add(row0, g.i64(r)), g.i64(N)), g.add(col0, g.i64(v * W))));
+        llvm::Value* sum = sums[static_cast<std::size_t>(r * nv + v)];
+        if (llvm::Value* m = mask(v)) b.CreateMaskedStore(sum, at, align, m);
+        else b.CreateAlignedStore(sum, at, align);
+      }
+  };
+  // Column panels (full ones in a loop, then the rest), each over row panels.
+  auto panel = [&](llvm::Value* col0, int64_t cols) {
+    if (M / MR > 0) g.forRange(g.i64(0), g.i64(M / MR * MR), MR, [&](llvm::Value* row0) { tile(row0, MR, col0, cols); });
+    if (M % MR) tile(g.i64(M / MR * MR), M % MR, col0, cols);
+  };
+  if (N / NR > 0) g.forRange(g.i64(0), g.i64(N / NR * NR), NR, [&](llvm::Value* col0) { panel(col0, NR); });
+  if (N % NR) panel(g.i64(N / NR * NR), N % NR);
+  g.finish();
+  return fn;
+}
+
+/// Whether the direct kernel suits s: small enough that the operands stay in
+/// cache, B read in rows, and masked vector loads (AVX and later).
+bool useDirect(const GemmShape& s, const VectorUnit& unit) {
+  const int64_t bytes = static_cast<int64_t>(size_of(s.dtype));
+  return !s.transB && unit.bits >= 256 && s.m * s.n * s.k <= kDirectMaxWork && s.k * s.n * bytes <= 256 * 1024;
+}
+
+} // namespace
+
+bool usePackedGemm(const GemmShape& s, const VectorUnit& unit) {
+  if (!is_floating(s.dtype) || s.k == 0) return false;
+  const Blocking bl = blockingFor(s.dtype, unit);
+  // Packing costs O(MK + KN) element moves; the kernel O(MNK) multiply-adds.
+  // Narrow products leave most of a micro-tile's lanes idle.
+  return s.n >= bl.lanes && s.m >= 4 && s.m * s.n * s.k >= 32 * 32 * 32;
+}
+
+void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C) {
+  const VectorUnit& unit = c.vectorUnit();
+  llvm::Type* elem = c.scalarType(s.dtype);
+  if (useDirect(s, unit)) {
+    llvm::Function* fn = directGemmFunction(c.llvmModule(), s, unit);
+    c.loop(s.batch, [&](llvm::Value* bt) {
+      c.b.CreateCall(fn, {c.b.CreateInBoundsGEP(elem, A, c.b.CreateMul(bt, c.i64(s.m * s.k))),
+                          c.b.CreateInBoundsGEP(elem, B, c.b.CreateMul(bt, c.i64(s.k * s.n))),
+                          c.b.CreateInBoundsGEP(elem, C, c.b.CreateMul(bt, c.i64(s.m * s.n)))});
+    });
+    return;
+  }
+  llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit);
+  const auto [aBytes, bBytes] = packedBytes(s, blockingFor(s.dtype, unit));
+  llvm::Value* work = c.workspace(aBytes + bBytes);
+  llvm::Value* Ap = work;
+  llvm::Value* Bp = c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), work, aBytes);
+  c.loop(s.batch, [&](llvm::Value* bt) {
+    llvm::Value* a = c.b.CreateInBoundsGEP(elem, A, c.b.CreateMul(bt, c.i64(s.m * s.k)));
+    llvm::Value* bm = c.b.CreateInBoundsGEP(elem, B, c.b.CreateMul(bt, c.i64(s.k * s.n)));
+    llvm::Value* cm = c.b.CreateInBoundsGEP(elem, C, c.b.CreateMul(bt, c.i64(s.m * s.n)));
+    c.b.CreateCall(fn, {a, bm, cm, Ap, Bp, c.i64(s.m), c.i64(s.n), c.i64(s.k)});
+  });
+}
+
+} // namespace adjit::codegen

@@ -1,0 +1,29 @@
+// codegen/Gemm.h — a BLIS-style matrix product generated as LLVM IR: operands
+// packed into cache-sized blocks, a register-blocked micro-kernel sized for the
+// target's vector unit. The matmul op's lowering calls it; JIT kernels and AOT
+// objects share it, and objects need no BLAS library.
+#pragma once
+
+#include "codegen/Emitter.h"
+
+namespace adjit::codegen {
+
+/// One matrix product C = op(A) op(B) of a batch: op(A) is M×K, op(B) is K×N,
+/// C is M×N, all row-major; `transA` means A is stored K×M (op(A) = A^T), and
+/// `transB` that B is stored N×K.
+struct GemmShape {
+  DType dtype;
+  int64_t batch, m, n, k;
+  bool transA = false, transB = false;
+};
+
+/// Whether the packed kernel pays off for this product (floating dtypes, and
+/// enough work per packed element); otherwise plain loops are better.
+bool usePackedGemm(const GemmShape& s, const VectorUnit& unit);
+
+/// Emits C = op(A) op(B) for every matrix of the batch at the insertion point:
+/// a call, per matrix, of a function of the module generated once per dtype
+/// and transposition. Its packing buffers live in `c`'s workspace.
+void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C);
+
+} // namespace adjit::codegen
