@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <cstdlib>
 #include <random>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 extern "C" {
@@ -70,6 +73,55 @@ template <class F, class... A> static double cold(F& f, const A&... args) {
   auto t0 = Clock::now();
   f(args...);
   return ms(Clock::now() - t0);
+}
+
+/// The same programs with one thread and with all (JitOptions::threads): the
+/// speedup, and whether the results are bitwise equal (they must be).
+static void threadsSection(int reps, const Array& x) {
+  auto b1 = [](Tensor x) { return sum(log1p(exp(x))); };
+  auto b2 = [](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); };
+  auto b3 = [](Tensor x) { return sum(logsumexp(x, {1})); };
+  auto b4 = [](Tensor x, Tensor w1, Tensor w2) {
+    Tensor o = matmul(tanh(matmul(x, w1)), w2);
+    return 0.5f * sum(o * o);
+  };
+  const Array a(0.5f), b(0.25f);
+  const Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
+  const Array X(randomVector(256 * 512, -1, 1, 3), {256, 512}), W1(randomVector(512 * 512, -0.05f, 0.05f, 4), {512, 512}),
+      W2(randomVector(512 * 512, -0.05f, 0.05f, 5), {512, 512});
+  const char* env = std::getenv("ADJIT_NUM_THREADS");
+  const int all = env && std::atoi(env) > 0 ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
+  std::printf("\nthreads (JitOptions::threads; ADJIT_NUM_THREADS sets the default): 1 thread vs all\n");
+  auto row = [&](const char* name, auto fn, const auto&... args) {
+    auto one = jit(fn, {.threads = 1});
+    auto many = jit(fn);
+    one(args...);
+    many(args...);
+    const double t1 = timeIt([&] { one(args...); }, reps), tn = timeIt([&] { many(args...); }, reps);
+    auto bytes = [](const auto& r) {
+      std::string s;
+      auto add = [&](const Array& a) { s.append(static_cast<const char*>(a.raw()), a.bytes()); };
+      if constexpr (std::is_same_v<std::decay_t<decltype(r)>, Array>) add(r);
+      else {
+        add(r.first);
+        std::apply([&](const auto&... g) { (add(g), ...); }, [&] {
+          if constexpr (std::is_same_v<std::decay_t<decltype(r.second)>, Array>) return std::tuple<Array>{r.second};
+          else return r.second;
+        }());
+      }
+      return s;
+    };
+    std::printf("%-4s 1 thread %9.3f ms   %d threads %9.3f ms   speedup %5.2fx   (results %s)\n", name, t1, all, tn, t1 / tn,
+                bytes(one(args...)) == bytes(many(args...)) ? "bitwise equal" : "DIFFER");
+  };
+  row("B1", b1, x);
+  row("B2", b2, x, a, b);
+  row("B3", b3, m);
+  row("B4", b4, X, W1, W2);
+  row("G1", value_and_grad(b1), x);
+  row("G2", value_and_grad(b2, argnums<0, 1, 2>), x, a, b);
+  row("G3", value_and_grad(b3), m);
+  row("G4", value_and_grad(b4, argnums<1, 2>), X, W1, W2);
 }
 
 int main(int argc, char** argv) {
@@ -191,5 +243,6 @@ int main(int argc, char** argv) {
                           maxRelDiff(std::get<1>(r.second).data<float>(), dw2.data(), N * N));
     reportGrad("G4", c, a, b, fwd[4], err);
   }
+  threadsSection(reps, x);
   return 0;
 }

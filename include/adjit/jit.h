@@ -12,6 +12,10 @@ struct JitOptions {
   std::string name = "f"; ///< the function's name in IR, logs and dump files
   int opt_level = 2;      ///< LLVM optimisation level, 0-3
   std::string cpu = {};   ///< target CPU; empty for the host's
+  /// Threads a call may use (the caller's included) for loops with enough
+  /// work; 0: $ADJIT_NUM_THREADS, else the hardware's concurrency. Results
+  /// are bitwise identical for every count: the split depends on the program.
+  int threads = 0;
 };
 
 /// What one compilation cost; ADJIT_LOG=compile prints the same.

@@ -40,8 +40,9 @@ public:
   };
 
   FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
-                  std::function<Lowered(const std::string&)> callee, const VectorUnit& unit)
-      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)), unit_(unit) {}
+                  std::function<Lowered(const std::string&)> callee, const VectorUnit& unit, bool parallel)
+      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)), unit_(unit),
+        parallel_(parallel) {}
 
   /// Emits the body; returns the scratch bytes it needs (its own buffers and
   /// its callees').
@@ -49,6 +50,7 @@ public:
 
   llvm::Module& llvmModule() { return *out_->getParent(); }
   const VectorUnit& vectorUnit() const { return unit_; }
+  bool parallel() const { return parallel_; }
   /// Temporary memory in the callee part of the scratch region: no callee runs
   /// while an op's lowering uses it.
   llvm::Value* workspace(uint64_t bytes) {
@@ -110,7 +112,18 @@ private:
     return k;
   }
 
-  void emitLoop(const Kernel& k);
+  /// Where a chunk of a split loop (Kernel::chunks) runs: its index, and per
+  /// reduction root the array of partial results (with Kernel::partials).
+  struct Chunk {
+    llvm::Value* index;
+    std::vector<llvm::Value*> partials;
+  };
+  void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
+  /// Emits each split loop's chunk function: void(ptr ctx, i64 chunk), ctx =
+  /// {the kernel's buffers, scratch, partial arrays}.
+  void emitChunkFunctions();
+  /// Runs a split loop: fills its ctx, calls adjit_parallel_for, combines partials.
+  void emitParallelLoop(const Kernel& k);
   void emitReduction(const ir::Op& op);
   /// Emits kernel k's code at the insertion point.
   void emitKernel(const Kernel& k);
@@ -146,10 +159,13 @@ private:
   Builder b_;
   std::function<Lowered(const std::string&)> callee_;
   const VectorUnit unit_;
+  const bool parallel_;
   llvm::Value* scratch_ = nullptr; ///< the scratch argument
   bool kernelFrame_ = false;       ///< emitting a shared kernel: every buffer is an argument
   /// Per kernel: the shared function that computes it, or null.
   std::vector<llvm::Function*> sharedFn_;
+  /// Per kernel: the chunk function of a split loop, or null.
+  std::vector<llvm::Function*> chunkFn_;
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
@@ -251,6 +267,7 @@ void EmitBase::store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Val
 
 llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constantGlobal(a); }
 const VectorUnit& EmitBase::vectorUnit() const { return fe.vectorUnit(); }
+bool EmitBase::parallel() const { return fe.parallel(); }
 llvm::Module& EmitBase::llvmModule() const { return fe.llvmModule(); }
 
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
@@ -269,6 +286,10 @@ void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) co
     body(i64(0));
     return;
   }
+  loopRange(i64(0), i64(n), body);
+}
+
+void LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = b.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx(), "loop", f);
@@ -277,8 +298,8 @@ void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) co
   b.CreateBr(header);
   b.SetInsertPoint(header);
   llvm::PHINode* iv = b.CreatePHI(b.getInt64Ty(), 2, "i");
-  iv->addIncoming(i64(0), pre);
-  b.CreateCondBr(b.CreateICmpSLT(iv, i64(n)), bodyBB, exit);
+  iv->addIncoming(begin, pre);
+  b.CreateCondBr(b.CreateICmpSLT(iv, end), bodyBB, exit);
   b.SetInsertPoint(bodyBB);
   const std::size_t scope = fe.openScope(); // what the body computes stays in it
   body(iv);
@@ -459,7 +480,7 @@ llvm::Value* FunctionEmitter::compute(ir::ValueId v, const Index& idx) {
 /// inner loop (flat when no index remapping is needed) over the reduced ones;
 /// elementwise roots store at every point, reductions accumulate in registers
 /// and store after the inner loop.
-void FunctionEmitter::emitLoop(const Kernel& k) {
+void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
   const Shape& domain = k.domain;
   const std::size_t from = k.reduceFrom;
   std::vector<llvm::Value*> buffers;
@@ -488,7 +509,29 @@ void FunctionEmitter::emitLoop(const Kernel& k) {
       }
     }
   };
-  c.loopNest(outer, [&](const Index& o) {
+  // A chunk covers rows [begin, end) of axis 0 (or, with partials, of the
+  // linear positions of the flat inner loop).
+  llvm::Value *begin = nullptr, *end = nullptr;
+  if (chunk) {
+    begin = b_.CreateMul(chunk->index, c.i64(k.chunkRows));
+    llvm::Value* next = b_.CreateAdd(begin, c.i64(k.chunkRows));
+    llvm::Value* rows = c.i64(domain[0]);
+    end = b_.CreateSelect(b_.CreateICmpSLT(next, rows), next, rows);
+  }
+  const Shape innerRest(inner.empty() ? inner.begin() : inner.begin() + 1, inner.end());
+  auto outerNest = [&](const std::function<void(const Index&)>& fn) {
+    if (!chunk || k.partials) return c.loopNest(outer, fn);
+    const Shape rest(outer.begin() + 1, outer.end());
+    c.loopRange(begin, end, [&](llvm::Value* row) {
+      c.loopNest(rest, [&](const Index& r) {
+        std::vector<llvm::Value*> d{row};
+        const auto& rd = c.dims(r, rest);
+        d.insert(d.end(), rd.begin(), rd.end());
+        fn(Index::ofDims(std::move(d)));
+      });
+    });
+  };
+  outerNest([&](const Index& o) {
     const auto& od = c.dims(o, outer);
     llvm::Value* outerLinear = c.linear(o, outer);
     for (std::size_t i = 0; i < k.roots.size(); ++i)
@@ -496,22 +539,38 @@ void FunctionEmitter::emitLoop(const Kernel& k) {
         const DType t = f_.type(k.roots[i].value).dtype;
         b_.CreateStore(ops::info(k.roots[i].op->kind).hooks.reduce->identity(c, t), slots[i]);
       }
-    if (!k.flat) {
+    if (chunk && k.partials && !k.flat) {
+      c.loopRange(begin, end, [&](llvm::Value* row) {
+        c.loopNest(innerRest, [&](const Index& i) {
+          std::vector<llvm::Value*> d{row};
+          const auto& id = c.dims(i, innerRest);
+          d.insert(d.end(), id.begin(), id.end());
+          body(Index::ofDims(std::move(d)));
+        });
+      });
+    } else if (!k.flat) {
       c.loopNest(inner, [&](const Index& i) {
         std::vector<llvm::Value*> d = od;
         const auto& id = c.dims(i, inner);
         d.insert(d.end(), id.begin(), id.end());
         body(Index::ofDims(std::move(d)));
       });
+    } else if (chunk && k.partials) {
+      const int64_t perRow = innerSize / domain[0];
+      c.loopRange(b_.CreateMul(begin, c.i64(perRow)), b_.CreateMul(end, c.i64(perRow)),
+                  [&](llvm::Value* iv) { body(Index::ofLinear(iv)); });
     } else {
       c.loop(innerSize, [&](llvm::Value* iv) {
         body(Index::ofLinear(outer.empty() ? iv : b_.CreateAdd(b_.CreateMul(outerLinear, c.i64(innerSize)), iv)));
       });
     }
+    std::size_t partial = 0;
     for (std::size_t i = 0; i < k.roots.size(); ++i)
       if (k.roots[i].reduction) {
         const DType t = f_.type(k.roots[i].value).dtype;
-        c.store(t, b_.CreateLoad(c.scalarType(t), slots[i]), buffers[i], outerLinear);
+        llvm::Value* v = b_.CreateLoad(c.scalarType(t), slots[i]);
+        if (chunk && k.partials) b_.CreateStore(v, b_.CreateInBoundsGEP(c.scalarType(t), chunk->partials[partial++], chunk->index));
+        else c.store(t, v, buffers[i], outerLinear);
       }
   });
   for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
@@ -558,7 +617,10 @@ void FunctionEmitter::emitReduction(const ir::Op& op) {
 
 void FunctionEmitter::emitKernel(const Kernel& k) {
   switch (k.kind) {
-  case Kernel::Kind::Loop: emitLoop(k); break;
+  case Kernel::Kind::Loop:
+    if (k.chunks > 1) emitParallelLoop(k);
+    else emitLoop(k);
+    break;
   case Kernel::Kind::Reduction: emitReduction(*k.op); break;
   case Kernel::Kind::Lower: {
     std::vector<llvm::Value*> results;
@@ -646,6 +708,91 @@ bool FunctionEmitter::emitRun(const Run& run) {
     }
   });
   return true;
+}
+
+static llvm::Value* ctxSlot(Builder& b, llvm::Value* ctx, std::size_t i) {
+  return b.CreateConstInBoundsGEP1_64(b.getPtrTy(), ctx, i);
+}
+
+void FunctionEmitter::emitChunkFunctions() {
+  const std::size_t n = plan_.kernels.size();
+  chunkFn_.assign(n, nullptr);
+  llvm::Function* const whole = out_;
+  llvm::LLVMContext& ctx = whole->getContext();
+  int made = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Kernel& k = plan_.kernels[i];
+    if (k.chunks <= 1) continue;
+    // Kernels sharing code share the chunk function too: their buffers come in one order.
+    if (k.sameAs >= 0 && chunkFn_[static_cast<std::size_t>(k.sameAs)]) {
+      chunkFn_[i] = chunkFn_[static_cast<std::size_t>(k.sameAs)];
+      continue;
+    }
+    auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)}, false);
+    auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage, whole->getName() + ".p" + std::to_string(made++),
+                                      whole->getParent());
+    fn->setAttributes(llvm::AttributeList::get(ctx, whole->getAttributes().getFnAttrs(), llvm::AttributeSet(), {}));
+    fn->addFnAttr(llvm::Attribute::NoInline);
+    fn->addParamAttr(0, llvm::Attribute::NoAlias);
+    fn->addParamAttr(0, llvm::Attribute::NoCapture);
+    fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+    openFrame(fn);
+    llvm::IRBuilder<> eb(entry_);
+    llvm::Value* c = fn->getArg(0);
+    auto load = [&](std::size_t slot) { return eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, c, slot)); };
+    for (std::size_t j = 0; j < k.buffers.size(); ++j) {
+      buffers_[static_cast<std::size_t>(k.buffers[j])] = load(j);
+      bufferSet_.push_back(k.buffers[j]);
+    }
+    scratch_ = load(k.buffers.size());
+    kernelFrame_ = true;
+    Chunk chunk{fn->getArg(1), {}};
+    for (const LoopRoot& r : k.roots)
+      if (r.reduction && k.partials) chunk.partials.push_back(load(k.buffers.size() + 1 + chunk.partials.size()));
+    emitLoop(k, &chunk);
+    finishAliasScopes(i);
+    endFrame();
+    chunkFn_[i] = fn;
+  }
+  out_ = whole;
+}
+
+void FunctionEmitter::emitParallelLoop(const Kernel& k) {
+  const std::size_t i = static_cast<std::size_t>(&k - plan_.kernels.data());
+  static const ir::Op noOp{};
+  LowerCtx c = lowerCtx(noOp, {});
+  std::size_t reductions = 0;
+  for (const LoopRoot& r : k.roots) reductions += r.reduction && k.partials;
+  const std::size_t n = k.buffers.size();
+  llvm::Value* ctx = entryAlloca(b_.getPtrTy(), n + 1 + reductions);
+  for (std::size_t j = 0; j < n; ++j) b_.CreateStore(buffer(k.buffers[j]), ctxSlot(b_, ctx, j));
+  b_.CreateStore(scratch_, ctxSlot(b_, ctx, n));
+  std::vector<llvm::Value*> partials;
+  for (const LoopRoot& r : k.roots)
+    if (r.reduction && k.partials) {
+      partials.push_back(entryAlloca(c.scalarType(f_.type(r.value).dtype), static_cast<uint64_t>(k.chunks)));
+      b_.CreateStore(partials.back(), ctxSlot(b_, ctx, n + partials.size()));
+    }
+  llvm::Type* voidTy = b_.getVoidTy();
+  llvm::FunctionCallee pf = llvmModule().getOrInsertFunction(
+      "adjit_parallel_for", llvm::FunctionType::get(voidTy, {b_.getPtrTy(), b_.getPtrTy(), b_.getInt64Ty()}, false));
+  b_.CreateCall(pf, {chunkFn_[i], ctx, c.i64(k.chunks)});
+  // Partial results combine in chunk order, whichever threads made them.
+  std::size_t p = 0;
+  for (const LoopRoot& r : k.roots) {
+    if (!r.reduction || !k.partials) continue;
+    const DType t = f_.type(r.value).dtype;
+    EmitBase eb = base(*r.op);
+    const ops::ReduceHooks& rh = *ops::info(r.op->kind).hooks.reduce;
+    llvm::Value* acc = entryAlloca(c.scalarType(t), 1);
+    b_.CreateStore(rh.identity(eb, t), acc);
+    llvm::Value* part = partials[p++];
+    c.loop(k.chunks, [&](llvm::Value* ci) {
+      llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), part, ci));
+      b_.CreateStore(rh.combine(eb, t, b_.CreateLoad(c.scalarType(t), acc), x), acc);
+    });
+    c.store(t, b_.CreateLoad(c.scalarType(t), acc), buffer(r.value), c.i64(0));
+  }
 }
 
 /// Kernels the plan found to repeat (Kernel::sameAs) are emitted once, as an
@@ -737,6 +884,7 @@ uint64_t FunctionEmitter::emit() {
       fn->addFnAttr(llvm::Attribute::NoInline);
       chunks.push_back(fn);
     }
+  emitChunkFunctions();
   emitSharedKernels();
   int frame = -1;
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
@@ -802,7 +950,7 @@ static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, c
 }
 
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       const VectorUnit& unit, bool packed, std::string* plans) {
+                       const VectorUnit& unit, bool packed, std::string* plans, bool parallel) {
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
@@ -814,9 +962,9 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     // A called function stays one function: inlined at each of many call
     // sites (a step of an unrolled recurrence) it would multiply LLVM's work.
     if (!isEntry) fn->addFnAttr(llvm::Attribute::NoInline);
-    FusionPlan plan = planFusion(f, {.effects = &effects});
+    FusionPlan plan = planFusion(f, {.effects = &effects, .parallel = parallel});
     if (plans) *plans += plan.str();
-    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit);
+    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel);
     FunctionEmitter::Lowered l{fn, fe.emit()};
     done[f.name] = l;
     return l;

@@ -24,7 +24,9 @@ namespace adjit::codegen {
 /// Register-blocked kernels are sized for `unit` (see vectorUnit in Target.h).
 /// With `packed` false, no `<symbol>.packed` entry point is emitted (ahead-of-time use).
 /// With `plans`, the fusion plan of every lowered function is appended to it.
+/// With `parallel`, loops with enough work are split into chunks run through
+/// adjit_parallel_for (jit/ThreadPool.h); without, the code calls nothing.
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       const VectorUnit& unit, bool packed = true, std::string* plans = nullptr);
+                       const VectorUnit& unit, bool packed = true, std::string* plans = nullptr, bool parallel = false);
 
 } // namespace adjit::codegen

@@ -71,6 +71,8 @@ struct EmitBase {
   /// A private constant global holding the array's data.
   llvm::Value* globalConstant(const Array& a) const;
   const VectorUnit& vectorUnit() const;
+  /// Whether code may split work among threads (adjit_parallel_for).
+  bool parallel() const;
   llvm::Module& llvmModule() const;
 };
 
@@ -99,6 +101,8 @@ struct LowerCtx : EmitBase {
   void loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
   /// for (iv = 0; iv < n; ++iv) body(iv).
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) const;
+  /// for (iv = begin; iv < end; ++iv) body(iv), bounds known at run time.
+  void loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const;
   /// A stack slot for a scalar accumulator of dtype t.
   llvm::Value* scalarSlot(DType t) const;
   /// A stack array of `count` values of type t (in the entry block).

@@ -66,6 +66,15 @@ struct Kernel {
   int sameAs = -1;
   std::vector<ir::ValueId> buffers; ///< sameAs >= 0: the buffers the code reads and writes, in a fixed order
   int run = -1;                     ///< the Run this kernel is part of, if any
+  /// Loop: > 1 when the loop is split into this many chunks that may run on
+  /// several threads (PlanOptions::parallel): chunk c covers rows
+  /// [c·chunkRows, (c+1)·chunkRows) of axis 0 of the domain; with `partials`
+  /// (a reduction over the whole domain) each chunk reduces into a partial
+  /// result, and the partials are combined in chunk order.
+  /// The partition depends on the program only, never on the thread count.
+  int64_t chunks = 0;
+  int64_t chunkRows = 0;
+  bool partials = false;
 };
 
 /// Consecutive kernels repeating one pattern of shared code: kernels
@@ -105,6 +114,8 @@ struct PlanOptions {
   int functionBudget = 384;
   /// Which ops have side effects (kept in program order); null: those not kPure.
   const ops::Effects* effects = nullptr;
+  /// Split loops with enough work into chunks for threads (Kernel::chunks).
+  bool parallel = false;
 };
 
 /// Plans `f`. Linear in the number of ops (times the body budget).

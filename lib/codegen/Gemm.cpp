@@ -182,9 +182,12 @@ public:
   llvm::Value* loadVec(llvm::Value* base, llvm::Value* i) { return b_.CreateAlignedLoad(vec_, at(base, i), align()); }
   void storeVec(llvm::Value* v, llvm::Value* base, llvm::Value* i) { b_.CreateAlignedStore(v, at(base, i), align()); }
   llvm::Value* zero() { return llvm::ConstantFP::get(elem_, 0.0); }
-  llvm::Value* alloca(int64_t count) {
+  llvm::Value* alloca(int64_t count) { return allocaOf(elem_, count); }
+  /// `count` 8-byte slots.
+  llvm::Value* alloca8(int64_t count) { return allocaOf(b_.getInt64Ty(), count); }
+  llvm::Value* allocaOf(llvm::Type* t, int64_t count) {
     llvm::IRBuilder<> eb(entry_, entry_->begin());
-    auto* a = eb.CreateAlloca(elem_, eb.getInt64(static_cast<uint64_t>(count)));
+    auto* a = eb.CreateAlloca(t, eb.getInt64(static_cast<uint64_t>(count)));
     a->setAlignment(llvm::Align(64));
     return a;
   }
@@ -204,11 +207,190 @@ private:
   llvm::BasicBlock* entry_;
 };
 
-/// void gemm(A, B, C, Ap, Bp, M, N, K): C = op(A) op(B) for one matrix.
-llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool transB, const VectorUnit& unit) {
-  const std::string name = std::string("adjit.gemm.") + std::string(name_of(t)) + "." + (transA ? "t" : "n") +
-                           (transB ? "t" : "n") + "." + std::to_string(unit.bits);
+/// The context the packed product's chunk functions read: 8-byte slots.
+enum Slot { sA, sB, sC, sAp, sBp, sM, sN, sK, sIc, sJc, sPc, sKc, sMc, sNc, sFirst, kSlots };
+
+/// The slots of a context, loaded in a chunk function's entry.
+struct Slots {
+  Builder& b;
+  llvm::Value* base;
+  llvm::Value* ptr(Slot s) const { return b.CreateLoad(b.getPtrTy(), at(s)); }
+  llvm::Value* i64(Slot s) const { return b.CreateLoad(b.getInt64Ty(), at(s)); }
+  llvm::Value* at(Slot s) const { return b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), base, static_cast<uint64_t>(s)); }
+};
+
+/// void name(ptr slots, i64 chunk): body(g, slots, chunk), once per module.
+template <class Body>
+llvm::Function* chunkFunction(llvm::Module& module, const std::string& name, DType t, const VectorUnit& unit, Body body) {
   if (llvm::Function* f = module.getFunction(name)) return f;
+  llvm::LLVMContext& ctx = module.getContext();
+  auto* fn = llvm::Function::Create(
+      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)}, false),
+      llvm::GlobalValue::InternalLinkage, name, module);
+  fn->addParamAttr(0, llvm::Attribute::NoCapture);
+  fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  fn->addFnAttr(llvm::Attribute::NoInline);
+  // Keep the micro-kernel's vectors whole where the CPU's tuning would split
+  // 512-bit vectors in two.
+  fn->addFnAttr("min-legal-vector-width", std::to_string(unit.bits));
+  fn->addFnAttr("prefer-vector-width", std::to_string(unit.bits));
+  Gen g(fn, t, blockingFor(t, unit));
+  body(g, Slots{g.b_, fn->getArg(0)}, static_cast<llvm::Value*>(fn->getArg(1)));
+  g.finish();
+  return fn;
+}
+
+/// Packs panel `chunk` of B[pc:pc+kc, jc:jc+nc] (NR columns) into Bp[panel][p][jj].
+llvm::Function* packBFunction(llvm::Module& module, DType t, const VectorUnit& unit, bool transB, const std::string& name) {
+  return chunkFunction(module, name, t, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
+    Builder& b = g.b_;
+    const int64_t NR = g.bl_.nr, W = g.bl_.lanes, NV = NR / W;
+    llvm::Value *B = sl.ptr(sB), *Bp = sl.ptr(sBp), *N = sl.i64(sN), *K = sl.i64(sK);
+    llvm::Value *jc = sl.i64(sJc), *pc = sl.i64(sPc), *kc = sl.i64(sKc), *nc = sl.i64(sNc);
+    auto bIndex = [&](llvm::Value* p, llvm::Value* j) { return transB ? g.add(g.mul(j, K), p) : g.add(g.mul(p, N), j); };
+    llvm::Value* j0 = g.mul(chunk, g.i64(NR));
+    llvm::Value* panel = g.at(Bp, g.mul(j0, kc));
+    llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, j0));
+    llvm::Value* col0 = g.add(jc, j0);
+    g.ifElse(
+        b.CreateICmpEQ(cols, g.i64(NR)),
+        [&] {
+          if (!transB) { // rows of B are contiguous: copy vectors
+            g.forCount(kc, [&](llvm::Value* p) {
+              llvm::Value* src = bIndex(g.add(pc, p), col0);
+              for (int64_t v = 0; v < NV; ++v)
+                g.storeVec(g.loadVec(B, g.add(src, g.i64(v * W))), panel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W)));
+            });
+          } else { // columns of op(B) are contiguous: read along them
+            g.forCount(g.i64(NR), [&](llvm::Value* jj) {
+              g.forCount(kc, [&](llvm::Value* p) {
+                g.store(g.load(B, bIndex(g.add(pc, p), g.add(col0, jj))), panel, g.add(g.mul(p, g.i64(NR)), jj));
+              });
+            });
+          }
+        },
+        [&] { // the last, narrower panel: zeros past column `cols`
+          g.forCount(kc, [&](llvm::Value* p) {
+            g.forCount(g.i64(NR), [&](llvm::Value* jj) {
+              llvm::Value* in = b.CreateICmpSLT(jj, cols);
+              llvm::Value* j = b.CreateSelect(in, jj, g.i64(0));
+              llvm::Value* v = b.CreateSelect(in, g.load(B, bIndex(g.add(pc, p), g.add(col0, j))), g.zero());
+              g.store(v, panel, g.add(g.mul(p, g.i64(NR)), jj));
+            });
+          });
+        });
+  });
+}
+
+/// Packs panel `chunk` of A[ic:ic+mc, pc:pc+kc] (MR rows) into Ap[panel][p][ii].
+llvm::Function* packAFunction(llvm::Module& module, DType t, const VectorUnit& unit, bool transA, const std::string& name) {
+  return chunkFunction(module, name, t, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
+    Builder& b = g.b_;
+    const int64_t MR = g.bl_.mr;
+    llvm::Value *A = sl.ptr(sA), *Ap = sl.ptr(sAp), *M = sl.i64(sM), *K = sl.i64(sK);
+    llvm::Value *ic = sl.i64(sIc), *pc = sl.i64(sPc), *kc = sl.i64(sKc), *mc = sl.i64(sMc);
+    auto aIndex = [&](llvm::Value* i, llvm::Value* p) { return transA ? g.add(g.mul(p, M), i) : g.add(g.mul(i, K), p); };
+    llvm::Value* i0 = g.mul(chunk, g.i64(MR));
+    llvm::Value* panel = g.at(Ap, g.mul(i0, kc));
+    llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, i0));
+    llvm::Value* row0 = g.add(ic, i0);
+    g.ifElse(
+        b.CreateICmpEQ(rows, g.i64(MR)),
+        [&] {
+          if (!transA) { // rows of A are contiguous: read along them
+            // (LLVM's vectoriser turns this transposing copy into
+            // shuffles: 20% of a 512^3 product's time without it)
+            g.forCount(g.i64(MR), [&](llvm::Value* ii) {
+              g.forCount(kc, [&](llvm::Value* p) {
+                g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
+              }, /*optimise=*/true);
+            });
+          } else {
+            g.forCount(kc, [&](llvm::Value* p) {
+              g.forCount(g.i64(MR), [&](llvm::Value* ii) {
+                g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
+              });
+            });
+          }
+        },
+        [&] { // the last, shorter panel: zeros past row `rows`
+          g.forCount(kc, [&](llvm::Value* p) {
+            g.forCount(g.i64(MR), [&](llvm::Value* ii) {
+              llvm::Value* in = b.CreateICmpSLT(ii, rows);
+              llvm::Value* i = b.CreateSelect(in, ii, g.i64(0));
+              llvm::Value* v = b.CreateSelect(in, g.load(A, aIndex(g.add(row0, i), g.add(pc, p))), g.zero());
+              g.store(v, panel, g.add(g.mul(p, g.i64(MR)), ii));
+            });
+          });
+        });
+  });
+}
+
+/// Column panel `chunk` (NR columns) of C's block at (ic, jc) += packed A
+/// block · packed B panel, one micro-tile per MR rows. The edge tile lives in
+/// this function: each thread has its own.
+llvm::Function* panelFunction(llvm::Module& module, DType t, const VectorUnit& unit, const std::string& name) {
+  return chunkFunction(module, name, t, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
+    Builder& b = g.b_;
+    const int64_t MR = g.bl_.mr, NR = g.bl_.nr, W = g.bl_.lanes, NV = NR / W;
+    llvm::Value *Ap = sl.ptr(sAp), *Bp = sl.ptr(sBp), *C = sl.ptr(sC), *N = sl.i64(sN);
+    llvm::Value *ic = sl.i64(sIc), *jc = sl.i64(sJc), *kc = sl.i64(sKc), *mc = sl.i64(sMc), *nc = sl.i64(sNc);
+    llvm::Value* first = b.CreateICmpNE(sl.i64(sFirst), g.i64(0));
+    llvm::Value* tile = g.alloca(MR * NR); // an edge tile of C
+    llvm::Value* jr = g.mul(chunk, g.i64(NR));
+    llvm::Value* bPanel = g.at(Bp, g.mul(jr, kc));
+    llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, jr));
+    g.forRange(g.i64(0), mc, MR, [&](llvm::Value* ir) {
+      llvm::Value* aPanel = g.at(Ap, g.mul(ir, kc));
+      llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, ir));
+      // The tile of C is read after the k loop: fetch its lines now, so
+      // they arrive during the loop instead of stalling after it.
+      llvm::Value* c0 = g.add(g.mul(g.add(ic, ir), N), g.add(jc, jr));
+      g.forCount(rows, [&](llvm::Value* r) {
+        llvm::Value* rowAt = g.add(c0, g.mul(r, N));
+        for (int64_t v = 0; v < NV; ++v)
+          b.CreateIntrinsic(llvm::Intrinsic::prefetch, {b.getPtrTy()},
+                            {g.at(C, g.add(rowAt, g.i64(v * W))), b.getInt32(1), b.getInt32(3), b.getInt32(1)});
+      });
+      std::vector<llvm::Value*> sums = g.microKernel(
+          kc, MR, NV, [&](llvm::Value* p, int64_t r) { return g.load(aPanel, g.add(g.mul(p, g.i64(MR)), g.i64(r))); },
+          [&](llvm::Value* p, int64_t v) { return g.loadVec(bPanel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W))); });
+      auto update = [&](llvm::Value* old, llvm::Value* sum) { return b.CreateSelect(first, sum, b.CreateFAdd(old, sum)); };
+      g.ifElse(
+          b.CreateAnd(b.CreateICmpEQ(rows, g.i64(MR)), b.CreateICmpEQ(cols, g.i64(NR))),
+          [&] {
+            for (int64_t r = 0; r < MR; ++r)
+              for (int64_t v = 0; v < NV; ++v) {
+                llvm::Value* at = g.add(c0, g.add(g.mul(g.i64(r), N), g.i64(v * W)));
+                g.storeVec(update(g.loadVec(C, at), sums[static_cast<std::size_t>(r * NV + v)]), C, at);
+              }
+          },
+          [&] {
+            for (int64_t r = 0; r < MR; ++r)
+              for (int64_t v = 0; v < NV; ++v) g.storeVec(sums[static_cast<std::size_t>(r * NV + v)], tile, g.i64(r * NR + v * W));
+            g.forCount(rows, [&](llvm::Value* r) {
+              g.forCount(cols, [&](llvm::Value* j) {
+                llvm::Value* at = g.add(c0, g.add(g.mul(r, N), j));
+                g.store(update(g.load(C, at), g.load(tile, g.add(g.mul(r, g.i64(NR)), j))), C, at);
+              });
+            });
+          });
+    });
+  });
+}
+
+/// void gemm(A, B, C, Ap, Bp, M, N, K): C = op(A) op(B) for one matrix. Its
+/// packing and column panels are chunk functions over one context; with
+/// `parallel`, each step's chunks go through adjit_parallel_for. Every element
+/// of C is summed by one chunk in one order: results do not depend on threads.
+llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool transB, const VectorUnit& unit, bool parallel) {
+  const std::string base = std::string("adjit.gemm.") + std::string(name_of(t)) + "." + std::to_string(unit.bits);
+  const std::string name = base + "." + (transA ? "t" : "n") + (transB ? "t" : "n") + (parallel ? ".par" : "");
+  if (llvm::Function* f = module.getFunction(name)) return f;
+  llvm::Function* packB = packBFunction(module, t, unit, transB, base + ".packB." + (transB ? "t" : "n"));
+  llvm::Function* packA = packAFunction(module, t, unit, transA, base + ".packA." + (transA ? "t" : "n"));
+  llvm::Function* panel = panelFunction(module, t, unit, base + ".panel");
   llvm::LLVMContext& ctx = module.getContext();
   auto* ptr = llvm::PointerType::get(ctx, 0);
   auto* i64 = llvm::Type::getInt64Ty(ctx);
@@ -218,141 +400,38 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
     fn->addParamAttr(a, llvm::Attribute::NoAlias);
     fn->addParamAttr(a, llvm::Attribute::NoCapture);
   }
-  fn->addParamAttr(0, llvm::Attribute::ReadOnly);
-  fn->addParamAttr(1, llvm::Attribute::ReadOnly);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
   fn->addFnAttr(llvm::Attribute::NoInline);
-  // Keep the micro-kernel's vectors whole where the CPU's tuning would split
-  // 512-bit vectors in two.
-  fn->addFnAttr("min-legal-vector-width", std::to_string(unit.bits));
-  fn->addFnAttr("prefer-vector-width", std::to_string(unit.bits));
-
   const Blocking bl = blockingFor(t, unit);
   Gen g(fn, t, bl);
   Builder& b = g.b_;
-  llvm::Value *A = fn->getArg(0), *B = fn->getArg(1), *C = fn->getArg(2), *Ap = fn->getArg(3), *Bp = fn->getArg(4);
+  llvm::Value* slots = g.alloca8(kSlots);
+  auto set = [&](Slot s, llvm::Value* v) { b.CreateStore(v, Slots{b, slots}.at(s)); };
+  for (unsigned a = 0; a < 8; ++a) set(static_cast<Slot>(a), fn->getArg(a)); // A, B, C, Ap, Bp, M, N, K
   llvm::Value *M = fn->getArg(5), *N = fn->getArg(6), *K = fn->getArg(7);
-  const int64_t MR = bl.mr, NR = bl.nr, W = bl.lanes, NV = NR / W;
-  // op(A)[i, p] and op(B)[p, j] as element indices of A and B.
-  auto aIndex = [&](llvm::Value* i, llvm::Value* p) { return transA ? g.add(g.mul(p, M), i) : g.add(g.mul(i, K), p); };
-  auto bIndex = [&](llvm::Value* p, llvm::Value* j) { return transB ? g.add(g.mul(j, K), p) : g.add(g.mul(p, N), j); };
-  llvm::Value* tile = g.alloca(MR * NR); // an edge tile of C
-
+  llvm::FunctionCallee parallelFor = module.getOrInsertFunction(
+      "adjit_parallel_for", llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getPtrTy(), b.getInt64Ty()}, false));
+  // Runs chunks [0, count) of f: on threads, or in order here.
+  auto dispatch = [&](llvm::Function* f, llvm::Value* count) {
+    if (parallel) b.CreateCall(parallelFor, {f, slots, count});
+    else g.forCount(count, [&](llvm::Value* c) { b.CreateCall(f, {slots, c}); });
+  };
+  auto panels = [&](llvm::Value* extent, int64_t width) { return b.CreateUDiv(g.add(extent, g.i64(width - 1)), g.i64(width)); };
   g.forRange(g.i64(0), N, bl.nc, [&](llvm::Value* jc) {
     llvm::Value* nc = g.min(g.i64(bl.nc), b.CreateSub(N, jc));
+    set(sJc, jc);
+    set(sNc, nc);
     g.forRange(g.i64(0), K, bl.kc, [&](llvm::Value* pc) {
-      llvm::Value* kc = g.min(g.i64(bl.kc), b.CreateSub(K, pc));
-      llvm::Value* first = b.CreateICmpEQ(pc, g.i64(0));
-      // Pack B[pc:pc+kc, jc:jc+nc] into panels of NR columns: Bp[panel][p][jj].
-      g.forRange(g.i64(0), nc, NR, [&](llvm::Value* j0) {
-        llvm::Value* panel = g.at(Bp, g.mul(j0, kc));
-        llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, j0));
-        llvm::Value* col0 = g.add(jc, j0);
-        g.ifElse(
-            b.CreateICmpEQ(cols, g.i64(NR)),
-            [&] {
-              if (!transB) { // rows of B are contiguous: copy vectors
-                g.forCount(kc, [&](llvm::Value* p) {
-                  llvm::Value* src = bIndex(g.add(pc, p), col0);
-                  for (int64_t v = 0; v < NV; ++v)
-                    g.storeVec(g.loadVec(B, g.add(src, g.i64(v * W))), panel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W)));
-                });
-              } else { // columns of op(B) are contiguous: read along them
-                g.forCount(g.i64(NR), [&](llvm::Value* jj) {
-                  g.forCount(kc, [&](llvm::Value* p) {
-                    g.store(g.load(B, bIndex(g.add(pc, p), g.add(col0, jj))), panel, g.add(g.mul(p, g.i64(NR)), jj));
-                  });
-                });
-              }
-            },
-            [&] { // the last, narrower panel: zeros past column `cols`
-              g.forCount(kc, [&](llvm::Value* p) {
-                g.forCount(g.i64(NR), [&](llvm::Value* jj) {
-                  llvm::Value* in = b.CreateICmpSLT(jj, cols);
-                  llvm::Value* j = b.CreateSelect(in, jj, g.i64(0));
-                  llvm::Value* v = b.CreateSelect(in, g.load(B, bIndex(g.add(pc, p), g.add(col0, j))), g.zero());
-                  g.store(v, panel, g.add(g.mul(p, g.i64(NR)), jj));
-                });
-              });
-            });
-      });
+      set(sPc, pc);
+      set(sKc, g.min(g.i64(bl.kc), b.CreateSub(K, pc)));
+      set(sFirst, b.CreateZExt(b.CreateICmpEQ(pc, g.i64(0)), b.getInt64Ty()));
+      dispatch(packB, panels(nc, bl.nr));
       g.forRange(g.i64(0), M, bl.mc, [&](llvm::Value* ic) {
         llvm::Value* mc = g.min(g.i64(bl.mc), b.CreateSub(M, ic));
-        // Pack A[ic:ic+mc, pc:pc+kc] into panels of MR rows: Ap[panel][p][ii].
-        g.forRange(g.i64(0), mc, MR, [&](llvm::Value* i0) {
-          llvm::Value* panel = g.at(Ap, g.mul(i0, kc));
-          llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, i0));
-          llvm::Value* row0 = g.add(ic, i0);
-          g.ifElse(
-              b.CreateICmpEQ(rows, g.i64(MR)),
-              [&] {
-                if (!transA) { // rows of A are contiguous: read along them
-                  // (LLVM's vectoriser turns this transposing copy into
-                  // shuffles: 20% of a 512^3 product's time without it)
-                  g.forCount(g.i64(MR), [&](llvm::Value* ii) {
-                    g.forCount(kc, [&](llvm::Value* p) {
-                      g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
-                    }, /*optimise=*/true);
-                  });
-                } else {
-                  g.forCount(kc, [&](llvm::Value* p) {
-                    g.forCount(g.i64(MR), [&](llvm::Value* ii) {
-                      g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
-                    });
-                  });
-                }
-              },
-              [&] { // the last, shorter panel: zeros past row `rows`
-                g.forCount(kc, [&](llvm::Value* p) {
-                  g.forCount(g.i64(MR), [&](llvm::Value* ii) {
-                    llvm::Value* in = b.CreateICmpSLT(ii, rows);
-                    llvm::Value* i = b.CreateSelect(in, ii, g.i64(0));
-                    llvm::Value* v = b.CreateSelect(in, g.load(A, aIndex(g.add(row0, i), g.add(pc, p))), g.zero());
-                    g.store(v, panel, g.add(g.mul(p, g.i64(MR)), ii));
-                  });
-                });
-              });
-        });
-        g.forRange(g.i64(0), nc, NR, [&](llvm::Value* jr) {
-          llvm::Value* bPanel = g.at(Bp, g.mul(jr, kc));
-          llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, jr));
-          g.forRange(g.i64(0), mc, MR, [&](llvm::Value* ir) {
-            llvm::Value* aPanel = g.at(Ap, g.mul(ir, kc));
-            llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, ir));
-            // The tile of C is read after the k loop: fetch its lines now, so
-            // they arrive during the loop instead of stalling after it.
-            llvm::Value* c0 = g.add(g.mul(g.add(ic, ir), N), g.add(jc, jr));
-            g.forCount(rows, [&](llvm::Value* r) {
-              llvm::Value* rowAt = g.add(c0, g.mul(r, N));
-              for (int64_t v = 0; v < NV; ++v)
-                b.CreateIntrinsic(llvm::Intrinsic::prefetch, {b.getPtrTy()},
-                                  {g.at(C, g.add(rowAt, g.i64(v * W))), b.getInt32(1), b.getInt32(3), b.getInt32(1)});
-            });
-            std::vector<llvm::Value*> sums = g.microKernel(
-                kc, MR, NV, [&](llvm::Value* p, int64_t r) { return g.load(aPanel, g.add(g.mul(p, g.i64(MR)), g.i64(r))); },
-                [&](llvm::Value* p, int64_t v) { return g.loadVec(bPanel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W))); });
-            auto update = [&](llvm::Value* old, llvm::Value* s) { return b.CreateSelect(first, s, b.CreateFAdd(old, s)); };
-            g.ifElse(
-                b.CreateAnd(b.CreateICmpEQ(rows, g.i64(MR)), b.CreateICmpEQ(cols, g.i64(NR))),
-                [&] {
-                  for (int64_t r = 0; r < MR; ++r)
-                    for (int64_t v = 0; v < NV; ++v) {
-                      llvm::Value* at = g.add(c0, g.add(g.mul(g.i64(r), N), g.i64(v * W)));
-                      g.storeVec(update(g.loadVec(C, at), sums[static_cast<std::size_t>(r * NV + v)]), C, at);
-                    }
-                },
-                [&] {
-                  for (int64_t r = 0; r < MR; ++r)
-                    for (int64_t v = 0; v < NV; ++v) g.storeVec(sums[static_cast<std::size_t>(r * NV + v)], tile, g.i64(r * NR + v * W));
-                  g.forCount(rows, [&](llvm::Value* r) {
-                    g.forCount(cols, [&](llvm::Value* j) {
-                      llvm::Value* at = g.add(c0, g.add(g.mul(r, N), j));
-                      g.store(update(g.load(C, at), g.load(tile, g.add(g.mul(r, g.i64(NR)), j))), C, at);
-                    });
-                  });
-                });
-          });
-        });
+        set(sIc, ic);
+        set(sMc, mc);
+        dispatch(packA, panels(mc, bl.mr));
+        dispatch(panel, panels(nc, bl.nr));
       });
     });
   });
@@ -456,7 +535,7 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
     });
     return;
   }
-  llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit);
+  llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit, c.parallel());
   const auto [aBytes, bBytes] = packedBytes(s, blockingFor(s.dtype, unit));
   llvm::Value* work = c.workspace(aBytes + bBytes);
   llvm::Value* Ap = work;

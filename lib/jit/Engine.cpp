@@ -1,5 +1,8 @@
 // jit/Engine.cpp — the compile pipeline and the process-wide LLJIT.
 #include "jit/Engine.h"
+#include "jit/ThreadPool.h"
+
+#include <optional>
 
 #include "codegen/Codegen.h"
 #include "jit/Callbacks.h"
@@ -53,6 +56,8 @@ llvm::orc::LLJIT& engine() {
     llvm::orc::SymbolMap runtime;
     runtime[(*j)->mangleAndIntern("adjit_host_callback")] =
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_host_callback), llvm::JITSymbolFlags::Exported);
+    runtime[(*j)->mangleAndIntern("adjit_parallel_for")] =
+        llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_parallel_for), llvm::JITSymbolFlags::Exported);
     if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))
       throw Error("cannot start the JIT: " + llvm::toString(std::move(err)));
     auto g = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
@@ -317,7 +322,8 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   llvm::LLVMContext ctx;
   llvm::Module lm(label, ctx);
   std::string plans;
-  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, codegen::vectorUnit(*tm), true, (stages || dump) ? &plans : nullptr);
+  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, codegen::vectorUnit(*tm), true, (stages || dump) ? &plans : nullptr,
+                                                  /*parallel=*/true);
   if (stages) stages->plan = plans;
   if (dump) dumpFile(label + ".3-plan.txt", plans);
   codegen::configureModule(lm, *tm);
@@ -425,7 +431,9 @@ struct ArenaSlice {
 
 } // namespace
 
-void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs) {
+void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs, int threads) {
+  std::optional<CallThreads> scope;
+  if (threads > 0) scope.emplace(threads);
   constexpr std::size_t kInline = 16;
   void* inlinePtrs[kInline];
   std::vector<void*> heapPtrs;

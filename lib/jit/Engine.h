@@ -54,6 +54,8 @@ void delayKernelTeardown(std::chrono::milliseconds delay);
 std::size_t liveKernels();
 
 /// Calls a kernel on arrays of its input types; outputs are allocated here.
-void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs);
+/// With `threads` > 0, the kernel's split loops use at most that many threads
+/// (0: ADJIT_NUM_THREADS or the hardware's concurrency).
+void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs, int threads = 0);
 
 } // namespace adjit::engine

@@ -50,7 +50,9 @@ static bool matches(const JitCore::Entry& e, std::span<const Leaf> args) {
   return true;
 }
 
-JitCore::JitCore(JitOptions o) : opts_(std::move(o)), impl_(std::make_unique<Impl>()) {}
+JitCore::JitCore(JitOptions o) : opts_(std::move(o)), impl_(std::make_unique<Impl>()) {
+  if (opts_.threads < 0) throw Error("jit: threads must be 0 (the default) or positive, got " + std::to_string(opts_.threads));
+}
 JitCore::~JitCore() = default;
 
 static std::vector<Type> typesOf(std::span<const Leaf> args) {
@@ -123,7 +125,7 @@ const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> a
     impl_->last.store(e, std::memory_order_release);
   }
   if (e->variables.reads.empty()) {
-    engine::run(*e->kernel, args, outs);
+    engine::run(*e->kernel, args, outs, opts_.threads);
     return e->skeleton;
   }
   // Variables: their storage is passed without copying, under their locks
@@ -135,7 +137,7 @@ const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> a
   for (VariableState* v : locked) locks.emplace_back(v->m);
   std::vector<Leaf> all(args.begin(), args.end());
   for (const auto& v : e->variables.reads) all.push_back({v->value.raw(), &v->value.type()});
-  engine::run(*e->kernel, all, outs);
+  engine::run(*e->kernel, all, outs, opts_.threads);
   const std::size_t nUser = outs.size() - e->variables.writes.size();
   for (std::size_t i = 0; i < e->variables.writes.size(); ++i) e->variables.writes[i]->value = std::move(outs[nUser + i]);
   outs.resize(nUser);

@@ -312,3 +312,59 @@ TEST_CASE("identical functions share one kernel") {
   g(Array(1.0));
   CHECK(engine::liveKernels() == before + 1);
 }
+
+namespace {
+/// The bytes of an Array, for bitwise comparison.
+std::string bytesOf(const Array& a) { return std::string(static_cast<const char*>(a.raw()), a.bytes()); }
+} // namespace
+
+TEST_CASE("split loops run on threads: bitwise identical results for every thread count") {
+  // Large enough to be split (a full reduction with partials, rows of a
+  // reduction, an elementwise gradient), with values whose sum depends on
+  // the order of additions.
+  const int64_t rows = 300, cols = 1000;
+  std::vector<float> xs(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(float(i) * 0.37f) * (1 + float(i % 97) * 1e3f);
+  const Array x(xs, {rows, cols});
+  auto f = [](Tensor x) {
+    Tensor total = sum(log1p(exp(x * 1e-3f)));             // all of x: partial sums per chunk
+    Tensor perRow = logsumexp(x * 1e-3f, {1});             // rows split among threads
+    return std::make_tuple(total, perRow, tanh(x * 1e-4f)); // elementwise
+  };
+  auto plan = jit(f, {.threads = 1}).lower(x).plan;
+  CHECK(plan.find("with partials") != std::string::npos);
+  CHECK(plan.find("chunks of") != std::string::npos);
+  const Module m = trace(f, x.type());
+  const std::vector<Array> want = m.interpret("f", {x});
+  std::vector<std::string> first;
+  for (int threads : {1, 2, 3, 8}) {
+    CAPTURE(threads);
+    auto [total, perRow, th] = jit(f, {.threads = threads})(x);
+    ADJIT_CHECK_CLOSE(total, want[0], 1e-5);
+    ADJIT_CHECK_CLOSE(perRow, want[1], 1e-5);
+    ADJIT_CHECK_CLOSE(th, want[2], 1e-5);
+    const std::vector<std::string> got = {bytesOf(total), bytesOf(perRow), bytesOf(th)};
+    if (first.empty()) first = got;
+    CHECK(got == first);
+  }
+  // The gradient too, and from several threads at once (the pool serves one
+  // call at a time; the others run their chunks themselves).
+  auto g = jit(grad([](Tensor x) { return sum(log1p(exp(x * 1e-3f))); }), {.threads = 2});
+  const std::string g1 = bytesOf(jit(grad([](Tensor x) { return sum(log1p(exp(x * 1e-3f))); }), {.threads = 1})(x));
+  std::vector<std::thread> callers;
+  std::atomic<int> differ{0};
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int i = 0; i < 20; ++i)
+        if (bytesOf(g(x)) != g1) ++differ;
+    });
+  for (auto& c : callers) c.join();
+  CHECK(differ == 0);
+  CHECK_THROWS_WITH_AS(jit(f, {.threads = -1}), doctest::Contains("threads must be 0 (the default) or positive, got -1"), Error);
+}
+
+TEST_CASE("small loops stay on one thread") {
+  // 10,000 elements of a few ops: below the split threshold.
+  auto plan = jit([](Tensor x) { return sum(exp(x)); }).lower(Array(std::vector<float>(10000, 1.0f))).plan;
+  CHECK(plan.find("chunks of") == std::string::npos);
+}

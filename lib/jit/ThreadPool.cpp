@@ -1,0 +1,146 @@
+// jit/ThreadPool.cpp — a pool of threads that sleep on a condition variable
+// between jobs; one job at a time, which the calling thread works on too.
+// Threads are started on demand, up to what calls ask for, and never stopped
+// (kernels may run during static destruction).
+#include "jit/ThreadPool.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace adjit::engine {
+namespace {
+
+/// One parallel_for: chunks are claimed through `next`; `finished` counts the
+/// ones done; `users` the pool threads still holding a pointer to the job.
+struct Job {
+  void (*fn)(void*, int64_t);
+  void* ctx;
+  int64_t chunks;
+  int helpers; ///< pool threads wanted
+  std::atomic<int64_t> next{0}, finished{0};
+  std::atomic<int> users{0};
+};
+
+/// About 100 µs of spinning.
+constexpr int kSpins = 20000;
+
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+class Pool {
+public:
+  /// Runs the job with up to `threads` threads (the caller's included);
+  /// false when another job holds the pool (the caller then runs it alone).
+  bool run(Job& job, int threads) {
+    // The mutex is only ever held for a few instructions; a job in progress
+    // (another caller's) is what sends this one to run alone.
+    std::unique_lock lock(mutex_);
+    if (current_) return false;
+    job.helpers = threads - 1;
+    while (static_cast<int>(workers_) < job.helpers) {
+      std::thread(&Pool::serve, this).detach();
+      ++workers_;
+    }
+    current_ = &job;
+    generation_.fetch_add(1, std::memory_order_release);
+    lock.unlock();
+    wake_.notify_all();
+    work(job);
+    while (job.finished.load(std::memory_order_acquire) < job.chunks) std::this_thread::yield();
+    lock.lock();
+    current_ = nullptr; // no thread joins the job from now on
+    lock.unlock();
+    while (job.users.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+    return true;
+  }
+
+  static thread_local bool inPool;
+
+private:
+  static void work(Job& job) {
+    for (int64_t c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
+      job.fn(job.ctx, c);
+      job.finished.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void serve() {
+    inPool = true;
+    uint64_t seen = 0;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      // Spin a while before sleeping: a kernel's loops come in quick
+      // succession, and waking a sleeping thread costs tens of microseconds.
+      lock.unlock();
+      for (int i = 0; i < kSpins && generation_.load(std::memory_order_acquire) == seen; ++i) pause();
+      lock.lock();
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+      seen = generation_.load(std::memory_order_relaxed);
+      Job* job = current_;
+      if (!job || job->helpers <= 0) continue;
+      --job->helpers;
+      job->users.fetch_add(1, std::memory_order_relaxed);
+      lock.unlock();
+      work(*job);
+      job->users.fetch_sub(1, std::memory_order_release);
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  Job* current_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  unsigned workers_ = 0;
+};
+
+thread_local bool Pool::inPool = false;
+
+Pool& pool() {
+  static Pool* p = new Pool; // never destroyed: its threads outlive main
+  return *p;
+}
+
+thread_local int callThreads = 0; // 0: defaultThreads()
+
+} // namespace
+
+int defaultThreads() {
+  static const int n = [] {
+    if (const char* e = std::getenv("ADJIT_NUM_THREADS")) {
+      char* end = nullptr;
+      const long v = std::strtol(e, &end, 10);
+      if (end != e && *end == '\0' && v >= 1 && v <= 1024) return static_cast<int>(v);
+      std::fprintf(stderr, "adjit: warning: ADJIT_NUM_THREADS='%s' ignored: expected an integer from 1 to 1024\n", e);
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw ? static_cast<int>(hw) : 1;
+  }();
+  return n;
+}
+
+CallThreads::CallThreads(int threads) : saved_(callThreads) { callThreads = threads; }
+CallThreads::~CallThreads() { callThreads = saved_; }
+
+} // namespace adjit::engine
+
+extern "C" void adjit_parallel_for(void (*fn)(void*, int64_t), void* ctx, int64_t chunks) noexcept {
+  using namespace adjit::engine;
+  const int threads = std::min<int64_t>(callThreads > 0 ? callThreads : defaultThreads(), chunks);
+  if (threads > 1 && !Pool::inPool) {
+    Job job{fn, ctx, chunks, 0};
+    if (pool().run(job, threads)) return;
+  }
+  for (int64_t c = 0; c < chunks; ++c) fn(ctx, c);
+}

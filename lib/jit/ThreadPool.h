@@ -1,0 +1,32 @@
+// jit/ThreadPool.h — the persistent thread pool compiled kernels split their
+// large loops over (adjit_parallel_for), and how many threads a call may use.
+#pragma once
+
+#include <cstdint>
+
+namespace adjit::engine {
+
+/// ADJIT_NUM_THREADS if set (a positive integer), else the hardware's concurrency.
+int defaultThreads();
+
+/// Sets how many threads (the caller included) kernels called from this
+/// thread may use until the scope ends; 1 runs every chunk in the caller.
+class CallThreads {
+public:
+  explicit CallThreads(int threads);
+  ~CallThreads();
+  CallThreads(const CallThreads&) = delete;
+  CallThreads& operator=(const CallThreads&) = delete;
+
+private:
+  int saved_;
+};
+
+} // namespace adjit::engine
+
+/// Runs fn(ctx, c) for every chunk c < chunks, on the pool's threads and the
+/// caller's, and returns when all are done. Which thread runs which chunk
+/// varies; the chunks themselves (and so the results) do not. Runs them in
+/// order in the caller when it may use one thread, when called from a pool
+/// thread (nested), or when another call holds the pool.
+extern "C" void adjit_parallel_for(void (*fn)(void*, int64_t), void* ctx, int64_t chunks) noexcept;
