@@ -17,6 +17,7 @@ struct AotRequest {
   std::vector<std::string> vjps;      ///< NAME: a gradient bundle NAME_fwd / NAME_bwd / NAME_residuals
   int optLevel = 2;
   std::string cpu;                    ///< empty: the host's
+  bool threads = false;               ///< split large loops, run through the header's adjit_parallel_for_hook
   std::string headerGuard = "ADJIT_MODEL_H";
   std::string source = "model.adj";   ///< named in the header's comment
 };

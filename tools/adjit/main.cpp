@@ -3,7 +3,7 @@
 //   adjit opt     FILE [--passes=P,...] [--print-after-all]
 //   adjit dump    FILE --emit=KIND [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
 //   adjit run     FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
-//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU]
+//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
 #include "autodiff/Reverse.h"
 #include "ir/Dot.h"
 #include "ir/Text.h"
@@ -33,7 +33,7 @@ using namespace adjit;
 struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu;
   std::vector<std::string> fns, grads, vjps, values;
-  bool printAfterAll = false, help = false, passesGiven = false;
+  bool printAfterAll = false, help = false, passesGiven = false, threads = false;
   int opt = 2;
 };
 
@@ -58,6 +58,7 @@ Args parseArgs(int argc, char** argv) {
     if (s == "--help" || s == "-h") a.help = true;
     else if (auto v = value("--passes")) a.passes = *v, a.passesGiven = true;
     else if (s == "--print-after-all") a.printAfterAll = true;
+    else if (s == "--threads") a.threads = true;
     else if (auto v = value("--emit")) a.emit = *v;
     else if (auto v = value("--fn")) a.fns.push_back(*v);
     else if (auto v = value("--grad")) a.grads.push_back(*v);
@@ -306,13 +307,16 @@ int runRun(const Args& a) {
 int runCompile(const Args& a) {
   if (a.help) {
     std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--vjp NAME]...\n"
-                "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\n"
+                "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU] [--threads]\n\n"
                 "Compiles functions of FILE into a relocatable object and a C header declaring them.\n"
                 "  --fn NAME    export @NAME (default: every function, unless --grad or --vjp is given)\n"
                 "  --grad NAME  also export NAME_grad(x..., dx...), the gradient of a scalar-valued @NAME\n"
                 "  --vjp NAME   export a gradient bundle: NAME, NAME_fwd (also filling a NAME_residuals\n"
                 "               struct declared in the header) and NAME_bwd (residuals and output\n"
                 "               cotangents in, input cotangents out)\n"
+                "  --threads    split large loops into chunks run through adjit_parallel_for_hook, a\n"
+                "               function pointer the header declares: set it to run chunks on your\n"
+                "               threads; left NULL, the calling thread runs them in order (default: serial code)\n"
                 "The object needs libc, libm and libmvec only. Outputs are deterministic and written\n"
                 "atomically: on any error no output file is left behind.\n");
     return 0;
@@ -327,6 +331,7 @@ int runCompile(const Args& a) {
   r.vjps = a.vjps;
   r.optLevel = a.opt;
   r.cpu = a.cpu;
+  r.threads = a.threads;
   r.source = std::filesystem::path(a.file).filename().string();
   std::string guard = "ADJIT_" + engine::cName(std::filesystem::path(a.header).stem().string()) + "_H";
   for (char& c : guard) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
