@@ -4,6 +4,9 @@
 
 #include <optional>
 
+#include <llvm/IR/PassTimingInfo.h>
+#include <llvm/Support/Timer.h>
+
 #include "codegen/Codegen.h"
 #include "jit/Callbacks.h"
 #include "jit/DiskCache.h"
@@ -351,6 +354,8 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
     objects = compileObjects(lm, r, *tm, symbol, partitions, optMs, emitMs);
   }
   double llvmMs = msSince(t1);
+  // ADJIT_LLVM_ARGS=-time-passes: LLVM's per-pass times of this compilation, on stderr.
+  if (llvm::TimePassesIsEnabled) llvm::reportAndResetTimings(&llvm::errs());
   if (cached) {
     std::vector<std::string> parts{symbol, std::to_string(scratch)};
     parts.insert(parts.end(), objects.begin(), objects.end());

@@ -1,0 +1,396 @@
+// bench/adbench.cpp — ADBench's GMM, BA and LSTM objectives and derivatives
+// written with adjit, checked against the reference outputs of ADBench's
+// hand-written (Manual) module with ADBench's criterion, and timed next to
+// Manual's timings on this machine kind. Data: ../shared/bench-data/adbench
+// (its README defines each objective). Not a test; prints, asserts nothing.
+//   adjit_adbench [gmm|ba|lstm]... [--threads N]   (default: all, all cores)
+#include <adjit/adjit.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace adjit;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kData = ADJIT_ADBENCH_DIR "/adbench/data/";
+const std::string kReference = ADJIT_ADBENCH_DIR "/adbench-reference/data/";
+int threads = 0;
+
+/// Every number of a text file, in order.
+std::vector<double> numbers(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<double> v;
+  for (double x; in >> x;) v.push_back(x);
+  return v;
+}
+
+/// ADBench's criterion: |x - y| / max(1, |x| + |y|), the largest over all entries.
+double mismatch(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(got[i]) + std::fabs(want[i])));
+  return worst;
+}
+
+std::vector<double> values(const Array& a) { return a.to_vector<double>(); }
+void append(std::vector<double>& to, const Array& a) {
+  const std::vector<double> v = values(a);
+  to.insert(to.end(), v.begin(), v.end());
+}
+
+/// Median of `reps` runs (at least 3, about 0.5 s in all), in seconds.
+double timeIt(const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  double total = 0;
+  while (t.size() < 3 || (total < 0.5 && t.size() < 101)) {
+    auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    total += t.back();
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+/// Manual's timings on this machine kind, by input ("gmm/1k/gmm_d10_K25").
+std::map<std::string, std::pair<double, double>> manualTimings() {
+  std::map<std::string, std::pair<double, double>> m;
+  std::ifstream in(ADJIT_ADBENCH_DIR "/adbench-reference/manual_timings_this_machine.csv");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::stringstream s(line);
+    std::string objective, input, f, j;
+    std::getline(s, objective, ',');
+    std::getline(s, input, ',');
+    std::getline(s, f, ',');
+    std::getline(s, j, ',');
+    m[input] = {std::atof(f.c_str()), std::atof(j.c_str())};
+  }
+  return m;
+}
+
+void row(const char* name, double err, double compileS, double tf, double tj, std::pair<double, double> manual) {
+  std::printf("%-26s %s (%.1e)  compile %6.2f s   objective %9.3f ms (Manual %9.3f, %5.2fx)   derivative %9.3f ms "
+              "(Manual %9.3f, %5.2fx)\n",
+              name, err <= 1e-8 ? "ok " : "BAD", err, compileS, tf * 1e3, manual.first * 1e3, tf / manual.first, tj * 1e3,
+              manual.second * 1e3, tj / manual.second);
+  std::fflush(stdout);
+}
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// ---- GMM ------------------------------------------------------------------------------------
+
+struct GmmInput {
+  int d = 0, k = 0, n = 0;
+  Array alpha, mu, q, l, x;
+  double gamma = 1, m = 0;
+  Array tri; ///< Q_k[r][c] as an index into [exp(q_k), l_k, 0]
+};
+
+GmmInput readGmm(const std::string& path) {
+  const std::vector<double> v = numbers(path);
+  GmmInput g;
+  std::size_t at = 0;
+  g.d = int(v[at++]);
+  g.k = int(v[at++]);
+  g.n = int(v[at++]);
+  const int d = g.d, k = g.k, n = g.n, nl = d * (d - 1) / 2;
+  auto take = [&](std::size_t count) {
+    std::vector<double> r(v.begin() + std::ptrdiff_t(at), v.begin() + std::ptrdiff_t(at + count));
+    at += count;
+    return r;
+  };
+  g.alpha = Array(take(std::size_t(k)), {k});
+  g.mu = Array(take(std::size_t(k * d)), {k, d});
+  std::vector<double> q, l;
+  for (int c = 0; c < k; ++c) {
+    const std::vector<double> qc = take(std::size_t(d)), lc = take(std::size_t(nl));
+    q.insert(q.end(), qc.begin(), qc.end());
+    l.insert(l.end(), lc.begin(), lc.end());
+  }
+  g.q = Array(q, {k, d});
+  g.l = Array(l, {k, nl});
+  g.x = Array(take(std::size_t(n * d)), {n, d});
+  g.gamma = v[at++];
+  g.m = v[at++];
+  std::vector<int32_t> tri(std::size_t(d * d), d + nl); // zero above the diagonal
+  int idx = 0;
+  for (int c = 0; c < d; ++c) {
+    tri[std::size_t(c * d + c)] = c;
+    for (int r = c + 1; r < d; ++r) tri[std::size_t(r * d + c)] = d + idx++; // strict lower part, column by column
+  }
+  g.tri = Array(tri, {d * d});
+  return g;
+}
+
+/// ADBench's objective F = LL + P - K C (its sign of the prior), as its README defines it.
+Tensor gmmObjective(const GmmInput& g, Tensor alpha, Tensor mu, Tensor q, Tensor l) {
+  const int d = g.d, k = g.k, n = g.n;
+  constexpr double kPi = 3.14159265359; // ADBench's
+  Tensor Q = reshape(take(concatenate({exp(q), l, zeros_like(q)}, 1), constant(g.tri), 1), {k, d, d});
+  Tensor diff = reshape(constant(g.x), {n, 1, d}) - reshape(mu, {1, k, d}); // [N, K, D]
+  Tensor qd = matmul(Q, transpose(diff, {1, 2, 0}));                        // [K, D, N]
+  Tensor beta = reshape(alpha + sum(q, {1}), {k, 1}) - 0.5 * sum(qd * qd, {1});
+  Tensor ll = -0.5 * n * d * std::log(2 * kPi) + sum(logsumexp(beta, {0})) - double(n) * logsumexp(alpha, {0});
+  Tensor prior = sum(0.5 * g.gamma * g.gamma * (sum(exp(2.0 * q), {1}) + sum(l * l, {1})) - g.m * sum(q, {1}));
+  const double np = d + g.m + 1;
+  double lgammaD = 0.25 * d * (d - 1) * std::log(kPi);
+  for (int j = 1; j <= d; ++j) lgammaD += std::lgamma(0.5 * np + 0.5 * (1 - j));
+  const double c = np * d * (std::log(g.gamma) - 0.5 * std::log(2.0)) - lgammaD;
+  return ll + prior - double(k) * c;
+}
+
+void gmm(const std::map<std::string, std::pair<double, double>>& manual) {
+  std::printf("GMM (f64; objective; derivative = objective and full gradient, ADBench's layout)\n");
+  std::vector<std::string> inputs;
+  for (int d : {2, 10, 20, 32})
+    for (int k : {5, 10, 25, 50, 100, 200}) inputs.push_back("1k/gmm_d" + std::to_string(d) + "_K" + std::to_string(k));
+  inputs.push_back("10k/gmm_d2_K5");
+  for (const std::string& in : inputs) {
+    if (!std::ifstream(kData + "gmm/" + in + ".txt")) continue; // not every size is in the data set
+    const GmmInput g = readGmm(kData + "gmm/" + in + ".txt");
+    auto f = [&g](Tensor alpha, Tensor mu, Tensor q, Tensor l) { return gmmObjective(g, alpha, mu, q, l); };
+    auto fj = jit(f, {.threads = threads});
+    auto gj = jit(value_and_grad(f, argnums<0, 1, 2, 3>), {.threads = threads});
+    auto t0 = Clock::now();
+    const Array value = fj(g.alpha, g.mu, g.q, g.l);
+    auto [v, grads] = gj(g.alpha, g.mu, g.q, g.l);
+    const double compileS = secondsSince(t0);
+    // ADBench's layout: alpha, mu, then per component q_k and l_k.
+    std::vector<double> jac = values(std::get<0>(grads)), mu = values(std::get<1>(grads)), dq = values(std::get<2>(grads)),
+                        dl = values(std::get<3>(grads));
+    jac.insert(jac.end(), mu.begin(), mu.end());
+    const int nl = g.d * (g.d - 1) / 2;
+    for (int c = 0; c < g.k; ++c) {
+      jac.insert(jac.end(), dq.begin() + c * g.d, dq.begin() + (c + 1) * g.d);
+      jac.insert(jac.end(), dl.begin() + c * nl, dl.begin() + (c + 1) * nl);
+    }
+    const double err = std::max({mismatch(values(value), numbers(kReference + "gmm/" + in + "_F_Manual.txt")),
+                                 mismatch(values(v), numbers(kReference + "gmm/" + in + "_F_Manual.txt")),
+                                 mismatch(jac, numbers(kReference + "gmm/" + in + "_J_Manual.txt"))});
+    const double tf = timeIt([&] { fj(g.alpha, g.mu, g.q, g.l); });
+    const double tj = timeIt([&] { gj(g.alpha, g.mu, g.q, g.l); });
+    auto it = manual.find("gmm/" + in);
+    row(in.c_str(), err, compileS, tf, tj, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
+  }
+}
+
+// ---- BA -------------------------------------------------------------------------------------
+
+/// The reprojection residuals of observations whose camera, point and weight
+/// rows are given ([p, 11], [p, 3], [p]); `feat` is [p, 2].
+Tensor reprojection(Tensor cam, Tensor X, Tensor w, Tensor feat) {
+  auto col = [](const Tensor& t, int64_t j) { return t(all, j); };
+  Tensor r0 = col(cam, 0), r1 = col(cam, 1), r2 = col(cam, 2);
+  Tensor x0 = col(X, 0) - col(cam, 3), x1 = col(X, 1) - col(cam, 4), x2 = col(X, 2) - col(cam, 5);
+  Tensor theta2 = r0 * r0 + r1 * r1 + r2 * r2;
+  // Rodrigues where theta^2 != 0 (exactly), else X + r x X; the square root
+  // never sees 0, so the branch not taken has a finite gradient.
+  Tensor nonzero = theta2 != 0.0;
+  Tensor theta = sqrt(where(nonzero, theta2, ones_like(theta2)));
+  Tensor c = cos(theta), s = sin(theta);
+  Tensor w0 = r0 / theta, w1 = r1 / theta, w2 = r2 / theta;
+  Tensor dot = w0 * x0 + w1 * x1 + w2 * x2;
+  auto rodrigues = [&](const Tensor& xi, const Tensor& cross, const Tensor& wi) { return xi * c + cross * s + wi * dot * (1.0 - c); };
+  Tensor cr0 = w1 * x2 - w2 * x1, cr1 = w2 * x0 - w0 * x2, cr2 = w0 * x1 - w1 * x0;
+  Tensor small0 = x0 + (r1 * x2 - r2 * x1), small1 = x1 + (r2 * x0 - r0 * x2), small2 = x2 + (r0 * x1 - r1 * x0);
+  Tensor y0 = where(nonzero, rodrigues(x0, cr0, w0), small0);
+  Tensor y1 = where(nonzero, rodrigues(x1, cr1, w1), small1);
+  Tensor y2 = where(nonzero, rodrigues(x2, cr2, w2), small2);
+  Tensor p0 = y0 / y2, p1 = y1 / y2;
+  Tensor rsq = p0 * p0 + p1 * p1;
+  Tensor distortion = 1.0 + col(cam, 9) * rsq + col(cam, 10) * rsq * rsq;
+  Tensor proj0 = col(cam, 6) * p0 * distortion + col(cam, 7), proj1 = col(cam, 6) * p1 * distortion + col(cam, 8);
+  return stack({w * (proj0 - col(feat, 0)), w * (proj1 - col(feat, 1))}, 1); // [p, 2]
+}
+
+/// A number or the numbers of a list after "key" in a JSON text (the reference files are simple).
+std::vector<double> jsonNumbers(const std::string& text, const std::string& key) {
+  std::size_t at = text.find("\"" + key + "\"");
+  if (at == std::string::npos) return {};
+  at = text.find(':', at) + 1;
+  std::vector<double> v;
+  const bool list = text.find_first_not_of(" \n", at) == text.find('[', at);
+  const std::size_t end = list ? text.find(']', at) : text.find_first_of(",}", at);
+  std::string body = text.substr(at, end - at);
+  for (char& ch : body)
+    if (ch == '[' || ch == ',') ch = ' ';
+  std::stringstream s(body);
+  for (double x; s >> x;) v.push_back(x);
+  return v;
+}
+
+void ba(const std::map<std::string, std::pair<double, double>>& manual) {
+  std::printf("BA (f64; objective = all 3p residuals; derivative = residuals and the Jacobian in compact form:\n"
+              "    per observation its 2x15 block and its weight row, from two VJPs over all observations)\n");
+  const char* inputs[] = {"ba1_n49_m7776_p31843", "ba2_n21_m11315_p36455", "ba3_n161_m48126_p182072",
+                          "ba4_n372_m47423_p204472", "ba5_n257_m65132_p225911"};
+  for (const char* in : inputs) {
+    const std::vector<double> v = numbers(kData + "ba/" + in + ".txt");
+    if (v.size() < 20) continue;
+    const int64_t n = int64_t(v[0]), m = int64_t(v[1]), p = int64_t(v[2]);
+    // One camera, point, weight and feature, replicated as ADBench's reader does.
+    std::vector<double> cams, pts, w(std::size_t(p), v[17]), feats;
+    for (int64_t i = 0; i < n; ++i) cams.insert(cams.end(), v.begin() + 3, v.begin() + 14);
+    for (int64_t i = 0; i < m; ++i) pts.insert(pts.end(), v.begin() + 14, v.begin() + 17);
+    for (int64_t i = 0; i < p; ++i) feats.insert(feats.end(), v.begin() + 18, v.begin() + 20);
+    std::vector<int32_t> camOf(static_cast<std::size_t>(p)), ptOf(static_cast<std::size_t>(p));
+    for (int64_t i = 0; i < p; ++i) camOf[std::size_t(i)] = int32_t(i % n), ptOf[std::size_t(i)] = int32_t(i % m);
+    const Array camsA(cams, {n, 11}), ptsA(pts, {m, 3}), wA(w, {p}), featsA(feats, {p, 2}), camOfA(camOf, {p}), ptOfA(ptOf, {p});
+    // The objective: gathers, then every residual.
+    auto objective = [&](Tensor cams, Tensor pts, Tensor w) {
+      Tensor err = reprojection(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0), w, constant(featsA));
+      return std::make_tuple(err, 1.0 - w * w);
+    };
+    // Rows of the Jacobian blocks: the gradient of residual j summed over
+    // observations, with respect to each observation's own camera, point and
+    // weight (residual i depends on observation i only).
+    auto rowOf = [&](int j) {
+      return value_and_grad(
+          [&, j](Tensor cam, Tensor X, Tensor w) { return sum(reprojection(cam, X, w, constant(featsA))(all, j)); },
+          argnums<0, 1, 2>);
+    };
+    auto fj = jit(objective, {.threads = threads});
+    auto row0 = jit(rowOf(0), {.threads = threads}), row1 = jit(rowOf(1), {.threads = threads});
+    auto gather = jit([&](Tensor cams, Tensor pts) { return std::make_tuple(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0)); },
+                      {.threads = threads});
+    auto jacobian = [&] {
+      auto [camP, XP] = gather(camsA, ptsA);
+      auto residuals = fj(camsA, ptsA, wA);
+      return std::make_tuple(residuals, row0(camP, XP, wA), row1(camP, XP, wA));
+    };
+    auto t0 = Clock::now();
+    auto [residuals, j0, j1] = jacobian();
+    const double compileS = secondsSince(t0);
+    // Against the reference: the first observation's residuals, its block, the
+    // weight row; and every block equal to the first, as ADBench's data makes them.
+    std::ifstream ref(kReference + "ba/" + in + "_Manual_compact.json");
+    const std::string json((std::istreambuf_iterator<char>(ref)), std::istreambuf_iterator<char>());
+    const std::vector<double> err = values(std::get<0>(residuals)), werr = values(std::get<1>(residuals));
+    double worst = mismatch({err[0], err[1], werr[0]}, [&] {
+      std::vector<double> r = jsonNumbers(json, "reproj_err_first_obs");
+      r.push_back(jsonNumbers(json, "w_err_first_obs").at(0));
+      return r;
+    }());
+    auto blockRow = [&](const auto& grads, int64_t i) {
+      const auto& [value, g] = grads;
+      (void)value;
+      std::vector<double> r;
+      const std::vector<double> gc = values(std::get<0>(g)), gx = values(std::get<1>(g)), gw = values(std::get<2>(g));
+      r.insert(r.end(), gc.begin() + i * 11, gc.begin() + (i + 1) * 11);
+      r.insert(r.end(), gx.begin() + i * 3, gx.begin() + (i + 1) * 3);
+      r.push_back(gw[std::size_t(i)]);
+      return r;
+    };
+    const std::vector<double> want0 = jsonNumbers(json, "J_first_block_vals_row0"), want1 = jsonNumbers(json, "J_first_block_vals_row1");
+    for (int64_t i : {int64_t(0), p / 2, p - 1}) { // first, middle, last observation
+      worst = std::max({worst, mismatch(blockRow(j0, i), want0), mismatch(blockRow(j1, i), want1)});
+    }
+    worst = std::max(worst, mismatch({-2 * w[0]}, jsonNumbers(json, "J_w_row_val")));
+    const double tf = timeIt([&] { fj(camsA, ptsA, wA); });
+    const double tj = timeIt([&] { jacobian(); });
+    auto it = manual.find(std::string("ba/") + in);
+    row(in, worst, compileS, tf, tj, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
+  }
+}
+
+// ---- LSTM -----------------------------------------------------------------------------------
+
+/// ADBench's LSTM loss over the whole sequence, unrolled (until `scan` lands).
+Tensor lstmLoss(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
+  auto part = [&](const Tensor& t, int64_t r, int64_t which) { return t(r, range(which * b, (which + 1) * b)); };
+  std::vector<Tensor> h, cell, wf, wi, wo, wc, bf, bi, bo, bc;
+  Tensor state = constant(state0), sequence = constant(seq);
+  for (int l = 0; l < layers; ++l) {
+    h.push_back(state(2 * l));
+    cell.push_back(state(2 * l + 1));
+    wf.push_back(part(mainParams, 2 * l, 0)), wi.push_back(part(mainParams, 2 * l, 1));
+    wo.push_back(part(mainParams, 2 * l, 2)), wc.push_back(part(mainParams, 2 * l, 3));
+    bf.push_back(part(mainParams, 2 * l + 1, 0)), bi.push_back(part(mainParams, 2 * l + 1, 1));
+    bo.push_back(part(mainParams, 2 * l + 1, 2)), bc.push_back(part(mainParams, 2 * l + 1, 3));
+  }
+  Tensor inW = extra(0), outW = extra(1), outB = extra(2);
+  Tensor total = zeros_like(sum(inW));
+  for (int64_t t = 0; t + 1 < chars; ++t) {
+    Tensor y = sequence(t) * inW;
+    for (int l = 0; l < layers; ++l) {
+      Tensor f = sigmoid(y * wf[l] + bf[l]), i = sigmoid(h[l] * wi[l] + bi[l]);
+      Tensor o = sigmoid(y * wo[l] + bo[l]), g = tanh(h[l] * wc[l] + bc[l]);
+      cell[l] = cell[l] * f + i * g;
+      h[l] = o * tanh(cell[l]);
+      y = h[l];
+    }
+    Tensor yhat = y * outW + outB;
+    Tensor lse = log(sum(exp(yhat)) + 2.0);
+    total = total + sum(sequence(t + 1) * (yhat - lse));
+  }
+  return -total / double((chars - 1) * b);
+}
+
+void lstm(const std::map<std::string, std::pair<double, double>>& manual) {
+  std::printf("LSTM (f64; unrolled over the sequence; derivative = loss and gradient for main and extra parameters)\n");
+  for (const char* in : {"lstm_l2_c1024", "lstm_l4_c1024"}) {
+    const std::vector<double> v = numbers(kData + "lstm/" + in + ".txt");
+    if (v.size() < 3) continue;
+    const int layers = int(v[0]);
+    const int64_t chars = int64_t(v[1]), b = int64_t(v[2]);
+    std::size_t at = 3;
+    auto take = [&](int64_t count) {
+      std::vector<double> r(v.begin() + std::ptrdiff_t(at), v.begin() + std::ptrdiff_t(at + std::size_t(count)));
+      at += std::size_t(count);
+      return r;
+    };
+    const Array mainP(take(2 * layers * 4 * b), {2 * layers, 4 * b}), extraP(take(3 * b), {3, b});
+    const Array state(take(2 * layers * b), {2 * layers, b}), seq(take(chars * b), {chars, b});
+    auto f = [&](Tensor mp, Tensor ep) { return lstmLoss(mp, ep, state, seq, layers, chars, b); };
+    auto fj = jit(f, {.threads = threads});
+    auto gj = jit(value_and_grad(f, argnums<0, 1>), {.threads = threads});
+    auto t0 = Clock::now();
+    const Array loss = fj(mainP, extraP);
+    auto [value, grads] = gj(mainP, extraP);
+    const double compileS = secondsSince(t0);
+    std::vector<double> jac = values(std::get<0>(grads));
+    append(jac, std::get<1>(grads));
+    const std::string ref = kReference + "lstm/" + in;
+    const double err = std::max({mismatch(values(loss), numbers(ref + "_F_Manual.txt")),
+                                 mismatch(values(value), numbers(ref + "_F_Manual.txt")), mismatch(jac, numbers(ref + "_J_Manual.txt"))});
+    const double tf = timeIt([&] { fj(mainP, extraP); });
+    const double tj = timeIt([&] { gj(mainP, extraP); });
+    auto it = manual.find(std::string("lstm/") + in);
+    row(in, err, compileS, tf, tj, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> which;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else which.push_back(argv[i]);
+  }
+  auto want = [&](const char* w) { return which.empty() || std::find(which.begin(), which.end(), w) != which.end(); };
+  const auto manual = manualTimings();
+  std::printf("ADBench with adjit: 'ok' when every value is within ADBench's 1e-8 of the Manual reference;\n"
+              "times are medians; ratios = adjit / Manual (one core, g++ -O3); compile = first calls\n");
+  if (want("gmm")) gmm(manual);
+  if (want("ba")) ba(manual);
+  if (want("lstm")) lstm(manual);
+  return 0;
+}
