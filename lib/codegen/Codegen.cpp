@@ -710,6 +710,15 @@ bool FunctionEmitter::emitRun(const Run& run) {
   return true;
 }
 
+/// An internal function beside `whole`, named after it, with its function
+/// attributes (target, CPU), never inlined back: shared kernels and chunks.
+static llvm::Function* outOfLine(llvm::Function* whole, llvm::FunctionType* ty, const std::string& suffix) {
+  auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage, whole->getName() + suffix, whole->getParent());
+  fn->setAttributes(llvm::AttributeList::get(whole->getContext(), whole->getAttributes().getFnAttrs(), llvm::AttributeSet(), {}));
+  fn->addFnAttr(llvm::Attribute::NoInline);
+  return fn;
+}
+
 static llvm::Value* ctxSlot(Builder& b, llvm::Value* ctx, std::size_t i) {
   return b.CreateConstInBoundsGEP1_64(b.getPtrTy(), ctx, i);
 }
@@ -729,10 +738,7 @@ void FunctionEmitter::emitChunkFunctions() {
       continue;
     }
     auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)}, false);
-    auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage, whole->getName() + ".p" + std::to_string(made++),
-                                      whole->getParent());
-    fn->setAttributes(llvm::AttributeList::get(ctx, whole->getAttributes().getFnAttrs(), llvm::AttributeSet(), {}));
-    fn->addFnAttr(llvm::Attribute::NoInline);
+    llvm::Function* fn = outOfLine(whole, ty, ".p" + std::to_string(made++));
     fn->addParamAttr(0, llvm::Attribute::NoAlias);
     fn->addParamAttr(0, llvm::Attribute::NoCapture);
     fn->addParamAttr(0, llvm::Attribute::ReadOnly);
@@ -813,10 +819,7 @@ void FunctionEmitter::emitSharedKernels() {
     const std::size_t params = k.buffers.size() + 1;
     auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
                                        std::vector<llvm::Type*>(params, llvm::PointerType::get(ctx, 0)), false);
-    auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage,
-                                      whole->getName() + ".s" + std::to_string(shared++), whole->getParent());
-    fn->setAttributes(llvm::AttributeList::get(ctx, whole->getAttributes().getFnAttrs(), llvm::AttributeSet(), {}));
-    fn->addFnAttr(llvm::Attribute::NoInline);
+    llvm::Function* fn = outOfLine(whole, ty, ".s" + std::to_string(shared++));
     // Kernels write buffers no other buffer of theirs overlaps (the plan keeps
     // what a kernel reads live while it writes); views are read, never written.
     for (unsigned a = 0; a + 1 < params; ++a) {

@@ -113,16 +113,6 @@ public:
     forRange(i64(0), n, 1, body, optimise);
   }
 
-  /// if (cond) then()
-  template <class Then> void ifThen(llvm::Value* cond, Then then) {
-    auto* thenBB = llvm::BasicBlock::Create(b_.getContext(), "then", fn_);
-    auto* join = llvm::BasicBlock::Create(b_.getContext(), "join", fn_);
-    b_.CreateCondBr(cond, thenBB, join);
-    b_.SetInsertPoint(thenBB);
-    then();
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
-  }
   /// if (cond) then() else otherwise()
   template <class Then, class Else> void ifElse(llvm::Value* cond, Then then, Else otherwise) {
     auto* thenBB = llvm::BasicBlock::Create(b_.getContext(), "then", fn_);
@@ -170,6 +160,25 @@ public:
     plain(b_.CreateCondBr(b_.CreateICmpSLT(next, kc), loop, done));
     b_.SetInsertPoint(done);
     return sums;
+  }
+
+  /// panel[p][lane] = elem(p, lane) for p < kc and lane < width; with
+  /// `lanesOuter` the lanes loop outside (reads run along p), else inside.
+  template <class Elem>
+  void packPanel(llvm::Value* panel, llvm::Value* kc, int64_t width, bool lanesOuter, bool optimise, Elem elem) {
+    auto one = [&](llvm::Value* p, llvm::Value* lane) { store(elem(p, lane), panel, add(mul(p, i64(width)), lane)); };
+    if (lanesOuter)
+      forCount(i64(width), [&](llvm::Value* lane) { forCount(kc, [&](llvm::Value* p) { one(p, lane); }, optimise); });
+    else
+      forCount(kc, [&](llvm::Value* p) { forCount(i64(width), [&](llvm::Value* lane) { one(p, lane); }); });
+  }
+  /// The last panel, of which only `valid` lanes are real: zeros in the
+  /// others (elem is asked for a real lane only, so it never reads past the edge).
+  template <class Elem> void packEdge(llvm::Value* panel, llvm::Value* kc, int64_t width, llvm::Value* valid, Elem elem) {
+    packPanel(panel, kc, width, false, false, [&](llvm::Value* p, llvm::Value* lane) {
+      llvm::Value* in = b_.CreateICmpSLT(lane, valid);
+      return b_.CreateSelect(in, elem(p, b_.CreateSelect(in, lane, i64(0))), zero());
+    });
   }
 
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
@@ -263,22 +272,11 @@ llvm::Function* packBFunction(llvm::Module& module, DType t, const VectorUnit& u
                 g.storeVec(g.loadVec(B, g.add(src, g.i64(v * W))), panel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W)));
             });
           } else { // columns of op(B) are contiguous: read along them
-            g.forCount(g.i64(NR), [&](llvm::Value* jj) {
-              g.forCount(kc, [&](llvm::Value* p) {
-                g.store(g.load(B, bIndex(g.add(pc, p), g.add(col0, jj))), panel, g.add(g.mul(p, g.i64(NR)), jj));
-              });
-            });
+            g.packPanel(panel, kc, NR, true, false, [&](llvm::Value* p, llvm::Value* jj) { return g.load(B, bIndex(g.add(pc, p), g.add(col0, jj))); });
           }
         },
-        [&] { // the last, narrower panel: zeros past column `cols`
-          g.forCount(kc, [&](llvm::Value* p) {
-            g.forCount(g.i64(NR), [&](llvm::Value* jj) {
-              llvm::Value* in = b.CreateICmpSLT(jj, cols);
-              llvm::Value* j = b.CreateSelect(in, jj, g.i64(0));
-              llvm::Value* v = b.CreateSelect(in, g.load(B, bIndex(g.add(pc, p), g.add(col0, j))), g.zero());
-              g.store(v, panel, g.add(g.mul(p, g.i64(NR)), jj));
-            });
-          });
+        [&] { // the last, narrower panel
+          g.packEdge(panel, kc, NR, cols, [&](llvm::Value* p, llvm::Value* jj) { return g.load(B, bIndex(g.add(pc, p), g.add(col0, jj))); });
         });
   });
 }
@@ -295,35 +293,14 @@ llvm::Function* packAFunction(llvm::Module& module, DType t, const VectorUnit& u
     llvm::Value* panel = g.at(Ap, g.mul(i0, kc));
     llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, i0));
     llvm::Value* row0 = g.add(ic, i0);
+    auto elem = [&](llvm::Value* p, llvm::Value* ii) { return g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))); };
     g.ifElse(
         b.CreateICmpEQ(rows, g.i64(MR)),
-        [&] {
-          if (!transA) { // rows of A are contiguous: read along them
-            // (LLVM's vectoriser turns this transposing copy into
-            // shuffles: 20% of a 512^3 product's time without it)
-            g.forCount(g.i64(MR), [&](llvm::Value* ii) {
-              g.forCount(kc, [&](llvm::Value* p) {
-                g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
-              }, /*optimise=*/true);
-            });
-          } else {
-            g.forCount(kc, [&](llvm::Value* p) {
-              g.forCount(g.i64(MR), [&](llvm::Value* ii) {
-                g.store(g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))), panel, g.add(g.mul(p, g.i64(MR)), ii));
-              });
-            });
-          }
-        },
-        [&] { // the last, shorter panel: zeros past row `rows`
-          g.forCount(kc, [&](llvm::Value* p) {
-            g.forCount(g.i64(MR), [&](llvm::Value* ii) {
-              llvm::Value* in = b.CreateICmpSLT(ii, rows);
-              llvm::Value* i = b.CreateSelect(in, ii, g.i64(0));
-              llvm::Value* v = b.CreateSelect(in, g.load(A, aIndex(g.add(row0, i), g.add(pc, p))), g.zero());
-              g.store(v, panel, g.add(g.mul(p, g.i64(MR)), ii));
-            });
-          });
-        });
+        // Rows of A are contiguous: read along them (LLVM's vectoriser turns
+        // this transposing copy into shuffles: 20% of a 512^3 product's time
+        // without it); rows of A^T are the panel's steps: copy them.
+        [&] { g.packPanel(panel, kc, MR, !transA, !transA, elem); },
+        [&] { g.packEdge(panel, kc, MR, rows, elem); }); // the last, shorter panel
   });
 }
 
