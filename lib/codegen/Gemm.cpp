@@ -51,6 +51,10 @@ Blocking blockingFor(DType t, const VectorUnit& u) {
 /// 64×64×64 packing costs a third of the time; at 128^3 it pays for itself).
 constexpr int64_t kDirectMaxWork = 256 * 256 * 256;
 
+/// Unpacked products of fewer multiply-adds run on one thread (about 20 µs
+/// of work: handing chunks to the pool costs a few).
+constexpr int64_t kParallelGemmWork = 1 << 20;
+
 int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /// Bytes of the packed A block and of the packed B block for shape s.
@@ -416,33 +420,18 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
   return fn;
 }
 
-/// void gemm(A, B, C) for one small shape, without packing (what fits in L1
-/// and L2 gains nothing from it, as OpenBLAS's small-matrix kernels): the
-/// micro-kernel broadcasts A where it lies and loads rows of B in place. The
-/// shape is constant, so row offsets are immediate displacements; a last
-/// panel of fewer rows gets a kernel of that many rows, and a last panel of
-/// fewer columns masked loads and stores. B must not be transposed.
-llvm::Function* directGemmFunction(llvm::Module& module, const GemmShape& s, const VectorUnit& unit) {
-  const std::string name = fmt::format("adjit.gemm.direct.{}.{}n.{}.{}x{}x{}", name_of(s.dtype), s.transA ? "t" : "n",
-                                       unit.bits, s.m, s.n, s.k);
-  if (llvm::Function* f = module.getFunction(name)) return f;
-  llvm::LLVMContext& ctx = module.getContext();
-  auto* ptr = llvm::PointerType::get(ctx, 0);
-  auto* fn = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr}, false),
-                                    llvm::GlobalValue::InternalLinkage, name, module);
-  for (unsigned a = 0; a < 3; ++a) {
-    fn->addParamAttr(a, llvm::Attribute::NoAlias);
-    fn->addParamAttr(a, llvm::Attribute::NoCapture);
-  }
-  fn->addFnAttr(llvm::Attribute::NoUnwind);
-  fn->addFnAttr(llvm::Attribute::NoInline);
-  fn->addFnAttr("min-legal-vector-width", std::to_string(unit.bits));
-  fn->addFnAttr("prefer-vector-width", std::to_string(unit.bits));
-  const Blocking bl = blockingFor(s.dtype, unit);
-  Gen g(fn, s.dtype, bl);
+/// Column panel `chunk` (of every matrix's ceil(N / NR), matrix after
+/// matrix) of the direct product; see directGemmFunction.
+void directPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm::Value* C0, llvm::Value* chunk) {
+  const Blocking& bl = g.bl_;
   Builder& b = g.b_;
-  llvm::Value *A = fn->getArg(0), *B = fn->getArg(1), *C = fn->getArg(2);
   const int64_t MR = bl.mr, NR = bl.nr, W = bl.lanes, M = s.m, N = s.n, K = s.k;
+  const int64_t panels = (N + NR - 1) / NR;
+  llvm::Value* matrix = b.CreateUDiv(chunk, g.i64(panels));
+  llvm::Value* which = b.CreateURem(chunk, g.i64(panels));
+  llvm::Value* A = g.at(A0, g.mul(matrix, g.i64(M * K)));
+  llvm::Value* B = g.at(B0, g.mul(matrix, g.i64(K * N)));
+  llvm::Value* C = g.at(C0, g.mul(matrix, g.i64(M * N)));
   llvm::Align align(size_of(s.dtype));
   // One tile of `rows` rows at row0 (a value), `cols` columns at col0.
   auto tile = [&](llvm::Value* row0, int64_t rows, llvm::Value* col0, int64_t cols) {
@@ -472,15 +461,31 @@ llvm::Function* directGemmFunction(llvm::Module& module, const GemmShape& s, con
         else b.CreateAlignedStore(sum, at, align);
       }
   };
-  // Column panels (full ones in a loop, then the rest), each over row panels.
+  // The panel's row panels: full ones in a loop, then the rest.
   auto panel = [&](llvm::Value* col0, int64_t cols) {
     if (M / MR > 0) g.forRange(g.i64(0), g.i64(M / MR * MR), MR, [&](llvm::Value* row0) { tile(row0, MR, col0, cols); });
     if (M % MR) tile(g.i64(M / MR * MR), M % MR, col0, cols);
   };
-  if (N / NR > 0) g.forRange(g.i64(0), g.i64(N / NR * NR), NR, [&](llvm::Value* col0) { panel(col0, NR); });
-  if (N % NR) panel(g.i64(N / NR * NR), N % NR);
-  g.finish();
-  return fn;
+  if (N % NR == 0) panel(g.mul(which, g.i64(NR)), NR);
+  else if (N / NR == 0) panel(g.i64(0), N % NR);
+  else
+    g.ifElse(b.CreateICmpULT(which, g.i64(N / NR)), [&] { panel(g.mul(which, g.i64(NR)), NR); },
+             [&] { panel(g.i64(N / NR * NR), N % NR); });
+}
+
+/// void panel(ptr slots, i64 chunk) for one small shape, without packing (what
+/// fits in L1 and L2 gains nothing from it, as OpenBLAS's small-matrix
+/// kernels): the micro-kernel broadcasts A where it lies and loads rows of B
+/// in place. The shape is constant, so row offsets are immediate
+/// displacements; a last panel of fewer rows gets a kernel of that many rows,
+/// and a last panel of fewer columns masked loads and stores. B must not be
+/// transposed. A chunk is one column panel of one matrix of the batch.
+llvm::Function* directGemmFunction(llvm::Module& module, const GemmShape& s, const VectorUnit& unit) {
+  const std::string name = fmt::format("adjit.gemm.direct.{}.{}n.{}.{}x{}x{}", name_of(s.dtype), s.transA ? "t" : "n",
+                                       unit.bits, s.m, s.n, s.k);
+  return chunkFunction(module, name, s.dtype, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
+    directPanel(g, s, sl.ptr(sA), sl.ptr(sB), sl.ptr(sC), chunk);
+  });
 }
 
 /// Whether the direct kernel suits s: small enough that the operands stay in
@@ -504,12 +509,20 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
   const VectorUnit& unit = c.vectorUnit();
   llvm::Type* elem = c.scalarType(s.dtype);
   if (useDirect(s, unit)) {
+    // Column panels of every matrix are the chunks: on threads when there
+    // is enough work, else in order.
     llvm::Function* fn = directGemmFunction(c.llvmModule(), s, unit);
-    c.loop(s.batch, [&](llvm::Value* bt) {
-      c.b.CreateCall(fn, {c.b.CreateInBoundsGEP(elem, A, c.b.CreateMul(bt, c.i64(s.m * s.k))),
-                          c.b.CreateInBoundsGEP(elem, B, c.b.CreateMul(bt, c.i64(s.k * s.n))),
-                          c.b.CreateInBoundsGEP(elem, C, c.b.CreateMul(bt, c.i64(s.m * s.n)))});
-    });
+    llvm::Value* slots = c.fe_alloca(c.b.getInt64Ty(), kSlots);
+    for (auto [slot, v] : {std::pair{sA, A}, std::pair{sB, B}, std::pair{sC, C}})
+      c.b.CreateStore(v, c.b.CreateConstInBoundsGEP1_64(c.b.getInt64Ty(), slots, static_cast<uint64_t>(slot)));
+    const int64_t nr = blockingFor(s.dtype, unit).nr, chunks = s.batch * ((s.n + nr - 1) / nr);
+    if (c.parallel() && s.batch * s.m * s.n * s.k >= kParallelGemmWork && chunks > 1) {
+      llvm::FunctionCallee pf = c.llvmModule().getOrInsertFunction(
+          "adjit_parallel_for", llvm::FunctionType::get(c.b.getVoidTy(), {c.b.getPtrTy(), c.b.getPtrTy(), c.b.getInt64Ty()}, false));
+      c.b.CreateCall(pf, {fn, slots, c.i64(chunks)});
+    } else {
+      c.loop(chunks, [&](llvm::Value* i) { c.b.CreateCall(fn, {slots, i}); });
+    }
     return;
   }
   llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit, c.parallel());

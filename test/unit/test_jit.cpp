@@ -347,6 +347,19 @@ TEST_CASE("split loops run on threads: bitwise identical results for every threa
     if (first.empty()) first = got;
     CHECK(got == first);
   }
+  // Matrix products, unpacked and batched (column panels of every matrix are
+  // the chunks) and packed (packing steps and column panels): each element of
+  // the result is summed by one chunk in one order.
+  const Array a3(std::vector<float>(xs.begin(), xs.begin() + 3 * 96 * 120), {3, 96, 120});
+  const Array b3(std::vector<float>(xs.begin() + 7, xs.begin() + 7 + 3 * 120 * 100), {3, 120, 100});
+  const Array a2(std::vector<float>(xs.begin(), xs.begin() + 300 * 600), {300, 600});
+  const Array b2(std::vector<float>(xs.begin() + 11, xs.begin() + 11 + 600 * 400), {600, 400});
+  auto mm = [](Tensor a, Tensor b) { return matmul(a, b) * 1e-3f; };
+  const std::string direct1 = bytesOf(jit(mm, {.threads = 1})(a3, b3)), packed1 = bytesOf(jit(mm, {.threads = 1})(a2, b2));
+  for (int threads : {2, 3}) {
+    CHECK(bytesOf(jit(mm, {.threads = threads})(a3, b3)) == direct1);
+    CHECK(bytesOf(jit(mm, {.threads = threads})(a2, b2)) == packed1);
+  }
   // The gradient too, and from several threads at once (the pool serves one
   // call at a time; the others run their chunks themselves).
   auto g = jit(grad([](Tensor x) { return sum(log1p(exp(x * 1e-3f))); }), {.threads = 2});

@@ -407,13 +407,14 @@ TEST_CASE("matmul: the packed kernel, every transposition, edge tiles and blocks
   struct Case {
     int64_t batch, m, n, k;
   };
-  // Small products run unpacked, larger ones packed (and B^T always packed).
+  // Small products run unpacked, larger ones packed (and B^T always packed);
+  // with enough work (the last case, batched) their chunks run on threads.
   // Edges of the micro-tile (m, n not multiples of 6/12 and 8/16/32); packed:
   // several k blocks (k > 64), m blocks (m > 504) and n blocks (n > 2048 in
   // f64, > 4096 in f32).
   const std::vector<Case> cases = {{1, 64, 64, 64},  {2, 37, 45, 29},  {3, 13, 33, 70},  {1, 100, 17, 300},
                                    {1, 7, 300, 520}, {1, 37, 1030, 70}, {1, 13, 2100, 70}, {1, 5, 4200, 20},
-                                   {1, 520, 130, 600}};
+                                   {1, 520, 130, 600}, {4, 96, 100, 120}};
   std::vector<std::string> cpus = {""};
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) cpus.push_back("x86-64-v3");
