@@ -27,8 +27,10 @@ struct Job {
   std::atomic<int> users{0};
 };
 
-/// About 100 µs of spinning.
-constexpr int kSpins = 20000;
+/// How long an idle pool thread spins before it sleeps: some 0.3-1 ms
+/// (a pause is tens of cycles). A kernel's next split loop usually comes
+/// sooner; one that finds the thread asleep waits tens of microseconds for it.
+constexpr int kSpins = 200000;
 
 inline void pause() {
 #if defined(__x86_64__) || defined(__i386__)
