@@ -1,0 +1,168 @@
+// codegen/FunctionEmitter.h — the emitter of one IR function (internal to
+// codegen): renders a fusion plan to LLVM IR. Codegen.cpp holds its loops and
+// frames; SharedCode.cpp what it emits out of line (shared kernels, runs of
+// calls, chunk functions of split loops).
+#pragma once
+
+#include "codegen/Emitter.h"
+#include "codegen/FusionPlan.h"
+#include "support/Assert.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace adjit::codegen {
+
+class FunctionEmitter {
+public:
+  /// A lowered function and the scratch bytes it needs.
+  struct Lowered {
+    llvm::Function* fn;
+    uint64_t scratch;
+  };
+
+  FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
+                  std::function<Lowered(const std::string&)> callee, const VectorUnit& unit, bool parallel)
+      : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)), unit_(unit),
+        parallel_(parallel) {}
+
+  /// Emits the body; returns the scratch bytes it needs (its own buffers and
+  /// its callees').
+  uint64_t emit();
+
+  llvm::Module& llvmModule() { return *out_->getParent(); }
+  const VectorUnit& vectorUnit() const { return unit_; }
+  bool parallel() const { return parallel_; }
+  /// Temporary memory in the callee part of the scratch region: no callee runs
+  /// while an op's lowering uses it.
+  llvm::Value* workspace(uint64_t bytes) {
+    calleeScratch_ = std::max(calleeScratch_, bytes);
+    return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt());
+  }
+  /// Element of value v at idx: computed (once per index in a loop body) or loaded.
+  llvm::Value* element(ir::ValueId v, const Index& idx);
+  llvm::Value* buffer(ir::ValueId v);
+  /// Calls lowered function `name` on buffers, giving it the scratch past ours.
+  void call(const std::string& name, std::vector<llvm::Value*> buffers) {
+    Lowered l = callee_(name);
+    calleeScratch_ = std::max(calleeScratch_, l.scratch);
+    buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt()));
+    b_.CreateCall(l.fn, buffers);
+  }
+  llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);
+  /// Records a load or store of buffer `base`; see finishAliasScopes.
+  void tagAccess(llvm::Instruction* access, llvm::Value* base);
+  llvm::Value* constantGlobal(const Array& a);
+
+  // Memoisation, scoped by loop bodies: what is computed inside a loop body is
+  // forgotten when the loop ends (it does not dominate the code after it).
+  std::size_t openScope() const { return memoLog_.size(); }
+  void closeScope(std::size_t mark) {
+    while (memoLog_.size() > mark) {
+      memo_.erase(memoLog_.back());
+      memoLog_.pop_back();
+    }
+  }
+  /// The multi-dimensional index of linear position `l` in `shape`, computed once per scope.
+  const std::vector<llvm::Value*>& delinearize(llvm::Value* l, const Shape& shape);
+  /// The linear position of `dims` in `shape`, computed once per scope.
+  llvm::Value* linearize(const std::vector<llvm::Value*>& dims, const Shape& shape);
+
+private:
+  using Key = std::vector<const void*>;
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      std::size_t h = k.size();
+      for (const void* p : k) h = h * 0x9e3779b97f4a7c15ull ^ (reinterpret_cast<std::uintptr_t>(p) + (h >> 7));
+      return h;
+    }
+  };
+  const std::vector<llvm::Value*>* find(const Key& k) const {
+    auto it = memo_.find(k);
+    return it == memo_.end() ? nullptr : &it->second;
+  }
+  const std::vector<llvm::Value*>& put(Key k, std::vector<llvm::Value*> v) {
+    auto [it, fresh] = memo_.emplace(std::move(k), std::move(v));
+    ADJIT_ASSERT(fresh, "memoised twice");
+    memoLog_.push_back(it->first);
+    return it->second;
+  }
+  static Key shapeKey(const void* tag, const Shape& shape) {
+    Key k{tag};
+    for (int64_t d : shape) k.push_back(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(d)));
+    k.push_back(nullptr);
+    return k;
+  }
+
+  /// Where a chunk of a split loop (Kernel::chunks) runs: its index, and per
+  /// reduction root the array of partial results (with Kernel::partials).
+  struct Chunk {
+    llvm::Value* index;
+    std::vector<llvm::Value*> partials;
+  };
+  void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
+  /// Emits each split loop's chunk function: void(ptr ctx, i64 chunk), ctx =
+  /// {the kernel's buffers, scratch, partial arrays}.
+  void emitChunkFunctions();
+  /// Runs a split loop: fills its ctx, calls adjit_parallel_for, combines partials.
+  void emitParallelLoop(const Kernel& k);
+  void emitReduction(const ir::Op& op);
+  /// Emits kernel k's code at the insertion point.
+  void emitKernel(const Kernel& k);
+  /// Emits each kernel whose code repeats once, as a function of its buffers.
+  void emitSharedKernels();
+  /// Emits a run of shared kernels as one loop of calls; false (and nothing
+  /// emitted) when a call's buffer does not stay at one base across the run.
+  bool emitRun(const Run& run);
+  /// Where v's buffer is: a base pointer and a byte offset from it.
+  std::pair<llvm::Value*, int64_t> address(ir::ValueId v);
+  llvm::Value* compute(ir::ValueId v, const Index& idx);
+  EmitBase base(const ir::Op& op) { return EmitBase{*this, b_, f_, op}; }
+  LowerCtx lowerCtx(const ir::Op& op, std::span<llvm::Value* const> results) { return LowerCtx{base(op), results}; }
+  uint64_t calleeScratchAt() const { return (plan_.scratchBytes + 63) / 64 * 64; }
+  /// Starts emitting into `fn` (the function itself, or one of its chunks:
+  /// both take the function's buffers and the scratch pointer).
+  void beginFrame(llvm::Function* fn);
+  /// What both frames start with: no buffers, no memoised values, an entry block.
+  void openFrame(llvm::Function* fn);
+  /// Starts emitting a shared kernel's function: its arguments are the
+  /// kernel's buffers (in kernelKey's order), then the scratch pointer.
+  void beginKernelFrame(llvm::Function* fn, const std::vector<ir::ValueId>& buffers);
+  void endFrame();
+  /// Gives every buffer a kernel accesses its own alias scope in a domain of
+  /// that kernel: its loads and stores are marked as not aliasing the other
+  /// buffers of the kernel, which LLVM cannot see for buffers carved from one
+  /// scratch region. Metadata grows with the kernels, not with the function.
+  void finishAliasScopes(std::size_t kernel);
+
+  const ir::Function& f_;
+  const FusionPlan plan_;
+  llvm::Function* out_;
+  Builder b_;
+  std::function<Lowered(const std::string&)> callee_;
+  const VectorUnit unit_;
+  const bool parallel_;
+  llvm::Value* scratch_ = nullptr; ///< the scratch argument
+  bool kernelFrame_ = false;       ///< emitting a shared kernel: every buffer is an argument
+  /// Per kernel: the shared function that computes it, or null.
+  std::vector<llvm::Function*> sharedFn_;
+  /// Per kernel: the chunk function of a split loop, or null.
+  std::vector<llvm::Function*> chunkFn_;
+  uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
+  llvm::BasicBlock* entry_ = nullptr;
+  std::vector<const ir::Op*> producer_;
+  std::vector<char> inLoop_; ///< elementwise roots of the loop being emitted: computed, not loaded
+  std::vector<llvm::Value*> buffers_; ///< per frame
+  std::vector<ir::ValueId> bufferSet_; ///< values with a buffer in this frame
+  std::vector<llvm::Value*> outArgs_;
+  std::map<llvm::Value*, int> scopeOf_; ///< buffers of the current kernel
+  std::vector<std::pair<llvm::Instruction*, int>> accesses_;
+  std::unordered_map<std::string, llvm::Value*> globals_; ///< by dtype and bytes
+  std::unordered_map<Key, std::vector<llvm::Value*>, KeyHash> memo_;
+  std::vector<Key> memoLog_;
+};
+
+} // namespace adjit::codegen
