@@ -238,7 +238,7 @@ std::vector<double> jsonNumbers(const std::string& text, const std::string& key)
 
 void ba(const std::map<std::string, std::pair<double, double>>& manual) {
   std::printf("BA (f64; objective = all 3p residuals; derivative = residuals and the Jacobian in compact form:\n"
-              "    per observation its 2x15 block and its weight row, from two VJPs over all observations)\n");
+              "    per observation its 2x15 block and its weight row: one forward and two backward passes over all observations)\n");
   const char* inputs[] = {"ba1_n49_m7776_p31843", "ba2_n21_m11315_p36455", "ba3_n161_m48126_p182072",
                           "ba4_n372_m47423_p204472", "ba5_n257_m65132_p225911"};
   for (const char* in : inputs) {
@@ -258,22 +258,27 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
       Tensor err = reprojection(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0), w, constant(featsA));
       return std::make_tuple(err, 1.0 - w * w);
     };
-    // Rows of the Jacobian blocks: the gradient of residual j summed over
-    // observations, with respect to each observation's own camera, point and
-    // weight (residual i depends on observation i only).
-    auto rowOf = [&](int j) {
-      return value_and_grad(
-          [&, j](Tensor cam, Tensor X, Tensor w) { return sum(reprojection(cam, X, w, constant(featsA))(all, j)); },
-          argnums<0, 1, 2>);
-    };
+    // Rows of the Jacobian blocks: residual i depends on observation i only,
+    // so the cotangent "1 for residual j of every observation" pulled back to
+    // each observation's own camera, point and weight is row j of every
+    // block. One forward, two backward passes, in one compiled function.
+    auto derivative = jit(
+        [&](Tensor cams, Tensor pts, Tensor w) {
+          Tensor camP = take(cams, constant(camOfA), 0), XP = take(pts, constant(ptOfA), 0);
+          auto [err, pullback] = vjp([&](Tensor c, Tensor x, Tensor wi) { return reprojection(c, x, wi, constant(featsA)); },
+                                     camP, XP, w);
+          Tensor one = ones_like(w), zero = zeros_like(w);
+          std::vector<Tensor> r0 = pullback(stack({one, zero}, 1)), r1 = pullback(stack({zero, one}, 1));
+          return std::make_tuple(err, 1.0 - w * w, r0[0], r0[1], r0[2], r1[0], r1[1], r1[2]);
+        },
+        {.threads = threads});
     auto fj = jit(objective, {.threads = threads});
-    auto row0 = jit(rowOf(0), {.threads = threads}), row1 = jit(rowOf(1), {.threads = threads});
-    auto gather = jit([&](Tensor cams, Tensor pts) { return std::make_tuple(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0)); },
-                      {.threads = threads});
     auto jacobian = [&] {
-      auto [camP, XP] = gather(camsA, ptsA);
-      auto residuals = fj(camsA, ptsA, wA);
-      return std::make_tuple(residuals, row0(camP, XP, wA), row1(camP, XP, wA));
+      auto d = derivative(camsA, ptsA, wA);
+      using G = std::tuple<Array, Array, Array>;
+      return std::make_tuple(std::make_tuple(std::get<0>(d), std::get<1>(d)),
+                             std::make_pair(Array(), G{std::get<2>(d), std::get<3>(d), std::get<4>(d)}),
+                             std::make_pair(Array(), G{std::get<5>(d), std::get<6>(d), std::get<7>(d)}));
     };
     auto t0 = Clock::now();
     auto [residuals, j0, j1] = jacobian();
