@@ -371,10 +371,9 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
     llvm::Value* rows = c.i64(domain[0]);
     end = b_.CreateSelect(b_.CreateICmpSLT(next, rows), next, rows);
   }
-  const Shape innerRest(inner.empty() ? inner.begin() : inner.begin() + 1, inner.end());
-  auto outerNest = [&](const std::function<void(const Index&)>& fn) {
-    if (!chunk || k.partials) return c.loopNest(outer, fn);
-    const Shape rest(outer.begin() + 1, outer.end());
+  // The chunk's rows of axis 0, then a nest over `shape`'s other axes.
+  auto chunkRows = [&](const Shape& shape, const std::function<void(const Index&)>& fn) {
+    const Shape rest(shape.begin() + 1, shape.end());
     c.loopRange(begin, end, [&](llvm::Value* row) {
       c.loopNest(rest, [&](const Index& r) {
         std::vector<llvm::Value*> d{row};
@@ -383,6 +382,10 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         fn(Index::ofDims(std::move(d)));
       });
     });
+  };
+  auto outerNest = [&](const std::function<void(const Index&)>& fn) {
+    if (!chunk || k.partials) return c.loopNest(outer, fn);
+    chunkRows(outer, fn);
   };
   outerNest([&](const Index& o) {
     const auto& od = c.dims(o, outer);
@@ -393,14 +396,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         b_.CreateStore(ops::info(k.roots[i].op->kind).hooks.reduce->identity(c, t), slots[i]);
       }
     if (chunk && k.partials && !k.flat) {
-      c.loopRange(begin, end, [&](llvm::Value* row) {
-        c.loopNest(innerRest, [&](const Index& i) {
-          std::vector<llvm::Value*> d{row};
-          const auto& id = c.dims(i, innerRest);
-          d.insert(d.end(), id.begin(), id.end());
-          body(Index::ofDims(std::move(d)));
-        });
-      });
+      chunkRows(inner, body);
     } else if (!k.flat) {
       c.loopNest(inner, [&](const Index& i) {
         std::vector<llvm::Value*> d = od;
