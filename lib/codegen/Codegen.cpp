@@ -289,6 +289,10 @@ llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
     llvm::IRBuilder<> eb(entry_);
     return buffers_[static_cast<std::size_t>(v)] = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), viewed, p.offset);
   }
+  case Storage::Constant: {
+    const ir::Op& op = *producer_[static_cast<std::size_t>(v)];
+    return buf = constantGlobal(*ops::info(op.kind).hooks.data(op.attrs));
+  }
   case Storage::Fused: break;
   }
   ADJIT_UNREACHABLE("value %" + std::to_string(v) + " has no buffer");
@@ -510,6 +514,9 @@ void FunctionEmitter::beginKernelFrame(llvm::Function* fn, const std::vector<ir:
 
 void FunctionEmitter::endFrame() {
   kernelFrame_ = false;
+  if (bases_) bases_->setOperand(0, b_.getInt64(baseSlot_.size()));
+  bases_ = nullptr;
+  baseSlot_.clear();
   b_.CreateRetVoid();
   llvm::IRBuilder<>(entry_).CreateBr(entry_->getNextNode());
 }
@@ -543,18 +550,14 @@ uint64_t FunctionEmitter::emit() {
       frame = k.function;
       beginFrame(chunks.empty() ? whole : chunks[static_cast<std::size_t>(frame)]);
     }
-    if (k.run >= 0) {
+    if (k.run >= 0 && plan_.runs[static_cast<std::size_t>(k.run)].first == i) {
       const Run& run = plan_.runs[static_cast<std::size_t>(k.run)];
-      if (run.first == i && emitRun(run)) {
-        i += static_cast<std::size_t>(run.period * run.count) - 1;
-        continue;
-      }
+      emitRun(run);
+      i += static_cast<std::size_t>(run.period * run.count) - 1;
+      continue;
     }
-    if (llvm::Function* shared = sharedFn_[i]) {
-      std::vector<llvm::Value*> args;
-      for (ir::ValueId v : k.buffers) args.push_back(buffer(v));
-      args.push_back(scratch_);
-      b_.CreateCall(shared, args);
+    if (sharedFn_[i]) {
+      callShared(i);
       continue;
     }
     emitKernel(k);
@@ -577,6 +580,15 @@ uint64_t FunctionEmitter::emit() {
     b_.CreateMemCpy(outArgs_[i], llvm::MaybeAlign(1), buffer(v), llvm::MaybeAlign(1), f_.type(v).bytes());
   }
   endFrame();
+  if (argTableGlobal_) { // the calls' entries are all known now
+    auto* table = new llvm::GlobalVariable(llvmModule(), llvm::ArrayType::get(b_.getInt64Ty(), argTable_.size()), true,
+                                           llvm::GlobalValue::PrivateLinkage,
+                                           llvm::ConstantDataArray::get(b_.getContext(), argTable_), "call.args");
+    table->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+    argTableGlobal_->replaceAllUsesWith(table);
+    argTableGlobal_->eraseFromParent();
+    table->setName("call.args");
+  }
   return calleeScratch_ ? calleeScratchAt() + calleeScratch_ : plan_.scratchBytes;
 }
 

@@ -114,9 +114,24 @@ private:
   void emitKernel(const Kernel& k);
   /// Emits each kernel whose code repeats once, as a function of its buffers.
   void emitSharedKernels();
-  /// Emits a run of shared kernels as one loop of calls; false (and nothing
-  /// emitted) when a call's buffer does not stay at one base across the run.
-  bool emitRun(const Run& run);
+  /// Emits a run of shared kernels as one loop of calls.
+  void emitRun(const Run& run);
+  /// Calls kernel k's shared function at the insertion point.
+  void callShared(std::size_t k);
+  /// A shared kernel with more buffers than this is called through a wrapper
+  /// that reads them from the argument table (see argEntries): a call site
+  /// then costs LLVM a few instructions instead of one pointer per buffer (an
+  /// unrolled LSTM's gradient step reads ~100 residuals, and the call sites
+  /// made 90% of the module).
+  static constexpr std::size_t kDirectArgs = 6;
+  /// Appends the argument-table entries of these buffers: each is a slot of
+  /// this frame's bases array (the scratch pointer, parameters, results,
+  /// globals: filled in the frame's entry block) in the top 16 bits and a byte
+  /// offset from that base below.
+  /// Returns the index of the first entry.
+  std::size_t argEntries(const std::vector<ir::ValueId>& buffers);
+  /// A pointer to entry `i` of the argument table (a global of the module).
+  llvm::Value* argTableAt(llvm::Value* i);
   /// Where v's buffer is: a base pointer and a byte offset from it.
   std::pair<llvm::Value*, int64_t> address(ir::ValueId v);
   llvm::Value* compute(ir::ValueId v, const Index& idx);
@@ -158,6 +173,13 @@ private:
   std::vector<llvm::Value*> buffers_; ///< per frame
   std::vector<ir::ValueId> bufferSet_; ///< values with a buffer in this frame
   std::vector<llvm::Value*> outArgs_;
+  // The argument table of shared-kernel calls (see argEntries): its entries
+  // (the global is made when the function is done), and the current frame's
+  // bases array with the slot of each base in it.
+  std::vector<uint64_t> argTable_;
+  llvm::GlobalVariable* argTableGlobal_ = nullptr;
+  llvm::AllocaInst* bases_ = nullptr;
+  std::map<llvm::Value*, uint64_t> baseSlot_;
   std::map<llvm::Value*, int> scopeOf_; ///< buffers of the current kernel
   std::vector<std::pair<llvm::Instruction*, int>> accesses_;
   std::unordered_map<std::string, llvm::Value*> globals_; ///< by dtype and bytes

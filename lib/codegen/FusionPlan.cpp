@@ -185,8 +185,12 @@ private:
     state_.assign(n, 0);
     slot_.assign(n, 0);
     for (ValueId p : f_.params) mat_[at(p)] = 1;
+    inMemory_.assign(n, 0);
     for (std::size_t i = 0; i < f_.ops.size(); ++i) {
       const ir::Op& op = f_.ops[i];
+      // Data the op holds is read from memory, like a parameter (see Hooks::data).
+      if (const auto data = ops::info(op.kind).hooks.data; data && op.results.size() == 1 && data(op.attrs))
+        mat_[at(op.results[0])] = inMemory_[at(op.results[0])] = 1;
       for (ValueId r : op.results) {
         producer_[at(r)] = &op;
         position_[at(r)] = static_cast<int>(i);
@@ -440,6 +444,7 @@ private:
     for (const ir::Op& op : f_.ops) {
       const ops::OpInfo& info = ops::info(op.kind);
       if (!info.hooks.lower && (op.results.empty() || !mat_[at(op.results[0])])) continue; // fused into its users
+      if (!op.results.empty() && inMemory_[at(op.results[0])]) continue;                   // no code, like a parameter
       if (!op.results.empty() && isView(op.results[0])) { // no code: ready when the viewed buffer is
         levelOf[at(op.results[0])] = levelOf[at(viewOf_[at(op.results[0])])];
         continue;
@@ -766,6 +771,8 @@ private:
     p.place.assign(n, {});
     const int kEnd = static_cast<int>(p.kernels.size());
     for (std::size_t i = 0; i < f_.params.size(); ++i) p.place[at(f_.params[i])] = {Storage::Param, static_cast<uint32_t>(i), 0};
+    for (std::size_t v = 0; v < n; ++v)
+      if (inMemory_[v]) p.place[v] = {Storage::Constant, 0, 0};
     std::vector<int> writer(n, -1), lastRead(n, -1);
     for (int k = 0; k < kEnd; ++k) {
       const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
@@ -828,8 +835,8 @@ private:
 
   const ir::Function& f_;
   const int budget_, functionBudget_;
-  const bool parallel_;
   const ops::Effects* effects_;
+  const bool parallel_;
   bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ops::info(op.kind).has(ops::kPure); }
   std::vector<const ir::Op*> producer_;
   std::vector<int> position_; ///< index of the producing op
@@ -837,6 +844,7 @@ private:
   std::vector<int> uses_, size_;
   std::vector<char> isOutput_, mat_, expensive_, computes_, sameDomain_;
   std::vector<ValueId> shared_; ///< reused values left fused for loops that share them
+  std::vector<uint8_t> inMemory_; ///< per value: data its op holds (Storage::Constant)
   std::vector<ValueId> viewOf_;  ///< per value: the buffered value it is a view of (-1: none)
   std::vector<int64_t> viewOffset_; ///< per view: the element offset into that value
   // Scratch state of the walks: a visit stamp per value, reused across walks.
@@ -867,6 +875,7 @@ std::string placeText(const Placement& p) {
   case Storage::Stack: return "stack";
   case Storage::Scratch: return fmt::format("scratch+{}", p.offset);
   case Storage::View: return fmt::format("view of %{}+{}", p.index, p.offset);
+  case Storage::Constant: return "constant";
   }
   return "?";
 }
@@ -933,6 +942,7 @@ std::string FusionPlan::str() const {
                      r.count, r.period, r.period == 1 ? "" : "s");
   for (std::size_t v = 0; v < place.size(); ++v)
     if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
+    else if (place[v].where == Storage::Constant) s += fmt::format("  global {}\n", opText(f, *producer[v]));
   for (std::size_t i = 0; i < f.outputs.size(); ++i) {
     const Placement& p = place[at(f.outputs[i])];
     if (p.where != Storage::Output || p.index != i) s += fmt::format("  output {} = copy of %{}\n", i, f.outputs[i]);

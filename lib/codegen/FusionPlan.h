@@ -27,6 +27,7 @@ enum class Storage : uint8_t {
   Stack,   ///< a stack buffer of the function
   Scratch, ///< bytes of the scratch region, shared with values not live at the same time
   View,    ///< no buffer of its own: elements of another value's buffer (a reshape, a slice of whole rows)
+  Constant, ///< data held by the op (its `data` hook), in a read-only global
 };
 
 struct Placement {

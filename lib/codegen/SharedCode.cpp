@@ -23,70 +23,86 @@ std::pair<llvm::Value*, int64_t> FunctionEmitter::address(ir::ValueId v) {
   }
 }
 
-/// A run's call arguments step through memory: row t of xs, the residuals of
-/// step t. Each argument whose offset is affine in the step is computed; the
-/// others are read from a table of offsets (one row per step).
-bool FunctionEmitter::emitRun(const Run& run) {
+constexpr unsigned kSlotShift = 48;
+constexpr uint64_t kOffsetMask = (uint64_t{1} << kSlotShift) - 1;
+
+std::size_t FunctionEmitter::argEntries(const std::vector<ir::ValueId>& buffers) {
+  const std::size_t first = argTable_.size();
+  for (ir::ValueId v : buffers) {
+    auto [base, offset] = address(v);
+    auto [it, fresh] = baseSlot_.try_emplace(base, baseSlot_.size());
+    if (fresh) {
+      // The array's size is set when the frame ends (endFrame); bases are
+      // arguments, globals or entry allocas, so the entry block can store them.
+      if (!bases_) bases_ = llvm::cast<llvm::AllocaInst>(entryAlloca(b_.getPtrTy(), 1));
+      llvm::IRBuilder<> eb(entry_);
+      eb.CreateStore(base, eb.CreateConstInBoundsGEP1_64(eb.getPtrTy(), bases_, it->second));
+    }
+    ADJIT_ASSERT(offset >= 0 && static_cast<uint64_t>(offset) <= kOffsetMask && it->second < (uint64_t{1} << 16),
+                 "argument table entry out of range");
+    argTable_.push_back(it->second << kSlotShift | static_cast<uint64_t>(offset));
+  }
+  return first;
+}
+
+llvm::Value* FunctionEmitter::argTableAt(llvm::Value* i) {
+  if (!argTableGlobal_) // a placeholder, replaced by the table when the function is done
+    argTableGlobal_ = new llvm::GlobalVariable(llvmModule(), llvm::ArrayType::get(b_.getInt64Ty(), 0), true,
+                                               llvm::GlobalValue::PrivateLinkage, nullptr, "call.args.pending");
+  return b_.CreateInBoundsGEP(b_.getInt64Ty(), argTableGlobal_, i);
+}
+
+/// Buffer j of a call whose entries start at `entries`, with the caller's bases.
+static llvm::Value* decodeArg(Builder& b, llvm::Value* bases, llvm::Value* entries, std::size_t j) {
+  llvm::Value* e = b.CreateLoad(b.getInt64Ty(), b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), entries, j));
+  llvm::Value* base = b.CreateLoad(b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bases, b.CreateLShr(e, kSlotShift)));
+  return b.CreateInBoundsGEP(b.getInt8Ty(), base, b.CreateAnd(e, kOffsetMask));
+}
+
+void FunctionEmitter::callShared(std::size_t k) {
+  const Kernel& kn = plan_.kernels[k];
+  std::vector<llvm::Value*> args;
+  if (kn.buffers.size() > kDirectArgs) {
+    llvm::Value* entries = argTableAt(b_.getInt64(argEntries(kn.buffers)));
+    args = {bases_, entries}; // argEntries made the bases array
+  } else {
+    for (ir::ValueId v : kn.buffers) args.push_back(buffer(v));
+  }
+  args.push_back(scratch_);
+  b_.CreateCall(sharedFn_[k], args);
+}
+
+/// A run's calls read their buffers from the argument table, one row of
+/// entries per step: the step's buffers may lie anywhere (the residuals of
+/// step t wherever the scratch allocator put them) and the loop stays small.
+void FunctionEmitter::emitRun(const Run& run) {
   const std::size_t period = static_cast<std::size_t>(run.period), count = static_cast<std::size_t>(run.count);
-  struct Column {
-    llvm::Value* base;
-    std::vector<int64_t> offsets; ///< per step
-    int table = -1;               ///< its column in the table, if not affine
-  };
-  std::vector<std::vector<Column>> args(period);
-  for (std::size_t j = 0; j < period; ++j) {
-    const Kernel& first = plan_.kernels[run.first + j];
-    for (std::size_t a = 0; a < first.buffers.size(); ++a) {
-      Column c{nullptr, {}, -1};
-      for (std::size_t r = 0; r < count; ++r) {
-        auto [base, offset] = address(plan_.kernels[run.first + j + r * period].buffers[a]);
-        if (r == 0) c.base = base;
-        else if (base != c.base) return false;
-        c.offsets.push_back(offset);
-      }
-      args[j].push_back(std::move(c));
+  std::vector<std::size_t> column(period); // where call j's entries start in a row
+  std::size_t first = 0, row = 0;
+  for (std::size_t r = 0; r < count; ++r)
+    for (std::size_t j = 0; j < period; ++j) {
+      const std::size_t at = argEntries(plan_.kernels[run.first + j + r * period].buffers);
+      if (r == 0 && j == 0) first = at;
+      if (r == 0) column[j] = at - first;
+      if (r == 0 && j + 1 == period) row = argTable_.size() - first;
     }
-  }
-  int tableColumns = 0;
-  for (auto& call : args)
-    for (Column& c : call) {
-      const int64_t step = c.offsets[1] - c.offsets[0];
-      for (std::size_t r = 2; r < count && c.table < 0; ++r)
-        if (c.offsets[r] != c.offsets[0] + static_cast<int64_t>(r) * step) c.table = tableColumns++;
-    }
-  llvm::Value* table = nullptr;
-  if (tableColumns) {
-    std::vector<uint64_t> data(count * static_cast<std::size_t>(tableColumns));
-    for (auto& call : args)
-      for (Column& c : call)
-        if (c.table >= 0)
-          for (std::size_t r = 0; r < count; ++r)
-            data[r * static_cast<std::size_t>(tableColumns) + static_cast<std::size_t>(c.table)] = static_cast<uint64_t>(c.offsets[r]);
-    auto* g = new llvm::GlobalVariable(llvmModule(), llvm::ArrayType::get(b_.getInt64Ty(), data.size()), true,
-                                       llvm::GlobalValue::PrivateLinkage,
-                                       llvm::ConstantDataArray::get(b_.getContext(), data), "run.offsets");
-    g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
-    table = g;
-  }
   static const ir::Op noOp{};
   LowerCtx c = lowerCtx(noOp, {});
   c.loop(static_cast<int64_t>(count), [&](llvm::Value* step) {
-    llvm::Value* row = tableColumns ? b_.CreateMul(step, c.i64(tableColumns)) : nullptr;
+    llvm::Value* rowStart = b_.CreateAdd(c.i64(static_cast<int64_t>(first)), b_.CreateMul(step, c.i64(static_cast<int64_t>(row))));
     for (std::size_t j = 0; j < period; ++j) {
-      std::vector<llvm::Value*> callArgs;
-      for (const Column& col : args[j]) {
-        llvm::Value* offset;
-        if (col.table >= 0)
-          offset = b_.CreateLoad(b_.getInt64Ty(), b_.CreateInBoundsGEP(b_.getInt64Ty(), table, b_.CreateAdd(row, c.i64(col.table))));
-        else
-          offset = b_.CreateAdd(c.i64(col.offsets[0]), b_.CreateMul(step, c.i64(col.offsets[1] - col.offsets[0])));
-        callArgs.push_back(b_.CreateGEP(b_.getInt8Ty(), col.base, offset));
+      const Kernel& k = plan_.kernels[run.first + j];
+      llvm::Value* entries = argTableAt(b_.CreateAdd(rowStart, c.i64(static_cast<int64_t>(column[j]))));
+      std::vector<llvm::Value*> args;
+      if (k.buffers.size() > kDirectArgs) {
+        args = {bases_, entries};
+      } else {
+        for (std::size_t a = 0; a < k.buffers.size(); ++a) args.push_back(decodeArg(b_, bases_, entries, a));
       }
-      callArgs.push_back(scratch_);
-      b_.CreateCall(sharedFn_[run.first + j], callArgs);
+      args.push_back(scratch_);
+      b_.CreateCall(sharedFn_[run.first + j], args);
     }
   });
-  return true;
 }
 
 /// An internal function beside `whole`, named after it, with its function
@@ -195,10 +211,12 @@ void FunctionEmitter::emitSharedKernels() {
       sharedFn_[i] = sharedFn_[static_cast<std::size_t>(k.sameAs)];
       continue;
     }
+    // void(buffers..., scratch)
     const std::size_t params = k.buffers.size() + 1;
-    auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
-                                       std::vector<llvm::Type*>(params, llvm::PointerType::get(ctx, 0)), false);
-    llvm::Function* fn = outOfLine(whole, ty, ".s" + std::to_string(shared++));
+    auto* ptr = llvm::PointerType::get(ctx, 0);
+    auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), std::vector<llvm::Type*>(params, ptr), false);
+    const std::string name = ".s" + std::to_string(shared++);
+    llvm::Function* fn = outOfLine(whole, ty, name);
     // Kernels write buffers no other buffer of theirs overlaps (the plan keeps
     // what a kernel reads live while it writes); views are read, never written.
     for (unsigned a = 0; a + 1 < params; ++a) {
@@ -210,6 +228,23 @@ void FunctionEmitter::emitSharedKernels() {
     finishAliasScopes(i);
     endFrame();
     sharedFn_[i] = fn;
+    if (k.buffers.size() <= kDirectArgs) continue;
+    // Many buffers: calls go through void(bases, entries, scratch), which
+    // reads the buffers from the argument table and passes them on as
+    // `noalias` arguments (what lets LLVM vectorise the kernel).
+    auto* wty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr}, false);
+    llvm::Function* wrapper = outOfLine(whole, wty, name + ".table");
+    for (unsigned a = 0; a < 2; ++a) {
+      wrapper->addParamAttr(a, llvm::Attribute::NoCapture);
+      wrapper->addParamAttr(a, llvm::Attribute::ReadOnly);
+    }
+    Builder wb(llvm::BasicBlock::Create(ctx, "entry", wrapper));
+    std::vector<llvm::Value*> args;
+    for (std::size_t j = 0; j < k.buffers.size(); ++j) args.push_back(decodeArg(wb, wrapper->getArg(0), wrapper->getArg(1), j));
+    args.push_back(wrapper->getArg(2));
+    wb.CreateCall(fn, args);
+    wb.CreateRetVoid();
+    sharedFn_[i] = wrapper;
   }
   out_ = whole;
 }

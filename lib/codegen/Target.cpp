@@ -10,6 +10,7 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Passes/StandardInstrumentations.h>
 #include <llvm/Support/CommandLine.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -118,7 +119,12 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
   pto.LoopVectorization = level >= 2;
   pto.SLPVectorization = level >= 2;
   pto.LoopUnrolling = level >= 2;
-  llvm::PassBuilder pb(&tm, pto);
+  // Instrumented like opt's pipeline, so ADJIT_LLVM_ARGS=-time-passes also
+  // times the optimiser's passes, not only the code generator's.
+  llvm::PassInstrumentationCallbacks pic;
+  llvm::StandardInstrumentations si(m.getContext(), /*DebugLogging=*/false);
+  si.registerCallbacks(pic, &mam);
+  llvm::PassBuilder pb(&tm, pto, std::nullopt, &pic);
   llvm::Triple triple(m.getTargetTriple());
   llvm::TargetLibraryInfoImpl tlii(triple);
   addVectorMath(tlii, triple, *tm.getMCSubtargetInfo());

@@ -8,6 +8,18 @@ using codegen::ElementCtx;
 using ir::EvalCtx;
 using ir::InferCtx;
 
+namespace {
+
+bool isSplat(const Array& v) {
+  const std::size_t width = size_of(v.dtype());
+  const char* raw = static_cast<const char*>(v.raw());
+  for (int64_t i = 1; i < v.size(); ++i)
+    if (std::memcmp(raw + static_cast<std::size_t>(i) * width, raw, width) != 0) return false;
+  return true;
+}
+
+} // namespace
+
 void defineCreationOps(Table& t) {
   // constant {value = dense<...>}: its value
   set(t, OpKind::Constant, {
@@ -16,11 +28,12 @@ void defineCreationOps(Table& t) {
       .fold = noFold,
       .element = [](ElementCtx& c) -> llvm::Value* {
         const Array& v = c.op.attrs.array("value");
-        bool splat = true;
-        for (int64_t i = 1; i < v.size() && splat; ++i)
-          splat = std::memcmp(static_cast<const char*>(v.raw()) + i * size_of(v.dtype()), v.raw(), size_of(v.dtype())) == 0;
-        if (splat) return c.constant(v.dtype(), v.at(0));
+        if (isSplat(v)) return c.constant(v.dtype(), v.at(0));
         return c.load(v.dtype(), c.globalConstant(v), c.linear(c.index, v.shape()));
+      },
+      .data = [](const ir::Attrs& a) -> const Array* {
+        const Array& v = a.array("value");
+        return isSplat(v) ? nullptr : &v;
       },
   });
 

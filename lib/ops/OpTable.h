@@ -137,6 +137,13 @@ struct Hooks {
   /// not such a run. The fusion plan then gives the result no buffer of its
   /// own: it reads the operand's buffer from that offset, copying nothing.
   std::optional<int64_t> (*view)(const Type& operand, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops whose result is data held in an attribute (a constant): that
+  /// data, or null when the op computes its elements more cheaply than a load
+  /// (a splat: one repeated element, an immediate). The fusion plan reads the
+  /// data from a global like a parameter's buffer: no loop computes it, slices
+  /// of it are views, and code reading different rows of it is shared (an
+  /// unrolled loop over a constant sequence).
+  const Array* (*data)(const ir::Attrs&) = nullptr;
   /// Adds operand cotangents from result cotangents (reverse mode). Required
   /// unless the op is kNonDifferentiable.
   void (*vjp)(const autodiff::VjpCtx&) = nullptr;

@@ -116,9 +116,8 @@ TEST_CASE("repeated kernels are emitted once: an unrolled recurrence grows by ca
     const Module gm = trace([&](Tensor x) { return grad(rnn(n))(x); }, x.type());
     ADJIT_CHECK_CLOSE(grad(rnn(n))(x), gm.interpret("f", {x})[0], 1e-4);
   }
-  // Steps reading the two states before them, every state a result: buffers
-  // that do not step regularly go through the table of offsets, and the
-  // result buffers (another base) end the run.
+  // Steps reading the two states before them, every state a result: each
+  // step's buffers come from its row of the argument table.
   auto rnn2 = [](Tensor x) {
     Tensor w = reshape(x * 0.01f, {32, 32}), xs = reshape(x, {32, 32});
     std::vector<Tensor> hs{xs[0] * 0, xs[1] * 0.1f};
@@ -126,7 +125,7 @@ TEST_CASE("repeated kernels are emitted once: an unrolled recurrence grows by ca
     return std::make_tuple(stack(hs), sum(hs.back() * hs[10]));
   };
   REQUIRE(!codegen::planFusion(*traced(rnn2, 1024).impl().lookup("f")).runs.empty());
-  CHECK(jit(rnn2).lower(x).llvm_ir.find("run.offsets") != std::string::npos); // a table is used
+  CHECK(jit(rnn2).lower(x).llvm_ir.find("call.args") != std::string::npos); // a table is used
   const Module m2 = trace(rnn2, x.type());
   const std::vector<Array> want = m2.interpret("f", {x});
   auto [states, s] = jit(rnn2)(x);
@@ -135,6 +134,68 @@ TEST_CASE("repeated kernels are emitted once: an unrolled recurrence grows by ca
   auto g2 = [&](Tensor x) { return std::get<1>(rnn2(x)); };
   const Module gm2 = trace([&](Tensor x) { return grad(g2)(x); }, x.type());
   ADJIT_CHECK_CLOSE(grad(g2)(x), gm2.interpret("f", {x})[0], 1e-4);
+}
+
+TEST_CASE("steps over the rows of a constant share code: the constant is read from a global") {
+  // An unrolled loop over a constant sequence (ADBench's LSTM reads its
+  // characters so): each step slices another row. Were the constant computed
+  // inside each step's loop, every step would be its own code.
+  // (The matmul makes each step a kernel.)
+  std::vector<float> rows(64 * 32);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::cos(0.11f * float(i));
+  const Array seq(rows, {64, 32});
+  auto f = [seq](Tensor x) {
+    Tensor c = constant(seq), w = reshape(x * 0.01f, {32, 32}), h = reshape(x, {32, 32})[0];
+    for (int t = 0; t < 64; ++t) h = tanh(matmul(w, h) * c[t] + 0.5f);
+    return sum(h * h);
+  };
+  const Module tm = traced(f, 1024);
+  const codegen::FusionPlan plan = codegen::planFusion(*tm.impl().lookup("f"));
+  CHECK(plan.str().find("global %") != std::string::npos);
+  int longest = 0;
+  for (const codegen::Run& r : plan.runs) longest = std::max(longest, r.count);
+  CHECK(longest >= 60);
+  std::vector<float> xv(1024);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37f * float(i));
+  const Array x(xv);
+  const Module m = trace(f, x.type());
+  ADJIT_CHECK_CLOSE(jit(f)(x), m.interpret("f", {x})[0], 1e-5);
+  const Module gm = trace([&](Tensor x) { return grad(f)(x); }, x.type());
+  ADJIT_CHECK_CLOSE(grad(f)(x), gm.interpret("f", {x})[0], 1e-4);
+}
+
+TEST_CASE("a repeated kernel with many buffers is called through the argument table") {
+  // Each step reads the eight states before it: a shared kernel of more
+  // buffers than go in registers. Its call sites pass a row of the argument
+  // table, so a step costs a few instructions however many buffers it reads.
+  // (The matmul keeps every state in a buffer.)
+  auto net = [](int n) {
+    return [n](Tensor x) {
+      Tensor w = reshape(x * 0.01f, {32, 32}), xs = reshape(x, {32, 32});
+      std::vector<Tensor> hs;
+      for (int t = 0; t < 8; ++t) hs.push_back(xs[t] * 0.1f);
+      for (int t = 8; t < n; ++t) {
+        Tensor acc = matmul(w, hs.back()) + xs[t % 32];
+        for (int k = 1; k <= 8; ++k) acc = acc + hs[hs.size() - std::size_t(k)] * (0.1f * float(k));
+        hs.push_back(tanh(acc));
+      }
+      return sum(hs.back() * hs.back());
+    };
+  };
+  auto instructions = [&](int n) { return double(lowered(traced(net(n), 1024)).instructions); };
+  const double a = instructions(100), b = instructions(200);
+  INFO("instructions " << a << ", " << b);
+  CHECK((b - a) / 100 < 40);
+  std::vector<float> xv(1024);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37f * float(i));
+  const Array x(xv);
+  CHECK(jit(net(40)).lower(x).llvm_ir.find(".table(") != std::string::npos);
+  for (int n : {12, 40}) {
+    const Module m = trace(net(n), x.type());
+    ADJIT_CHECK_CLOSE(jit(net(n))(x), m.interpret("f", {x})[0], 1e-4);
+    const Module gm = trace([&](Tensor x) { return grad(net(n))(x); }, x.type());
+    ADJIT_CHECK_CLOSE(grad(net(n))(x), gm.interpret("f", {x})[0], 1e-4);
+  }
 }
 
 TEST_CASE("a 200,000-op chain goes through every stage without deep recursion") {
