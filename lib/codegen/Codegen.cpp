@@ -27,10 +27,10 @@
 
 namespace adjit::codegen {
 
-/// Kernels touching more buffers than this get no alias scopes (their
-/// metadata would grow with the square of the count); LLVM then checks
+/// Kernels writing more buffers than this get no alias scopes (the written
+/// buffers' lists grow with the square of their count); LLVM then checks
 /// overlap at run time where it vectorises.
-constexpr std::size_t kMaxScopedBuffers = 64;
+constexpr std::size_t kMaxScopedWrites = 64;
 
 
 // ---- EmitBase helpers -------------------------------------------------------
@@ -194,23 +194,42 @@ void FunctionEmitter::tagAccess(llvm::Instruction* access, llvm::Value* base) {
 }
 
 void FunctionEmitter::finishAliasScopes(std::size_t kernel) {
-  if (scopeOf_.size() >= 2 && scopeOf_.size() <= kMaxScopedBuffers) {
+  // Only a write can conflict: each written buffer gets a scope of its own,
+  // and all buffers the kernel only reads share one. A read is then known not
+  // to alias any written buffer, and a write not to alias anything else, with
+  // metadata linear in the buffers read (the residuals of a gradient step).
+  std::vector<char> written(scopeOf_.size());
+  for (auto [inst, k] : accesses_)
+    if (llvm::isa<llvm::StoreInst>(inst)) written[static_cast<std::size_t>(k)] = 1;
+  const std::size_t writes = static_cast<std::size_t>(std::count(written.begin(), written.end(), 1));
+  if (scopeOf_.size() >= 2 && writes >= 1 && writes <= kMaxScopedWrites) {
     llvm::LLVMContext& ctx = out_->getContext();
     llvm::MDBuilder md(ctx);
     llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(out_->getName().str() + ".k" + std::to_string(kernel));
-    std::vector<llvm::Metadata*> scopes(scopeOf_.size());
-    for (auto& s : scopes) s = md.createAnonymousAliasScope(domain);
-    std::vector<llvm::MDNode*> own(scopes.size()), others(scopes.size());
-    for (std::size_t i = 0; i < scopes.size(); ++i) {
-      own[i] = llvm::MDNode::get(ctx, {scopes[i]});
+    const bool reads = writes < written.size();
+    llvm::MDNode* read = reads ? md.createAnonymousAliasScope(domain) : nullptr;
+    std::vector<llvm::Metadata*> writeScopes;
+    std::vector<std::size_t> writeIndex(written.size());
+    for (std::size_t i = 0; i < written.size(); ++i)
+      if (written[i]) {
+        writeIndex[i] = writeScopes.size();
+        writeScopes.push_back(md.createAnonymousAliasScope(domain));
+      }
+    llvm::MDNode* readOwn = reads ? llvm::MDNode::get(ctx, {read}) : nullptr;
+    llvm::MDNode* readOthers = llvm::MDNode::get(ctx, writeScopes);
+    std::vector<llvm::MDNode*> own(writeScopes.size()), others(writeScopes.size());
+    for (std::size_t i = 0; i < writeScopes.size(); ++i) {
+      own[i] = llvm::MDNode::get(ctx, {writeScopes[i]});
       std::vector<llvm::Metadata*> rest;
-      for (std::size_t j = 0; j < scopes.size(); ++j)
-        if (j != i) rest.push_back(scopes[j]);
+      if (reads) rest.push_back(read);
+      for (std::size_t j = 0; j < writeScopes.size(); ++j)
+        if (j != i) rest.push_back(writeScopes[j]);
       others[i] = llvm::MDNode::get(ctx, rest);
     }
     for (auto [inst, k] : accesses_) {
-      inst->setMetadata(llvm::LLVMContext::MD_alias_scope, own[static_cast<std::size_t>(k)]);
-      inst->setMetadata(llvm::LLVMContext::MD_noalias, others[static_cast<std::size_t>(k)]);
+      const std::size_t b = static_cast<std::size_t>(k);
+      inst->setMetadata(llvm::LLVMContext::MD_alias_scope, written[b] ? own[writeIndex[b]] : readOwn);
+      inst->setMetadata(llvm::LLVMContext::MD_noalias, written[b] ? others[writeIndex[b]] : readOthers);
     }
   }
   scopeOf_.clear();
@@ -504,11 +523,14 @@ void FunctionEmitter::beginFrame(llvm::Function* fn) {
 
 void FunctionEmitter::beginKernelFrame(llvm::Function* fn, const std::vector<ir::ValueId>& buffers) {
   openFrame(fn);
+  const bool table = buffers.size() > kDirectArgs;
+  llvm::IRBuilder<> eb(entry_);
   for (std::size_t i = 0; i < buffers.size(); ++i) {
-    buffers_[static_cast<std::size_t>(buffers[i])] = fn->getArg(static_cast<unsigned>(i));
+    buffers_[static_cast<std::size_t>(buffers[i])] =
+        table ? decodeArg(eb, fn->getArg(0), fn->getArg(1), i) : fn->getArg(static_cast<unsigned>(i));
     bufferSet_.push_back(buffers[i]);
   }
-  scratch_ = fn->getArg(static_cast<unsigned>(buffers.size()));
+  scratch_ = fn->getArg(table ? 2 : static_cast<unsigned>(buffers.size()));
   kernelFrame_ = true;
 }
 

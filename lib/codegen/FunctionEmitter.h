@@ -118,11 +118,10 @@ private:
   void emitRun(const Run& run);
   /// Calls kernel k's shared function at the insertion point.
   void callShared(std::size_t k);
-  /// A shared kernel with more buffers than this is called through a wrapper
-  /// that reads them from the argument table (see argEntries): a call site
-  /// then costs LLVM a few instructions instead of one pointer per buffer (an
-  /// unrolled LSTM's gradient step reads ~100 residuals, and the call sites
-  /// made 90% of the module).
+  /// A shared kernel with more buffers than this reads them from the argument
+  /// table (see argEntries): a call site then costs LLVM a few instructions
+  /// instead of one pointer per buffer (an unrolled LSTM's gradient step reads
+  /// ~100 residuals, and the call sites made 90% of the module).
   static constexpr std::size_t kDirectArgs = 6;
   /// Appends the argument-table entries of these buffers: each is a slot of
   /// this frame's bases array (the scratch pointer, parameters, results,
@@ -132,6 +131,8 @@ private:
   std::size_t argEntries(const std::vector<ir::ValueId>& buffers);
   /// A pointer to entry `i` of the argument table (a global of the module).
   llvm::Value* argTableAt(llvm::Value* i);
+  /// Buffer j of a call whose entries start at `entries`, with the caller's bases.
+  static llvm::Value* decodeArg(Builder& b, llvm::Value* bases, llvm::Value* entries, std::size_t j);
   /// Where v's buffer is: a base pointer and a byte offset from it.
   std::pair<llvm::Value*, int64_t> address(ir::ValueId v);
   llvm::Value* compute(ir::ValueId v, const Index& idx);
@@ -147,10 +148,11 @@ private:
   /// kernel's buffers (in kernelKey's order), then the scratch pointer.
   void beginKernelFrame(llvm::Function* fn, const std::vector<ir::ValueId>& buffers);
   void endFrame();
-  /// Gives every buffer a kernel accesses its own alias scope in a domain of
-  /// that kernel: its loads and stores are marked as not aliasing the other
-  /// buffers of the kernel, which LLVM cannot see for buffers carved from one
-  /// scratch region. Metadata grows with the kernels, not with the function.
+  /// Marks a kernel's loads and stores, in an alias-scope domain of that
+  /// kernel, as not aliasing the buffers the kernel writes (each written
+  /// buffer a scope of its own; the buffers only read share one), which LLVM
+  /// cannot see for buffers carved from one scratch region or read from the
+  /// argument table. Metadata grows with the kernels, not with the function.
   void finishAliasScopes(std::size_t kernel);
 
   const ir::Function& f_;

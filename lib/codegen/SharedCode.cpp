@@ -52,8 +52,7 @@ llvm::Value* FunctionEmitter::argTableAt(llvm::Value* i) {
   return b_.CreateInBoundsGEP(b_.getInt64Ty(), argTableGlobal_, i);
 }
 
-/// Buffer j of a call whose entries start at `entries`, with the caller's bases.
-static llvm::Value* decodeArg(Builder& b, llvm::Value* bases, llvm::Value* entries, std::size_t j) {
+llvm::Value* FunctionEmitter::decodeArg(Builder& b, llvm::Value* bases, llvm::Value* entries, std::size_t j) {
   llvm::Value* e = b.CreateLoad(b.getInt64Ty(), b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), entries, j));
   llvm::Value* base = b.CreateLoad(b.getPtrTy(), b.CreateInBoundsGEP(b.getPtrTy(), bases, b.CreateLShr(e, kSlotShift)));
   return b.CreateInBoundsGEP(b.getInt8Ty(), base, b.CreateAnd(e, kOffsetMask));
@@ -211,16 +210,21 @@ void FunctionEmitter::emitSharedKernels() {
       sharedFn_[i] = sharedFn_[static_cast<std::size_t>(k.sameAs)];
       continue;
     }
-    // void(buffers..., scratch)
-    const std::size_t params = k.buffers.size() + 1;
-    auto* ptr = llvm::PointerType::get(ctx, 0);
-    auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), std::vector<llvm::Type*>(params, ptr), false);
-    const std::string name = ".s" + std::to_string(shared++);
-    llvm::Function* fn = outOfLine(whole, ty, name);
+    // void(buffers..., scratch), or void(bases, entries, scratch) with the
+    // buffers in the argument table.
+    const bool table = k.buffers.size() > kDirectArgs;
+    const std::size_t params = (table ? 2 : k.buffers.size()) + 1;
+    auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                       std::vector<llvm::Type*>(params, llvm::PointerType::get(ctx, 0)), false);
+    llvm::Function* fn = outOfLine(whole, ty, ".s" + std::to_string(shared++));
+    // Shared code stays one function: LLVM would otherwise specialise it for
+    // the constant arguments of each call (its table entries, a global).
+    fn->addFnAttr(llvm::Attribute::NoDuplicate);
     // Kernels write buffers no other buffer of theirs overlaps (the plan keeps
     // what a kernel reads live while it writes); views are read, never written.
+    // Buffers from the table get the same facts from the kernel's alias scopes.
     for (unsigned a = 0; a + 1 < params; ++a) {
-      fn->addParamAttr(a, llvm::Attribute::NoAlias);
+      fn->addParamAttr(a, table ? llvm::Attribute::ReadOnly : llvm::Attribute::NoAlias);
       fn->addParamAttr(a, llvm::Attribute::NoCapture);
     }
     beginKernelFrame(fn, k.buffers);
@@ -228,23 +232,6 @@ void FunctionEmitter::emitSharedKernels() {
     finishAliasScopes(i);
     endFrame();
     sharedFn_[i] = fn;
-    if (k.buffers.size() <= kDirectArgs) continue;
-    // Many buffers: calls go through void(bases, entries, scratch), which
-    // reads the buffers from the argument table and passes them on as
-    // `noalias` arguments (what lets LLVM vectorise the kernel).
-    auto* wty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr}, false);
-    llvm::Function* wrapper = outOfLine(whole, wty, name + ".table");
-    for (unsigned a = 0; a < 2; ++a) {
-      wrapper->addParamAttr(a, llvm::Attribute::NoCapture);
-      wrapper->addParamAttr(a, llvm::Attribute::ReadOnly);
-    }
-    Builder wb(llvm::BasicBlock::Create(ctx, "entry", wrapper));
-    std::vector<llvm::Value*> args;
-    for (std::size_t j = 0; j < k.buffers.size(); ++j) args.push_back(decodeArg(wb, wrapper->getArg(0), wrapper->getArg(1), j));
-    args.push_back(wrapper->getArg(2));
-    wb.CreateCall(fn, args);
-    wb.CreateRetVoid();
-    sharedFn_[i] = wrapper;
   }
   out_ = whole;
 }
