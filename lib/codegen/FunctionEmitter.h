@@ -116,8 +116,10 @@ private:
   void emitSharedKernels();
   /// Emits a run of shared kernels as one loop of calls.
   void emitRun(const Run& run);
-  /// Calls kernel k's shared function at the insertion point.
-  void callShared(std::size_t k);
+  /// Calls kernel k's shared function at the insertion point, its buffers
+  /// read from the argument table at `entries` (a run's row) or, when null,
+  /// passed as they are where there are few (else entered in the table here).
+  void callShared(std::size_t k, llvm::Value* entries = nullptr);
   /// A shared kernel with more buffers than this reads them from the argument
   /// table (see argEntries): a call site then costs LLVM a few instructions
   /// instead of one pointer per buffer (an unrolled LSTM's gradient step reads

@@ -58,15 +58,15 @@ llvm::Value* FunctionEmitter::decodeArg(Builder& b, llvm::Value* bases, llvm::Va
   return b.CreateInBoundsGEP(b.getInt8Ty(), base, b.CreateAnd(e, kOffsetMask));
 }
 
-void FunctionEmitter::callShared(std::size_t k) {
+void FunctionEmitter::callShared(std::size_t k, llvm::Value* entries) {
   const Kernel& kn = plan_.kernels[k];
+  const bool table = kn.buffers.size() > kDirectArgs;
+  if (!entries && table) entries = argTableAt(b_.getInt64(argEntries(kn.buffers)));
   std::vector<llvm::Value*> args;
-  if (kn.buffers.size() > kDirectArgs) {
-    llvm::Value* entries = argTableAt(b_.getInt64(argEntries(kn.buffers)));
-    args = {bases_, entries}; // argEntries made the bases array
-  } else {
-    for (ir::ValueId v : kn.buffers) args.push_back(buffer(v));
-  }
+  if (table) args = {bases_, entries}; // argEntries made the bases array
+  else
+    for (std::size_t a = 0; a < kn.buffers.size(); ++a)
+      args.push_back(entries ? decodeArg(b_, bases_, entries, a) : buffer(kn.buffers[a]));
   args.push_back(scratch_);
   b_.CreateCall(sharedFn_[k], args);
 }
@@ -89,18 +89,8 @@ void FunctionEmitter::emitRun(const Run& run) {
   LowerCtx c = lowerCtx(noOp, {});
   c.loop(static_cast<int64_t>(count), [&](llvm::Value* step) {
     llvm::Value* rowStart = b_.CreateAdd(c.i64(static_cast<int64_t>(first)), b_.CreateMul(step, c.i64(static_cast<int64_t>(row))));
-    for (std::size_t j = 0; j < period; ++j) {
-      const Kernel& k = plan_.kernels[run.first + j];
-      llvm::Value* entries = argTableAt(b_.CreateAdd(rowStart, c.i64(static_cast<int64_t>(column[j]))));
-      std::vector<llvm::Value*> args;
-      if (k.buffers.size() > kDirectArgs) {
-        args = {bases_, entries};
-      } else {
-        for (std::size_t a = 0; a < k.buffers.size(); ++a) args.push_back(decodeArg(b_, bases_, entries, a));
-      }
-      args.push_back(scratch_);
-      b_.CreateCall(sharedFn_[run.first + j], args);
-    }
+    for (std::size_t j = 0; j < period; ++j)
+      callShared(run.first + j, argTableAt(b_.CreateAdd(rowStart, c.i64(static_cast<int64_t>(column[j])))));
   });
 }
 
