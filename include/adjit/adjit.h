@@ -5,6 +5,7 @@
 #include <adjit/array.h>
 #include <adjit/autodiff.h>
 #include <adjit/check.h>
+#include <adjit/control_flow.h>
 #include <adjit/custom_gradient.h>
 #include <adjit/debug.h>
 #include <adjit/dtype.h>

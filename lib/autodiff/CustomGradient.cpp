@@ -20,40 +20,6 @@
 namespace adjit {
 namespace {
 
-/// Tensors of `outer` used by the forward body become extra parameters of the
-/// forward function (constants for the gradient, as in TensorFlow). So do
-/// tensors `outer` itself can capture (a custom gradient inside a grad_fn
-/// reading the enclosing forward's values).
-struct OuterCaptures : detail::CaptureHook {
-  detail::TraceState* outer;
-  detail::TraceState* self = nullptr;
-  std::vector<ir::ValueId> outerValues;     ///< operands for the call site, in the outer trace
-  std::map<ir::ValueId, ir::ValueId> mapped; ///< outer value -> forward parameter
-  explicit OuterCaptures(detail::TraceState* o) : outer(o) {}
-  std::optional<Type> typeOf(const Tensor& t) override {
-    if (t.trace() == outer->id) return outer->fn->type(t.id());
-    if (outer->captures) return outer->captures->typeOf(t);
-    return std::nullopt;
-  }
-  ir::ValueId capture(const Tensor& t) override {
-    const ir::ValueId v = t.trace() == outer->id ? t.id() : outer->captures->capture(t);
-    auto it = mapped.find(v);
-    if (it != mapped.end()) return it->second;
-    ir::ValueId p = self->builder.param(outer->fn->type(v));
-    outerValues.push_back(v);
-    return mapped[v] = p;
-  }
-  std::optional<ir::ValueId> find(const Tensor& t) const override {
-    std::optional<ir::ValueId> v;
-    if (t.trace() == outer->id) v = t.id();
-    else if (outer->captures) v = outer->captures->find(t);
-    if (!v) return std::nullopt;
-    auto it = mapped.find(*v);
-    if (it == mapped.end()) return std::nullopt;
-    return it->second;
-  }
-};
-
 /// Tensors of the forward trace used by grad_fn become residuals: parameters
 /// of the VJP function, returned by the forward.
 struct ResidualCaptures : detail::CaptureHook {
@@ -309,7 +275,7 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
     operands.push_back(valueOf(x, "custom_gradient", loc));
     types.push_back(x.type());
   }
-  auto hook = std::make_shared<OuterCaptures>(outer);
+  auto hook = std::make_shared<detail::OuterCaptures>(outer);
   auto lazy = std::make_shared<ir::LazyVjp>();
   std::vector<std::shared_ptr<VariableState>> assigned;
   std::string fwdName;

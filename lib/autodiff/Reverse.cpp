@@ -205,6 +205,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
           return callVjp(s, i, xs, cts);
         },
         [i](const std::vector<std::optional<Tensor>>& cts) { return customVjp(i, cts); },
+        i,
     };
     info.hooks.vjp(ctx);
   }

@@ -26,6 +26,9 @@ struct VjpCtx {
   /// For custom-gradient call sites: operand cotangents from the attached VJP
   /// function (traced on first use).
   std::function<std::vector<std::optional<Tensor>>(const std::vector<std::optional<Tensor>>&)> customVjp;
+  /// The op's position in the current trace's function (rules that rebind
+  /// their op in place, as control flow does, to return residuals).
+  std::size_t opIndex = 0;
 
   Tensor x(std::size_t i) const { return value(op.operands.at(i)); }
   Tensor y(std::size_t i = 0) const { return value(op.results.at(i)); }

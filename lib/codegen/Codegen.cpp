@@ -126,7 +126,9 @@ llvm::Module& EmitBase::llvmModule() const { return fe.llvmModule(); }
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
-void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers) const { fe.call(name, std::move(buffers)); }
+void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after) const {
+  fe.call(name, std::move(buffers), after);
+}
 llvm::Value* LowerCtx::workspace(uint64_t bytes) const { return fe.workspace(bytes); }
 
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }

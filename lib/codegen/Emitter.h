@@ -110,8 +110,9 @@ struct LowerCtx : EmitBase {
   /// `bytes` of temporary memory, 64-byte aligned from the scratch base, valid
   /// until the op's lowering returns (packing buffers); shared with callees.
   llvm::Value* workspace(uint64_t bytes) const;
-  /// Calls module function `name` with operand and result buffers.
-  void call(const std::string& name, std::vector<llvm::Value*> buffers) const;
+  /// Calls module function `name` with operand and result buffers; the first
+  /// `after` bytes of the workspace stay the caller's during the call.
+  void call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after = 0) const;
 };
 
 } // namespace adjit::codegen

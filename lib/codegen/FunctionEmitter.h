@@ -45,11 +45,14 @@ public:
   /// Element of value v at idx: computed (once per index in a loop body) or loaded.
   llvm::Value* element(ir::ValueId v, const Index& idx);
   llvm::Value* buffer(ir::ValueId v);
-  /// Calls lowered function `name` on buffers, giving it the scratch past ours.
-  void call(const std::string& name, std::vector<llvm::Value*> buffers) {
+  /// Calls lowered function `name` on buffers, giving it the scratch past ours
+  /// and past the first `after` bytes of the workspace (which the caller keeps
+  /// using across the call: a loop's next carry).
+  void call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after = 0) {
     Lowered l = callee_(name);
-    calleeScratch_ = std::max(calleeScratch_, l.scratch);
-    buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt()));
+    after = (after + 63) / 64 * 64;
+    calleeScratch_ = std::max(calleeScratch_, after + l.scratch);
+    buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt() + after));
     b_.CreateCall(l.fn, buffers);
   }
   llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);

@@ -1,6 +1,7 @@
 // jit/Callbacks.cpp — the host-callback registry and its C entry point.
 #include "jit/Callbacks.h"
 
+#include "autodiff/ControlFlow.h"
 #include "support/Assert.h"
 
 #include <cstring>
@@ -28,10 +29,18 @@ std::deque<Entry>& registry() {
 
 /// The first exception a callback threw during the current kernel call.
 thread_local std::exception_ptr failure;
+/// The first while loop of the current kernel call that ran past its max_iterations.
+thread_local std::optional<Error> loopLimit;
 
 } // namespace
 
 void rethrowCallbackFailure() {
+  if (loopLimit) {
+    Error e = std::move(*loopLimit);
+    loopLimit.reset();
+    failure = nullptr;
+    throw e;
+  }
   if (!failure) return;
   std::exception_ptr e = std::exchange(failure, nullptr);
   try {
@@ -81,6 +90,16 @@ extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers)
       args.push_back(std::move(a));
     }
     engine::runCallback(id, args);
+  } catch (...) {
+    engine::failure = std::current_exception();
+  }
+}
+
+extern "C" void adjit_loop_limit(int64_t limit, const char* file, int64_t line, int64_t column) noexcept {
+  using namespace adjit;
+  if (engine::loopLimit) return;
+  try {
+    engine::loopLimit = Error(autodiff::loopLimitMessage(limit), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
   } catch (...) {
     engine::failure = std::current_exception();
   }

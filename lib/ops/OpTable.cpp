@@ -22,6 +22,7 @@ static Table buildTable() {
   defineReduceOps(t);
   defineLinalgOps(t);
   defineCallOps(t);
+  defineControlFlowOps(t);
   defineGradientOps(t);
   defineCallbackOps(t);
   return t;

@@ -182,6 +182,7 @@ void defineIndexingOps(Table&);
 void defineReduceOps(Table&);
 void defineLinalgOps(Table&);
 void defineCallOps(Table&);
+void defineControlFlowOps(Table&);
 void defineGradientOps(Table&);
 void defineCallbackOps(Table&);
 

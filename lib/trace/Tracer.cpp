@@ -47,6 +47,31 @@ TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc) {
 
 Tensor wrap(TraceState& s, ir::ValueId v) { return Tensor(s.id, v); }
 
+std::optional<Type> OuterCaptures::typeOf(const Tensor& t) {
+  if (t.trace() == outer->id) return outer->fn->type(t.id());
+  if (outer->captures) return outer->captures->typeOf(t);
+  return std::nullopt;
+}
+
+ir::ValueId OuterCaptures::capture(const Tensor& t) {
+  const ir::ValueId v = t.trace() == outer->id ? t.id() : outer->captures->capture(t);
+  auto it = mapped.find(v);
+  if (it != mapped.end()) return it->second;
+  ir::ValueId p = self->builder.param(outer->fn->type(v));
+  outerValues.push_back(v);
+  return mapped[v] = p;
+}
+
+std::optional<ir::ValueId> OuterCaptures::find(const Tensor& t) const {
+  std::optional<ir::ValueId> v;
+  if (t.trace() == outer->id) v = t.id();
+  else if (outer->captures) v = outer->captures->find(t);
+  if (!v) return std::nullopt;
+  auto it = mapped.find(*v);
+  if (it == mapped.end()) return std::nullopt;
+  return it->second;
+}
+
 ir::ValueId valueOf(const Tensor& t, std::string_view op, const Location& loc) {
   TraceState& s = traceOf(t, op, loc);
   return t.trace() == s.id ? t.id() : s.captures->capture(t);

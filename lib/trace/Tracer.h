@@ -27,6 +27,22 @@ struct CaptureHook {
   virtual std::optional<ir::ValueId> find(const Tensor& t) const = 0;
 };
 
+struct TraceState;
+
+/// Tensors of `outer` used by a nested trace (a custom gradient's forward
+/// body, a branch, a loop body) become extra parameters of the nested
+/// function, in order of first use; so do tensors `outer` itself can capture.
+struct OuterCaptures : CaptureHook {
+  TraceState* outer;
+  TraceState* self = nullptr;
+  std::vector<ir::ValueId> outerValues;      ///< the captured values of `outer`, in order of first use
+  std::map<ir::ValueId, ir::ValueId> mapped; ///< outer value -> parameter of the nested function
+  explicit OuterCaptures(TraceState* o) : outer(o) {}
+  std::optional<Type> typeOf(const Tensor& t) override;
+  ir::ValueId capture(const Tensor& t) override;
+  std::optional<ir::ValueId> find(const Tensor& t) const override;
+};
+
 /// A variable's state: shared by every copy of the Variable handle.
 struct VariableState {
   std::string name;

@@ -1,0 +1,233 @@
+// adjit/control_flow.h — conditionals and loops on traced values: cond,
+// switch_case, fori_loop, scan and while_loop. A C++ `if` or `for` runs while
+// tracing and sees no data; these record branches and loop bodies as
+// functions of the module, compiled to real branches and loops (never
+// unrolled) and differentiated in reverse mode with TensorFlow's semantics:
+// only floating results carry cotangents, and a floating operand a branch or
+// body does not use gets zeros, not "no gradient".
+//
+// Operands, carries and scanned values are nested structures of Tensors
+// (std::tuple, std::pair, std::array, std::vector). Tensors of the enclosing
+// trace may be used inside branches and bodies: they become extra operands.
+#pragma once
+
+#include <adjit/autodiff.h>
+
+#include <initializer_list>
+#include <optional>
+#include <variant>
+
+namespace adjit {
+namespace detail {
+
+/// A branch or body on the flattened leaves of its arguments.
+using FlatFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// Records `switch` over the branches (traced in order on `operands`' types);
+/// `names` name them in errors ("true_fn"). Returns the results' leaves.
+std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& branches, const std::vector<std::string>& names,
+                               const std::vector<Tensor>& operands, const char* api, const Location& loc);
+/// cond's index: the one-element i1 predicate as an i32 scalar (an error otherwise).
+Tensor predicateIndex(const Tensor& pred, const Location& loc);
+/// Records `scan`; `body` takes (carry..., x...) and returns (carry..., y...).
+/// Returns the final carry's leaves and the stacked ys' leaves.
+std::pair<std::vector<Tensor>, std::vector<Tensor>> scanCall(const FlatFn& body, const std::vector<Tensor>& init,
+                                                             const std::vector<Tensor>& xs, std::optional<int64_t> length,
+                                                             bool reverse, const char* api, const Location& loc);
+/// Records `while`; returns the final carry's leaves.
+std::vector<Tensor> whileCall(const FlatFn& cond, const FlatFn& body, const std::vector<Tensor>& init,
+                              std::optional<int64_t> maxIterations, const char* api, const Location& loc);
+
+template <class T> std::vector<Tensor> leavesOf(const T& s) {
+  std::vector<Tensor> out;
+  auto push = [&](const Tensor& t) { out.push_back(t); };
+  Map<T>::each(s, push);
+  return out;
+}
+template <class T> T rebuildLike(const T& skeleton, const std::vector<Tensor>& flat, std::size_t from = 0) {
+  const Tensor* it = flat.data() + from;
+  return OutTensors<T>::rebuild(skeleton, it);
+}
+
+/// A cond predicate: a Tensor. A C++ bool is known while tracing: use an `if`.
+struct Predicate {
+  Tensor t;
+  std::source_location loc;
+  Predicate(const Tensor& p, std::source_location l = std::source_location::current()) : t(p), loc(l) {}
+  template <class B>
+    requires std::is_same_v<B, bool>
+  Predicate(B) {
+    static_assert(kFalse<B>, "cond: the predicate is a C++ bool, known while tracing: use an `if` instead");
+  }
+};
+
+/// A switch_case index: a scalar integer Tensor.
+struct CaseIndex {
+  Tensor t;
+  std::source_location loc;
+  CaseIndex(const Tensor& i, std::source_location l = std::source_location::current()) : t(i), loc(l) {}
+};
+
+/// The branches called on the operands' structure; all must return the same structure.
+template <class... Ops> struct Branches {
+  std::tuple<const Ops&...> operands;
+  std::vector<FlatFn> fns;
+  std::shared_ptr<void> skeleton;
+
+  template <class Fn> void add(const Fn& fn) {
+    using R = std::decay_t<std::invoke_result_t<const Fn&, const Ops&...>>;
+    fns.push_back([this, &fn](const std::vector<Tensor>& ps) {
+      std::size_t at = 0;
+      auto rebuildOne = [&](const auto& op) {
+        using O = std::decay_t<decltype(op)>;
+        O r = rebuildLike(op, ps, at);
+        at += leavesOf(op).size();
+        return r;
+      };
+      R r = std::apply([&](const auto&... op) { return std::apply(fn, std::tuple<std::decay_t<decltype(op)>...>{rebuildOne(op)...}); },
+                       operands);
+      if (!skeleton) skeleton = std::make_shared<R>(r);
+      std::vector<Tensor> out;
+      Out<R>::flatten(r, out);
+      return out;
+    });
+  }
+  std::vector<Tensor> flatOperands() const {
+    std::vector<Tensor> flat;
+    std::apply([&](const auto&... op) { ((void)[&] { auto l = leavesOf(op); flat.insert(flat.end(), l.begin(), l.end()); }(), ...); },
+               operands);
+    return flat;
+  }
+  template <class R> R result(const std::vector<Tensor>& flat) const { return rebuildLike(*std::static_pointer_cast<R>(skeleton), flat); }
+};
+
+/// A loop bound: a C++ integer (static) or a scalar integer Tensor (dynamic).
+struct Bound {
+  std::variant<int64_t, Tensor> v;
+  Bound(int i) : v(int64_t{i}) {}
+  Bound(int64_t i) : v(i) {}
+  Bound(const Tensor& t) : v(t) {}
+};
+
+std::vector<Tensor> foriCall(const Bound& lower, const Bound& upper, const std::function<std::vector<Tensor>(const Tensor&, const std::vector<Tensor>&)>& body,
+                             const std::vector<Tensor>& init, std::optional<int64_t> maxIterations, const Location& loc);
+
+} // namespace detail
+
+/// cond(pred, true_fn, false_fn, operands...): true_fn(operands...) where the
+/// one-element i1 `pred` holds, else false_fn(operands...). Both branches
+/// must return the same structure of the same dtypes and shapes. Compiled to
+/// a branch: only the taken branch runs.
+template <class T, class F, class... Ops>
+auto cond(detail::Predicate pred, const T& true_fn, const F& false_fn, const Ops&... operands) {
+  using R = std::decay_t<std::invoke_result_t<const T&, const Ops&...>>;
+  static_assert(std::is_same_v<R, std::decay_t<std::invoke_result_t<const F&, const Ops&...>>>,
+                "cond: true_fn and false_fn must return the same structure type");
+  const Location loc = Location::from(pred.loc);
+  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  b.add(false_fn);
+  b.add(true_fn);
+  return b.template result<R>(
+      detail::switchCall(detail::predicateIndex(pred.t, loc), b.fns, {"false_fn", "true_fn"}, b.flatOperands(), "cond", loc));
+}
+
+/// switch_case(index, {branch0, branch1, ...}, operands...): branch
+/// clamp(index, 0, n-1) on the operands (JAX's lax.switch). `index` is a
+/// scalar i32 or i64 Tensor; the branches are callables of one type (or pass
+/// a std::tuple of callables of different types).
+template <class B, class... Ops>
+auto switch_case(detail::CaseIndex index, std::initializer_list<B> branches, const Ops&... operands) {
+  using R = std::decay_t<std::invoke_result_t<const B&, const Ops&...>>;
+  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  std::vector<std::string> names;
+  for (const B& fn : branches) {
+    b.add(fn);
+    names.push_back("branch " + std::to_string(names.size()));
+  }
+  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
+}
+template <class... Bs, class... Ops>
+auto switch_case(detail::CaseIndex index, const std::tuple<Bs...>& branches, const Ops&... operands) {
+  using R = std::decay_t<std::invoke_result_t<const std::tuple_element_t<0, std::tuple<Bs...>>&, const Ops&...>>;
+  static_assert((std::is_same_v<R, std::decay_t<std::invoke_result_t<const Bs&, const Ops&...>>> && ...),
+                "switch_case: every branch must return the same structure type");
+  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  std::vector<std::string> names;
+  std::apply([&](const auto&... fn) { ((b.add(fn), names.push_back("branch " + std::to_string(names.size()))), ...); }, branches);
+  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
+}
+
+/// Options of scan.
+struct ScanOptions {
+  std::optional<int64_t> length; ///< required when xs has no leaves; must agree with xs otherwise
+  bool reverse = false;          ///< iterate from the last slice to the first; ys stay in the original order
+};
+
+/// scan(body, init, xs, {.length, .reverse}) -> std::pair{final_carry, ys}:
+/// body(carry, x) -> std::pair{carry, y} runs once per slice of xs along its
+/// leading axis (every leaf of xs is sliced; xs may be std::tuple<>{}), and
+/// the y's are stacked along a new leading axis. The carry must keep its
+/// structure, dtypes and shapes. Compiled to one loop calling the body.
+template <class Body, class C, class X>
+auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts = {},
+          std::source_location sl = std::source_location::current()) {
+  using R = std::decay_t<std::invoke_result_t<const Body&, const C&, const X&>>;
+  using Y = std::decay_t<typename R::second_type>;
+  static_assert(std::is_same_v<C, std::decay_t<typename R::first_type>>,
+                "scan: the body must return std::pair{carry, y} with the carry of the same structure type as init");
+  std::shared_ptr<Y> skeleton;
+  const std::vector<Tensor> flatInit = detail::leavesOf(init);
+  const std::size_t nc = flatInit.size();
+  detail::FlatFn fn = [&](const std::vector<Tensor>& ps) {
+    R r = body(detail::rebuildLike(init, ps), detail::rebuildLike(xs, ps, nc));
+    skeleton = std::make_shared<Y>(r.second);
+    std::vector<Tensor> out;
+    detail::Out<C>::flatten(r.first, out);
+    detail::Out<Y>::flatten(r.second, out);
+    return out;
+  };
+  auto [carry, ys] = detail::scanCall(fn, flatInit, detail::leavesOf(xs), opts.length, opts.reverse, "scan", Location::from(sl));
+  return std::pair<C, Y>{detail::rebuildLike(init, carry), detail::rebuildLike(*skeleton, ys)};
+}
+
+/// Options of fori_loop and while_loop.
+struct LoopOptions {
+  /// A bound on the trip count: running past it is an adjit::Error. Required
+  /// to differentiate a loop whose trip count is known only at run time.
+  std::optional<int64_t> max_iterations;
+};
+
+/// fori_loop(lower, upper, body, init) -> the final carry: carry =
+/// body(i, carry) for i in [lower, upper). Bounds are C++ integers (a loop of
+/// known length) or scalar integer Tensors (a trip count known at run time),
+/// mixed freely; `i` is i32 unless a bound is an i64 Tensor.
+template <class Body, class C>
+C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& body, const C& init, LoopOptions opts = {},
+            std::source_location sl = std::source_location::current()) {
+  static_assert(std::is_same_v<C, std::decay_t<std::invoke_result_t<const Body&, const Tensor&, const C&>>>,
+                "fori_loop: the body must return a carry of the same structure type as init");
+  auto fn = [&](const Tensor& i, const std::vector<Tensor>& carry) {
+    std::vector<Tensor> out;
+    detail::Out<C>::flatten(body(i, detail::rebuildLike(init, carry)), out);
+    return out;
+  };
+  return detail::rebuildLike(init, detail::foriCall(lower, upper, fn, detail::leavesOf(init), opts.max_iterations, Location::from(sl)));
+}
+
+/// while_loop(cond_fn, body_fn, init, {.max_iterations}) -> the final carry:
+/// carry = body_fn(carry) while cond_fn(carry) (a one-element i1) holds.
+template <class Cond, class Body, class C>
+C while_loop(const Cond& cond_fn, const Body& body_fn, const C& init, LoopOptions opts = {},
+             std::source_location sl = std::source_location::current()) {
+  static_assert(std::is_same_v<C, std::decay_t<std::invoke_result_t<const Body&, const C&>>>,
+                "while_loop: body_fn must return a carry of the same structure type as init");
+  detail::FlatFn c = [&](const std::vector<Tensor>& ps) { return std::vector<Tensor>{cond_fn(detail::rebuildLike(init, ps))}; };
+  detail::FlatFn b = [&](const std::vector<Tensor>& ps) {
+    std::vector<Tensor> out;
+    detail::Out<C>::flatten(body_fn(detail::rebuildLike(init, ps)), out);
+    return out;
+  };
+  return detail::rebuildLike(init, detail::whileCall(c, b, detail::leavesOf(init), opts.max_iterations, "while_loop", Location::from(sl)));
+}
+
+} // namespace adjit

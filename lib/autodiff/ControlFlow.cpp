@@ -1,0 +1,417 @@
+// autodiff/ControlFlow.cpp — VJP rules of switch, scan and while (see the header).
+//
+// Semantics follow TensorFlow's gradients of conditionals and loops: only
+// floating results carry cotangents; every floating operand of a branch or a
+// loop gets a cotangent, zeros where the taken branch or the body does not
+// read it (never "no gradient"); integer and boolean operands get none.
+#include "autodiff/ControlFlow.h"
+
+#include "autodiff/Reverse.h"
+#include "trace/Tracer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace adjit::autodiff {
+
+std::string loopLimitMessage(int64_t limit) {
+  return fmt::format("while_loop: the loop did not end within max_iterations = {} iterations", limit);
+}
+
+namespace {
+
+using detail::TraceState;
+
+TraceState& current() { return *detail::currentTrace(); }
+
+/// A new function of the module traced from `body` on parameters of `types`;
+/// its ops carry `loc`. Returns its name.
+std::string traceFunction(const std::string& base, const std::vector<Type>& types, const Location& loc,
+                          const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body) {
+  detail::TraceScope scope(current().module, base);
+  scope.state().locOverride = loc;
+  std::vector<Tensor> ps;
+  for (const Type& t : types) ps.push_back(scope.param(t));
+  scope.finish(body(ps));
+  return scope.state().fn->name;
+}
+
+/// Creates op `kind` in the current trace; returns its results as Tensors.
+std::vector<Tensor> create(ir::OpKind kind, const std::vector<Tensor>& operands, ir::Attrs attrs, std::vector<std::string> callees,
+                           const Location& loc) {
+  TraceState& s = current();
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : operands) ids.push_back(detail::valueOf(t, "control flow", loc));
+  std::vector<Tensor> out;
+  for (ir::ValueId v : s.builder.create(kind, ids, std::move(attrs), std::move(callees), loc)) out.push_back(detail::wrap(s, v));
+  return out;
+}
+
+std::vector<Tensor> call(const std::string& fn, const std::vector<Tensor>& args, const Location& loc) {
+  return create(ir::OpKind::Call, args, {}, {fn}, loc);
+}
+
+const ir::Function& fn(const std::string& name) { return *current().module->lookup(name); }
+
+std::string derived(const std::string& key) {
+  const auto& d = current().module->derived;
+  auto it = d.find(key);
+  return it == d.end() ? std::string() : it->second;
+}
+
+bool floating(const Type& t) { return is_floating(t.dtype); }
+
+/// Per residual of a split forward (its outputs past the first nOut): the
+/// parameter it is, or -1 for a value the forward computes.
+std::vector<int64_t> residualParams(const ir::Function& fwd, std::size_t nOut) {
+  std::vector<int64_t> r;
+  for (std::size_t i = nOut; i < fwd.outputs.size(); ++i) {
+    auto p = std::find(fwd.params.begin(), fwd.params.end(), fwd.outputs[i]);
+    r.push_back(p == fwd.params.end() ? -1 : p - fwd.params.begin());
+  }
+  return r;
+}
+
+template <class T> std::vector<T> slice(const std::vector<T>& v, std::size_t from, std::size_t n) {
+  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n));
+}
+
+// ---- scan ----------------------------------------------------------------------
+
+/// The split of a scan body @B (consts K, carries C):
+///   fwd (const..., carry..., x...) -> (carry'..., y..., stacked...)
+///   bwd (const..., dcarry..., dconst..., x..., stacked..., dy...) -> (dcarry_in..., dconst'..., dx...)
+/// Residuals that are consts or x's are read from the loop's operands, not
+/// stacked; dcarry/dconst/dx are for the floating carries, consts and x's;
+/// dconst accumulates the consts' cotangents over the steps; dy is for each
+/// floating y of @B.
+struct ScanSplit {
+  std::string fwd, bwd;
+  std::vector<Type> stacked; ///< per-step types of the stacked residuals
+};
+
+ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const Location& loc) {
+  const std::string key = fmt::format("@{} {} {}", body, k, c);
+  if (std::string f = derived("scanfwd " + key); !f.empty()) {
+    const ir::Function& F = fn(f);
+    ScanSplit s{f, derived("scanbwd " + key), {}};
+    for (std::size_t i = fn(body).outputs.size(); i < F.outputs.size(); ++i) s.stacked.push_back(F.type(F.outputs[i]));
+    return s;
+  }
+  const SplitVjp split = splitVjp(current().module, body);
+  const ir::Function& B = fn(body);
+  const std::vector<Type> params = B.paramTypes(), outs = B.resultTypes();
+  const std::size_t x = params.size() - k - c, nOut = outs.size();
+  const std::vector<int64_t> rp = residualParams(fn(split.fwd), nOut);
+  std::vector<std::size_t> stackedIdx; // residuals computed by the step, or carries
+  ScanSplit s;
+  for (std::size_t r = 0; r < rp.size(); ++r)
+    if (rp[r] < 0 || (static_cast<std::size_t>(rp[r]) >= k && static_cast<std::size_t>(rp[r]) < k + c)) {
+      stackedIdx.push_back(r);
+      s.stacked.push_back(fn(split.fwd).type(fn(split.fwd).outputs[nOut + r]));
+    }
+  s.fwd = traceFunction(body + ".scan_fwd", params, loc, [&](const std::vector<Tensor>& ps) {
+    std::vector<Tensor> o = call(split.fwd, ps, loc);
+    std::vector<Tensor> r = slice(o, 0, nOut);
+    for (std::size_t i : stackedIdx) r.push_back(o[nOut + i]);
+    return r;
+  });
+  std::vector<std::size_t> fk, fc, fx, fy; // floating consts, carries, xs, ys
+  for (std::size_t i = 0; i < k; ++i)
+    if (floating(params[i])) fk.push_back(i);
+  for (std::size_t i = 0; i < c; ++i)
+    if (floating(params[k + i])) fc.push_back(i);
+  for (std::size_t i = 0; i < x; ++i)
+    if (floating(params[k + c + i])) fx.push_back(i);
+  for (std::size_t i = c; i < nOut; ++i)
+    if (floating(outs[i])) fy.push_back(i);
+  std::vector<Type> types = slice(params, 0, k);
+  for (std::size_t i : fc) types.push_back(params[k + i]);
+  for (std::size_t i : fk) types.push_back(params[i]);
+  for (std::size_t i = 0; i < x; ++i) types.push_back(params[k + c + i]);
+  types.insert(types.end(), s.stacked.begin(), s.stacked.end());
+  for (std::size_t i : fy) types.push_back(outs[i]);
+  s.bwd = traceFunction(body + ".scan_bwd", types, loc, [&](const std::vector<Tensor>& ps) {
+    std::size_t at = 0;
+    auto take = [&](std::size_t n) {
+      std::vector<Tensor> v = slice(ps, at, n);
+      at += n;
+      return v;
+    };
+    const std::vector<Tensor> consts = take(k), dcarry = take(fc.size()), dconst = take(fk.size()), xs = take(x),
+                              stacked = take(s.stacked.size()), dys = take(fy.size());
+    std::vector<Tensor> args;
+    std::size_t st = 0;
+    for (int64_t p : rp) {
+      if (p < 0 || (static_cast<std::size_t>(p) >= k && static_cast<std::size_t>(p) < k + c)) args.push_back(stacked[st++]);
+      else if (static_cast<std::size_t>(p) < k) args.push_back(consts[static_cast<std::size_t>(p)]);
+      else args.push_back(xs[static_cast<std::size_t>(p) - k - c]);
+    }
+    args.insert(args.end(), dcarry.begin(), dcarry.end()); // @B's floating outputs: carries, then y's
+    args.insert(args.end(), dys.begin(), dys.end());
+    std::vector<Tensor> dx = call(split.bwd, args, loc); // per floating parameter: consts, carries, xs
+    std::vector<Tensor> r = slice(dx, fk.size(), fc.size());
+    for (std::size_t i = 0; i < fk.size(); ++i) r.push_back(add(dconst[i], dx[i]));
+    for (std::size_t i = 0; i < fx.size(); ++i) r.push_back(dx[fk.size() + fc.size() + i]);
+    return r;
+  });
+  current().module->derived["scanfwd " + key] = s.fwd;
+  current().module->derived["scanbwd " + key] = s.bwd;
+  current().module->derived["scanbase @" + s.fwd] = body;
+  return s;
+}
+
+/// Operand cotangents of the scan op `opIndex` of the current trace.
+std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
+  TraceState& s = current();
+  const ir::Op site = s.fn->ops[opIndex];
+  const Location& loc = site.loc;
+  const auto k = static_cast<std::size_t>(site.attrs.integer("consts")), c = static_cast<std::size_t>(site.attrs.integer("carries"));
+  const int64_t n = site.attrs.integer("length");
+  const bool reverse = site.attrs.has("reverse") && site.attrs.boolean("reverse");
+  const std::size_t x = site.operands.size() - k - c;
+  const std::size_t r0 = site.attrs.has("residuals") ? static_cast<std::size_t>(site.attrs.integer("residuals")) : 0;
+  const std::size_t nRes = site.results.size();
+  const bool residualCts = std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(nRes - r0), cts.end(), [](const auto& t) { return t.has_value(); });
+  const std::string base = r0 ? derived("scanbase @" + site.callees[0]) : std::string();
+  std::string body;      // the function the backward differentiates
+  std::size_t withDy;    // results of the op that are its outputs (cotangents flow from them)
+  std::vector<ir::ValueId> stacks;
+  ScanSplit split;
+  if (!base.empty() && !residualCts) { // differentiated before: reuse its residuals
+    body = base;
+    split = scanSplit(body, k, c, loc);
+    withDy = nRes - r0;
+    stacks = slice(site.results, withDy, r0);
+  } else { // rebind to the forward that also stacks its residuals
+    body = site.callees[0];
+    split = scanSplit(body, k, c, loc);
+    withDy = nRes;
+    ir::Op& live = s.fn->ops[opIndex];
+    live.callees = {split.fwd};
+    live.attrs.set("residuals", static_cast<int64_t>(split.stacked.size()));
+    for (const Type& t : split.stacked) {
+      Shape sh{n};
+      sh.insert(sh.end(), t.shape.begin(), t.shape.end());
+      ir::ValueId v = s.fn->newValue(Type{t.dtype, sh});
+      live.results.push_back(v);
+      stacks.push_back(v);
+    }
+  }
+  auto T = [&](ir::ValueId v) { return detail::wrap(s, v); };
+  auto ct = [&](std::size_t i) { return i < cts.size() && cts[i] ? *cts[i] : zeros_like(T(site.results[i])); };
+  std::vector<Tensor> operands;
+  for (std::size_t i = 0; i < k; ++i) operands.push_back(T(site.operands[i]));
+  std::size_t carries = 0;
+  for (std::size_t i = 0; i < c; ++i)
+    if (floating(s.fn->type(site.operands[k + i]))) operands.push_back(ct(i)), ++carries;
+  for (std::size_t i = 0; i < k; ++i)
+    if (floating(s.fn->type(site.operands[i]))) operands.push_back(zeros_like(T(site.operands[i]))), ++carries;
+  for (std::size_t i = 0; i < x; ++i) operands.push_back(T(site.operands[k + c + i]));
+  for (ir::ValueId v : stacks) operands.push_back(T(v));
+  for (std::size_t i = c; i < withDy; ++i)
+    if (floating(s.fn->type(site.results[i]))) operands.push_back(ct(i));
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(k));
+  attrs.set("carries", static_cast<int64_t>(carries));
+  attrs.set("length", n);
+  attrs.set("reverse", !reverse);
+  std::vector<Tensor> r = create(ir::OpKind::Scan, operands, std::move(attrs), {split.bwd}, loc);
+  // r: cotangents of the floating carries' initial values, of the floating consts, then stacked ones of the floating xs
+  std::vector<std::optional<Tensor>> out(site.operands.size());
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < c; ++i)
+    if (floating(s.fn->type(site.operands[k + i]))) out[k + i] = r[at++];
+  for (std::size_t i = 0; i < k; ++i)
+    if (floating(s.fn->type(site.operands[i]))) out[i] = r[at++];
+  for (std::size_t i = 0; i < x; ++i)
+    if (floating(s.fn->type(site.operands[k + c + i]))) out[k + c + i] = r[at++];
+  return out;
+}
+
+void addGrads(const VjpCtx& c, const std::vector<std::optional<Tensor>>& dxs) {
+  for (std::size_t i = 0; i < dxs.size(); ++i)
+    if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
+}
+
+std::vector<std::optional<Tensor>> resultCts(const VjpCtx& c) {
+  std::vector<std::optional<Tensor>> cts;
+  for (std::size_t i = 0; i < c.op.results.size(); ++i) cts.push_back(c.ct(i));
+  return cts;
+}
+
+// ---- switch --------------------------------------------------------------------
+
+/// Per branch @B_k of a switch: fwd_k (x...) -> (y..., residuals of every
+/// branch...) returning its own residuals and zeros for the others', and
+/// bwd_k (residuals of every branch..., x..., dy...) -> (dx per floating x).
+struct SwitchSplit {
+  std::vector<std::string> fwd, bwd;
+  std::vector<Type> residuals;
+};
+
+SwitchSplit switchSplit(const std::vector<std::string>& branches, const Location& loc) {
+  std::string key = "switch";
+  for (const std::string& b : branches) key += " @" + b;
+  SwitchSplit s;
+  if (std::string f = derived("fwd " + key); !f.empty()) {
+    for (std::size_t i = 0; i < branches.size(); ++i) {
+      s.fwd.push_back(derived(fmt::format("fwd{} {}", i, key)));
+      s.bwd.push_back(derived(fmt::format("bwd{} {}", i, key)));
+    }
+    const ir::Function& F = fn(s.fwd[0]);
+    for (std::size_t i = fn(branches[0]).outputs.size(); i < F.outputs.size(); ++i) s.residuals.push_back(F.type(F.outputs[i]));
+    return s;
+  }
+  std::vector<SplitVjp> splits;
+  std::vector<std::vector<int64_t>> rps;
+  std::vector<std::size_t> offsets;
+  const ir::Function& B0 = fn(branches[0]);
+  const std::vector<Type> params = B0.paramTypes(), outs = B0.resultTypes();
+  for (const std::string& b : branches) {
+    splits.push_back(splitVjp(current().module, b));
+    const ir::Function& F = fn(splits.back().fwd);
+    rps.push_back(residualParams(F, outs.size()));
+    offsets.push_back(s.residuals.size());
+    for (std::size_t r = 0; r < rps.back().size(); ++r)
+      if (rps.back()[r] < 0) s.residuals.push_back(F.type(F.outputs[outs.size() + r]));
+  }
+  offsets.push_back(s.residuals.size());
+  std::vector<Type> dyTypes;
+  for (const Type& t : outs)
+    if (floating(t)) dyTypes.push_back(t);
+  for (std::size_t b = 0; b < branches.size(); ++b) {
+    s.fwd.push_back(traceFunction(branches[b] + ".switch_fwd", params, loc, [&](const std::vector<Tensor>& ps) {
+      std::vector<Tensor> o = call(splits[b].fwd, ps, loc);
+      std::vector<Tensor> r = slice(o, 0, outs.size());
+      for (std::size_t j = 0; j < s.residuals.size(); ++j)
+        if (j < offsets[b] || j >= offsets[b + 1]) r.push_back(full(s.residuals[j].shape, 0, s.residuals[j].dtype));
+        else r.push_back(Tensor()); // filled below, in order
+      std::size_t at = offsets[b];
+      for (std::size_t i = 0; i < rps[b].size(); ++i)
+        if (rps[b][i] < 0) r[outs.size() + at++] = o[outs.size() + i];
+      return r;
+    }));
+    std::vector<Type> types = s.residuals;
+    types.insert(types.end(), params.begin(), params.end());
+    types.insert(types.end(), dyTypes.begin(), dyTypes.end());
+    s.bwd.push_back(traceFunction(branches[b] + ".switch_bwd", types, loc, [&](const std::vector<Tensor>& ps) {
+      const std::size_t nr = s.residuals.size();
+      std::vector<Tensor> args;
+      std::size_t at = offsets[b];
+      for (int64_t p : rps[b]) args.push_back(p < 0 ? ps[at++] : ps[nr + static_cast<std::size_t>(p)]);
+      for (std::size_t i = 0; i < dyTypes.size(); ++i) args.push_back(ps[nr + params.size() + i]);
+      return call(splits[b].bwd, args, loc);
+    }));
+  }
+  auto& d = current().module->derived;
+  d["fwd " + key] = s.fwd[0];
+  for (std::size_t i = 0; i < branches.size(); ++i) {
+    d[fmt::format("fwd{} {}", i, key)] = s.fwd[i];
+    d[fmt::format("bwd{} {}", i, key)] = s.bwd[i];
+  }
+  std::string fkey = "switchbase";
+  for (const std::string& f : s.fwd) fkey += " @" + f;
+  d[fkey] = key;
+  return s;
+}
+
+} // namespace
+
+void scanVjp(const VjpCtx& c) { addGrads(c, scanAt(c.opIndex, resultCts(c))); }
+
+void switchVjp(const VjpCtx& c) {
+  TraceState& s = current();
+  const ir::Op site = s.fn->ops[c.opIndex];
+  const std::vector<std::optional<Tensor>> cts = resultCts(c);
+  const std::size_t r0 = site.attrs.has("residuals") ? static_cast<std::size_t>(site.attrs.integer("residuals")) : 0;
+  const std::size_t nRes = site.results.size();
+  const bool residualCts = std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(nRes - r0), cts.end(), [](const auto& t) { return t.has_value(); });
+  std::string fkey = "switchbase";
+  for (const std::string& f : site.callees) fkey += " @" + f;
+  const std::string baseKey = r0 ? derived(fkey) : std::string();
+  SwitchSplit split;
+  std::size_t withDy;
+  std::vector<ir::ValueId> residuals;
+  if (!baseKey.empty() && !residualCts) {
+    std::vector<std::string> base; // the key names them: "switch @a @b ..."
+    for (std::size_t pos = baseKey.find(" @"); pos != std::string::npos;) {
+      const std::size_t next = baseKey.find(" @", pos + 2);
+      base.push_back(baseKey.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2));
+      pos = next;
+    }
+    split = switchSplit(base, site.loc);
+    withDy = nRes - r0;
+    residuals = slice(site.results, withDy, r0);
+  } else {
+    split = switchSplit(site.callees, site.loc);
+    withDy = nRes;
+    ir::Op& live = s.fn->ops[c.opIndex];
+    live.callees = split.fwd;
+    live.attrs.set("residuals", static_cast<int64_t>(split.residuals.size()));
+    for (const Type& t : split.residuals) {
+      ir::ValueId v = s.fn->newValue(t);
+      live.results.push_back(v);
+      residuals.push_back(v);
+    }
+  }
+  auto T = [&](ir::ValueId v) { return detail::wrap(s, v); };
+  std::vector<Tensor> operands{T(site.operands[0])};
+  for (ir::ValueId v : residuals) operands.push_back(T(v));
+  for (std::size_t i = 1; i < site.operands.size(); ++i) operands.push_back(T(site.operands[i]));
+  for (std::size_t i = 0; i < withDy; ++i)
+    if (floating(s.fn->type(site.results[i]))) operands.push_back(cts[i] ? *cts[i] : zeros_like(T(site.results[i])));
+  std::vector<Tensor> dx = create(ir::OpKind::Switch, operands, {}, split.bwd, site.loc);
+  std::vector<std::optional<Tensor>> out(site.operands.size());
+  std::size_t at = 0;
+  for (std::size_t i = 1; i < site.operands.size(); ++i)
+    if (floating(s.fn->type(site.operands[i]))) out[i] = dx[at++];
+  addGrads(c, out);
+}
+
+void whileVjp(const VjpCtx& c) {
+  TraceState& s = current();
+  const ir::Op site = s.fn->ops[c.opIndex];
+  const Location& loc = site.loc;
+  if (!site.attrs.has("max_iterations"))
+    throw Error("while_loop: reverse-mode differentiation needs a bound on the trip count: give the loop max_iterations "
+                "(its residuals are kept per iteration)", loc);
+  const auto k = static_cast<std::size_t>(site.attrs.integer("consts"));
+  const int64_t limit = site.attrs.integer("max_iterations");
+  const ir::Function& body = fn(site.callees[1]);
+  const std::vector<Type> params = body.paramTypes();
+  const std::string condName = site.callees[0], bodyName = site.callees[1];
+  const std::size_t carries = params.size() - k;
+  // A step of `limit`: run the body while the loop still runs, else keep the carry.
+  const std::string keep = traceFunction(bodyName + ".keep", params, loc, [&](const std::vector<Tensor>& ps) {
+    return slice(ps, k, carries);
+  });
+  std::vector<Type> stepTypes = params;
+  stepTypes.push_back(Type{DType::i1, {}});
+  const std::string step = traceFunction(bodyName + ".step", stepTypes, loc, [&](const std::vector<Tensor>& ps) {
+    const std::vector<Tensor> args = slice(ps, 0, params.size());
+    Tensor p = logical_and(ps.back(), reshape(call(condName, args, loc)[0], {}));
+    std::vector<Tensor> operands{cast(p, DType::i32)};
+    operands.insert(operands.end(), args.begin(), args.end());
+    std::vector<Tensor> r = create(ir::OpKind::Switch, operands, {}, {keep, bodyName}, loc);
+    r.push_back(p);
+    return r;
+  });
+  std::vector<Tensor> operands;
+  for (ir::ValueId v : site.operands) operands.push_back(detail::wrap(s, v));
+  operands.push_back(full({}, 1, DType::i1));
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(k));
+  attrs.set("carries", static_cast<int64_t>(carries + 1));
+  attrs.set("length", limit);
+  attrs.set("reverse", false);
+  create(ir::OpKind::Scan, operands, std::move(attrs), {step}, loc);
+  std::vector<std::optional<Tensor>> cts = resultCts(c);
+  cts.push_back(std::nullopt);
+  std::vector<std::optional<Tensor>> dxs = scanAt(s.fn->ops.size() - 1, cts);
+  dxs.pop_back();
+  addGrads(c, dxs);
+}
+
+} // namespace adjit::autodiff

@@ -1,0 +1,24 @@
+// autodiff/ControlFlow.h — reverse mode through switch, scan and while.
+//
+// The first time a reverse pass reaches one of these ops it is rebound in
+// place to forward functions that also return what the backward reads
+// (residuals; a scan stacks them per step, a switch returns the taken
+// branch's and zeros for the others), and the backward is the same construct
+// over the VJP functions: a switch on the same index, a scan in the opposite
+// direction carrying the carries' cotangents. A while loop with
+// max_iterations is differentiated as a scan of that many steps whose steps
+// past the loop's exit leave the carry unchanged.
+#pragma once
+
+#include "autodiff/VjpCtx.h"
+
+namespace adjit::autodiff {
+
+void switchVjp(const VjpCtx& c);
+void scanVjp(const VjpCtx& c);
+void whileVjp(const VjpCtx& c);
+
+/// "while_loop: more than max_iterations = M iterations" (interpreter and compiled code).
+std::string loopLimitMessage(int64_t limit);
+
+} // namespace adjit::autodiff

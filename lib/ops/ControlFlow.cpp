@@ -1,0 +1,379 @@
+// ops/ControlFlow.cpp — conditionals and loops. Like `call`, they reference
+// functions of the module: the branches of a switch, the body of a scan, the
+// condition and body of a while. They are compiled to real branches and loops
+// that call those functions (never unrolled), and differentiated by rules in
+// autodiff/ControlFlow.cpp.
+//
+//   %r...          = switch @b0, @b1, ...(%index, %x...)            {residuals = R}
+//   %c..., %ys...  = scan @body(%const..., %init..., %xs...)        {consts = K, carries = C, length = N, reverse = b}
+//   %c...          = while @cond, @body(%const..., %init...)        {consts = K, max_iterations = M}
+//
+// switch runs branch clamp(index, 0, n-1) on the x's (lax.switch). scan runs
+// body(const..., carry..., x[t]...) -> (carry..., y...) for t = 0..N-1 (N-1..0
+// with reverse) and stacks the y's along a new leading axis, ys[t] from step t.
+// while runs body while cond(const..., carry...) holds; with max_iterations M,
+// an (M+1)-th iteration is an error. `residuals` counts trailing results that
+// only the reverse pass reads (set when the op is differentiated).
+#include "autodiff/ControlFlow.h"
+#include "codegen/Emitter.h"
+#include "ops/Common.h"
+
+#include <llvm/IR/Module.h>
+
+namespace adjit::ops {
+
+using codegen::LowerCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+namespace {
+
+/// The value of an optional integer attribute.
+int64_t optionalInteger(const InferCtx& c, std::string_view name, int64_t dflt) { return c.attrs.has(name) ? c.integer(name) : dflt; }
+
+/// Checks that `f` takes `types` ("<what> of @f must be T, got U").
+void expectParams(const InferCtx& c, const ir::Function& f, std::span<const Type> types, std::string_view what) {
+  if (f.params.size() != types.size())
+    c.fail("@{} takes {} parameters, but the {} passes {}", f.name, f.params.size(), what, types.size());
+  for (std::size_t i = 0; i < types.size(); ++i)
+    if (f.type(f.params[i]) != types[i])
+      c.fail("parameter {} of @{} is {}, but the {} passes {}", i, f.name, f.type(f.params[i]).str(), what, types[i].str());
+}
+
+/// A one-element integer (switch index) or i1 (while condition) value as int64.
+int64_t scalarOf(const Array& a) {
+  return dispatch(a.dtype(), [&](auto t) -> int64_t {
+    using T = decltype(t);
+    if constexpr (std::is_floating_point_v<T>) return static_cast<int64_t>(elems<T>(a)[0]);
+    else return static_cast<int64_t>(elems<T>(a)[0]);
+  });
+}
+
+Type sliceType(const Type& t) { return Type{t.dtype, Shape(t.shape.begin() + 1, t.shape.end())}; }
+
+struct ScanShape {
+  std::size_t k, c, x, n;
+  bool reverse;
+};
+ScanShape scanShape(const ir::Op& op) {
+  const auto k = static_cast<std::size_t>(op.attrs.integer("consts")), c = static_cast<std::size_t>(op.attrs.integer("carries"));
+  return {k, c, op.operands.size() - k - c, static_cast<std::size_t>(op.attrs.integer("length")),
+          op.attrs.has("reverse") && op.attrs.boolean("reverse")};
+}
+
+/// Copies `bytes` between buffers (nothing for empty tensors).
+void copyBuffer(LowerCtx& c, llvm::Value* dst, llvm::Value* src, uint64_t bytes) {
+  if (bytes) c.b.CreateMemCpy(dst, llvm::MaybeAlign(1), src, llvm::MaybeAlign(1), bytes);
+}
+
+/// Workspace for one buffer per type, 64-byte aligned; returns the buffers and the bytes used.
+std::pair<std::vector<llvm::Value*>, uint64_t> workspaceFor(LowerCtx& c, const std::vector<Type>& types) {
+  std::vector<uint64_t> offsets;
+  uint64_t total = 0;
+  for (const Type& t : types) {
+    offsets.push_back(total);
+    total += (std::max<uint64_t>(t.bytes(), 1) + 63) / 64 * 64;
+  }
+  std::vector<llvm::Value*> bufs;
+  if (total == 0) return {bufs, 0};
+  llvm::Value* base = c.workspace(total);
+  for (uint64_t o : offsets) bufs.push_back(c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), base, o));
+  return {bufs, total};
+}
+
+llvm::Value* byteOffset(LowerCtx& c, llvm::Value* buffer, llvm::Value* step, uint64_t bytes) {
+  return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), buffer, c.b.CreateMul(step, c.i64(static_cast<int64_t>(bytes))));
+}
+
+} // namespace
+
+void defineControlFlowOps(Table& t) {
+  set(t, OpKind::Switch, {
+      .infer = [](const InferCtx& c) {
+        if (c.callees.empty()) c.fail("expected at least one branch function");
+        if (c.operands.empty() || c.operands[0].size() != 1 || (c.operands[0].dtype != DType::i32 && c.operands[0].dtype != DType::i64))
+          c.fail("the index must be an i32 or i64 tensor with one element, got {}", c.operands.empty() ? "nothing" : c.operands[0].str());
+        const auto xs = c.operands.subspan(1);
+        const std::vector<Type> results = c.callees[0]->resultTypes();
+        for (const ir::Function* f : c.callees) {
+          expectParams(c, *f, xs, "switch");
+          const std::vector<Type> r = f->resultTypes();
+          if (r.size() != results.size())
+            c.fail("branch @{} returns {} values, but branch @{} returns {}", f->name, r.size(), c.callees[0]->name, results.size());
+          for (std::size_t i = 0; i < r.size(); ++i)
+            if (r[i] != results[i])
+              c.fail("result {} of branch @{} is {}, but branch @{} returns {}", i, f->name, r[i].str(), c.callees[0]->name, results[i].str());
+        }
+        if (optionalInteger(c, "residuals", 0) < 0 || static_cast<std::size_t>(optionalInteger(c, "residuals", 0)) > results.size())
+          c.fail("residuals = {} is more than the {} results", optionalInteger(c, "residuals", 0), results.size());
+        return results;
+      },
+      .eval = [](const EvalCtx& c) {
+        const int64_t n = static_cast<int64_t>(c.op.callees.size());
+        const int64_t k = std::clamp<int64_t>(scalarOf(c.args[0]), 0, n - 1);
+        return c.call(c.op.callees[static_cast<std::size_t>(k)], c.args.subspan(1));
+      },
+      .fold = noFold,
+      .lower = [](LowerCtx& c) {
+        const auto n = static_cast<int64_t>(c.op.callees.size());
+        llvm::Value* idx = c.b.CreateSExtOrTrunc(c.load(c.operandType(0).dtype, c.operandBuffer(0), c.i64(0)), c.b.getInt64Ty());
+        idx = c.b.CreateSelect(c.b.CreateICmpSLT(idx, c.i64(0)), c.i64(0), idx);
+        idx = c.b.CreateSelect(c.b.CreateICmpSGT(idx, c.i64(n - 1)), c.i64(n - 1), idx);
+        llvm::Function* fn = c.b.GetInsertBlock()->getParent();
+        auto* done = llvm::BasicBlock::Create(c.ctx(), "switch.done", fn);
+        std::vector<llvm::BasicBlock*> blocks;
+        for (int64_t k = 0; k < n; ++k) blocks.push_back(llvm::BasicBlock::Create(c.ctx(), "switch.case", fn, done));
+        llvm::SwitchInst* sw = c.b.CreateSwitch(idx, blocks.back(), static_cast<unsigned>(n - 1));
+        for (int64_t k = 0; k + 1 < n; ++k) sw->addCase(c.b.getInt64(static_cast<uint64_t>(k)), blocks[static_cast<std::size_t>(k)]);
+        for (int64_t k = 0; k < n; ++k) {
+          c.b.SetInsertPoint(blocks[static_cast<std::size_t>(k)]);
+          std::vector<llvm::Value*> args;
+          for (std::size_t i = 1; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
+          args.insert(args.end(), c.results.begin(), c.results.end());
+          c.call(c.op.callees[static_cast<std::size_t>(k)], std::move(args));
+          c.b.CreateBr(done);
+        }
+        c.b.SetInsertPoint(done);
+      },
+      // Each branch's VJP on the taken branch's residuals; see autodiff/ControlFlow.cpp.
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },
+      .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
+  %2 = constant() {value = dense<i32[], [1]>} : i32[]
+  %3, %4 = switch @neg, @scale(%2, %0, %1) : f64[3], i32[]
+  %5 = constant() {value = dense<i32[], [0]>} : i32[]
+  %6, %7 = switch @neg, @scale(%5, %3, %1) : f64[3], i32[]
+  return %6, %7
+}
+
+func @neg(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
+  %2 = neg(%0) : f64[3]
+  %3 = constant() {value = dense<i32[], [7]>} : i32[]
+  return %2, %3
+}
+
+func @scale(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
+  %2 = broadcast_to(%1) {shape = [3]} : f64[3]
+  %3 = mul(%0, %2) : f64[3]
+  %4 = sin(%3) : f64[3]
+  %5 = constant() {value = dense<i32[], [8]>} : i32[]
+  return %4, %5
+})",
+  });
+
+  set(t, OpKind::Scan, {
+      .infer = [](const InferCtx& c) {
+        if (c.callees.size() != 1) c.fail("expected one body function, got {}", c.callees.size());
+        const ir::Function& body = *c.callees[0];
+        const int64_t k = c.integer("consts"), carries = c.integer("carries"), n = c.integer("length");
+        (void)c.boolean("reverse", false);
+        if (k < 0 || carries < 0 || static_cast<std::size_t>(k + carries) > c.operands.size())
+          c.fail("consts = {} and carries = {} do not fit {} operands", k, carries, c.operands.size());
+        if (n < 0) c.fail("length must be at least 0, got {}", n);
+        const auto nk = static_cast<std::size_t>(k), nc = static_cast<std::size_t>(carries);
+        std::vector<Type> params(c.operands.begin(), c.operands.begin() + static_cast<std::ptrdiff_t>(nk + nc));
+        for (std::size_t i = nk + nc; i < c.operands.size(); ++i) {
+          const Type& x = c.operands[i];
+          if (x.rank() == 0 || x.shape[0] != n)
+            c.fail("scanned operand {} is {}, but a loop of length {} needs a leading axis of {}", i - nk - nc, x.str(), n, n);
+          params.push_back(sliceType(x));
+        }
+        expectParams(c, body, params, "scan");
+        const std::vector<Type> outs = body.resultTypes();
+        if (outs.size() < nc) c.fail("@{} returns {} values, but the loop carries {}", body.name, outs.size(), nc);
+        std::vector<Type> results;
+        for (std::size_t i = 0; i < nc; ++i) {
+          if (outs[i] != c.operands[nk + i])
+            c.fail("carry {} of @{} comes back as {}, but the loop carries {}", i, body.name, outs[i].str(), c.operands[nk + i].str());
+          results.push_back(outs[i]);
+        }
+        for (std::size_t i = nc; i < outs.size(); ++i) {
+          Shape s{n};
+          s.insert(s.end(), outs[i].shape.begin(), outs[i].shape.end());
+          results.push_back(Type{outs[i].dtype, s});
+        }
+        const int64_t r = optionalInteger(c, "residuals", 0);
+        if (r < 0 || static_cast<std::size_t>(r) > outs.size() - nc) c.fail("residuals = {} is more than the {} stacked results", r, outs.size() - nc);
+        return results;
+      },
+      .eval = [](const EvalCtx& c) {
+        const ScanShape s = scanShape(c.op);
+        std::vector<Array> args(c.args.begin(), c.args.begin() + static_cast<std::ptrdiff_t>(s.k + s.c));
+        std::vector<Array> ys;
+        for (std::size_t i = s.c; i < c.op.results.size(); ++i) ys.push_back(Array(c.resultType(i)));
+        for (std::size_t step = 0; step < s.n; ++step) {
+          const std::size_t t = s.reverse ? s.n - 1 - step : step;
+          std::vector<Array> in = args;
+          for (std::size_t j = 0; j < s.x; ++j) {
+            const Array& xs = c.args[s.k + s.c + j];
+            Array x = Array::uninitialized(sliceType(xs.type()));
+            std::memcpy(x.raw(), static_cast<const char*>(xs.raw()) + t * x.bytes(), x.bytes());
+            in.push_back(std::move(x));
+          }
+          std::vector<Array> out = c.call(c.op.callees[0], in);
+          for (std::size_t i = 0; i < s.c; ++i) args[s.k + i] = std::move(out[i]);
+          for (std::size_t j = 0; j < ys.size(); ++j)
+            std::memcpy(static_cast<char*>(ys[j].raw()) + t * out[s.c + j].bytes(), out[s.c + j].raw(), out[s.c + j].bytes());
+        }
+        std::vector<Array> results(args.begin() + static_cast<std::ptrdiff_t>(s.k), args.end());
+        for (Array& y : ys) results.push_back(std::move(y));
+        return results;
+      },
+      .fold = noFold,
+      // The carry lives in the result buffers; each step writes the next one
+      // into the workspace and copies it back (the body may read its carry
+      // after writing some of its results, so they cannot share buffers).
+      .lower = [](LowerCtx& c) {
+        const ScanShape s = scanShape(c.op);
+        std::vector<Type> carryTypes;
+        for (std::size_t i = 0; i < s.c; ++i) {
+          carryTypes.push_back(c.resultType(i));
+          copyBuffer(c, c.results[i], c.operandBuffer(s.k + i), c.resultType(i).bytes());
+        }
+        auto [next, reserved] = workspaceFor(c, carryTypes);
+        const int64_t n = static_cast<int64_t>(s.n);
+        c.loop(n, [&](llvm::Value* iv) {
+          llvm::Value* t = s.reverse ? c.b.CreateSub(c.i64(n - 1), iv) : iv;
+          std::vector<llvm::Value*> args;
+          for (std::size_t i = 0; i < s.k; ++i) args.push_back(c.operandBuffer(i));
+          for (std::size_t i = 0; i < s.c; ++i) args.push_back(c.results[i]);
+          for (std::size_t j = 0; j < s.x; ++j)
+            args.push_back(byteOffset(c, c.operandBuffer(s.k + s.c + j), t, sliceType(c.operandType(s.k + s.c + j)).bytes()));
+          for (std::size_t i = 0; i < s.c; ++i) args.push_back(next.empty() ? c.results[i] : next[i]);
+          for (std::size_t j = s.c; j < c.op.results.size(); ++j)
+            args.push_back(byteOffset(c, c.results[j], t, sliceType(c.resultType(j)).bytes()));
+          c.call(c.op.callees[0], std::move(args), reserved);
+          for (std::size_t i = 0; i < s.c && !next.empty(); ++i) copyBuffer(c, c.results[i], next[i], carryTypes[i].bytes());
+        });
+      },
+      // A reverse scan of the body's VJP over stacked residuals; see autodiff/ControlFlow.cpp.
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
+      .example = R"(func @f(%0: f64[3], %1: f64[3], %2: f64[4, 3]) -> (f64[3], f64[4, 3]) {
+  %3, %4 = scan @step(%0, %1, %2) {carries = 1, consts = 1, length = 4, reverse = false} : f64[3], f64[4, 3]
+  %5, %6 = scan @step(%0, %3, %4) {carries = 1, consts = 1, length = 4, reverse = true} : f64[3], f64[4, 3]
+  return %5, %6
+}
+
+func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
+  %3 = mul(%1, %0) : f64[3]
+  %4 = sin(%2) : f64[3]
+  %5 = add(%3, %4) : f64[3]
+  %6 = mul(%5, %2) : f64[3]
+  return %5, %6
+})",
+  });
+
+  set(t, OpKind::While, {
+      .infer = [](const InferCtx& c) {
+        if (c.callees.size() != 2) c.fail("expected a condition and a body function, got {} functions", c.callees.size());
+        const ir::Function& cond = *c.callees[0];
+        const ir::Function& body = *c.callees[1];
+        const int64_t k = c.integer("consts");
+        if (k < 0 || static_cast<std::size_t>(k) > c.operands.size()) c.fail("consts = {} does not fit {} operands", k, c.operands.size());
+        if (optionalInteger(c, "max_iterations", 0) < 0) c.fail("max_iterations must be at least 0, got {}", c.integer("max_iterations"));
+        expectParams(c, cond, c.operands, "while");
+        expectParams(c, body, c.operands, "while");
+        const std::vector<Type> p = cond.resultTypes();
+        if (p.size() != 1 || p[0].dtype != DType::i1 || p[0].size() != 1)
+          c.fail("condition @{} must return one i1 with one element, but returns {}", cond.name, cond.signature());
+        const auto carries = c.operands.subspan(static_cast<std::size_t>(k));
+        const std::vector<Type> outs = body.resultTypes();
+        if (outs.size() != carries.size()) c.fail("@{} returns {} values, but the loop carries {}", body.name, outs.size(), carries.size());
+        for (std::size_t i = 0; i < outs.size(); ++i)
+          if (outs[i] != carries[i])
+            c.fail("carry {} of @{} comes back as {}, but the loop carries {}", i, body.name, outs[i].str(), carries[i].str());
+        return outs;
+      },
+      .eval = [](const EvalCtx& c) {
+        const auto k = static_cast<std::size_t>(c.op.attrs.integer("consts"));
+        const int64_t limit = c.op.attrs.has("max_iterations") ? c.op.attrs.integer("max_iterations") : -1;
+        std::vector<Array> args(c.args.begin(), c.args.end());
+        for (int64_t i = 0;; ++i) {
+          if (scalarOf(c.call(c.op.callees[0], args)[0]) == 0) break;
+          if (i == limit) throw Error(autodiff::loopLimitMessage(limit), c.op.loc);
+          std::vector<Array> out = c.call(c.op.callees[1], args);
+          for (std::size_t j = 0; j < out.size(); ++j) args[k + j] = std::move(out[j]);
+        }
+        return std::vector<Array>(args.begin() + static_cast<std::ptrdiff_t>(k), args.end());
+      },
+      .fold = noFold,
+      .lower = [](LowerCtx& c) {
+        const auto k = static_cast<std::size_t>(c.op.attrs.integer("consts"));
+        const int64_t limit = c.op.attrs.has("max_iterations") ? c.op.attrs.integer("max_iterations") : -1;
+        std::vector<Type> types;
+        for (std::size_t i = 0; i < c.results.size(); ++i) {
+          types.push_back(c.resultType(i));
+          copyBuffer(c, c.results[i], c.operandBuffer(k + i), c.resultType(i).bytes());
+        }
+        types.push_back(Type{DType::i1, {}}); // the condition's result
+        auto [ws, reserved] = workspaceFor(c, types);
+        llvm::Value* pred = ws.back();
+        llvm::Value* count = c.scalarSlot(DType::i64);
+        c.b.CreateStore(c.i64(0), count);
+        llvm::Function* fn = c.b.GetInsertBlock()->getParent();
+        auto* header = llvm::BasicBlock::Create(c.ctx(), "while", fn);
+        auto* body = llvm::BasicBlock::Create(c.ctx(), "while.body", fn);
+        auto* exit = llvm::BasicBlock::Create(c.ctx(), "while.exit", fn);
+        auto args = [&](llvm::Value* out) {
+          std::vector<llvm::Value*> a;
+          for (std::size_t i = 0; i < k; ++i) a.push_back(c.operandBuffer(i));
+          a.insert(a.end(), c.results.begin(), c.results.end());
+          if (out) a.push_back(out);
+          return a;
+        };
+        c.b.CreateBr(header);
+        c.b.SetInsertPoint(header);
+        c.call(c.op.callees[0], args(pred), reserved);
+        c.b.CreateCondBr(c.load(DType::i1, pred, c.i64(0)), body, exit);
+        c.b.SetInsertPoint(body);
+        llvm::Value* i = c.b.CreateLoad(c.b.getInt64Ty(), count);
+        if (limit >= 0) {
+          // One iteration too many: report it (compiled code cannot throw) and stop.
+          auto* over = llvm::BasicBlock::Create(c.ctx(), "while.limit", fn, exit);
+          auto* run = llvm::BasicBlock::Create(c.ctx(), "while.run", fn, exit);
+          c.b.CreateCondBr(c.b.CreateICmpEQ(i, c.i64(limit)), over, run);
+          c.b.SetInsertPoint(over);
+          llvm::Module& m = *fn->getParent();
+          llvm::FunctionCallee report = m.getOrInsertFunction(
+              "adjit_loop_limit",
+              llvm::FunctionType::get(c.b.getVoidTy(), {c.b.getInt64Ty(), c.b.getPtrTy(), c.b.getInt64Ty(), c.b.getInt64Ty()}, false));
+          c.b.CreateCall(report, {c.i64(limit), c.b.CreateGlobalStringPtr(c.op.loc.file, "while.file"), c.i64(c.op.loc.line),
+                                  c.i64(c.op.loc.column)});
+          c.b.CreateBr(exit);
+          c.b.SetInsertPoint(run);
+        }
+        std::vector<llvm::Value*> a = args(nullptr);
+        a.resize(k);
+        for (std::size_t j = 0; j < c.results.size(); ++j) a.push_back(c.results[j]);
+        for (std::size_t j = 0; j < c.results.size(); ++j) a.push_back(ws[j]);
+        c.call(c.op.callees[1], std::move(a), reserved);
+        for (std::size_t j = 0; j < c.results.size(); ++j) copyBuffer(c, c.results[j], ws[j], types[j].bytes());
+        c.b.CreateStore(c.b.CreateAdd(i, c.i64(1)), count);
+        c.b.CreateBr(header);
+        c.b.SetInsertPoint(exit);
+      },
+      // Differentiated through a bounded reverse loop; see autodiff/ControlFlow.cpp.
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
+      .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
+  %2 = constant() {value = dense<i32[], [0]>} : i32[]
+  %3, %4 = while @c, @b(%1, %0, %2) {consts = 1, max_iterations = 10} : f64[3], i32[]
+  return %3, %4
+}
+
+func @c(%0: f64[], %1: f64[3], %2: i32[]) -> (i1[]) {
+  %3 = constant() {value = dense<i32[], [3]>} : i32[]
+  %4 = lt(%2, %3) : i1[]
+  return %4
+}
+
+func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
+  %3 = broadcast_to(%0) {shape = [3]} : f64[3]
+  %4 = mul(%1, %3) : f64[3]
+  %5 = cos(%4) : f64[3]
+  %6 = constant() {value = dense<i32[], [1]>} : i32[]
+  %7 = add(%2, %6) : i32[]
+  return %5, %7
+})",
+  });
+}
+
+} // namespace adjit::ops

@@ -1,0 +1,240 @@
+// trace/ControlFlow.cpp — recording cond, switch_case, scan, fori_loop and
+// while_loop: each branch or body is traced into a function of the module
+// (tensors it captures from the enclosing trace become extra operands), and
+// one switch, scan or while op calls it.
+#include "trace/Tracer.h"
+
+#include <adjit/control_flow.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace adjit::detail {
+namespace {
+
+TraceState& enclosing(const char* api, const Location& loc) {
+  TraceState* s = currentTrace();
+  if (!s) throw Error(std::string(api) + ": called outside of a trace (call it in a function given to jit, grad or trace)", loc);
+  return *s;
+}
+
+/// A branch or body traced into a function of the module.
+struct Region {
+  std::string name;
+  std::vector<ir::ValueId> captured; ///< values of the enclosing trace it reads, in order of first use
+  std::vector<Type> outputs;
+};
+
+Region traceRegion(TraceState& outer, const std::string& base, const std::vector<Type>& params, const FlatFn& fn) {
+  auto hook = std::make_shared<OuterCaptures>(&outer);
+  Region r;
+  std::shared_ptr<ir::Module> m = outer.module;
+  try {
+    TraceScope scope(m, base);
+    r.name = scope.state().fn->name;
+    hook->self = &scope.state();
+    scope.state().captures = hook;
+    std::vector<Tensor> ps;
+    for (const Type& t : params) ps.push_back(scope.param(t));
+    std::vector<Tensor> outs = fn(ps);
+    for (const Tensor& t : outs) r.outputs.push_back(t.type());
+    scope.finish(outs);
+  } catch (...) {
+    // Leave no half-traced function behind (nor the ones it created).
+    if (!r.name.empty()) std::erase_if(m->functions, [&](const auto& f) { return f->name == r.name; });
+    throw;
+  }
+  r.captured = hook->outerValues;
+  return r;
+}
+
+/// Makes the function of `r` take the values `all` (a superset of its
+/// captures) as parameters: before its own with `first`, else after them.
+void bindCaptures(TraceState& outer, const Region& r, std::size_t own, const std::vector<ir::ValueId>& all, bool first) {
+  ir::Function& f = *outer.module->lookup(r.name);
+  std::vector<ir::ValueId> explicitParams(f.params.begin(), f.params.begin() + static_cast<std::ptrdiff_t>(own));
+  std::vector<ir::ValueId> captures;
+  for (ir::ValueId v : all) {
+    auto it = std::find(r.captured.begin(), r.captured.end(), v);
+    captures.push_back(it != r.captured.end() ? f.params[own + static_cast<std::size_t>(it - r.captured.begin())]
+                                              : f.newValue(outer.fn->type(v)));
+  }
+  f.params = first ? captures : explicitParams;
+  f.params.insert(f.params.end(), (first ? explicitParams : captures).begin(), (first ? explicitParams : captures).end());
+}
+
+std::vector<ir::ValueId> unionOf(const std::vector<Region>& rs) {
+  std::vector<ir::ValueId> all;
+  for (const Region& r : rs)
+    for (ir::ValueId v : r.captured)
+      if (std::find(all.begin(), all.end(), v) == all.end()) all.push_back(v);
+  return all;
+}
+
+std::vector<ir::ValueId> ids(const std::vector<Tensor>& ts, const char* api, const Location& loc) {
+  std::vector<ir::ValueId> r;
+  for (const Tensor& t : ts) r.push_back(valueOf(t, api, loc));
+  return r;
+}
+
+std::vector<Type> types(const std::vector<Tensor>& ts) {
+  std::vector<Type> r;
+  for (const Tensor& t : ts) r.push_back(t.type());
+  return r;
+}
+
+std::vector<Tensor> wrapAll(TraceState& s, const std::vector<ir::ValueId>& vs) {
+  std::vector<Tensor> r;
+  for (ir::ValueId v : vs) r.push_back(wrap(s, v));
+  return r;
+}
+
+/// "the carry" / "leaf 2 of the carry" style checks of a returned structure against the expected leaves.
+void expectLeaves(const std::vector<Type>& got, const std::vector<Type>& want, const std::string& what, const std::string& from,
+                  const char* api, const Location& loc) {
+  if (got.size() != want.size())
+    throw Error(fmt::format("{}: {} has {} leaves, but {} has {}", api, from, got.size(), what, want.size()), loc);
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i])
+      throw Error(fmt::format("{}: leaf {} of {} is {}, but leaf {} of {} is {}", api, i, from, got[i].str(), i, what, want[i].str()), loc);
+}
+
+} // namespace
+
+Tensor predicateIndex(const Tensor& pred, const Location& loc) {
+  enclosing("cond", loc);
+  const Type p = pred.type();
+  if (p.dtype != DType::i1 || p.size() != 1)
+    throw Error(fmt::format("cond: the predicate must be an i1 tensor with exactly one element, got {}", p.str()), loc);
+  return cast(reshape(pred, {}), DType::i32);
+}
+
+std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& branches, const std::vector<std::string>& names,
+                               const std::vector<Tensor>& operands, const char* api, const Location& loc) {
+  TraceState& s = enclosing(api, loc);
+  Tensor idx = index;
+  const Type it = idx.type();
+  if ((it.dtype != DType::i32 && it.dtype != DType::i64) || it.size() != 1)
+    throw Error(fmt::format("{}: the index must be an i32 or i64 scalar, got {}", api, it.str()), loc);
+  if (it.rank() != 0) idx = reshape(idx, {});
+  if (branches.empty()) throw Error(fmt::format("{}: no branches", api), loc);
+  const std::vector<Type> params = types(operands);
+  std::vector<Region> rs;
+  for (std::size_t b = 0; b < branches.size(); ++b) {
+    rs.push_back(traceRegion(s, std::string(api) + "." + std::to_string(b), params, branches[b]));
+    if (b) expectLeaves(rs[b].outputs, rs[0].outputs, "the result of " + names[0], "the result of " + names[b], api, loc);
+  }
+  const std::vector<ir::ValueId> captured = unionOf(rs);
+  std::vector<std::string> callees;
+  for (const Region& r : rs) {
+    bindCaptures(s, r, params.size(), captured, /*first=*/false);
+    callees.push_back(r.name);
+  }
+  std::vector<ir::ValueId> args{valueOf(idx, api, loc)};
+  for (ir::ValueId v : ids(operands, api, loc)) args.push_back(v);
+  args.insert(args.end(), captured.begin(), captured.end());
+  return wrapAll(s, s.builder.create(ir::OpKind::Switch, args, {}, callees, loc));
+}
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> scanCall(const FlatFn& body, const std::vector<Tensor>& init,
+                                                             const std::vector<Tensor>& xs, std::optional<int64_t> length,
+                                                             bool reverse, const char* api, const Location& loc) {
+  TraceState& s = enclosing(api, loc);
+  std::vector<Type> params = types(init);
+  std::optional<int64_t> n = length;
+  if (n && *n < 0) throw Error(fmt::format("{}: length must be at least 0, got {}", api, *n), loc);
+  for (std::size_t j = 0; j < xs.size(); ++j) {
+    const Type t = xs[j].type();
+    if (t.rank() == 0) throw Error(fmt::format("{}: leaf {} of xs is the scalar {}: it has no leading axis to scan over", api, j, t.str()), loc);
+    if (!n) n = t.shape[0];
+    else if (t.shape[0] != *n)
+      throw Error(length ? fmt::format("{}: length = {} disagrees with leaf {} of xs, {}", api, *n, j, t.str())
+                         : fmt::format("{}: the leaves of xs differ in length: leaf {} is {}, but leaf 0 has {} slices", api, j, t.str(), *n),
+                  loc);
+    params.push_back(Type{t.dtype, Shape(t.shape.begin() + 1, t.shape.end())});
+  }
+  if (!n) throw Error(fmt::format("{}: xs has no leaves: give the number of steps as .length", api), loc);
+  Region r = traceRegion(s, "scan.body", params, body);
+  if (r.outputs.size() < init.size())
+    throw Error(fmt::format("{}: the body returns {} leaves, fewer than the {} of the carry", api, r.outputs.size(), init.size()), loc);
+  expectLeaves(std::vector<Type>(r.outputs.begin(), r.outputs.begin() + static_cast<std::ptrdiff_t>(init.size())), types(init),
+               "the initial carry", "the carry the body returns", api, loc);
+  bindCaptures(s, r, params.size(), r.captured, /*first=*/true);
+  std::vector<ir::ValueId> args = r.captured;
+  for (ir::ValueId v : ids(init, api, loc)) args.push_back(v);
+  for (ir::ValueId v : ids(xs, api, loc)) args.push_back(v);
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(r.captured.size()));
+  attrs.set("carries", static_cast<int64_t>(init.size()));
+  attrs.set("length", *n);
+  attrs.set("reverse", reverse);
+  std::vector<Tensor> out = wrapAll(s, s.builder.create(ir::OpKind::Scan, args, std::move(attrs), {r.name}, loc));
+  return {std::vector<Tensor>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(init.size())),
+          std::vector<Tensor>(out.begin() + static_cast<std::ptrdiff_t>(init.size()), out.end())};
+}
+
+std::vector<Tensor> whileCall(const FlatFn& cond, const FlatFn& body, const std::vector<Tensor>& init,
+                              std::optional<int64_t> maxIterations, const char* api, const Location& loc) {
+  TraceState& s = enclosing(api, loc);
+  if (maxIterations && *maxIterations < 0) throw Error(fmt::format("{}: max_iterations must be at least 0, got {}", api, *maxIterations), loc);
+  const std::vector<Type> params = types(init);
+  std::vector<Region> rs{traceRegion(s, "while.cond", params, cond)};
+  const std::vector<Type>& p = rs[0].outputs;
+  if (p.size() != 1 || p[0].dtype != DType::i1 || p[0].size() != 1)
+    throw Error(fmt::format("{}: the condition must return one i1 tensor with exactly one element, got {}", api, describeArgs(p)), loc);
+  rs.push_back(traceRegion(s, "while.body", params, body));
+  expectLeaves(rs[1].outputs, params, "the initial carry", "the carry the body returns", api, loc);
+  const std::vector<ir::ValueId> captured = unionOf(rs);
+  for (const Region& r : rs) bindCaptures(s, r, params.size(), captured, /*first=*/true);
+  std::vector<ir::ValueId> args = captured;
+  for (ir::ValueId v : ids(init, api, loc)) args.push_back(v);
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(captured.size()));
+  if (maxIterations) attrs.set("max_iterations", *maxIterations);
+  return wrapAll(s, s.builder.create(ir::OpKind::While, args, std::move(attrs), {rs[0].name, rs[1].name}, loc));
+}
+
+std::vector<Tensor> foriCall(const Bound& lower, const Bound& upper,
+                             const std::function<std::vector<Tensor>(const Tensor&, const std::vector<Tensor>&)>& body,
+                             const std::vector<Tensor>& init, std::optional<int64_t> maxIterations, const Location& loc) {
+  enclosing("fori_loop", loc);
+  const auto* lo = std::get_if<int64_t>(&lower.v);
+  const auto* hi = std::get_if<int64_t>(&upper.v);
+  DType dt = DType::i32;
+  for (const Bound* b : {&lower, &upper})
+    if (const auto* t = std::get_if<Tensor>(&b->v)) {
+      const Type ty = t->type();
+      if ((ty.dtype != DType::i32 && ty.dtype != DType::i64) || ty.size() != 1)
+        throw Error(fmt::format("fori_loop: a bound must be a C++ integer or an i32 or i64 scalar tensor, got {}", ty.str()), loc);
+      if (ty.dtype == DType::i64) dt = DType::i64;
+    }
+  auto asTensor = [&](const Bound& b) {
+    if (const auto* i = std::get_if<int64_t>(&b.v)) return full({}, static_cast<double>(*i), dt);
+    const Tensor& t = std::get<Tensor>(b.v);
+    return cast(reshape(t, {}), dt);
+  };
+  // carry' = (i + 1, body(i, carry))
+  auto step = [&](const std::vector<Tensor>& ps) {
+    std::vector<Tensor> r{add(ps[0], full({}, 1, dt))};
+    std::vector<Tensor> out = body(ps[0], std::vector<Tensor>(ps.begin() + 1, ps.begin() + 1 + static_cast<std::ptrdiff_t>(init.size())));
+    r.insert(r.end(), out.begin(), out.end());
+    return r;
+  };
+  std::vector<Tensor> carry{asTensor(lower)};
+  carry.insert(carry.end(), init.begin(), init.end());
+  std::vector<Tensor> out;
+  if (lo && hi) { // a static trip count: a scan
+    const int64_t n = std::max<int64_t>(0, *hi - *lo);
+    if (maxIterations && n > *maxIterations)
+      throw Error(fmt::format("fori_loop: the loop runs {} iterations, more than max_iterations = {}", n, *maxIterations), loc);
+    out = scanCall(step, carry, {}, n, false, "fori_loop", loc).first;
+  } else {
+    Tensor ub = asTensor(upper);
+    FlatFn cond = [&](const std::vector<Tensor>& ps) { return std::vector<Tensor>{lt(ps[0], ub)}; };
+    out = whileCall(cond, step, carry, maxIterations, "fori_loop", loc);
+  }
+  return std::vector<Tensor>(out.begin() + 1, out.end());
+}
+
+} // namespace adjit::detail

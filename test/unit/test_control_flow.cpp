@@ -1,0 +1,262 @@
+// test/unit/test_control_flow.cpp — cond, switch_case, scan, fori_loop and
+// while_loop: values (compiled and interpreted), gradients against finite
+// differences, TensorFlow's gradient semantics for conditionals, and errors.
+#include "Check.h"
+
+#include "codegen/Stats.h"
+
+using namespace adjit;
+using namespace adjit::test;
+
+namespace {
+
+double scalar(const Array& a) { return a.item<double>(); }
+
+void flattenInto(const Array& a, std::vector<Array>& out) { out.push_back(a); }
+template <class A, class B> void flattenInto(const std::pair<A, B>& p, std::vector<Array>& out) {
+  flattenInto(p.first, out);
+  flattenInto(p.second, out);
+}
+template <class... T> void flattenInto(const std::tuple<T...>& t, std::vector<Array>& out) {
+  std::apply([&](const auto&... x) { (flattenInto(x, out), ...); }, t);
+}
+template <class R> std::vector<Array> flattenArrays(const R& r) {
+  std::vector<Array> out;
+  flattenInto(r, out);
+  return out;
+}
+
+/// Traces f for the arguments' types, checks the text round-trips and that
+/// the interpreter agrees with the compiled function; records the ops for the
+/// table test.
+template <class F, class... A> void agrees(const F& f, const std::tuple<A...>& args, double rtol = 1e-12) {
+  Module m = std::apply([&](const auto&... a) { return trace(f, a.type()...); }, args);
+  for (const auto& fn : m.impl().functions)
+    for (const auto& op : fn->ops) exercisedOps().insert(op.kind);
+  m.verify();
+  const std::string text = m.str(true);
+  CHECK(Module::parse(text).str(true) == text);
+  std::vector<Array> want = m.interpret("f", std::apply([](const auto&... a) { return std::vector<Array>{a...}; }, args));
+  auto jf = jit(f);
+  std::vector<Array> got = flattenArrays(std::apply(jf, args));
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) ADJIT_CHECK_CLOSE(got[i], want[i], rtol);
+}
+
+} // namespace
+
+TEST_CASE("cond runs the branch its predicate selects, compiled and interpreted") {
+  auto f = [](Tensor x, Tensor p) {
+    return cond(gt(p, 0.0), [](Tensor a) { return sin(a) * 2.0; }, [](Tensor a) { return a * a; }, x);
+  };
+  auto jf = jit(f);
+  const std::vector<double> taken = jf(f64({0.5, 1.0}), 1.0).to_vector<double>();
+  CHECK(taken[0] == doctest::Approx(2 * std::sin(0.5)).epsilon(1e-15));
+  CHECK(taken[1] == doctest::Approx(2 * std::sin(1.0)).epsilon(1e-15));
+  CHECK(jf(f64({0.5, 1.0}), -1.0).to_vector<double>() == std::vector<double>{0.25, 1.0});
+  agrees(f, std::tuple{f64({0.5, 1.0}), Array(1.0)});
+  agrees(f, std::tuple{f64({0.5, 1.0}), Array(-1.0)});
+}
+
+TEST_CASE("cond takes and returns structures, and branches may capture outer tensors") {
+  auto f = [](Tensor x, Tensor y) {
+    Tensor outer = x * 3.0; // captured by one branch only
+    auto [a, b] = cond(
+        lt(sum(x), sum(y)),
+        [&](const std::tuple<Tensor, Tensor>& t) { return std::pair{std::get<0>(t) + outer, std::get<1>(t)}; },
+        [&](const std::tuple<Tensor, Tensor>& t) { return std::pair{std::get<1>(t), std::get<0>(t) * 2.0}; },
+        std::tuple{x, y});
+    return sum(a) + sum(b);
+  };
+  agrees(f, std::tuple{f64({1, 2}), f64({3, 4})});
+  agrees(f, std::tuple{f64({5, 2}), f64({3, 1})});
+  CHECK(scalar(jit(f)(f64({1, 2}), f64({3, 4}))) == doctest::Approx(1 + 2 + 3 + 6 + 3 + 4));
+  check_grads(f, std::tuple{f64({1, 2}), f64({3, 4})});
+  check_grads(f, std::tuple{f64({5, 2}), f64({3, 1})});
+}
+
+TEST_CASE("cond gradients follow TensorFlow: zeros from a branch that ignores an operand, none for integers") {
+  // x is read only by the branch not taken: its gradient is zeros, not "none".
+  auto f = [](Tensor x, Tensor y, Tensor p) {
+    auto [v, n] = cond(
+        gt(p, 0.0), [](Tensor a, Tensor b) { return std::pair{b * b, full({}, 3, DType::i32)}; },
+        [](Tensor a, Tensor) { return std::pair{a * 1.0, full({}, 4, DType::i32)}; }, x, y);
+    std::vector<std::optional<Tensor>> gs = gradients({v}, {x, y});
+    return std::tuple{*gs[0], *gs[1], n};
+  };
+  auto [dx, dy, n] = jit(f)(2.0, 5.0, 1.0);
+  CHECK(scalar(dx) == 0.0);
+  CHECK(scalar(dy) == 10.0);
+  CHECK(n.item<int32_t>() == 3);
+  auto [dx2, dy2, n2] = jit(f)(2.0, 5.0, -1.0);
+  CHECK(scalar(dx2) == 1.0);
+  CHECK(scalar(dy2) == 0.0);
+  CHECK(n2.item<int32_t>() == 4);
+}
+
+TEST_CASE("stop_gradient inside one branch, and second derivatives through cond") {
+  auto f = [](Tensor x, Tensor p) {
+    return cond(gt(p, 0.0), [](Tensor a) { return a * stop_gradient(a) * a; }, [](Tensor a) { return sin(a) * a; }, x);
+  };
+  // d/dx x * sg(x) * x = 2 x * x (sg(x) constant)
+  CHECK(scalar(grad(f)(3.0, 1.0)) == doctest::Approx(18.0));
+  CHECK(scalar(grad(f)(0.5, -1.0)) == doctest::Approx(std::cos(0.5) * 0.5 + std::sin(0.5)));
+  auto h = [](Tensor x) { return cond(gt(x, 0.0), [](Tensor a) { return a * a * a; }, [](Tensor a) { return exp(a); }, x); };
+  CHECK(scalar(grad(grad(h))(2.0)) == doctest::Approx(12.0));
+  CHECK(scalar(grad(grad(h))(-1.0)) == doctest::Approx(std::exp(-1.0)));
+  check_grads(h, Array(0.7), {.order = 2});
+}
+
+TEST_CASE("switch_case clamps its index and differentiates the taken branch") {
+  auto f = [](Tensor x, Tensor i) {
+    return switch_case(i, {std::function<Tensor(const Tensor&)>([](const Tensor& a) { return a * 2.0; }),
+                           std::function<Tensor(const Tensor&)>([](const Tensor& a) { return sin(a); }),
+                           std::function<Tensor(const Tensor&)>([](const Tensor& a) { return a * a; })},
+                       x);
+  };
+  auto jf = jit(f);
+  CHECK(scalar(jf(3.0, int32_t{-5})) == 6.0);
+  CHECK(scalar(jf(3.0, int32_t{1})) == doctest::Approx(std::sin(3.0)));
+  CHECK(scalar(jf(3.0, int32_t{2})) == 9.0);
+  CHECK(scalar(jf(3.0, int32_t{7})) == 9.0);
+  agrees(f, std::tuple{Array(3.0), Array(int32_t{1})});
+  CHECK(scalar(grad(f)(3.0, int32_t{2})) == 6.0);
+  CHECK(scalar(grad(f)(3.0, int32_t{1})) == doctest::Approx(std::cos(3.0)));
+  // Branches of different types, as a tuple.
+  auto g = [](Tensor x, Tensor i) {
+    return switch_case(i, std::tuple{[](Tensor a) { return a + 1.0; }, [](Tensor a) { return exp(a); }}, x);
+  };
+  CHECK(scalar(jit(g)(1.0, int64_t{1})) == doctest::Approx(std::exp(1.0)));
+}
+
+TEST_CASE("scan carries, stacks, runs in reverse and is differentiated through") {
+  // A running sum and products: carry c, y = c * x.
+  auto f = [](Tensor c0, Tensor xs) {
+    auto [c, ys] = scan([](Tensor c, Tensor x) { return std::pair{c + x, c * x}; }, c0, xs);
+    return std::pair{c, ys};
+  };
+  auto [c, ys] = jit(f)(1.0, f64({1, 2, 3}));
+  CHECK(scalar(c) == 7.0);
+  CHECK(ys.to_vector<double>() == std::vector<double>{1, 4, 12});
+  auto r = [](Tensor c0, Tensor xs) {
+    auto [c, ys] = scan([](Tensor c, Tensor x) { return std::pair{c + x, c * x}; }, c0, xs, {.reverse = true});
+    return std::pair{c, ys};
+  };
+  auto [rc, rys] = jit(r)(1.0, f64({1, 2, 3}));
+  CHECK(scalar(rc) == 7.0);
+  CHECK(rys.to_vector<double>() == std::vector<double>{6, 8, 3}); // t=2: 1*3, t=1: 4*2, t=0: 6*1
+  agrees(r, std::tuple{Array(1.0), f64({1, 2, 3})});
+  auto loss = [](Tensor w, Tensor xs) {
+    auto [c, ys] = scan([&](Tensor c, Tensor x) { return std::pair{tanh(c * w + x), c * x}; }, full({2}, 0.5, DType::f64), xs);
+    return sum(c) + sum(ys * ys);
+  };
+  Array xs = Array(std::vector<double>{0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8}, Shape{4, 2});
+  agrees(loss, std::tuple{f64({0.3, -0.7}), xs});
+  check_grads(loss, std::tuple{f64({0.3, -0.7}), xs});
+  check_grads(loss, std::tuple{f64({0.3, -0.7}), xs}, {.order = 2});
+}
+
+TEST_CASE("scan over no xs needs a length; a length that disagrees is an error") {
+  auto f = [](Tensor c0) {
+    return scan([](Tensor c, std::tuple<>) { return std::pair{c * 2.0, c}; }, c0, std::tuple<>{}, {.length = 5}).first;
+  };
+  CHECK(scalar(jit(f)(1.0)) == 32.0);
+  auto bad = [](Tensor c0, Tensor xs) {
+    return scan([](Tensor c, Tensor x) { return std::pair{c + x, c}; }, c0, xs, {.length = 4}).first;
+  };
+  CHECK_THROWS_WITH_AS(jit(bad)(1.0, f64({1, 2, 3})), doctest::Contains("length = 4 disagrees with leaf 0 of xs, f64[3]"), Error);
+  auto none = [](Tensor c0) { return scan([](Tensor c, std::tuple<>) { return std::pair{c, c}; }, c0, std::tuple<>{}).first; };
+  CHECK_THROWS_WITH_AS(jit(none)(1.0), doctest::Contains("give the number of steps as .length"), Error);
+}
+
+TEST_CASE("a carry that changes shape or dtype is an error naming the leaf") {
+  auto f = [](Tensor c0) {
+    return fori_loop(0, 3, [](Tensor, std::tuple<Tensor, Tensor> c) { return std::tuple{std::get<0>(c), cast(std::get<1>(c), DType::f32)}; },
+                     std::tuple{c0, c0});
+  };
+  CHECK_THROWS_WITH_AS(jit([&](Tensor x) { return std::get<1>(f(x)); })(1.0),
+                       doctest::Contains("leaf 2 of the carry the body returns is f32[], but leaf 2 of the initial carry is f64[]"), Error);
+}
+
+TEST_CASE("cond errors: mismatched branches and a predicate of several elements") {
+  auto mismatch = [](Tensor x) { return cond(gt(x, 0.0), [](Tensor a) { return a; }, [](Tensor a) { return cast(a, DType::f32); }, x); };
+  CHECK_THROWS_WITH_AS(jit(mismatch)(1.0), doctest::Contains("leaf 0 of the result of true_fn is f64[], but leaf 0 of the result of false_fn is f32[]"), Error);
+  auto many = [](Tensor x) { return cond(gt(x, 0.0), [](Tensor a) { return a; }, [](Tensor a) { return a; }, x); };
+  CHECK_THROWS_WITH_AS(jit(many)(f64({1, 2})), doctest::Contains("the predicate must be an i1 tensor with exactly one element, got i1[2]"), Error);
+  try {
+    jit(mismatch)(1.0);
+  } catch (const Error& e) {
+    CHECK(e.location().file.find("test_control_flow.cpp") != std::string::npos);
+  }
+}
+
+TEST_CASE("fori_loop with static and dynamic bounds") {
+  auto g = [](Tensor x, Tensor n) {
+    return fori_loop(1, n, [](Tensor i, Tensor c) { return c * 2.0 + cast(i, DType::f64); }, x, {.max_iterations = 100});
+  };
+  // c: x -> 2x + 1 -> 4x + 4 -> 8x + 11
+  CHECK(scalar(jit(g)(1.0, int32_t{4})) == 19.0);
+  CHECK(scalar(jit(g)(1.0, int32_t{0})) == 1.0); // no trip
+  agrees(g, std::tuple{Array(1.0), Array(int32_t{4})});
+  CHECK(scalar(grad(g)(1.0, int32_t{4})) == 8.0);
+  auto s = [](Tensor x) { return fori_loop(0, 3, [](Tensor i, Tensor c) { return sin(c) + cast(i, DType::f64); }, x); };
+  check_grads(s, Array(0.4), {.order = 2});
+  CHECK_THROWS_WITH_AS(jit(g)(1.0, int32_t{500}), doctest::Contains("max_iterations = 100"), Error);
+}
+
+TEST_CASE("while_loop: Newton's square root, its gradient, and max_iterations") {
+  auto newton = [](Tensor a) {
+    auto [x, k] = while_loop([&](const std::pair<Tensor, Tensor>& s) { return gt(abs(s.first * s.first - a), 1e-12); },
+                             [&](const std::pair<Tensor, Tensor>& s) {
+                               return std::pair{(s.first + a / s.first) * 0.5, s.second + full({}, 1, DType::i32)};
+                             },
+                             std::pair{a, full({}, 0, DType::i32)}, {.max_iterations = 50});
+    return x;
+  };
+  CHECK(scalar(jit(newton)(2.0)) == doctest::Approx(std::sqrt(2.0)).epsilon(1e-12));
+  agrees(newton, std::tuple{Array(2.0)});
+  // Through the iterations, d sqrt(a)/da = 1 / (2 sqrt a).
+  CHECK(scalar(grad(newton)(2.0)) == doctest::Approx(0.5 / std::sqrt(2.0)).epsilon(1e-9));
+  auto tight = [](Tensor a) {
+    return while_loop([](Tensor x) { return gt(x, 0.0); }, [](Tensor x) { return x - 1.0; }, a, {.max_iterations = 3});
+  };
+  CHECK(scalar(jit(tight)(2.5)) == -0.5);
+  CHECK_THROWS_WITH_AS(jit(tight)(10.0), doctest::Contains("did not end within max_iterations = 3"), Error);
+  CHECK_THROWS_WITH_AS(trace(tight, Type{DType::f64, {}}).interpret("f", {Array(10.0)}), doctest::Contains("max_iterations = 3"), Error);
+  auto unbounded = [](Tensor a) { return while_loop([](Tensor x) { return gt(x, 0.0); }, [](Tensor x) { return x * 0.5 - 1.0; }, a); };
+  CHECK(scalar(jit(unbounded)(10.0)) == -0.5); // 10, 4, 1, -0.5
+  CHECK_THROWS_WITH_AS(grad(unbounded)(10.0), doctest::Contains("needs a bound on the trip count"), Error);
+}
+
+TEST_CASE("nested control flow: cond in scan, scan in cond, while in scan") {
+  auto f = [](Tensor w, Tensor xs) {
+    auto [c, ys] = scan(
+        [&](Tensor c, Tensor x) {
+          Tensor n = cond(gt(x, 0.0), [&](Tensor a) { return a * w; }, [&](Tensor a) { return sin(a) + w; }, c);
+          Tensor m = while_loop([](Tensor v) { return gt(abs(v), 1.0); }, [](Tensor v) { return v * 0.5; }, n * 3.0, {.max_iterations = 60});
+          return std::pair{m, n};
+        },
+        full({}, 0.3, DType::f64), xs);
+    Tensor inner = cond(gt(c, 0.0), [&](Tensor a) { return scan([](Tensor s, Tensor y) { return std::pair{s + y * y, s}; }, a, ys).first; },
+                        [](Tensor a) { return a; }, c);
+    return inner + sum(ys);
+  };
+  Array xs = f64({0.5, -0.3, 0.8, -0.1, 0.2});
+  agrees(f, std::tuple{Array(0.9), xs});
+  check_grads(f, std::tuple{Array(0.9), xs});
+}
+
+TEST_CASE("a 1,000-step scan stays one loop in LLVM IR") {
+  auto f = [](Tensor c0, Tensor xs) {
+    return scan([](Tensor c, Tensor x) { return std::pair{sin(c) * x + c, c}; }, c0, xs).first;
+  };
+  for (int64_t n : {10, 1000}) {
+    Module m = trace(f, Type{DType::f64, {4}}, Type{DType::f64, {n, 4}});
+    codegen::LoweringStats s = codegen::measureLowering(m.impl(), "f");
+    INFO("steps " << n << ": " << s.instructions << " instructions");
+    CHECK(s.instructions < 400);
+  }
+  Array xs(Type{DType::f64, {1000, 4}});
+  for (int64_t i = 0; i < xs.size(); ++i) xs.set(i, 0.001 * static_cast<double>(i % 7));
+  agrees(f, std::tuple{f64({0.1, 0.2, 0.3, 0.4}), xs}, 1e-9);
+}
