@@ -99,6 +99,45 @@ constexpr const char* kParallelForHook =
     " * the calling thread runs them in order. Shared by every adjit object linked in. */\n"
     "extern void (*adjit_parallel_for_hook)(void (*fn)(void* ctx, int64_t chunk), void* ctx, int64_t n);\n";
 
+/// What the header of an object with bounded while loops declares.
+constexpr const char* kLoopLimitHook =
+    "\n/* A while loop ran past its max_iterations: the call stops the loop there and\n"
+    " * calls this hook (file and line of the loop in the traced program) before it\n"
+    " * returns; its results are then not the loop's. NULL, the default: the message\n"
+    " * \"adjit: a while_loop ran past its max_iterations\" is written to stderr.\n"
+    " * Shared by every adjit object linked in. */\n"
+    "extern void (*adjit_loop_limit_hook)(int64_t max_iterations, const char* file, int64_t line, int64_t column);\n";
+
+/// Gives the object its own adjit_loop_limit if generated code calls it (a
+/// while loop with max_iterations): the user's hook when set, else a message
+/// on stderr. Returns whether it did.
+bool defineLoopLimit(llvm::Module& lm) {
+  llvm::Function* fn = lm.getFunction("adjit_loop_limit");
+  if (!fn || !fn->isDeclaration()) return false;
+  llvm::LLVMContext& ctx = lm.getContext();
+  llvm::Type* ptrTy = llvm::PointerType::get(ctx, 0);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* hook = new llvm::GlobalVariable(lm, ptrTy, false, llvm::GlobalValue::WeakAnyLinkage, llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx, 0)),
+                                        "adjit_loop_limit_hook");
+  hook->setAlignment(llvm::Align(8));
+  fn->setLinkage(llvm::GlobalValue::InternalLinkage);
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+  auto* viaHook = llvm::BasicBlock::Create(ctx, "hook", fn);
+  auto* message = llvm::BasicBlock::Create(ctx, "message", fn);
+  llvm::IRBuilder<> b(entry);
+  llvm::Value* h = b.CreateLoad(ptrTy, hook);
+  b.CreateCondBr(b.CreateIsNotNull(h), viaHook, message);
+  b.SetInsertPoint(viaHook);
+  b.CreateCall(fn->getFunctionType(), h, {fn->getArg(0), fn->getArg(1), fn->getArg(2), fn->getArg(3)});
+  b.CreateRetVoid();
+  b.SetInsertPoint(message);
+  const std::string text = "adjit: a while_loop ran past its max_iterations\n";
+  llvm::FunctionCallee write = lm.getOrInsertFunction("write", llvm::FunctionType::get(i64, {b.getInt32Ty(), ptrTy, i64}, false));
+  b.CreateCall(write, {b.getInt32(2), b.CreateGlobalStringPtr(text, "loop.limit.message"), b.getInt64(text.size())});
+  b.CreateRetVoid();
+  return true;
+}
+
 /// The object's own adjit_parallel_for (what generated code calls): the
 /// user's hook when set, else the chunks in order. The hook is a weak null
 /// pointer, so several adjit objects (and the user's own definition) link.
@@ -269,6 +308,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
                           c, n, describe(dys, "dy"), describe(bwd.resultTypes(), "dx"), c, c,
                           cParams(dys, bwd.resultTypes(), "dy", "dx"));
   }
+  if (defineLoopLimit(lm)) header += kLoopLimitHook;
   header += "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   codegen::configureModule(lm, *tm);
   codegen::optimize(lm, *tm, r.optLevel);
