@@ -153,4 +153,73 @@ float base_g4(const float* x, const float* w1, const float* w2, float* h, float*
     }
   return 0.5f * s;
 }
+
+// ODE: a damped, driven pendulum, RK4 (examples/ode). f(s, p) = (w, -p0 w - p1 sin t + p2 cos t).
+static inline void pendulum(const double* s, const double* p, double* d) {
+  d[0] = s[1];
+  d[1] = -p[0] * s[1] - p[1] * std::sin(s[0]) + p[2] * std::cos(s[0]);
+}
+
+/// The final angle after `steps` RK4 steps of size h; `states` (2 * (steps + 1)) keeps every state.
+double base_ode(const double* s0, const double* p, int64_t steps, double h, double* states) {
+  states[0] = s0[0];
+  states[1] = s0[1];
+  for (int64_t n = 0; n < steps; ++n) {
+    const double* s = states + 2 * n;
+    double k1[2], k2[2], k3[2], k4[2], t[2];
+    pendulum(s, p, k1);
+    t[0] = s[0] + h / 2 * k1[0], t[1] = s[1] + h / 2 * k1[1];
+    pendulum(t, p, k2);
+    t[0] = s[0] + h / 2 * k2[0], t[1] = s[1] + h / 2 * k2[1];
+    pendulum(t, p, k3);
+    t[0] = s[0] + h * k3[0], t[1] = s[1] + h * k3[1];
+    pendulum(t, p, k4);
+    double* o = states + 2 * (n + 1);
+    o[0] = s[0] + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]);
+    o[1] = s[1] + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]);
+  }
+  return states[2 * steps];
+}
+
+/// a += J_s(s)^T v and ap += J_p(s)^T v for the pendulum's f.
+static inline void pendulumVjp(const double* s, const double* p, const double* v, double* a, double* ap) {
+  a[0] += (-p[1] * std::cos(s[0]) - p[2] * std::sin(s[0])) * v[1];
+  a[1] += v[0] - p[0] * v[1];
+  ap[0] += -s[1] * v[1];
+  ap[1] += -std::sin(s[0]) * v[1];
+  ap[2] += std::cos(s[0]) * v[1];
+}
+
+/// The discrete adjoint of base_ode: d theta_N / d s0 and d theta_N / d p,
+/// stepping back through the stored states (the stages are recomputed).
+double base_ode_adjoint(const double* s0, const double* p, int64_t steps, double h, double* states, double* ds0, double* dp) {
+  const double theta = base_ode(s0, p, steps, h, states);
+  double l[2] = {1, 0};
+  dp[0] = dp[1] = dp[2] = 0;
+  for (int64_t n = steps; n-- > 0;) {
+    const double* s = states + 2 * n;
+    double k1[2], k2[2], k3[2], s2[2], s3[2], s4[2];
+    pendulum(s, p, k1);
+    s2[0] = s[0] + h / 2 * k1[0], s2[1] = s[1] + h / 2 * k1[1];
+    pendulum(s2, p, k2);
+    s3[0] = s[0] + h / 2 * k2[0], s3[1] = s[1] + h / 2 * k2[1];
+    pendulum(s3, p, k3);
+    s4[0] = s[0] + h * k3[0], s4[1] = s[1] + h * k3[1];
+    double a1[2] = {h / 6 * l[0], h / 6 * l[1]}, a2[2] = {h / 3 * l[0], h / 3 * l[1]};
+    double a3[2] = {h / 3 * l[0], h / 3 * l[1]}, a4[2] = {h / 6 * l[0], h / 6 * l[1]};
+    double as[2] = {0, 0};
+    pendulumVjp(s4, p, a4, as, dp); // k4 = f(s4), s4 = s + h k3
+    l[0] += as[0], l[1] += as[1], a3[0] += h * as[0], a3[1] += h * as[1];
+    as[0] = as[1] = 0;
+    pendulumVjp(s3, p, a3, as, dp); // k3 = f(s3), s3 = s + h/2 k2
+    l[0] += as[0], l[1] += as[1], a2[0] += h / 2 * as[0], a2[1] += h / 2 * as[1];
+    as[0] = as[1] = 0;
+    pendulumVjp(s2, p, a2, as, dp); // k2 = f(s2), s2 = s + h/2 k1
+    l[0] += as[0], l[1] += as[1], a1[0] += h / 2 * as[0], a1[1] += h / 2 * as[1];
+    pendulumVjp(s, p, a1, l, dp);   // k1 = f(s)
+  }
+  ds0[0] = l[0];
+  ds0[1] = l[1];
+  return theta;
+}
 }

@@ -639,14 +639,20 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
+  std::map<std::string, int> references; // ops naming each function
+  for (const auto& fp : m.functions)
+    for (const ir::Op& op : fp->ops)
+      for (const std::string& c : op.callees) ++references[c];
   const ops::Effects effects(m);
   std::function<FunctionEmitter::Lowered(const ir::Function&, bool)> lower = [&](const ir::Function& f, bool isEntry) {
     auto it = done.find(f.name);
     if (it != done.end()) return it->second;
     llvm::Function* fn = declareKernel(out, f, symbol + (isEntry ? ".impl" : "." + f.name), llvm::GlobalValue::InternalLinkage);
-    // A called function stays one function: inlined at each of many call
-    // sites (a step of an unrolled recurrence) it would multiply LLVM's work.
-    if (!isEntry) fn->addFnAttr(llvm::Attribute::NoInline);
+    // A function called from several ops stays one function: inlined at each
+    // of many call sites (a step of an unrolled recurrence) it would multiply
+    // LLVM's work. One called from a single op (a loop body, a branch) may be
+    // inlined there, so a loop keeps its carry in registers.
+    if (!isEntry && references[f.name] > 1) fn->addFnAttr(llvm::Attribute::NoInline);
     FusionPlan plan = planFusion(f, {.effects = &effects, .parallel = parallel});
     if (plans) *plans += plan.str();
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel);
