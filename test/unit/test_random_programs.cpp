@@ -1,6 +1,7 @@
-// test/unit/test_random_programs.cpp — 1,000 random compositions of ops (fixed
-// seeds): each is differentiated, checked against central finite differences,
-// and its compiled gradient checked against the interpreter running the
+// test/unit/test_random_programs.cpp — 1,000 random compositions of ops and
+// control flow (cond, fori_loop, scan, while_loop; fixed seeds): each is
+// differentiated, checked against central finite differences, and its
+// compiled gradient checked against the interpreter running the
 // differentiated IR.
 #include "autodiff/Reverse.h"
 #include "ir/Interpreter.h"
@@ -22,7 +23,7 @@ const int kPrograms = [] {
   const char* v = std::getenv("ADJIT_RANDOM_PROGRAMS");
   return v && std::atoi(v) > 0 ? std::atoi(v) : 1000;
 }();
-constexpr int kOpKinds = 16;
+constexpr int kOpKinds = 20;
 
 /// A value of the pool combined with another by op `kind` (all values are f64[4]).
 Tensor step(int kind, const Tensor& a, const Tensor& b) {
@@ -42,7 +43,17 @@ Tensor step(int kind, const Tensor& a, const Tensor& b) {
   case 12: return sqrt(a * a + 1.0);
   case 13: return where(a > b, a, b * b);
   case 14: return reshape(transpose(reshape(a, {2, 2})), {4}) * b;
-  default: return reshape(broadcast_to(logsumexp(reshape(a, {2, 2}), {1}, true), {2, 2}), {4}) - b; // row-wise logsumexp
+  case 15: return reshape(broadcast_to(logsumexp(reshape(a, {2, 2}), {1}, true), {2, 2}), {4}) - b; // row-wise logsumexp
+  // Control flow: branches and loops that read outer values.
+  case 16: return cond(gt(sum(a), sum(b)), [&](Tensor x) { return x * b; }, [&](Tensor x) { return sin(x) - b; }, a);
+  case 17: return fori_loop(0, 3, [&](Tensor, Tensor c) { return tanh(c * 0.9 + b); }, a);
+  case 18: { // a scan over the elements of a, stacking each step's carry
+    auto [c, ys] = scan([&](Tensor c, Tensor x) { return std::pair{c * 0.5 + broadcast_to(x, {4}), sin(c)}; }, b, a);
+    return sum(ys, {0}) + c;
+  }
+  default: // halve until small: the trip count depends on the data (max_iterations bounds it)
+    return while_loop([](Tensor c) { return gt(sum(c * c), 0.5); }, [&](Tensor c) { return c * 0.5 + b * 0.01; }, a * 2.0,
+                      {.max_iterations = 40});
   }
 }
 
