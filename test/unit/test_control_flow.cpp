@@ -260,3 +260,31 @@ TEST_CASE("a 1,000-step scan stays one loop in LLVM IR") {
   for (int64_t i = 0; i < xs.size(); ++i) xs.set(i, 0.001 * static_cast<double>(i % 7));
   agrees(f, std::tuple{f64({0.1, 0.2, 0.3, 0.4}), xs}, 1e-9);
 }
+
+TEST_CASE("custom gradients, recompute_grad, jitted calls, tapes and variables inside branches and bodies") {
+  // A custom gradient that scales its cotangent by 10: visible through the loop.
+  auto scaled = custom_gradient([](Tensor x) { return std::pair{x * 1.0, [](Tensor dy) { return dy * 10.0; }}; });
+  auto f = [&](Tensor x) {
+    return fori_loop(0, 2, [&](Tensor, Tensor c) { return scaled(c) * 2.0; }, x);
+  };
+  CHECK(scalar(grad(f)(1.0)) == 400.0); // (10 * 2)^2
+  auto block = [](Tensor x) { return sin(x) * x; };
+  auto g = [&](Tensor x, Tensor p) {
+    return cond(gt(p, 0.0), [&](Tensor a) { return recompute_grad(block)(a); }, [&](Tensor a) { return jit(block)(a) * 2.0; }, x);
+  };
+  CHECK(scalar(grad(g)(0.5, 1.0)) == doctest::Approx(std::cos(0.5) * 0.5 + std::sin(0.5)));
+  CHECK(scalar(grad(g)(0.5, -1.0)) == doctest::Approx(2 * (std::cos(0.5) * 0.5 + std::sin(0.5))));
+  auto taped = jit([](Tensor x) {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor y = scan([](Tensor c, Tensor xi) { return std::pair{c * xi, c}; }, full({}, 1.0, DType::f64), x).first;
+    return *tape.gradient(y, x);
+  });
+  CHECK(taped(f64({2, 3, 4})).to_vector<double>() == std::vector<double>{12, 8, 6});
+  Variable w("w", Array(3.0));
+  auto h = grad([&](Tensor x) { return fori_loop(0, 3, [&](Tensor, Tensor c) { return c * w.read(); }, x); });
+  CHECK(scalar(h(1.0)) == 27.0);
+  // d/dw of x w^3 through the loop reading w: 3 x w^2.
+  auto dw = grad([&](Tensor x) { return fori_loop(0, 3, [&](Tensor, Tensor c) { return c * w.read(); }, x); }, {w});
+  CHECK(scalar(dw(2.0).at(0)) == 54.0);
+}
