@@ -146,13 +146,16 @@ static void odeSection(int reps) {
   auto deriv = [](const Tensor& s, const Tensor& p) {
     return stack({s[1], -p[0] * s[1] - p[1] * sin(s[0]) + p[2] * cos(s[0])});
   };
-  auto angle = [deriv](Tensor s0, Tensor p) {
-    auto step = [&](Tensor s, std::tuple<>) {
-      Tensor k1 = deriv(s, p), k2 = deriv(s + k1 * (kH / 2), p), k3 = deriv(s + k2 * (kH / 2), p), k4 = deriv(s + k3 * kH, p);
-      return std::pair{s + (k1 + k2 * 2.0 + k3 * 2.0 + k4) * (kH / 6), std::tuple<>{}};
+  auto angleWith = [deriv](Checkpoint cp) {
+    return [deriv, cp](Tensor s0, Tensor p) {
+      auto step = [&](Tensor s, std::tuple<>) {
+        Tensor k1 = deriv(s, p), k2 = deriv(s + k1 * (kH / 2), p), k3 = deriv(s + k2 * (kH / 2), p), k4 = deriv(s + k3 * kH, p);
+        return std::pair{s + (k1 + k2 * 2.0 + k3 * 2.0 + k4) * (kH / 6), std::tuple<>{}};
+      };
+      return scan(step, s0, std::tuple<>{}, {.length = kSteps, .checkpoint = cp}).first[0];
     };
-    return scan(step, s0, std::tuple<>{}, {.length = kSteps}).first[0];
   };
+  auto angle = angleWith({});
   const Array s0(std::vector<double>{1.0, 0.0}), p(std::vector<double>{0.3, 9.81, 0.5});
   std::vector<double> states(2 * (kSteps + 1));
   double ds0[2], dp[3];
@@ -177,6 +180,14 @@ static void odeSection(int reps) {
   std::printf("ODE  value+gradient  adjit %8.3f ms   baseline %8.3f ms   ratio %5.2fx (target <= 1.5x)    cold compile %6.1f ms   "
               "(max rel. diff %.1e; residuals %zu bytes, baseline %zu)\n",
               ga, gb, ga / gb, cg, err, back.residual_bytes(), states.size() * sizeof(double));
+  for (int64_t k : {8, 32, 128}) {
+    auto gk = value_and_grad(angleWith(every(k)), argnums<0, 1>);
+    const double ck = cold(gk, s0, p);
+    const double t = timeIt([&] { gk(s0, p); }, reps);
+    auto [yk, backk] = vjp(angleWith(every(k)), s0, p);
+    std::printf("ODE  value+gradient, checkpoint every(%3lld): adjit %8.3f ms   ratio %5.2fx   cold compile %6.1f ms   residuals %zu bytes\n",
+                static_cast<long long>(k), t, t / gb, ck, backk.residual_bytes());
+  }
 }
 
 int main(int argc, char** argv) {

@@ -34,6 +34,9 @@ Tensor predicateIndex(const Tensor& pred, const Location& loc);
 std::pair<std::vector<Tensor>, std::vector<Tensor>> scanCall(const FlatFn& body, const std::vector<Tensor>& init,
                                                              const std::vector<Tensor>& xs, std::optional<int64_t> length,
                                                              bool reverse, const char* api, const Location& loc);
+/// Traces `fn` on `args` into a function called with {recompute = true}: its
+/// gradient keeps no residuals and runs it again (checkpointing).
+std::vector<Tensor> rematCall(const FlatFn& fn, const std::vector<Tensor>& args, const char* api, const Location& loc);
 /// Records `while`; returns the final carry's leaves.
 std::vector<Tensor> whileCall(const FlatFn& cond, const FlatFn& body, const std::vector<Tensor>& init,
                               std::optional<int64_t> maxIterations, const char* api, const Location& loc);
@@ -157,37 +160,125 @@ auto switch_case(detail::CaseIndex index, const std::tuple<Bs...>& branches, con
   return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
 }
 
+/// How a differentiated scan keeps what its backward needs.
+struct Checkpoint {
+  int64_t every = 0; ///< > 0: keep the carry every this many steps and recompute the steps in between
+};
+/// Checkpointing for scan: the backward keeps the carry at every k-th step only
+/// and recomputes each block of k steps from it (JAX's checkpointed scan):
+/// residual memory of about length / k carries plus one block's residuals, for
+/// one more forward pass.
+inline Checkpoint every(int64_t k) { return Checkpoint{k}; }
+
 /// Options of scan.
 struct ScanOptions {
   std::optional<int64_t> length; ///< required when xs has no leaves; must agree with xs otherwise
   bool reverse = false;          ///< iterate from the last slice to the first; ys stay in the original order
+  Checkpoint checkpoint = {};    ///< what the backward keeps (default: every step's residuals)
 };
 
-/// scan(body, init, xs, {.length, .reverse}) -> std::pair{final_carry, ys}:
-/// body(carry, x) -> std::pair{carry, y} runs once per slice of xs along its
-/// leading axis (every leaf of xs is sliced; xs may be std::tuple<>{}), and
-/// the y's are stacked along a new leading axis. The carry must keep its
-/// structure, dtypes and shapes. Compiled to one loop calling the body.
 template <class Body, class C, class X>
 auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts = {},
-          std::source_location sl = std::source_location::current()) {
+          std::source_location sl = std::source_location::current());
+
+namespace detail {
+
+/// scan without checkpointing.
+template <class Body, class C, class X>
+auto plainScan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
   using R = std::decay_t<std::invoke_result_t<const Body&, const C&, const X&>>;
   using Y = std::decay_t<typename R::second_type>;
   static_assert(std::is_same_v<C, std::decay_t<typename R::first_type>>,
                 "scan: the body must return std::pair{carry, y} with the carry of the same structure type as init");
   std::shared_ptr<Y> skeleton;
-  const std::vector<Tensor> flatInit = detail::leavesOf(init);
+  const std::vector<Tensor> flatInit = leavesOf(init);
   const std::size_t nc = flatInit.size();
-  detail::FlatFn fn = [&](const std::vector<Tensor>& ps) {
-    R r = body(detail::rebuildLike(init, ps), detail::rebuildLike(xs, ps, nc));
+  FlatFn fn = [&](const std::vector<Tensor>& ps) {
+    R r = body(rebuildLike(init, ps), rebuildLike(xs, ps, nc));
     skeleton = std::make_shared<Y>(r.second);
     std::vector<Tensor> out;
-    detail::Out<C>::flatten(r.first, out);
-    detail::Out<Y>::flatten(r.second, out);
+    Out<C>::flatten(r.first, out);
+    Out<Y>::flatten(r.second, out);
     return out;
   };
-  auto [carry, ys] = detail::scanCall(fn, flatInit, detail::leavesOf(xs), opts.length, opts.reverse, "scan", Location::from(sl));
-  return std::pair<C, Y>{detail::rebuildLike(init, carry), detail::rebuildLike(*skeleton, ys)};
+  auto [carry, ys] = scanCall(fn, flatInit, leavesOf(xs), opts.length, opts.reverse, "scan", Location::from(sl));
+  return std::pair<C, Y>{rebuildLike(init, carry), rebuildLike(*skeleton, ys)};
+}
+
+/// scan with Checkpoint::every = k: an outer scan over blocks of k steps, each
+/// a recompute_grad region holding an inner scan, then the steps left over.
+template <class Body, class C, class X>
+auto checkpointedScan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
+  const int64_t k = opts.checkpoint.every;
+  const std::vector<Tensor> lx = leavesOf(xs);
+  const int64_t n = opts.length ? *opts.length : (lx.empty() || lx[0].rank() == 0 ? -1 : lx[0].shape()[0]);
+  ScanOptions plain = opts;
+  plain.checkpoint = {};
+  if (n < 0 || k >= n || (opts.length && !lx.empty() && lx[0].rank() > 0 && lx[0].shape()[0] != n))
+    return plainScan(body, init, xs, plain, sl); // nothing to split (or an error plain scan reports)
+  const int64_t blocks = n / k, mainSteps = blocks * k;
+  auto rows = [](const Tensor& t, int64_t from, int64_t to) {
+    std::vector<int64_t> start(static_cast<std::size_t>(t.rank()), 0);
+    std::vector<int64_t> limit = t.shape();
+    start[0] = from;
+    limit[0] = to;
+    return slice(t, start, limit);
+  };
+  auto toBlocks = [&](const Tensor& t) {
+    std::vector<int64_t> shape = t.shape();
+    shape[0] = k;
+    shape.insert(shape.begin(), blocks);
+    return reshape(rows(t, 0, mainSteps), shape);
+  };
+  auto tailOf = [&](const Tensor& t) { return rows(t, mainSteps, n); };
+  const X mainXs = Map<X>::apply(xs, toBlocks);
+  const X tailXs = Map<X>::apply(xs, tailOf);
+  // Each block is traced once into a function whose call recomputes it in the backward.
+  using Y = std::decay_t<typename std::decay_t<std::invoke_result_t<const Body&, const C&, const X&>>::second_type>;
+  auto outerBody = [&](const C& c, const X& xb) {
+    std::shared_ptr<std::pair<C, Y>> skeleton;
+    FlatFn fn = [&](const std::vector<Tensor>& ps) {
+      auto r = plainScan(body, rebuildLike(c, ps), rebuildLike(xb, ps, leavesOf(c).size()), ScanOptions{.length = k, .reverse = opts.reverse}, sl);
+      skeleton = std::make_shared<std::pair<C, Y>>(r);
+      std::vector<Tensor> out;
+      Out<std::pair<C, Y>>::flatten(r, out);
+      return out;
+    };
+    std::vector<Tensor> args = leavesOf(c), xl = leavesOf(xb);
+    args.insert(args.end(), xl.begin(), xl.end());
+    return rebuildLike(*skeleton, rematCall(fn, args, "scan", Location::from(sl)));
+  };
+  auto runMain = [&](const C& c) { return plainScan(outerBody, c, mainXs, ScanOptions{.length = blocks, .reverse = opts.reverse}, sl); };
+  auto runTail = [&](const C& c) { return plainScan(body, c, tailXs, ScanOptions{.length = n - mainSteps, .reverse = opts.reverse}, sl); };
+  // Steps run in order (or in reverse order): the blocks cover [0, mainSteps), the tail the rest.
+  auto first = opts.reverse ? runTail(init) : runMain(init);
+  auto second = opts.reverse ? runMain(first.first) : runTail(first.first);
+  const auto& mainYs = opts.reverse ? second.second : first.second;
+  const auto& tailYs = opts.reverse ? first.second : second.second;
+  std::vector<Tensor> ys, tail = leavesOf(tailYs);
+  std::size_t i = 0;
+  for (const Tensor& y : leavesOf(mainYs)) {
+    std::vector<int64_t> shape = y.shape();
+    shape.erase(shape.begin());
+    shape[0] = mainSteps;
+    Tensor joined = reshape(y, shape);
+    ys.push_back(n > mainSteps ? concatenate({joined, tail[i]}) : joined);
+    ++i;
+  }
+  return std::pair{second.first, rebuildLike(tailYs, ys)};
+}
+
+} // namespace detail
+
+/// scan(body, init, xs, {.length, .reverse, .checkpoint}) -> std::pair{final_carry, ys}:
+/// body(carry, x) -> std::pair{carry, y} runs once per slice of xs along its
+/// leading axis (every leaf of xs is sliced; xs may be std::tuple<>{}), and
+/// the y's are stacked along a new leading axis. The carry must keep its
+/// structure, dtypes and shapes. Compiled to one loop calling the body.
+template <class Body, class C, class X>
+auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
+  if (opts.checkpoint.every > 0) return detail::checkpointedScan(body, init, xs, opts, sl);
+  return detail::plainScan(body, init, xs, opts, sl);
 }
 
 /// Options of fori_loop and while_loop.

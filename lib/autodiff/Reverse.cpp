@@ -86,7 +86,9 @@ static std::vector<std::optional<Tensor>> callVjp(detail::TraceState& s, std::si
                                                   const std::vector<std::optional<Tensor>>& cts) {
   ir::Function& f = *s.fn;
   const std::shared_ptr<ir::Module>& m = s.module;
-  if (f.ops[opIndex].callees.size() == 1) {
+  // {recompute = true} (checkpointing): keep nothing; the backward runs the callee's forward again.
+  const bool recompute = f.ops[opIndex].attrs.has("recompute") && f.ops[opIndex].attrs.boolean("recompute");
+  if (f.ops[opIndex].callees.size() == 1 && !recompute) {
     const std::string name = f.ops[opIndex].callees[0];
     const SplitVjp split = splitVjp(m, name);
     const ir::Function& fwd = *m->lookup(split.fwd);
@@ -98,10 +100,10 @@ static std::vector<std::optional<Tensor>> callVjp(detail::TraceState& s, std::si
       live.results.push_back(f.newValue(fwd.type(fwd.outputs[k])));
   }
   const ir::Op site = f.ops[opIndex]; // a copy: building calls below appends to f.ops
-  const std::size_t nR = static_cast<std::size_t>(site.attrs.integer("residuals"));
+  const std::size_t nR = site.attrs.has("residuals") ? static_cast<std::size_t>(site.attrs.integer("residuals")) : 0;
   const std::size_t nY = site.results.size() - nR;
   const ir::Function& fwd = *m->lookup(site.callees[0]);
-  const bool throughResiduals =
+  const bool throughResiduals = recompute ||
       std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(std::min(nY, cts.size())), cts.end(), [](const auto& c) { return c.has_value(); });
   std::vector<ir::ValueId> args;
   std::string callee;

@@ -1,4 +1,6 @@
-// ops/Call.cpp — call @f(args): runs another function of the module. Calls,
+// ops/Call.cpp — call @f(args): runs another function of the module. With
+// {recompute = true} (a checkpointed region) its VJP keeps no residuals and
+// runs @f's forward again in the backward. Calls,
 // custom-gradient call sites, conditionals and loops all reference functions
 // this way.
 #include "codegen/Emitter.h"
@@ -18,6 +20,7 @@ void defineCallOps(Table& t) {
   set(t, OpKind::Call, {
       .infer = [](const InferCtx& c) {
         if (c.callees.size() != 1 && c.callees.size() != 2) c.fail("expected one or two callees, got {}", c.callees.size());
+        if (c.boolean("recompute", false) && c.callees.size() != 1) c.fail("a call that recomputes its forward has one callee");
         const ir::Function& f = *c.callees[0];
         if (c.callees.size() == 2) {
           const ir::Function& bwd = *c.callees[1];

@@ -195,6 +195,17 @@ std::vector<Tensor> whileCall(const FlatFn& cond, const FlatFn& body, const std:
   return wrapAll(s, s.builder.create(ir::OpKind::While, args, std::move(attrs), {rs[0].name, rs[1].name}, loc));
 }
 
+std::vector<Tensor> rematCall(const FlatFn& fn, const std::vector<Tensor>& args, const char* api, const Location& loc) {
+  TraceState& s = enclosing(api, loc);
+  const std::vector<Type> params = types(args);
+  Region r = traceRegion(s, "checkpoint", params, fn);
+  std::vector<ir::ValueId> operands = ids(args, api, loc);
+  operands.insert(operands.end(), r.captured.begin(), r.captured.end());
+  ir::Attrs attrs;
+  attrs.set("recompute", true);
+  return wrapAll(s, s.builder.create(ir::OpKind::Call, operands, std::move(attrs), {r.name}, loc));
+}
+
 std::vector<Tensor> foriCall(const Bound& lower, const Bound& upper,
                              const std::function<std::vector<Tensor>(const Tensor&, const std::vector<Tensor>&)>& body,
                              const std::vector<Tensor>& init, std::optional<int64_t> maxIterations, const Location& loc) {

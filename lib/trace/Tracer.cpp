@@ -47,9 +47,11 @@ TraceState& traceOf(const Tensor& t, std::string_view op, const Location& loc) {
 
 Tensor wrap(TraceState& s, ir::ValueId v) { return Tensor(s.id, v); }
 
+OuterCaptures::OuterCaptures(TraceState* o) : outer(o), outerId(o->id), outerFn(o->fn), outerHook(o->captures) {}
+
 std::optional<Type> OuterCaptures::typeOf(const Tensor& t) {
-  if (t.trace() == outer->id) return outer->fn->type(t.id());
-  if (outer->captures) return outer->captures->typeOf(t);
+  if (t.trace() == outerId) return outerFn->type(t.id());
+  if (outerHook) return outerHook->typeOf(t);
   return std::nullopt;
 }
 
@@ -64,8 +66,8 @@ ir::ValueId OuterCaptures::capture(const Tensor& t) {
 
 std::optional<ir::ValueId> OuterCaptures::find(const Tensor& t) const {
   std::optional<ir::ValueId> v;
-  if (t.trace() == outer->id) v = t.id();
-  else if (outer->captures) v = outer->captures->find(t);
+  if (t.trace() == outerId) v = t.id();
+  else if (outerHook) v = outerHook->find(t);
   if (!v) return std::nullopt;
   auto it = mapped.find(*v);
   if (it == mapped.end()) return std::nullopt;

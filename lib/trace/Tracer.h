@@ -32,12 +32,17 @@ struct TraceState;
 /// Tensors of `outer` used by a nested trace (a custom gradient's forward
 /// body, a branch, a loop body) become extra parameters of the nested
 /// function, in order of first use; so do tensors `outer` itself can capture.
+/// `find` and `typeOf` keep working after `outer` has ended (a recompute_grad
+/// region traced again by its gradient, long after its call site's trace).
 struct OuterCaptures : CaptureHook {
-  TraceState* outer;
+  TraceState* outer; ///< valid while `outer` traces: only `capture` uses it
+  uint64_t outerId;
+  const ir::Function* outerFn;
+  std::shared_ptr<CaptureHook> outerHook; ///< what `outer` itself captures
   TraceState* self = nullptr;
   std::vector<ir::ValueId> outerValues;      ///< the captured values of `outer`, in order of first use
   std::map<ir::ValueId, ir::ValueId> mapped; ///< outer value -> parameter of the nested function
-  explicit OuterCaptures(TraceState* o) : outer(o) {}
+  explicit OuterCaptures(TraceState* o);
   std::optional<Type> typeOf(const Tensor& t) override;
   ir::ValueId capture(const Tensor& t) override;
   std::optional<ir::ValueId> find(const Tensor& t) const override;

@@ -288,3 +288,29 @@ TEST_CASE("custom gradients, recompute_grad, jitted calls, tapes and variables i
   auto dw = grad([&](Tensor x) { return fori_loop(0, 3, [&](Tensor, Tensor c) { return c * w.read(); }, x); }, {w});
   CHECK(scalar(dw(2.0).at(0)) == 54.0);
 }
+
+TEST_CASE("a checkpointed scan keeps a carry per block and recomputes the steps in between") {
+  auto run = [](Checkpoint cp, bool reverse) {
+    return [cp, reverse](Tensor w, Tensor xs) {
+      auto [c, ys] = scan([&](Tensor c, Tensor x) { return std::pair{tanh(c * w + x), sin(c) * x}; }, full({3}, 0.1, DType::f64), xs,
+                          {.reverse = reverse, .checkpoint = cp});
+      return sum(c) + sum(ys);
+    };
+  };
+  Array xs(Type{DType::f64, {50, 3}});
+  for (int64_t i = 0; i < xs.size(); ++i) xs.set(i, 0.01 * static_cast<double>(i % 11) - 0.05);
+  const Array w = f64({0.9, -0.4, 0.7});
+  for (bool reverse : {false, true}) {
+    auto [y0, back0] = vjp(run({}, reverse), w, xs);
+    for (int64_t k : {8, 10, 64}) { // 50 = 6 * 8 + 2, 5 * 10, one block
+      INFO("every(" << k << "), reverse " << reverse);
+      auto [y, back] = vjp(run(every(k), reverse), w, xs);
+      CHECK(y.item<double>() == doctest::Approx(y0.item<double>()).epsilon(1e-13));
+      std::vector<Array> g0 = back0(Array(1.0)), g = back(Array(1.0));
+      for (std::size_t a = 0; a < g.size(); ++a) ADJIT_CHECK_CLOSE(g[a], g0[a], 1e-12);
+      INFO("residual bytes " << back.residual_bytes() << " vs " << back0.residual_bytes() << " unchecked");
+      if (k < 50) CHECK(back.residual_bytes() < back0.residual_bytes() / 2);
+    }
+  }
+  check_grads(run(every(8), false), std::tuple{w, xs});
+}
