@@ -160,20 +160,26 @@ static inline void pendulum(const double* s, const double* p, double* d) {
   d[1] = -p[0] * s[1] - p[1] * std::sin(s[0]) + p[2] * std::cos(s[0]);
 }
 
+/// RK4's stages from s: k1..k3 and the states s2..s4 they are evaluated at.
+static inline void rk4Stages(const double* s, const double* p, double h, double* k1, double* k2, double* k3, double* s2,
+                             double* s3, double* s4) {
+  pendulum(s, p, k1);
+  s2[0] = s[0] + h / 2 * k1[0], s2[1] = s[1] + h / 2 * k1[1];
+  pendulum(s2, p, k2);
+  s3[0] = s[0] + h / 2 * k2[0], s3[1] = s[1] + h / 2 * k2[1];
+  pendulum(s3, p, k3);
+  s4[0] = s[0] + h * k3[0], s4[1] = s[1] + h * k3[1];
+}
+
 /// The final angle after `steps` RK4 steps of size h; `states` (2 * (steps + 1)) keeps every state.
 double base_ode(const double* s0, const double* p, int64_t steps, double h, double* states) {
   states[0] = s0[0];
   states[1] = s0[1];
   for (int64_t n = 0; n < steps; ++n) {
     const double* s = states + 2 * n;
-    double k1[2], k2[2], k3[2], k4[2], t[2];
-    pendulum(s, p, k1);
-    t[0] = s[0] + h / 2 * k1[0], t[1] = s[1] + h / 2 * k1[1];
-    pendulum(t, p, k2);
-    t[0] = s[0] + h / 2 * k2[0], t[1] = s[1] + h / 2 * k2[1];
-    pendulum(t, p, k3);
-    t[0] = s[0] + h * k3[0], t[1] = s[1] + h * k3[1];
-    pendulum(t, p, k4);
+    double k1[2], k2[2], k3[2], k4[2], s2[2], s3[2], s4[2];
+    rk4Stages(s, p, h, k1, k2, k3, s2, s3, s4);
+    pendulum(s4, p, k4);
     double* o = states + 2 * (n + 1);
     o[0] = s[0] + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]);
     o[1] = s[1] + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]);
@@ -199,12 +205,7 @@ double base_ode_adjoint(const double* s0, const double* p, int64_t steps, double
   for (int64_t n = steps; n-- > 0;) {
     const double* s = states + 2 * n;
     double k1[2], k2[2], k3[2], s2[2], s3[2], s4[2];
-    pendulum(s, p, k1);
-    s2[0] = s[0] + h / 2 * k1[0], s2[1] = s[1] + h / 2 * k1[1];
-    pendulum(s2, p, k2);
-    s3[0] = s[0] + h / 2 * k2[0], s3[1] = s[1] + h / 2 * k2[1];
-    pendulum(s3, p, k3);
-    s4[0] = s[0] + h * k3[0], s4[1] = s[1] + h * k3[1];
+    rk4Stages(s, p, h, k1, k2, k3, s2, s3, s4);
     double a1[2] = {h / 6 * l[0], h / 6 * l[1]}, a2[2] = {h / 3 * l[0], h / 3 * l[1]};
     double a3[2] = {h / 3 * l[0], h / 3 * l[1]}, a4[2] = {h / 6 * l[0], h / 6 * l[1]};
     double as[2] = {0, 0};
