@@ -3,7 +3,7 @@
 // hand-written (Manual) module with ADBench's criterion, and timed next to
 // Manual's timings on this machine kind. Data: ../shared/bench-data/adbench
 // (its README defines each objective). Not a test; prints, asserts nothing.
-//   adjit_adbench [gmm|ba|lstm]... [--threads N]   (default: all, all cores)
+//   adjit_adbench [gmm|ba|lstm]... [--threads N] [--unrolled]   (default: all, all cores; LSTM as a scan)
 #include <adjit/adjit.h>
 
 #include <algorithm>
@@ -317,8 +317,46 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
 
 // ---- LSTM -----------------------------------------------------------------------------------
 
-/// ADBench's LSTM loss over the whole sequence, unrolled (until `scan` lands).
+/// Whether the LSTM is unrolled at trace time (--unrolled) instead of a `scan` over the sequence.
+bool unrolled = false;
+
+/// ADBench's LSTM loss over the whole sequence, as a `scan`: one loop over the
+/// characters whose body runs the layers; the weights are the loop's consts.
+Tensor lstmLossScan(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
+  auto part = [&](const Tensor& t, int64_t r, int64_t which) { return t(r, range(which * b, (which + 1) * b)); };
+  Tensor state = constant(state0), sequence = constant(seq);
+  std::vector<Tensor> h, cell;
+  for (int l = 0; l < layers; ++l) {
+    h.push_back(state(2 * l));
+    cell.push_back(state(2 * l + 1));
+  }
+  Tensor inW = extra(0), outW = extra(1), outB = extra(2);
+  using Carry = std::tuple<std::vector<Tensor>, std::vector<Tensor>, Tensor>;
+  auto step = [&](const Carry& c, const std::pair<Tensor, Tensor>& chr) {
+    auto [hs, cs, total] = c;
+    Tensor y = chr.first * inW;
+    for (int l = 0; l < layers; ++l) {
+      Tensor f = sigmoid(y * part(mainParams, 2 * l, 0) + part(mainParams, 2 * l + 1, 0));
+      Tensor i = sigmoid(hs[l] * part(mainParams, 2 * l, 1) + part(mainParams, 2 * l + 1, 1));
+      Tensor o = sigmoid(y * part(mainParams, 2 * l, 2) + part(mainParams, 2 * l + 1, 2));
+      Tensor g = tanh(hs[l] * part(mainParams, 2 * l, 3) + part(mainParams, 2 * l + 1, 3));
+      cs[l] = cs[l] * f + i * g;
+      hs[l] = o * tanh(cs[l]);
+      y = hs[l];
+    }
+    Tensor yhat = y * outW + outB;
+    Tensor lse = log(sum(exp(yhat)) + 2.0);
+    total = total + sum(chr.second * (yhat - lse));
+    return std::pair{Carry{hs, cs, total}, std::tuple<>{}};
+  };
+  std::pair<Tensor, Tensor> xs{sequence(range(0, chars - 1)), sequence(range(1, chars))};
+  Carry last = scan(step, Carry{h, cell, zeros_like(sum(inW))}, xs).first;
+  return -std::get<2>(last) / double((chars - 1) * b);
+}
+
+/// ADBench's LSTM loss over the whole sequence, unrolled at trace time.
 Tensor lstmLoss(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
+  if (!unrolled) return lstmLossScan(mainParams, extra, state0, seq, layers, chars, b);
   auto part = [&](const Tensor& t, int64_t r, int64_t which) { return t(r, range(which * b, (which + 1) * b)); };
   std::vector<Tensor> h, cell, wf, wi, wo, wc, bf, bi, bo, bc;
   Tensor state = constant(state0), sequence = constant(seq);
@@ -349,7 +387,8 @@ Tensor lstmLoss(Tensor mainParams, Tensor extra, const Array& state0, const Arra
 }
 
 void lstm(const std::map<std::string, std::pair<double, double>>& manual) {
-  std::printf("LSTM (f64; unrolled over the sequence; derivative = loss and gradient for main and extra parameters)\n");
+  std::printf("LSTM (f64; %s; derivative = loss and gradient for main and extra parameters)\n",
+              unrolled ? "unrolled over the sequence" : "a scan over the sequence");
   for (const char* in : {"lstm_l2_c1024", "lstm_l4_c1024"}) {
     const std::vector<double> v = numbers(kData + "lstm/" + in + ".txt");
     if (v.size() < 3) continue;
@@ -388,6 +427,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> which;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--unrolled")) unrolled = true;
     else which.push_back(argv[i]);
   }
   auto want = [&](const char* w) { return which.empty() || std::find(which.begin(), which.end(), w) != which.end(); };
