@@ -325,21 +325,25 @@ bool unrolled = false;
 Tensor lstmLossScan(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
   auto part = [&](const Tensor& t, int64_t r, int64_t which) { return t(r, range(which * b, (which + 1) * b)); };
   Tensor state = constant(state0), sequence = constant(seq);
-  std::vector<Tensor> h, cell;
+  // The gates' weights are sliced once, outside the loop: the body captures the
+  // slices, so each step's gradient adds to them, not to all of mainParams.
+  std::vector<Tensor> h, cell, wf, wi, wo, wc, bf, bi, bo, bc;
   for (int l = 0; l < layers; ++l) {
     h.push_back(state(2 * l));
     cell.push_back(state(2 * l + 1));
+    wf.push_back(part(mainParams, 2 * l, 0)), wi.push_back(part(mainParams, 2 * l, 1));
+    wo.push_back(part(mainParams, 2 * l, 2)), wc.push_back(part(mainParams, 2 * l, 3));
+    bf.push_back(part(mainParams, 2 * l + 1, 0)), bi.push_back(part(mainParams, 2 * l + 1, 1));
+    bo.push_back(part(mainParams, 2 * l + 1, 2)), bc.push_back(part(mainParams, 2 * l + 1, 3));
   }
   Tensor inW = extra(0), outW = extra(1), outB = extra(2);
   using Carry = std::tuple<std::vector<Tensor>, std::vector<Tensor>, Tensor>;
   auto step = [&](const Carry& c, const std::pair<Tensor, Tensor>& chr) {
     auto [hs, cs, total] = c;
     Tensor y = chr.first * inW;
-    for (int l = 0; l < layers; ++l) {
-      Tensor f = sigmoid(y * part(mainParams, 2 * l, 0) + part(mainParams, 2 * l + 1, 0));
-      Tensor i = sigmoid(hs[l] * part(mainParams, 2 * l, 1) + part(mainParams, 2 * l + 1, 1));
-      Tensor o = sigmoid(y * part(mainParams, 2 * l, 2) + part(mainParams, 2 * l + 1, 2));
-      Tensor g = tanh(hs[l] * part(mainParams, 2 * l, 3) + part(mainParams, 2 * l + 1, 3));
+    for (std::size_t l = 0; l < std::size_t(layers); ++l) {
+      Tensor f = sigmoid(y * wf[l] + bf[l]), i = sigmoid(hs[l] * wi[l] + bi[l]);
+      Tensor o = sigmoid(y * wo[l] + bo[l]), g = tanh(hs[l] * wc[l] + bc[l]);
       cs[l] = cs[l] * f + i * g;
       hs[l] = o * tanh(cs[l]);
       y = hs[l];
