@@ -2,6 +2,7 @@
 // while_loop: each branch or body is traced into a function of the module
 // (tensors it captures from the enclosing trace become extra operands), and
 // one switch, scan or while op calls it.
+#include "ops/OpTable.h"
 #include "trace/Tracer.h"
 
 #include <adjit/control_flow.h>
@@ -9,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace adjit::detail {
 namespace {
@@ -62,6 +65,55 @@ void bindCaptures(TraceState& outer, const Region& r, std::size_t own, const std
   }
   f.params = first ? captures : explicitParams;
   f.params.insert(f.params.end(), (first ? explicitParams : captures).begin(), (first ? explicitParams : captures).end());
+}
+
+/// Moves the ops of a loop body that depend only on what it captures (a slice
+/// of a captured weight, say) out of the loop, into the enclosing trace: they
+/// run once instead of every step, and the gradient of the loop adds each
+/// step's cotangent to the slice instead of padding it into the whole
+/// captured tensor. Their values become further captures of the body.
+void hoistInvariants(TraceState& outer, Region& r, std::size_t own) {
+  ir::Function& f = *outer.module->lookup(r.name);
+  std::map<ir::ValueId, ir::ValueId> outerOf; // invariant body value -> its value in `outer`
+  for (std::size_t j = 0; j < r.captured.size(); ++j) outerOf[f.params[own + j]] = r.captured[j];
+  std::vector<char> hoisted(f.ops.size());
+  std::set<ir::ValueId> moved; // results of the ops that move out
+  for (std::size_t i = 0; i < f.ops.size(); ++i) {
+    const ir::Op& op = f.ops[i];
+    const ops::OpInfo& info = ops::info(op.kind);
+    if (!info.has(ops::kPure) || info.has(ops::kHasCallee)) continue;
+    if (!std::all_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId v) { return outerOf.count(v) != 0; })) continue;
+    std::vector<ir::ValueId> operands;
+    for (ir::ValueId v : op.operands) operands.push_back(outerOf.at(v));
+    std::vector<ir::ValueId> results = outer.builder.create(op.kind, operands, op.attrs, op.callees, op.loc);
+    for (std::size_t k = 0; k < results.size(); ++k) outerOf[op.results[k]] = results[k];
+    // A constant stays in the body too (an immediate there); its copy outside
+    // serves the ops that move out, and is dropped if none does.
+    hoisted[i] = !op.operands.empty();
+    if (hoisted[i]) moved.insert(op.results.begin(), op.results.end());
+  }
+  // Hoisted values still read in the body (or returned) become parameters.
+  std::map<ir::ValueId, ir::ValueId> param;
+  auto use = [&](ir::ValueId& v) {
+    if (param.count(v)) {
+      v = param[v];
+      return;
+    }
+    if (!moved.count(v)) return;
+    const ir::ValueId p = f.newValue(f.type(v));
+    f.params.push_back(p);
+    r.captured.push_back(outerOf.at(v));
+    v = param[v] = p;
+  };
+  std::vector<ir::Op> kept;
+  for (std::size_t i = 0; i < f.ops.size(); ++i) {
+    if (hoisted[i]) continue;
+    ir::Op op = std::move(f.ops[i]);
+    for (ir::ValueId& v : op.operands) use(v);
+    kept.push_back(std::move(op));
+  }
+  for (ir::ValueId& v : f.outputs) use(v);
+  f.ops = std::move(kept);
 }
 
 std::vector<ir::ValueId> unionOf(const std::vector<Region>& rs) {
@@ -160,6 +212,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> scanCall(const FlatFn& body,
     throw Error(fmt::format("{}: the body returns {} leaves, fewer than the {} of the carry", api, r.outputs.size(), init.size()), loc);
   expectLeaves(std::vector<Type>(r.outputs.begin(), r.outputs.begin() + static_cast<std::ptrdiff_t>(init.size())), types(init),
                "the initial carry", "the carry the body returns", api, loc);
+  hoistInvariants(s, r, params.size());
   bindCaptures(s, r, params.size(), r.captured, /*first=*/true);
   std::vector<ir::ValueId> args = r.captured;
   for (ir::ValueId v : ids(init, api, loc)) args.push_back(v);

@@ -314,3 +314,22 @@ TEST_CASE("a checkpointed scan keeps a carry per block and recomputes the steps 
   }
   check_grads(run(every(8), false), std::tuple{w, xs});
 }
+
+TEST_CASE("ops of a loop body that read only captured tensors move out of the loop") {
+  auto f = [](Tensor w, Tensor xs) {
+    auto [c, ys] = scan([&](Tensor c, Tensor x) {
+      Tensor a = w(range(0, 3)), b = w(range(3, 6)) * 2.0; // invariant: computed once, before the loop
+      return std::pair{tanh(c * a + x) + b, c};
+    }, full({3}, 0.1, DType::f64), xs);
+    return sum(c) + sum(ys);
+  };
+  Module m = trace(f, Type{DType::f64, {6}}, Type{DType::f64, {5, 3}});
+  const std::string text = m.str();
+  const std::string body = text.substr(text.find("func @scan.body"));
+  CHECK(body.find("slice(") == std::string::npos);
+  CHECK(text.substr(0, text.find("func @scan.body")).find("slice(") != std::string::npos);
+  Array xs(Type{DType::f64, {5, 3}});
+  for (int64_t i = 0; i < xs.size(); ++i) xs.set(i, 0.1 * static_cast<double>(i % 4));
+  agrees(f, std::tuple{f64({0.5, -0.2, 0.9, 0.1, 0.3, -0.4}), xs});
+  check_grads(f, std::tuple{f64({0.5, -0.2, 0.9, 0.1, 0.3, -0.4}), xs});
+}
