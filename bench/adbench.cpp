@@ -320,28 +320,27 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
 /// Whether the LSTM is unrolled at trace time (--unrolled) instead of a `scan` over the sequence.
 bool unrolled = false;
 
-/// ADBench's LSTM loss over the whole sequence, as a `scan`: one loop over the
-/// characters whose body runs the layers; the weights are the loop's consts.
-Tensor lstmLossScan(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
-  auto part = [&](const Tensor& t, int64_t r, int64_t which) { return t(r, range(which * b, (which + 1) * b)); };
-  Tensor state = constant(state0), sequence = constant(seq);
-  // The gates' weights are sliced once, outside the loop: the body captures the
-  // slices, so each step's gradient adds to them, not to all of mainParams.
+/// ADBench's LSTM: the weights of each layer's gates (sliced from the main
+/// parameters), the initial state, and one character's step through the layers.
+struct Lstm {
   std::vector<Tensor> h, cell, wf, wi, wo, wc, bf, bi, bo, bc;
-  for (int l = 0; l < layers; ++l) {
-    h.push_back(state(2 * l));
-    cell.push_back(state(2 * l + 1));
-    wf.push_back(part(mainParams, 2 * l, 0)), wi.push_back(part(mainParams, 2 * l, 1));
-    wo.push_back(part(mainParams, 2 * l, 2)), wc.push_back(part(mainParams, 2 * l, 3));
-    bf.push_back(part(mainParams, 2 * l + 1, 0)), bi.push_back(part(mainParams, 2 * l + 1, 1));
-    bo.push_back(part(mainParams, 2 * l + 1, 2)), bc.push_back(part(mainParams, 2 * l + 1, 3));
+  Tensor inW, outW, outB;
+  Lstm(const Tensor& mainParams, const Tensor& extra, const Tensor& state, int layers, int64_t b)
+      : inW(extra(0)), outW(extra(1)), outB(extra(2)) {
+    auto part = [&](int64_t r, int64_t which) { return mainParams(r, range(which * b, (which + 1) * b)); };
+    for (int l = 0; l < layers; ++l) {
+      h.push_back(state(2 * l));
+      cell.push_back(state(2 * l + 1));
+      wf.push_back(part(2 * l, 0)), wi.push_back(part(2 * l, 1)), wo.push_back(part(2 * l, 2)), wc.push_back(part(2 * l, 3));
+      bf.push_back(part(2 * l + 1, 0)), bi.push_back(part(2 * l + 1, 1));
+      bo.push_back(part(2 * l + 1, 2)), bc.push_back(part(2 * l + 1, 3));
+    }
   }
-  Tensor inW = extra(0), outW = extra(1), outB = extra(2);
-  using Carry = std::tuple<std::vector<Tensor>, std::vector<Tensor>, Tensor>;
-  auto step = [&](const Carry& c, const std::pair<Tensor, Tensor>& chr) {
-    auto [hs, cs, total] = c;
-    Tensor y = chr.first * inW;
-    for (std::size_t l = 0; l < std::size_t(layers); ++l) {
+  /// Feeds character x through the layers (updating hs and cs); returns the
+  /// log-likelihood of the next character.
+  Tensor step(std::vector<Tensor>& hs, std::vector<Tensor>& cs, const Tensor& x, const Tensor& next) const {
+    Tensor y = x * inW;
+    for (std::size_t l = 0; l < hs.size(); ++l) {
       Tensor f = sigmoid(y * wf[l] + bf[l]), i = sigmoid(hs[l] * wi[l] + bi[l]);
       Tensor o = sigmoid(y * wo[l] + bo[l]), g = tanh(hs[l] * wc[l] + bc[l]);
       cs[l] = cs[l] * f + i * g;
@@ -350,42 +349,27 @@ Tensor lstmLossScan(Tensor mainParams, Tensor extra, const Array& state0, const 
     }
     Tensor yhat = y * outW + outB;
     Tensor lse = log(sum(exp(yhat)) + 2.0);
-    total = total + sum(chr.second * (yhat - lse));
-    return std::pair{Carry{hs, cs, total}, std::tuple<>{}};
-  };
-  std::pair<Tensor, Tensor> xs{sequence(range(0, chars - 1)), sequence(range(1, chars))};
-  Carry last = scan(step, Carry{h, cell, zeros_like(sum(inW))}, xs).first;
-  return -std::get<2>(last) / double((chars - 1) * b);
-}
-
-/// ADBench's LSTM loss over the whole sequence, unrolled at trace time.
-Tensor lstmLoss(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
-  if (!unrolled) return lstmLossScan(mainParams, extra, state0, seq, layers, chars, b);
-  auto part = [&](const Tensor& t, int64_t r, int64_t which) { return t(r, range(which * b, (which + 1) * b)); };
-  std::vector<Tensor> h, cell, wf, wi, wo, wc, bf, bi, bo, bc;
-  Tensor state = constant(state0), sequence = constant(seq);
-  for (int l = 0; l < layers; ++l) {
-    h.push_back(state(2 * l));
-    cell.push_back(state(2 * l + 1));
-    wf.push_back(part(mainParams, 2 * l, 0)), wi.push_back(part(mainParams, 2 * l, 1));
-    wo.push_back(part(mainParams, 2 * l, 2)), wc.push_back(part(mainParams, 2 * l, 3));
-    bf.push_back(part(mainParams, 2 * l + 1, 0)), bi.push_back(part(mainParams, 2 * l + 1, 1));
-    bo.push_back(part(mainParams, 2 * l + 1, 2)), bc.push_back(part(mainParams, 2 * l + 1, 3));
+    return sum(next * (yhat - lse));
   }
-  Tensor inW = extra(0), outW = extra(1), outB = extra(2);
-  Tensor total = zeros_like(sum(inW));
-  for (int64_t t = 0; t + 1 < chars; ++t) {
-    Tensor y = sequence(t) * inW;
-    for (int l = 0; l < layers; ++l) {
-      Tensor f = sigmoid(y * wf[l] + bf[l]), i = sigmoid(h[l] * wi[l] + bi[l]);
-      Tensor o = sigmoid(y * wo[l] + bo[l]), g = tanh(h[l] * wc[l] + bc[l]);
-      cell[l] = cell[l] * f + i * g;
-      h[l] = o * tanh(cell[l]);
-      y = h[l];
-    }
-    Tensor yhat = y * outW + outB;
-    Tensor lse = log(sum(exp(yhat)) + 2.0);
-    total = total + sum(sequence(t + 1) * (yhat - lse));
+};
+
+/// ADBench's LSTM loss over the whole sequence: a `scan` over the characters
+/// whose body runs the layers, or (--unrolled) unrolled at trace time.
+Tensor lstmLoss(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
+  const Lstm m(mainParams, extra, constant(state0), layers, b);
+  Tensor sequence = constant(seq), total = zeros_like(sum(m.inW));
+  if (unrolled) {
+    std::vector<Tensor> hs = m.h, cs = m.cell;
+    for (int64_t t = 0; t + 1 < chars; ++t) total = total + m.step(hs, cs, sequence(t), sequence(t + 1));
+  } else {
+    using Carry = std::tuple<std::vector<Tensor>, std::vector<Tensor>, Tensor>;
+    auto step = [&](const Carry& c, const std::pair<Tensor, Tensor>& chr) {
+      auto [hs, cs, sum] = c;
+      sum = sum + m.step(hs, cs, chr.first, chr.second);
+      return std::pair{Carry{hs, cs, sum}, std::tuple<>{}};
+    };
+    std::pair<Tensor, Tensor> xs{sequence(range(0, chars - 1)), sequence(range(1, chars))};
+    total = std::get<2>(scan(step, Carry{m.h, m.cell, total}, xs).first);
   }
   return -total / double((chars - 1) * b);
 }
