@@ -62,17 +62,6 @@ std::string derived(const std::string& key) {
 
 bool floating(const Type& t) { return is_floating(t.dtype); }
 
-/// Per residual of a split forward (its outputs past the first nOut): the
-/// parameter it is, or -1 for a value the forward computes.
-std::vector<int64_t> residualParams(const ir::Function& fwd, std::size_t nOut) {
-  std::vector<int64_t> r;
-  for (std::size_t i = nOut; i < fwd.outputs.size(); ++i) {
-    auto p = std::find(fwd.params.begin(), fwd.params.end(), fwd.outputs[i]);
-    r.push_back(p == fwd.params.end() ? -1 : p - fwd.params.begin());
-  }
-  return r;
-}
-
 template <class T> std::vector<T> slice(const std::vector<T>& v, std::size_t from, std::size_t n) {
   return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n));
 }
@@ -255,7 +244,7 @@ SwitchSplit switchSplit(const std::vector<std::string>& branches, const Location
   std::string key = "switch";
   for (const std::string& b : branches) key += " @" + b;
   SwitchSplit s;
-  if (std::string f = derived("fwd " + key); !f.empty()) {
+  if (!derived(fmt::format("fwd0 {}", key)).empty()) {
     for (std::size_t i = 0; i < branches.size(); ++i) {
       s.fwd.push_back(derived(fmt::format("fwd{} {}", i, key)));
       s.bwd.push_back(derived(fmt::format("bwd{} {}", i, key)));
@@ -306,14 +295,11 @@ SwitchSplit switchSplit(const std::vector<std::string>& branches, const Location
     }));
   }
   auto& d = current().module->derived;
-  d["fwd " + key] = s.fwd[0];
   for (std::size_t i = 0; i < branches.size(); ++i) {
     d[fmt::format("fwd{} {}", i, key)] = s.fwd[i];
     d[fmt::format("bwd{} {}", i, key)] = s.bwd[i];
+    d["switchbase @" + s.fwd[i]] = branches[i];
   }
-  std::string fkey = "switchbase";
-  for (const std::string& f : s.fwd) fkey += " @" + f;
-  d[fkey] = key;
   return s;
 }
 
@@ -328,19 +314,14 @@ void switchVjp(const VjpCtx& c) {
   const std::size_t r0 = site.attrs.has("residuals") ? static_cast<std::size_t>(site.attrs.integer("residuals")) : 0;
   const std::size_t nRes = site.results.size();
   const bool residualCts = std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(nRes - r0), cts.end(), [](const auto& t) { return t.has_value(); });
-  std::string fkey = "switchbase";
-  for (const std::string& f : site.callees) fkey += " @" + f;
-  const std::string baseKey = r0 ? derived(fkey) : std::string();
+  // Differentiated before: each branch's forward names the branch it came from.
+  std::vector<std::string> base;
+  for (const std::string& f : site.callees)
+    if (std::string b = r0 ? derived("switchbase @" + f) : std::string(); !b.empty()) base.push_back(b);
   SwitchSplit split;
   std::size_t withDy;
   std::vector<ir::ValueId> residuals;
-  if (!baseKey.empty() && !residualCts) {
-    std::vector<std::string> base; // the key names them: "switch @a @b ..."
-    for (std::size_t pos = baseKey.find(" @"); pos != std::string::npos;) {
-      const std::size_t next = baseKey.find(" @", pos + 2);
-      base.push_back(baseKey.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2));
-      pos = next;
-    }
+  if (base.size() == site.callees.size() && !residualCts) {
     split = switchSplit(base, site.loc);
     withDy = nRes - r0;
     residuals = slice(site.results, withDy, r0);

@@ -260,11 +260,19 @@ std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string
   return gname;
 }
 
+std::vector<int64_t> residualParams(const ir::Function& fwd, std::size_t nY) {
+  std::vector<int64_t> r;
+  for (std::size_t i = nY; i < fwd.outputs.size(); ++i) {
+    auto p = std::find(fwd.params.begin(), fwd.params.end(), fwd.outputs[i]);
+    r.push_back(p == fwd.params.end() ? -1 : p - fwd.params.begin());
+  }
+  return r;
+}
+
 /// Per residual of a split forward, whether it is one of its parameters.
 static std::vector<bool> residualsAreParams(const ir::Function& fwd, std::size_t nY) {
   std::vector<bool> isParam;
-  for (std::size_t i = nY; i < fwd.outputs.size(); ++i)
-    isParam.push_back(std::find(fwd.params.begin(), fwd.params.end(), fwd.outputs[i]) != fwd.params.end());
+  for (int64_t p : residualParams(fwd, nY)) isParam.push_back(p >= 0);
   return isParam;
 }
 

@@ -47,4 +47,8 @@ struct SplitVjp {
 };
 SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
+/// Per residual of a split forward (its outputs past the first nY): the
+/// parameter it is, or -1 for a value the forward computes.
+std::vector<int64_t> residualParams(const ir::Function& fwd, std::size_t nY);
+
 } // namespace adjit::autodiff

@@ -313,16 +313,17 @@ func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
         auto* header = llvm::BasicBlock::Create(c.ctx(), "while", fn);
         auto* body = llvm::BasicBlock::Create(c.ctx(), "while.body", fn);
         auto* exit = llvm::BasicBlock::Create(c.ctx(), "while.exit", fn);
-        auto args = [&](llvm::Value* out) {
+        // (const..., carry..., outs...): the carry lives in the result buffers.
+        auto args = [&](std::span<llvm::Value* const> outs) {
           std::vector<llvm::Value*> a;
           for (std::size_t i = 0; i < k; ++i) a.push_back(c.operandBuffer(i));
           a.insert(a.end(), c.results.begin(), c.results.end());
-          if (out) a.push_back(out);
+          a.insert(a.end(), outs.begin(), outs.end());
           return a;
         };
         c.b.CreateBr(header);
         c.b.SetInsertPoint(header);
-        c.call(c.op.callees[0], args(pred), reserved);
+        c.call(c.op.callees[0], args({&pred, 1}), reserved);
         c.b.CreateCondBr(c.load(DType::i1, pred, c.i64(0)), body, exit);
         c.b.SetInsertPoint(body);
         llvm::Value* i = c.b.CreateLoad(c.b.getInt64Ty(), count);
@@ -341,11 +342,7 @@ func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
           c.b.CreateBr(exit);
           c.b.SetInsertPoint(run);
         }
-        std::vector<llvm::Value*> a = args(nullptr);
-        a.resize(k);
-        for (std::size_t j = 0; j < c.results.size(); ++j) a.push_back(c.results[j]);
-        for (std::size_t j = 0; j < c.results.size(); ++j) a.push_back(ws[j]);
-        c.call(c.op.callees[1], std::move(a), reserved);
+        c.call(c.op.callees[1], args({ws.data(), c.results.size()}), reserved);
         for (std::size_t j = 0; j < c.results.size(); ++j) copyBuffer(c, c.results[j], ws[j], types[j].bytes());
         c.b.CreateStore(c.b.CreateAdd(i, c.i64(1)), count);
         c.b.CreateBr(header);

@@ -333,3 +333,30 @@ TEST_CASE("ops of a loop body that read only captured tensors move out of the lo
   agrees(f, std::tuple{f64({0.5, -0.2, 0.9, 0.1, 0.3, -0.4}), xs});
   check_grads(f, std::tuple{f64({0.5, -0.2, 0.9, 0.1, 0.3, -0.4}), xs});
 }
+
+TEST_CASE("two gradients through one cond and one scan reuse the residuals the first one kept") {
+  auto f = jit([](Tensor x, Tensor p) {
+    GradientTape tape(/*persistent=*/true);
+    tape.watch(x);
+    Tensor y = cond(gt(p, 0.0), [](Tensor a) { return sin(a) * a; }, [](Tensor a) { return a * a; }, x);
+    Tensor z = scan([](Tensor c, Tensor xi) { return std::pair{c * xi, c}; }, y, stack({x, x})).first;
+    Tensor dy = *tape.gradient(y, x), dz = *tape.gradient(z, x);
+    return std::pair{dy, dz};
+  });
+  auto [dy, dz] = f(0.5, 1.0);
+  const double d = std::cos(0.5) * 0.5 + std::sin(0.5), y = std::sin(0.5) * 0.5; // z = y x^2
+  CHECK(scalar(dy) == doctest::Approx(d));
+  CHECK(scalar(dz) == doctest::Approx(d * 0.25 + y * 2 * 0.5));
+  Module m = trace([](Tensor x, Tensor p) {
+    GradientTape tape(true);
+    tape.watch(x);
+    Tensor y = cond(gt(p, 0.0), [](Tensor a) { return sin(a) * a; }, [](Tensor a) { return a * a; }, x);
+    return *tape.gradient(y * 2.0, x) + *tape.gradient(y, x);
+  }, Type{DType::f64, {}}, Type{DType::f64, {}});
+  const std::string text = m.str();
+  std::size_t switches = 0;
+  for (std::size_t at = text.find("switch @"); at != std::string::npos; at = text.find("switch @", at + 1)) ++switches;
+  CHECK(switches == 3); // the forward, rebound once, and one backward per gradient
+  CHECK(text.find("switch_fwd.switch_fwd") == std::string::npos); // not rebound twice
+  CHECK(text.find("switch_fwd.1") == std::string::npos);
+}
