@@ -180,13 +180,13 @@ static void odeSection(int reps) {
   std::printf("ODE  value+gradient  adjit %8.3f ms   baseline %8.3f ms   ratio %5.2fx (target <= 1.5x)    cold compile %6.1f ms   "
               "(max rel. diff %.1e; residuals %zu bytes, baseline %zu)\n",
               ga, gb, ga / gb, cg, err, back.residual_bytes(), states.size() * sizeof(double));
-  for (int64_t k : {8, 32, 128}) {
-    auto gk = value_and_grad(angleWith(every(k)), argnums<0, 1>);
+  for (Checkpoint cp : {every(8), every(32), every(128), binomial(4), binomial(8), binomial(16)}) {
+    auto gk = value_and_grad(angleWith(cp), argnums<0, 1>);
     const double ck = cold(gk, s0, p);
     const double t = timeIt([&] { gk(s0, p); }, reps);
-    auto [yk, backk] = vjp(angleWith(every(k)), s0, p);
-    std::printf("ODE  value+gradient, checkpoint every(%3lld): adjit %8.3f ms   ratio %5.2fx   cold compile %6.1f ms   residuals %zu bytes\n",
-                static_cast<long long>(k), t, t / gb, ck, backk.residual_bytes());
+    auto [yk, backk] = vjp(angleWith(cp), s0, p);
+    std::printf("ODE  value+gradient, checkpoint %-12s adjit %8.3f ms   ratio %5.2fx   cold compile %6.1f ms   residuals %zu bytes\n",
+                (cp.str() + ":").c_str(), t, t / gb, ck, backk.residual_bytes());
   }
 }
 

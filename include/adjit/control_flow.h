@@ -18,6 +18,38 @@
 #include <variant>
 
 namespace adjit {
+
+/// How a differentiated scan or fori_loop keeps what its backward needs.
+struct Checkpoint {
+  /// What is kept.
+  enum class Policy : uint8_t {
+    all,      ///< every step's residuals (the default)
+    every,    ///< the carry every k steps; each block of k steps recomputed
+    binomial, ///< Griewank-Walther binomial checkpointing with s snapshots
+  };
+  Policy policy = Policy::all;
+  int64_t n = 0; ///< k for every(k), s for binomial(s)
+
+  /// The backward keeps the carry at every k-th step and recomputes each block
+  /// of k steps from it (JAX's checkpointed scan): residual memory of about
+  /// length / k carries plus one block's residuals, for one more forward pass.
+  static Checkpoint every(int64_t k) { return {Policy::every, k}; }
+  /// Binomial checkpointing (revolve): at most s carries held at once, and the
+  /// fewest recomputed steps any schedule with s snapshots needs: r * length -
+  /// C(s + r, s + 1) for the least r with C(s + r, s) >= length, so each step
+  /// runs at most r + 1 times (r grows like log length when s does).
+  static Checkpoint binomial(int64_t snapshots) { return {Policy::binomial, snapshots}; }
+  /// "every(32)", "binomial(8)", "all steps".
+  std::string str() const {
+    return policy == Policy::every ? "every(" + std::to_string(n) + ")"
+         : policy == Policy::binomial ? "binomial(" + std::to_string(n) + ")" : "all steps";
+  }
+};
+/// Checkpoint::every(k).
+inline Checkpoint every(int64_t k) { return Checkpoint::every(k); }
+/// Checkpoint::binomial(snapshots).
+inline Checkpoint binomial(int64_t snapshots) { return Checkpoint::binomial(snapshots); }
+
 namespace detail {
 
 /// A branch or body on the flattened leaves of its arguments.
@@ -33,7 +65,9 @@ Tensor predicateIndex(const Tensor& pred, const Location& loc);
 /// Returns the final carry's leaves and the stacked ys' leaves.
 std::pair<std::vector<Tensor>, std::vector<Tensor>> scanCall(const FlatFn& body, const std::vector<Tensor>& init,
                                                              const std::vector<Tensor>& xs, std::optional<int64_t> length,
-                                                             bool reverse, const char* api, const Location& loc);
+                                                             bool reverse, int64_t snapshots, const char* api, const Location& loc);
+/// An Error at `loc` unless the policy's parameter is at least 1.
+void checkPolicy(const Checkpoint& c, const char* api, const Location& loc);
 /// Traces `fn` on `args` into a function called with {recompute = true}: its
 /// gradient keeps no residuals and runs it again (checkpointing).
 std::vector<Tensor> rematCall(const FlatFn& fn, const std::vector<Tensor>& args, const char* api, const Location& loc);
@@ -114,6 +148,9 @@ struct Bound {
 
 std::vector<Tensor> foriCall(const Bound& lower, const Bound& upper, const std::function<std::vector<Tensor>(const Tensor&, const std::vector<Tensor>&)>& body,
                              const std::vector<Tensor>& init, std::optional<int64_t> maxIterations, const Location& loc);
+/// fori_loop's bounds as C++ integers (upper clamped to lower): an Error at
+/// `loc` for a Tensor bound or a trip count past maxIterations.
+std::pair<int64_t, int64_t> staticBounds(const Bound& lower, const Bound& upper, std::optional<int64_t> maxIterations, const Location& loc);
 
 } // namespace detail
 
@@ -160,16 +197,6 @@ auto switch_case(detail::CaseIndex index, const std::tuple<Bs...>& branches, con
   return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
 }
 
-/// How a differentiated scan keeps what its backward needs.
-struct Checkpoint {
-  int64_t every = 0; ///< > 0: keep the carry every this many steps and recompute the steps in between
-};
-/// Checkpointing for scan: the backward keeps the carry at every k-th step only
-/// and recomputes each block of k steps from it (JAX's checkpointed scan):
-/// residual memory of about length / k carries plus one block's residuals, for
-/// one more forward pass.
-inline Checkpoint every(int64_t k) { return Checkpoint{k}; }
-
 /// Options of scan.
 struct ScanOptions {
   std::optional<int64_t> length; ///< required when xs has no leaves; must agree with xs otherwise
@@ -183,9 +210,10 @@ auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts = {},
 
 namespace detail {
 
-/// scan without checkpointing.
+/// scan without checkpointing; snapshots > 0 marks the loop for binomial
+/// checkpointing with that many snapshots (its VJP rule reads the mark).
 template <class Body, class C, class X>
-auto plainScan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
+auto plainScan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl, int64_t snapshots = 0) {
   using R = std::decay_t<std::invoke_result_t<const Body&, const C&, const X&>>;
   using Y = std::decay_t<typename R::second_type>;
   static_assert(std::is_same_v<C, std::decay_t<typename R::first_type>>,
@@ -201,36 +229,43 @@ auto plainScan(const Body& body, const C& init, const X& xs, ScanOptions opts, s
     Out<Y>::flatten(r.second, out);
     return out;
   };
-  auto [carry, ys] = scanCall(fn, flatInit, leavesOf(xs), opts.length, opts.reverse, "scan", Location::from(sl));
+  auto [carry, ys] = scanCall(fn, flatInit, leavesOf(xs), opts.length, opts.reverse, snapshots, "scan", Location::from(sl));
   return std::pair<C, Y>{rebuildLike(init, carry), rebuildLike(*skeleton, ys)};
 }
 
-/// scan with Checkpoint::every = k: an outer scan over blocks of k steps, each
+/// Rows [from, to) of t along its leading axis.
+inline Tensor leadingRows(const Tensor& t, int64_t from, int64_t to) {
+  std::vector<int64_t> start(static_cast<std::size_t>(t.rank()), 0);
+  std::vector<int64_t> limit = t.shape();
+  start[0] = from;
+  limit[0] = to;
+  return slice(t, start, limit);
+}
+
+/// The number of steps of a scan, or -1 where a plain scan reports an error.
+template <class X> int64_t scanLength(const X& xs, const ScanOptions& opts) {
+  const std::vector<Tensor> lx = leavesOf(xs);
+  const int64_t n = opts.length ? *opts.length : (lx.empty() || lx[0].rank() == 0 ? -1 : lx[0].shape()[0]);
+  return opts.length && !lx.empty() && (lx[0].rank() == 0 || lx[0].shape()[0] != n) ? -1 : n;
+}
+
+/// scan with Checkpoint::every(k): an outer scan over blocks of k steps, each
 /// a recompute_grad region holding an inner scan, then the steps left over.
 template <class Body, class C, class X>
 auto checkpointedScan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
-  const int64_t k = opts.checkpoint.every;
-  const std::vector<Tensor> lx = leavesOf(xs);
-  const int64_t n = opts.length ? *opts.length : (lx.empty() || lx[0].rank() == 0 ? -1 : lx[0].shape()[0]);
+  const int64_t k = opts.checkpoint.n;
+  const int64_t n = scanLength(xs, opts);
   ScanOptions plain = opts;
   plain.checkpoint = {};
-  if (n < 0 || k >= n || (opts.length && !lx.empty() && lx[0].rank() > 0 && lx[0].shape()[0] != n))
-    return plainScan(body, init, xs, plain, sl); // nothing to split (or an error plain scan reports)
+  if (n < 0 || k >= n) return plainScan(body, init, xs, plain, sl); // nothing to split (or an error plain scan reports)
   const int64_t blocks = n / k, mainSteps = blocks * k;
-  auto rows = [](const Tensor& t, int64_t from, int64_t to) {
-    std::vector<int64_t> start(static_cast<std::size_t>(t.rank()), 0);
-    std::vector<int64_t> limit = t.shape();
-    start[0] = from;
-    limit[0] = to;
-    return slice(t, start, limit);
-  };
   auto toBlocks = [&](const Tensor& t) {
     std::vector<int64_t> shape = t.shape();
     shape[0] = k;
     shape.insert(shape.begin(), blocks);
-    return reshape(rows(t, 0, mainSteps), shape);
+    return reshape(leadingRows(t, 0, mainSteps), shape);
   };
-  auto tailOf = [&](const Tensor& t) { return rows(t, mainSteps, n); };
+  auto tailOf = [&](const Tensor& t) { return leadingRows(t, mainSteps, n); };
   const X mainXs = Map<X>::apply(xs, toBlocks);
   const X tailXs = Map<X>::apply(xs, tailOf);
   // Each block is traced once into a function whose call recomputes it in the backward.
@@ -277,7 +312,10 @@ auto checkpointedScan(const Body& body, const C& init, const X& xs, ScanOptions 
 /// structure, dtypes and shapes. Compiled to one loop calling the body.
 template <class Body, class C, class X>
 auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
-  if (opts.checkpoint.every > 0) return detail::checkpointedScan(body, init, xs, opts, sl);
+  detail::checkPolicy(opts.checkpoint, "scan", Location::from(sl));
+  if (opts.checkpoint.policy == Checkpoint::Policy::every) return detail::checkpointedScan(body, init, xs, opts, sl);
+  if (opts.checkpoint.policy == Checkpoint::Policy::binomial) // marks the loop; its VJP rule schedules the recomputation
+    return detail::plainScan(body, init, xs, opts, sl, opts.checkpoint.n);
   return detail::plainScan(body, init, xs, opts, sl);
 }
 
@@ -286,6 +324,8 @@ struct LoopOptions {
   /// A bound on the trip count: running past it is an adjit::Error. Required
   /// to differentiate a loop whose trip count is known only at run time.
   std::optional<int64_t> max_iterations;
+  /// What the backward keeps (fori_loop with C++ integer bounds only; as for scan).
+  Checkpoint checkpoint = {};
 };
 
 /// fori_loop(lower, upper, body, init) -> the final carry: carry =
@@ -302,6 +342,11 @@ C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& 
     detail::Out<C>::flatten(body(i, detail::rebuildLike(init, carry)), out);
     return out;
   };
+  if (opts.checkpoint.policy != Checkpoint::Policy::all) { // a scan over the step indices
+    const auto [lo, hi] = detail::staticBounds(lower, upper, opts.max_iterations, Location::from(sl));
+    auto step = [&](const C& c, const Tensor& i) { return std::pair{body(i, c), std::tuple<>{}}; };
+    return scan(step, init, add(iota({hi - lo}), full({}, static_cast<double>(lo), DType::i32)), ScanOptions{.checkpoint = opts.checkpoint}, sl).first;
+  }
   return detail::rebuildLike(init, detail::foriCall(lower, upper, fn, detail::leavesOf(init), opts.max_iterations, Location::from(sl)));
 }
 
@@ -312,6 +357,9 @@ C while_loop(const Cond& cond_fn, const Body& body_fn, const C& init, LoopOption
              std::source_location sl = std::source_location::current()) {
   static_assert(std::is_same_v<C, std::decay_t<std::invoke_result_t<const Body&, const C&>>>,
                 "while_loop: body_fn must return a carry of the same structure type as init");
+  if (opts.checkpoint.policy != Checkpoint::Policy::all)
+    throw Error("while_loop: .checkpoint needs a trip count known when tracing: use scan or fori_loop with C++ integer bounds",
+                Location::from(sl));
   detail::FlatFn c = [&](const std::vector<Tensor>& ps) { return std::vector<Tensor>{cond_fn(detail::rebuildLike(init, ps))}; };
   detail::FlatFn b = [&](const std::vector<Tensor>& ps) {
     std::vector<Tensor> out;

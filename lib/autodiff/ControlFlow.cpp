@@ -7,11 +7,15 @@
 #include "autodiff/ControlFlow.h"
 
 #include "autodiff/Reverse.h"
+#include "autodiff/Revolve.h"
 #include "trace/Tracer.h"
+
+#include <adjit/control_flow.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace adjit::autodiff {
 
@@ -219,6 +223,220 @@ std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector
   return out;
 }
 
+/// The floating entries of `types` among [from, to), as indices from `from`.
+std::vector<std::size_t> floatingAmong(const std::vector<Type>& types, std::size_t from, std::size_t to) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = from; i < to; ++i)
+    if (floating(types[i])) out.push_back(i - from);
+  return out;
+}
+
+/// Operand cotangents of the scan op `opIndex` with {snapshots = S}:
+/// binomial checkpointing. The op is rebound in place to a call of a
+/// function that runs the loop in segments and also returns the carries where
+/// the revolve schedule's first sweep stores its snapshots (at most S - 1;
+/// the initial carry is the S-th). The backward is one scan over the rest of
+/// the schedule's actions (advance a step, store or restore a snapshot,
+/// reverse a step) whose body switches on the action, carrying the recomputed
+/// state, the snapshots, and the carries' and consts' cotangents. Each step's
+/// x cotangent is the y of the action that reverses it, gathered into place.
+std::vector<std::optional<Tensor>> binomialAt(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
+  TraceState& s = current();
+  const ir::Op site = s.fn->ops[opIndex];
+  const Location& loc = site.loc;
+  const auto k = static_cast<std::size_t>(site.attrs.integer("consts")), c = static_cast<std::size_t>(site.attrs.integer("carries"));
+  const int64_t n = site.attrs.integer("length");
+  const bool reverse = site.attrs.has("reverse") && site.attrs.boolean("reverse");
+  const std::size_t x = site.operands.size() - k - c;
+  const std::string body = site.callees[0];
+  const std::vector<Type> params = fn(body).paramTypes(), outs = fn(body).resultTypes();
+  const ScanSplit split = scanSplit(body, k, c, loc);
+  const std::vector<std::size_t> fk = floatingAmong(params, 0, k), fc = floatingAmong(params, k, k + c),
+                                 fx = floatingAmong(params, k + c, params.size()), fy = floatingAmong(outs, c, outs.size());
+  if (n > std::numeric_limits<int32_t>::max())
+    throw Error(fmt::format("scan: binomial checkpointing of {} steps: at most {} are supported", n, std::numeric_limits<int32_t>::max()), loc);
+  const int64_t snaps = std::min(site.attrs.integer("snapshots"), n);
+  if (constexpr int64_t kMaxActions = int64_t{1} << 26; revolve::cost(n, snaps) > kMaxActions - 3 * n)
+    throw Error(fmt::format("scan: binomial checkpointing of {} steps with {} snapshots recomputes {} steps, more than the {} "
+                            "a schedule may hold: give it more snapshots",
+                            n, snaps, revolve::cost(n, snaps), kMaxActions - 3 * n),
+                loc);
+  const revolve::Schedule plan = revolve::schedule(n, snaps, /*forwardKeeps=*/true);
+  const auto slot = [&](int64_t t) { return reverse ? n - 1 - t : t; }; // the slice step t reads
+  auto stacked = [](int64_t len, const Type& t) {
+    Shape sh{len};
+    sh.insert(sh.end(), t.shape.begin(), t.shape.end());
+    return Type{t.dtype, sh};
+  };
+  auto concat = [](std::vector<Tensor> a, const std::vector<Tensor>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  auto T = [&](ir::ValueId v) { return detail::wrap(s, v); };
+
+  // The forward: the loop in segments [0, kept[0]), [kept[0], kept[1]), ..., returning the kept carries too.
+  std::vector<Tensor> keptCarries;
+  if (!plan.kept.empty()) {
+    std::vector<Type> types;
+    for (ir::ValueId v : site.operands) types.push_back(s.fn->type(v));
+    const std::string fwd = traceFunction(body + ".binomial_fwd", types, loc, [&](const std::vector<Tensor>& ps) {
+      const std::vector<Tensor> consts = slice(ps, 0, k), xs = slice(ps, k + c, x);
+      std::vector<Tensor> carry = slice(ps, k, c), kept;
+      std::vector<std::vector<Tensor>> ys; // per segment, in step order
+      std::vector<int64_t> bounds = plan.kept;
+      bounds.push_back(n);
+      int64_t from = 0;
+      for (int64_t to : bounds) {
+        if (from > 0) kept.insert(kept.end(), carry.begin(), carry.end());
+        std::vector<Tensor> part;
+        for (const Tensor& t : xs) part.push_back(detail::leadingRows(t, reverse ? n - to : from, reverse ? n - from : to));
+        ir::Attrs attrs;
+        attrs.set("consts", static_cast<int64_t>(k));
+        attrs.set("carries", static_cast<int64_t>(c));
+        attrs.set("length", to - from);
+        attrs.set("reverse", reverse);
+        std::vector<Tensor> r = create(ir::OpKind::Scan, concat(concat(consts, carry), part), std::move(attrs), {body}, loc);
+        carry = slice(r, 0, c);
+        ys.push_back(slice(r, c, r.size() - c));
+        from = to;
+      }
+      if (reverse) std::reverse(ys.begin(), ys.end()); // back to slice order
+      std::vector<Tensor> out = carry;
+      for (std::size_t i = 0; i < ys[0].size(); ++i) {
+        std::vector<Tensor> parts;
+        for (const auto& seg : ys) parts.push_back(seg[i]);
+        out.push_back(concatenate(parts));
+      }
+      return concat(out, kept);
+    });
+    ir::Op& live = s.fn->ops[opIndex];
+    live.kind = ir::OpKind::Call;
+    live.callees = {fwd};
+    live.attrs = {};
+    for (std::size_t j = 0; j < plan.kept.size(); ++j)
+      for (std::size_t i = 0; i < c; ++i) {
+        ir::ValueId v = s.fn->newValue(params[k + i]);
+        live.results.push_back(v);
+        keptCarries.push_back(T(v));
+      }
+  }
+
+  std::vector<int32_t> arg = plan.arg;
+  for (std::size_t a = 0; a < arg.size(); ++a)
+    if (plan.kind[a] == static_cast<int32_t>(revolve::Action::Advance) || plan.kind[a] == static_cast<int32_t>(revolve::Action::Reverse))
+      arg[a] = static_cast<int32_t>(slot(arg[a]));
+  const auto A = static_cast<int64_t>(plan.kind.size());
+  // Branches take (arg, consts, xs, dys, state, snapshots, dstate, dconsts) and
+  // return (state, snapshots, dstate, dconsts, dx).
+  std::vector<Type> types{Type{DType::i32, {}}};
+  for (std::size_t i = 0; i < k + c + x; ++i)
+    if (i < k || i >= k + c) types.push_back(s.fn->type(site.operands[i]));
+  for (std::size_t i : fy) types.push_back(stacked(n, outs[c + i]));
+  for (std::size_t i = 0; i < c; ++i) types.push_back(params[k + i]);
+  for (std::size_t i = 0; i < c; ++i) types.push_back(stacked(snaps, params[k + i]));
+  for (std::size_t i : fc) types.push_back(params[k + i]);
+  for (std::size_t i : fk) types.push_back(params[i]);
+  struct Parts {
+    Tensor arg;
+    std::vector<Tensor> consts, xs, dys, state, snaps, dstate, dconsts;
+  };
+  auto parts = [&](const std::vector<Tensor>& ps) {
+    std::size_t at = 1;
+    auto take = [&](std::size_t m) {
+      std::vector<Tensor> v = slice(ps, at, m);
+      at += m;
+      return v;
+    };
+    Parts p{ps[0], take(k), take(x), take(fy.size()), take(c), take(c), take(fc.size()), take(fk.size())};
+    return p;
+  };
+  auto at = [](const std::vector<Tensor>& ts, const Tensor& i) {
+    std::vector<Tensor> r;
+    for (const Tensor& t : ts) r.push_back(adjit::take(t, i));
+    return r;
+  };
+  auto result = [&](const Parts& p, std::vector<Tensor> dx) {
+    if (dx.empty())
+      for (std::size_t i : fx) dx.push_back(full(params[k + c + i].shape, 0, params[k + c + i].dtype));
+    return concat(concat(concat(concat(p.state, p.snaps), p.dstate), p.dconsts), dx);
+  };
+  std::vector<std::string> branches;
+  branches.push_back(traceFunction(body + ".advance", types, loc, [&](const std::vector<Tensor>& ps) {
+    Parts p = parts(ps);
+    p.state = slice(call(body, concat(concat(p.consts, p.state), at(p.xs, p.arg)), loc), 0, c);
+    return result(p, {});
+  }));
+  branches.push_back(traceFunction(body + ".store", types, loc, [&](const std::vector<Tensor>& ps) {
+    Parts p = parts(ps);
+    const Tensor hit = eq(iota({snaps}), p.arg);
+    for (std::size_t i = 0; i < c; ++i) {
+      Shape column(p.state[i].shape().size() + 1, 1), row = p.state[i].shape();
+      column[0] = snaps;
+      row.insert(row.begin(), 1);
+      p.snaps[i] = where(reshape(hit, column), reshape(p.state[i], row), p.snaps[i]);
+    }
+    return result(p, {});
+  }));
+  branches.push_back(traceFunction(body + ".restore", types, loc, [&](const std::vector<Tensor>& ps) {
+    Parts p = parts(ps);
+    p.state = at(p.snaps, p.arg);
+    return result(p, {});
+  }));
+  branches.push_back(traceFunction(body + ".reverse", types, loc, [&](const std::vector<Tensor>& ps) {
+    Parts p = parts(ps);
+    const std::vector<Tensor> xt = at(p.xs, p.arg);
+    const std::vector<Tensor> o = call(split.fwd, concat(concat(p.consts, p.state), xt), loc);
+    std::vector<Tensor> args = concat(concat(concat(p.consts, p.dstate), p.dconsts), xt);
+    args = concat(concat(args, slice(o, outs.size(), split.stacked.size())), at(p.dys, p.arg));
+    const std::vector<Tensor> r = call(split.bwd, args, loc); // (dstate, dconsts, dx)
+    p.dstate = slice(r, 0, fc.size());
+    p.dconsts = slice(r, fc.size(), fk.size());
+    return result(p, slice(r, fc.size() + fk.size(), fx.size()));
+  }));
+  // The action loop: consts (consts, xs, dys), carries (state, snapshots, dstate, dconsts), xs (kind, arg).
+  std::vector<Type> loopTypes(types.begin() + 1, types.end());
+  loopTypes.push_back(Type{DType::i32, {}});
+  loopTypes.push_back(Type{DType::i32, {}});
+  const std::size_t nConsts = k + x + fy.size(), nCarries = 2 * c + fc.size() + fk.size();
+  const std::string step = traceFunction(body + ".revolve", loopTypes, loc, [&](const std::vector<Tensor>& ps) {
+    std::vector<Tensor> operands{ps[ps.size() - 2], ps.back()};
+    operands.insert(operands.end(), ps.begin(), ps.end() - 2);
+    return create(ir::OpKind::Switch, operands, {}, branches, loc);
+  });
+  auto ct = [&](std::size_t i) { return i < cts.size() && cts[i] ? *cts[i] : zeros_like(T(site.results[i])); };
+  std::vector<Tensor> operands;
+  for (std::size_t i = 0; i < site.operands.size(); ++i)
+    if (i < k || i >= k + c) operands.push_back(T(site.operands[i]));
+  for (std::size_t i : fy) operands.push_back(ct(c + i));
+  for (std::size_t i = 0; i < c; ++i) operands.push_back(T(site.operands[k + i]));
+  for (std::size_t i = 0; i < c; ++i) { // slot 0: the initial carry; slot j: the j-th kept one; the rest unused
+    std::vector<Tensor> rows{T(site.operands[k + i])};
+    for (std::size_t j = 0; j < plan.kept.size(); ++j) rows.push_back(keptCarries[j * c + i]);
+    while (static_cast<int64_t>(rows.size()) < snaps) rows.push_back(rows[0]);
+    operands.push_back(stack(rows));
+  }
+  for (std::size_t i : fc) operands.push_back(ct(i));
+  for (std::size_t i : fk) operands.push_back(zeros_like(T(site.operands[i])));
+  operands.push_back(constant(Array(plan.kind, {A})));
+  operands.push_back(constant(Array(arg, {A})));
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(nConsts));
+  attrs.set("carries", static_cast<int64_t>(nCarries));
+  attrs.set("length", A);
+  attrs.set("reverse", false);
+  const std::vector<Tensor> r = create(ir::OpKind::Scan, operands, std::move(attrs), {step}, loc);
+  std::vector<std::optional<Tensor>> out(site.operands.size());
+  for (std::size_t i = 0; i < fc.size(); ++i) out[k + fc[i]] = r[2 * c + i];
+  for (std::size_t i = 0; i < fk.size(); ++i) out[fk[i]] = r[2 * c + fc.size() + i];
+  if (!fx.empty()) {
+    std::vector<int32_t> rows(static_cast<std::size_t>(n));
+    for (int64_t j = 0; j < n; ++j) rows[static_cast<std::size_t>(j)] = plan.reverseAt[static_cast<std::size_t>(slot(j))];
+    const Tensor gather = constant(Array(rows, {n}));
+    for (std::size_t i = 0; i < fx.size(); ++i) out[k + c + fx[i]] = adjit::take(r[nCarries + i], gather);
+  }
+  return out;
+}
+
 void addGrads(const VjpCtx& c, const std::vector<std::optional<Tensor>>& dxs) {
   for (std::size_t i = 0; i < dxs.size(); ++i)
     if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
@@ -305,7 +523,11 @@ SwitchSplit switchSplit(const std::vector<std::string>& branches, const Location
 
 } // namespace
 
-void scanVjp(const VjpCtx& c) { addGrads(c, scanAt(c.opIndex, resultCts(c))); }
+void scanVjp(const VjpCtx& c) {
+  const ir::Op& op = current().fn->ops[c.opIndex];
+  const bool binomial = op.attrs.has("snapshots") && !op.attrs.has("residuals") && op.attrs.integer("length") > 0;
+  addGrads(c, binomial ? binomialAt(c.opIndex, resultCts(c)) : scanAt(c.opIndex, resultCts(c)));
+}
 
 void switchVjp(const VjpCtx& c) {
   TraceState& s = current();

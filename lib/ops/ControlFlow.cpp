@@ -169,6 +169,7 @@ func @scale(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
         if (k < 0 || carries < 0 || static_cast<std::size_t>(k + carries) > c.operands.size())
           c.fail("consts = {} and carries = {} do not fit {} operands", k, carries, c.operands.size());
         if (n < 0) c.fail("length must be at least 0, got {}", n);
+        if (optionalInteger(c, "snapshots", 1) < 1) c.fail("snapshots must be at least 1, got {}", c.integer("snapshots"));
         const auto nk = static_cast<std::size_t>(k), nc = static_cast<std::size_t>(carries);
         std::vector<Type> params(c.operands.begin(), c.operands.begin() + static_cast<std::ptrdiff_t>(nk + nc));
         for (std::size_t i = nk + nc; i < c.operands.size(); ++i) {

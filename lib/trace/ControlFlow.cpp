@@ -191,7 +191,7 @@ std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& b
 
 std::pair<std::vector<Tensor>, std::vector<Tensor>> scanCall(const FlatFn& body, const std::vector<Tensor>& init,
                                                              const std::vector<Tensor>& xs, std::optional<int64_t> length,
-                                                             bool reverse, const char* api, const Location& loc) {
+                                                             bool reverse, int64_t snapshots, const char* api, const Location& loc) {
   TraceState& s = enclosing(api, loc);
   std::vector<Type> params = types(init);
   std::optional<int64_t> n = length;
@@ -222,9 +222,15 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> scanCall(const FlatFn& body,
   attrs.set("carries", static_cast<int64_t>(init.size()));
   attrs.set("length", *n);
   attrs.set("reverse", reverse);
+  if (snapshots > 0) attrs.set("snapshots", snapshots);
   std::vector<Tensor> out = wrapAll(s, s.builder.create(ir::OpKind::Scan, args, std::move(attrs), {r.name}, loc));
   return {std::vector<Tensor>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(init.size())),
           std::vector<Tensor>(out.begin() + static_cast<std::ptrdiff_t>(init.size()), out.end())};
+}
+
+void checkPolicy(const Checkpoint& c, const char* api, const Location& loc) {
+  if (c.policy != Checkpoint::Policy::all && c.n < 1)
+    throw Error(fmt::format("{}: checkpoint {} needs a parameter of at least 1", api, c.str()), loc);
 }
 
 std::vector<Tensor> whileCall(const FlatFn& cond, const FlatFn& body, const std::vector<Tensor>& init,
@@ -259,6 +265,16 @@ std::vector<Tensor> rematCall(const FlatFn& fn, const std::vector<Tensor>& args,
   return wrapAll(s, s.builder.create(ir::OpKind::Call, operands, std::move(attrs), {r.name}, loc));
 }
 
+std::pair<int64_t, int64_t> staticBounds(const Bound& lower, const Bound& upper, std::optional<int64_t> maxIterations, const Location& loc) {
+  const auto* lo = std::get_if<int64_t>(&lower.v);
+  const auto* hi = std::get_if<int64_t>(&upper.v);
+  if (!lo || !hi) throw Error("fori_loop: .checkpoint needs C++ integer bounds (a trip count known when tracing); a Tensor bound makes a while loop", loc);
+  const int64_t n = std::max<int64_t>(0, *hi - *lo);
+  if (maxIterations && n > *maxIterations)
+    throw Error(fmt::format("fori_loop: the loop runs {} iterations, more than max_iterations = {}", n, *maxIterations), loc);
+  return {*lo, *lo + n};
+}
+
 std::vector<Tensor> foriCall(const Bound& lower, const Bound& upper,
                              const std::function<std::vector<Tensor>(const Tensor&, const std::vector<Tensor>&)>& body,
                              const std::vector<Tensor>& init, std::optional<int64_t> maxIterations, const Location& loc) {
@@ -289,10 +305,8 @@ std::vector<Tensor> foriCall(const Bound& lower, const Bound& upper,
   carry.insert(carry.end(), init.begin(), init.end());
   std::vector<Tensor> out;
   if (lo && hi) { // a static trip count: a scan
-    const int64_t n = std::max<int64_t>(0, *hi - *lo);
-    if (maxIterations && n > *maxIterations)
-      throw Error(fmt::format("fori_loop: the loop runs {} iterations, more than max_iterations = {}", n, *maxIterations), loc);
-    out = scanCall(step, carry, {}, n, false, "fori_loop", loc).first;
+    const auto [from, to] = staticBounds(lower, upper, maxIterations, loc);
+    out = scanCall(step, carry, {}, to - from, false, 0, "fori_loop", loc).first;
   } else {
     Tensor ub = asTensor(upper);
     FlatFn cond = [&](const std::vector<Tensor>& ps) { return std::vector<Tensor>{lt(ps[0], ub)}; };

@@ -3,6 +3,7 @@
 // differences, TensorFlow's gradient semantics for conditionals, and errors.
 #include "Check.h"
 
+#include "autodiff/Revolve.h"
 #include "codegen/Stats.h"
 
 using namespace adjit;
@@ -313,6 +314,120 @@ TEST_CASE("a checkpointed scan keeps a carry per block and recomputes the steps 
     }
   }
   check_grads(run(every(8), false), std::tuple{w, xs});
+}
+
+TEST_CASE("revolve: the closed-form cost is the optimum, and schedules reach it with at most s snapshots") {
+  namespace rv = autodiff::revolve;
+  // T(l, s) by dynamic programming over the first split.
+  constexpr int64_t L = 120, S = 5;
+  std::vector<std::vector<int64_t>> T(L + 1, std::vector<int64_t>(S + 1, 0));
+  for (int64_t l = 2; l <= L; ++l)
+    for (int64_t s = 1; s <= S; ++s) {
+      if (s == 1) {
+        T[l][s] = l * (l - 1) / 2;
+        continue;
+      }
+      int64_t best = INT64_MAX;
+      for (int64_t m = 1; m < l; ++m) best = std::min(best, m + T[l - m][s - 1] + T[m][s]);
+      T[l][s] = best;
+    }
+  for (int64_t l = 0; l <= L; ++l)
+    for (int64_t s = 1; s <= S; ++s)
+      for (bool forwardKeeps : {false, true}) {
+        INFO("steps " << l << ", snapshots " << s << ", forward keeps the first sweep's " << forwardKeeps);
+        REQUIRE(rv::cost(l, s) == T[std::max<int64_t>(l, 1)][s]);
+        // Run the schedule on positions: every action must see the state it expects.
+        const rv::Schedule plan = rv::schedule(l, s, forwardKeeps);
+        CHECK(plan.advances == rv::cost(l, s) - (plan.kept.empty() ? 0 : plan.kept.back()));
+        CHECK((forwardKeeps || plan.kept.empty()));
+        CHECK(static_cast<int64_t>(plan.kept.size()) < std::max<int64_t>(s, 1));
+        std::vector<int64_t> slots(static_cast<std::size_t>(s), -1);
+        slots[0] = 0;
+        for (std::size_t j = 0; j < plan.kept.size(); ++j) slots[j + 1] = plan.kept[j];
+        int64_t pos = 0, next = l - 1;
+        bool ok = true;
+        for (std::size_t a = 0; a < plan.kind.size(); ++a) {
+          const int64_t arg = plan.arg[a];
+          switch (static_cast<rv::Action>(plan.kind[a])) {
+          case rv::Action::Advance: ok &= arg == pos; ++pos; break;
+          case rv::Action::Store: ok &= arg > 0 && arg < s; slots[static_cast<std::size_t>(arg)] = pos; break;
+          case rv::Action::Restore: ok &= arg >= 0 && arg < s && slots[static_cast<std::size_t>(arg)] >= 0; pos = slots[static_cast<std::size_t>(arg)]; break;
+          case rv::Action::Reverse: ok &= arg == pos && arg == next && plan.reverseAt[static_cast<std::size_t>(arg)] == static_cast<int32_t>(a); --next; break;
+          }
+        }
+        CHECK(ok);
+        CHECK(next == -1);
+      }
+  // Large sizes: the closed form stays exact and the schedule reaches it.
+  CHECK(rv::schedule(100000, 8).advances == rv::cost(100000, 8));
+  CHECK(rv::cost(1000, 8) == 5 * 1000 - 715); // r = 5: C(12, 8) = 495 < 1000 <= C(13, 8) = 1287; C(13, 9) = 715
+}
+
+TEST_CASE("binomial checkpointing gives the gradient of the plain scan and keeps at most s carries") {
+  auto run = [](Checkpoint cp, bool reverse) {
+    return [cp, reverse](Tensor w, Tensor xs) {
+      // Two carries (one integer), a const, a floating and an integer x, two ys.
+      auto body = [&](std::tuple<Tensor, Tensor> c, std::tuple<Tensor, Tensor> x) {
+        auto [h, count] = c;
+        auto [xf, xi] = x;
+        Tensor h2 = tanh(h * w + xf) + cast(xi, DType::f64) * 0.01;
+        return std::pair{std::tuple{h2, count + 1}, std::tuple{sin(h) * xf, count}};
+      };
+      Array idx(Type{DType::i32, {xs.shape()[0]}});
+      for (int64_t i = 0; i < idx.size(); ++i) idx.set(i, static_cast<double>(i % 3));
+      auto [c, ys] = scan(body, std::tuple{full({3}, 0.1, DType::f64), full({}, 0, DType::i32)}, std::tuple{xs, constant(idx)},
+                          {.reverse = reverse, .checkpoint = cp});
+      return sum(std::get<0>(c)) + sum(std::get<0>(ys)) + 0.001 * sum(cast(std::get<1>(ys), DType::f64));
+    };
+  };
+  for (auto [n, policies] : std::vector<std::pair<int64_t, std::vector<int64_t>>>{{1, {2}}, {7, {1, 3}}, {50, {2, 8, 64}}}) {
+    Array xs(Type{DType::f64, {n, 3}});
+    for (int64_t i = 0; i < xs.size(); ++i) xs.set(i, 0.01 * static_cast<double>(i % 11) - 0.05);
+    const Array w = f64({0.9, -0.4, 0.7});
+    for (bool reverse : {false, true}) {
+      auto [y0, back0] = vjp(run({}, reverse), w, xs);
+      for (int64_t s : policies) {
+        INFO("n " << n << ", binomial(" << s << "), reverse " << reverse);
+        auto [y, back] = vjp(run(binomial(s), reverse), w, xs);
+        CHECK(y.item<double>() == y0.item<double>());
+        std::vector<Array> g0 = back0(Array(1.0)), g = back(Array(1.0));
+        for (std::size_t a = 0; a < g.size(); ++a) ADJIT_CHECK_CLOSE(g[a], g0[a], 1e-13);
+        // The forward keeps s carries of 3 doubles and an i32 (the initial one is
+        // a constant here) and the integer xs (a constant i32[50]).
+        if (n == 50 && s <= 8) CHECK(back.residual_bytes() == static_cast<std::size_t>(s) * 28 + 200);
+      }
+    }
+  }
+  Array xs(Type{DType::f64, {9, 3}});
+  for (int64_t i = 0; i < xs.size(); ++i) xs.set(i, 0.1 * static_cast<double>(i % 5) - 0.2);
+  check_grads(run(binomial(2), false), std::tuple{f64({0.9, -0.4, 0.7}), xs});
+  check_grads(run(binomial(3), true), std::tuple{f64({0.9, -0.4, 0.7}), xs});
+}
+
+TEST_CASE("fori_loop takes a checkpoint policy; second derivatives go through binomial checkpointing") {
+  auto f = [](Checkpoint cp) {
+    return [cp](Tensor x) { return fori_loop(0, 20, [](Tensor i, Tensor c) { return sin(c) * 1.1 + cast(i, DType::f64) * 0.01; }, x, {.checkpoint = cp}); };
+  };
+  const double g0 = scalar(grad(f({}))(0.4)), h0 = scalar(grad(grad(f({})))(0.4));
+  for (Checkpoint cp : {every(6), binomial(3)}) {
+    INFO(cp.str());
+    CHECK(scalar(jit(f(cp))(0.4)) == scalar(jit(f({}))(0.4)));
+    CHECK(scalar(grad(f(cp))(0.4)) == doctest::Approx(g0).epsilon(1e-14));
+    CHECK(scalar(grad(grad(f(cp)))(0.4)) == doctest::Approx(h0).epsilon(1e-12));
+  }
+  check_grads(f(binomial(2)), std::tuple{Array(0.4)}, {.order = 2});
+}
+
+TEST_CASE("checkpoint policies: bad parameters and loops without a known length are errors at the user's line") {
+  auto scanWith = [](Checkpoint cp) {
+    return [cp](Tensor x) { return scan([](Tensor c, std::tuple<>) { return std::pair{c * 2.0, std::tuple<>{}}; }, x, std::tuple<>{}, {.length = 4, .checkpoint = cp}).first; };
+  };
+  CHECK_THROWS_WITH_AS(jit(scanWith(binomial(0)))(1.0), doctest::Contains("scan: checkpoint binomial(0) needs a parameter of at least 1"), Error);
+  CHECK_THROWS_WITH_AS(jit(scanWith(every(-1)))(1.0), doctest::Contains("every(-1)"), Error);
+  auto dynamic = [](Tensor x, Tensor n) { return fori_loop(0, n, [](Tensor, Tensor c) { return c * 2.0; }, x, {.checkpoint = binomial(2)}); };
+  CHECK_THROWS_WITH_AS(jit(dynamic)(1.0, int32_t{3}), doctest::Contains("fori_loop: .checkpoint needs C++ integer bounds"), Error);
+  auto loop = [](Tensor x) { return while_loop([](Tensor c) { return c < 10.0; }, [](Tensor c) { return c * 2.0; }, x, {.checkpoint = every(2)}); };
+  CHECK_THROWS_WITH_AS(jit(loop)(1.0), doctest::Contains("while_loop: .checkpoint needs a trip count known when tracing"), Error);
 }
 
 TEST_CASE("ops of a loop body that read only captured tensors move out of the loop") {
