@@ -178,7 +178,9 @@ struct PendingFn {
 
 class Parser {
 public:
-  explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
+  explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {
+    for (const Token& t : t_) annotated_ |= t.kind == Tok::Loc;
+  }
 
   /// The whole text is one type.
   Type typeOnly() {
@@ -503,7 +505,11 @@ private:
         if (inferred[i] != o.types[i])
           throw Error(fmt::format("{}: result {} has type {}, but {} is written", o.mnemonic, i, inferred[i].str(),
                                   o.types[i].str()), o.loc);
-      Location loc = o.srcLoc.known() ? o.srcLoc : Location{};
+      // Errors raised later (a VJP rule, a loop's limit at run time) name the
+      // op's `; loc(...)`. Text without such comments (written by hand, or
+      // printed without locations) gives each op its position in the text;
+      // text with them keeps ops that have none without one, so it prints back the same.
+      Location loc = o.srcLoc.known() ? o.srcLoc : annotated_ ? Location{} : o.loc;
       auto results = b.create(*kind, operands, o.attrs, callees, loc);
       for (std::size_t i = 0; i < results.size(); ++i) define(o.results[i], results[i]);
     }
@@ -511,6 +517,7 @@ private:
 
   std::vector<Token> t_;
   std::size_t p_ = 0;
+  bool annotated_ = false; ///< some op has a `; loc(...)` comment
 };
 
 } // namespace

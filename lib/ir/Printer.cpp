@@ -115,7 +115,7 @@ std::string print(const Function& f, PrintOptions o) {
   s += ") {\n";
   for (const Op& op : f.ops) {
     s += "  " + opText(f, op, name);
-    if (o.locations && op.loc.known())
+    if ((o.locations || (o.codeLocations && ops::info(op.kind).has(ops::kLocationInCode))) && op.loc.known())
       s += fmt::format("  ; loc({}:{}:{})", quote(op.loc.file), op.loc.line, op.loc.column);
     s += "\n";
   }

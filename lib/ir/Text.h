@@ -19,6 +19,7 @@ namespace adjit::ir {
 
 struct PrintOptions {
   bool locations = false; ///< append `; loc("file":line:col)` to ops that have one
+  bool codeLocations = false; ///< the same for ops whose compiled code reports it (kLocationInCode) only
 };
 
 std::string print(const Module& m, PrintOptions o = {});

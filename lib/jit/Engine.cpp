@@ -266,10 +266,11 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const bool cached = !stages && !dump; // inspection always compiles
   const bool log = logEnabled("compile");
 
-  // The key is the traced IR (locations do not change code), the target and
-  // adjit's build: a hit skips adjit's passes and LLVM entirely.
+  // The key is the traced IR (with the locations that compiled code reports:
+  // a while loop's limit error names its line), the target and adjit's
+  // build: a hit skips adjit's passes and LLVM entirely.
   auto t0 = Clock::now();
-  const CacheKey ck = CacheKey::of(ir::print(r.module) + "\n@" + r.function + "\n" + targetKeyFor(r.cpu) + " O" +
+  const CacheKey ck = CacheKey::of(ir::print(r.module, {.codeLocations = true}) + "\n@" + r.function + "\n" + targetKeyFor(r.cpu) + " O" +
                                    std::to_string(r.optLevel) + "\n" + buildIdentity());
   const uint64_t key = ck.hash;
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;

@@ -96,6 +96,7 @@ enum Trait : uint32_t {
   kElementsFromOperand = 1u << 8,  ///< every result element is an element of operand 0 (splats stay splats)
   kHostOnly = 1u << 9,             ///< needs the adjit runtime in the process: cannot be compiled ahead of time
   kGradientIsError = 1u << 10,     ///< differentiable in form, but its VJP rule raises an error (prevent_gradient)
+  kLocationInCode = 1u << 11,      ///< its compiled code reports the op's source location (kernel cache keys include it)
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver

@@ -224,6 +224,25 @@ TEST_CASE("while_loop: Newton's square root, its gradient, and max_iterations") 
   CHECK(scalar(jit(tight)(2.5)) == -0.5);
   CHECK_THROWS_WITH_AS(jit(tight)(10.0), doctest::Contains("did not end within max_iterations = 3"), Error);
   CHECK_THROWS_WITH_AS(trace(tight, Type{DType::f64, {}}).interpret("f", {Array(10.0)}), doctest::Contains("max_iterations = 3"), Error);
+  // The same loop at another line compiles to the same code but for the line it
+  // reports: the kernel cache keeps them apart.
+  const auto here = static_cast<uint32_t>(__LINE__);
+  auto tight2 = [](Tensor a) {
+    return while_loop([](Tensor x) { return gt(x, 0.0); }, [](Tensor x) { return x - 1.0; }, a, {.max_iterations = 3});
+  };
+  auto lineOf = [](auto fn) -> uint32_t {
+    try {
+      fn(10.0);
+    } catch (const Error& e) {
+      return e.location().line;
+    }
+    return 0;
+  };
+  auto j1 = jit(tight);
+  auto j2 = jit(tight2); // both alive: a shared kernel would be found
+  const uint32_t first = lineOf(j1);
+  CHECK((first != 0 && first < here));
+  CHECK(lineOf(j2) == here + 2);
   auto unbounded = [](Tensor a) { return while_loop([](Tensor x) { return gt(x, 0.0); }, [](Tensor x) { return x * 0.5 - 1.0; }, a); };
   CHECK(scalar(jit(unbounded)(10.0)) == -0.5); // 10, 4, 1, -0.5
   CHECK_THROWS_WITH_AS(grad(unbounded)(10.0), doctest::Contains("needs a bound on the trip count"), Error);
