@@ -8,6 +8,7 @@
 
 #include "autodiff/Reverse.h"
 #include "autodiff/Revolve.h"
+#include "support/Log.h"
 #include "trace/Tracer.h"
 
 #include <adjit/control_flow.h>
@@ -262,6 +263,9 @@ std::vector<std::optional<Tensor>> binomialAt(std::size_t opIndex, const std::ve
                             n, snaps, revolve::cost(n, snaps), kMaxActions - 3 * n),
                 loc);
   const revolve::Schedule plan = revolve::schedule(n, snaps, /*forwardKeeps=*/true);
+  if (logEnabled("compile"))
+    logLine("compile", fmt::format("scan @{}: binomial({}) over {} steps keeps {} carries; the backward recomputes {} steps in {} actions",
+                                   body, snaps, n, plan.kept.size() + 1, plan.advances, plan.kind.size()));
   const auto slot = [&](int64_t t) { return reverse ? n - 1 - t : t; }; // the slice step t reads
   auto stacked = [](int64_t len, const Type& t) {
     Shape sh{len};
