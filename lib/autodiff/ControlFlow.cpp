@@ -73,6 +73,27 @@ template <class T> std::vector<T> slice(const std::vector<T>& v, std::size_t fro
 
 // ---- scan ----------------------------------------------------------------------
 
+/// The floating entries of `types` among [from, to), as indices from `from`.
+std::vector<std::size_t> floatingAmong(const std::vector<Type>& types, std::size_t from, std::size_t to) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = from; i < to; ++i)
+    if (floating(types[i])) out.push_back(i - from);
+  return out;
+}
+
+/// A scan op's layout: consts, carries and scanned operands, trip count, direction.
+struct ScanSite {
+  ir::Op op; ///< a copy: rebinding the live op must not change it
+  std::size_t k, c, x;
+  int64_t n;
+  bool reverse;
+};
+ScanSite scanSite(std::size_t opIndex) {
+  const ir::Op& op = current().fn->ops[opIndex];
+  const auto k = static_cast<std::size_t>(op.attrs.integer("consts")), c = static_cast<std::size_t>(op.attrs.integer("carries"));
+  return {op, k, c, op.operands.size() - k - c, op.attrs.integer("length"), op.attrs.has("reverse") && op.attrs.boolean("reverse")};
+}
+
 /// The split of a scan body @B (consts K, carries C):
 ///   fwd (const..., carry..., x...) -> (carry'..., y..., stacked...)
 ///   bwd (const..., dcarry..., dconst..., x..., stacked..., dy...) -> (dcarry_in..., dconst'..., dx...)
@@ -111,21 +132,15 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
     for (std::size_t i : stackedIdx) r.push_back(o[nOut + i]);
     return r;
   });
-  std::vector<std::size_t> fk, fc, fx, fy; // floating consts, carries, xs, ys
-  for (std::size_t i = 0; i < k; ++i)
-    if (floating(params[i])) fk.push_back(i);
-  for (std::size_t i = 0; i < c; ++i)
-    if (floating(params[k + i])) fc.push_back(i);
-  for (std::size_t i = 0; i < x; ++i)
-    if (floating(params[k + c + i])) fx.push_back(i);
-  for (std::size_t i = c; i < nOut; ++i)
-    if (floating(outs[i])) fy.push_back(i);
+  // floating consts, carries, xs and ys (fy counts from 0, not from the carries)
+  const std::vector<std::size_t> fk = floatingAmong(params, 0, k), fc = floatingAmong(params, k, k + c),
+                                 fx = floatingAmong(params, k + c, k + c + x), fy = floatingAmong(outs, c, nOut);
   std::vector<Type> types = slice(params, 0, k);
   for (std::size_t i : fc) types.push_back(params[k + i]);
   for (std::size_t i : fk) types.push_back(params[i]);
   for (std::size_t i = 0; i < x; ++i) types.push_back(params[k + c + i]);
   types.insert(types.end(), s.stacked.begin(), s.stacked.end());
-  for (std::size_t i : fy) types.push_back(outs[i]);
+  for (std::size_t i : fy) types.push_back(outs[c + i]);
   s.bwd = traceFunction(body + ".scan_bwd", types, loc, [&](const std::vector<Tensor>& ps) {
     std::size_t at = 0;
     auto take = [&](std::size_t n) {
@@ -159,12 +174,8 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
 /// Operand cotangents of the scan op `opIndex` of the current trace.
 std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
   TraceState& s = current();
-  const ir::Op site = s.fn->ops[opIndex];
+  const auto [site, k, c, x, n, reverse] = scanSite(opIndex);
   const Location& loc = site.loc;
-  const auto k = static_cast<std::size_t>(site.attrs.integer("consts")), c = static_cast<std::size_t>(site.attrs.integer("carries"));
-  const int64_t n = site.attrs.integer("length");
-  const bool reverse = site.attrs.has("reverse") && site.attrs.boolean("reverse");
-  const std::size_t x = site.operands.size() - k - c;
   const std::size_t r0 = site.attrs.has("residuals") ? static_cast<std::size_t>(site.attrs.integer("residuals")) : 0;
   const std::size_t nRes = site.results.size();
   const bool residualCts = std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(nRes - r0), cts.end(), [](const auto& t) { return t.has_value(); });
@@ -224,14 +235,6 @@ std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector
   return out;
 }
 
-/// The floating entries of `types` among [from, to), as indices from `from`.
-std::vector<std::size_t> floatingAmong(const std::vector<Type>& types, std::size_t from, std::size_t to) {
-  std::vector<std::size_t> out;
-  for (std::size_t i = from; i < to; ++i)
-    if (floating(types[i])) out.push_back(i - from);
-  return out;
-}
-
 /// Operand cotangents of the scan op `opIndex` with {snapshots = S}:
 /// binomial checkpointing. The op is rebound in place to a call of a
 /// function that runs the loop in segments and also returns the carries where
@@ -243,12 +246,8 @@ std::vector<std::size_t> floatingAmong(const std::vector<Type>& types, std::size
 /// x cotangent is the y of the action that reverses it, gathered into place.
 std::vector<std::optional<Tensor>> binomialAt(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
   TraceState& s = current();
-  const ir::Op site = s.fn->ops[opIndex];
+  const auto [site, k, c, x, n, reverse] = scanSite(opIndex);
   const Location& loc = site.loc;
-  const auto k = static_cast<std::size_t>(site.attrs.integer("consts")), c = static_cast<std::size_t>(site.attrs.integer("carries"));
-  const int64_t n = site.attrs.integer("length");
-  const bool reverse = site.attrs.has("reverse") && site.attrs.boolean("reverse");
-  const std::size_t x = site.operands.size() - k - c;
   const std::string body = site.callees[0];
   const std::vector<Type> params = fn(body).paramTypes(), outs = fn(body).resultTypes();
   const ScanSplit split = scanSplit(body, k, c, loc);
