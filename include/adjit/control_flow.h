@@ -314,9 +314,8 @@ template <class Body, class C, class X>
 auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
   detail::checkPolicy(opts.checkpoint, "scan", Location::from(sl));
   if (opts.checkpoint.policy == Checkpoint::Policy::every) return detail::checkpointedScan(body, init, xs, opts, sl);
-  if (opts.checkpoint.policy == Checkpoint::Policy::binomial) // marks the loop; its VJP rule schedules the recomputation
-    return detail::plainScan(body, init, xs, opts, sl, opts.checkpoint.n);
-  return detail::plainScan(body, init, xs, opts, sl);
+  // binomial(s) only marks the loop; its VJP rule schedules the recomputation.
+  return detail::plainScan(body, init, xs, opts, sl, opts.checkpoint.policy == Checkpoint::Policy::binomial ? opts.checkpoint.n : 0);
 }
 
 /// Options of fori_loop and while_loop.

@@ -81,6 +81,13 @@ std::vector<std::size_t> floatingAmong(const std::vector<Type>& types, std::size
   return out;
 }
 
+/// `len` values of type t stacked along a new leading axis.
+Type stacked(int64_t len, const Type& t) {
+  Shape sh{len};
+  sh.insert(sh.end(), t.shape.begin(), t.shape.end());
+  return Type{t.dtype, sh};
+}
+
 /// A scan op's layout: consts, carries and scanned operands, trip count, direction.
 struct ScanSite {
   ir::Op op; ///< a copy: rebinding the live op must not change it
@@ -197,9 +204,7 @@ std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector
     live.callees = {split.fwd};
     live.attrs.set("residuals", static_cast<int64_t>(split.stacked.size()));
     for (const Type& t : split.stacked) {
-      Shape sh{n};
-      sh.insert(sh.end(), t.shape.begin(), t.shape.end());
-      ir::ValueId v = s.fn->newValue(Type{t.dtype, sh});
+      ir::ValueId v = s.fn->newValue(stacked(n, t));
       live.results.push_back(v);
       stacks.push_back(v);
     }
@@ -266,11 +271,6 @@ std::vector<std::optional<Tensor>> binomialAt(std::size_t opIndex, const std::ve
     logLine("compile", fmt::format("scan @{}: binomial({}) over {} steps keeps {} carries; the backward recomputes {} steps in {} actions",
                                    body, snaps, n, plan.kept.size() + 1, plan.advances, plan.kind.size()));
   const auto slot = [&](int64_t t) { return reverse ? n - 1 - t : t; }; // the slice step t reads
-  auto stacked = [](int64_t len, const Type& t) {
-    Shape sh{len};
-    sh.insert(sh.end(), t.shape.begin(), t.shape.end());
-    return Type{t.dtype, sh};
-  };
   auto concat = [](std::vector<Tensor> a, const std::vector<Tensor>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
