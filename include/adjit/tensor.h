@@ -266,6 +266,15 @@ Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
 /// Zero padding: `low`/`high` elements before/after each axis, `interior` between elements.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
            std::vector<int64_t> interior = {}, ADJIT_HERE);
+/// The sum of the tensors xs[k], each zero-padded to `shape`: element i of
+/// xs[k] is added at low[k][d] + i·(interior[k][d] + 1) along each axis d
+/// (interior defaults to 0). Regions may overlap, as when a matrix is
+/// assembled from blocks. Each addend is added into its own region, so the
+/// cost is the addends' sizes plus one pass over `shape`, not one pass per
+/// addend; the compiler makes it from sums of pads (the gradient of many
+/// slices of one tensor).
+Tensor pad_sum(const std::vector<Tensor>& xs, const Shape& shape, const std::vector<std::vector<int64_t>>& low,
+               const std::vector<std::vector<int64_t>>& interior = {}, ADJIT_HERE);
 /// Joins equal-typed tensors along a new axis.
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0, ADJIT_HERE);
 /// one_hot(indices, depth): a new last axis of `depth` with 1 where it equals

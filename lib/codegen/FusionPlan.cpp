@@ -235,7 +235,7 @@ private:
 
   /// Distinct fused values reachable from `roots` through fused operands,
   /// counted up to `limit`.
-  int dagSize(const std::vector<ValueId>& roots, int limit) {
+  int dagSize(std::span<const ValueId> roots, int limit) {
     ++gen_;
     stack_.clear();
     for (ValueId o : roots)
@@ -260,24 +260,23 @@ private:
   /// Ops a loop body computes per point for these fused operands: the sum of
   /// their sizes, or, when that is over `limit`, the exact count of distinct ops
   /// (a value reused inside one body is computed once), bounded by limit + 1.
-  int operandsSize(const std::vector<ValueId>& operands, int limit) {
+  int operandsSize(std::span<const ValueId> operands, int limit) {
     int sum = 0;
-    for (std::size_t i = 0; i < operands.size(); ++i) {
-      const ValueId o = operands[i];
-      if (!fusedValue(o) || std::find(operands.begin(), operands.begin() + static_cast<std::ptrdiff_t>(i), o) !=
-                                operands.begin() + static_cast<std::ptrdiff_t>(i))
-        continue;
-      sum = std::min(sum + size_[at(o)], limit + 1);
-    }
+    ++gen_; // counts each operand once (a variadic op may repeat one)
+    for (ValueId o : operands)
+      if (fusedValue(o) && stamp_[at(o)] != gen_) {
+        stamp_[at(o)] = gen_;
+        sum = std::min(sum + size_[at(o)], limit + 1);
+      }
     return sum <= limit ? sum : dagSize(operands, limit + 1);
   }
 
-  /// Cuts the fused operands of `op` at their largest until a loop body
+  /// Cuts the fused `operands` (of one op) at their largest until a loop body
   /// computing them needs at most `limit` ops per point.
-  void boundOperands(const ir::Op& op, int limit) {
-    while (operandsSize(op.operands, limit) > limit) {
+  void boundOperands(std::span<const ValueId> operands, int limit) {
+    while (operandsSize(operands, limit) > limit) {
       ValueId largest = -1;
-      for (ValueId o : op.operands)
+      for (ValueId o : operands)
         if (fusedValue(o) && (largest < 0 || size_[at(o)] > size_[at(largest)])) largest = o;
       ADJIT_ASSERT(largest >= 0, "an op over budget without fused operands");
       mat_[at(largest)] = 1;
@@ -299,8 +298,12 @@ private:
     for (const ir::Op& op : f_.ops) {
       const ops::OpInfo& info = ops::info(op.kind);
       const bool writesWhole = info.hooks.lower || info.hooks.reduce;
-      // The op's own loops (or its consumers' loop) compute its fused operands.
-      boundOperands(op, writesWhole ? budget_ : budget_ - 1);
+      // The op's own loops (or its consumers' loop) compute its fused operands;
+      // an op with a loop per operand computes each in a loop of its own.
+      if (info.has(ops::kLoopPerOperand))
+        for (ValueId o : op.operands) boundOperands(std::span<const ValueId>(&o, 1), budget_);
+      else
+        boundOperands(op.operands, writesWhole ? budget_ : budget_ - 1);
       if (!writesWhole && info.has(ops::kRemapsIndex) && !op.results.empty()) {
         // Each operand element is read size(result) / size(operand) times per
         // evaluation: recomputing a computed operand that often costs more than

@@ -97,6 +97,7 @@ enum Trait : uint32_t {
   kHostOnly = 1u << 9,             ///< needs the adjit runtime in the process: cannot be compiled ahead of time
   kGradientIsError = 1u << 10,     ///< differentiable in form, but its VJP rule raises an error (prevent_gradient)
   kLocationInCode = 1u << 11,      ///< its compiled code reports the op's source location (kernel cache keys include it)
+  kLoopPerOperand = 1u << 12,      ///< its lowering reads each operand in a loop of its own: the fusion budget bounds each operand, not their sum
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver

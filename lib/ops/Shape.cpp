@@ -1,9 +1,11 @@
-// ops/Shape.cpp — reshape, broadcast_to, transpose, slice, concatenate.
+// ops/Shape.cpp — reshape, broadcast_to, transpose, slice, pad, pad_sum, concatenate.
 // All but concatenate compute a result element from one operand element, so
 // they fuse into their consumers' loops.
 #include "codegen/Emitter.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+
+#include <map>
 
 namespace adjit::ops {
 namespace {
@@ -29,6 +31,20 @@ struct SliceSpec {
   std::vector<int64_t> start, limit, stride;
 };
 SliceSpec sliceSpec(const ir::Attrs& a) { return {a.ints("start"), a.ints("limit"), a.ints("stride")}; }
+
+/// The elements of `padded` that a pad of a tensor of shape `in` placed there
+/// (row `k` of `low` and `interior`, `in.size()` entries each): a strided slice.
+Tensor unpad(const Tensor& padded, const Shape& in, const std::vector<int64_t>& low,
+             const std::vector<int64_t>& interior, std::size_t k = 0) {
+  const std::size_t r = in.size();
+  std::vector<int64_t> st(r), li(r), sd(r);
+  for (std::size_t d = 0; d < r; ++d) {
+    st[d] = low[k * r + d];
+    sd[d] = interior[k * r + d] + 1;
+    li[d] = in[d] == 0 ? st[d] : st[d] + (in[d] - 1) * sd[d] + 1;
+  }
+  return slice(padded, st, li, sd);
+}
 
 } // namespace
 
@@ -279,23 +295,126 @@ void defineShapeOps(Table& t) {
       },
       // the kept elements' cotangent: a strided slice
       .vjp = [](const autodiff::VjpCtx& c) {
-        c.grad(0, [&] {
-          Shape in = c.x(0).shape();
-          const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
-          std::vector<int64_t> st(in.size()), li(in.size()), sd(in.size());
-          for (std::size_t d = 0; d < in.size(); ++d) {
-            st[d] = lo[d];
-            sd[d] = it[d] + 1;
-            li[d] = in[d] == 0 ? lo[d] : lo[d] + (in[d] - 1) * sd[d] + 1;
-          }
-          return slice(c.dy(), st, li, sd);
-        });
+        c.grad(0, [&] { return unpad(c.dy(), c.x(0).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior")); });
       },
       .example = R"(func @f(%0: f64[2,3]) -> (f64[4,6]) {
   %1 = pad(%0) {high = [1, 0], interior = [0, 1], low = [1, 1]} : f64[4,6]
   return %1
 }
 )",
+  });
+
+  // pad_sum {shape, low, interior}: the sum of the operands, each zero-padded
+  // to `shape`. Element i of operand k lands at low[k] + i * (interior[k] + 1)
+  // along each axis (row k of `low` and `interior`, rank entries each);
+  // regions may overlap. The pad-sum pass makes it from sums of pads (the
+  // gradient of many slices of one tensor): each operand is added into its
+  // region in a loop of its own, where a sum of pads tests every pad at every
+  // element.
+  set(t, OpKind::PadSum, {
+      .infer = [](const InferCtx& c) {
+        const Shape& s = c.ints("shape");
+        const auto &lo = c.ints("low"), &it = c.ints("interior");
+        const std::size_t r = s.size(), k = c.operands.size();
+        if (k == 0) c.fail("expected at least one operand");
+        for (int64_t d : s)
+          if (d < 0) c.fail("negative dimension in shape {}", shape_str(s));
+        if (lo.size() != k * r || it.size() != k * r)
+          c.fail("low and interior must each have {} entries ({} operands of rank {}), got {} and {}", k * r, k, r,
+                 lo.size(), it.size());
+        const DType dt = c.operands[0].dtype;
+        for (std::size_t i = 0; i < k; ++i) {
+          const Type& x = c.operands[i];
+          if (x.dtype != dt || x.rank() != static_cast<int64_t>(r))
+            c.fail("operand {} is {}; expected a {} tensor of rank {}", i, x.str(), name_of(dt), r);
+          for (std::size_t d = 0; d < r; ++d) {
+            const int64_t l = lo[i * r + d], step = it[i * r + d];
+            if (l < 0 || step < 0)
+              c.fail("operand {}: low and interior along axis {} must not be negative, got {} and {}", i, d, l, step);
+            if (x.shape[d] == 0) continue;
+            int64_t span = 0, last = 0;
+            if (__builtin_mul_overflow(x.shape[d] - 1, step + 1, &span) || __builtin_add_overflow(l, span, &last) ||
+                last >= s[d])
+              c.fail("operand {} ({}) placed at {} with interior {} does not fit axis {} of {}", i, x.str(), l, step,
+                     d, shape_str(s));
+          }
+        }
+        return std::vector<Type>{Type{dt, s}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
+        Array r(c.resultType());
+        const std::size_t rank = r.shape().size();
+        dispatch(r.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          T* out = elems<T>(r);
+          for (std::size_t k = 0; k < c.args.size(); ++k) {
+            const Array& x = c.args[k];
+            const T* in = elems<T>(x);
+            for (int64_t i = 0; i < x.size(); ++i) {
+              auto idx = unravel(i, x.shape());
+              for (std::size_t d = 0; d < rank; ++d) idx[d] = lo[k * rank + d] + idx[d] * (it[k * rank + d] + 1);
+              T& o = out[ravel(idx, r.shape())];
+              if constexpr (std::is_same_v<T, bool>) o = o || in[i];
+              else o = wrap(o, in[i], std::plus<>{});
+            }
+          }
+        });
+        return std::vector<Array>{std::move(r)};
+      },
+      .fold = noFold,
+      // Zeros, then each operand added into its region. Operands of one shape
+      // and interior share one loop over a table of their buffers and
+      // destination offsets: a thousand addends are one loop nest, not a
+      // thousand (which LLVM's passes take seconds over).
+      .lower = [](LowerCtx& c) {
+        const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
+        const Type& rt = c.resultType();
+        const std::size_t rank = rt.shape.size();
+        const std::vector<int64_t> strides = stridesOf(rt.shape);
+        c.loopNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.constant(rt.dtype, 0), c.results[0], c.linear(i, rt.shape)); });
+        std::map<std::pair<Shape, std::vector<int64_t>>, std::vector<std::size_t>> classes;
+        for (std::size_t k = 0; k < c.op.operands.size(); ++k)
+          classes[{c.operandType(k).shape, std::vector<int64_t>(it.begin() + k * rank, it.begin() + (k + 1) * rank)}].push_back(k);
+        for (const auto& [cls, members] : classes) {
+          const auto& [s, step] = cls;
+          Array offsets(Type{DType::i64, {static_cast<int64_t>(members.size())}});
+          llvm::Type* ptrTy = c.b.getPtrTy();
+          llvm::Value* sources = c.fe_alloca(ptrTy, members.size());
+          for (std::size_t j = 0; j < members.size(); ++j) {
+            int64_t off = 0;
+            for (std::size_t d = 0; d < rank; ++d) off += lo[members[j] * rank + d] * strides[d];
+            elems<int64_t>(offsets)[j] = off;
+            c.b.CreateStore(c.operandBuffer(members[j]), c.b.CreateConstInBoundsGEP1_64(ptrTy, sources, j));
+          }
+          llvm::Value* table = c.globalConstant(offsets);
+          c.loop(static_cast<int64_t>(members.size()), [&](llvm::Value* j) {
+            llvm::Value* src = c.b.CreateLoad(ptrTy, c.b.CreateInBoundsGEP(ptrTy, sources, j));
+            llvm::Value* base = c.load(DType::i64, table, j);
+            c.loopNest(s, [&](const Index& idx) {
+              const auto& o = c.dims(idx, s);
+              llvm::Value* dst = base;
+              for (std::size_t d = 0; d < rank; ++d)
+                dst = c.b.CreateAdd(dst, c.b.CreateMul(o[d], c.i64((step[d] + 1) * strides[d])));
+              llvm::Value* old = c.load(rt.dtype, c.results[0], dst);
+              llvm::Value* x = c.load(rt.dtype, src, c.linear(idx, s));
+              llvm::Value* sum = is_floating(rt.dtype) ? c.b.CreateFAdd(old, x)
+                                 : rt.dtype == DType::i1 ? c.b.CreateOr(old, x)
+                                                        : c.b.CreateAdd(old, x);
+              c.store(rt.dtype, sum, c.results[0], dst);
+            });
+          });
+        }
+      },
+      // each operand's cotangent: its region of the result's
+      .vjp = [](const autodiff::VjpCtx& c) {
+        for (std::size_t k = 0; k < c.op.operands.size(); ++k)
+          c.grad(k, [&] { return unpad(c.dy(), c.x(k).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior"), k); });
+      },
+      .example = R"(func @f(%0: f64[2,3], %1: f64[1,2]) -> (f64[3,5]) {
+  %2 = pad_sum(%0, %1, %1) {interior = [0, 1, 0, 0, 0, 2], low = [0, 0, 1, 1, 2, 0], shape = [3, 5]} : f64[3,5]
+  return %2
+})",
   });
 
   // concatenate {axis}: operands joined along `axis`

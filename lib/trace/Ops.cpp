@@ -263,6 +263,35 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<i
   return emit(s, OpKind::Pad, {x}, std::move(a), loc);
 }
 
+Tensor pad_sum(const std::vector<Tensor>& xs, const Shape& shape, const std::vector<std::vector<int64_t>>& low,
+               const std::vector<std::vector<int64_t>>& interior, SrcLoc l) {
+  Location loc = L(l);
+  if (xs.empty()) throw Error("pad_sum: expected at least one tensor", loc);
+  TraceState& s = stateOf({&xs[0]}, "pad_sum", loc);
+  for (const Tensor& x : xs) detail::traceOf(x, "pad_sum", loc);
+  if (low.size() != xs.size() || (!interior.empty() && interior.size() != xs.size()))
+    throw Error(fmt::format("pad_sum: expected one row of low{} per tensor ({}), got {}{}",
+                            interior.empty() ? "" : " and of interior", xs.size(), low.size(),
+                            interior.empty() ? "" : fmt::format(" and {}", interior.size())),
+                loc);
+  std::vector<int64_t> lo, it;
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    const std::size_t r = shape.size();
+    if (low[k].size() != r || (!interior.empty() && interior[k].size() != r))
+      throw Error(fmt::format("pad_sum: tensor {} is placed by {} low and {} interior entries; expected {} (the rank of {})",
+                              k, low[k].size(), interior.empty() ? r : interior[k].size(), r, shape_str(shape)),
+                  loc);
+    lo.insert(lo.end(), low[k].begin(), low[k].end());
+    if (interior.empty()) it.insert(it.end(), r, 0);
+    else it.insert(it.end(), interior[k].begin(), interior[k].end());
+  }
+  ir::Attrs a;
+  a.set("shape", shape);
+  a.set("low", std::move(lo));
+  a.set("interior", std::move(it));
+  return emit(s, OpKind::PadSum, xs, std::move(a), loc);
+}
+
 Tensor constant(const Array& value, SrcLoc l) {
   Location loc = L(l);
   ir::Attrs a;

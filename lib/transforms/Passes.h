@@ -22,6 +22,12 @@ void cse(ir::Module& m);
 /// with broadcasting) into transposes, reshapes and a batched matmul.
 /// Before: verified IR. After: same results; replaced ops may be dead (run dce).
 void contract(ir::Module& m);
+/// Rewrites a sum of pads (add chains whose addends are zero-padded values)
+/// into one pad_sum: addends with the same region are summed first, and each
+/// group is added into its region once, not tested at every element.
+/// Before: verified IR. After: same sums in another order of additions;
+/// replaced adds and pads may be dead (run dce).
+void padSum(ir::Module& m);
 /// Removes ops without side effects whose results are unused.
 /// Before: verified IR. After: every remaining such op's result is used.
 void dce(ir::Module& m);

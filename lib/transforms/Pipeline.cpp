@@ -20,6 +20,8 @@ const std::vector<Pass>& allPasses() {
       {"cse", "common subexpression elimination", [](ir::Module& m, const std::string&) { cse(m); }},
       {"contract", "einsum written with broadcasts (sum of a broadcast product) becomes a batched matmul",
        [](ir::Module& m, const std::string&) { contract(m); }},
+      {"pad-sum", "a sum of pads becomes one pad_sum: each group of addends with one region is added into it once",
+       [](ir::Module& m, const std::string&) { padSum(m); }},
       {"dce", "dead code elimination", [](ir::Module& m, const std::string&) { dce(m); }},
       {"grad", "grad(F): add @F.grad (x...) -> (dx...) for a scalar-valued @F",
        [shared](ir::Module& m, const std::string& f) { autodiff::gradFunction(shared(m), f); }, true},
@@ -32,7 +34,7 @@ const std::vector<Pass>& allPasses() {
 }
 
 const std::vector<std::string>& defaultPipeline() {
-  static const std::vector<std::string> p = {"fold", "cse", "contract", "dce"};
+  static const std::vector<std::string> p = {"fold", "cse", "contract", "pad-sum", "dce"};
   return p;
 }
 

@@ -136,6 +136,54 @@ TEST_CASE("repeated kernels are emitted once: an unrolled recurrence grows by ca
   ADJIT_CHECK_CLOSE(grad(g2)(x), gm2.interpret("f", {x})[0], 1e-4);
 }
 
+TEST_CASE("the gradient of many slices of one tensor adds each slice into its region once") {
+  // Each step reads row t of x and one of its first four rows again: the
+  // gradient is a sum of a pad per read. As a fused sum every element of x
+  // would test every pad; as one pad_sum each read is added into its row.
+  auto rows = [](int n) {
+    return [n](Tensor x) {
+      Tensor xs = reshape(x, {n, 16}), h = xs[0] * 0;
+      for (int t = 0; t < n; ++t) h = tanh(h * 0.5f + xs[t] + xs[t % 4]);
+      return sum(h * h);
+    };
+  };
+  auto gradOf = [&](int n) { return [n, rows](Tensor x) { return grad(rows(n))(x); }; };
+  for (int n : {8, 50}) {
+    const Module m = traced(gradOf(n), 16 * n);
+    int padSums = 0, pads = 0;
+    for (const ir::Op& op : m.impl().lookup("f")->ops) {
+      padSums += op.kind == ir::OpKind::PadSum;
+      pads += op.kind == ir::OpKind::Pad;
+    }
+    CHECK(padSums == 1);
+    CHECK(pads == 0);
+    // Reads of one row are summed before they are placed: n regions, not n + 4n.
+    for (const ir::Op& op : m.impl().lookup("f")->ops)
+      if (op.kind == ir::OpKind::PadSum) CHECK(op.operands.size() == static_cast<std::size_t>(n));
+    std::vector<float> xv(static_cast<std::size_t>(16 * n));
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.3f * std::sin(0.37f * float(i));
+    const Array x(xv);
+    const Module unoptimised = trace(gradOf(n), x.type());
+    ADJIT_CHECK_CLOSE(jit(gradOf(n))(x), unoptimised.interpret("f", {x})[0], 1e-5);
+  }
+  // Code: a few instructions per step (a fused sum of pads: over 50).
+  auto size = [&](int n) { return double(lowered(traced(gradOf(n), 16 * n)).instructions); };
+  const double a = size(100), b = size(200);
+  INFO("instructions " << a << ", " << b);
+  CHECK((b - a) / 100 < 20);
+  // Work: the loops' points times their ops per point grow with the steps,
+  // not with the steps squared.
+  auto work = [&](int n) {
+    double w = 0;
+    for (const codegen::Kernel& k : codegen::planFusion(*traced(gradOf(n), 16 * n).impl().lookup("f")).kernels)
+      if (k.kind == codegen::Kernel::Kind::Loop) w += double(num_elements(k.domain)) * std::max(k.bodySize, 1);
+    return w;
+  };
+  const double w1 = work(100), w2 = work(200);
+  INFO("work " << w1 << ", " << w2);
+  CHECK(w2 < 2.3 * w1);
+}
+
 TEST_CASE("steps over the rows of a constant share code: the constant is read from a global") {
   // An unrolled loop over a constant sequence (ADBench's LSTM reads its
   // characters so): each step slices another row. Were the constant computed

@@ -339,6 +339,28 @@ TEST_CASE("pad and stop_gradient") {
   check3([](V v) { return prevent_gradient(v[0], "not here") + 1; }, {f32({1, 2})}, f32({2, 3}));
 }
 
+TEST_CASE("pad_sum: overlapping regions, interior steps, fused addends, errors") {
+  // Blocks assembled into a matrix, two of them overlapping at (1, 1).
+  check3([](V v) { return pad_sum({v[0], v[1] * 10, v[1]}, {3, 3}, {{0, 0}, {1, 1}, {2, 2}}); },
+         {f32({1, 2, 3, 4}, {2, 2}), f32({5}, {1, 1})},
+         f32({1, 2, 0, 3, 54, 0, 0, 0, 5}, {3, 3}));
+  // Interior steps: every other element, along each axis.
+  check3([](V v) { return pad_sum({v[0], v[0] + 1}, {8}, {{0}, {1}}, {{1}, {2}}); }, {f64({1, 2, 3})},
+         f64({1, 2, 2, 0, 6, 0, 0, 4}));
+  check3([](V v) { return pad_sum({v[0]}, {2, 6}, {{1, 0}}, {{0, 1}}); }, {i32({1, 2, 3}, {1, 3})},
+         i32({0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3, 0}, {2, 6}));
+  auto run = [](auto f) { return trace(f, Type{DType::f32, {2}}); };
+  CHECK_THROWS_WITH_AS(run([](Tensor x) { return pad_sum({x}, {3}, {{2}}); }),
+                       doctest::Contains("pad_sum: operand 0 (f32[2]) placed at 2 with interior 0 does not fit axis 0 of [3]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(run([](Tensor x) { return pad_sum({x, x}, {3}, {{0}}); }),
+                       doctest::Contains("pad_sum: expected one row of low per tensor (2), got 1"), Error);
+  CHECK_THROWS_WITH_AS(run([](Tensor x) { return pad_sum({x}, {3}, {{-1}}); }),
+                       doctest::Contains("must not be negative, got -1 and 0"), Error);
+  CHECK_THROWS_WITH_AS(run([](Tensor x) { return pad_sum({x}, {4, 2}, {{0}}); }),
+                       doctest::Contains("tensor 0 is placed by 1 low and 2 interior entries; expected 2"), Error);
+}
+
 TEST_CASE("gather and scatter_add") {
   Array x = f32({1, 2, 3, 4, 5, 6}, {3, 2});
   check3([](V v) { return take(v[0], v[1], 0); }, {x, i32({2, 0, -1})}, f32({5, 6, 1, 2, 5, 6}, {3, 2}));
