@@ -126,6 +126,7 @@ llvm::Module& EmitBase::llvmModule() const { return fe.llvmModule(); }
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
+bool LowerCtx::hasBuffer(std::size_t i) const { return !fe.fused(op.operands.at(i)); }
 void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after) const {
   fe.call(name, std::move(buffers), after);
 }

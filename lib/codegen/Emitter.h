@@ -95,8 +95,10 @@ struct LowerCtx : EmitBase {
   std::span<llvm::Value* const> results; ///< result buffers
   /// Element of operand `i` at `idx` (fused if the operand allows it).
   llvm::Value* operand(std::size_t i, const Index& idx) const;
-  /// Buffer of operand `i` (only for ops with kMaterializesOperands).
+  /// Buffer of operand `i` (ops with kMaterializesOperands, or where hasBuffer(i)).
   llvm::Value* operandBuffer(std::size_t i) const;
+  /// Whether the plan gave operand `i` a buffer (else it is computed inline).
+  bool hasBuffer(std::size_t i) const;
   /// Emits a loop nest over `shape` (outermost first) calling `body` with the index.
   void loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
   /// for (iv = 0; iv < n; ++iv) body(iv).

@@ -45,6 +45,8 @@ public:
   /// Element of value v at idx: computed (once per index in a loop body) or loaded.
   llvm::Value* element(ir::ValueId v, const Index& idx);
   llvm::Value* buffer(ir::ValueId v);
+  /// Whether v is computed inline (no buffer) by the plan.
+  bool fused(ir::ValueId v) const { return plan_.fused(v); }
   /// Calls lowered function `name` on buffers, giving it the scratch past ours
   /// and past the first `after` bytes of the workspace (which the caller keeps
   /// using across the call: a loop's next carry).

@@ -32,6 +32,9 @@ constexpr uint64_t kStackBudget = 16384;
 /// A value used more than once whose fused expression is larger than this is
 /// materialised rather than recomputed by each user.
 constexpr int kRecomputeLimit = 8;
+/// An op with a loop per operand (concatenate, pad_sum) computes at most this
+/// many operands inline; more get buffers, read through one loop over a table.
+constexpr std::size_t kMaxOperandLoops = 8;
 /// What a kernel lowered by its op's `lower` hook weighs in a function's budget.
 constexpr int kLowerWeight = 32;
 /// Loops of fewer ops (points × ops per point) or fewer points run on one
@@ -298,9 +301,14 @@ private:
     for (const ir::Op& op : f_.ops) {
       const ops::OpInfo& info = ops::info(op.kind);
       const bool writesWhole = info.hooks.lower || info.hooks.reduce;
-      // The op's own loops (or its consumers' loop) compute its fused operands;
-      // an op with a loop per operand computes each in a loop of its own.
-      if (info.has(ops::kLoopPerOperand))
+      // The op's own loops (or its consumers' loop) compute its fused operands.
+      // An op with a loop per operand computes each in a loop of its own, up
+      // to kMaxOperandLoops of them; past that its operands get buffers, which
+      // its code reads through one loop over a table (a thousand loops in one
+      // function take LLVM seconds).
+      if (info.has(ops::kLoopPerOperand) && op.operands.size() > kMaxOperandLoops)
+        for (ValueId o : op.operands) mat_[at(o)] = 1;
+      else if (info.has(ops::kLoopPerOperand))
         for (ValueId o : op.operands) boundOperands(std::span<const ValueId>(&o, 1), budget_);
       else
         boundOperands(op.operands, writesWhole ? budget_ : budget_ - 1);

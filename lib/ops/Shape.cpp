@@ -1,11 +1,15 @@
 // ops/Shape.cpp — reshape, broadcast_to, transpose, slice, pad, pad_sum, concatenate.
-// All but concatenate compute a result element from one operand element, so
-// they fuse into their consumers' loops.
+// All but pad_sum and concatenate compute a result element from one operand
+// element, so they fuse into their consumers' loops; those two place each
+// operand into the result (placeOperands).
 #include "codegen/Emitter.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
+#include <llvm/IR/Module.h>
+
 #include <map>
+#include <tuple>
 
 namespace adjit::ops {
 namespace {
@@ -44,6 +48,71 @@ Tensor unpad(const Tensor& padded, const Shape& in, const std::vector<int64_t>& 
     li[d] = in[d] == 0 ? st[d] : st[d] + (in[d] - 1) * sd[d] + 1;
   }
   return slice(padded, st, li, sd);
+}
+
+/// Where an operand goes in the result: element i (a multi-index) lands at
+/// linear position `offset` + sum over d of i[d] * stride[d].
+struct Placed {
+  int64_t offset;
+  std::vector<int64_t> stride;
+};
+
+/// Writes each operand of the op into the result where `placed` says, or
+/// with `accumulate` adds it there. An operand computed inline gets a loop
+/// nest of its own. Operands with buffers at constant offsets from one base
+/// (the scratch region) and of one shape and stride share one loop over two
+/// constant tables, their offsets and their places: a thousand operands are
+/// one loop nest, not a thousand loops, nor a thousand stores of pointers
+/// (LLVM's passes and instruction selection take seconds over either).
+void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumulate) {
+  const Type& rt = c.resultType();
+  auto put = [&](llvm::Value* dst, llvm::Value* x) {
+    if (accumulate) {
+      llvm::Value* old = c.load(rt.dtype, c.results[0], dst);
+      x = is_floating(rt.dtype) ? c.b.CreateFAdd(old, x) : rt.dtype == DType::i1 ? c.b.CreateOr(old, x) : c.b.CreateAdd(old, x);
+    }
+    c.store(rt.dtype, x, c.results[0], dst);
+  };
+  auto position = [&](llvm::Value* base, const Index& idx, const Shape& s, const std::vector<int64_t>& stride) {
+    const auto& o = c.dims(idx, s);
+    for (std::size_t d = 0; d < o.size(); ++d) base = c.b.CreateAdd(base, c.b.CreateMul(o[d], c.i64(stride[d])));
+    return base;
+  };
+  struct Source {
+    std::size_t operand;
+    int64_t byteOffset;
+  };
+  const llvm::DataLayout& dl = c.llvmModule().getDataLayout();
+  std::map<std::tuple<Shape, std::vector<int64_t>, llvm::Value*>, std::vector<Source>> classes;
+  for (std::size_t k = 0; k < placed.size(); ++k) {
+    const Shape& s = c.operandType(k).shape;
+    if (!c.hasBuffer(k)) {
+      c.loopNest(s, [&](const Index& idx) { put(position(c.i64(placed[k].offset), idx, s, placed[k].stride), c.operand(k, idx)); });
+      continue;
+    }
+    llvm::APInt off(64, 0);
+    llvm::Value* base = c.operandBuffer(k)->stripAndAccumulateConstantOffsets(dl, off, /*AllowNonInbounds=*/true);
+    classes[{s, placed[k].stride, base}].push_back({k, off.getSExtValue()});
+  }
+  for (const auto& [cls, members] : classes) {
+    const auto& [s, stride, base] = cls;
+    if (members.size() == 1) {
+      const std::size_t k = members[0].operand;
+      c.loopNest(s, [&](const Index& idx) { put(position(c.i64(placed[k].offset), idx, s, stride), c.operand(k, idx)); });
+      continue;
+    }
+    Array from(Type{DType::i64, {static_cast<int64_t>(members.size())}}), to(from.type());
+    for (std::size_t j = 0; j < members.size(); ++j) {
+      elems<int64_t>(from)[j] = members[j].byteOffset;
+      elems<int64_t>(to)[j] = placed[members[j].operand].offset;
+    }
+    llvm::Value *fromTable = c.globalConstant(from), *toTable = c.globalConstant(to);
+    c.loop(static_cast<int64_t>(members.size()), [&](llvm::Value* j) {
+      llvm::Value* src = c.b.CreateInBoundsGEP(c.b.getInt8Ty(), base, c.load(DType::i64, fromTable, j));
+      llvm::Value* dst = c.load(DType::i64, toTable, j);
+      c.loopNest(s, [&](const Index& idx) { put(position(dst, idx, s, stride), c.load(rt.dtype, src, c.linear(idx, s))); });
+    });
+  }
 }
 
 } // namespace
@@ -363,48 +432,20 @@ void defineShapeOps(Table& t) {
         return std::vector<Array>{std::move(r)};
       },
       .fold = noFold,
-      // Zeros, then each operand added into its region. Operands of one shape
-      // and interior share one loop over a table of their buffers and
-      // destination offsets: a thousand addends are one loop nest, not a
-      // thousand (which LLVM's passes take seconds over).
+      // zeros, then each operand added into its region
       .lower = [](LowerCtx& c) {
         const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
         const Type& rt = c.resultType();
         const std::size_t rank = rt.shape.size();
         const std::vector<int64_t> strides = stridesOf(rt.shape);
         c.loopNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.constant(rt.dtype, 0), c.results[0], c.linear(i, rt.shape)); });
-        std::map<std::pair<Shape, std::vector<int64_t>>, std::vector<std::size_t>> classes;
-        for (std::size_t k = 0; k < c.op.operands.size(); ++k)
-          classes[{c.operandType(k).shape, std::vector<int64_t>(it.begin() + k * rank, it.begin() + (k + 1) * rank)}].push_back(k);
-        for (const auto& [cls, members] : classes) {
-          const auto& [s, step] = cls;
-          Array offsets(Type{DType::i64, {static_cast<int64_t>(members.size())}});
-          llvm::Type* ptrTy = c.b.getPtrTy();
-          llvm::Value* sources = c.fe_alloca(ptrTy, members.size());
-          for (std::size_t j = 0; j < members.size(); ++j) {
-            int64_t off = 0;
-            for (std::size_t d = 0; d < rank; ++d) off += lo[members[j] * rank + d] * strides[d];
-            elems<int64_t>(offsets)[j] = off;
-            c.b.CreateStore(c.operandBuffer(members[j]), c.b.CreateConstInBoundsGEP1_64(ptrTy, sources, j));
+        std::vector<Placed> placed(c.op.operands.size(), Placed{0, std::vector<int64_t>(rank)});
+        for (std::size_t k = 0; k < placed.size(); ++k)
+          for (std::size_t d = 0; d < rank; ++d) {
+            placed[k].offset += lo[k * rank + d] * strides[d];
+            placed[k].stride[d] = (it[k * rank + d] + 1) * strides[d];
           }
-          llvm::Value* table = c.globalConstant(offsets);
-          c.loop(static_cast<int64_t>(members.size()), [&](llvm::Value* j) {
-            llvm::Value* src = c.b.CreateLoad(ptrTy, c.b.CreateInBoundsGEP(ptrTy, sources, j));
-            llvm::Value* base = c.load(DType::i64, table, j);
-            c.loopNest(s, [&](const Index& idx) {
-              const auto& o = c.dims(idx, s);
-              llvm::Value* dst = base;
-              for (std::size_t d = 0; d < rank; ++d)
-                dst = c.b.CreateAdd(dst, c.b.CreateMul(o[d], c.i64((step[d] + 1) * strides[d])));
-              llvm::Value* old = c.load(rt.dtype, c.results[0], dst);
-              llvm::Value* x = c.load(rt.dtype, src, c.linear(idx, s));
-              llvm::Value* sum = is_floating(rt.dtype) ? c.b.CreateFAdd(old, x)
-                                 : rt.dtype == DType::i1 ? c.b.CreateOr(old, x)
-                                                        : c.b.CreateAdd(old, x);
-              c.store(rt.dtype, sum, c.results[0], dst);
-            });
-          });
-        }
+        placeOperands(c, placed, /*accumulate=*/true);
       },
       // each operand's cotangent: its region of the result's
       .vjp = [](const autodiff::VjpCtx& c) {
@@ -455,17 +496,14 @@ void defineShapeOps(Table& t) {
       },
       .lower = [](LowerCtx& c) {
         const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
-        const Type& rt = c.resultType();
+        const std::vector<int64_t> strides = stridesOf(c.resultType().shape);
+        std::vector<Placed> placed;
         int64_t offset = 0;
         for (std::size_t k = 0; k < c.op.operands.size(); ++k) {
-          const Shape& s = c.operandType(k).shape;
-          c.loopNest(s, [&](const Index& idx) {
-            std::vector<llvm::Value*> o = c.dims(idx, s);
-            o[axis] = c.b.CreateAdd(o[axis], c.i64(offset));
-            c.store(rt.dtype, c.operand(k, idx), c.results[0], c.linear(Index::ofDims(o), rt.shape));
-          });
-          offset += s[axis];
+          placed.push_back({offset * strides[axis], strides});
+          offset += c.operandType(k).shape[axis];
         }
+        placeOperands(c, placed, /*accumulate=*/false);
       },
       // each operand gets its slice of the cotangent
       .vjp = [](const autodiff::VjpCtx& c) {
