@@ -26,7 +26,8 @@ struct LocScope {
   ~LocScope() { s.locOverride = saved; }
 };
 
-/// Copies the ops of `src` into the builder's function; returns the mapped outputs.
+} // namespace
+
 std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src, const std::vector<ir::ValueId>& args) {
   std::unordered_map<ir::ValueId, ir::ValueId> map;
   for (std::size_t i = 0; i < args.size(); ++i) map[src.params[i]] = args[i];
@@ -40,6 +41,8 @@ std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src,
   for (ir::ValueId o : src.outputs) outs.push_back(map.at(o));
   return outs;
 }
+
+namespace {
 
 /// In a fresh function of `m` named `name`: parameters like g's (then, with
 /// `withDy`, a cotangent per floating result), g's ops inlined, and the
@@ -130,6 +133,43 @@ static std::vector<std::optional<Tensor>> callVjp(detail::TraceState& s, std::si
   return dxs;
 }
 
+std::vector<std::optional<Tensor>> applyVjpRule(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts,
+                                                const std::vector<char>& wanted) {
+  detail::TraceState* sp = detail::currentTrace();
+  ADJIT_ASSERT(sp, "applyVjpRule() outside of a trace");
+  detail::TraceState& s = *sp;
+  ir::Function& f = *s.fn;
+  const ir::Op op = f.ops[opIndex]; // a copy: the rule appends to f.ops
+  const ops::OpInfo& info = ops::info(op.kind);
+  if (!info.hooks.vjp)
+    throw Error(fmt::format("No gradient defined for operation '%{}' (op type: {})", op.results.at(0), info.name), op.loc);
+  LocScope loc(s, op.loc);
+  std::vector<std::optional<Tensor>> g(op.operands.size());
+  VjpCtx ctx{
+      op,
+      [&](ir::ValueId v) { return detail::wrap(s, v); },
+      [&](ir::ValueId v) -> std::optional<Tensor> {
+        for (std::size_t k = 0; k < op.results.size() && k < cts.size(); ++k)
+          if (op.results[k] == v) return cts[k];
+        return std::nullopt;
+      },
+      [&](std::size_t k) { return k < wanted.size() && wanted[k]; },
+      [&](std::size_t k, const Tensor& t) {
+        ADJIT_ASSERT(t.type() == f.type(op.operands.at(k)),
+                     fmt::format("VJP of {} gave a cotangent of type {} for operand {} of type {}", info.name,
+                                 t.type().str(), k, f.type(op.operands.at(k)).str()));
+        g[k] = g[k] ? add(*g[k], t) : t;
+      },
+      [&, opIndex](const std::vector<Tensor>& xs, const std::vector<std::optional<Tensor>>& c) {
+        return callVjp(s, opIndex, xs, c);
+      },
+      [opIndex](const std::vector<std::optional<Tensor>>& c) { return customVjp(opIndex, c); },
+      opIndex,
+  };
+  info.hooks.vjp(ctx);
+  return g;
+}
+
 std::vector<std::optional<Tensor>> reverse(const Request& r) {
   detail::TraceState* sp = detail::currentTrace();
   ADJIT_ASSERT(sp, "reverse() outside of a trace");
@@ -184,32 +224,17 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
                             [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct.count(v); });
     bool wantsAny = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] && needed[o]; });
     if (!live || !wantsAny || info.has(ops::kNonDifferentiable)) continue;
-    if (!info.hooks.vjp)
-      throw Error(fmt::format("No gradient defined for operation '%{}' (op type: {})", op.results.at(0), info.name), op.loc);
-    LocScope loc(s, op.loc);
-    VjpCtx ctx{
-        op,
-        [&](ir::ValueId v) { return detail::wrap(s, v); },
-        [&](ir::ValueId v) -> std::optional<Tensor> {
-          if (stopped[v]) return std::nullopt; // its cotangent does not flow through it
-          auto it = ct.find(v);
-          if (it == ct.end()) return std::nullopt;
-          return it->second;
-        },
-        [&](std::size_t i) { return dep[op.operands.at(i)] && needed[op.operands.at(i)]; },
-        [&](std::size_t i, const Tensor& g) {
-          ir::ValueId o = op.operands.at(i);
-          ADJIT_ASSERT(g.type() == f.type(o), fmt::format("VJP of {} gave a cotangent of type {} for operand {} of type {}",
-                                                          info.name, g.type().str(), i, f.type(o).str()));
-          accumulate(o, g);
-        },
-        [&, i](const std::vector<Tensor>& xs, const std::vector<std::optional<Tensor>>& cts) {
-          return callVjp(s, i, xs, cts);
-        },
-        [i](const std::vector<std::optional<Tensor>>& cts) { return customVjp(i, cts); },
-        i,
-    };
-    info.hooks.vjp(ctx);
+    std::vector<std::optional<Tensor>> cts;
+    for (ir::ValueId v : op.results) {
+      auto it = ct.find(v);
+      // A stopped value's cotangent does not flow through it.
+      cts.push_back(stopped[v] || it == ct.end() ? std::nullopt : std::optional<Tensor>(it->second));
+    }
+    std::vector<char> wanted;
+    for (ir::ValueId o : op.operands) wanted.push_back(dep[o] && needed[o]);
+    const std::vector<std::optional<Tensor>> g = applyVjpRule(i, cts, wanted);
+    for (std::size_t k = 0; k < g.size(); ++k)
+      if (g[k]) accumulate(op.operands[k], *g[k]);
   }
 
   std::vector<std::optional<Tensor>> out;

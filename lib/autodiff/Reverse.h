@@ -4,6 +4,7 @@
 // Its output is ordinary IR appended to the same function: there is no tape.
 #pragma once
 
+#include "ir/Builder.h"
 #include "ir/IR.h"
 
 #include <adjit/tensor.h>
@@ -26,6 +27,18 @@ struct Request {
 /// "No gradient defined for operation ..." for an op on a differentiable path
 /// without a VJP rule.
 std::vector<std::optional<Tensor>> reverse(const Request& r);
+
+/// Operand cotangents of op `opIndex` of the current trace, from its result
+/// cotangents `cts` (nullopt: none), by the op's VJP rule; only operands with
+/// `wanted[k]` get one (nullopt elsewhere). The reverse driver calls it for
+/// each op; forward mode calls it to transpose a rule. Throws adjit::Error
+/// "No gradient defined for operation ..." for an op without a rule.
+std::vector<std::optional<Tensor>> applyVjpRule(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts,
+                                                const std::vector<char>& wanted);
+
+/// Copies the ops of `src` into the builder's function, its parameters bound
+/// to `args`; returns the copies of its outputs.
+std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src, const std::vector<ir::ValueId>& args);
 
 /// The combined VJP of function `name` of `m`: a function `<name>.vjp` taking
 /// (x..., dy...) and returning (y..., dx...), with a dy for each floating
