@@ -18,14 +18,6 @@
 namespace adjit::autodiff {
 namespace {
 
-/// Restores the trace's location override when a VJP rule returns.
-struct LocScope {
-  detail::TraceState& s;
-  std::optional<Location> saved;
-  LocScope(detail::TraceState& st, const Location& l) : s(st), saved(st.locOverride) { s.locOverride = l; }
-  ~LocScope() { s.locOverride = saved; }
-};
-
 } // namespace
 
 std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src, const std::vector<ir::ValueId>& args) {

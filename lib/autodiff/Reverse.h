@@ -9,10 +9,21 @@
 
 #include <adjit/tensor.h>
 
+#include "trace/Tracer.h"
+
 #include <memory>
 #include <optional>
 
 namespace adjit::autodiff {
+
+/// Gives the ops a rule creates its op's location; restores the trace's
+/// location override when the rule returns.
+struct LocScope {
+  detail::TraceState& s;
+  std::optional<Location> saved;
+  LocScope(detail::TraceState& st, const Location& l) : s(st), saved(st.locOverride) { s.locOverride = l; }
+  ~LocScope() { s.locOverride = saved; }
+};
 
 struct Request {
   std::size_t begin = 0, end = 0;                ///< primal ops [begin, end) of the current trace
@@ -27,6 +38,26 @@ struct Request {
 /// "No gradient defined for operation ..." for an op on a differentiable path
 /// without a VJP rule.
 std::vector<std::optional<Tensor>> reverse(const Request& r);
+
+/// Forward mode over ops [begin, end) of the current trace: `tangents[k]` is
+/// the tangent of `sources[k]`. Appends the tangent computation to the trace
+/// and returns each target's tangent (nullopt where no tangent reaches it:
+/// a symbolic zero). Throws adjit::Error for an op on the path without a
+/// forward rule.
+struct ForwardRequest {
+  std::size_t begin = 0, end = 0;
+  std::vector<ir::ValueId> sources;
+  std::vector<Tensor> tangents;
+  std::vector<ir::ValueId> targets;
+  std::vector<ir::ValueId> stops; ///< values treated as constants
+};
+std::vector<std::optional<Tensor>> forward(const ForwardRequest& r);
+
+/// The JVP of function `name` of `m`: a function `<name>.jvp` taking (x...,
+/// dx...) and returning (y..., dy...), with a dx for each floating parameter
+/// and a dy for each floating result (zeros where no tangent reaches it).
+/// Built once per module; returns its name.
+std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
 /// Operand cotangents of op `opIndex` of the current trace, from its result
 /// cotangents `cts` (nullopt: none), by the op's VJP rule; only operands with

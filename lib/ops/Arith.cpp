@@ -2,6 +2,7 @@
 // Integer arithmetic wraps; integer division truncates toward zero and x/0 is 0
 // (so compiled code never traps).
 #include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -50,7 +51,7 @@ void defineArithOps(Table& t) {
         return isFloat(c) ? c.b.CreateFNeg(c.args[0]) : c.b.CreateNeg(c.args[0]);
       },
       // d/dx -x = -1
-      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy(); }); },
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy(); }); },
   });
 
   // abs(x) = |x|
@@ -70,7 +71,7 @@ void defineArithOps(Table& t) {
         return c.intrinsic(llvm::Intrinsic::abs, {{x, c.b.getFalse()}});
       },
       // d/dx |x| = sign(x) (0 at 0)
-      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * sign(c.x(0)); }); },
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * sign(c.x(0)); }); },
   });
 
   // sign(x) = -1, 0 or 1 (NaN stays NaN, -0 stays -0)
@@ -92,7 +93,7 @@ void defineArithOps(Table& t) {
         return c.b.CreateSelect(gt, c.constant(t, 1), c.b.CreateSelect(lt, c.constant(t, -1), x));
       },
       // d/dx sign(x) = 0 almost everywhere: no cotangent
-      .vjp = [](const autodiff::VjpCtx& c) {},
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {},
   });
 
   // floor(x) = largest integer <= x (identity on integers)
@@ -109,7 +110,7 @@ void defineArithOps(Table& t) {
         return isFloat(c) ? c.intrinsic(llvm::Intrinsic::floor, {{c.args[0]}}) : c.args[0];
       },
       // d/dx floor(x) = 0 almost everywhere: no cotangent
-      .vjp = [](const autodiff::VjpCtx& c) {},
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {},
   });
 
   // add(x, y) = x + y
@@ -123,7 +124,7 @@ void defineArithOps(Table& t) {
         return isFloat(c) ? c.b.CreateFAdd(c.args[0], c.args[1]) : c.b.CreateAdd(c.args[0], c.args[1]);
       },
       // d(x + y) = dx + dy
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return c.dy(); });
         c.grad(1, [&] { return c.dy(); });
       },
@@ -140,7 +141,7 @@ void defineArithOps(Table& t) {
         return isFloat(c) ? c.b.CreateFSub(c.args[0], c.args[1]) : c.b.CreateSub(c.args[0], c.args[1]);
       },
       // d(x - y) = dx - dy
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return c.dy(); });
         c.grad(1, [&] { return -c.dy(); });
       },
@@ -157,7 +158,7 @@ void defineArithOps(Table& t) {
         return isFloat(c) ? c.b.CreateFMul(c.args[0], c.args[1]) : c.b.CreateMul(c.args[0], c.args[1]);
       },
       // d(x y) = y dx + x dy
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return c.dy() * c.x(1); });
         c.grad(1, [&] { return c.dy() * c.x(0); });
       },
@@ -191,7 +192,7 @@ void defineArithOps(Table& t) {
         return c.b.CreateSelect(isZero, c.constant(t, 0), q);
       },
       // d(x / y) = dx / y - (x / y) / y dy
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return c.dy() / c.x(1); });
         c.grad(1, [&] { return -c.dy() * c.y() / c.x(1); });
       },
@@ -211,7 +212,7 @@ void defineArithOps(Table& t) {
         return c.intrinsic(isFloat(c) ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, c.args);
       },
       // the cotangent goes to the larger operand; ties split it equally
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         auto share = [&](const Tensor& a, const Tensor& b) {
           Tensor dy = c.dy();
           return where(a > b, dy, where(a == b, dy * 0.5, zeros_like(dy)));
@@ -251,7 +252,7 @@ void defineArithOps(Table& t) {
       // The derivative of the two selects: hi where it was taken, else lo where
       // x was below it, else x. For lo <= hi this is TensorFlow's
       // clip_by_value gradient (x keeps it at the bounds themselves).
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         const Tensor &x = c.x(0), &lo = c.x(1), &hi = c.x(2);
         Tensor dy = c.dy(), zero = zeros_like(dy);
         Tensor below = x < lo, above = where(below, lo, x) > hi;
@@ -279,7 +280,7 @@ void defineArithOps(Table& t) {
         return c.intrinsic(isFloat(c) ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, c.args);
       },
       // the cotangent goes to the smaller operand; ties split it equally
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         auto share = [&](const Tensor& a, const Tensor& b) {
           Tensor dy = c.dy();
           return where(a < b, dy, where(a == b, dy * 0.5, zeros_like(dy)));

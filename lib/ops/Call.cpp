@@ -4,6 +4,7 @@
 // custom-gradient call sites, conditionals and loops all reference functions
 // this way.
 #include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -50,6 +51,8 @@ void defineCallOps(Table& t) {
         c.call(c.op.callees[0], std::move(args));
       },
       // the callee's backward on the residuals its forward kept (see reverse.cpp's callVjp)
+      // the callee's VJP (its split pair), transposed
+      .jvp = autodiff::transposedJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         std::vector<Tensor> xs;
         std::vector<std::optional<Tensor>> cts;

@@ -15,6 +15,7 @@
 // an (M+1)-th iteration is an error. `residuals` counts trailing results that
 // only the reverse pass reads (set when the op is differentiated).
 #include "autodiff/ControlFlow.h"
+#include "autodiff/JvpCtx.h"
 #include "codegen/Emitter.h"
 #include "ops/Common.h"
 
@@ -136,6 +137,8 @@ void defineControlFlowOps(Table& t) {
         c.b.SetInsertPoint(done);
       },
       // Each branch's VJP on the taken branch's residuals; see autodiff/ControlFlow.cpp.
+      // the branches' VJP switch, transposed
+      .jvp = autodiff::transposedJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },
       .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
   %2 = constant() {value = dense<i32[], [1]>} : i32[]
@@ -247,6 +250,8 @@ func @scale(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
         });
       },
       // A reverse scan of the body's VJP over stacked residuals; see autodiff/ControlFlow.cpp.
+      // the body's VJP scan, transposed
+      .jvp = autodiff::transposedJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
       .example = R"(func @f(%0: f64[3], %1: f64[3], %2: f64[4, 3]) -> (f64[3], f64[4, 3]) {
   %3, %4 = scan @step(%0, %1, %2) {carries = 1, consts = 1, length = 4, reverse = false} : f64[3], f64[4, 3]
@@ -350,6 +355,8 @@ func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
         c.b.SetInsertPoint(exit);
       },
       // Differentiated through a bounded reverse loop; see autodiff/ControlFlow.cpp.
+      // the loop's VJP, transposed
+      .jvp = autodiff::transposedJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
       .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
   %2 = constant() {value = dense<i32[], [0]>} : i32[]

@@ -1,5 +1,6 @@
 // ops/GradientOps.cpp — ops that steer differentiation: stop_gradient, and
 // custom_vjp, the call site of a custom gradient.
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "codegen/Emitter.h"
 #include "ops/Common.h"
@@ -81,6 +82,8 @@ void defineGradientOps(Table& t) {
       .eval = [](const ir::EvalCtx& c) { return std::vector<Array>{c.args[0]}; },
       .fold = noFold,
       .scalar = [](codegen::ScalarCtx& c) { return c.args[0]; },
+      // its VJP rule raises the error: so does forward mode
+      .jvp = autodiff::transposedJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         const std::string& why = c.op.attrs.string("message");
         throw Error(fmt::format("No gradient defined for operation '%{}' (op type: prevent_gradient). Gradient explicitly "
@@ -104,6 +107,13 @@ void defineGradientOps(Table& t) {
         for (std::size_t i = 0; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
         args.insert(args.end(), c.results.begin(), c.results.end());
         c.call(c.op.callees[0], std::move(args));
+      },
+      // Forward mode would transpose the user's grad_fn, which is sound only
+      // where it is linear in its cotangents; until that is checked, refused.
+      .jvp = [](const autodiff::JvpCtx& c) {
+        throw Error("custom_gradient: forward-mode differentiation (jvp, jacfwd, hessian) of a custom gradient is "
+                    "not supported yet: its grad_fn gives only the reverse-mode derivative; use jacrev or grad",
+                    c.op.loc);
       },
       // dx = the VJP function applied to the output cotangents and residuals
       .vjp = [](const autodiff::VjpCtx& c) {

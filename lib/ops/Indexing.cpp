@@ -3,6 +3,7 @@
 // (i + n); gather clamps what is still out of range to [0, n-1], scatter_add
 // drops updates whose index is out of range.
 #include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -127,6 +128,7 @@ void defineIndexingOps(Table& t) {
       // scatter the cotangent back to the elements that were read. One slice
       // (a scalar index, x[:, j]): dx = where(iota_axis == k, dy, 0), which
       // fuses with its neighbours where a scatter is a kernel of its own.
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           const int64_t axis = c.op.attrs.integer("axis");
@@ -208,6 +210,7 @@ void defineIndexingOps(Table& t) {
         });
       },
       // x: the cotangent; updates: the cotangent where they landed, 0 where dropped
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return c.dy(); });
         c.grad(2, [&] {

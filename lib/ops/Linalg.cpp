@@ -6,6 +6,7 @@
 // tril/triu: the lower or upper triangle of (a batch of) matrices.
 #include "codegen/Emitter.h"
 #include "codegen/Gemm.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -76,6 +77,8 @@ template <bool Lower> Hooks triangle() {
         return c.b.CreateSelect(keep, c.operand(0, c.index), c.constant(rt.dtype, 0));
       },
       // The triangle of the cotangent: d tril(x) = tril(dx)
+      // linear: the same triangle of the tangent
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           const int64_t k = c.op.attrs.integer("k");
@@ -200,6 +203,8 @@ void defineLinalgOps(Table& t) {
       },
       // C = op(A) op(B): d op(A) = dC op(B)^T, d op(B) = op(A)^T dC; a flag
       // on the other side of each product takes the place of a transpose.
+      // d(A B) = dA B + A dB, with the same transpose flags
+      .jvp = autodiff::bilinearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         const Form f = formOf(c.op.attrs);
         c.grad(0, [&] {

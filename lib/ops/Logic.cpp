@@ -1,5 +1,6 @@
 // ops/Logic.cpp — comparisons (results i1), logical and/or/not, select, cast.
 #include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -124,6 +125,7 @@ void defineLogicOps(Table& t) {
       },
       .scalar = [](ScalarCtx& c) { return c.b.CreateSelect(c.args[0], c.args[1], c.args[2]); },
       // the cotangent goes to the branch that was taken
+      .jvp = autodiff::diagonalJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(1, [&] { return where(c.x(0), c.dy(), zeros_like(c.dy())); });
         c.grad(2, [&] { return where(c.x(0), zeros_like(c.dy()), c.dy()); });
@@ -165,6 +167,7 @@ void defineLogicOps(Table& t) {
         return c.b.CreateSExtOrTrunc(x, ty);
       },
       // float -> float: cast the cotangent back; integer results carry none
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         if (is_floating(c.y().dtype())) c.grad(0, [&] { return cast(c.dy(), c.x(0).dtype()); });
       },

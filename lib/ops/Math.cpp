@@ -2,6 +2,7 @@
 // sqrt rsqrt sin cos tanh sigmoid erf pow atan2. Lowered to libm calls marked side-effect
 // free; the codegen maps them to glibc's libmvec variants in vectorised loops.
 #include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -149,24 +150,24 @@ llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(info(c.op.kind).hooks.li
 void defineMathOps(Table& t) {
   // exp(x) = e^x
   // d/dx e^x = e^x
-  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libmCall, .libm = {"exp", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y(); }); }});
+  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libmCall, .libm = {"exp", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y(); }); }});
   // log(x) = ln x
   // d/dx ln x = 1/x (inf at 0, as the true derivative)
-  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libmCall, .libm = {"log", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / c.x(0); }); }});
+  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libmCall, .libm = {"log", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / c.x(0); }); }});
   // log1p(x) = ln(1 + x), accurate near 0
   // d/dx ln(1 + x) = 1/(1 + x)
-  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libmCall, .libm = {"log1p", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) + 1); }); }});
+  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libmCall, .libm = {"log1p", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) + 1); }); }});
   // expm1(x) = e^x - 1, accurate near 0
   // d/dx (e^x - 1) = e^x
-  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libmCall, .libm = {"expm1", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (c.y() + 1); }); }});
+  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libmCall, .libm = {"expm1", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (c.y() + 1); }); }});
   // sin(x), cos(x)
   // d/dx sin x = cos x
-  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libmCall, .libm = {"sin", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cos(c.x(0)); }); }});
+  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libmCall, .libm = {"sin", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cos(c.x(0)); }); }});
   // d/dx cos x = -sin x
-  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libmCall, .libm = {"cos", 1, true}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy() * sin(c.x(0)); }); }});
+  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libmCall, .libm = {"cos", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy() * sin(c.x(0)); }); }});
   // tanh(x)
   // d/dx tanh x = 1 - tanh^2 x
-  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libmCall, .libm = {"tanh", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 - c.y() * c.y()); }); }});
+  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libmCall, .libm = {"tanh", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 - c.y() * c.y()); }); }});
 
   // sqrt(x) = x^(1/2); a hardware instruction
   set(t, OpKind::Sqrt, {
@@ -175,7 +176,7 @@ void defineMathOps(Table& t) {
       .fold = noFold,
       .scalar = [](ScalarCtx& c) { return c.intrinsic(llvm::Intrinsic::sqrt, c.args); },
       // d/dx sqrt x = 1 / (2 sqrt x) (inf at 0, as the true derivative)
-      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * 0.5 / c.y(); }); },
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * 0.5 / c.y(); }); },
   });
 
   // rsqrt(x) = 1 / sqrt(x)
@@ -188,7 +189,7 @@ void defineMathOps(Table& t) {
         return c.b.CreateFDiv(c.constant(c.outType(), 1), s);
       },
       // d/dx x^(-1/2) = -x^(-3/2) / 2
-      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * -0.5 * c.y() / c.x(0); }); },
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * -0.5 * c.y() / c.x(0); }); },
   });
 
   // sigmoid(x) = 1 / (1 + e^-x); saturates cleanly to 0 and 1
@@ -204,20 +205,20 @@ void defineMathOps(Table& t) {
       },
       .libm = {"exp", 1, true},
       // d/dx s(x) = s(x) (1 - s(x))
-      .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y() * (1 - c.y()); }); },
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y() * (1 - c.y()); }); },
   });
 
   // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt
   // d/dx erf x = 2/sqrt(pi) e^(-x^2)
-  set(t, OpKind::Erf, {.infer = inferFloatUnary, .eval = evalWith<ErfR>, .fold = noFold, .scalar = libmCall, .libm = {"erf", 1, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * (1.1283791670955126 * exp(-(x * x))); }); }});
+  set(t, OpKind::Erf, {.infer = inferFloatUnary, .eval = evalWith<ErfR>, .fold = noFold, .scalar = libmCall, .libm = {"erf", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * (1.1283791670955126 * exp(-(x * x))); }); }});
 
   // lgamma(x) = ln |Gamma(x)|; +inf at the poles 0, -1, -2, ...
   // d/dx ln |Gamma(x)| = digamma(x). glibc has no vector lgamma: vector loops
   // call it per lane. (It also writes the global signgam, which nothing reads.)
-  set(t, OpKind::Lgamma, {.infer = inferFloatUnary, .eval = evalWith<LgammaR>, .fold = noFold, .scalar = libmCall, .libm = {"lgamma", 1, false, false}, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * digamma(c.x(0)); }); }});
+  set(t, OpKind::Lgamma, {.infer = inferFloatUnary, .eval = evalWith<LgammaR>, .fold = noFold, .scalar = libmCall, .libm = {"lgamma", 1, false, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * digamma(c.x(0)); }); }});
   // digamma(x) = d/dx ln Gamma(x) (the series above, in registers); NaN at the poles
   // d/dx digamma x = trigamma(x), from Tensor ops above
-  set(t, OpKind::Digamma, {.infer = inferFloatUnary, .eval = evalWith<DigammaR>, .fold = noFold, .scalar = [](ScalarCtx& c) { IrMath m{c, c.outType()}; return digammaOf(m, c.args[0]); }, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * trigamma(c.x(0)); }); }});
+  set(t, OpKind::Digamma, {.infer = inferFloatUnary, .eval = evalWith<DigammaR>, .fold = noFold, .scalar = [](ScalarCtx& c) { IrMath m{c, c.outType()}; return digammaOf(m, c.args[0]); }, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * trigamma(c.x(0)); }); }});
 
   // atan2(y, x): the angle of the point (x, y), in (-pi, pi]
   set(t, OpKind::Atan2, {
@@ -226,7 +227,7 @@ void defineMathOps(Table& t) {
       .fold = noFold,
       .scalar = libmCall, .libm = {"atan2", 2, false},
       // d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         Tensor y = c.x(0), x = c.x(1);
         c.grad(0, [&] { return c.dy() * x / (x * x + y * y); });
         c.grad(1, [&] { return -c.dy() * y / (x * x + y * y); });
@@ -243,7 +244,7 @@ void defineMathOps(Table& t) {
       },
       .scalar = libmCall, .libm = {"pow", 2, true},
       // d x^y = y x^(y-1) dx + ln(x) x^y dy; each guarded where it would be 0 * inf
-      .vjp = [](const autodiff::VjpCtx& c) {
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           Tensor x = c.x(0), y = c.x(1);
           return where(y == 0, zeros_like(x), c.dy() * y * pow(x, y - 1));

@@ -16,7 +16,7 @@
 
 namespace llvm { class Value; }
 namespace adjit::codegen { struct EmitBase; struct ScalarCtx; struct ElementCtx; struct LowerCtx; }
-namespace adjit::autodiff { struct VjpCtx; }
+namespace adjit::autodiff { struct VjpCtx; struct JvpCtx; }
 
 namespace adjit::ir {
 
@@ -146,6 +146,9 @@ struct Hooks {
   /// of it are views, and code reading different rows of it is shared (an
   /// unrolled loop over a constant sequence).
   const Array* (*data)(const ir::Attrs&) = nullptr;
+  /// Sets result tangents from operand tangents (forward mode). Required
+  /// unless the op is kNonDifferentiable.
+  void (*jvp)(const autodiff::JvpCtx&) = nullptr;
   /// Adds operand cotangents from result cotangents (reverse mode). Required
   /// unless the op is kNonDifferentiable.
   void (*vjp)(const autodiff::VjpCtx&) = nullptr;

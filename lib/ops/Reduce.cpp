@@ -3,6 +3,7 @@
 // with several partial accumulators), so float results can differ from the
 // sequential reference in the last bits; max and min are exact and propagate NaN.
 #include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -337,6 +338,8 @@ template <bool Product> Hooks cumulative() {
           });
         });
       },
+      // cumsum is linear; cumprod's product rule through its VJP, transposed
+      .jvp = Product ? autodiff::transposedJvp : autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         const int64_t axis = c.op.attrs.integer("axis");
         const bool reverse = c.op.attrs.boolean("reverse");
@@ -371,6 +374,7 @@ void defineReduceOps(Table& t) {
       .fold = foldNoAxes,
       .reduce = reducer<kSum>(),
       // d sum(x) = the cotangent broadcast over the summed axes
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); },
       .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
   %1 = reduce_sum(%0) {axes = [1], keepdims = false} : f64[2]
@@ -386,6 +390,7 @@ void defineReduceOps(Table& t) {
       .fold = foldNoAxes,
       .reduce = reducer<kProd>(),
       // d/dx_i prod(x) = prod_{j != i} x_j, computed without dividing by zero
+      .jvp = autodiff::transposedJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           Tensor x = c.x(0);
@@ -413,6 +418,7 @@ void defineReduceOps(Table& t) {
       .eval = evalReduce<kMax>,
       .fold = foldNoAxes,
       .reduce = reducer<kMax>(),
+      .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
       .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
   %1 = reduce_max(%0) {axes = [1], keepdims = false} : f64[2]
@@ -427,6 +433,7 @@ void defineReduceOps(Table& t) {
       .eval = evalReduce<kMin>,
       .fold = foldNoAxes,
       .reduce = reducer<kMin>(),
+      .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
       .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
   %1 = reduce_min(%0) {axes = [1], keepdims = false} : f64[2]

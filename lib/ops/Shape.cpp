@@ -3,6 +3,7 @@
 // element, so they fuse into their consumers' loops; those two place each
 // operand into the result (placeOperands).
 #include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
 
@@ -137,6 +138,7 @@ void defineShapeOps(Table& t) {
       // the same elements in the same order: a view from element 0
       .view = [](const Type&, const Type&, const ir::Attrs&) -> std::optional<int64_t> { return 0; },
       // d reshape = reshape back
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
       .example = R"(func @f(%0: f64[2,3]) -> (f64[3,2]) {
   %1 = reshape(%0) {shape = [3, 2]} : f64[3,2]
@@ -177,6 +179,7 @@ void defineShapeOps(Table& t) {
         return c.operand(0, Index::ofDims(std::move(i)));
       },
       // the VJP of a broadcast is a sum over the broadcast dimensions
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           Shape in = c.x(0).shape(), out = c.y().shape();
@@ -228,6 +231,7 @@ void defineShapeOps(Table& t) {
         return c.operand(0, Index::ofDims(std::move(i)));
       },
       // transpose back with the inverse permutation
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           const auto& perm = c.op.attrs.ints("perm");
@@ -296,6 +300,7 @@ void defineShapeOps(Table& t) {
         return offset;
       },
       // zero-pad the cotangent back to the operand's shape
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         Shape in = c.x(0).shape(), out = c.y().shape();
         if (num_elements(out) == 0) return; // nothing was read: no cotangent
@@ -363,6 +368,7 @@ void defineShapeOps(Table& t) {
         return c.b.CreateSelect(inside, v, c.constant(c.resultType().dtype, 0));
       },
       // the kept elements' cotangent: a strided slice
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return unpad(c.dy(), c.x(0).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior")); });
       },
@@ -448,6 +454,7 @@ void defineShapeOps(Table& t) {
         placeOperands(c, placed, /*accumulate=*/true);
       },
       // each operand's cotangent: its region of the result's
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         for (std::size_t k = 0; k < c.op.operands.size(); ++k)
           c.grad(k, [&] { return unpad(c.dy(), c.x(k).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior"), k); });
@@ -506,6 +513,7 @@ void defineShapeOps(Table& t) {
         placeOperands(c, placed, /*accumulate=*/false);
       },
       // each operand gets its slice of the cotangent
+      .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
         Shape out = c.y().shape();

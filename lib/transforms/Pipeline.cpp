@@ -25,6 +25,8 @@ const std::vector<Pass>& allPasses() {
       {"dce", "dead code elimination", [](ir::Module& m, const std::string&) { dce(m); }},
       {"grad", "grad(F): add @F.grad (x...) -> (dx...) for a scalar-valued @F",
        [shared](ir::Module& m, const std::string& f) { autodiff::gradFunction(shared(m), f); }, true},
+      {"jvp", "jvp(F): add @F.jvp (x..., dx...) -> (y..., dy...), forward mode",
+       [shared](ir::Module& m, const std::string& f) { autodiff::jvpFunction(shared(m), f); }, true},
       {"vjp", "vjp(F): add @F.vjp (x..., dy...) -> (y..., dx...), forward and backward together",
        [shared](ir::Module& m, const std::string& f) { autodiff::combinedVjp(shared(m), f); }, true},
       {"vjp-split", "vjp-split(F): add @F.fwd (x...) -> (y..., residuals...) and @F.bwd (residuals..., dy...) -> (dx...)",

@@ -133,3 +133,84 @@ TEST_CASE("every differentiable op's VJP matches finite differences") {
     checkVjp(std::string(info.name), text, seed++);
   }
 }
+
+namespace {
+
+/// Checks the JVP of @f in `text` (the jvp pass's @f.jvp) against central
+/// finite differences along a random tangent, at a few random points, in the
+/// interpreter and compiled.
+void checkJvp(const std::string& name, const std::string& text, unsigned seed) {
+  auto m = std::shared_ptr<ir::Module>(ir::parse(text, name + ".example"));
+  ir::verify(*m);
+  const std::string jvp = autodiff::jvpFunction(m, "f");
+  ir::verify(*m);
+  const ir::Function& f = *m->lookup("f");
+  double fdTolerance = kFdToleranceF64;
+  for (ir::ValueId o : f.outputs)
+    if (f.type(o).dtype == DType::f32) fdTolerance = kFdToleranceF32;
+  std::shared_ptr<engine::Kernel> kernel = engine::compile({*m, jvp, 1, "", 0});
+  std::mt19937 rng(seed);
+  for (int point = 0; point < 3; ++point) {
+    const std::vector<Array> args = randomArgs(f, rng);
+    std::vector<Array> inputs = args, dirs;
+    std::uniform_real_distribution<double> d(-1, 1);
+    for (const Array& a : args) {
+      Array t(a.type());
+      if (is_floating(a.dtype()))
+        for (int64_t i = 0; i < t.size(); ++i) t.set(i, d(rng));
+      dirs.push_back(t);
+      if (is_floating(a.dtype())) inputs.push_back(t);
+    }
+    const std::vector<Array> viaInterp = ir::interpret(*m, jvp, inputs);
+    std::vector<detail::Leaf> leaves;
+    for (const Array& a : inputs) leaves.push_back({a.raw(), &a.type()});
+    std::vector<Array> viaJit;
+    engine::run(*kernel, leaves, viaJit);
+    const double h = 1e-5;
+    std::vector<Array> plus = args, minus = args;
+    for (std::size_t p = 0; p < args.size(); ++p)
+      if (is_floating(args[p].dtype()))
+        for (int64_t i = 0; i < args[p].size(); ++i) {
+          plus[p].set(i, args[p].at(i) + h * dirs[p].at(i));
+          minus[p].set(i, args[p].at(i) - h * dirs[p].at(i));
+        }
+    const std::vector<Array> yp = ir::interpret(*m, "f", plus), ym = ir::interpret(*m, "f", minus);
+    std::size_t k = f.outputs.size();
+    for (std::size_t o = 0; o < f.outputs.size(); ++o) {
+      if (!is_floating(f.type(f.outputs[o]).dtype)) continue;
+      const Array& dy = viaInterp.at(k);
+      for (int64_t i = 0; i < dy.size(); ++i) {
+        const double fd = (yp[o].at(i) - ym[o].at(i)) / (2 * h);
+        INFO(name << ": output " << o << "[" << i << "] jvp " << dy.at(i) << " vs finite difference " << fd);
+        CHECK(std::fabs(dy.at(i) - fd) <= fdTolerance * std::max(1.0, std::fabs(fd)));
+        INFO(name << ": compiled " << viaJit.at(k).at(i) << " vs interpreter " << dy.at(i));
+        CHECK(std::fabs(viaJit.at(k).at(i) - dy.at(i)) <= kJitTolerance * std::max(1.0, std::fabs(dy.at(i))));
+      }
+      ++k;
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("every differentiable op's JVP matches finite differences") {
+  unsigned seed = 101;
+  for (ir::OpKind k : ops::allOps()) {
+    const ops::OpInfo& info = ops::info(k);
+    if (info.has(ops::kNonDifferentiable)) continue;
+    std::string text;
+    if (info.hooks.example) text = info.hooks.example;
+    else if (info.has(ops::kElementwise) && info.arity >= 1) text = synthesized(info);
+    INFO("op " << info.name);
+    REQUIRE(!text.empty());
+    if (info.has(ops::kGradientIsError)) {
+      CHECK_THROWS_WITH_AS(checkJvp(std::string(info.name), text, seed++), doctest::Contains("No gradient defined"), Error);
+      continue;
+    }
+    if (k == ir::OpKind::CustomVjp) {
+      CHECK_THROWS_WITH_AS(checkJvp(std::string(info.name), text, seed++), doctest::Contains("not supported yet"), Error);
+      continue;
+    }
+    checkJvp(std::string(info.name), text, seed++);
+  }
+}

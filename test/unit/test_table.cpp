@@ -22,8 +22,9 @@ TEST_CASE("every op has its hooks") {
     CHECK((info.hooks.scalar != nullptr) == info.has(ops::kElementwise));
     // Ops that read operand buffers must write whole results.
     if (info.has(ops::kMaterializesOperands)) CHECK(bool(info.hooks.lower));
-    // A VJP rule unless the op's results carry no gradient.
+    // VJP and JVP rules unless the op's results carry no gradient.
     if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.vjp));
+    if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.jvp));
     // The mnemonic parses back to the same kind.
     REQUIRE(ops::lookup(info.name).has_value());
     CHECK(*ops::lookup(info.name) == k);

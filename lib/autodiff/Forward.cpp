@@ -1,0 +1,198 @@
+// autodiff/Forward.cpp — the forward-mode driver and the JVP rules shared by
+// families of ops. The driver walks a range of ops of the function being
+// traced in order, calls each op's JVP rule where an operand has a tangent,
+// and keeps "no tangent" symbolic: a path without a tangent builds nothing.
+// Its output is ordinary IR appended to the same function.
+#include "autodiff/JvpCtx.h"
+#include "autodiff/Reverse.h"
+#include "ops/OpTable.h"
+#include "support/Assert.h"
+#include "trace/Tracer.h"
+
+#include <adjit/autodiff.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace adjit::autodiff {
+namespace {
+
+detail::TraceState& currentState() {
+  detail::TraceState* s = detail::currentTrace();
+  ADJIT_ASSERT(s, "forward mode outside of a trace");
+  return *s;
+}
+
+/// The op re-created on other operands (same kind, attributes and callees).
+std::vector<Tensor> reapply(const JvpCtx& c, const std::vector<ir::ValueId>& operands) {
+  detail::TraceState& s = currentState();
+  std::vector<Tensor> out;
+  for (ir::ValueId r : s.builder.create(c.op.kind, operands, c.op.attrs, c.op.callees, c.op.loc))
+    out.push_back(detail::wrap(s, r));
+  return out;
+}
+
+bool floatingValue(ir::ValueId v) { return is_floating(currentState().fn->type(v).dtype); }
+
+} // namespace
+
+void diagonalJvp(const JvpCtx& c) {
+  std::optional<Tensor> sum;
+  for (std::size_t i = 0; i < c.op.operands.size(); ++i) {
+    const std::optional<Tensor> d = c.dx(i);
+    if (!d) continue;
+    std::vector<char> wanted(c.op.operands.size(), 0);
+    wanted[i] = 1;
+    const std::optional<Tensor> g = applyVjpRule(c.opIndex, {*d}, wanted)[i];
+    if (g) sum = sum ? add(*sum, *g) : *g;
+  }
+  if (sum) c.tangent(0, *sum);
+}
+
+void linearJvp(const JvpCtx& c) {
+  std::vector<ir::ValueId> operands;
+  for (std::size_t i = 0; i < c.op.operands.size(); ++i) {
+    if (!floatingValue(c.op.operands[i])) {
+      operands.push_back(c.op.operands[i]); // an index or a predicate: kept
+      continue;
+    }
+    const std::optional<Tensor> d = c.dx(i);
+    operands.push_back(d ? d->id() : zeros_like(c.x(i)).id());
+  }
+  const std::vector<Tensor> ts = reapply(c, operands);
+  for (std::size_t k = 0; k < ts.size(); ++k)
+    if (floatingValue(c.op.results[k])) c.tangent(k, ts[k]);
+}
+
+void bilinearJvp(const JvpCtx& c) {
+  std::optional<Tensor> sum;
+  for (std::size_t i = 0; i < 2; ++i)
+    if (const std::optional<Tensor> d = c.dx(i)) {
+      std::vector<ir::ValueId> operands = c.op.operands;
+      operands[i] = d->id();
+      const Tensor t = reapply(c, operands).at(0);
+      sum = sum ? add(*sum, t) : t;
+    }
+  if (sum) c.tangent(0, *sum);
+}
+
+void transposedJvp(const JvpCtx& c) {
+  // u: a fresh value per floating result, standing for its cotangent. The
+  // rule is linear in u, so its value (zeros) does not matter, only that u is
+  // a value of its own that reverse mode can differentiate with respect to.
+  std::vector<std::optional<Tensor>> cts;
+  std::vector<Tensor> us;
+  std::vector<std::size_t> ofU; // the result each u stands for
+  for (std::size_t k = 0; k < c.op.results.size(); ++k) {
+    if (!floatingValue(c.op.results[k])) {
+      cts.push_back(std::nullopt);
+      continue;
+    }
+    us.push_back(detail::alias(zeros_like(c.y(k))));
+    cts.push_back(us.back());
+    ofU.push_back(k);
+  }
+  std::vector<char> wanted;
+  for (std::size_t i = 0; i < c.op.operands.size(); ++i) wanted.push_back(c.dx(i).has_value());
+  detail::TraceState& s = currentState();
+  Request r;
+  r.begin = s.fn->ops.size();
+  const std::vector<std::optional<Tensor>> g = applyVjpRule(c.opIndex, cts, wanted);
+  r.end = s.fn->ops.size();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g[i] && wanted[i]) {
+      r.targets.push_back(g[i]->id());
+      r.seeds.push_back(*c.dx(i));
+    }
+  if (r.targets.empty()) return;
+  for (const Tensor& u : us) r.sources.push_back(u.id());
+  const std::vector<std::optional<Tensor>> t = reverse(r);
+  for (std::size_t j = 0; j < t.size(); ++j)
+    if (t[j]) c.tangent(ofU[j], *t[j]);
+}
+
+std::vector<std::optional<Tensor>> forward(const ForwardRequest& r) {
+  detail::TraceState& s = currentState();
+  ir::Function& f = *s.fn;
+  std::unordered_map<ir::ValueId, Tensor> tan;
+  std::unordered_map<ir::ValueId, char> stopped;
+  for (ir::ValueId v : r.stops) stopped[v] = 1;
+  for (std::size_t k = 0; k < r.sources.size(); ++k) {
+    ADJIT_ASSERT(r.tangents[k].type() == f.type(r.sources[k]), "forward: a tangent's type differs from its primal's");
+    if (is_floating(f.type(r.sources[k]).dtype)) tan.insert_or_assign(r.sources[k], r.tangents[k]);
+  }
+  for (std::size_t i = r.begin; i < r.end; ++i) {
+    const ir::Op op = f.ops[i]; // a copy: rules append to f.ops
+    const ops::OpInfo& info = ops::info(op.kind);
+    if (info.has(ops::kNonDifferentiable)) continue;
+    const bool any = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return tan.count(o) > 0; });
+    if (!any) continue;
+    if (!info.hooks.jvp)
+      throw Error(fmt::format("No forward-mode derivative defined for operation '%{}' (op type: {})", op.results.at(0),
+                              info.name), op.loc);
+    LocScope loc(s, op.loc);
+    JvpCtx ctx{
+        op,
+        i,
+        [&](ir::ValueId v) { return detail::wrap(s, v); },
+        [&](ir::ValueId v) -> std::optional<Tensor> {
+          auto it = tan.find(v);
+          if (it == tan.end()) return std::nullopt;
+          return it->second;
+        },
+        [&](std::size_t k, const Tensor& t) {
+          const ir::ValueId res = op.results.at(k);
+          ADJIT_ASSERT(t.type() == f.type(res), fmt::format("JVP of {} gave a tangent of type {} for result {} of type {}",
+                                                            info.name, t.type().str(), k, f.type(res).str()));
+          if (is_floating(f.type(res).dtype) && !stopped.count(res)) tan.insert_or_assign(res, t);
+        },
+    };
+    info.hooks.jvp(ctx);
+  }
+  std::vector<std::optional<Tensor>> out;
+  for (ir::ValueId v : r.targets) {
+    auto it = tan.find(v);
+    out.push_back(it == tan.end() ? std::nullopt : std::optional<Tensor>(it->second));
+  }
+  return out;
+}
+
+std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  if (auto it = m->derived.find("jvp @" + name); it != m->derived.end() && m->lookup(it->second)) return it->second;
+  const ir::Function* g = m->lookup(name);
+  if (!g) throw Error("jvp: no function named @" + name + " in the module");
+  std::string jname;
+  try {
+    detail::TraceScope scope(m, name + ".jvp"); // @name.jvp, or @name.jvp.1 if that is taken
+    jname = scope.state().fn->name;
+    ForwardRequest r;
+    std::vector<ir::ValueId> xs;
+    for (ir::ValueId p : g->params) xs.push_back(scope.param(g->type(p)).id());
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      if (is_floating(g->type(g->params[i]).dtype)) {
+        r.sources.push_back(xs[i]);
+        r.tangents.push_back(scope.param(g->type(g->params[i])));
+      }
+    r.begin = scope.state().fn->ops.size();
+    const std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, *g, xs);
+    r.end = scope.state().fn->ops.size();
+    for (ir::ValueId y : ys)
+      if (is_floating(scope.state().fn->type(y).dtype)) r.targets.push_back(y);
+    const std::vector<std::optional<Tensor>> dys = forward(r);
+    std::vector<Tensor> outs;
+    for (ir::ValueId y : ys) outs.push_back(detail::wrap(scope.state(), y));
+    for (std::size_t k = 0; k < dys.size(); ++k)
+      outs.push_back(dys[k] ? *dys[k] : zeros_like(detail::wrap(scope.state(), r.targets[k])));
+    scope.finish(outs);
+  } catch (...) {
+    // (No forward rule for an op of @name, say.) Leave no half-built function behind.
+    std::erase_if(m->functions, [&](const auto& f) { return f->name == jname; });
+    throw;
+  }
+  m->derived["jvp @" + name] = jname;
+  return jname;
+}
+
+} // namespace adjit::autodiff

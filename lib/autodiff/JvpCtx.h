@@ -1,0 +1,51 @@
+// autodiff/JvpCtx.h — what an op's JVP rule sees (forward mode). Rules are
+// written with the same Tensor API as user code: they read the op's operands
+// `x(i)`, results `y(i)` and operand tangents `dx(i)`, and set result
+// tangents with `tangent(i, t)`. A missing tangent is a symbolic zero
+// (std::nullopt): rules never see, and should never build, zero tensors for
+// it, and a result left without a tangent has none.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <adjit/tensor.h>
+
+#include <functional>
+#include <optional>
+
+namespace adjit::autodiff {
+
+struct JvpCtx {
+  const ir::Op& op;
+  std::size_t opIndex; ///< the op's position in the current trace's function
+  std::function<Tensor(ir::ValueId)> value;
+  std::function<std::optional<Tensor>(ir::ValueId)> tangentOf;
+  std::function<void(std::size_t, const Tensor&)> set;
+
+  Tensor x(std::size_t i) const { return value(op.operands.at(i)); }
+  Tensor y(std::size_t i = 0) const { return value(op.results.at(i)); }
+  std::optional<Tensor> dx(std::size_t i) const { return tangentOf(op.operands.at(i)); }
+  void tangent(std::size_t i, const Tensor& t) const { set(i, t); }
+};
+
+// Rules shared by families of ops, each stated with its math.
+
+/// Elementwise ops: the Jacobian with respect to each operand is diagonal, so
+/// it equals its transpose, and the VJP rule applied to the tangent dx_i is
+/// J_i dx_i. dy = sum over operands of J_i dx_i.
+void diagonalJvp(const JvpCtx& c);
+/// Ops linear in their floating operands jointly (reshape, slice, pad,
+/// reduce_sum, gather's operand, ...): dy = op(dx...), integer operands (an
+/// index) kept; a missing tangent among present ones is a zero.
+void linearJvp(const JvpCtx& c);
+/// Ops linear in each of two operands (matmul): d op(a, b) = op(da, b) + op(a, db).
+void bilinearJvp(const JvpCtx& c);
+/// Any op with a VJP rule that is linear in the cotangents (every built-in
+/// rule): the JVP is the transpose of the VJP. With u standing for the
+/// result cotangents, the rule computes g_i = J_iᵀ u; reverse mode over that
+/// computation, seeded with dx_i at g_i, gives d/du sum_i <g_i, dx_i> =
+/// sum_i J_i dx_i. Used for products and extrema (reduce_prod, cumprod,
+/// reduce_max), and for calls and control flow, whose rules build functions.
+void transposedJvp(const JvpCtx& c);
+
+} // namespace adjit::autodiff
