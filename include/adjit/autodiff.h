@@ -505,3 +505,156 @@ template <class F, class... P> auto tracedVjp(F&& f, const P&... primals) {
 }
 
 } // namespace adjit
+
+// ---- Forward mode -------------------------------------------------------------
+
+namespace adjit {
+
+namespace detail {
+/// Forward pass over the ops traced since `mark`: the tangents of `ys` when
+/// the `xs` move along `dxs` (zeros where no tangent reaches a y). A tangent
+/// whose type is not its primal's is an Error at `loc`.
+std::vector<Tensor> pushForward(std::size_t mark, const std::vector<Tensor>& xs, const std::vector<Tensor>& dxs,
+                                const std::vector<Tensor>& ys, const Location& loc);
+/// The Jacobian of g at x, shaped g(x).shape + x.shape: one `scan` over the
+/// basis of x pushing each vector forward (`forward`), or over the basis of
+/// g(x) pulling each back. The primal ops read only x, so they leave the loop
+/// and run once; the loop body is one JVP or VJP.
+Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, const Tensor& x, const Location& loc);
+} // namespace detail
+
+/// Forward mode: std::pair{f(primals...), the derivative of f along tangents}.
+/// `primals` and `tangents` are tuples of the same structure (leaf by leaf the
+/// same types); f returns any structure of Tensors, and the tangents come in
+/// that structure (zeros where no tangent reaches an output; integer outputs
+/// get zeros). Inside a trace the tangent ops join it; with Arrays, compiled.
+template <class F, class... P, class... T>
+auto jvp(const F& f, const std::tuple<P...>& primals, const std::tuple<T...>& tangents,
+         std::source_location sl = std::source_location::current()) {
+  static_assert(sizeof...(P) == sizeof...(T), "jvp: give one tangent per primal (tuples of the same structure)");
+  if constexpr (!std::disjunction_v<detail::HasTensor<std::decay_t<P>>...>) {
+    detail::JitCore core(JitOptions{.name = "jvp"});
+    return detail::callCompiled(core, [&f, sl](const auto& ps, const auto& ts) { return jvp(f, ps, ts, sl); }, primals,
+                                tangents);
+  } else {
+    const Location loc = Location::from(sl);
+    auto a = [](const Tensor& x) { return detail::alias(x); };
+    std::tuple<P...> aliased = std::apply([&](const auto&... p) { return std::tuple<P...>{detail::Map<std::decay_t<decltype(p)>>::apply(p, a)...}; }, primals);
+    std::vector<Tensor> xs, dxs;
+    auto cx = [&](const Tensor& x) { xs.push_back(x); };
+    auto cd = [&](const Tensor& x) { dxs.push_back(x); };
+    std::apply([&](const auto&... p) { (detail::Map<std::decay_t<decltype(p)>>::each(p, cx), ...); }, aliased);
+    std::apply([&](const auto&... t) { (detail::Map<std::decay_t<decltype(t)>>::each(t, cd), ...); }, tangents);
+    const std::size_t mark = detail::traceMark();
+    auto out = std::apply(f, aliased);
+    using R = std::decay_t<decltype(out)>;
+    std::vector<Tensor> ys;
+    detail::Out<R>::flatten(out, ys);
+    const std::vector<Tensor> dys = detail::pushForward(mark, xs, dxs, ys, loc);
+    const Tensor* it = dys.data();
+    return std::make_pair(out, detail::OutTensors<R>::rebuild(out, it));
+  }
+}
+
+/// The Jacobian of f (returning one Tensor) with respect to the Tensor
+/// arguments `argnums` (default: the first), shaped f's output shape + the
+/// argument's shape, as JAX's. One argnum: a Tensor (an Array when called
+/// with Arrays); several: a tuple. jacfwd pushes the argument's basis forward
+/// (cheap for few inputs), jacrev pulls the output's basis back (cheap for
+/// few outputs); each is one loop whose body is one JVP or VJP.
+template <class F, bool Forward, int... I> class JacobianFn {
+public:
+  /// Made by jacfwd and jacrev; `loc` is where they were called.
+  JacobianFn(F f, std::source_location loc)
+      : f_(std::move(f)), loc_(Location::from(loc)),
+        core_(std::make_shared<detail::JitCore>(JitOptions{.name = Forward ? "jacfwd" : "jacrev"})) {}
+  /// With Tensors (inside a trace): the Jacobian ops join that trace. With
+  /// Arrays or scalars: compiled through jit and run.
+  template <class... Args> auto operator()(const Args&... args) const {
+    return detail::tracedOrCompiled(*this, *core_, args...);
+  }
+  /// The Jacobians traced into the current trace.
+  template <class... Args> auto traced(const Args&... args) const {
+    static_assert(sizeof...(I) > 0, "argnums must name at least one argument");
+    static_assert(((I >= 0 && I < static_cast<int>(sizeof...(Args))) && ...),
+                  "jacfwd/jacrev: an argnum is not the index of an argument of this call");
+    std::tuple<Args...> in{args...};
+    if constexpr (sizeof...(I) == 1) return one<I...>(in);
+    else return std::make_tuple(one<I>(in)...);
+  }
+
+private:
+  template <int K, class Tup> Tensor one(const Tup& in) const {
+    static_assert(std::is_same_v<std::decay_t<std::tuple_element_t<K, Tup>>, Tensor>,
+                  "jacfwd/jacrev: a differentiated argument must be one Tensor");
+    auto g = [&](const Tensor& x) {
+      Tup moved = in;
+      std::get<K>(moved) = x;
+      return Tensor(std::apply(f_, moved));
+    };
+    return detail::jacobian(Forward, g, std::get<K>(in), loc_);
+  }
+  F f_;
+  Location loc_;
+  std::shared_ptr<detail::JitCore> core_;
+};
+
+/// Forward-mode Jacobian (see JacobianFn).
+template <class F, int... I>
+JacobianFn<std::decay_t<F>, true, I...> jacfwd(F&& f, Argnums<I...>, std::source_location loc = std::source_location::current()) {
+  return JacobianFn<std::decay_t<F>, true, I...>(std::forward<F>(f), loc);
+}
+/// Forward-mode Jacobian with respect to the first argument.
+template <class F> JacobianFn<std::decay_t<F>, true, 0> jacfwd(F&& f, std::source_location loc = std::source_location::current()) {
+  return jacfwd(std::forward<F>(f), argnums<0>, loc);
+}
+/// Reverse-mode Jacobian (see JacobianFn).
+template <class F, int... I>
+JacobianFn<std::decay_t<F>, false, I...> jacrev(F&& f, Argnums<I...>, std::source_location loc = std::source_location::current()) {
+  return JacobianFn<std::decay_t<F>, false, I...>(std::forward<F>(f), loc);
+}
+/// Reverse-mode Jacobian with respect to the first argument.
+template <class F> JacobianFn<std::decay_t<F>, false, 0> jacrev(F&& f, std::source_location loc = std::source_location::current()) {
+  return jacrev(std::forward<F>(f), argnums<0>, loc);
+}
+
+/// The Hessian of f (returning a floating scalar) with respect to argument I
+/// (default: the first), shaped x.shape + x.shape: forward mode over the
+/// gradient (jacfwd of grad), as JAX's hessian.
+template <class F, int I>
+auto hessian(F&& f, Argnums<I> an, std::source_location loc = std::source_location::current()) {
+  return jacfwd(grad(std::forward<F>(f), an, loc), an, loc);
+}
+/// The Hessian with respect to the first argument.
+template <class F> auto hessian(F&& f, std::source_location loc = std::source_location::current()) {
+  return hessian(std::forward<F>(f), argnums<0>, loc);
+}
+
+/// hvp(f)(x, v): the Hessian of f (a floating scalar of one Tensor) at x times
+/// v, without forming the Hessian: the JVP of the gradient along v.
+template <class F> class HvpFn {
+public:
+  /// Made by hvp; `loc` is where it was called.
+  HvpFn(F f, std::source_location loc)
+      : f_(std::move(f)), loc_(loc), core_(std::make_shared<detail::JitCore>(JitOptions{.name = "hvp"})) {}
+  /// With Tensors inside a trace, or compiled with Arrays: H(x) v.
+  template <class X, class V> auto operator()(const X& x, const V& v) const {
+    return detail::tracedOrCompiled(*this, *core_, x, v);
+  }
+  /// H(x) v traced into the current trace.
+  Tensor traced(const Tensor& x, const Tensor& v) const {
+    auto g = grad(f_, argnums<0>, loc_);
+    return jvp(g, std::tuple<Tensor>{x}, std::tuple<Tensor>{v}, loc_).second;
+  }
+
+private:
+  F f_;
+  std::source_location loc_;
+  std::shared_ptr<detail::JitCore> core_;
+};
+/// hvp(f): see HvpFn.
+template <class F> HvpFn<std::decay_t<F>> hvp(F&& f, std::source_location loc = std::source_location::current()) {
+  return HvpFn<std::decay_t<F>>(std::forward<F>(f), loc);
+}
+
+} // namespace adjit

@@ -215,3 +215,100 @@ func @g.grad(%x: f64[]) -> (f64[]) {
   CHECK(m.interpret("g.grad.1", {Array(5.0)})[0].item<double>() == 1.0);
   CHECK(m.interpret("g.grad", {Array(5.0)})[0].item<double>() == 5.0); // the user's, untouched
 }
+
+// ---- forward mode ---------------------------------------------------------------
+
+TEST_CASE("jvp: values and tangents, in a trace and compiled, any output structure") {
+  auto f = [](Tensor x, Tensor y) { return std::make_pair(sin(x) * y, sum(x * x)); };
+  const Array x = f64({0.3, 1.2}), y = f64({2, -1}), dx = f64({1, 0.5}), dy = f64({0, 3});
+  auto [out, tan] = jvp(f, std::tuple{x, y}, std::tuple{dx, dy});
+  // d(sin x * y) = cos x dx y + sin x dy; d sum(x^2) = 2 x . dx
+  CHECK(out.first.to_vector<double>()[0] == doctest::Approx(std::sin(0.3) * 2));
+  CHECK(tan.first.to_vector<double>()[0] == doctest::Approx(std::cos(0.3) * 1 * 2));
+  CHECK(tan.first.to_vector<double>()[1] == doctest::Approx(std::cos(1.2) * 0.5 * -1 + std::sin(1.2) * 3));
+  CHECK(scalar(tan.second) == doctest::Approx(2 * 0.3 * 1 + 2 * 1.2 * 0.5));
+  // Inside a trace, and composed with grad: the JVP of a gradient (forward over reverse).
+  auto g = jit([f](Tensor x, Tensor y, Tensor dx, Tensor dy) { return jvp(f, std::tuple{x, y}, std::tuple{dx, dy}).second.second; });
+  CHECK(scalar(g(x, y, dx, dy)) == doctest::Approx(scalar(tan.second)));
+  // An output no tangent reaches gets zeros; so does an integer output.
+  auto [o2, t2] = jvp([](Tensor x, Tensor k) { return std::make_tuple(x * 2, k + 1, stop_gradient(x)); },
+                      std::tuple{x, i32({1, 2})}, std::tuple{dx, i32({0, 0})});
+  CHECK(std::get<0>(t2).to_vector<double>() == std::vector<double>{2, 1});
+  CHECK(std::get<1>(t2).to_vector<int32_t>() == std::vector<int32_t>{0, 0});
+  CHECK(std::get<2>(t2).to_vector<double>() == std::vector<double>{0, 0});
+  // A tangent of another type than its primal: an error at the call.
+  CHECK_THROWS_WITH_AS(jvp(f, std::tuple{x, y}, std::tuple{dx, f32({0, 3})}),
+                       doctest::Contains("jvp: tangent 1 is f32[2], but its primal is f64[2]"), Error);
+}
+
+TEST_CASE("jacfwd and jacrev: JAX's shapes, equal to each other and to the analytic Jacobian") {
+  const Array W = f64({0.1, 0.2, -0.3, 0.4, 0.5, 0.6, -0.7, 0.8, 0.9, 1.0, 1.1, -1.2}, {4, 3});
+  auto f = [W](Tensor x) { return tanh(matmul(constant(W), reshape(x, {3, 1}))); }; // [4,1]
+  const Array x = f64({0.3, -0.2, 0.5});
+  const Array jf = jacfwd(f)(x), jr = jacrev(f)(x);
+  CHECK(jf.shape() == Shape{4, 1, 3});
+  CHECK(jr.shape() == Shape{4, 1, 3});
+  const std::vector<double> w = W.to_vector<double>(), xv = x.to_vector<double>();
+  for (int i = 0; i < 4; ++i) {
+    double a = 0;
+    for (int j = 0; j < 3; ++j) a += w[i * 3 + j] * xv[j];
+    const double s = 1 - std::tanh(a) * std::tanh(a);
+    for (int j = 0; j < 3; ++j) {
+      CHECK(jf.to_vector<double>()[i * 3 + j] == doctest::Approx(s * w[i * 3 + j]));
+      CHECK(jr.to_vector<double>()[i * 3 + j] == doctest::Approx(s * w[i * 3 + j]));
+    }
+  }
+  // Several argnums: a tuple; a scalar output gives the argument's shape.
+  auto g = [](Tensor a, Tensor b) { return sum(a * b * b); };
+  auto [da, db] = jacfwd(g, argnums<0, 1>)(f64({1, 2}), f64({3, 4}));
+  CHECK(da.to_vector<double>() == std::vector<double>{9, 16});
+  CHECK(db.to_vector<double>() == std::vector<double>{6, 16});
+  // Through control flow: a scan and a cond in the function.
+  auto h = [](Tensor x) {
+    auto [c, ys] = scan([](Tensor c, Tensor xi) {
+      Tensor n = cond(gt(xi, 0.0), [](Tensor a) { return a * 2.0; }, [](Tensor a) { return sin(a); }, c * xi + xi);
+      return std::pair{n, n * n};
+    }, full({}, 0.5, DType::f64), x);
+    return ys;
+  };
+  const Array hx = f64({0.4, -0.3, 0.7});
+  ADJIT_CHECK_CLOSE(jacfwd(h)(hx), jacrev(h)(hx), 1e-12);
+  // A column of the forward Jacobian against central differences.
+  const double eps = 1e-6;
+  const Array hp = jit(h)(f64({0.4 + eps, -0.3, 0.7})), hm = jit(h)(f64({0.4 - eps, -0.3, 0.7}));
+  for (int i = 0; i < 3; ++i)
+    CHECK(jacfwd(h)(hx).to_vector<double>()[i * 3] == doctest::Approx((hp.to_vector<double>()[i] - hm.to_vector<double>()[i]) / (2 * eps)).epsilon(1e-6));
+}
+
+TEST_CASE("hessian and hvp: forward over reverse") {
+  auto f = [](Tensor x) { return sum(sin(x) * x * x) + x[0] * x[1]; };
+  const Array x = f64({0.3, -0.8, 1.1});
+  const Array H = hessian(f)(x);
+  REQUIRE(H.shape() == Shape{3, 3});
+  const std::vector<double> xv = x.to_vector<double>(), h = H.to_vector<double>();
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      // d2/dx2 (x^2 sin x) = 2 sin x + 4 x cos x - x^2 sin x; the cross term adds 1 at (0,1) and (1,0).
+      double want = i == j ? 2 * std::sin(xv[i]) + 4 * xv[i] * std::cos(xv[i]) - xv[i] * xv[i] * std::sin(xv[i]) : 0;
+      if ((i == 0 && j == 1) || (i == 1 && j == 0)) want += 1;
+      CHECK(h[i * 3 + j] == doctest::Approx(want));
+    }
+  ADJIT_CHECK_CLOSE(H, jacrev(grad(f))(x), 1e-12);
+  const Array v = f64({1, -2, 0.5});
+  const std::vector<double> hv = hvp(f)(x, v).to_vector<double>(), vv = v.to_vector<double>();
+  for (int i = 0; i < 3; ++i) {
+    double want = 0;
+    for (int j = 0; j < 3; ++j) want += h[i * 3 + j] * vv[j];
+    CHECK(hv[i] == doctest::Approx(want));
+  }
+}
+
+TEST_CASE("forward mode of a custom gradient is refused, not silently wrong") {
+  auto log1pexp = custom_gradient([](Tensor x) {
+    Tensor e = exp(x);
+    return std::pair{log(1 + e), [e](Tensor dy) { return dy * (1 - 1 / (1 + e)); }};
+  });
+  CHECK_THROWS_WITH_AS(jvp([&](Tensor x) { return log1pexp(x); }, std::tuple{f64({1.0})}, std::tuple{f64({1.0})}),
+                       doctest::Contains("forward-mode differentiation (jvp, jacfwd, hessian) of a custom gradient is not supported yet"),
+                       Error);
+}

@@ -1,0 +1,78 @@
+// autodiff/Jacobian.cpp — the library side of jvp, jacfwd and jacrev: tangents
+// pushed forward through the ops traced since a mark, and Jacobians as one
+// scan over a basis.
+#include "autodiff/Reverse.h"
+#include "trace/Tracer.h"
+
+#include <adjit/control_flow.h>
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace adjit::detail {
+
+std::vector<Tensor> pushForward(std::size_t mark, const std::vector<Tensor>& xs, const std::vector<Tensor>& dxs,
+                                const std::vector<Tensor>& ys, const Location& loc) {
+  TraceState* s = currentTrace();
+  if (!s) throw Error("jvp: called with Tensors outside of a trace", loc);
+  if (xs.size() != dxs.size())
+    throw Error(fmt::format("jvp: {} tangents for {} primals (give them in the primals' structure)", dxs.size(), xs.size()),
+                loc);
+  autodiff::ForwardRequest r;
+  r.begin = mark;
+  r.end = s->fn->ops.size();
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    traceOf(dxs[k], "jvp", loc);
+    if (dxs[k].type() != xs[k].type())
+      throw Error(fmt::format("jvp: tangent {} is {}, but its primal is {}", k, dxs[k].type().str(), xs[k].type().str()),
+                  loc);
+    r.sources.push_back(valueOf(xs[k], "jvp", loc));
+    r.tangents.push_back(dxs[k]);
+  }
+  for (const Tensor& y : ys) r.targets.push_back(valueOf(y, "jvp", loc));
+  const std::vector<std::optional<Tensor>> t = autodiff::forward(r);
+  std::vector<Tensor> out;
+  for (std::size_t k = 0; k < ys.size(); ++k) out.push_back(t[k] ? *t[k] : zeros_like(ys[k]));
+  return out;
+}
+
+Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, const Tensor& x, const Location& loc) {
+  const char* api = forward ? "jacfwd" : "jacrev";
+  traceOf(x, api, loc);
+  if (!is_floating(x.dtype()))
+    throw Error(fmt::format("{}: the differentiated argument must be floating, got {}", api, x.type().str()), loc);
+  // The output's type, from a trace of g that the scan's body repeats (and
+  // dead code elimination drops).
+  const Type out = g(x).type();
+  if (!is_floating(out.dtype))
+    throw Error(fmt::format("{}: the function must return a floating Tensor, got {}", api, out.str()), loc);
+  const Shape in = x.shape(); // a copy: shape() returns one
+  Shape shape = out.shape;
+  shape.insert(shape.end(), in.begin(), in.end());
+  const int64_t n = forward ? x.size() : num_elements(out.shape);
+  if (n == 0) return full(shape, 0, out.dtype);
+  if (n > std::numeric_limits<int32_t>::max())
+    throw Error(fmt::format("{}: {} basis vectors are more than one loop can count", api, n), loc);
+  // Step i: the i-th basis vector of the input (forward) or output (reverse).
+  auto body = [&](const Tensor& carry, const Tensor& i) {
+    if (forward) {
+      const Tensor e = reshape(one_hot(i, n, x.dtype()), x.shape());
+      return std::pair{carry, jvp([&](const Tensor& z) { return g(z); }, std::tuple<Tensor>{x}, std::tuple<Tensor>{e}).second};
+    }
+    auto [y, back] = tracedVjp([&](const Tensor& z) { return g(z); }, x);
+    const Tensor e = reshape(one_hot(i, n, out.dtype), out.shape);
+    return std::pair{carry, back(e).at(0)};
+  };
+  auto [carry, rows] = scan(body, full(Shape{}, 0, DType::i32), iota(Shape{n}, 0, DType::i32));
+  (void)carry;
+  if (!forward) return reshape(rows, shape); // [out..., in...] already: one row per output element
+  // rows: [in elements, out...]; the input's axis goes last.
+  const int64_t r = static_cast<int64_t>(out.shape.size());
+  std::vector<int64_t> perm;
+  for (int64_t d = 1; d <= r; ++d) perm.push_back(d);
+  perm.push_back(0);
+  return reshape(transpose(rows, perm), shape);
+}
+
+} // namespace adjit::detail
