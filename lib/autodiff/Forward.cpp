@@ -160,23 +160,17 @@ std::vector<std::optional<Tensor>> forward(const ForwardRequest& r) {
 }
 
 std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  if (auto it = m->derived.find("jvp @" + name); it != m->derived.end() && m->lookup(it->second)) return it->second;
-  const ir::Function* g = m->lookup(name);
-  if (!g) throw Error("jvp: no function named @" + name + " in the module");
-  std::string jname;
-  try {
-    detail::TraceScope scope(m, name + ".jvp"); // @name.jvp, or @name.jvp.1 if that is taken
-    jname = scope.state().fn->name;
+  return derive(m, "jvp", name, [](detail::TraceScope& scope, const ir::Function& g) {
     ForwardRequest r;
     std::vector<ir::ValueId> xs;
-    for (ir::ValueId p : g->params) xs.push_back(scope.param(g->type(p)).id());
+    for (ir::ValueId p : g.params) xs.push_back(scope.param(g.type(p)).id());
     for (std::size_t i = 0; i < xs.size(); ++i)
-      if (is_floating(g->type(g->params[i]).dtype)) {
+      if (is_floating(g.type(g.params[i]).dtype)) {
         r.sources.push_back(xs[i]);
-        r.tangents.push_back(scope.param(g->type(g->params[i])));
+        r.tangents.push_back(scope.param(g.type(g.params[i])));
       }
     r.begin = scope.state().fn->ops.size();
-    const std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, *g, xs);
+    const std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, g, xs);
     r.end = scope.state().fn->ops.size();
     for (ir::ValueId y : ys)
       if (is_floating(scope.state().fn->type(y).dtype)) r.targets.push_back(y);
@@ -185,14 +179,8 @@ std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string&
     for (ir::ValueId y : ys) outs.push_back(detail::wrap(scope.state(), y));
     for (std::size_t k = 0; k < dys.size(); ++k)
       outs.push_back(dys[k] ? *dys[k] : zeros_like(detail::wrap(scope.state(), r.targets[k])));
-    scope.finish(outs);
-  } catch (...) {
-    // (No forward rule for an op of @name, say.) Leave no half-built function behind.
-    std::erase_if(m->functions, [&](const auto& f) { return f->name == jname; });
-    throw;
-  }
-  m->derived["jvp @" + name] = jname;
-  return jname;
+    return outs;
+  });
 }
 
 } // namespace adjit::autodiff

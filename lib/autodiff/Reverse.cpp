@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <unordered_map>
 
@@ -243,25 +244,32 @@ static const ir::Function* derivedFunction(const ir::Module& m, const std::strin
   return it == m.derived.end() ? nullptr : m.lookup(it->second);
 }
 
-std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  if (const ir::Function* done = derivedFunction(*m, "vjp", name)) return done->name;
+std::string derive(const std::shared_ptr<ir::Module>& m, const std::string& kind, const std::string& name,
+                   const std::function<std::vector<Tensor>(detail::TraceScope&, const ir::Function&)>& body) {
+  if (const ir::Function* done = derivedFunction(*m, kind, name)) return done->name;
   const ir::Function* g = m->lookup(name);
-  if (!g) throw Error("vjp: no function named @" + name + " in the module");
-  std::string vname;
+  if (!g) throw Error(kind + ": no function named @" + name + " in the module");
+  std::string made;
   try {
-    detail::TraceScope scope(m, name + ".vjp"); // @name.vjp, or @name.vjp.1 if that is taken
-    vname = scope.state().fn->name;
-    Differentiated d = differentiateInto(scope, *g, /*withDy=*/true);
-    std::vector<Tensor> outs = d.ys;
-    outs.insert(outs.end(), d.dxs.begin(), d.dxs.end());
-    scope.finish(outs);
+    detail::TraceScope scope(m, name + "." + kind); // @name.kind, or @name.kind.1 if that is taken
+    made = scope.state().fn->name;
+    scope.finish(body(scope, *g));
   } catch (...) {
-    // (No gradient for an op of @name, say.) Leave no half-built function behind.
-    std::erase_if(m->functions, [&](const auto& f) { return f->name == vname; });
+    // (No derivative rule for an op of @name, say.) Leave no half-built function behind.
+    std::erase_if(m->functions, [&](const auto& f) { return f->name == made; });
     throw;
   }
-  m->derived["vjp @" + name] = vname;
-  return vname;
+  m->derived[kind + " @" + name] = made;
+  return made;
+}
+
+std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  return derive(m, "vjp", name, [](detail::TraceScope& scope, const ir::Function& g) {
+    Differentiated d = differentiateInto(scope, g, /*withDy=*/true);
+    std::vector<Tensor> outs = d.ys;
+    outs.insert(outs.end(), d.dxs.begin(), d.dxs.end());
+    return outs;
+  });
 }
 
 std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {

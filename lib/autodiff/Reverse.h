@@ -11,6 +11,7 @@
 
 #include "trace/Tracer.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -70,6 +71,13 @@ std::vector<std::optional<Tensor>> applyVjpRule(std::size_t opIndex, const std::
 /// Copies the ops of `src` into the builder's function, its parameters bound
 /// to `args`; returns the copies of its outputs.
 std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src, const std::vector<ir::ValueId>& args);
+
+/// The function `<name>.<kind>` of `m` derived from function `name` by
+/// `body`, which traces it in the scope given (parameters and ops) and
+/// returns its outputs; built once per module (kept in m.derived) and never
+/// left half-built when `body` throws. Returns its name.
+std::string derive(const std::shared_ptr<ir::Module>& m, const std::string& kind, const std::string& name,
+                   const std::function<std::vector<Tensor>(detail::TraceScope&, const ir::Function&)>& body);
 
 /// The combined VJP of function `name` of `m`: a function `<name>.vjp` taking
 /// (x..., dy...) and returning (y..., dx...), with a dy for each floating
