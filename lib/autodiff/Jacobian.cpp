@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <optional>
 
 namespace adjit::detail {
 
@@ -42,16 +43,26 @@ Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, con
   traceOf(x, api, loc);
   if (!is_floating(x.dtype()))
     throw Error(fmt::format("{}: the differentiated argument must be floating, got {}", api, x.type().str()), loc);
-  // The output's type, from a trace of g that the scan's body repeats (and
-  // dead code elimination drops).
-  const Type out = g(x).type();
-  if (!is_floating(out.dtype))
-    throw Error(fmt::format("{}: the function must return a floating Tensor, got {}", api, out.str()), loc);
   const Shape in = x.shape(); // a copy: shape() returns one
-  Shape shape = out.shape;
-  shape.insert(shape.end(), in.begin(), in.end());
-  const int64_t n = forward ? x.size() : num_elements(out.shape);
-  if (n == 0) return full(shape, 0, out.dtype);
+  auto jacobianShape = [&](const Shape& out) {
+    Shape shape = out;
+    shape.insert(shape.end(), in.begin(), in.end());
+    return shape;
+  };
+  auto checkOut = [&](const Type& out) {
+    if (!is_floating(out.dtype))
+      throw Error(fmt::format("{}: the function must return a floating Tensor, got {}", api, out.str()), loc);
+  };
+  // jacfwd learns the output's type from the loop's steps; jacrev needs it to
+  // count them, from one more trace of g (left dead in the trace, unless g
+  // has effects: those run once more).
+  std::optional<Type> out;
+  if (!forward || x.size() == 0) {
+    out = g(x).type();
+    checkOut(*out);
+  }
+  const int64_t n = forward ? x.size() : num_elements(out->shape);
+  if (n == 0) return full(jacobianShape(out->shape), 0, out->dtype);
   if (n > std::numeric_limits<int32_t>::max())
     throw Error(fmt::format("{}: {} basis vectors are more than one loop can count", api, n), loc);
   // Step i: the i-th basis vector of the input (forward) or output (reverse).
@@ -61,18 +72,21 @@ Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, con
       return std::pair{carry, jvp([&](const Tensor& z) { return g(z); }, std::tuple<Tensor>{x}, std::tuple<Tensor>{e}).second};
     }
     auto [y, back] = tracedVjp([&](const Tensor& z) { return g(z); }, x);
-    const Tensor e = reshape(one_hot(i, n, out.dtype), out.shape);
+    const Tensor e = reshape(one_hot(i, n, out->dtype), out->shape);
     return std::pair{carry, back(e).at(0)};
   };
   auto [carry, rows] = scan(body, full(Shape{}, 0, DType::i32), iota(Shape{n}, 0, DType::i32));
   (void)carry;
-  if (!forward) return reshape(rows, shape); // [out..., in...] already: one row per output element
+  if (!forward) return reshape(rows, jacobianShape(out->shape)); // one row per output element already
   // rows: [in elements, out...]; the input's axis goes last.
-  const int64_t r = static_cast<int64_t>(out.shape.size());
+  const Shape rowsShape = rows.shape(); // a copy: shape() returns one
+  const Shape outShape(rowsShape.begin() + 1, rowsShape.end());
+  checkOut(Type{rows.dtype(), outShape});
+  const int64_t r = static_cast<int64_t>(outShape.size());
   std::vector<int64_t> perm;
   for (int64_t d = 1; d <= r; ++d) perm.push_back(d);
   perm.push_back(0);
-  return reshape(transpose(rows, perm), shape);
+  return reshape(transpose(rows, perm), jacobianShape(outShape));
 }
 
 } // namespace adjit::detail

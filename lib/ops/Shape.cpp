@@ -84,7 +84,11 @@ void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumula
     int64_t byteOffset;
   };
   const llvm::DataLayout& dl = c.llvmModule().getDataLayout();
-  std::map<std::tuple<Shape, std::vector<int64_t>, llvm::Value*>, std::vector<Source>> classes;
+  // Classes in order of first operand: ordering by the base pointer's
+  // address would make the emitted code differ from run to run.
+  using Class = std::tuple<Shape, std::vector<int64_t>, llvm::Value*>;
+  std::map<Class, std::size_t> index;
+  std::vector<std::pair<Class, std::vector<Source>>> classes;
   for (std::size_t k = 0; k < placed.size(); ++k) {
     const Shape& s = c.operandType(k).shape;
     if (!c.hasBuffer(k)) {
@@ -93,7 +97,10 @@ void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumula
     }
     llvm::APInt off(64, 0);
     llvm::Value* base = c.operandBuffer(k)->stripAndAccumulateConstantOffsets(dl, off, /*AllowNonInbounds=*/true);
-    classes[{s, placed[k].stride, base}].push_back({k, off.getSExtValue()});
+    Class key{s, placed[k].stride, base};
+    auto [it, fresh] = index.try_emplace(key, classes.size());
+    if (fresh) classes.push_back({std::move(key), {}});
+    classes[it->second].second.push_back({k, off.getSExtValue()});
   }
   for (const auto& [cls, members] : classes) {
     const auto& [s, stride, base] = cls;

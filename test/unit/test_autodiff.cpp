@@ -280,6 +280,18 @@ TEST_CASE("jacfwd and jacrev: JAX's shapes, equal to each other and to the analy
     CHECK(jacfwd(h)(hx).to_vector<double>()[i * 3] == doctest::Approx((hp.to_vector<double>()[i] - hm.to_vector<double>()[i]) / (2 * eps)).epsilon(1e-6));
 }
 
+TEST_CASE("jacfwd and jacrev: an integer argument or output is an error at the call") {
+  auto toInt = [](Tensor x) { return cast(x, DType::i32); };
+  CHECK_THROWS_WITH_AS(jacfwd(toInt)(f64({1, 2})), doctest::Contains("jacfwd: the function must return a floating Tensor, got i32[2]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(jacrev(toInt)(f64({1, 2})), doctest::Contains("jacrev: the function must return a floating Tensor, got i32[2]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(jacfwd([](Tensor k) { return cast(k, DType::f64); })(i32({1, 2})),
+                       doctest::Contains("jacfwd: the differentiated argument must be floating, got i32[2]"), Error);
+  // An empty argument: a Jacobian with no columns.
+  CHECK(jacfwd([](Tensor x) { return sum(x) + 1.0; })(Array(Type{DType::f64, {0}})).shape() == Shape{0});
+}
+
 TEST_CASE("hessian and hvp: forward over reverse") {
   auto f = [](Tensor x) { return sum(sin(x) * x * x) + x[0] * x[1]; };
   const Array x = f64({0.3, -0.8, 1.1});
