@@ -556,6 +556,121 @@ auto jvp(const F& f, const std::tuple<P...>& primals, const std::tuple<T...>& ta
   }
 }
 
+namespace detail {
+struct AccumulatorState;
+
+/// A first argument that remembers the caller's line: the default argument
+/// of a converting constructor is evaluated where the conversion happens,
+/// in the caller's expression (for variadic calls, which cannot end in a
+/// std::source_location parameter).
+template <class T> struct Located {
+  Located(const T& v, std::source_location l = std::source_location::current()) : value(v), loc(l) {}
+  const T& value;
+  std::source_location loc;
+};
+} // namespace detail
+
+/// tf.autodiff.ForwardAccumulator inside a trace: tangents for `primals`
+/// (moving along `tangents`, leaf by leaf of the same type) propagate
+/// through the ops traced while the accumulator lives, and `jvp(y)` asks for
+/// the tangent of a value traced since. Integer and boolean primals take no
+/// tangent. Nests with GradientTape either way: an accumulator around a
+/// tape's gradient computes Hessian-vector products (forward over reverse),
+/// a tape around an accumulator differentiates its jvp (reverse over
+/// forward). Tangents are built when asked for, each op's once; as in
+/// TensorFlow, the ops an answer adds are not watched (the jvp of a jvp is
+/// None: nest a second accumulator for second order).
+class ForwardAccumulator {
+public:
+  ForwardAccumulator(const Tensor& primal, const Tensor& tangent,
+                     std::source_location loc = std::source_location::current());
+  ForwardAccumulator(std::vector<Tensor> primals, std::vector<Tensor> tangents,
+                     std::source_location loc = std::source_location::current());
+  /// The tangent of `y`: std::nullopt when no primal's tangent reaches it
+  /// (zeros with Unconnected::zero), as TensorFlow's acc.jvp.
+  std::optional<Tensor> jvp(const Tensor& y, Unconnected unconnected = Unconnected::none,
+                            std::source_location loc = std::source_location::current()) const;
+  std::vector<std::optional<Tensor>> jvp(const std::vector<Tensor>& ys, Unconnected unconnected = Unconnected::none,
+                                         std::source_location loc = std::source_location::current()) const;
+
+private:
+  std::shared_ptr<detail::AccumulatorState> state_; ///< shared by copies
+};
+
+/// linearize's linear function on Arrays: f's derivative at the primals,
+/// compiled once; each call computes only the tangent, from what the primal
+/// computation kept (residual_bytes()).
+class LinearFn {
+public:
+  explicit LinearFn(std::shared_ptr<detail::HostVjp> s) : state_(std::move(s)) {}
+  /// One tangent per primal leaf, each of its primal's type (integer leaves'
+  /// tangents are ignored); a wrong count or type is an Error at the caller's line.
+  Array operator()(const std::vector<Array>& tangents, std::source_location loc = std::source_location::current()) const;
+  template <class... T>
+    requires(std::is_same_v<T, Array> && ...)
+  Array operator()(detail::Located<Array> first, const T&... rest) const {
+    return (*this)(std::vector<Array>{first.value, rest...}, first.loc);
+  }
+  /// Bytes the primal computation kept for this function beyond the primals.
+  std::size_t residual_bytes() const;
+
+private:
+  std::shared_ptr<detail::HostVjp> state_;
+};
+
+namespace detail {
+std::pair<Array, LinearFn> hostLinearize(const std::vector<Type>& types, std::span<const Leaf> leaves,
+                                         const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body);
+
+/// linearize's linear function inside a trace: each call pushes tangents
+/// through the ops f traced (pushForward), reading f's values.
+struct TracedLinear {
+  std::size_t mark;
+  Tensor y;
+  std::vector<Tensor> xs;
+  Tensor operator()(const std::vector<Tensor>& tangents, std::source_location loc = std::source_location::current()) const;
+  template <class... T>
+    requires(std::is_same_v<T, Tensor> && ...)
+  Tensor operator()(Located<Tensor> first, const T&... rest) const {
+    return (*this)(std::vector<Tensor>{first.value, rest...}, first.loc);
+  }
+};
+} // namespace detail
+
+/// JAX's linearize: std::pair{f(primals...), f_jvp} where f_jvp(tangents...)
+/// is the derivative of f at the primals along the tangents (one per primal
+/// leaf; f returns one Tensor). With Arrays, f's JVP is split by partial
+/// evaluation: everything that reads no tangent runs once, now, and keeps
+/// what the tangent needs; f_jvp (a LinearFn) is the compiled rest, linear
+/// in the tangents, so it never recomputes f (inside recompute_grad regions
+/// it recomputes by design, keeping the memory saving). With Tensors inside a
+/// trace, each f_jvp call adds the tangent ops to the trace, reading f's values.
+template <class F, class... P> auto linearize(F&& f, const P&... primals) {
+  if constexpr (!std::disjunction_v<detail::HasTensor<std::decay_t<P>>...>) {
+    detail::ArgCollector c;
+    detail::TypeCollector tc;
+    (detail::In<P>::visit(primals, c), ...);
+    (detail::In<P>::visit(primals, tc), ...);
+    return detail::hostLinearize(tc.types, c.leaves(), [&](std::span<const Tensor> params) {
+      const Tensor* it = params.data();
+      std::tuple<detail::tensor_type_t<P>...> targs{detail::In<P>::build(primals, it)...};
+      return std::vector<Tensor>{std::apply(f, targs)};
+    });
+  } else {
+    std::tuple<P...> in{primals...};
+    auto aliased = std::apply([](const auto&... p) {
+      auto a = [](const Tensor& x) { return detail::alias(x); };
+      return std::tuple<P...>{detail::Map<std::decay_t<decltype(p)>>::apply(p, a)...};
+    }, in);
+    const std::size_t mark = detail::traceMark();
+    Tensor y = std::apply(f, aliased);
+    std::vector<Tensor> xs;
+    auto c = [&](const Tensor& x) { xs.push_back(x); };
+    std::apply([&](const auto&... p) { (detail::Map<std::decay_t<decltype(p)>>::each(p, c), ...); }, aliased);
+    return std::make_pair(y, detail::TracedLinear{mark, y, std::move(xs)});
+  }
+}
+
 /// The Jacobian of f (returning one Tensor) with respect to the Tensor
 /// arguments `argnums` (default: the first), shaped f's output shape + the
 /// argument's shape, as JAX's. One argnum: a Tensor (an Array when called

@@ -7,6 +7,8 @@
 #include <adjit/variable.h>
 
 namespace adjit {
+template <class F> class CustomGradientFn;
+
 namespace detail {
 
 /// What a grad_fn returned: gradients for the inputs and, if it takes
@@ -49,10 +51,22 @@ template <class R> std::vector<Tensor> flatten(const R& r) {
   return out;
 }
 
-/// Whether grad_fn takes `variables` after the cotangents (given one by one, or as a vector).
+template <class G> struct IsCustomGradientFn : std::false_type {};
+template <class F> struct IsCustomGradientFn<CustomGradientFn<F>> : std::true_type {};
+
+/// Whether grad_fn takes `variables` after the cotangents (given one by one,
+/// or as a vector). A custom_gradient object given as grad_fn (TensorFlow's
+/// grad_grad_fn pattern) takes the cotangents only: it accepts any arguments
+/// in form, so asking it would say yes.
+template <class G> constexpr bool takesVariableVector() {
+  if constexpr (IsCustomGradientFn<G>::value) return false;
+  else return std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>;
+}
 template <class Ys, class G> constexpr bool acceptsVariables() {
   constexpr int n = StaticLeaves<Ys>::value;
-  if constexpr (std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>)
+  if constexpr (IsCustomGradientFn<G>::value)
+    return false;
+  else if constexpr (takesVariableVector<G>())
     return true;
   else if constexpr (n >= 0)
     return []<std::size_t... I>(std::index_sequence<I...>) {
@@ -73,7 +87,7 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
     if constexpr (withVars) return GradResult{flattenGrads(r.first), flattenGrads(r.second)};
     else return GradResult{flattenGrads(r), {}};
   };
-  if constexpr (withVars && std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>) {
+  if constexpr (takesVariableVector<G>()) {
     return finish(g(dys, vars));
   } else if constexpr (n >= 0) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {

@@ -1,4 +1,5 @@
-// autodiff/Api.cpp — gradients, GradientTape and the helpers behind grad/vjp.
+// autodiff/Api.cpp — gradients, GradientTape, ForwardAccumulator and the
+// helpers behind grad/vjp.
 #include "autodiff/Reverse.h"
 #include "support/Assert.h"
 #include "trace/Tracer.h"
@@ -194,6 +195,57 @@ std::vector<std::optional<Tensor>> GradientTape::gradientOfLeaves(const std::vec
     for (std::size_t k = 0; k < out.size(); ++k)
       if (!out[k]) out[k] = full(types[k].shape, 0, types[k].dtype);
   return out;
+}
+
+namespace detail {
+struct AccumulatorState {
+  uint64_t trace;
+  std::size_t next; ///< the first op of the trace not walked yet
+  std::unordered_map<ir::ValueId, Tensor> tangents;
+};
+} // namespace detail
+
+ForwardAccumulator::ForwardAccumulator(const Tensor& primal, const Tensor& tangent, std::source_location l)
+    : ForwardAccumulator(std::vector<Tensor>{primal}, std::vector<Tensor>{tangent}, l) {}
+
+ForwardAccumulator::ForwardAccumulator(std::vector<Tensor> primals, std::vector<Tensor> tangents,
+                                       std::source_location l) {
+  const Location loc = Location::from(l);
+  detail::TraceState& s = current("ForwardAccumulator", loc);
+  if (primals.size() != tangents.size())
+    throw Error(fmt::format("ForwardAccumulator: {} tangents for {} primals", tangents.size(), primals.size()), loc);
+  state_ = std::make_shared<detail::AccumulatorState>(detail::AccumulatorState{s.id, s.fn->ops.size(), {}});
+  for (std::size_t i = 0; i < primals.size(); ++i) {
+    checkTracedHere(primals[i], s, "ForwardAccumulator", "primals", i, loc);
+    checkTracedHere(tangents[i], s, "ForwardAccumulator", "tangents", i, loc);
+    if (tangents[i].type() != primals[i].type())
+      throw Error(fmt::format("ForwardAccumulator: tangent {} is {}, but its primal is {}", i,
+                              tangents[i].type().str(), primals[i].type().str()), loc);
+    if (is_floating(primals[i].dtype())) state_->tangents.insert_or_assign(primals[i].id(), tangents[i]);
+  }
+}
+
+std::optional<Tensor> ForwardAccumulator::jvp(const Tensor& y, Unconnected u, std::source_location l) const {
+  return jvp(std::vector<Tensor>{y}, u, l)[0];
+}
+
+std::vector<std::optional<Tensor>> ForwardAccumulator::jvp(const std::vector<Tensor>& ys, Unconnected u,
+                                                           std::source_location l) const {
+  const Location loc = Location::from(l);
+  checkUnconnected(u, "ForwardAccumulator::jvp", loc);
+  detail::TraceState& s = current("ForwardAccumulator::jvp", loc);
+  if (s.id != state_->trace) throw Error("ForwardAccumulator::jvp: the accumulator belongs to another trace", loc);
+  autodiff::ForwardRequest r;
+  r.begin = state_->next;
+  r.end = s.fn->ops.size();
+  r.carried = &state_->tangents;
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    checkTracedHere(ys[i], s, "ForwardAccumulator::jvp", "ys", i, loc);
+    r.targets.push_back(detail::valueOf(ys[i], "ForwardAccumulator::jvp", loc));
+  }
+  std::vector<std::optional<Tensor>> t = autodiff::forward(r);
+  state_->next = s.fn->ops.size(); // past the ops just walked and those the walk added
+  return fill(std::move(t), ys, u);
 }
 
 namespace detail {

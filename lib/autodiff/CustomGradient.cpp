@@ -3,6 +3,7 @@
 // function, traced on first use. Tensors of the forward that grad_fn reads
 // become residuals: extra outputs of the forward, parameters of the VJP.
 #include "autodiff/CustomGradient.h"
+#include "autodiff/JvpCtx.h"
 #include "autodiff/Reverse.h"
 
 #include "ir/Builder.h"
@@ -190,7 +191,30 @@ static const ir::LazyVjp* lazyOf(const ir::Module& m, const ir::Op& site) {
   return nullptr;
 }
 
-std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
+void customVjpJvp(const JvpCtx& c) {
+  detail::TraceState& s = *detail::currentTrace();
+  ir::Function& f = *s.fn;
+  const ir::LazyVjp* lazy = lazyOf(*s.module, f.ops[c.opIndex]);
+  bindVjp(s.module, f, c.opIndex);
+  const ir::Op& site = f.ops[c.opIndex];
+  // The VJP function takes (dy for each floating output..., residuals...).
+  const ir::Function& vjp = *s.module->lookup(site.callees.at(1));
+  const std::size_t n = static_cast<std::size_t>(site.attrs.integer("outputs"));
+  std::vector<char> dependent(vjp.params.size(), 0);
+  for (std::size_t i = 0, p = 0; i < n; ++i)
+    if (is_floating(f.type(site.results[i]).dtype)) dependent.at(p++) = 1;
+  checkLinear(*s.module, vjp, dependent, "custom_gradient", lazy ? lazy->loc : site.loc);
+  // The call of the VJP function recomputes its forward part when it is
+  // differentiated: under linearize that keeps it out of the primal half, so
+  // recompute_grad's linear function recomputes the region instead of
+  // keeping its values.
+  transposeRule(c, [&](const std::vector<std::optional<Tensor>>& cts, const std::vector<char>&) {
+    return customVjp(c.opIndex, cts, /*recompute=*/true);
+  });
+}
+
+std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts,
+                                             bool recompute) {
   detail::TraceState& s = *detail::currentTrace();
   ir::Function& f = *s.fn;
   const ir::LazyVjp* lazy = lazyOf(*s.module, f.ops[opIndex]);
@@ -209,7 +233,9 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
   std::size_t nextResult = n + a;
   for (int64_t r : site2.attrs.has("residuals") ? site2.attrs.ints("residuals") : std::vector<int64_t>{})
     args.push_back(r >= 0 ? site2.operands[static_cast<std::size_t>(r)] : site2.results[nextResult++]);
-  std::vector<ir::ValueId> dx = s.builder.create(ir::OpKind::Call, args, {}, {site2.callees[1]}, site2.loc);
+  ir::Attrs callAttrs;
+  if (recompute) callAttrs.set("recompute", true);
+  std::vector<ir::ValueId> dx = s.builder.create(ir::OpKind::Call, args, callAttrs, {site2.callees[1]}, site2.loc);
   std::vector<std::optional<Tensor>> out(site2.operands.size());
   std::size_t j = 0;
   for (std::size_t i = 0; i < k; ++i)

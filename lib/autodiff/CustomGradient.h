@@ -44,7 +44,9 @@ namespace adjit::autodiff {
 /// Operand cotangents of the custom_vjp op `f.ops[opIndex]` of the current
 /// trace, tracing its VJP function if this is the first time (and rewriting
 /// the call site to return the residuals the VJP reads).
-std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts);
+/// With `recompute`, the call of the VJP function is {recompute = true}.
+std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts,
+                                             bool recompute = false);
 
 /// Whether ADJIT_CHECK_CUSTOM_VJP asks to check custom VJPs as they run.
 bool checkingCustomVjps();

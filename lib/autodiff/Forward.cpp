@@ -79,6 +79,12 @@ void bilinearJvp(const JvpCtx& c) {
 }
 
 void transposedJvp(const JvpCtx& c) {
+  transposeRule(c, [&](const std::vector<std::optional<Tensor>>& cts, const std::vector<char>& wanted) {
+    return applyVjpRule(c.opIndex, cts, wanted);
+  });
+}
+
+void transposeRule(const JvpCtx& c, const VjpRule& rule) {
   // u: a fresh value per floating result, standing for its cotangent. The
   // rule is linear in u, so its value (zeros) does not matter, only that u is
   // a value of its own that reverse mode can differentiate with respect to.
@@ -99,7 +105,7 @@ void transposedJvp(const JvpCtx& c) {
   detail::TraceState& s = currentState();
   Request r;
   r.begin = s.fn->ops.size();
-  const std::vector<std::optional<Tensor>> g = applyVjpRule(c.opIndex, cts, wanted);
+  const std::vector<std::optional<Tensor>> g = rule(cts, wanted);
   r.end = s.fn->ops.size();
   for (std::size_t i = 0; i < g.size(); ++i)
     if (g[i] && wanted[i]) {
@@ -113,17 +119,51 @@ void transposedJvp(const JvpCtx& c) {
     if (t[j]) c.tangent(ofU[j], *t[j]);
 }
 
+void callJvp(const JvpCtx& c) {
+  const bool recompute = c.op.attrs.has("recompute") && c.op.attrs.boolean("recompute");
+  if (!recompute || c.op.callees.size() != 1) return transposedJvp(c);
+  detail::TraceState& s = currentState();
+  const std::string jname = jvpFunction(s.module, c.op.callees[0]);
+  std::vector<ir::ValueId> args = c.op.operands;
+  for (std::size_t i = 0; i < c.op.operands.size(); ++i)
+    if (floatingValue(c.op.operands[i])) {
+      const std::optional<Tensor> d = c.dx(i);
+      args.push_back(d ? d->id() : zeros_like(c.x(i)).id());
+    }
+  ir::Attrs attrs;
+  attrs.set("recompute", true);
+  const std::vector<ir::ValueId> res = s.builder.create(ir::OpKind::Call, args, attrs, {jname}, c.op.loc);
+  std::size_t k = c.op.results.size(); // results: (y..., dy...) with a dy per floating y
+  for (std::size_t i = 0; i < c.op.results.size(); ++i)
+    if (floatingValue(c.op.results[i])) c.tangent(i, detail::wrap(s, res.at(k++)));
+}
+
 std::vector<std::optional<Tensor>> forward(const ForwardRequest& r) {
   detail::TraceState& s = currentState();
   ir::Function& f = *s.fn;
-  std::unordered_map<ir::ValueId, Tensor> tan;
+  std::unordered_map<ir::ValueId, Tensor> local;
+  std::unordered_map<ir::ValueId, Tensor>& tan = r.carried ? *r.carried : local;
   std::unordered_map<ir::ValueId, char> stopped;
   for (ir::ValueId v : r.stops) stopped[v] = 1;
   for (std::size_t k = 0; k < r.sources.size(); ++k) {
     ADJIT_ASSERT(r.tangents[k].type() == f.type(r.sources[k]), "forward: a tangent's type differs from its primal's");
     if (is_floating(f.type(r.sources[k]).dtype)) tan.insert_or_assign(r.sources[k], r.tangents[k]);
   }
+  // Only ops on a path to a target get tangents: others would build dead
+  // code (and a ForwardAccumulator asked twice would differentiate the
+  // tangent ops its first answer added).
+  std::vector<char> needed(f.types.size());
+  for (ir::ValueId v : r.targets) needed[static_cast<std::size_t>(v)] = 1;
+  std::vector<char> opNeeded(r.end - r.begin, r.carried != nullptr);
+  for (std::size_t i = r.end; !r.carried && i-- > r.begin;) {
+    const ir::Op& op = f.ops[i];
+    if (std::none_of(op.results.begin(), op.results.end(), [&](ir::ValueId v) { return needed[static_cast<std::size_t>(v)]; }))
+      continue;
+    opNeeded[i - r.begin] = 1;
+    for (ir::ValueId o : op.operands) needed[static_cast<std::size_t>(o)] = 1;
+  }
   for (std::size_t i = r.begin; i < r.end; ++i) {
+    if (!opNeeded[i - r.begin]) continue;
     const ir::Op op = f.ops[i]; // a copy: rules append to f.ops
     const ops::OpInfo& info = ops::info(op.kind);
     if (info.has(ops::kNonDifferentiable)) continue;

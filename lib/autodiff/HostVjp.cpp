@@ -1,5 +1,6 @@
-// autodiff/HostVjp.cpp — vjp on Arrays: a compiled forward that returns its
-// residuals, and a compiled backward that consumes them.
+// autodiff/HostVjp.cpp — vjp and linearize on Arrays: a compiled first half
+// that returns its residuals, and a compiled second half that consumes them
+// (the VJP's backward; linearize's linear function).
 #include "autodiff/Reverse.h"
 #include "jit/Engine.h"
 #include "support/Log.h"
@@ -21,31 +22,62 @@ struct HostVjp {
   Type output;
 };
 
-std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<const Leaf> leaves,
-                                      const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
+namespace {
+
+/// Traces `body` as @<api>, splits it in two (splitVjp or splitJvp), compiles
+/// both halves and runs the first on `leaves`: f's output and the state the
+/// second half needs.
+std::pair<Array, std::shared_ptr<HostVjp>>
+runFirstHalf(const char* api, const std::vector<Type>& types, std::span<const Leaf> leaves,
+             const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body,
+             autodiff::SplitVjp (*split)(const std::shared_ptr<ir::Module>&, const std::string&)) {
   TracedVariables vars;
-  Module traced = traceModule("vjp", types, body, &vars);
+  Module traced = traceModule(api, types, body, &vars);
   if (!vars.reads.empty())
-    throw Error("vjp: functions using variables are not supported on Arrays yet (variable '" + vars.reads[0]->name + "')");
+    throw Error(fmt::format("{}: functions using variables are not supported on Arrays yet (variable '{}')", api,
+                            vars.reads[0]->name));
   auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
-  const autodiff::SplitVjp split = autodiff::splitVjp(m, "vjp");
-  const std::vector<bool>& isInput = split.residualIsParam;
-  const std::size_t nResiduals = isInput.size();
-  auto forward = engine::compile({*m, split.fwd, 2, "", 0});
+  const autodiff::SplitVjp halves = split(m, api);
+  auto first = engine::compile({*m, halves.fwd, 2, "", 0});
   auto state = std::make_shared<HostVjp>();
-  state->backward = engine::compile({*m, split.bwd, 2, "", 0});
+  state->backward = engine::compile({*m, halves.bwd, 2, "", 0});
   state->primals = types;
   for (const Type& t : types) state->floating.push_back(is_floating(t.dtype));
   std::vector<Array> outs;
-  engine::run(*forward, leaves, outs);
+  engine::run(*first, leaves, outs);
   state->output = outs.at(0).type();
-  for (std::size_t i = 0; i < nResiduals; ++i) state->residuals.push_back(std::move(outs.at(1 + i)));
-  state->residualIsInput = isInput;
+  for (std::size_t i = 0; i < halves.residualIsParam.size(); ++i) state->residuals.push_back(std::move(outs.at(1 + i)));
+  state->residualIsInput = halves.residualIsParam;
+  return {std::move(outs.at(0)), std::move(state)};
+}
+
+std::size_t residualBytes(const HostVjp& s) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < s.residuals.size(); ++i)
+    if (!s.residualIsInput[i]) n += s.residuals[i].bytes();
+  return n;
+}
+
+} // namespace
+
+std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<const Leaf> leaves,
+                                      const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
+  auto [y, state] = runFirstHalf("vjp", types, leaves, body, autodiff::splitVjp);
   VjpBackward back(state);
   if (logEnabled("compile"))
     logLine("compile", fmt::format("vjp{}: the forward keeps {} bytes for the backward beyond its inputs",
                                    detail::describeArgs(types), back.residual_bytes()));
-  return {std::move(outs.at(0)), std::move(back)};
+  return {std::move(y), std::move(back)};
+}
+
+std::pair<Array, LinearFn> hostLinearize(const std::vector<Type>& types, std::span<const Leaf> leaves,
+                                         const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
+  auto [y, state] = runFirstHalf("linearize", types, leaves, body, autodiff::splitJvp);
+  LinearFn lin(state);
+  if (logEnabled("compile"))
+    logLine("compile", fmt::format("linearize{}: the primal keeps {} bytes for the linear function beyond its inputs",
+                                   detail::describeArgs(types), lin.residual_bytes()));
+  return {std::move(y), std::move(lin)};
 }
 
 } // namespace detail
@@ -67,11 +99,27 @@ std::vector<Array> VjpBackward::operator()(const Array& cotangent, std::source_l
   return out;
 }
 
-std::size_t VjpBackward::residual_bytes() const {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < state_->residuals.size(); ++i)
-    if (!state_->residualIsInput[i]) n += state_->residuals[i].bytes();
-  return n;
+std::size_t VjpBackward::residual_bytes() const { return detail::residualBytes(*state_); }
+
+Array LinearFn::operator()(const std::vector<Array>& tangents, std::source_location loc) const {
+  const detail::HostVjp& s = *state_;
+  if (tangents.size() != s.primals.size())
+    throw Error(fmt::format("linearize: the linear function takes {} tangents (one per primal leaf), got {}",
+                            s.primals.size(), tangents.size()), Location::from(loc));
+  std::vector<detail::Leaf> leaves;
+  for (const Array& r : s.residuals) leaves.push_back({r.raw(), &r.type()});
+  for (std::size_t i = 0; i < tangents.size(); ++i) {
+    if (tangents[i].type() != s.primals[i])
+      throw Error(fmt::format("linearize: tangent {} must have its primal's type {}, got {}", i, s.primals[i].str(),
+                              tangents[i].type().str()), Location::from(loc));
+    if (s.floating[i]) leaves.push_back({tangents[i].raw(), &tangents[i].type()});
+  }
+  if (!is_floating(s.output.dtype)) return Array(s.output); // an integer output has a zero tangent
+  std::vector<Array> dy;
+  engine::run(*s.backward, leaves, dy);
+  return std::move(dy.at(0));
 }
+
+std::size_t LinearFn::residual_bytes() const { return detail::residualBytes(*state_); }
 
 } // namespace adjit

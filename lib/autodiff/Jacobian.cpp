@@ -1,6 +1,6 @@
-// autodiff/Jacobian.cpp — the library side of jvp, jacfwd and jacrev: tangents
-// pushed forward through the ops traced since a mark, and Jacobians as one
-// scan over a basis.
+// autodiff/Jacobian.cpp — the library side of jvp, linearize (in a trace),
+// jacfwd and jacrev: tangents pushed forward through the ops traced since a
+// mark, and Jacobians as one scan over a basis.
 #include "autodiff/Reverse.h"
 #include "trace/Tracer.h"
 
@@ -12,30 +12,51 @@
 #include <optional>
 
 namespace adjit::detail {
+namespace {
 
-std::vector<Tensor> pushForward(std::size_t mark, const std::vector<Tensor>& xs, const std::vector<Tensor>& dxs,
-                                const std::vector<Tensor>& ys, const Location& loc) {
+/// autodiff::forward over the ops of the current trace since `mark`, for
+/// the API `api` (named in its errors at `loc`): each tangent must have its
+/// primal's type; nullopt for a y no tangent reaches.
+std::vector<std::optional<Tensor>> forwardTangents(const char* api, std::size_t mark, const std::vector<Tensor>& xs,
+                                                   const std::vector<Tensor>& dxs, const std::vector<Tensor>& ys,
+                                                   const Location& loc) {
   TraceState* s = currentTrace();
-  if (!s) throw Error("jvp: called with Tensors outside of a trace", loc);
+  if (!s) throw Error(fmt::format("{}: called with Tensors outside of a trace", api), loc);
   if (xs.size() != dxs.size())
-    throw Error(fmt::format("jvp: {} tangents for {} primals (give them in the primals' structure)", dxs.size(), xs.size()),
-                loc);
+    throw Error(fmt::format("{}: {} tangents for {} primals (give them in the primals' structure)", api, dxs.size(),
+                            xs.size()), loc);
   autodiff::ForwardRequest r;
   r.begin = mark;
   r.end = s->fn->ops.size();
   for (std::size_t k = 0; k < xs.size(); ++k) {
-    traceOf(dxs[k], "jvp", loc);
+    traceOf(dxs[k], api, loc);
     if (dxs[k].type() != xs[k].type())
-      throw Error(fmt::format("jvp: tangent {} is {}, but its primal is {}", k, dxs[k].type().str(), xs[k].type().str()),
-                  loc);
-    r.sources.push_back(valueOf(xs[k], "jvp", loc));
+      throw Error(fmt::format("{}: tangent {} is {}, but its primal is {}", api, k, dxs[k].type().str(),
+                              xs[k].type().str()), loc);
+    r.sources.push_back(valueOf(xs[k], api, loc));
     r.tangents.push_back(dxs[k]);
   }
-  for (const Tensor& y : ys) r.targets.push_back(valueOf(y, "jvp", loc));
-  const std::vector<std::optional<Tensor>> t = autodiff::forward(r);
+  for (const Tensor& y : ys) r.targets.push_back(valueOf(y, api, loc));
+  return autodiff::forward(r);
+}
+
+} // namespace
+
+std::vector<Tensor> pushForward(std::size_t mark, const std::vector<Tensor>& xs, const std::vector<Tensor>& dxs,
+                                const std::vector<Tensor>& ys, const Location& loc) {
+  const std::vector<std::optional<Tensor>> t = forwardTangents("jvp", mark, xs, dxs, ys, loc);
   std::vector<Tensor> out;
   for (std::size_t k = 0; k < ys.size(); ++k) out.push_back(t[k] ? *t[k] : zeros_like(ys[k]));
   return out;
+}
+
+Tensor TracedLinear::operator()(const std::vector<Tensor>& tangents, std::source_location sl) const {
+  const Location loc = Location::from(sl);
+  if (tangents.size() != xs.size())
+    throw Error(fmt::format("linearize: the linear function takes {} tangents (one per primal leaf), got {}", xs.size(),
+                            tangents.size()), loc);
+  const std::optional<Tensor> t = forwardTangents("linearize", mark, xs, tangents, {y}, loc).at(0);
+  return t ? *t : zeros_like(y);
 }
 
 Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, const Tensor& x, const Location& loc) {
@@ -90,3 +111,5 @@ Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, con
 }
 
 } // namespace adjit::detail
+
+

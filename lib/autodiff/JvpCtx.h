@@ -47,5 +47,24 @@ void bilinearJvp(const JvpCtx& c);
 /// sum_i J_i dx_i. Used for products and extrema (reduce_prod, cumprod,
 /// reduce_max), and for calls and control flow, whose rules build functions.
 void transposedJvp(const JvpCtx& c);
+/// A VJP rule for the op being differentiated: operand cotangents (where
+/// `wanted`) from result cotangents (nullopt: none).
+using VjpRule = std::function<std::vector<std::optional<Tensor>>(const std::vector<std::optional<Tensor>>& cts,
+                                                                  const std::vector<char>& wanted)>;
+/// transposedJvp with another rule than the op's own.
+void transposeRule(const JvpCtx& c, const VjpRule& rule);
+/// call @g(x...): dy = @g.jvp(x..., dx...), the callee's own JVP, when the
+/// call recomputes its forward (recompute_grad): under linearize the whole
+/// region then lands in the linear function, which recomputes it instead of
+/// keeping its intermediates. Other calls keep their residuals: the
+/// transpose of their split VJP (transposedJvp).
+void callJvp(const JvpCtx& c);
+/// custom_vjp (a custom gradient's call site): the transpose of the user's
+/// VJP function (transposedJvp), once checkLinear has shown it linear in the
+/// output gradients; otherwise an Error at the custom_gradient's line naming
+/// the op that is not. (TensorFlow builds forward mode from backward
+/// functions the same way; recompute_grad and grad_pass_through come out
+/// right: their VJPs are the function's own and the identity.)
+void customVjpJvp(const JvpCtx& c);
 
 } // namespace adjit::autodiff

@@ -301,34 +301,50 @@ static std::vector<bool> residualsAreParams(const ir::Function& fwd, std::size_t
   return isParam;
 }
 
-SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  const ir::Function* done = derivedFunction(*m, "fwd", name);
-  const ir::Function* doneBwd = derivedFunction(*m, "bwd", name);
-  if (done && doneBwd) return {done->name, doneBwd->name, residualsAreParams(*done, m->lookup(name)->outputs.size())};
-  const std::string vname = combinedVjp(m, name);
-  const ir::Function& g = *m->lookup(name);
+/// Splits function `vname` (a derivative of @name) in two: ops with `late[i]`
+/// set go to `<name>.<lateKind>` (residuals..., the params of `vname` past
+/// nX) -> (the outputs past nY), the others to `<name>.<earlyKind>` (the first
+/// nX params) -> (the first nY outputs, residuals...). Residuals are the early
+/// values (parameters included) that late ops or late outputs read, in value
+/// order. The first nY outputs must not be late.
+static SplitVjp splitInTwo(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::string& vname,
+                           std::size_t nX, std::size_t nY, const std::vector<char>& late, const std::string& earlyKind,
+                           const std::string& lateKind) {
   const ir::Function& v = *m->lookup(vname);
-  const std::size_t nPrimal = g.ops.size(), nY = g.outputs.size(), nX = g.params.size();
-  const std::size_t nDy = v.params.size() - nX;
-  // Residuals: values of the forward part (parameters included) that the backward part reads.
-  std::vector<char> forward(v.types.size());
-  for (std::size_t i = 0; i < nX; ++i) forward[v.params[i]] = 1;
-  for (std::size_t i = 0; i < nPrimal; ++i)
-    for (ir::ValueId r : v.ops[i].results) forward[r] = 1;
+  // Pure ops that read no parameter, even through other ops (constants and
+  // what is computed from them alone), are made again in the late half
+  // rather than kept: no residual memory for them.
+  std::vector<char> both(v.ops.size()), constant(v.types.size());
+  for (std::size_t i = 0; i < v.ops.size(); ++i) {
+    const ir::Op& op = v.ops[i];
+    both[i] = !late[i] && ops::info(op.kind).has(ops::kPure) &&
+              std::all_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return constant[o]; });
+    for (ir::ValueId r : op.results) constant[r] = both[i];
+  }
+  std::vector<char> early(v.types.size());
+  for (std::size_t i = 0; i < nX; ++i) early[v.params[i]] = 1;
+  for (std::size_t i = 0; i < v.ops.size(); ++i)
+    if (!late[i] && !both[i])
+      for (ir::ValueId r : v.ops[i].results) early[r] = 1;
   std::set<ir::ValueId> residualSet;
-  for (std::size_t i = nPrimal; i < v.ops.size(); ++i)
-    for (ir::ValueId o : v.ops[i].operands)
-      if (forward[o]) residualSet.insert(o);
+  for (std::size_t i = 0; i < v.ops.size(); ++i)
+    if (late[i])
+      for (ir::ValueId o : v.ops[i].operands)
+        if (early[o]) residualSet.insert(o);
   for (std::size_t i = nY; i < v.outputs.size(); ++i)
-    if (forward[v.outputs[i]]) residualSet.insert(v.outputs[i]);
-  std::vector<ir::ValueId> residuals(residualSet.begin(), residualSet.end());
-
-  auto copyOps = [&](ir::Function& dst, std::unordered_map<ir::ValueId, ir::ValueId>& map, std::size_t from, std::size_t to) {
-    for (std::size_t i = from; i < to; ++i) {
+    if (early[v.outputs[i]]) residualSet.insert(v.outputs[i]);
+  const std::vector<ir::ValueId> residuals(residualSet.begin(), residualSet.end());
+  auto copy = [&](ir::Function& dst, std::unordered_map<ir::ValueId, ir::ValueId>& map, ir::ValueId param) {
+    map[param] = dst.newValue(v.type(param));
+    dst.params.push_back(map[param]);
+  };
+  auto copyOps = [&](ir::Function& dst, std::unordered_map<ir::ValueId, ir::ValueId>& map, bool wantLate) {
+    for (std::size_t i = 0; i < v.ops.size(); ++i) {
+      if (static_cast<bool>(late[i]) != wantLate && !both[i]) continue;
       ir::Op op = v.ops[i];
       for (ir::ValueId& o : op.operands) o = map.at(o);
       for (ir::ValueId& r : op.results) {
-        ir::ValueId nr = dst.newValue(v.type(r));
+        const ir::ValueId nr = dst.newValue(v.type(r));
         map[r] = nr;
         r = nr;
       }
@@ -336,36 +352,59 @@ SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name)
     }
   };
   {
-    ir::Function& fwd = m->add(name + ".fwd");
-    m->derived["fwd @" + name] = fwd.name;
+    ir::Function& e = m->add(name + "." + earlyKind);
+    m->derived[earlyKind + " @" + name] = e.name;
+    const ir::Function& vv = *m->lookup(vname); // (add may move functions)
     std::unordered_map<ir::ValueId, ir::ValueId> map;
-    for (std::size_t i = 0; i < nX; ++i) {
-      map[v.params[i]] = fwd.newValue(v.type(v.params[i]));
-      fwd.params.push_back(map[v.params[i]]);
-    }
-    copyOps(fwd, map, 0, nPrimal);
-    for (std::size_t i = 0; i < nY; ++i) fwd.outputs.push_back(map.at(v.outputs[i]));
-    for (ir::ValueId r : residuals) fwd.outputs.push_back(map.at(r));
+    for (std::size_t i = 0; i < nX; ++i) copy(e, map, vv.params[i]);
+    copyOps(e, map, false);
+    for (std::size_t i = 0; i < nY; ++i) e.outputs.push_back(map.at(vv.outputs[i]));
+    for (ir::ValueId r : residuals) e.outputs.push_back(map.at(r));
   }
   {
-    const ir::Function& vv = *m->lookup(vname); // `add` above may have moved nothing, but re-read for clarity
-    ir::Function& bwd = m->add(name + ".bwd");
-    m->derived["bwd @" + name] = bwd.name;
+    ir::Function& l = m->add(name + "." + lateKind);
+    m->derived[lateKind + " @" + name] = l.name;
+    const ir::Function& vv = *m->lookup(vname);
     std::unordered_map<ir::ValueId, ir::ValueId> map;
-    for (ir::ValueId r : residuals) {
-      map[r] = bwd.newValue(vv.type(r));
-      bwd.params.push_back(map[r]);
-    }
-    for (std::size_t i = 0; i < nDy; ++i) {
-      ir::ValueId p = vv.params[nX + i];
-      map[p] = bwd.newValue(vv.type(p));
-      bwd.params.push_back(map[p]);
-    }
-    copyOps(bwd, map, nPrimal, vv.ops.size());
-    for (std::size_t i = nY; i < vv.outputs.size(); ++i) bwd.outputs.push_back(map.at(vv.outputs[i]));
+    for (ir::ValueId r : residuals) copy(l, map, r);
+    for (std::size_t i = nX; i < vv.params.size(); ++i) copy(l, map, vv.params[i]);
+    copyOps(l, map, true);
+    for (std::size_t i = nY; i < vv.outputs.size(); ++i) l.outputs.push_back(map.at(vv.outputs[i]));
   }
-  const ir::Function& fwdDone = *derivedFunction(*m, "fwd", name);
-  return {fwdDone.name, derivedFunction(*m, "bwd", name)->name, residualsAreParams(fwdDone, nY)};
+  const ir::Function& e = *derivedFunction(*m, earlyKind, name);
+  return {e.name, derivedFunction(*m, lateKind, name)->name, residualsAreParams(e, nY)};
+}
+
+SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  const ir::Function* done = derivedFunction(*m, "fwd", name);
+  const ir::Function* doneBwd = derivedFunction(*m, "bwd", name);
+  if (done && doneBwd) return {done->name, doneBwd->name, residualsAreParams(*done, m->lookup(name)->outputs.size())};
+  const std::string vname = combinedVjp(m, name);
+  const ir::Function& g = *m->lookup(name);
+  const ir::Function& v = *m->lookup(vname);
+  // The combined VJP inlines @name's ops first: those are the forward.
+  std::vector<char> late(v.ops.size(), 1);
+  std::fill(late.begin(), late.begin() + static_cast<std::ptrdiff_t>(g.ops.size()), 0);
+  return splitInTwo(m, name, vname, g.params.size(), g.outputs.size(), late, "fwd", "bwd");
+}
+
+SplitVjp splitJvp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  const ir::Function* done = derivedFunction(*m, "primal", name);
+  const ir::Function* doneLinear = derivedFunction(*m, "linear", name);
+  if (done && doneLinear) return {done->name, doneLinear->name, residualsAreParams(*done, m->lookup(name)->outputs.size())};
+  const std::string jname = jvpFunction(m, name);
+  const ir::Function& g = *m->lookup(name);
+  const ir::Function& j = *m->lookup(jname);
+  // Late: the ops that read a tangent, directly or through other ops.
+  std::vector<char> tangent(j.types.size()), late(j.ops.size());
+  for (std::size_t i = g.params.size(); i < j.params.size(); ++i) tangent[j.params[i]] = 1;
+  for (std::size_t i = 0; i < j.ops.size(); ++i) {
+    for (ir::ValueId o : j.ops[i].operands) late[i] = late[i] || tangent[o];
+    for (ir::ValueId r : j.ops[i].results) tangent[r] = late[i];
+  }
+  for (std::size_t i = 0; i < g.outputs.size(); ++i)
+    ADJIT_ASSERT(!tangent[j.outputs[i]], "linearize: a primal output depends on a tangent");
+  return splitInTwo(m, name, jname, g.params.size(), g.outputs.size(), late, "primal", "linear");
 }
 
 } // namespace adjit::autodiff

@@ -51,6 +51,11 @@ struct ForwardRequest {
   std::vector<Tensor> tangents;
   std::vector<ir::ValueId> targets;
   std::vector<ir::ValueId> stops; ///< values treated as constants
+  /// Tangents of earlier walks, read and extended (a ForwardAccumulator's).
+  /// With it every op in range that reads a tangent is differentiated, as
+  /// TensorFlow's accumulator does, so each op is walked once however many
+  /// questions follow; without it only the ops on a path to a target are.
+  std::unordered_map<ir::ValueId, Tensor>* carried = nullptr;
 };
 std::vector<std::optional<Tensor>> forward(const ForwardRequest& r);
 
@@ -98,6 +103,20 @@ struct SplitVjp {
   std::vector<bool> residualIsParam;
 };
 SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
+
+/// Throws an Error at `site`, in the name of `what`, naming the first op of
+/// `fn` (or of a function it calls) through which its results are not
+/// linear in the parameters marked `dependent` (by op traits: kLinear and
+/// its kin in the op table).
+void checkLinear(const ir::Module& m, const ir::Function& fn, const std::vector<char>& dependent,
+                 const std::string& what, const Location& site);
+
+/// linearize's halves of function `name`'s JVP (jvpFunction): `fwd` is
+/// `<name>.primal` (x...) -> (y..., residuals...), every op that reads no
+/// tangent; `bwd` is `<name>.linear` (residuals..., dx...) -> (dy...), the
+/// ops that do: a function linear in dx that does not recompute the primal
+/// (except inside recompute_grad regions, whose JVP recomputes by design).
+SplitVjp splitJvp(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
 /// Per residual of a split forward (its outputs past the first nY): the
 /// parameter it is, or -1 for a value the forward computes.

@@ -50,9 +50,8 @@ void defineCallOps(Table& t) {
         args.insert(args.end(), c.results.begin(), c.results.end());
         c.call(c.op.callees[0], std::move(args));
       },
-      // the callee's backward on the residuals its forward kept (see reverse.cpp's callVjp)
-      // the callee's VJP (its split pair), transposed
-      .jvp = autodiff::transposedJvp,
+      // the callee's JVP under recompute, else its split VJP transposed (Forward.cpp)
+      .jvp = autodiff::callJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         std::vector<Tensor> xs;
         std::vector<std::optional<Tensor>> cts;

@@ -108,13 +108,8 @@ void defineGradientOps(Table& t) {
         args.insert(args.end(), c.results.begin(), c.results.end());
         c.call(c.op.callees[0], std::move(args));
       },
-      // Forward mode would transpose the user's grad_fn, which is sound only
-      // where it is linear in its cotangents; until that is checked, refused.
-      .jvp = [](const autodiff::JvpCtx& c) {
-        throw Error("custom_gradient: forward-mode differentiation (jvp, jacfwd, hessian) of a custom gradient is "
-                    "not supported yet: its grad_fn gives only the reverse-mode derivative; use jacrev or grad",
-                    c.op.loc);
-      },
+      // the transpose of the user's VJP function, checked linear in dy (CustomGradient.cpp)
+      .jvp = autodiff::customVjpJvp,
       // dx = the VJP function applied to the output cotangents and residuals
       .vjp = [](const autodiff::VjpCtx& c) {
         std::vector<std::optional<Tensor>> cts;

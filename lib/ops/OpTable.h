@@ -98,6 +98,12 @@ enum Trait : uint32_t {
   kGradientIsError = 1u << 10,     ///< differentiable in form, but its VJP rule raises an error (prevent_gradient)
   kLocationInCode = 1u << 11,      ///< its compiled code reports the op's source location (kernel cache keys include it)
   kLoopPerOperand = 1u << 12,      ///< its lowering reads each operand in a loop of its own: the fusion budget bounds each operand, not their sum
+  // Linearity, for checking that a custom gradient's grad_fn is linear in its
+  // output gradients before forward mode transposes it (autodiff/Linearity.cpp).
+  kLinear = 1u << 13,           ///< linear in its floating operands jointly (integer operands, an index or predicate, fixed)
+  kLinearInEach = 1u << 14,     ///< linear in each operand while the others are fixed (mul, matmul)
+  kLinearInFirst = 1u << 15,    ///< linear in operand 0 while the others are fixed (div)
+  kForwardsToCallee = 1u << 16, ///< operands and results are its first callee's parameters and results, one to one
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver

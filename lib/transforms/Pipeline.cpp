@@ -31,6 +31,9 @@ const std::vector<Pass>& allPasses() {
        [shared](ir::Module& m, const std::string& f) { autodiff::combinedVjp(shared(m), f); }, true},
       {"vjp-split", "vjp-split(F): add @F.fwd (x...) -> (y..., residuals...) and @F.bwd (residuals..., dy...) -> (dx...)",
        [shared](ir::Module& m, const std::string& f) { autodiff::splitVjp(shared(m), f); }, true},
+      {"linearize", "linearize(F): add @F.primal (x...) -> (y..., residuals...), what reads no tangent, and @F.linear "
+                    "(residuals..., dx...) -> (dy...), linear in dx",
+       [shared](ir::Module& m, const std::string& f) { autodiff::splitJvp(shared(m), f); }, true},
   };
   return passes;
 }

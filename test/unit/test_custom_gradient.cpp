@@ -424,3 +424,91 @@ TEST_CASE("a module with a custom gradient, cloned or added to another, differen
     for (int64_t i = 0; i < x.size(); ++i) CHECK(g.at(i) == doctest::Approx(2 * std::cos(x.at(i))));
   }
 }
+
+// ---- forward mode: the transpose of grad_fn ------------------------------------
+
+TEST_CASE("forward mode of a custom gradient transposes grad_fn: log1pexp's stable derivative") {
+  // d log(1 + e^x) = dx * (1 - 1/(1 + e^x)): finite at 800, where e^x is inf
+  // and the plain derivative is NaN.
+  auto [y, t] = jvp([](Tensor x) { return log1pexp(x); }, std::tuple{Array(800.0)}, std::tuple{Array(2.0)});
+  CHECK(scalar(t) == 2.0);
+  auto [y2, t2] = jvp([](Tensor x) { return log(1 + exp(x)); }, std::tuple{Array(800.0)}, std::tuple{Array(2.0)});
+  CHECK(std::isnan(scalar(t2)));
+  // Values at ordinary points; jacfwd agrees with jacrev.
+  CHECK(scalar(jvp([](Tensor x) { return log1pexp(x); }, std::tuple{Array(0.3)}, std::tuple{Array(1.0)}).second) ==
+        doctest::Approx(1 / (1 + std::exp(-0.3))));
+  auto vec = [](Tensor x) { return log1pexp(x) * x; };
+  const Array xs = f64({-1, 0.5, 2});
+  ADJIT_CHECK_CLOSE(jacfwd(vec)(xs), jacrev(vec)(xs), 1e-14);
+  // A deliberately wrong grad_fn is what forward mode uses too (the user's word, transposed).
+  auto wrong = custom_gradient([](Tensor x) { return std::make_pair(x * x, [](Tensor dy) { return dy * 7.0; }); });
+  CHECK(scalar(jvp([&](Tensor x) { return wrong(x); }, std::tuple{Array(3.0)}, std::tuple{Array(2.0)}).second) == 14.0);
+  // Several inputs: x * y with grad_fn (dy * y, dy * x) gives dx * y + x * dy.
+  auto mulxy = custom_gradient([](Tensor x, Tensor y) {
+    return std::make_pair(x * y, [x, y](Tensor dy) { return std::make_tuple(dy * y, dy * x); });
+  });
+  auto [p, dp] = jvp([&](Tensor a, Tensor b) { return mulxy(a, b); }, std::tuple{Array(3.0), Array(5.0)},
+                     std::tuple{Array(1.0), Array(10.0)});
+  CHECK(scalar(dp) == 5.0 + 3.0 * 10.0);
+}
+
+TEST_CASE("forward mode refuses a grad_fn that is not linear in dy, naming the op and the custom_gradient's line") {
+  auto squares = custom_gradient([](Tensor x) { return std::make_pair(x * 2.0, [](Tensor dy) { return dy * dy; }); });
+  const int line = __LINE__ - 1;
+  try {
+    jvp([&](Tensor x) { return squares(x); }, std::tuple{Array(1.0)}, std::tuple{Array(1.0)});
+    FAIL("a grad_fn squaring dy was transposed");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("test_custom_gradient.cpp:" + std::to_string(line) + ":") != std::string::npos);
+    CHECK(m.find("custom_gradient: forward mode (jvp, linearize, jacfwd, hessian) transposes the gradient function, which "
+                 "must be linear in its output gradients, but its op 'mul' at ") != std::string::npos);
+    CHECK(m.find("multiplies or divides two values computed from them") != std::string::npos);
+  }
+  auto exps = custom_gradient([](Tensor x) { return std::make_pair(x * 2.0, [](Tensor dy) { return exp(dy); }); });
+  CHECK_THROWS_WITH_AS(jacfwd([&](Tensor x) { return exps(x); })(f64({1, 2})),
+                       doctest::Contains("its op 'exp' at"), Error);
+  // Through a call: a jitted helper inside grad_fn is checked inside.
+  auto helper = jit([](Tensor a) { return a * a; }, {.name = "helper"});
+  auto viaCall = custom_gradient([helper](Tensor x) { return std::make_pair(x * 2.0, [helper](Tensor dy) { return helper(dy); }); });
+  CHECK_THROWS_WITH_AS(jvp([&](Tensor x) { return viaCall(x); }, std::tuple{Array(1.0)}, std::tuple{Array(1.0)}),
+                       doctest::Contains("(in @helper) multiplies or divides two values computed from them"), Error);
+  // Linear helpers pass: scaling by a value not computed from dy.
+  auto scale = jit([](Tensor a, Tensor b) { return a * b - a / b; }, {.name = "scale"});
+  auto viaLinearCall = custom_gradient([scale](Tensor x) {
+    return std::make_pair(x * x, [scale, x](Tensor dy) { return scale(dy, x) + scale(dy, x) / x; });
+  });
+  // grad_fn(dy) = dy * (x - 1/x) * (1 + 1/x); at x = 2: 2 * (2 - 0.5) * 1.5 = 4.5 per unit dy.
+  CHECK(scalar(jvp([&](Tensor x) { return viaLinearCall(x); }, std::tuple{Array(2.0)}, std::tuple{Array(1.0)}).second) ==
+        doctest::Approx((2 - 0.5) * 1.5));
+}
+
+TEST_CASE("forward mode through grad_pass_through and recompute_grad") {
+  auto roundish = grad_pass_through([](Tensor x) { return floor(x * 10.0) / 10.0; });
+  CHECK(scalar(jvp([&](Tensor x) { return roundish(x) * 3.0; }, std::tuple{Array(1.27)}, std::tuple{Array(2.0)}).second) == 6.0);
+  auto block = [](Tensor x) { return sum(tanh(x * x)); };
+  auto rblock = recompute_grad(block);
+  const Array x = f64({0.2, -0.4, 0.9}), dx = f64({1, 2, -1});
+  ADJIT_CHECK_CLOSE(jvp([&](Tensor x) { return rblock(x); }, std::tuple{x}, std::tuple{dx}).second,
+                    jvp(block, std::tuple{x}, std::tuple{dx}).second, 1e-14);
+  ADJIT_CHECK_CLOSE(hessian([&](Tensor x) { return rblock(x); })(x), hessian(block)(x), 1e-12);
+}
+
+TEST_CASE("a custom_gradient object as grad_fn: TensorFlow's grad_grad_fn pattern, in reverse and forward mode") {
+  // x^3 whose grad_fn is itself a custom_gradient: dy -> dy * 3x^2, with its
+  // own gradient (grad_grad_fn) g -> g * 100, deliberately not 3x^2, to show
+  // which one forward mode uses. It used to be taken for a grad_fn that takes
+  // `variables` (it accepts any arguments in form).
+  auto cube = custom_gradient([](Tensor x) {
+    Tensor slope = 3.0 * x * x;
+    auto gradFn = custom_gradient([slope](Tensor dy) {
+      return std::make_pair(dy * slope, [](Tensor g) { return g * 100.0; });
+    });
+    return std::make_pair(x * x * x, gradFn);
+  });
+  auto f = [cube](Tensor x) { return cube(x); };
+  CHECK(scalar(grad(f)(2.0)) == 12.0);
+  // Forward mode transposes grad_fn with respect to dy, which is what
+  // grad_grad_fn says (TensorFlow's documented meaning): 100 dx.
+  CHECK(scalar(jvp(f, std::tuple{Array(2.0)}, std::tuple{Array(0.5)}).second) == 50.0);
+}
