@@ -1,5 +1,5 @@
-// adjit/check.h — checking gradients: check_grads compares reverse-mode
-// derivatives with central finite differences (JAX's check_grads).
+// adjit/check.h — checking gradients: check_grads compares reverse- and
+// forward-mode derivatives with central finite differences (JAX's check_grads).
 #pragma once
 
 #include <adjit/autodiff.h>
@@ -14,7 +14,7 @@ namespace adjit {
 /// How check_grads checks.
 struct CheckGradsOptions {
   int order = 1;                            ///< 1: the gradient; 2: also the gradient of the VJP; up to 3
-  std::vector<std::string> modes = {"rev"}; ///< "rev" (reverse mode); "fwd" needs forward mode, not available yet
+  std::vector<std::string> modes = {"rev"}; ///< "rev" (reverse mode, through vjp) and/or "fwd" (forward mode, through jvp)
   double eps = 1e-6;                        ///< the finite-difference step along a random unit-variance direction
   double rtol = 1e-5;                       ///< allowed relative error (of the larger of the two derivatives)
   double atol = 1e-8;                       ///< allowed absolute error on top of rtol
@@ -41,7 +41,19 @@ struct GradCheckWorst {
 };
 bool compareDirectional(double autodiff, double finite, const CheckGradsOptions& o, std::size_t argument, int order,
                         GradCheckWorst& worst);
-[[noreturn]] void throwGradCheck(const GradCheckWorst& worst, const CheckGradsOptions& o, const Location& loc);
+/// `mode`: "reverse" or "forward".
+[[noreturn]] void throwGradCheck(const GradCheckWorst& worst, const CheckGradsOptions& o, const Location& loc,
+                                 const char* mode);
+
+/// (<u, f(x + eps v_i)> - <u, f(x - eps v_i)>) / 2 eps, v_i moving argument i only.
+template <class C, std::size_t N, std::size_t... I>
+double centralDifference(const C& compiled, const std::array<Array, N>& x, std::size_t i, const Array& v, const Array& u,
+                         double eps, std::index_sequence<I...>) {
+  std::array<Array, N> plus = x, minus = x;
+  plus[i] = axpy(x[i], eps, v);
+  minus[i] = axpy(x[i], -eps, v);
+  return (dotAll(u, compiled(plus[I]...)) - dotAll(u, compiled(minus[I]...))) / (2 * eps);
+}
 
 template <int Level, class F, std::size_t N, std::size_t... I>
 void checkReverse(const F& f, const std::array<Array, N>& x, const CheckGradsOptions& o, const Location& loc,
@@ -58,13 +70,10 @@ void checkReverse(const F& f, const std::array<Array, N>& x, const CheckGradsOpt
     if (!is_floating(x[i].dtype())) continue;
     const Array v = randomLike(x[i].type(), rng);
     w[i] = randomLike(x[i].type(), rng);
-    std::array<Array, N> plus = x, minus = x;
-    plus[i] = axpy(x[i], o.eps, v);
-    minus[i] = axpy(x[i], -o.eps, v);
-    const double finite = (dotAll(u, compiled(plus[I]...)) - dotAll(u, compiled(minus[I]...))) / (2 * o.eps);
+    const double finite = centralDifference(compiled, x, i, v, u, o.eps, seq);
     ok = compareDirectional(dotAll(g.at(i), v), finite, o, i, Level, worst) && ok;
   }
-  if (!ok) throwGradCheck(worst, o, loc);
+  if (!ok) throwGradCheck(worst, o, loc, "reverse");
   if constexpr (Level < 3) {
     if (o.order > Level) {
       // The next order: the VJP itself, contracted with random weights, as a
@@ -82,13 +91,47 @@ void checkReverse(const F& f, const std::array<Array, N>& x, const CheckGradsOpt
     }
   }
 }
+
+/// The forward-mode twin of checkReverse: <u, J v_i> from jvp along each
+/// argument's direction v_i; the next order checks the JVP itself,
+/// contracted with u, as a scalar function of the same arguments.
+template <int Level, class F, std::size_t N, std::size_t... I>
+void checkForward(const F& f, const std::array<Array, N>& x, const CheckGradsOptions& o, const Location& loc,
+                  std::mt19937_64& rng, std::index_sequence<I...> seq) {
+  auto compiled = jit(f, {.name = "check_grads"});
+  const Array y = compiled(x[I]...);
+  const Array u = randomLike(y.type(), rng);
+  GradCheckWorst worst;
+  bool ok = true;
+  std::array<Array, N> v; // the directions of the next order: every argument moves
+  for (std::size_t i = 0; i < N; ++i) v[i] = is_floating(x[i].dtype()) ? randomLike(x[i].type(), rng) : Array(x[i].type());
+  for (std::size_t i = 0; i < N; ++i) {
+    if (!is_floating(x[i].dtype())) continue;
+    std::array<Array, N> t;
+    for (std::size_t j = 0; j < N; ++j) t[j] = j == i ? v[j] : Array(x[j].type());
+    const Array dy = jvp(f, std::tuple{x[I]...}, std::tuple{t[I]...}).second;
+    const double finite = centralDifference(compiled, x, i, v[i], u, o.eps, seq);
+    ok = compareDirectional(dotAll(u, dy), finite, o, i, Level, worst) && ok;
+  }
+  if (!ok) throwGradCheck(worst, o, loc, "forward");
+  if constexpr (Level < 3) {
+    if (o.order > Level) {
+      auto jvpOf = [f, u, v](const decltype((void)I, Tensor{})&... xs) {
+        const Tensor dy = jvp(f, std::tuple{xs...}, std::tuple{constant(v[I])...}).second;
+        return sum(dy * constant(u));
+      };
+      checkForward<Level + 1>(jvpOf, x, o, loc, rng, seq);
+    }
+  }
+}
 } // namespace detail
 
-/// Checks f's reverse-mode derivatives against central finite differences
-/// along random directions, in f64 (floating arguments are converted), as
-/// JAX's check_grads: for each argument, <u, J v> from the VJP against
-/// (<u, f(x + eps v)> - <u, f(x - eps v)>) / 2 eps. With order 2 (or 3) the
-/// VJP's own derivatives are checked too. f returns one Tensor; `args` are
+/// Checks f's derivatives against central finite differences along random
+/// directions, in f64 (floating arguments are converted), as JAX's
+/// check_grads: for each argument, <u, J v> from the VJP (mode "rev") and
+/// from the JVP (mode "fwd") against (<u, f(x + eps v)> - <u, f(x - eps v)>)
+/// / 2 eps. With order 2 (or 3) the VJP's (JVP's) own derivatives are
+/// checked too. f returns one Tensor; `args` are
 /// Arrays. A disagreement raises adjit::Error naming the argument, both
 /// values and the relative error, at the caller's line.
 template <class F, class... A>
@@ -99,8 +142,11 @@ void check_grads(const F& f, const std::tuple<A...>& args, CheckGradsOptions o =
   detail::checkGradsOptions(o, where);
   using Args = std::array<Array, sizeof...(A)>;
   const Args x = std::apply([](const auto&... a) { return Args{detail::asF64(a)...}; }, args);
-  std::mt19937_64 rng(o.seed);
-  detail::checkReverse<1>(f, x, o, where, rng, std::index_sequence_for<A...>{});
+  for (const std::string& mode : o.modes) {
+    std::mt19937_64 rng(o.seed);
+    if (mode == "rev") detail::checkReverse<1>(f, x, o, where, rng, std::index_sequence_for<A...>{});
+    else detail::checkForward<1>(f, x, o, where, rng, std::index_sequence_for<A...>{});
+  }
 }
 
 /// check_grads of a function of one Array.

@@ -37,10 +37,8 @@ double dotAll(const Array& a, const Array& b) {
 void checkGradsOptions(const CheckGradsOptions& o, const Location& loc) {
   if (o.order < 1 || o.order > 3) throw Error(fmt::format("check_grads: order must be 1, 2 or 3, got {}", o.order), loc);
   if (!(o.eps > 0)) throw Error(fmt::format("check_grads: eps must be positive, got {}", o.eps), loc);
-  for (const std::string& m : o.modes) {
-    if (m == "fwd") throw Error("check_grads: mode 'fwd' needs forward-mode differentiation, which adjit does not have yet", loc);
-    if (m != "rev") throw Error("check_grads: unknown mode '" + m + "' (known: rev)", loc);
-  }
+  for (const std::string& m : o.modes)
+    if (m != "rev" && m != "fwd") throw Error("check_grads: unknown mode '" + m + "' (known: rev, fwd)", loc);
 }
 
 bool compareDirectional(double autodiff, double finite, const CheckGradsOptions& o, std::size_t argument, int order,
@@ -54,11 +52,11 @@ bool compareDirectional(double autodiff, double finite, const CheckGradsOptions&
   return ok;
 }
 
-void throwGradCheck(const GradCheckWorst& w, const CheckGradsOptions& o, const Location& loc) {
-  throw Error(fmt::format("check_grads: the reverse-mode {} of argument {} disagrees with central finite differences: "
+void throwGradCheck(const GradCheckWorst& w, const CheckGradsOptions& o, const Location& loc, const char* mode) {
+  throw Error(fmt::format("check_grads: the {}-mode {} of argument {} disagrees with central finite differences: "
                           "along a random direction it is {:.9g} by autodiff and {:.9g} by finite differences "
                           "(relative error {:.3g}, rtol {:g})",
-                          w.order == 1 ? "derivative" : fmt::format("derivative of order {}", w.order), w.argument,
+                          mode, w.order == 1 ? "derivative" : fmt::format("derivative of order {}", w.order), w.argument,
                           w.autodiff, w.finite, w.relative, o.rtol),
               loc);
 }

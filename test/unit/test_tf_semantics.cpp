@@ -373,8 +373,29 @@ TEST_CASE("check_grads: passes correct derivatives, catches a wrong VJP at any o
   check_grads(g, x);
   CHECK_THROWS_WITH_AS(check_grads(g, x, {.order = 2}),
                        doctest::Contains("the reverse-mode derivative of order 2 of argument 0 disagrees"), Error);
-  CHECK_THROWS_WITH_AS(check_grads(g, x, {.modes = {"rev", "fwd"}}),
-                       doctest::Contains("check_grads: mode 'fwd' needs forward-mode differentiation"), Error);
+  CHECK_THROWS_WITH_AS(check_grads(g, x, {.order = 2, .modes = {"fwd"}}),
+                       doctest::Contains("the forward-mode derivative of order 2 of argument 0 disagrees"), Error);
+  CHECK_THROWS_WITH_AS(check_grads(g, x, {.modes = {"sideways"}}),
+                       doctest::Contains("check_grads: unknown mode 'sideways' (known: rev, fwd)"), Error);
+}
+
+TEST_CASE("check_grads in forward mode: jvp against finite differences, up to order 3") {
+  auto f = [](Tensor x, Tensor y) { return sum(sin(x) * y + x * x * y); };
+  const Array x = f64({0.3, -1.1, 2.0}), y = f64({1.5, 0.25, -0.5});
+  check_grads(f, std::tuple{x, y}, {.order = 3, .modes = {"fwd", "rev"}});
+  // Through a scan, and with an integer argument (it takes no tangent).
+  auto loop = [](Tensor x, Tensor k) {
+    auto [c, ys] = scan([](Tensor c, Tensor xi) { return std::pair{tanh(c * xi + xi), c * c}; }, full({}, 0.5, DType::f64), x);
+    return sum(ys) * cast(k, DType::f64) + c;
+  };
+  check_grads(loop, std::tuple{f64({0.4, -0.3, 0.7}), Array(int32_t{3})}, {.order = 2, .modes = {"fwd"}});
+  // A wrong custom gradient is caught in forward mode too: its transpose is wrong.
+  auto wrong = custom_gradient([](Tensor a, Tensor b) {
+    auto gradFn = [a, b](Tensor dz) { return std::make_tuple(dz * b, dz * a * 1.5); };
+    return std::make_pair(a * b, gradFn);
+  });
+  CHECK_THROWS_WITH_AS(check_grads([wrong](Tensor a, Tensor b) { return sum(wrong(a, b)); }, std::tuple{x, y}, {.modes = {"fwd"}}),
+                       doctest::Contains("check_grads: the forward-mode derivative of argument 1 disagrees"), Error);
 }
 
 namespace {
