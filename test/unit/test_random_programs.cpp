@@ -1,8 +1,8 @@
 // test/unit/test_random_programs.cpp — 1,000 random compositions of ops and
 // control flow (cond, fori_loop, scan, while_loop; fixed seeds): each is
-// differentiated, checked against central finite differences, and its
-// compiled gradient checked against the interpreter running the
-// differentiated IR.
+// differentiated, checked against central finite differences, its compiled
+// gradient checked against the interpreter running the differentiated IR,
+// and its JVP checked against its VJP (<u, J v> = <J^T u, v>).
 #include "autodiff/Reverse.h"
 #include "ir/Interpreter.h"
 #include "ir/Verifier.h"
@@ -91,7 +91,7 @@ double eval(const ir::Module& m, const std::vector<Array>& args) { return ir::in
 
 } // namespace
 
-TEST_CASE("random programs: gradients match finite differences and compiled code matches the interpreter") {
+TEST_CASE("random programs: gradients match finite differences, compiled code the interpreter, jvp the vjp") {
   int checked = 0;
   for (int seed = 0; seed < kPrograms; ++seed) {
     Program p = randomProgram(static_cast<unsigned>(seed));
@@ -120,6 +120,25 @@ TEST_CASE("random programs: gradients match finite differences and compiled code
                         << "\n" << m->functions[0]->name);
         CHECK(std::fabs(got - want) <= 1e-9 * std::max(1.0, std::fabs(want)));
       }
+    // Forward mode against reverse mode: <u, J v> from the JVP equals
+    // <J^T u, v> from the VJP (u = 1: f is a scalar), along a random v.
+    {
+      const std::string jvp = autodiff::jvpFunction(m, "f");
+      std::vector<Array> primalsAndTangents = args;
+      double dual = 0;
+      for (std::size_t k = 0; k < args.size(); ++k) {
+        Array v(args[k].type());
+        for (int64_t i = 0; i < v.size(); ++i) {
+          v.set(i, d(rng));
+          dual += g[1 + k].at(i) * v.at(i);
+        }
+        primalsAndTangents.push_back(std::move(v));
+      }
+      const std::vector<Array> out = ir::interpret(*m, jvp, primalsAndTangents);
+      INFO("program " << seed << ": <u, J v> by jvp " << out.at(1).at(0) << " vs <J^T u, v> by vjp " << dual);
+      CHECK(out.at(0).at(0) == g.at(0).at(0));
+      CHECK(std::fabs(out.at(1).at(0) - dual) <= 1e-10 * std::max(1.0, std::fabs(dual)));
+    }
     // Gradient against central differences.
     for (std::size_t p2 = 0; p2 < args.size(); ++p2)
       for (int64_t i = 0; i < args[p2].size(); ++i) {
