@@ -27,12 +27,15 @@ int main(int argc, char** argv) {
   Array x(std::vector<float>{0.5f, -1.0f, 2.0f, 30.0f}), w(1.5f);
   const double y = jit(f)(x, w).item<double>();
   auto [dx, dw] = grad(f, argnums<0, 1>)(x, w);
+  const Array tx(std::vector<float>{1.0f, 0.0f, -1.0f, 0.5f}), tw(2.0f);
+  const double ty = jvp(f, std::tuple{x, w}, std::tuple{tx, tw}).second.item<double>();
   FILE* out = std::fopen((dir + "/jit.txt").c_str(), "w");
   if (!out) return 1;
   std::fprintf(out, "f:     y = %.5f\n", y);
   std::fprintf(out, "f_fwd: y = %.5f\n", y);
   std::fprintf(out, "f_bwd: dx = [%.5f, %.5f, %.5f, %.5f], dw = %.5f\n", dx.at(0), dx.at(1), dx.at(2), dx.at(3),
                dw.item<double>());
+  std::fprintf(out, "f_jvp: y = %.5f, ty = %.5f\n", y, ty);
   std::fclose(out);
   std::printf("saved %s/model.adj\n", dir.c_str());
   return 0;

@@ -189,6 +189,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   };
   unique(r.functions);
   unique(r.grads);
+  unique(r.jvps);
   unique(r.vjps);
   auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
   // The disk cache (shared with the JIT) keys on everything the outputs depend
@@ -199,6 +200,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
     std::string material = "aot\n" + ir::print(*m);
     for (const std::string& n : r.functions) material += "\nfunction " + n;
     for (const std::string& n : r.grads) material += "\ngrad " + n;
+    for (const std::string& n : r.jvps) material += "\njvp " + n;
     for (const std::string& n : r.vjps) material += "\nvjp " + n;
     material += fmt::format("\nO{} guard {} source {} threads {}\n{}\n{}", r.optLevel, r.headerGuard, r.source, r.threads,
                             codegen::targetKey(*tm), buildIdentity());
@@ -220,9 +222,10 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   for (const std::string& n : r.functions) need(n);
   // Generated functions by the names they were given (a module may already
   // hold functions called like @f.grad).
-  std::map<std::string, std::string> gradOf;
+  std::map<std::string, std::string> gradOf, jvpOf;
   std::map<std::string, autodiff::SplitVjp> splitOf;
   for (const std::string& n : r.grads) gradOf[n] = autodiff::gradFunction(m, need(n).name);
+  for (const std::string& n : r.jvps) jvpOf[n] = autodiff::jvpFunction(m, need(n).name);
   for (const std::string& n : r.vjps) splitOf[n] = autodiff::splitVjp(m, need(n).name);
   ir::verify(*m);
   checkExportable(*m);
@@ -250,6 +253,9 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   };
   for (const std::string& n : r.functions) exportFunction(n, cName(n), "@" + n);
   for (const std::string& n : r.grads) exportFunction(gradOf.at(n), cName(n) + "_grad", "the gradient of @" + n);
+  for (const std::string& n : r.jvps)
+    exportFunction(jvpOf.at(n), cName(n) + "_jvp",
+                   "forward mode of @" + n + ": its outputs and their tangents along the inputs' tangents (a tangent per floating input and output)");
   for (std::size_t b = 0; b < r.vjps.size(); ++b) {
     const std::string& n = r.vjps[b];
     const std::string c = cName(n);

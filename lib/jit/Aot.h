@@ -14,6 +14,7 @@ namespace adjit::engine {
 struct AotRequest {
   std::vector<std::string> functions; ///< exported as they are
   std::vector<std::string> grads;     ///< NAME: also NAME_grad (x...) -> (dx...)
+  std::vector<std::string> jvps;      ///< NAME: also NAME_jvp (x..., dx...) -> (y..., dy...), forward mode
   std::vector<std::string> vjps;      ///< NAME: a gradient bundle NAME_fwd / NAME_bwd / NAME_residuals
   int optLevel = 2;
   std::string cpu;                    ///< empty: the host's

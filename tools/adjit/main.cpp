@@ -3,7 +3,7 @@
 //   adjit opt     FILE [--passes=P,...] [--print-after-all]
 //   adjit dump    FILE --emit=KIND [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
 //   adjit run     FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
-//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
+//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
 #include "autodiff/Reverse.h"
 #include "ir/Dot.h"
 #include "ir/Text.h"
@@ -32,7 +32,7 @@ using namespace adjit;
 
 struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu;
-  std::vector<std::string> fns, grads, vjps, values;
+  std::vector<std::string> fns, grads, jvps, vjps, values;
   bool printAfterAll = false, help = false, passesGiven = false, threads = false;
   int opt = 2;
 };
@@ -63,6 +63,7 @@ Args parseArgs(int argc, char** argv) {
     else if (auto v = value("--fn")) a.fns.push_back(*v);
     else if (auto v = value("--grad")) a.grads.push_back(*v);
     else if (auto v = value("--vjp")) a.vjps.push_back(*v);
+    else if (auto v = value("--jvp")) a.jvps.push_back(*v);
     else if (auto v = value("--arg")) a.values.push_back(*v);
     else if (auto v = value("--header")) a.header = *v;
     else if (auto v = value("--target-cpu")) a.cpu = *v;
@@ -306,11 +307,14 @@ int runRun(const Args& a) {
 
 int runCompile(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--vjp NAME]...\n"
+    std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]...\n"
+                "                     [--vjp NAME]...\n"
                 "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU] [--threads]\n\n"
                 "Compiles functions of FILE into a relocatable object and a C header declaring them.\n"
-                "  --fn NAME    export @NAME (default: every function, unless --grad or --vjp is given)\n"
+                "  --fn NAME    export @NAME (default: every function, unless --grad, --jvp or --vjp is given)\n"
                 "  --grad NAME  also export NAME_grad(x..., dx...), the gradient of a scalar-valued @NAME\n"
+                "  --jvp NAME   also export NAME_jvp(x..., tx..., y..., ty...), forward mode: @NAME's outputs\n"
+                "               and their tangents along the tangents tx of its floating inputs\n"
                 "  --vjp NAME   export a gradient bundle: NAME, NAME_fwd (also filling a NAME_residuals\n"
                 "               struct declared in the header) and NAME_bwd (residuals and output\n"
                 "               cotangents in, input cotangents out)\n"
@@ -326,8 +330,9 @@ int runCompile(const Args& a) {
   Module m = loadModule(a, "compile");
   engine::AotRequest r;
   r.functions = a.fns;
-  if (r.functions.empty() && a.grads.empty() && a.vjps.empty()) r.functions = m.function_names();
+  if (r.functions.empty() && a.grads.empty() && a.jvps.empty() && a.vjps.empty()) r.functions = m.function_names();
   r.grads = a.grads;
+  r.jvps = a.jvps;
   r.vjps = a.vjps;
   r.optLevel = a.opt;
   r.cpu = a.cpu;
