@@ -140,6 +140,64 @@ static void threadsSection(int reps, const Array& x) {
 
 /// examples/ode: RK4 over 1,000 steps of a damped pendulum with `scan`, next
 /// to a hand-written RK4 and a hand-written discrete adjoint.
+/// Forward mode: jvp of B1-B3 against their forward (target <= 1.5x), a
+/// Hessian-vector product of G4's loss against its forward (target <= 4x),
+/// and the Jacobian of R^16 -> R^1000 by jacfwd against jacrev.
+static void forwardSection(int reps, const Array& x, const double* fwd) {
+  std::printf("\nforward mode (ratio = adjit's jvp / adjit's forward)\n");
+  const int64_t n = x.size();
+  const Array dx(randomVector(static_cast<std::size_t>(n), -1, 1, 11));
+  auto row = [&](const char* name, double c, double a, double forward) {
+    std::printf("%-4s jvp  %9.3f ms   forward %9.3f ms   ratio %5.2fx (target <= 1.5)   cold %7.1f ms\n", name, a, forward,
+                a / forward, c);
+  };
+  { // F1
+    auto f = [](Tensor x) { return sum(log1p(exp(x))); };
+    auto j = jit([f](Tensor x, Tensor dx) { return jvp(f, std::tuple{x}, std::tuple{dx}).second; }, {.name = "f1"});
+    const double c = cold(j, x, dx);
+    row("F1", c, timeIt([&] { j(x, dx); }, reps), fwd[1]);
+  }
+  { // F2
+    auto f = [](Tensor x) { return sum(tanh(0.5f * x + 0.25f) * exp(-x * x) + sqrt(x * x + 1.0f)); };
+    auto j = jit([f](Tensor x, Tensor dx) { return jvp(f, std::tuple{x}, std::tuple{dx}).second; }, {.name = "f2"});
+    const double c = cold(j, x, dx);
+    row("F2", c, timeIt([&] { j(x, dx); }, reps), fwd[2]);
+  }
+  { // F3
+    Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000}), dm(randomVector(1000 * 1000, -1, 1, 12), {1000, 1000});
+    auto f = [](Tensor x) { return sum(logsumexp(x, {1})); };
+    auto j = jit([f](Tensor x, Tensor dx) { return jvp(f, std::tuple{x}, std::tuple{dx}).second; }, {.name = "f3"});
+    const double c = cold(j, m, dm);
+    row("F3", c, timeIt([&] { j(m, dm); }, reps), fwd[3]);
+  }
+  { // H4: the Hessian of G4's loss in W1 times a direction (forward over reverse)
+    const int64_t M = 256, K = 512, N = 512;
+    Array X(randomVector(M * K, -1, 1, 3), {M, K});
+    Array W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N}), V(randomVector(K * N, -1, 1, 13), {K, N});
+    Array W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
+    auto loss = [](Tensor x, Tensor w1, Tensor w2) {
+      Tensor o = matmul(tanh(matmul(x, w1)), w2);
+      return 0.5f * sum(o * o);
+    };
+    auto h = jit([loss](Tensor x, Tensor w1, Tensor w2, Tensor v) {
+      return hvp([&](Tensor w) { return loss(x, w, w2); }).traced(w1, v);
+    }, {.name = "h4"});
+    const double c = cold(h, X, W1, W2, V);
+    const double a = timeIt([&] { h(X, W1, W2, V); }, std::max(3, reps / 3));
+    std::printf("H4   hvp  %9.3f ms   forward %9.3f ms   ratio %5.2fx (target <= 4)     cold %7.1f ms\n", a, fwd[4], a / fwd[4], c);
+  }
+  { // J: jacfwd vs jacrev of R^16 -> R^1000
+    Array A(randomVector(1000 * 16, -1, 1, 14), {1000, 16}), x16(randomVector(16, -1, 1, 15), {16});
+    auto g = [](Tensor a, Tensor x) { return tanh(reshape(matmul(a, reshape(x, {16, 1})), {1000})); };
+    auto jf = jacfwd(g, argnums<1>);
+    auto jr = jacrev(g, argnums<1>);
+    const double cf = cold(jf, A, x16), cr = cold(jr, A, x16);
+    const double a = timeIt([&] { jf(A, x16); }, reps), b = timeIt([&] { jr(A, x16); }, reps);
+    std::printf("J    jacfwd %7.3f ms   jacrev %9.3f ms   jacrev/jacfwd %5.2fx (R^16 -> R^1000: 16 pushes vs 1,000 pulls)   cold %.1f / %.1f ms\n",
+                a, b, b / a, cf, cr);
+  }
+}
+
 static void odeSection(int reps) {
   constexpr int64_t kSteps = 1000;
   constexpr double kH = 0.01;
@@ -309,6 +367,7 @@ int main(int argc, char** argv) {
                           maxRelDiff(std::get<1>(r.second).data<float>(), dw2.data(), N * N));
     reportGrad("G4", c, a, b, fwd[4], err);
   }
+  forwardSection(reps, x, fwd);
   odeSection(reps);
   threadsSection(reps, x);
   return 0;
