@@ -462,6 +462,36 @@ std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<
                                       const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body);
 } // namespace detail
 
+namespace detail {
+/// f traced on fresh copies of the primals (alias: arguments that are one
+/// tensor get derivatives of their own) since a trace mark: f's result, the
+/// copies' leaves in order, and the mark.
+template <class F, class... P> auto traceFromMark(const F& f, const P&... primals) {
+  auto a = [](const Tensor& x) { return alias(x); };
+  std::tuple<P...> aliased{Map<P>::apply(primals, a)...};
+  const std::size_t mark = traceMark();
+  auto y = std::apply(f, aliased);
+  std::vector<Tensor> xs;
+  auto c = [&](const Tensor& x) { xs.push_back(x); };
+  std::apply([&](const auto&... p) { (Map<std::decay_t<decltype(p)>>::each(p, c), ...); }, aliased);
+  return std::make_tuple(std::move(y), std::move(xs), mark);
+}
+
+/// vjp and linearize on Arrays: f (returning one Tensor) as a function of
+/// the primals' leaves, traced and compiled by `host` (hostVjp, hostLinearize).
+template <class H, class F, class... P> auto onArrays(const H& host, const F& f, const P&... primals) {
+  ArgCollector c;
+  TypeCollector tc;
+  (In<P>::visit(primals, c), ...);
+  (In<P>::visit(primals, tc), ...);
+  return host(tc.types, c.leaves(), [&](std::span<const Tensor> params) {
+    const Tensor* it = params.data();
+    std::tuple<tensor_type_t<P>...> targs{In<P>::build(primals, it)...};
+    return std::vector<Tensor>{std::apply(f, targs)};
+  });
+}
+} // namespace detail
+
 /// std::pair{f(primals...), vjp_fn} where vjp_fn(cotangent) returns the
 /// cotangent of each primal leaf, in order (zeros where unconnected); f
 /// returns one Tensor. With Tensors inside a trace the backward ops join the
@@ -469,15 +499,7 @@ std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<
 /// residuals the backward needs, and a backward that reads them: no tape.
 template <class F, class... P> auto vjp(F&& f, const P&... primals) {
   if constexpr (!std::disjunction_v<detail::HasTensor<std::decay_t<P>>...>) {
-    detail::ArgCollector c;
-    detail::TypeCollector tc;
-    (detail::In<P>::visit(primals, c), ...);
-    (detail::In<P>::visit(primals, tc), ...);
-    return detail::hostVjp(tc.types, c.leaves(), [&](std::span<const Tensor> params) {
-      const Tensor* it = params.data();
-      std::tuple<detail::tensor_type_t<P>...> targs{detail::In<P>::build(primals, it)...};
-      return std::vector<Tensor>{std::apply(f, targs)};
-    });
+    return detail::onArrays(detail::hostVjp, f, primals...);
   } else {
     return tracedVjp(std::forward<F>(f), primals...);
   }
@@ -485,16 +507,8 @@ template <class F, class... P> auto vjp(F&& f, const P&... primals) {
 
 /// vjp inside a trace: the backward ops join the trace (see vjp).
 template <class F, class... P> auto tracedVjp(F&& f, const P&... primals) {
-  std::tuple<P...> in{primals...};
-  auto aliased = std::apply([](const auto&... p) {
-    auto a = [](const Tensor& x) { return detail::alias(x); };
-    return std::tuple<P...>{detail::Map<std::decay_t<decltype(p)>>::apply(p, a)...};
-  }, in);
-  std::size_t mark = detail::traceMark();
-  Tensor y = std::apply(f, aliased);
-  std::vector<Tensor> xs;
-  auto c = [&](const Tensor& x) { xs.push_back(x); };
-  std::apply([&](const auto&... p) { (detail::Map<std::decay_t<decltype(p)>>::each(p, c), ...); }, aliased);
+  auto [out, xs, mark] = detail::traceFromMark(f, primals...);
+  const Tensor y = out;
   auto fn = [mark, y, xs](const Tensor& cotangent, std::source_location loc = std::source_location::current()) {
     std::vector<std::optional<Tensor>> g = detail::differentiate(mark, y, cotangent, xs, Location::from(loc));
     std::vector<Tensor> r;
@@ -538,15 +552,10 @@ auto jvp(const F& f, const std::tuple<P...>& primals, const std::tuple<T...>& ta
                                 tangents);
   } else {
     const Location loc = Location::from(sl);
-    auto a = [](const Tensor& x) { return detail::alias(x); };
-    std::tuple<P...> aliased = std::apply([&](const auto&... p) { return std::tuple<P...>{detail::Map<std::decay_t<decltype(p)>>::apply(p, a)...}; }, primals);
-    std::vector<Tensor> xs, dxs;
-    auto cx = [&](const Tensor& x) { xs.push_back(x); };
+    auto [out, xs, mark] = std::apply([&](const auto&... p) { return detail::traceFromMark(f, p...); }, primals);
+    std::vector<Tensor> dxs;
     auto cd = [&](const Tensor& x) { dxs.push_back(x); };
-    std::apply([&](const auto&... p) { (detail::Map<std::decay_t<decltype(p)>>::each(p, cx), ...); }, aliased);
     std::apply([&](const auto&... t) { (detail::Map<std::decay_t<decltype(t)>>::each(t, cd), ...); }, tangents);
-    const std::size_t mark = detail::traceMark();
-    auto out = std::apply(f, aliased);
     using R = std::decay_t<decltype(out)>;
     std::vector<Tensor> ys;
     detail::Out<R>::flatten(out, ys);
@@ -647,26 +656,10 @@ struct TracedLinear {
 /// trace, each f_jvp call adds the tangent ops to the trace, reading f's values.
 template <class F, class... P> auto linearize(F&& f, const P&... primals) {
   if constexpr (!std::disjunction_v<detail::HasTensor<std::decay_t<P>>...>) {
-    detail::ArgCollector c;
-    detail::TypeCollector tc;
-    (detail::In<P>::visit(primals, c), ...);
-    (detail::In<P>::visit(primals, tc), ...);
-    return detail::hostLinearize(tc.types, c.leaves(), [&](std::span<const Tensor> params) {
-      const Tensor* it = params.data();
-      std::tuple<detail::tensor_type_t<P>...> targs{detail::In<P>::build(primals, it)...};
-      return std::vector<Tensor>{std::apply(f, targs)};
-    });
+    return detail::onArrays(detail::hostLinearize, f, primals...);
   } else {
-    std::tuple<P...> in{primals...};
-    auto aliased = std::apply([](const auto&... p) {
-      auto a = [](const Tensor& x) { return detail::alias(x); };
-      return std::tuple<P...>{detail::Map<std::decay_t<decltype(p)>>::apply(p, a)...};
-    }, in);
-    const std::size_t mark = detail::traceMark();
-    Tensor y = std::apply(f, aliased);
-    std::vector<Tensor> xs;
-    auto c = [&](const Tensor& x) { xs.push_back(x); };
-    std::apply([&](const auto&... p) { (detail::Map<std::decay_t<decltype(p)>>::each(p, c), ...); }, aliased);
+    auto [out, xs, mark] = detail::traceFromMark(f, primals...);
+    const Tensor y = out;
     return std::make_pair(y, detail::TracedLinear{mark, y, std::move(xs)});
   }
 }
