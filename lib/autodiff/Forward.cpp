@@ -120,8 +120,7 @@ void transposeRule(const JvpCtx& c, const VjpRule& rule) {
 }
 
 void callJvp(const JvpCtx& c) {
-  const bool recompute = c.op.attrs.has("recompute") && c.op.attrs.boolean("recompute");
-  if (!recompute || c.op.callees.size() != 1) return transposedJvp(c);
+  if (!recomputes(c.op) || c.op.callees.size() != 1) return transposedJvp(c);
   detail::TraceState& s = currentState();
   const std::string jname = jvpFunction(s.module, c.op.callees[0]);
   std::vector<ir::ValueId> args = c.op.operands;
@@ -150,17 +149,19 @@ std::vector<std::optional<Tensor>> forward(const ForwardRequest& r) {
     if (is_floating(f.type(r.sources[k]).dtype)) tan.insert_or_assign(r.sources[k], r.tangents[k]);
   }
   // Only ops on a path to a target get tangents: others would build dead
-  // code (and a ForwardAccumulator asked twice would differentiate the
-  // tangent ops its first answer added).
-  std::vector<char> needed(f.types.size());
-  for (ir::ValueId v : r.targets) needed[static_cast<std::size_t>(v)] = 1;
-  std::vector<char> opNeeded(r.end - r.begin, r.carried != nullptr);
-  for (std::size_t i = r.end; !r.carried && i-- > r.begin;) {
-    const ir::Op& op = f.ops[i];
-    if (std::none_of(op.results.begin(), op.results.end(), [&](ir::ValueId v) { return needed[static_cast<std::size_t>(v)]; }))
-      continue;
-    opNeeded[i - r.begin] = 1;
-    for (ir::ValueId o : op.operands) needed[static_cast<std::size_t>(o)] = 1;
+  // code. With carried tangents every op does (see ForwardRequest::carried).
+  std::vector<char> opNeeded(r.end - r.begin, 1);
+  if (!r.carried) {
+    std::fill(opNeeded.begin(), opNeeded.end(), 0);
+    std::vector<char> needed(f.types.size());
+    for (ir::ValueId v : r.targets) needed[static_cast<std::size_t>(v)] = 1;
+    for (std::size_t i = r.end; i-- > r.begin;) {
+      const ir::Op& op = f.ops[i];
+      if (std::none_of(op.results.begin(), op.results.end(), [&](ir::ValueId v) { return needed[static_cast<std::size_t>(v)]; }))
+        continue;
+      opNeeded[i - r.begin] = 1;
+      for (ir::ValueId o : op.operands) needed[static_cast<std::size_t>(o)] = 1;
+    }
   }
   for (std::size_t i = r.begin; i < r.end; ++i) {
     if (!opNeeded[i - r.begin]) continue;

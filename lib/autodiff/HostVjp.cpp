@@ -13,6 +13,8 @@
 namespace adjit {
 namespace detail {
 
+/// What the second half of a split (vjp's backward, linearize's linear
+/// function) needs: its kernel and the residuals the first half kept.
 struct HostVjp {
   std::shared_ptr<engine::Kernel> backward;
   std::vector<Array> residuals;

@@ -4,7 +4,6 @@
 // linear in its output gradients. This proves it from op traits, or names
 // the first op that breaks it.
 #include "autodiff/Reverse.h"
-#include "ir/Text.h"
 #include "ops/OpTable.h"
 
 #include <fmt/format.h>
@@ -44,6 +43,8 @@ public:
       } else if (info.has(ops::kForwardsToCallee)) {
         const ir::Function* callee = m_.lookup(op.callees.at(0));
         out = run(*callee, in);
+      } else if (info.has(ops::kLinearInFirst) && !in[0]) {
+        fail(fn, op, "divides by a value computed from them");
       } else if (info.has(ops::kLinearInEach) || info.has(ops::kLinearInFirst)) {
         fail(fn, op, "multiplies or divides two values computed from them");
       } else {

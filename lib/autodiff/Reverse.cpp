@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -71,6 +72,8 @@ Differentiated differentiateInto(detail::TraceScope& scope, const ir::Function& 
 
 } // namespace
 
+bool recomputes(const ir::Op& call) { return call.attrs.has("recompute") && call.attrs.boolean("recompute"); }
+
 /// The cotangents of call op `opIndex`'s operands. The first time, the
 /// forward call is rebound in place to the callee's split pair: it calls
 /// @g.fwd, which also returns the residuals @g.bwd needs, and the backward
@@ -83,7 +86,7 @@ static std::vector<std::optional<Tensor>> callVjp(detail::TraceState& s, std::si
   ir::Function& f = *s.fn;
   const std::shared_ptr<ir::Module>& m = s.module;
   // {recompute = true} (checkpointing): keep nothing; the backward runs the callee's forward again.
-  const bool recompute = f.ops[opIndex].attrs.has("recompute") && f.ops[opIndex].attrs.boolean("recompute");
+  const bool recompute = recomputes(f.ops[opIndex]);
   if (f.ops[opIndex].callees.size() == 1 && !recompute) {
     const std::string name = f.ops[opIndex].callees[0];
     const SplitVjp split = splitVjp(m, name);
@@ -334,7 +337,8 @@ static SplitVjp splitInTwo(const std::shared_ptr<ir::Module>& m, const std::stri
   for (std::size_t i = nY; i < v.outputs.size(); ++i)
     if (early[v.outputs[i]]) residualSet.insert(v.outputs[i]);
   const std::vector<ir::ValueId> residuals(residualSet.begin(), residualSet.end());
-  auto copy = [&](ir::Function& dst, std::unordered_map<ir::ValueId, ir::ValueId>& map, ir::ValueId param) {
+  // (Functions are held by pointer: adding the halves leaves `v` in place.)
+  auto addParam = [&](ir::Function& dst, std::unordered_map<ir::ValueId, ir::ValueId>& map, ir::ValueId param) {
     map[param] = dst.newValue(v.type(param));
     dst.params.push_back(map[param]);
   };
@@ -354,31 +358,36 @@ static SplitVjp splitInTwo(const std::shared_ptr<ir::Module>& m, const std::stri
   {
     ir::Function& e = m->add(name + "." + earlyKind);
     m->derived[earlyKind + " @" + name] = e.name;
-    const ir::Function& vv = *m->lookup(vname); // (add may move functions)
     std::unordered_map<ir::ValueId, ir::ValueId> map;
-    for (std::size_t i = 0; i < nX; ++i) copy(e, map, vv.params[i]);
+    for (std::size_t i = 0; i < nX; ++i) addParam(e, map, v.params[i]);
     copyOps(e, map, false);
-    for (std::size_t i = 0; i < nY; ++i) e.outputs.push_back(map.at(vv.outputs[i]));
+    for (std::size_t i = 0; i < nY; ++i) e.outputs.push_back(map.at(v.outputs[i]));
     for (ir::ValueId r : residuals) e.outputs.push_back(map.at(r));
   }
   {
     ir::Function& l = m->add(name + "." + lateKind);
     m->derived[lateKind + " @" + name] = l.name;
-    const ir::Function& vv = *m->lookup(vname);
     std::unordered_map<ir::ValueId, ir::ValueId> map;
-    for (ir::ValueId r : residuals) copy(l, map, r);
-    for (std::size_t i = nX; i < vv.params.size(); ++i) copy(l, map, vv.params[i]);
+    for (ir::ValueId r : residuals) addParam(l, map, r);
+    for (std::size_t i = nX; i < v.params.size(); ++i) addParam(l, map, v.params[i]);
     copyOps(l, map, true);
-    for (std::size_t i = nY; i < vv.outputs.size(); ++i) l.outputs.push_back(map.at(vv.outputs[i]));
+    for (std::size_t i = nY; i < v.outputs.size(); ++i) l.outputs.push_back(map.at(v.outputs[i]));
   }
   const ir::Function& e = *derivedFunction(*m, earlyKind, name);
   return {e.name, derivedFunction(*m, lateKind, name)->name, residualsAreParams(e, nY)};
 }
 
+/// The halves splitInTwo made of @name earlier, if both are still there.
+static std::optional<SplitVjp> splitBefore(const ir::Module& m, const std::string& name, const std::string& earlyKind,
+                                           const std::string& lateKind) {
+  const ir::Function* early = derivedFunction(m, earlyKind, name);
+  const ir::Function* late = derivedFunction(m, lateKind, name);
+  if (!early || !late) return std::nullopt;
+  return SplitVjp{early->name, late->name, residualsAreParams(*early, m.lookup(name)->outputs.size())};
+}
+
 SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  const ir::Function* done = derivedFunction(*m, "fwd", name);
-  const ir::Function* doneBwd = derivedFunction(*m, "bwd", name);
-  if (done && doneBwd) return {done->name, doneBwd->name, residualsAreParams(*done, m->lookup(name)->outputs.size())};
+  if (auto done = splitBefore(*m, name, "fwd", "bwd")) return *done;
   const std::string vname = combinedVjp(m, name);
   const ir::Function& g = *m->lookup(name);
   const ir::Function& v = *m->lookup(vname);
@@ -389,9 +398,7 @@ SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name)
 }
 
 SplitVjp splitJvp(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  const ir::Function* done = derivedFunction(*m, "primal", name);
-  const ir::Function* doneLinear = derivedFunction(*m, "linear", name);
-  if (done && doneLinear) return {done->name, doneLinear->name, residualsAreParams(*done, m->lookup(name)->outputs.size())};
+  if (auto done = splitBefore(*m, name, "primal", "linear")) return *done;
   const std::string jname = jvpFunction(m, name);
   const ir::Function& g = *m->lookup(name);
   const ir::Function& j = *m->lookup(jname);

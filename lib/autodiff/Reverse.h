@@ -84,6 +84,10 @@ std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src,
 std::string derive(const std::shared_ptr<ir::Module>& m, const std::string& kind, const std::string& name,
                    const std::function<std::vector<Tensor>(detail::TraceScope&, const ir::Function&)>& body);
 
+/// Whether a call op is {recompute = true} (checkpointing): its derivatives
+/// run the callee again rather than keep its intermediates.
+bool recomputes(const ir::Op& call);
+
 /// The combined VJP of function `name` of `m`: a function `<name>.vjp` taking
 /// (x..., dy...) and returning (y..., dx...), with a dy for each floating
 /// result and a dx for each floating parameter (zeros where unconnected).

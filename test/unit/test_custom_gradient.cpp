@@ -468,6 +468,11 @@ TEST_CASE("forward mode refuses a grad_fn that is not linear in dy, naming the o
   auto exps = custom_gradient([](Tensor x) { return std::make_pair(x * 2.0, [](Tensor dy) { return exp(dy); }); });
   CHECK_THROWS_WITH_AS(jacfwd([&](Tensor x) { return exps(x); })(f64({1, 2})),
                        doctest::Contains("its op 'exp' at"), Error);
+  auto divides = custom_gradient([](Tensor x) { return std::make_pair(x * 2.0, [x](Tensor dy) { return x / dy; }); });
+  CHECK_THROWS_WITH_AS(jvp([&](Tensor x) { return divides(x); }, std::tuple{Array(1.0)}, std::tuple{Array(1.0)}),
+                       doctest::Contains("its op 'div' at"), Error);
+  CHECK_THROWS_WITH_AS(jvp([&](Tensor x) { return divides(x); }, std::tuple{Array(1.0)}, std::tuple{Array(1.0)}),
+                       doctest::Contains("divides by a value computed from them"), Error);
   // Through a call: a jitted helper inside grad_fn is checked inside.
   auto helper = jit([](Tensor a) { return a * a; }, {.name = "helper"});
   auto viaCall = custom_gradient([helper](Tensor x) { return std::make_pair(x * 2.0, [helper](Tensor dy) { return helper(dy); }); });
