@@ -6,6 +6,7 @@
 // read it (never "no gradient"); integer and boolean operands get none.
 #include "autodiff/ControlFlow.h"
 
+#include "autodiff/JvpCtx.h"
 #include "autodiff/Reverse.h"
 #include "autodiff/Revolve.h"
 #include "support/Log.h"
@@ -618,6 +619,159 @@ void whileVjp(const VjpCtx& c) {
   std::vector<std::optional<Tensor>> dxs = scanAt(s.fn->ops.size() - 1, cts);
   dxs.pop_back();
   addGrads(c, dxs);
+}
+
+// ---- forward mode ---------------------------------------------------------------
+//
+// The JVP of a conditional or loop is the same construct over JVP functions
+// of its branches or body (jvpFunction with a layout): a switch on the same
+// index, a scan or while that carries tangents next to the carries. No
+// residual is kept per iteration, so a while loop needs no max_iterations.
+// The construct computes its primal again next to the tangents; the original
+// op stays for the values downstream.
+
+namespace {
+
+/// `op`'s attributes without `residuals`: a JVP op returns no residuals.
+ir::Attrs withoutResiduals(const ir::Attrs& a) {
+  ir::Attrs out;
+  for (const auto& [name, value] : a.entries())
+    if (name != "residuals") out.set(name, value);
+  return out;
+}
+
+/// Per operand in [from, from + n): whether it has a tangent.
+std::vector<char> tangentsOf(const JvpCtx& c, std::size_t from, std::size_t n) {
+  std::vector<char> m;
+  for (std::size_t i = from; i < from + n; ++i) m.push_back(c.dx(i).has_value());
+  return m;
+}
+
+/// The operands [from, from + n) followed by the tangents of those marked in
+/// `mask` (zeros for a marked operand without one).
+void appendWithTangents(const JvpCtx& c, std::vector<Tensor>& out, std::size_t from, std::size_t n, const std::vector<char>& mask) {
+  for (std::size_t i = from; i < from + n; ++i) out.push_back(c.x(i));
+  for (std::size_t i = from; i < from + n; ++i)
+    if (mask[i - from]) out.push_back(c.dx(i) ? *c.dx(i) : zeros_like(c.x(i)));
+}
+
+template <class T> std::vector<T> concat(std::vector<T> a, const std::vector<T>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// Per output of `g` in [from, from + n): marked when floating and not a residual (past `live`).
+std::vector<char> floatingOutputs(const ir::Function& g, std::size_t from, std::size_t n, std::size_t live) {
+  std::vector<char> m;
+  for (std::size_t i = from; i < from + n; ++i) m.push_back(i < live && floating(g.type(g.outputs[i])));
+  return m;
+}
+
+/// The carries that may have a tangent: those whose initial value has one,
+/// and, to a fixed point, those the body gives one from the consts', the
+/// slices' and the other carries' tangents.
+std::vector<char> carryTangents(const ir::Function& body, const std::vector<char>& consts, std::vector<char> carries,
+                                const std::vector<char>& slices) {
+  for (bool changed = true; changed;) {
+    const std::vector<char> reach = tangentReach(body, concat(concat(consts, carries), slices));
+    changed = false;
+    for (std::size_t i = 0; i < carries.size(); ++i)
+      if (reach[i] && !carries[i]) carries[i] = changed = true;
+  }
+  return carries;
+}
+
+} // namespace
+
+void switchJvp(const JvpCtx& c) {
+  TraceState& s = current();
+  const ir::Op& site = c.op;
+  const std::size_t n = site.operands.size() - 1;
+  const std::size_t live = site.results.size() - static_cast<std::size_t>(site.attrs.has("residuals") ? site.attrs.integer("residuals") : 0);
+  const std::vector<char> in = tangentsOf(c, 1, n);
+  const ir::Function& b0 = fn(site.callees[0]);
+  const JvpLayout layout{{n}, {b0.outputs.size()}, in, floatingOutputs(b0, 0, b0.outputs.size(), live)};
+  std::vector<std::string> branches;
+  for (const std::string& b : site.callees) branches.push_back(jvpFunction(s.module, b, layout));
+  std::vector<Tensor> operands{c.x(0)};
+  appendWithTangents(c, operands, 1, n, in);
+  const std::vector<Tensor> r = create(ir::OpKind::Switch, operands, withoutResiduals(site.attrs), branches, site.loc);
+  std::size_t at = site.results.size();
+  for (std::size_t i = 0; i < site.results.size(); ++i)
+    if (layout.tangentOut[i]) c.tangent(i, r[at++]);
+}
+
+void scanJvp(const JvpCtx& c) {
+  TraceState& s = current();
+  const ir::Op& site = c.op;
+  const auto k = static_cast<std::size_t>(site.attrs.integer("consts")), nc = static_cast<std::size_t>(site.attrs.integer("carries"));
+  const std::size_t nx = site.operands.size() - k - nc;
+  const ir::Function& body = fn(site.callees[0]);
+  const std::size_t ny = body.outputs.size() - nc;
+  const std::size_t live = site.results.size() - static_cast<std::size_t>(site.attrs.has("residuals") ? site.attrs.integer("residuals") : 0);
+  const std::vector<char> dk = tangentsOf(c, 0, k), dx = tangentsOf(c, k + nc, nx);
+  const std::vector<char> dc = carryTangents(body, dk, tangentsOf(c, k, nc), dx);
+  const JvpLayout layout{{k, nc, nx}, {nc, ny}, concat(concat(dk, dc), dx), concat(dc, floatingOutputs(body, nc, ny, live)), nc};
+  const std::string jbody = jvpFunction(s.module, site.callees[0], layout);
+  std::vector<Tensor> operands;
+  appendWithTangents(c, operands, 0, k, dk);
+  appendWithTangents(c, operands, k, nc, dc);
+  appendWithTangents(c, operands, k + nc, nx, dx);
+  ir::Attrs attrs = withoutResiduals(site.attrs);
+  attrs.set("consts", static_cast<int64_t>(k + static_cast<std::size_t>(std::count(dk.begin(), dk.end(), 1))));
+  const auto tc = static_cast<std::size_t>(std::count(dc.begin(), dc.end(), 1));
+  attrs.set("carries", static_cast<int64_t>(nc + tc));
+  const std::vector<Tensor> r = create(ir::OpKind::Scan, operands, std::move(attrs), {jbody}, site.loc);
+  // r: (carry..., dcarry..., y..., dy...)
+  std::size_t at = nc;
+  for (std::size_t i = 0; i < nc; ++i)
+    if (dc[i]) c.tangent(i, r[at++]);
+  at = nc + tc + ny;
+  for (std::size_t i = 0; i < ny; ++i)
+    if (layout.tangentOut[nc + i]) c.tangent(nc + i, r[at++]);
+}
+
+void whileJvp(const JvpCtx& c) {
+  TraceState& s = current();
+  const ir::Op& site = c.op;
+  const auto k = static_cast<std::size_t>(site.attrs.integer("consts"));
+  const std::size_t nc = site.operands.size() - k;
+  const std::vector<char> dk = tangentsOf(c, 0, k);
+  const std::vector<char> dc = carryTangents(fn(site.callees[1]), dk, tangentsOf(c, k, nc), {});
+  const JvpLayout layout{{k, nc}, {nc}, concat(dk, dc), dc, nc};
+  const std::string jbody = jvpFunction(s.module, site.callees[1], layout);
+  // The condition reads the primals only.
+  const std::vector<Type> condParams = fn(site.callees[0]).paramTypes();
+  std::vector<Type> types;
+  std::vector<std::size_t> primal; // where each primal is among the parameters
+  auto group = [&](std::size_t from, std::size_t n, const std::vector<char>& mask) {
+    for (std::size_t i = from; i < from + n; ++i) {
+      primal.push_back(types.size());
+      types.push_back(condParams[i]);
+    }
+    for (std::size_t i = from; i < from + n; ++i)
+      if (mask[i - from]) types.push_back(condParams[i]);
+  };
+  group(0, k, dk);
+  group(k, nc, dc);
+  const std::string cond = derive(s.module, "jvp", site.callees[0], [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<Tensor> ps;
+    for (const Type& t : types) ps.push_back(scope.param(t));
+    std::vector<ir::ValueId> args;
+    for (std::size_t p : primal) args.push_back(ps[p].id());
+    std::vector<Tensor> out;
+    for (ir::ValueId v : inlineFunction(scope.state().builder, g, args)) out.push_back(detail::wrap(scope.state(), v));
+    return out;
+  }, jbody);
+  std::vector<Tensor> operands;
+  appendWithTangents(c, operands, 0, k, dk);
+  appendWithTangents(c, operands, k, nc, dc);
+  ir::Attrs attrs = site.attrs;
+  attrs.set("consts", static_cast<int64_t>(k + static_cast<std::size_t>(std::count(dk.begin(), dk.end(), 1))));
+  const std::vector<Tensor> r = create(ir::OpKind::While, operands, std::move(attrs), {cond, jbody}, site.loc);
+  std::size_t at = nc;
+  for (std::size_t i = 0; i < nc; ++i)
+    if (dc[i]) c.tangent(i, r[at++]);
 }
 
 } // namespace adjit::autodiff

@@ -14,9 +14,18 @@
 
 namespace adjit::autodiff {
 
+struct JvpCtx;
+
 void switchVjp(const VjpCtx& c);
 void scanVjp(const VjpCtx& c);
 void whileVjp(const VjpCtx& c);
+
+/// Forward mode: the same construct over JVP functions of the branches or
+/// the body, carrying tangents next to the carries (no residuals, so a
+/// while loop needs no max_iterations).
+void switchJvp(const JvpCtx& c);
+void scanJvp(const JvpCtx& c);
+void whileJvp(const JvpCtx& c);
 
 /// "while_loop: more than max_iterations = M iterations" (interpreter and compiled code).
 std::string loopLimitMessage(int64_t limit);

@@ -200,28 +200,77 @@ std::vector<std::optional<Tensor>> forward(const ForwardRequest& r) {
   return out;
 }
 
-std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  return derive(m, "jvp", name, [](detail::TraceScope& scope, const ir::Function& g) {
+std::vector<char> tangentReach(const ir::Function& g, const std::vector<char>& in) {
+  std::vector<char> has(g.types.size(), 0);
+  for (std::size_t i = 0; i < g.params.size(); ++i)
+    has[static_cast<std::size_t>(g.params[i])] = in.at(i) && is_floating(g.type(g.params[i]).dtype);
+  for (const ir::Op& op : g.ops) {
+    if (ops::info(op.kind).has(ops::kNonDifferentiable)) continue;
+    if (std::none_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return has[static_cast<std::size_t>(o)]; }))
+      continue;
+    for (ir::ValueId r : op.results) has[static_cast<std::size_t>(r)] = is_floating(g.type(r).dtype);
+  }
+  std::vector<char> out;
+  for (ir::ValueId o : g.outputs) out.push_back(has[static_cast<std::size_t>(o)]);
+  return out;
+}
+
+std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, const JvpLayout& layout) {
+  // The cache key spells the layout: groups, then the marks.
+  std::string variant;
+  for (std::size_t n : layout.paramGroups) variant += fmt::format(".{}", n);
+  variant += ":";
+  for (std::size_t n : layout.outputGroups) variant += fmt::format(".{}", n);
+  variant += ":";
+  for (char c : layout.tangentIn) variant += c ? '1' : '0';
+  variant += ":";
+  for (char c : layout.tangentOut) variant += c ? '1' : '0';
+  variant += fmt::format(":{}", layout.carries);
+  return derive(m, "jvp", name, [&](detail::TraceScope& scope, const ir::Function& g) {
+    ADJIT_ASSERT(layout.tangentIn.size() == g.params.size() && layout.tangentOut.size() == g.outputs.size(),
+                 "jvpFunction: a layout that does not fit the function");
     ForwardRequest r;
-    std::vector<ir::ValueId> xs;
-    for (ir::ValueId p : g.params) xs.push_back(scope.param(g.type(p)).id());
-    for (std::size_t i = 0; i < xs.size(); ++i)
-      if (is_floating(g.type(g.params[i]).dtype)) {
-        r.sources.push_back(xs[i]);
-        r.tangents.push_back(scope.param(g.type(g.params[i])));
-      }
-    r.begin = scope.state().fn->ops.size();
-    const std::vector<ir::ValueId> ys = inlineFunction(scope.state().builder, g, xs);
-    r.end = scope.state().fn->ops.size();
-    for (ir::ValueId y : ys)
-      if (is_floating(scope.state().fn->type(y).dtype)) r.targets.push_back(y);
+    std::vector<ir::ValueId> xs(g.params.size());
+    std::size_t i = 0;
+    for (std::size_t n : layout.paramGroups) {
+      const std::size_t from = i;
+      for (; i < from + n; ++i) xs[i] = scope.param(g.type(g.params[i])).id();
+      for (std::size_t j = from; j < i; ++j)
+        if (layout.tangentIn[j] && is_floating(g.type(g.params[j]).dtype)) {
+          r.sources.push_back(xs[j]);
+          r.tangents.push_back(scope.param(g.type(g.params[j])));
+        }
+    }
+    ADJIT_ASSERT(i == g.params.size(), "jvpFunction: parameter groups that do not cover the parameters");
+    detail::TraceState& s = scope.state();
+    r.begin = s.fn->ops.size();
+    const std::vector<ir::ValueId> ys = inlineFunction(s.builder, g, xs);
+    r.end = s.fn->ops.size();
+    r.targets = ys;
     const std::vector<std::optional<Tensor>> dys = forward(r);
     std::vector<Tensor> outs;
-    for (ir::ValueId y : ys) outs.push_back(detail::wrap(scope.state(), y));
-    for (std::size_t k = 0; k < dys.size(); ++k)
-      outs.push_back(dys[k] ? *dys[k] : zeros_like(detail::wrap(scope.state(), r.targets[k])));
+    std::size_t k = 0;
+    for (std::size_t n : layout.outputGroups) {
+      const std::size_t from = k;
+      for (; k < from + n; ++k) outs.push_back(detail::wrap(s, ys[k]));
+      for (std::size_t j = from; j < k; ++j) {
+        ADJIT_ASSERT(j >= layout.carries || layout.tangentOut[j] || !dys[j],
+                     fmt::format("jvpFunction: carry {} of @{} has a tangent, but the layout has none", j, g.name));
+        if (layout.tangentOut[j]) outs.push_back(dys[j] ? *dys[j] : zeros_like(detail::wrap(s, ys[j])));
+      }
+    }
+    ADJIT_ASSERT(k == ys.size(), "jvpFunction: output groups that do not cover the outputs");
     return outs;
-  });
+  }, variant);
+}
+
+std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  const ir::Function* g = m->lookup(name);
+  if (!g) throw Error("jvp: no function named @" + name + " in the module");
+  JvpLayout all{{g->params.size()}, {g->outputs.size()}, {}, {}};
+  for (ir::ValueId p : g->params) all.tangentIn.push_back(is_floating(g->type(p).dtype));
+  for (ir::ValueId o : g->outputs) all.tangentOut.push_back(is_floating(g->type(o).dtype));
+  return jvpFunction(m, name, all);
 }
 
 } // namespace adjit::autodiff

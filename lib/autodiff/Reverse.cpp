@@ -242,14 +242,16 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
 }
 
 /// The function generated as `kind` of @name earlier, if it is still there.
-static const ir::Function* derivedFunction(const ir::Module& m, const std::string& kind, const std::string& name) {
-  auto it = m.derived.find(kind + " @" + name);
+static const ir::Function* derivedFunction(const ir::Module& m, const std::string& kind, const std::string& name,
+                                           const std::string& variant = {}) {
+  auto it = m.derived.find(kind + variant + " @" + name);
   return it == m.derived.end() ? nullptr : m.lookup(it->second);
 }
 
 std::string derive(const std::shared_ptr<ir::Module>& m, const std::string& kind, const std::string& name,
-                   const std::function<std::vector<Tensor>(detail::TraceScope&, const ir::Function&)>& body) {
-  if (const ir::Function* done = derivedFunction(*m, kind, name)) return done->name;
+                   const std::function<std::vector<Tensor>(detail::TraceScope&, const ir::Function&)>& body,
+                   const std::string& variant) {
+  if (const ir::Function* done = derivedFunction(*m, kind, name, variant)) return done->name;
   const ir::Function* g = m->lookup(name);
   if (!g) throw Error(kind + ": no function named @" + name + " in the module");
   std::string made;
@@ -262,7 +264,7 @@ std::string derive(const std::shared_ptr<ir::Module>& m, const std::string& kind
     std::erase_if(m->functions, [&](const auto& f) { return f->name == made; });
     throw;
   }
-  m->derived[kind + " @" + name] = made;
+  m->derived[kind + variant + " @" + name] = made;
   return made;
 }
 

@@ -65,6 +65,27 @@ std::vector<std::optional<Tensor>> forward(const ForwardRequest& r);
 /// Built once per module; returns its name.
 std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
+/// The layout of a JVP function that control-flow ops call: the callee's
+/// parameters in consecutive groups (a loop's consts, carries, slices), each
+/// group followed by the tangents of its parameters marked in `tangentIn`;
+/// the outputs likewise, each group followed by the tangents of the outputs
+/// marked in `tangentOut` (zeros where none reaches; the tangents of
+/// unmarked outputs, such as residuals, are dropped).
+struct JvpLayout {
+  std::vector<std::size_t> paramGroups, outputGroups; ///< sizes; they sum to the counts
+  std::vector<char> tangentIn, tangentOut;
+  /// The first `carries` outputs come back as inputs (a loop's carries): one
+  /// that gets a tangent must be marked (see tangentReach), or the loop
+  /// would drop it.
+  std::size_t carries = 0;
+};
+std::string jvpFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, const JvpLayout& layout);
+
+/// Which outputs of `g` may have a tangent when the parameters marked in
+/// `in` have one: a floating result of a differentiable op with an operand
+/// that may (an over-approximation of what forward mode builds).
+std::vector<char> tangentReach(const ir::Function& g, const std::vector<char>& in);
+
 /// Operand cotangents of op `opIndex` of the current trace, from its result
 /// cotangents `cts` (nullopt: none), by the op's VJP rule; only operands with
 /// `wanted[k]` get one (nullopt elsewhere). The reverse driver calls it for
@@ -81,8 +102,11 @@ std::vector<ir::ValueId> inlineFunction(ir::Builder& b, const ir::Function& src,
 /// `body`, which traces it in the scope given (parameters and ops) and
 /// returns its outputs; built once per module (kept in m.derived) and never
 /// left half-built when `body` throws. Returns its name.
+/// `variant` tells apart functions of one kind derived differently (it is
+/// part of the cache key, not of the name).
 std::string derive(const std::shared_ptr<ir::Module>& m, const std::string& kind, const std::string& name,
-                   const std::function<std::vector<Tensor>(detail::TraceScope&, const ir::Function&)>& body);
+                   const std::function<std::vector<Tensor>(detail::TraceScope&, const ir::Function&)>& body,
+                   const std::string& variant = {});
 
 /// Whether a call op is {recompute = true} (checkpointing): its derivatives
 /// run the callee again rather than keep its intermediates.

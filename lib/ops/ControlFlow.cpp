@@ -136,9 +136,9 @@ void defineControlFlowOps(Table& t) {
         }
         c.b.SetInsertPoint(done);
       },
-      // Each branch's VJP on the taken branch's residuals; see autodiff/ControlFlow.cpp.
-      // the branches' VJP switch, transposed
-      .jvp = autodiff::transposedJvp,
+      // Each branch's VJP on the taken branch's residuals, and a switch over
+      // the branches' JVPs; see autodiff/ControlFlow.cpp.
+      .jvp = autodiff::switchJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },
       .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
   %2 = constant() {value = dense<i32[], [1]>} : i32[]
@@ -249,9 +249,9 @@ func @scale(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
           for (std::size_t i = 0; i < s.c && !next.empty(); ++i) copyBuffer(c, c.results[i], next[i], carryTypes[i].bytes());
         });
       },
-      // A reverse scan of the body's VJP over stacked residuals; see autodiff/ControlFlow.cpp.
-      // the body's VJP scan, transposed
-      .jvp = autodiff::transposedJvp,
+      // A reverse scan of the body's VJP over stacked residuals, and a scan of
+      // the body's JVP carrying tangents; see autodiff/ControlFlow.cpp.
+      .jvp = autodiff::scanJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
       .example = R"(func @f(%0: f64[3], %1: f64[3], %2: f64[4, 3]) -> (f64[3], f64[4, 3]) {
   %3, %4 = scan @step(%0, %1, %2) {carries = 1, consts = 1, length = 4, reverse = false} : f64[3], f64[4, 3]
@@ -354,9 +354,9 @@ func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
         c.b.CreateBr(header);
         c.b.SetInsertPoint(exit);
       },
-      // Differentiated through a bounded reverse loop; see autodiff/ControlFlow.cpp.
-      // the loop's VJP, transposed
-      .jvp = autodiff::transposedJvp,
+      // Differentiated through a bounded reverse loop, and forward by a while
+      // over the body's JVP (no bound needed); see autodiff/ControlFlow.cpp.
+      .jvp = autodiff::whileJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
       .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
   %2 = constant() {value = dense<i32[], [0]>} : i32[]

@@ -495,3 +495,63 @@ TEST_CASE("two gradients through one cond and one scan reuse the residuals the f
   CHECK(text.find("switch_fwd.switch_fwd") == std::string::npos); // not rebound twice
   CHECK(text.find("switch_fwd.1") == std::string::npos);
 }
+
+TEST_CASE("forward mode through control flow: loops carry tangents, keep no residuals, need no bound") {
+  // A while loop without max_iterations: reverse mode refuses it, forward mode does not.
+  auto newton = [](Tensor a) {
+    return while_loop([&](Tensor x) { return gt(abs(x * x - a), 1e-12); }, [&](Tensor x) { return (x + a / x) * 0.5; }, a);
+  };
+  CHECK_THROWS_WITH_AS(grad(newton)(2.0), doctest::Contains("needs a bound on the trip count"), Error);
+  auto [y, t] = jvp(newton, std::tuple{Array(2.0)}, std::tuple{Array(3.0)});
+  CHECK(scalar(y) == doctest::Approx(std::sqrt(2.0)).epsilon(1e-12));
+  CHECK(scalar(t) == doctest::Approx(3.0 * 0.5 / std::sqrt(2.0)).epsilon(1e-9)); // 3 · d sqrt(a)/da
+  CHECK(scalar(jacfwd(newton)(Array(2.0))) == doctest::Approx(0.5 / std::sqrt(2.0)).epsilon(1e-9));
+  // A carry whose tangent starts at none but is reached through the body (a
+  // fixed point), a captured tensor, an integer carry, and a stacked output.
+  auto rnn = [](Tensor x, Tensor w) {
+    auto [carry, ys] = scan(
+        [&](const std::tuple<Tensor, Tensor, Tensor>& c, Tensor xt) {
+          auto [h, acc, k] = c;
+          Tensor hn = tanh(w * h + xt);
+          return std::pair{std::tuple{hn, acc + hn * hn, k + full({}, 1, DType::i32)}, hn * 2.0};
+        },
+        std::tuple{zeros_like(w), zeros_like(w), full({}, 0, DType::i32)}, x);
+    return sum(ys) + std::get<1>(carry);
+  };
+  const Array x(std::vector<double>{0.3, -0.2, 0.5, 0.1, 0.7, -0.4}, {3, 2}), w(std::vector<double>{0.8, -1.1});
+  check_grads(rnn, std::tuple{x, w}, {.order = 2, .modes = {"fwd", "rev"}});
+  // Every floating operand has a tangent here, so the loop computes them all.
+  auto jf = jacfwd(rnn, argnums<1>)(x, w);
+  ADJIT_CHECK_CLOSE(jf, jacrev(rnn, argnums<1>)(x, w), 1e-12);
+  // The JVP is a scan of the body's JVP: no scan keeps per-step residuals,
+  // and no reverse scan (a body VJP) is built.
+  const Module m = trace([&](Tensor x, Tensor w) { return jvp(rnn, std::tuple{x, w}, std::tuple{x, w}).second; }, x.type(), w.type());
+  int scans = 0;
+  for (const auto& fn : m.impl().functions)
+    for (const auto& op : fn->ops)
+      if (op.kind == ir::OpKind::Scan) {
+        ++scans;
+        CHECK_FALSE(op.attrs.has("residuals"));
+        CHECK_FALSE(op.attrs.boolean("reverse"));
+      }
+  CHECK(scans >= 1);
+  // A switch: the taken branch's tangent; an integer result gets none.
+  auto pick = [](Tensor i, Tensor x) {
+    auto [v, n] = switch_case(i, std::tuple{[](Tensor x) { return std::pair{sin(x), full({}, 1, DType::i32)}; },
+                                            [](Tensor x) { return std::pair{x * x * x, full({}, 2, DType::i32)}; }},
+                              x);
+    return v + cast(n, DType::f64);
+  };
+  CHECK(scalar(jvp(pick, std::tuple{Array(int32_t{0}), Array(0.5)}, std::tuple{Array(int32_t{0}), Array(2.0)}).second) ==
+        doctest::Approx(2.0 * std::cos(0.5)));
+  CHECK(scalar(jvp(pick, std::tuple{Array(int32_t{1}), Array(0.5)}, std::tuple{Array(int32_t{0}), Array(2.0)}).second) ==
+        doctest::Approx(2.0 * 3 * 0.25));
+  // Forward over reverse: the Hessian through a loop differentiated in reverse
+  // (its forward rebound to keep residuals) and through a bounded while.
+  auto loss = [](Tensor x) {
+    return fori_loop(0, 4, [](Tensor, Tensor c) { return sin(c) * c; }, x) +
+           while_loop([](Tensor c) { return lt(c, 10.0); }, [](Tensor c) { return c * 2.0 + 1.0; }, x * x + 1.0, {.max_iterations = 20});
+  };
+  check_grads(loss, Array(0.7), {.order = 2, .modes = {"fwd", "rev"}});
+  ADJIT_CHECK_CLOSE(hessian(loss)(Array(0.7)), jacfwd([&](Tensor x) { return grad(loss)(x); })(Array(0.7)), 1e-12);
+}
