@@ -448,6 +448,25 @@ TEST_CASE("checkpoint policies: bad parameters and loops without a known length 
   CHECK_THROWS_WITH_AS(jit(dynamic)(1.0, int32_t{3}), doctest::Contains("fori_loop: .checkpoint needs C++ integer bounds"), Error);
   auto loop = [](Tensor x) { return while_loop([](Tensor c) { return c < 10.0; }, [](Tensor c) { return c * 2.0; }, x, {.checkpoint = every(2)}); };
   CHECK_THROWS_WITH_AS(jit(loop)(1.0), doctest::Contains("while_loop: .checkpoint needs a trip count known when tracing"), Error);
+  // Schedules past what the backward's i32 action table holds are refused
+  // when the gradient is traced, at the loop's line; nothing runs.
+  auto long_ = [](int64_t n, int s) {
+    return [n, s](Tensor x) {
+      return scan([](Tensor c, std::tuple<>) { return std::pair{c * 2.0, std::tuple<>{}}; }, x, std::tuple<>{},
+                  {.length = n, .checkpoint = binomial(s)}).first;
+    };
+  };
+  const int line = __LINE__ - 4;
+  auto gradient = [](auto f) { return trace([&](Tensor x) { return grad(f)(x); }, Type{DType::f64, {}}); };
+  CHECK_THROWS_WITH_AS(gradient(long_(int64_t{3} << 30, 4)), doctest::Contains("binomial checkpointing of 3221225472 steps: at most 2147483647 are supported"), Error);
+  CHECK_THROWS_WITH_AS(gradient(long_(1'000'000, 1)),
+                       doctest::Contains("binomial checkpointing of 1000000 steps with 1 snapshots recomputes 499999500000 steps"), Error);
+  try {
+    gradient(long_(1'000'000, 1));
+  } catch (const Error& e) {
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+  }
+  CHECK_NOTHROW(gradient(long_(1'000'000, 12))); // enough snapshots: a schedule of a few million actions
 }
 
 TEST_CASE("ops of a loop body that read only captured tensors move out of the loop") {
