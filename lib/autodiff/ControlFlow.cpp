@@ -669,16 +669,24 @@ std::vector<char> floatingOutputs(const ir::Function& g, std::size_t from, std::
 
 /// The carries that may have a tangent: those whose initial value has one,
 /// and, to a fixed point, those the body gives one from the consts', the
-/// slices' and the other carries' tangents.
+/// slices' and the other carries' tangents. Each round walks the body once;
+/// a chain of carries each reaching the next could take a round per carry,
+/// so past a few rounds every floating carry takes a tangent (zeros where
+/// none reaches: more work in the loop, the same values).
 std::vector<char> carryTangents(const ir::Function& body, const std::vector<char>& consts, std::vector<char> carries,
                                 const std::vector<char>& slices) {
-  for (bool changed = true; changed;) {
+  constexpr int kMaxRounds = 4;
+  for (int round = 0;; ++round) {
     const std::vector<char> reach = tangentReach(body, concat(concat(consts, carries), slices));
-    changed = false;
+    bool changed = false;
     for (std::size_t i = 0; i < carries.size(); ++i)
       if (reach[i] && !carries[i]) carries[i] = changed = true;
+    if (!changed) return carries;
+    if (round == kMaxRounds) {
+      for (std::size_t i = 0; i < carries.size(); ++i) carries[i] = floating(body.type(body.params[consts.size() + i]));
+      return carries;
+    }
   }
-  return carries;
 }
 
 } // namespace

@@ -560,6 +560,27 @@ TEST_CASE("forward mode through control flow: loops carry tangents, keep no resi
         CHECK_FALSE(op.attrs.boolean("reverse"));
       }
   CHECK(scans >= 1);
+  // A shift register: the tangent reaches carry i only after i steps, so the
+  // fixed point needs a round per carry; past a few rounds every carry
+  // takes a tangent, and the values are the same.
+  auto shift = [](Tensor x) {
+    std::array<Tensor, 8> init;
+    init[0] = x;
+    for (std::size_t i = 1; i < init.size(); ++i) init[i] = zeros_like(x);
+    auto [c, ys] = scan(
+        [](const std::array<Tensor, 8>& c, std::tuple<>) {
+          std::array<Tensor, 8> n;
+          n[0] = sin(c[0]) + 0.5;
+          for (std::size_t i = 1; i < c.size(); ++i) n[i] = c[i - 1] * c[i - 1];
+          return std::pair{n, std::tuple<>{}};
+        },
+        init, std::tuple<>{}, {.length = 10});
+    Tensor total = zeros_like(x);
+    for (std::size_t i = 0; i < c.size(); ++i) total = total + c[i] * double(i + 1);
+    return total;
+  };
+  ADJIT_CHECK_CLOSE(jacfwd(shift)(Array(0.3)), jacrev(shift)(Array(0.3)), 1e-12);
+  check_grads(shift, Array(0.3), {.modes = {"fwd"}});
   // A switch: the taken branch's tangent; an integer result gets none.
   auto pick = [](Tensor i, Tensor x) {
     auto [v, n] = switch_case(i, std::tuple{[](Tensor x) { return std::pair{sin(x), full({}, 1, DType::i32)}; },
