@@ -68,6 +68,11 @@ std::string derived(const std::string& key) {
 
 bool floating(const Type& t) { return is_floating(t.dtype); }
 
+/// How many trailing results of a switch or scan only the reverse pass reads.
+std::size_t residualCount(const ir::Op& op) {
+  return op.attrs.has("residuals") ? static_cast<std::size_t>(op.attrs.integer("residuals")) : 0;
+}
+
 template <class T> std::vector<T> slice(const std::vector<T>& v, std::size_t from, std::size_t n) {
   return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n));
 }
@@ -184,7 +189,7 @@ std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector
   TraceState& s = current();
   const auto [site, k, c, x, n, reverse] = scanSite(opIndex);
   const Location& loc = site.loc;
-  const std::size_t r0 = site.attrs.has("residuals") ? static_cast<std::size_t>(site.attrs.integer("residuals")) : 0;
+  const std::size_t r0 = residualCount(site);
   const std::size_t nRes = site.results.size();
   const bool residualCts = std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(nRes - r0), cts.end(), [](const auto& t) { return t.has_value(); });
   const std::string base = r0 ? derived("scanbase @" + site.callees[0]) : std::string();
@@ -537,7 +542,7 @@ void switchVjp(const VjpCtx& c) {
   TraceState& s = current();
   const ir::Op site = s.fn->ops[c.opIndex];
   const std::vector<std::optional<Tensor>> cts = resultCts(c);
-  const std::size_t r0 = site.attrs.has("residuals") ? static_cast<std::size_t>(site.attrs.integer("residuals")) : 0;
+  const std::size_t r0 = residualCount(site);
   const std::size_t nRes = site.results.size();
   const bool residualCts = std::any_of(cts.begin() + static_cast<std::ptrdiff_t>(nRes - r0), cts.end(), [](const auto& t) { return t.has_value(); });
   // Differentiated before: each branch's forward names the branch it came from.
@@ -695,7 +700,7 @@ void switchJvp(const JvpCtx& c) {
   TraceState& s = current();
   const ir::Op& site = c.op;
   const std::size_t n = site.operands.size() - 1;
-  const std::size_t live = site.results.size() - static_cast<std::size_t>(site.attrs.has("residuals") ? site.attrs.integer("residuals") : 0);
+  const std::size_t live = site.results.size() - residualCount(site);
   const std::vector<char> in = tangentsOf(c, 1, n);
   const ir::Function& b0 = fn(site.callees[0]);
   const JvpLayout layout{{n}, {b0.outputs.size()}, in, floatingOutputs(b0, 0, b0.outputs.size(), live)};
@@ -716,7 +721,7 @@ void scanJvp(const JvpCtx& c) {
   const std::size_t nx = site.operands.size() - k - nc;
   const ir::Function& body = fn(site.callees[0]);
   const std::size_t ny = body.outputs.size() - nc;
-  const std::size_t live = site.results.size() - static_cast<std::size_t>(site.attrs.has("residuals") ? site.attrs.integer("residuals") : 0);
+  const std::size_t live = site.results.size() - residualCount(site);
   const std::vector<char> dk = tangentsOf(c, 0, k), dx = tangentsOf(c, k + nc, nx);
   const std::vector<char> dc = carryTangents(body, dk, tangentsOf(c, k, nc), dx);
   const JvpLayout layout{{k, nc, nx}, {nc, ny}, concat(concat(dk, dc), dx), concat(dc, floatingOutputs(body, nc, ny, live)), nc};
