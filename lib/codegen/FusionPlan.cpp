@@ -9,6 +9,7 @@
 #include "ir/Text.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
+#include "support/Hash.h"
 
 #include <fmt/format.h>
 
@@ -143,8 +144,27 @@ public:
       : f_(f), budget_(std::max(o.bodyBudget, 1)), functionBudget_(std::max(o.functionBudget, 1)), effects_(o.effects),
         parallel_(o.parallel) {}
 
-  FusionPlan run() {
+  /// Finds the step groups of unrolled loops (findSteps); true if any.
+  bool findStepGroups() {
     init();
+    findSteps();
+    return !cuts_.empty();
+  }
+
+  /// What LLVM compiles: the ops per point of each distinct kernel code.
+  static int64_t codeSize(const FusionPlan& p) {
+    int64_t size = 0;
+    for (std::size_t k = 0; k < p.kernels.size(); ++k)
+      if (p.kernels[k].sameAs < 0 || p.kernels[k].sameAs == static_cast<int>(k))
+        size += p.kernels[k].kind == Kernel::Kind::Loop ? std::max(p.kernels[k].bodySize, 1) : kLowerWeight;
+    return size;
+  }
+
+  /// Buffers, loops and their order, and which kernels share code.
+  FusionPlan draft() {
+    init();
+    shared_.clear();
+    for (ValueId v : carries_) mat_[at(v)] = 1;
     materialize();
     makeViews();
     std::vector<Unit> units = schedule();
@@ -163,6 +183,7 @@ public:
       init();
       shared_.clear();
       for (ValueId v : stored) mat_[at(v)] = 1;
+      for (ValueId v : carries_) mat_[at(v)] = 1;
       materialize();
       makeViews();
       units = schedule();
@@ -173,6 +194,12 @@ public:
     p.fn = &f_;
     for (Unit& u : units) p.kernels.push_back(kernelOf(std::move(u)));
     share(p);
+    return p;
+  }
+
+  /// Threads, runs of repeated code, functions and the place of every value.
+  /// The planner's state is that of the draft.
+  FusionPlan finish(FusionPlan p) {
     if (parallel_) chunk(p);
     findRuns(p);
     split(p);
@@ -187,7 +214,6 @@ private:
     const std::size_t n = f_.types.size();
     producer_.assign(n, nullptr);
     position_.assign(n, -1);
-    users_.assign(n, {});
     uses_.assign(n, 0);
     isOutput_.assign(n, 0);
     mat_.assign(n, 0);
@@ -195,6 +221,9 @@ private:
     expensive_.assign(n, 0);
     computes_.assign(n, 0);
     stamp_.assign(n, 0);
+    keyMark_.assign(n, 0);
+    keyState_.assign(n, 0);
+    keyIndex_.assign(n, 0);
     state_.assign(n, 0);
     slot_.assign(n, 0);
     for (ValueId p : f_.params) mat_[at(p)] = 1;
@@ -208,13 +237,19 @@ private:
         producer_[at(r)] = &op;
         position_[at(r)] = static_cast<int>(i);
       }
-      for (ValueId o : op.operands) {
-        ++uses_[at(o)];
-        users_[at(o)].push_back(&op);
-      }
+      for (ValueId o : op.operands) ++uses_[at(o)];
       if (ops::info(op.kind).has(ops::kMaterializesOperands))
         for (ValueId o : op.operands) mat_[at(o)] = 1;
     }
+    // The users of each value, in op order, in one array (one allocation, not one per value).
+    userBegin_.assign(n + 1, 0);
+    for (const ir::Op& op : f_.ops)
+      for (ValueId o : op.operands) ++userBegin_[at(o) + 1];
+    for (std::size_t v = 0; v < n; ++v) userBegin_[v + 1] += userBegin_[v];
+    userOps_.resize(userBegin_[n]);
+    std::vector<std::size_t> fill(userBegin_.begin(), userBegin_.end() - 1);
+    for (const ir::Op& op : f_.ops)
+      for (ValueId o : op.operands) userOps_[fill[at(o)]++] = &op;
     for (ValueId o : f_.outputs) {
       ++uses_[at(o)];
       isOutput_[at(o)] = 1;
@@ -228,7 +263,7 @@ private:
     for (auto op = f_.ops.rbegin(); op != f_.ops.rend(); ++op)
       for (ValueId r : op->results) {
         bool ok = !isOutput_[at(r)];
-        for (const ir::Op* u : users_[at(r)]) {
+        for (const ir::Op* u : users(r)) {
           if (!ok) break;
           const ops::OpInfo& info = ops::info(u->kind);
           if (info.hooks.reduce) continue;
@@ -242,6 +277,178 @@ private:
         }
         sameDomain_[at(r)] = ok;
       }
+  }
+
+  // ---- unrolled loops ----------------------------------------------------------
+
+  /// The values an unrolled loop carries across the boundaries of its groups
+  /// of steps. The body budget cuts a long chain at offsets that drift against
+  /// the steps of an unrolled recurrence (or of its gradient's backward), so
+  /// its loops repeat only after many steps, and LLVM compiles every variant:
+  /// an LSTM's gradient over 64 steps had 82 distinct loop bodies. Storing
+  /// what crosses a group boundary makes every group start from the same
+  /// state; the budget then cuts each group alike, and equal code is emitted
+  /// once (`share`, `findRuns`).
+  ///
+  /// Periods are found by content, in one pass. h(i) hashes op i's kind,
+  /// attributes, types and distances back to its operands (near ones; a far
+  /// one only by its type), g(i) the kWindow ops ending at i, and d(i) is the
+  /// distance back to the previous equal g. Position i repeats when
+  /// d(i) = d(i - d(i)) = ...: kMinCopies copies in a row. In each period, the position
+  /// of the least g is an anchor: one per period, at the same offset in every
+  /// copy. Anchors at least a body budget apart are the group boundaries, and
+  /// a value made in the group before a boundary and read in the group after
+  /// it is a carry. Code that does not repeat has no boundaries.
+  void findSteps() {
+    constexpr int kWindow = 16;    // ops per hashed window: unique within a step
+    constexpr int kNear = 256;     // farther operands hash by type only
+    constexpr int kMinCopies = 5;  // a few copies (the stages of a Runge-Kutta step) are not worth storing carries
+    constexpr int kMinGroups = 4;
+    constexpr uint64_t kBase = 0x100000001b3ull;
+    const int n = static_cast<int>(f_.ops.size());
+    carries_.clear();
+    cuts_.clear();
+    if (n < 4 * kWindow) return;
+    std::vector<uint64_t> g(static_cast<std::size_t>(n));
+    std::vector<int> d(static_cast<std::size_t>(n), 0);
+    std::vector<uint64_t> h(static_cast<std::size_t>(n));
+    auto typeHash = [](const Type& t) {
+      uint64_t x = hashCombine(0x7a, static_cast<uint64_t>(t.dtype));
+      for (int64_t e : t.shape) x = hashCombine(x, static_cast<uint64_t>(e));
+      return x;
+    };
+    uint64_t power = 1; // kBase^kWindow
+    for (int j = 0; j < kWindow; ++j) power *= kBase;
+    std::unordered_map<uint64_t, int> last;
+    last.reserve(static_cast<std::size_t>(n));
+    std::string key;
+    for (int i = 0; i < n; ++i) {
+      const ir::Op& op = f_.ops[static_cast<std::size_t>(i)];
+      // Attributes by name only: the steps of an unrolled loop differ in them
+      // (the slice of step t starts at t).
+      key.clear();
+      for (const auto& entry : op.attrs.entries()) key += entry.first;
+      uint64_t x = hashCombine(static_cast<uint64_t>(op.kind) + 1, hashBytes(key));
+      for (ValueId r : op.results) x = hashCombine(x, typeHash(f_.type(r)));
+      for (ValueId o : op.operands) {
+        const int back = i - position_[at(o)];
+        x = hashCombine(x, position_[at(o)] >= 0 && back <= kNear ? static_cast<uint64_t>(back) : typeHash(f_.type(o)));
+      }
+      const std::size_t si = static_cast<std::size_t>(i);
+      h[si] = x;
+      g[si] = (i ? g[si - 1] : 0) * kBase + x - (i >= kWindow ? h[si - kWindow] * power : 0);
+      if (i + 1 < kWindow) continue; // not a whole window yet
+      auto [it, fresh] = last.try_emplace(g[si], i);
+      if (!fresh) {
+        d[si] = i - it->second;
+        it->second = i;
+      }
+    }
+    // crossing[c]: the values a boundary before op c would store, those made
+    // before c and read (nearby) at or after it, not counting values stored
+    // anyway. Within its period a boundary goes where this is least, so it
+    // does not split what a loop would compute together (the add before a
+    // tanh) but falls where the step hands over values already in memory (a
+    // matmul's operand).
+    // Stored anyway: materialised already, written whole by its op, viewed
+    // by a stored value (a reshape a matmul reads), or a view of such a value.
+    std::vector<uint8_t> stored(f_.types.size(), 0);
+    for (std::size_t v = 0; v < stored.size(); ++v) stored[v] = mat_[v];
+    for (auto op = f_.ops.rbegin(); op != f_.ops.rend(); ++op) {
+      const ops::OpInfo& info = ops::info(op->kind);
+      for (ValueId r : op->results) stored[at(r)] = stored[at(r)] || info.hooks.lower || info.hooks.reduce;
+      if (info.hooks.view && op->results.size() == 1 && !op->operands.empty() && stored[at(op->results[0])])
+        stored[at(op->operands[0])] = 1;
+    }
+    for (const ir::Op& op : f_.ops)
+      if (ops::info(op.kind).hooks.view && op.results.size() == 1 && !op.operands.empty() && stored[at(op.operands[0])])
+        stored[at(op.results[0])] = 1;
+    std::vector<int> crossing(static_cast<std::size_t>(n) + 1, 0);
+    fusedOps_.assign(static_cast<std::size_t>(n), 0);
+    for (int j = 0; j < n; ++j)
+      for (ValueId r : f_.ops[static_cast<std::size_t>(j)].results) {
+        if (stored[at(r)]) continue;
+        fusedOps_[static_cast<std::size_t>(j)] = 1;
+        int lastUse = j;
+        for (const ir::Op* u : users(r))
+          if (const int pos = static_cast<int>(u - f_.ops.data()); pos - j <= kNear) lastUse = std::max(lastUse, pos);
+        crossing[static_cast<std::size_t>(j) + 1] += 1;
+        crossing[static_cast<std::size_t>(lastUse) + 1] -= 1;
+      }
+    for (int c = 1; c <= n; ++c) crossing[static_cast<std::size_t>(c)] += crossing[static_cast<std::size_t>(c) - 1];
+    // Anchors: repeating positions whose g is less than the g of every other
+    // position of their period. prev: the last earlier position with g <= g(i).
+    // Only repeating positions count: an op that differs in every step (an
+    // index computed on the host, say) makes a few windows that never repeat.
+    // A region (repeating code without gaps of more than two windows) is cut
+    // only when it makes kMinGroups groups or more: a short one costs LLVM
+    // little, and the budget alone cuts it more evenly.
+    struct Anchor {
+      int at, period, spacing, region;
+    };
+    std::vector<Anchor> anchors;
+    std::vector<int> regionEnd;
+    std::vector<int> below; // repeating positions of increasing g
+    int lastRepeat = -1;
+    for (int i = 0; i < n; ++i) {
+      const std::size_t si = static_cast<std::size_t>(i);
+      const int period = d[si];
+      bool repeats = period > 0;
+      for (int copy = 1; repeats && copy < kMinCopies - 1; ++copy)
+        repeats = i >= copy * period && d[si - static_cast<std::size_t>(copy * period)] == period;
+      if (!repeats) continue;
+      if (lastRepeat < 0 || i - lastRepeat > 2 * kWindow) regionEnd.push_back(i);
+      regionEnd.back() = lastRepeat = i;
+      while (!below.empty() && g[static_cast<std::size_t>(below.back())] > g[si]) below.pop_back();
+      const int prev = below.empty() ? -1 : below.back();
+      below.push_back(i);
+      if (prev > i - period) continue; // not the least of its period
+      // Groups of as many whole periods as a loop body holds (at least one).
+      int fused = 0;
+      for (int j = i - period; j < i; ++j) fused += fusedOps_[static_cast<std::size_t>(j)];
+      anchors.push_back({i, period, period * std::max(1, budget_ / std::max(fused, 1)), static_cast<int>(regionEnd.size()) - 1});
+    }
+    int lastCut = -1, lastAnchor = -1, region = -1;
+    // A boundary before op c, the least crossing of the period from the
+    // anchor on; the group before it starts at the last one.
+    auto cutAt = [&](int anchor, int period) {
+      int c = anchor;
+      for (int j = c + 1; j < std::min(anchor + period, n); ++j)
+        if (crossing[static_cast<std::size_t>(j)] < crossing[static_cast<std::size_t>(c)]) c = j;
+      const int from = lastCut >= 0 ? lastCut : c - period;
+      const int until = c + (c - from); // the group after it (about as long)
+      for (int j = from; j < c; ++j)
+        for (ValueId r : f_.ops[static_cast<std::size_t>(j)].results) {
+          bool crosses = false;
+          for (const ir::Op* u : users(r)) {
+            const auto pos = u - f_.ops.data();
+            crosses = crosses || (pos >= c && pos < until);
+          }
+          if (crosses) carries_.push_back(r);
+        }
+      cuts_.push_back(c);
+      lastCut = c;
+      lastAnchor = anchor;
+    };
+    for (const Anchor& a : anchors) {
+      if (a.region != region) { // the region's first anchor
+        region = a.region;
+        lastCut = -1;
+        if (regionEnd[static_cast<std::size_t>(region)] - a.at < kMinGroups * a.spacing) continue;
+        // The copies that made this position repeat repeat too: the groups
+        // start with the second of them (the first is the group before).
+        for (int b = a.at - (kMinCopies - 2) * a.period; b < a.at; b += a.spacing) cutAt(b, a.period);
+        if (lastCut >= 0 && a.at - lastAnchor < a.spacing) continue;
+      } else if (lastCut < 0 || a.at - lastAnchor < a.spacing) {
+        continue;
+      }
+      cutAt(a.at, a.period);
+    }
+  }
+
+  /// The step group of an op: how many group boundaries come before it.
+  std::ptrdiff_t stepGroup(const ir::Op& op) const {
+    return std::upper_bound(cuts_.begin(), cuts_.end(), static_cast<int>(&op - f_.ops.data())) - cuts_.begin();
   }
 
   bool fusedValue(ValueId v) const { return !mat_[at(v)] && producer_[at(v)]; }
@@ -445,8 +652,11 @@ private:
     return reads_;
   }
 
-  static bool compatible(const Unit& u, const Unit& r, int budget) {
-    if (u.roots.empty() || u.domain != r.domain || u.size + r.size > budget) return false;
+  /// Whether root `r` may join loop `u`. Loops do not span a step-group
+  /// boundary (findSteps), so the groups of an unrolled loop get alike loops.
+  bool compatible(const Unit& u, const Unit& r) const {
+    if (u.roots.empty() || u.domain != r.domain || u.size + r.size > budget_) return false;
+    if (stepGroup(*u.op) != stepGroup(*r.op)) return false;
     if (r.roots[0].reduction && u.reduceFrom != u.domain.size() && u.reduceFrom != r.reduceFrom) return false;
     return true;
   }
@@ -459,7 +669,8 @@ private:
   /// level): in the loop body the value is computed before it is used.
   std::vector<Unit> schedule() {
     std::vector<Unit> units;
-    std::map<int, std::vector<int>> byLevel;
+    // Units by level and step group: a root joins only a unit of its own group.
+    std::map<std::pair<int, std::ptrdiff_t>, std::vector<int>> byLevel;
     std::vector<int> levelOf(f_.types.size(), -1), unitOf(f_.types.size(), -1);
     int lastEffect = -1; // ops with side effects run in program order
     for (const ir::Op& op : f_.ops) {
@@ -489,13 +700,13 @@ private:
       int target = -1;
       for (int u : shareUnits)
         if (units[static_cast<std::size_t>(u)].level == level) {
-          if (target < 0 && compatible(units[static_cast<std::size_t>(u)], *root, budget_)) target = u;
+          if (target < 0 && compatible(units[static_cast<std::size_t>(u)], *root)) target = u;
           else if (target != u) level += 1, target = -2;
         }
       if (target == -2) target = -1;
       if (root && target < 0)
-        for (int u : byLevel[level]) {
-          if (!compatible(units[static_cast<std::size_t>(u)], *root, budget_)) continue;
+        for (int u : byLevel[{level, stepGroup(op)}]) {
+          if (!compatible(units[static_cast<std::size_t>(u)], *root)) continue;
           // Joining an unrelated unit is fine unless it shares a level with a unit we read.
           bool clash = false;
           for (int su : shareUnits) clash = clash || (units[static_cast<std::size_t>(su)].level == level && su != u);
@@ -523,7 +734,7 @@ private:
         root->level = level;
         units.push_back(std::move(*root));
         target = static_cast<int>(units.size() - 1);
-        byLevel[level].push_back(target);
+        byLevel[{level, stepGroup(op)}].push_back(target);
       }
       unitOf[at(op.results[0])] = target;
     }
@@ -641,20 +852,45 @@ private:
       if (effectful(*op)) return {};
     std::stable_sort(ops.begin(), ops.end(), [](const ir::Op* a, const ir::Op* b) { return a < b; });
     ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
-    std::unordered_map<ValueId, std::size_t> node, slot;
+    // Values are named by their place in the kernel: node i (the i-th result
+    // computed) or buffer j (the j-th buffer read). keyMark_ tells which one
+    // a value has in this key; keyIndex_ holds the index.
+    ++keyGen_;
+    auto number = [](std::string& key, uint64_t x) { key.append(reinterpret_cast<const char*>(&x), sizeof x); };
+    auto type = [&](std::string& key, ValueId v) {
+      const Type& t = f_.type(v);
+      key += static_cast<char>(t.dtype);
+      number(key, t.shape.size());
+      for (int64_t d : t.shape) number(key, static_cast<uint64_t>(d));
+    };
+    auto buffer = [&](std::string& key, ValueId v) {
+      if (keyMark_[at(v)] != keyGen_ || keyState_[at(v)] != 2) {
+        keyMark_[at(v)] = keyGen_;
+        keyState_[at(v)] = 2;
+        keyIndex_[at(v)] = buffers.size();
+        buffers.push_back(v);
+      }
+      key += 'b';
+      number(key, keyIndex_[at(v)]);
+    };
     auto ref = [&](std::string& key, ValueId v) {
-      if (auto n = node.find(v); n != node.end()) {
-        key += fmt::format("n{}.", n->second);
+      if (keyMark_[at(v)] == keyGen_ && keyState_[at(v)] == 1) {
+        key += 'n';
+        number(key, keyIndex_[at(v)]);
         return;
       }
-      auto [s, fresh] = slot.try_emplace(v, buffers.size());
-      if (fresh) buffers.push_back(v);
-      key += fmt::format("b{}:{}.", s->second, f_.type(v).str());
+      buffer(key, v);
+      type(key, v);
     };
-    std::string key = fmt::format("{}|{}|{}|{}|", static_cast<int>(k.kind), shape_str(k.domain), k.reduceFrom, k.flat);
+    std::string key;
+    key += static_cast<char>(k.kind);
+    number(key, k.domain.size());
+    for (int64_t d : k.domain) number(key, static_cast<uint64_t>(d));
+    number(key, k.reduceFrom);
+    key += static_cast<char>(k.flat);
     std::size_t next = 0;
     for (const ir::Op* op : ops) {
-      key += ops::info(op->kind).name;
+      number(key, static_cast<uint64_t>(op->kind));
       key += '(';
       for (ValueId o : op->operands) ref(key, o);
       key += '{';
@@ -667,17 +903,19 @@ private:
       for (const std::string& c : op->callees) key += "@" + c + ";";
       key += "}->";
       for (ValueId r : op->results) {
-        key += f_.type(r).str() + ",";
-        node.emplace(r, next++);
+        type(key, r);
+        keyMark_[at(r)] = keyGen_;
+        keyState_[at(r)] = 1;
+        keyIndex_[at(r)] = next++;
       }
       key += ')';
     }
     key += "writes";
     for (ValueId w : written) {
-      key += fmt::format(" n{}", node.at(w));
-      auto [s, fresh] = slot.try_emplace(w, buffers.size());
-      if (fresh) buffers.push_back(w);
-      key += fmt::format("b{}", s->second);
+      ADJIT_ASSERT(keyMark_[at(w)] == keyGen_ && keyState_[at(w)] == 1, "a kernel writes a value it does not compute");
+      key += 'n';
+      number(key, keyIndex_[at(w)]);
+      buffer(key, w);
     }
     if (k.kind == Kernel::Kind::Loop)
       for (const LoopRoot& r : k.roots) key += r.reduction ? 'r' : 's';
@@ -877,10 +1115,17 @@ private:
   bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ops::info(op.kind).has(ops::kPure); }
   std::vector<const ir::Op*> producer_;
   std::vector<int> position_; ///< index of the producing op
-  std::vector<std::vector<const ir::Op*>> users_;
+  std::vector<std::size_t> userBegin_; ///< per value: its users are userOps_[userBegin_[v], userBegin_[v + 1])
+  std::vector<const ir::Op*> userOps_;
+  std::span<const ir::Op* const> users(ValueId v) const {
+    return {userOps_.data() + userBegin_[at(v)], userOps_.data() + userBegin_[at(v) + 1]};
+  }
   std::vector<int> uses_, size_;
   std::vector<char> isOutput_, mat_, expensive_, computes_, sameDomain_;
   std::vector<ValueId> shared_; ///< reused values left fused for loops that share them
+  std::vector<ValueId> carries_; ///< values stored at the group boundaries of unrolled loops (findSteps)
+  std::vector<int> cuts_;        ///< the positions of those boundaries, ascending
+  std::vector<uint8_t> fusedOps_; ///< per op: it computes a value a loop body may fuse
   std::vector<uint8_t> inMemory_; ///< per value: data its op holds (Storage::Constant)
   std::vector<ValueId> viewOf_;  ///< per value: the buffered value it is a view of (-1: none)
   std::vector<int64_t> viewOffset_; ///< per view: the element offset into that value
@@ -892,6 +1137,12 @@ private:
   std::vector<ValueId> stack_;
   std::vector<std::pair<ValueId, bool>> walk_;
   std::vector<Read> reads_;
+  // Scratch state of kernelKey: per value, in the current key (keyMark_ ==
+  // keyGen_), a node (keyState_ 1) or buffer (2), and its index.
+  mutable std::vector<uint32_t> keyMark_;
+  mutable std::vector<uint8_t> keyState_;
+  mutable std::vector<std::size_t> keyIndex_;
+  mutable uint32_t keyGen_ = 0;
 };
 
 std::string values(const std::vector<ValueId>& vs) {
@@ -919,7 +1170,17 @@ std::string placeText(const Placement& p) {
 
 } // namespace
 
-FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) { return Planner(f, o).run(); }
+FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
+  Planner grouped(f, o);
+  if (!grouped.findStepGroups()) return grouped.finish(grouped.draft());
+  // Step groups pay off where the budget's cuts drift against the steps (an
+  // LSTM's gradient: 82 distinct loop bodies without them, 54 with); where
+  // the budget already cuts in step (a chain of one op kind) they only add
+  // leftovers. Draft both ways; finish the one with less code.
+  Planner free(f, o);
+  FusionPlan a = free.draft(), b = grouped.draft();
+  return Planner::codeSize(b) < Planner::codeSize(a) ? grouped.finish(std::move(b)) : free.finish(std::move(a));
+}
 
 std::string FusionPlan::str() const {
   const ir::Function& f = *fn;
