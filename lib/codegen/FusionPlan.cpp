@@ -210,36 +210,46 @@ public:
 private:
   // ---- facts about the function ---------------------------------------------
 
+  /// Resets the per-plan state; the facts about the function (producers,
+  /// users, ...) are computed by the first call only.
   void init() {
+    const std::size_t n = f_.types.size();
+    if (producer_.size() != n) facts();
+    mat_ = initialMat_;
+    size_.assign(n, 0);
+    expensive_.assign(n, 0);
+    computes_.assign(n, 0);
+    stamp_.assign(n, 0);
+    gen_ = 0;
+    keyMark_.assign(n, 0);
+    keyState_.assign(n, 0);
+    keyIndex_.assign(n, 0);
+    keyGen_ = 0;
+    state_.assign(n, 0);
+    slot_.assign(n, 0);
+  }
+
+  void facts() {
     const std::size_t n = f_.types.size();
     producer_.assign(n, nullptr);
     position_.assign(n, -1);
     uses_.assign(n, 0);
     isOutput_.assign(n, 0);
-    mat_.assign(n, 0);
-    size_.assign(n, 0);
-    expensive_.assign(n, 0);
-    computes_.assign(n, 0);
-    stamp_.assign(n, 0);
-    keyMark_.assign(n, 0);
-    keyState_.assign(n, 0);
-    keyIndex_.assign(n, 0);
-    state_.assign(n, 0);
-    slot_.assign(n, 0);
-    for (ValueId p : f_.params) mat_[at(p)] = 1;
+    initialMat_.assign(n, 0);
+    for (ValueId p : f_.params) initialMat_[at(p)] = 1;
     inMemory_.assign(n, 0);
     for (std::size_t i = 0; i < f_.ops.size(); ++i) {
       const ir::Op& op = f_.ops[i];
       // Data the op holds is read from memory, like a parameter (see Hooks::data).
       if (const auto data = ops::info(op.kind).hooks.data; data && op.results.size() == 1 && data(op.attrs))
-        mat_[at(op.results[0])] = inMemory_[at(op.results[0])] = 1;
+        initialMat_[at(op.results[0])] = inMemory_[at(op.results[0])] = 1;
       for (ValueId r : op.results) {
         producer_[at(r)] = &op;
         position_[at(r)] = static_cast<int>(i);
       }
       for (ValueId o : op.operands) ++uses_[at(o)];
       if (ops::info(op.kind).has(ops::kMaterializesOperands))
-        for (ValueId o : op.operands) mat_[at(o)] = 1;
+        for (ValueId o : op.operands) initialMat_[at(o)] = 1;
     }
     // The users of each value, in op order, in one array (one allocation, not one per value).
     userBegin_.assign(n + 1, 0);
@@ -253,7 +263,7 @@ private:
     for (ValueId o : f_.outputs) {
       ++uses_[at(o)];
       isOutput_[at(o)] = 1;
-      mat_[at(o)] = 1;
+      initialMat_[at(o)] = 1;
     }
     // sameDomain_[v]: every use of v is a reduction of it, or an elementwise op
     // of v's shape whose result is an output or itself used only so. All such
@@ -1122,6 +1132,7 @@ private:
   }
   std::vector<int> uses_, size_;
   std::vector<char> isOutput_, mat_, expensive_, computes_, sameDomain_;
+  std::vector<char> initialMat_; ///< mat_ before planning: parameters, outputs, data, operands read from memory
   std::vector<ValueId> shared_; ///< reused values left fused for loops that share them
   std::vector<ValueId> carries_; ///< values stored at the group boundaries of unrolled loops (findSteps)
   std::vector<int> cuts_;        ///< the positions of those boundaries, ascending
