@@ -125,11 +125,9 @@ private:
   /// read from the argument table at `entries` (a run's row) or, when null,
   /// passed as they are where there are few (else entered in the table here).
   void callShared(std::size_t k, llvm::Value* entries = nullptr);
-  /// A shared kernel with more buffers than this reads them from the argument
-  /// table (see argEntries): a call site then costs LLVM a few instructions
-  /// instead of one pointer per buffer (an unrolled LSTM's gradient step reads
-  /// ~100 residuals, and the call sites made 90% of the module).
-  static constexpr std::size_t kDirectArgs = 6;
+  /// A shared kernel with more buffers than kDirectCallArgs reads them from
+  /// the argument table (see argEntries).
+  static constexpr std::size_t kDirectArgs = kDirectCallArgs;
   /// Appends the argument-table entries of these buffers: each is a slot of
   /// this frame's bases array (the scratch pointer, parameters, results,
   /// globals: filled in the frame's entry block) in the top 16 bits and a byte

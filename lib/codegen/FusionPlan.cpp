@@ -1021,9 +1021,10 @@ private:
   void split(FusionPlan& p) const {
     // An op's own `lower` code is loop nests of its own (a matmul is four):
     // it weighs like a loop body of kLowerWeight ops. A kernel whose code is
-    // shared is a call here.
+    // shared is a call here: three arguments when its buffers come from the
+    // argument table.
     auto weight = [&](const Kernel& k) {
-      if (k.sameAs >= 0) return static_cast<int>(k.buffers.size()) + 1;
+      if (k.sameAs >= 0) return k.buffers.size() > kDirectCallArgs ? 4 : static_cast<int>(k.buffers.size()) + 1;
       return k.kind == Kernel::Kind::Lower ? kLowerWeight : std::max(k.bodySize, 1);
     };
     int size = 0;

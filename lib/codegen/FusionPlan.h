@@ -106,6 +106,12 @@ struct FusionPlan {
 };
 
 /// Planning limits. The defaults were chosen by measurement (FusionPlan.cpp).
+/// A shared kernel with more buffers than this reads them from the argument
+/// table: a call site then costs LLVM a few instructions instead of one
+/// pointer per buffer (an unrolled LSTM's gradient step reads ~100 residuals,
+/// and the call sites made 90% of the module).
+constexpr std::size_t kDirectCallArgs = 6;
+
 struct PlanOptions {
   /// A loop body computes at most this many ops per point; a larger fused
   /// expression is cut into several loops at its largest operands.
