@@ -7,6 +7,8 @@
 //   adjit_compile_bench --only TEXT   (only the compile-time programs whose name contains TEXT)
 #include <adjit/adjit.h>
 
+#include "UnrolledLstm.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -290,30 +292,11 @@ void run(bool quick, const std::string& data) {
     report("recurrence, jitted step, forward", 4 * steps, [&] { fc(W, xs); });
     report("recurrence, jitted step, grad", 4 * steps, [&] { gc(W, xs); });
   }
-  // ADBench's LSTM step (two layers of 14-wide diagonal gates), unrolled over
-  // `steps` characters: many tiny elementwise ops with long dependence chains.
+  // ADBench's LSTM step, unrolled over `steps` characters (bench/UnrolledLstm.h).
   for (int lsteps : {64, 256, 1024}) {
     auto f64 = [](const Array& a) { const auto v = a.to_vector<float>(); return std::vector<double>(v.begin(), v.end()); };
     const Array seqConst = Array(f64(vec(lsteps * 14, 1.0f)), {lsteps, 14});
-    auto lstm = [lsteps, seqConst](Tensor p, Tensor) {
-      Tensor seq = constant(seqConst);
-      const int64_t b = 14;
-      auto gate = [&](int64_t r, int64_t k) { return p(r, range(k * b, (k + 1) * b)); };
-      Tensor h[2] = {zeros_like(gate(0, 0)), zeros_like(gate(0, 0))}, c[2] = {h[0], h[1]};
-      Tensor total = zeros_like(sum(gate(0, 0)));
-      for (int t = 0; t + 1 < lsteps; ++t) {
-        Tensor y = seq(t);
-        for (int l = 0; l < 2; ++l) {
-          Tensor f = sigmoid(y * gate(2 * l, 0) + gate(2 * l + 1, 0)), i = sigmoid(h[l] * gate(2 * l, 1) + gate(2 * l + 1, 1));
-          Tensor o = sigmoid(y * gate(2 * l, 2) + gate(2 * l + 1, 2)), g = tanh(h[l] * gate(2 * l, 3) + gate(2 * l + 1, 3));
-          c[l] = c[l] * f + i * g;
-          h[l] = o * tanh(c[l]);
-          y = h[l];
-        }
-        total = total + sum(seq(t + 1) * (y - log(sum(exp(y)) + 2.0)));
-      }
-      return total;
-    };
+    auto lstm = [lsteps, seqConst](Tensor p, Tensor) { return programs::unrolledLstm(p, constant(seqConst), lsteps); };
     const Array params = Array(f64(vec(4 * 14 * 4, 0.3f)), {4, 56});
     const Array seq = Array(f64(vec(lsteps * 14, 1.0f)), {lsteps, 14});
     auto f = jit(lstm);

@@ -10,6 +10,8 @@
 #include "ops/OpTable.h"
 #include "transforms/Passes.h"
 
+#include "../../bench/UnrolledLstm.h"
+
 using namespace adjit;
 using namespace adjit::test;
 
@@ -99,7 +101,7 @@ TEST_CASE("the gradient of a repeated chain is a few kernels repeated, however l
 
 TEST_CASE("an unrolled LSTM's gradient is cut in step: its loops repeat with the steps") {
   // ADBench's LSTM cell (two layers of diagonal gates, 14 wide), unrolled
-  // over a constant input sequence.
+  // over a constant input sequence (bench/UnrolledLstm.h).
   // A step is ~40 ops forward and ~100 backward; the body budget alone cut
   // the chains at offsets that drift against the steps, so no loop repeated
   // within 12 steps (82 distinct codes at 64 steps, no runs). Stored step
@@ -108,25 +110,7 @@ TEST_CASE("an unrolled LSTM's gradient is cut in step: its loops repeat with the
     std::vector<float> xs(static_cast<std::size_t>(steps) * 14);
     for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(0.3f * float(i));
     const Array inputs(xs, {steps, 14});
-    return [steps, inputs](Tensor p) {
-      const Tensor seq = constant(inputs);
-      const int64_t b = 14;
-      auto gate = [&](int64_t r, int64_t k) { return p(r, range(k * b, (k + 1) * b)); };
-      Tensor h[2] = {zeros_like(gate(0, 0)), zeros_like(gate(0, 0))}, c[2] = {h[0], h[1]};
-      Tensor total = zeros_like(sum(gate(0, 0)));
-      for (int t = 0; t < steps; ++t) {
-        Tensor y = seq(t);
-        for (int l = 0; l < 2; ++l) {
-          Tensor f = sigmoid(y * gate(2 * l, 0) + gate(2 * l + 1, 0)), i = sigmoid(h[l] * gate(2 * l, 1) + gate(2 * l + 1, 1));
-          Tensor o = sigmoid(y * gate(2 * l, 2) + gate(2 * l + 1, 2)), g = tanh(h[l] * gate(2 * l, 3) + gate(2 * l + 1, 3));
-          c[l] = c[l] * f + i * g;
-          h[l] = o * tanh(c[l]);
-          y = h[l];
-        }
-        total = total + sum(y - log(sum(exp(y)) + 2.0f));
-      }
-      return total;
-    };
+    return [steps, inputs](Tensor p) { return programs::unrolledLstm(p, constant(inputs), steps); };
   };
   auto plan = [&](int steps, Module& keep) {
     keep = trace([&](Tensor p) { return grad(lstm(steps))(p); }, Type{DType::f32, {4, 56}});
