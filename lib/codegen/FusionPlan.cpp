@@ -304,16 +304,18 @@ private:
   /// attributes, types and distances back to its operands (near ones; a far
   /// one only by its type), g(i) the kWindow ops ending at i, and d(i) is the
   /// distance back to the previous equal g. Position i repeats when
-  /// d(i) = d(i - d(i)) = ...: kMinCopies copies in a row. In each period, the position
-  /// of the least g is an anchor: one per period, at the same offset in every
-  /// copy. Anchors at least a body budget apart are the group boundaries, and
-  /// a value made in the group before a boundary and read in the group after
-  /// it is a carry. Code that does not repeat has no boundaries.
+  /// d(i) = d(i - d(i)) = ...: kMinCopies copies in a row. In each period,
+  /// the position of the least g is an anchor: one per period, at the same
+  /// offset in every copy. A group is as many whole periods as a loop body
+  /// holds; its boundary goes where, within the period from its anchor on, the
+  /// fewest values not stored anyway cross. A value made in the group before
+  /// a boundary and read in the group after it is a carry. Code that does not
+  /// repeat, or repeats for fewer than kMinGroups groups, has no boundaries.
   void findSteps() {
     constexpr int kWindow = 16;    // ops per hashed window: unique within a step
     constexpr int kNear = 256;     // farther operands hash by type only
     constexpr int kMinCopies = 5;  // a few copies (the stages of a Runge-Kutta step) are not worth storing carries
-    constexpr int kMinGroups = 4;
+    constexpr int kMinGroups = 4;  // shorter regions cost LLVM little; the budget alone cuts them evenly
     constexpr uint64_t kBase = 0x100000001b3ull;
     const int n = static_cast<int>(f_.ops.size());
     carries_.clear();
