@@ -4,12 +4,12 @@
 // through fused expressions are bounded by the body budget, so planning is
 // linear in the function's size.
 #include "codegen/FusionPlan.h"
+#include "codegen/StepGroups.h"
 #include "ops/Effects.h"
 
 #include "ir/Text.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
-#include "support/Hash.h"
 
 #include <fmt/format.h>
 
@@ -251,15 +251,7 @@ private:
       if (ops::info(op.kind).has(ops::kMaterializesOperands))
         for (ValueId o : op.operands) initialMat_[at(o)] = 1;
     }
-    // The users of each value, in op order, in one array (one allocation, not one per value).
-    userBegin_.assign(n + 1, 0);
-    for (const ir::Op& op : f_.ops)
-      for (ValueId o : op.operands) ++userBegin_[at(o) + 1];
-    for (std::size_t v = 0; v < n; ++v) userBegin_[v + 1] += userBegin_[v];
-    userOps_.resize(userBegin_[n]);
-    std::vector<std::size_t> fill(userBegin_.begin(), userBegin_.end() - 1);
-    for (const ir::Op& op : f_.ops)
-      for (ValueId o : op.operands) userOps_[fill[at(o)]++] = &op;
+    users_ = Users::of(f_);
     for (ValueId o : f_.outputs) {
       ++uses_[at(o)];
       isOutput_[at(o)] = 1;
@@ -273,7 +265,7 @@ private:
     for (auto op = f_.ops.rbegin(); op != f_.ops.rend(); ++op)
       for (ValueId r : op->results) {
         bool ok = !isOutput_[at(r)];
-        for (const ir::Op* u : users(r)) {
+        for (const ir::Op* u : users_.of(r)) {
           if (!ok) break;
           const ops::OpInfo& info = ops::info(u->kind);
           if (info.hooks.reduce) continue;
@@ -291,171 +283,12 @@ private:
 
   // ---- unrolled loops ----------------------------------------------------------
 
-  /// The values an unrolled loop carries across the boundaries of its groups
-  /// of steps. The body budget cuts a long chain at offsets that drift against
-  /// the steps of an unrolled recurrence (or of its gradient's backward), so
-  /// its loops repeat only after many steps, and LLVM compiles every variant:
-  /// an LSTM's gradient over 64 steps had 82 distinct loop bodies. Storing
-  /// what crosses a group boundary makes every group start from the same
-  /// state; the budget then cuts each group alike, and equal code is emitted
-  /// once (`share`, `findRuns`).
-  ///
-  /// Periods are found by content, in one pass. h(i) hashes op i's kind,
-  /// attributes, types and distances back to its operands (near ones; a far
-  /// one only by its type), g(i) the kWindow ops ending at i, and d(i) is the
-  /// distance back to the previous equal g. Position i repeats when
-  /// d(i) = d(i - d(i)) = ...: kMinCopies copies in a row. In each period,
-  /// the position of the least g is an anchor: one per period, at the same
-  /// offset in every copy. A group is as many whole periods as a loop body
-  /// holds; its boundary goes where, within the period from its anchor on, the
-  /// fewest values not stored anyway cross. A value made in the group before
-  /// a boundary and read in the group after it is a carry. Code that does not
-  /// repeat, or repeats for fewer than kMinGroups groups, has no boundaries.
+  /// The step groups of unrolled loops (codegen/StepGroups.h), found with
+  /// what is stored before planning.
   void findSteps() {
-    constexpr int kWindow = 16;    // ops per hashed window: unique within a step
-    constexpr int kNear = 256;     // farther operands hash by type only
-    constexpr int kMinCopies = 5;  // a few copies (the stages of a Runge-Kutta step) are not worth storing carries
-    constexpr int kMinGroups = 4;  // shorter regions cost LLVM little; the budget alone cuts them evenly
-    constexpr uint64_t kBase = 0x100000001b3ull;
-    const int n = static_cast<int>(f_.ops.size());
-    carries_.clear();
-    cuts_.clear();
-    if (n < 4 * kWindow) return;
-    std::vector<uint64_t> g(static_cast<std::size_t>(n));
-    std::vector<int> d(static_cast<std::size_t>(n), 0);
-    std::vector<uint64_t> h(static_cast<std::size_t>(n));
-    auto typeHash = [](const Type& t) {
-      uint64_t x = hashCombine(0x7a, static_cast<uint64_t>(t.dtype));
-      for (int64_t e : t.shape) x = hashCombine(x, static_cast<uint64_t>(e));
-      return x;
-    };
-    uint64_t power = 1; // kBase^kWindow
-    for (int j = 0; j < kWindow; ++j) power *= kBase;
-    std::unordered_map<uint64_t, int> last;
-    last.reserve(static_cast<std::size_t>(n));
-    std::string key;
-    for (int i = 0; i < n; ++i) {
-      const ir::Op& op = f_.ops[static_cast<std::size_t>(i)];
-      // Attributes by name only: the steps of an unrolled loop differ in them
-      // (the slice of step t starts at t).
-      key.clear();
-      for (const auto& entry : op.attrs.entries()) key += entry.first;
-      uint64_t x = hashCombine(static_cast<uint64_t>(op.kind) + 1, hashBytes(key));
-      for (ValueId r : op.results) x = hashCombine(x, typeHash(f_.type(r)));
-      for (ValueId o : op.operands) {
-        const int back = i - position_[at(o)];
-        x = hashCombine(x, position_[at(o)] >= 0 && back <= kNear ? static_cast<uint64_t>(back) : typeHash(f_.type(o)));
-      }
-      const std::size_t si = static_cast<std::size_t>(i);
-      h[si] = x;
-      g[si] = (i ? g[si - 1] : 0) * kBase + x - (i >= kWindow ? h[si - kWindow] * power : 0);
-      if (i + 1 < kWindow) continue; // not a whole window yet
-      auto [it, fresh] = last.try_emplace(g[si], i);
-      if (!fresh) {
-        d[si] = i - it->second;
-        it->second = i;
-      }
-    }
-    // crossing[c]: the values a boundary before op c would store, those made
-    // before c and read (nearby) at or after it, not counting values stored
-    // anyway. Within its period a boundary goes where this is least, so it
-    // does not split what a loop would compute together (the add before a
-    // tanh) but falls where the step hands over values already in memory (a
-    // matmul's operand).
-    // Stored anyway: materialised already, written whole by its op, viewed
-    // by a stored value (a reshape a matmul reads), or a view of such a value.
-    std::vector<uint8_t> stored(f_.types.size(), 0);
-    for (std::size_t v = 0; v < stored.size(); ++v) stored[v] = mat_[v];
-    for (auto op = f_.ops.rbegin(); op != f_.ops.rend(); ++op) {
-      const ops::OpInfo& info = ops::info(op->kind);
-      for (ValueId r : op->results) stored[at(r)] = stored[at(r)] || info.hooks.lower || info.hooks.reduce;
-      if (info.hooks.view && op->results.size() == 1 && !op->operands.empty() && stored[at(op->results[0])])
-        stored[at(op->operands[0])] = 1;
-    }
-    for (const ir::Op& op : f_.ops)
-      if (ops::info(op.kind).hooks.view && op.results.size() == 1 && !op.operands.empty() && stored[at(op.operands[0])])
-        stored[at(op.results[0])] = 1;
-    std::vector<int> crossing(static_cast<std::size_t>(n) + 1, 0);
-    fusedOps_.assign(static_cast<std::size_t>(n), 0);
-    for (int j = 0; j < n; ++j)
-      for (ValueId r : f_.ops[static_cast<std::size_t>(j)].results) {
-        if (stored[at(r)]) continue;
-        fusedOps_[static_cast<std::size_t>(j)] = 1;
-        int lastUse = j;
-        for (const ir::Op* u : users(r))
-          if (const int pos = static_cast<int>(u - f_.ops.data()); pos - j <= kNear) lastUse = std::max(lastUse, pos);
-        crossing[static_cast<std::size_t>(j) + 1] += 1;
-        crossing[static_cast<std::size_t>(lastUse) + 1] -= 1;
-      }
-    for (int c = 1; c <= n; ++c) crossing[static_cast<std::size_t>(c)] += crossing[static_cast<std::size_t>(c) - 1];
-    // Anchors: repeating positions whose g is less than the g of every other
-    // position of their period. prev: the last earlier position with g <= g(i).
-    // Only repeating positions count: an op that differs in every step (an
-    // index computed on the host, say) makes a few windows that never repeat.
-    // A region (repeating code without gaps of more than two windows) is cut
-    // only when it makes kMinGroups groups or more: a short one costs LLVM
-    // little, and the budget alone cuts it more evenly.
-    struct Anchor {
-      int at, period, spacing, region;
-    };
-    std::vector<Anchor> anchors;
-    std::vector<int> regionEnd;
-    std::vector<int> below; // repeating positions of increasing g
-    int lastRepeat = -1;
-    for (int i = 0; i < n; ++i) {
-      const std::size_t si = static_cast<std::size_t>(i);
-      const int period = d[si];
-      bool repeats = period > 0;
-      for (int copy = 1; repeats && copy < kMinCopies - 1; ++copy)
-        repeats = i >= copy * period && d[si - static_cast<std::size_t>(copy * period)] == period;
-      if (!repeats) continue;
-      if (lastRepeat < 0 || i - lastRepeat > 2 * kWindow) regionEnd.push_back(i);
-      regionEnd.back() = lastRepeat = i;
-      while (!below.empty() && g[static_cast<std::size_t>(below.back())] > g[si]) below.pop_back();
-      const int prev = below.empty() ? -1 : below.back();
-      below.push_back(i);
-      if (prev > i - period) continue; // not the least of its period
-      // Groups of as many whole periods as a loop body holds (at least one).
-      int fused = 0;
-      for (int j = i - period; j < i; ++j) fused += fusedOps_[static_cast<std::size_t>(j)];
-      anchors.push_back({i, period, period * std::max(1, budget_ / std::max(fused, 1)), static_cast<int>(regionEnd.size()) - 1});
-    }
-    int lastCut = -1, lastAnchor = -1, region = -1;
-    // A boundary before op c, the least crossing of the period from the
-    // anchor on; the group before it starts at the last one.
-    auto cutAt = [&](int anchor, int period) {
-      int c = anchor;
-      for (int j = c + 1; j < std::min(anchor + period, n); ++j)
-        if (crossing[static_cast<std::size_t>(j)] < crossing[static_cast<std::size_t>(c)]) c = j;
-      const int from = lastCut >= 0 ? lastCut : c - period;
-      const int until = c + (c - from); // the group after it (about as long)
-      for (int j = from; j < c; ++j)
-        for (ValueId r : f_.ops[static_cast<std::size_t>(j)].results) {
-          bool crosses = false;
-          for (const ir::Op* u : users(r)) {
-            const auto pos = u - f_.ops.data();
-            crosses = crosses || (pos >= c && pos < until);
-          }
-          if (crosses) carries_.push_back(r);
-        }
-      cuts_.push_back(c);
-      lastCut = c;
-      lastAnchor = anchor;
-    };
-    for (const Anchor& a : anchors) {
-      if (a.region != region) { // the region's first anchor
-        region = a.region;
-        lastCut = -1;
-        if (regionEnd[static_cast<std::size_t>(region)] - a.at < kMinGroups * a.spacing) continue;
-        // The copies that made this position repeat repeat too: the groups
-        // start with the second of them (the first is the group before).
-        for (int b = a.at - (kMinCopies - 2) * a.period; b < a.at; b += a.spacing) cutAt(b, a.period);
-        if (lastCut >= 0 && a.at - lastAnchor < a.spacing) continue;
-      } else if (lastCut < 0 || a.at - lastAnchor < a.spacing) {
-        continue;
-      }
-      cutAt(a.at, a.period);
-    }
+    StepGroups steps = codegen::findStepGroups(f_, users_, position_, initialMat_, budget_);
+    carries_ = std::move(steps.carries);
+    cuts_ = std::move(steps.cuts);
   }
 
   /// The step group of an op: how many group boundaries come before it.
@@ -1128,18 +961,13 @@ private:
   bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ops::info(op.kind).has(ops::kPure); }
   std::vector<const ir::Op*> producer_;
   std::vector<int> position_; ///< index of the producing op
-  std::vector<std::size_t> userBegin_; ///< per value: its users are userOps_[userBegin_[v], userBegin_[v + 1])
-  std::vector<const ir::Op*> userOps_;
-  std::span<const ir::Op* const> users(ValueId v) const {
-    return {userOps_.data() + userBegin_[at(v)], userOps_.data() + userBegin_[at(v) + 1]};
-  }
+  Users users_;
   std::vector<int> uses_, size_;
   std::vector<char> isOutput_, mat_, expensive_, computes_, sameDomain_;
   std::vector<char> initialMat_; ///< mat_ before planning: parameters, outputs, data, operands read from memory
   std::vector<ValueId> shared_; ///< reused values left fused for loops that share them
   std::vector<ValueId> carries_; ///< values stored at the group boundaries of unrolled loops (findSteps)
   std::vector<int> cuts_;        ///< the positions of those boundaries, ascending
-  std::vector<uint8_t> fusedOps_; ///< per op: it computes a value a loop body may fuse
   std::vector<uint8_t> inMemory_; ///< per value: data its op holds (Storage::Constant)
   std::vector<ValueId> viewOf_;  ///< per value: the buffered value it is a view of (-1: none)
   std::vector<int64_t> viewOffset_; ///< per view: the element offset into that value
