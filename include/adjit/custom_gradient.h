@@ -254,4 +254,94 @@ template <class F> auto recompute_grad(F&& f, std::source_location loc = std::so
       loc);
 }
 
+namespace detail {
+/// What custom_jvp traces: the function on its input leaves, and the rule on
+/// (primal leaves, tangent leaves) returning (output leaves, tangent leaves).
+struct CustomJvpBodies {
+  std::function<std::vector<Tensor>(std::span<const Tensor>)> primal;
+  std::function<std::pair<std::vector<Tensor>, std::vector<Tensor>>(std::span<const Tensor>, std::span<const Tensor>)> rule;
+};
+/// Traces both into functions of the module and records the custom_jvp call site.
+std::vector<Tensor> customJvpCall(const std::vector<Tensor>& xs, const CustomJvpBodies& bodies, std::source_location loc);
+} // namespace detail
+
+/// The callable returned by custom_jvp.
+template <class F, class J> class CustomJvpFn {
+public:
+  /// Made by custom_jvp.
+  CustomJvpFn(F f, J rule, std::source_location loc)
+      : f_(std::move(f)), rule_(std::move(rule)), loc_(loc),
+        core_(std::make_shared<detail::JitCore>(JitOptions{.name = "custom_jvp"})) {}
+
+  /// With Tensors inside a trace: records the call site. With Arrays or
+  /// scalars: compiled through jit and run.
+  template <class... Args> auto operator()(const Args&... args) const {
+    return detail::tracedOrCompiled(*this, *core_, args...);
+  }
+
+  /// Records the call site in the current trace (arguments are Tensor structures).
+  template <class... Args> auto traced(const Args&... args) const {
+    using namespace detail;
+    using P = std::tuple<tensor_type_t<Args>...>;
+    if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
+      static_assert(std::is_invocable_v<const F&, tensor_type_t<Args>...>,
+                    "custom_jvp: the function cannot be called with these arguments (wrong number or structure)");
+      return Tensor{};
+    } else if constexpr (!std::is_invocable_v<const J&, const P&, const P&>) {
+      static_assert(std::is_invocable_v<const J&, const P&, const P&>,
+                    "custom_jvp: the JVP rule must take (primals, tangents), each a std::tuple of the function's "
+                    "arguments, and return std::pair{outputs, output_tangents}");
+      return Tensor{};
+    } else {
+      using Ys = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
+      ArgCollector c;
+      (In<Args>::visit(args, c), ...);
+      std::shared_ptr<Ys> skeleton;
+      CustomJvpBodies bodies;
+      bodies.primal = [&](std::span<const Tensor> ps) {
+        const Tensor* it = ps.data();
+        P targs{In<Args>::build(args, it)...};
+        Ys ys = std::apply(f_, targs);
+        skeleton = std::make_shared<Ys>(ys);
+        return flatten(ys);
+      };
+      bodies.rule = [&](std::span<const Tensor> ps, std::span<const Tensor> ts) {
+        const Tensor* ip = ps.data();
+        const Tensor* it = ts.data();
+        const P primals{In<Args>::build(args, ip)...};
+        const P tangents{In<Args>::build(args, it)...};
+        const auto r = rule_(primals, tangents);
+        return std::make_pair(flatten(std::get<0>(r)), flatten(std::get<1>(r)));
+      };
+      std::vector<Tensor> outs = customJvpCall(c.tensors, bodies, loc_);
+      const Tensor* it = outs.data();
+      return OutTensors<Ys>::rebuild(*skeleton, it);
+    }
+  }
+
+private:
+  F f_;
+  J rule_;
+  std::source_location loc_;
+  std::shared_ptr<detail::JitCore> core_;
+};
+
+/// custom_jvp(f, jvp_fn) (JAX's custom_jvp): f with a user-supplied forward
+/// rule. jvp_fn(std::tuple primals, std::tuple tangents) returns
+/// std::pair{outputs, output_tangents}: f's outputs and their tangents, in
+/// f's output structure, leaf by leaf of f's types. Integer and boolean
+/// arguments get zero tangents; an integer output's tangent is ignored.
+/// Forward mode (jvp, jacfwd, linearize, ForwardAccumulator) runs jvp_fn;
+/// reverse mode (grad, vjp, gradients, GradientTape) transposes it, which
+/// needs it linear in the tangents: an op that is not (dx * dx, exp(dx)) is
+/// an adjit::Error naming it. f's body is never differentiated. Tensors f
+/// or jvp_fn capture from outside are constants: differentiating with
+/// respect to one through this call is an Error (pass it as an argument).
+/// Higher derivatives differentiate jvp_fn.
+template <class F, class J>
+CustomJvpFn<std::decay_t<F>, std::decay_t<J>> custom_jvp(F&& f, J&& jvp_fn,
+                                                         std::source_location loc = std::source_location::current()) {
+  return CustomJvpFn<std::decay_t<F>, std::decay_t<J>>(std::forward<F>(f), std::forward<J>(jvp_fn), loc);
+}
+
 } // namespace adjit

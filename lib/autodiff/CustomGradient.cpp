@@ -203,7 +203,9 @@ void customVjpJvp(const JvpCtx& c) {
   std::vector<char> dependent(vjp.params.size(), 0);
   for (std::size_t i = 0, p = 0; i < n; ++i)
     if (is_floating(f.type(site.results[i]).dtype)) dependent.at(p++) = 1;
-  checkLinear(*s.module, vjp, dependent, "custom_gradient", lazy ? lazy->loc : site.loc);
+  checkLinear(*s.module, vjp, dependent, "custom_gradient",
+              "forward mode (jvp, linearize, jacfwd, hessian) transposes the gradient function, which must be linear in "
+              "its output gradients", lazy ? lazy->loc : site.loc);
   // The call of the VJP function recomputes its forward part when it is
   // differentiated: under linearize that keeps it out of the primal half, so
   // recompute_grad's linear function recomputes the region instead of

@@ -66,5 +66,9 @@ void callJvp(const JvpCtx& c);
 /// functions the same way; recompute_grad and grad_pass_through come out
 /// right: their VJPs are the function's own and the identity.)
 void customVjpJvp(const JvpCtx& c);
+/// custom_jvp (a user's forward rule): dy = the rule's tangent outputs, the
+/// rule inlined on (x, dx) with zeros for missing dx. An input captured from
+/// the enclosing trace that has a tangent is an Error (the rule gives none).
+void customJvpJvp(const JvpCtx& c);
 
 } // namespace adjit::autodiff

@@ -1,8 +1,10 @@
 // autodiff/Linearity.cpp — is a function linear in some of its parameters?
 // Forward mode differentiates a custom gradient by transposing its grad_fn
 // (the JVP is the transpose of the VJP), which is sound only when grad_fn is
-// linear in its output gradients. This proves it from op traits, or names
-// the first op that breaks it.
+// linear in its output gradients; reverse mode differentiates a custom_jvp
+// by transposing its rule, sound only when the rule is linear in its
+// tangents. This proves it from op traits, or names the first op that
+// breaks it.
 #include "autodiff/Reverse.h"
 #include "ops/OpTable.h"
 
@@ -15,7 +17,8 @@ namespace {
 
 class Checker {
 public:
-  Checker(const ir::Module& m, const std::string& what, const Location& site) : m_(m), what_(what), site_(site) {}
+  Checker(const ir::Module& m, const std::string& what, const std::string& purpose, const Location& site)
+      : m_(m), what_(what), purpose_(purpose), site_(site) {}
 
   /// Per result of `fn`: whether it varies with the `dependent` parameters.
   /// Calls are followed into their callees (each callee and mask once); the
@@ -61,22 +64,21 @@ public:
 private:
   [[noreturn]] void fail(const ir::Function& fn, const ir::Op& op, const char* why) const {
     const std::string where = op.loc.known() ? fmt::format(" at {}", op.loc.str()) : std::string();
-    throw Error(fmt::format("{}: forward mode (jvp, linearize, jacfwd, hessian) transposes the gradient function, "
-                            "which must be linear in its output gradients, but its op '{}'{} (in @{}) {}",
-                            what_, ops::info(op.kind).name, where, fn.name, why), site_);
+    throw Error(fmt::format("{}: {}, but its op '{}'{} (in @{}) {}", what_, purpose_, ops::info(op.kind).name, where,
+                            fn.name, why), site_);
   }
 
   const ir::Module& m_;
-  std::string what_;
+  std::string what_, purpose_;
   Location site_;
   std::map<std::pair<std::string, std::vector<char>>, std::vector<char>> memo_;
 };
 
 } // namespace
 
-void checkLinear(const ir::Module& m, const ir::Function& fn, const std::vector<char>& dependent,
-                 const std::string& what, const Location& site) {
-  Checker(m, what, site).run(fn, dependent);
+std::vector<char> checkLinear(const ir::Module& m, const ir::Function& fn, const std::vector<char>& dependent,
+                              const std::string& what, const std::string& purpose, const Location& site) {
+  return Checker(m, what, purpose, site).run(fn, dependent);
 }
 
 } // namespace adjit::autodiff

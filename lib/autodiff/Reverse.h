@@ -132,12 +132,13 @@ struct SplitVjp {
 };
 SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
 
-/// Throws an Error at `site`, in the name of `what`, naming the first op of
-/// `fn` (or of a function it calls) through which its results are not
-/// linear in the parameters marked `dependent` (by op traits: kLinear and
-/// its kin in the op table).
-void checkLinear(const ir::Module& m, const ir::Function& fn, const std::vector<char>& dependent,
-                 const std::string& what, const Location& site);
+/// Throws an Error at `site`, "<what>: <purpose>, but its op ...", naming
+/// the first op of `fn` (or of a function it calls) through which its
+/// results are not linear in the parameters marked `dependent` (by op
+/// traits: kLinear and its kin in the op table). Returns, per result of
+/// `fn`, whether it varies with them.
+std::vector<char> checkLinear(const ir::Module& m, const ir::Function& fn, const std::vector<char>& dependent,
+                              const std::string& what, const std::string& purpose, const Location& site);
 
 /// linearize's halves of function `name`'s JVP (jvpFunction): `fwd` is
 /// `<name>.primal` (x...) -> (y..., residuals...), every op that reads no

@@ -42,4 +42,11 @@ struct VjpCtx {
   }
 };
 
+/// custom_jvp's VJP: the transpose of the user's forward rule. The rule is
+/// checked linear in its tangents (checkLinear), inlined on stand-ins u for
+/// them, and reverse mode over it from its tangent outputs, seeded with the
+/// result cotangents, gives dx = J^T dy. A captured input that needs a
+/// cotangent is an Error, as in JAX.
+void customJvpVjp(const VjpCtx& c);
+
 } // namespace adjit::autodiff

@@ -131,6 +131,12 @@ void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers, 
   fe.call(name, std::move(buffers), after);
 }
 llvm::Value* LowerCtx::workspace(uint64_t bytes) const { return fe.workspace(bytes); }
+void LowerCtx::callFirstCallee() const {
+  std::vector<llvm::Value*> args;
+  for (std::size_t i = 0; i < op.operands.size(); ++i) args.push_back(operandBuffer(i));
+  args.insert(args.end(), results.begin(), results.end());
+  call(op.callees.at(0), std::move(args));
+}
 
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
 llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }

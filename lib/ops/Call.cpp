@@ -35,21 +35,12 @@ void defineCallOps(Table& t) {
               c.fail("residual {} of @{} is {}, but @{} takes {}", i, f.name, have.str(), bwd.name, bwd.type(bwd.params[i]).str());
           }
         }
-        if (c.operands.size() != f.params.size())
-          c.fail("@{} expects {} arguments, got {}", f.name, f.params.size(), c.operands.size());
-        for (std::size_t i = 0; i < c.operands.size(); ++i)
-          if (c.operands[i] != f.type(f.params[i]))
-            c.fail("argument {} of @{} must be {}, got {}", i, f.name, f.type(f.params[i]).str(), c.operands[i].str());
+        expectParams(c, f, c.operands, "call");
         return f.resultTypes();
       },
       .eval = [](const EvalCtx& c) { return c.call(c.op.callees[0], c.args); },
       .fold = noFold,
-      .lower = [](LowerCtx& c) {
-        std::vector<llvm::Value*> args;
-        for (std::size_t i = 0; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
-        args.insert(args.end(), c.results.begin(), c.results.end());
-        c.call(c.op.callees[0], std::move(args));
-      },
+      .lower = [](LowerCtx& c) { c.callFirstCallee(); },
       // the callee's JVP under recompute, else its split VJP transposed (Forward.cpp)
       .jvp = autodiff::callJvp,
       .vjp = [](const autodiff::VjpCtx& c) {

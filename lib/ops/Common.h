@@ -11,6 +11,15 @@
 
 namespace adjit::ops {
 
+/// Checks that `f` takes `types` ("parameter i of @f is T, but the <what> passes U").
+inline void expectParams(const ir::InferCtx& c, const ir::Function& f, std::span<const Type> types, std::string_view what) {
+  if (f.params.size() != types.size())
+    c.fail("@{} takes {} parameters, but the {} passes {}", f.name, f.params.size(), what, types.size());
+  for (std::size_t i = 0; i < types.size(); ++i)
+    if (f.type(f.params[i]) != types[i])
+      c.fail("parameter {} of @{} is {}, but the {} passes {}", i, f.name, f.type(f.params[i]).str(), what, types[i].str());
+}
+
 template <class T> constexpr bool isInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
 /// Wrapping integer arithmetic (no UB), plain arithmetic for floats.

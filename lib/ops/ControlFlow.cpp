@@ -32,15 +32,6 @@ namespace {
 /// The value of an optional integer attribute.
 int64_t optionalInteger(const InferCtx& c, std::string_view name, int64_t dflt) { return c.attrs.has(name) ? c.integer(name) : dflt; }
 
-/// Checks that `f` takes `types` ("<what> of @f must be T, got U").
-void expectParams(const InferCtx& c, const ir::Function& f, std::span<const Type> types, std::string_view what) {
-  if (f.params.size() != types.size())
-    c.fail("@{} takes {} parameters, but the {} passes {}", f.name, f.params.size(), what, types.size());
-  for (std::size_t i = 0; i < types.size(); ++i)
-    if (f.type(f.params[i]) != types[i])
-      c.fail("parameter {} of @{} is {}, but the {} passes {}", i, f.name, f.type(f.params[i]).str(), what, types[i].str());
-}
-
 /// A one-element integer (switch index) or i1 (while condition) value as int64.
 int64_t scalarOf(const Array& a) {
   return dispatch(a.dtype(), [&](auto t) -> int64_t {

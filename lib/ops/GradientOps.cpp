@@ -22,11 +22,7 @@ using ir::InferCtx;
 std::vector<Type> inferCustomVjp(const InferCtx& c) {
   if (c.callees.empty() || c.callees.size() > 2) c.fail("expected a forward and a VJP function, got {} callees", c.callees.size());
   const ir::Function& fwd = *c.callees[0];
-  if (c.operands.size() != fwd.params.size())
-    c.fail("@{} expects {} arguments, got {}", fwd.name, fwd.params.size(), c.operands.size());
-  for (std::size_t i = 0; i < c.operands.size(); ++i)
-    if (c.operands[i] != fwd.type(fwd.params[i]))
-      c.fail("argument {} of @{} must be {}, got {}", i, fwd.name, fwd.type(fwd.params[i]).str(), c.operands[i].str());
+  expectParams(c, fwd, c.operands, "custom_vjp");
   const int64_t k = c.integer("inputs"), n = c.integer("outputs");
   const int64_t a = c.attrs.has("assigns") ? c.integer("assigns") : 0;
   const std::vector<int64_t> residuals = c.attrs.has("residuals") ? c.ints("residuals") : std::vector<int64_t>{};
@@ -55,6 +51,38 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
     if (vjp.paramTypes() != params || vjp.resultTypes() != outs)
       c.fail("VJP function @{} has signature {}, but the call site needs one taking the output cotangents and residuals",
              vjp.name, vjp.signature());
+  }
+  return results;
+}
+
+/// custom_jvp @f, @f.jvp(xs..., captured...) {inputs = K}
+/// Results: f's. @f.jvp, the user's forward rule, takes (xs..., captured...,
+/// a dx for each floating operand among the first K) and returns (f's
+/// results..., a dy for each floating result). Captured operands (tensors f
+/// or its rule read from the enclosing trace) are constants for the rule.
+std::vector<Type> inferCustomJvp(const InferCtx& c) {
+  if (c.callees.size() != 2) c.fail("expected a function and its JVP rule, got {} callees", c.callees.size());
+  const ir::Function& f = *c.callees[0];
+  const ir::Function& rule = *c.callees[1];
+  expectParams(c, f, c.operands, "custom_jvp");
+  const int64_t k = c.integer("inputs");
+  if (k < 0 || static_cast<std::size_t>(k) > c.operands.size())
+    c.fail("inputs = {} does not fit the {} operands", k, c.operands.size());
+  const std::vector<Type> results = f.resultTypes();
+  std::vector<Type> params(c.operands.begin(), c.operands.end()), outs = results;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(k); ++i)
+    if (is_floating(c.operands[i].dtype)) params.push_back(c.operands[i]);
+  for (const Type& r : results)
+    if (is_floating(r.dtype)) outs.push_back(r);
+  if (rule.paramTypes() != params || rule.resultTypes() != outs) {
+    auto list = [](const std::vector<Type>& ts) {
+      std::string s;
+      for (const Type& t : ts) s += (s.empty() ? "" : ", ") + t.str();
+      return s;
+    };
+    c.fail("JVP rule @{} has signature {}, but the call site needs ({}) -> ({}): the primals, then a tangent per "
+           "floating input; the results, then a tangent per floating result", rule.name, rule.signature(), list(params),
+           list(outs));
   }
   return results;
 }
@@ -102,12 +130,7 @@ void defineGradientOps(Table& t) {
       .infer = inferCustomVjp,
       .eval = [](const ir::EvalCtx& c) { return c.call(c.op.callees[0], c.args); },
       .fold = noFold,
-      .lower = [](codegen::LowerCtx& c) {
-        std::vector<llvm::Value*> args;
-        for (std::size_t i = 0; i < c.op.operands.size(); ++i) args.push_back(c.operandBuffer(i));
-        args.insert(args.end(), c.results.begin(), c.results.end());
-        c.call(c.op.callees[0], std::move(args));
-      },
+      .lower = [](codegen::LowerCtx& c) { c.callFirstCallee(); },
       // the transpose of the user's VJP function, checked linear in dy (CustomGradient.cpp)
       .jvp = autodiff::customVjpJvp,
       // dx = the VJP function applied to the output cotangents and residuals
@@ -132,6 +155,40 @@ func @sin.vjp(%0: f64[3], %1: f64[3]) -> (f64[3]) {
   %2 = cos(%1) : f64[3]
   %3 = mul(%0, %2) : f64[3]
   return %3
+}
+)",
+  });
+
+  // custom_jvp (JAX's): forward = call @f; forward mode = the user's rule
+  // @f.jvp; reverse mode = the transpose of that rule, checked linear in its
+  // tangents (autodiff/CustomJvp.cpp). @f's body is never differentiated.
+  set(t, OpKind::CustomJvp, {
+      .infer = inferCustomJvp,
+      .eval = [](const ir::EvalCtx& c) { return c.call(c.op.callees[0], c.args); },
+      .fold = noFold,
+      .lower = [](codegen::LowerCtx& c) { c.callFirstCallee(); },
+      // dy = the rule's tangent outputs at (x, dx)
+      .jvp = autodiff::customJvpJvp,
+      // dx = the rule's tangent map transposed: reverse mode over the rule
+      // with respect to its tangent inputs, seeded with dy
+      .vjp = autodiff::customJvpVjp,
+      .example = R"(func @f(%0: f64[3]) -> (f64[3]) {
+  %1 = custom_jvp @softplus, @softplus.jvp(%0) {inputs = 1} : f64[3]
+  return %1
+}
+
+func @softplus(%0: f64[3]) -> (f64[3]) {
+  %1 = exp(%0) : f64[3]
+  %2 = log1p(%1) : f64[3]
+  return %2
+}
+
+func @softplus.jvp(%0: f64[3], %1: f64[3]) -> (f64[3], f64[3]) {
+  %2 = exp(%0) : f64[3]
+  %3 = log1p(%2) : f64[3]
+  %4 = sigmoid(%0) : f64[3]
+  %5 = mul(%4, %1) : f64[3]
+  return %3, %5
 }
 )",
   });

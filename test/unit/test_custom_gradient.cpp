@@ -517,3 +517,161 @@ TEST_CASE("a custom_gradient object as grad_fn: TensorFlow's grad_grad_fn patter
   // grad_grad_fn says (TensorFlow's documented meaning): 100 dx.
   CHECK(scalar(jvp(f, std::tuple{Array(2.0)}, std::tuple{Array(0.5)}).second) == 50.0);
 }
+
+// ---- custom_jvp: a user's forward rule, transposed for reverse mode --------------
+
+namespace {
+
+/// log(1 + e^x) with the stable forward rule dx * sigmoid(x) (JAX's example).
+auto softplus = custom_jvp([](Tensor x) { return log1p(exp(x)); },
+                           [](const std::tuple<Tensor>& primals, const std::tuple<Tensor>& tangents) {
+                             const auto& [x] = primals;
+                             const auto& [dx] = tangents;
+                             return std::make_pair(log1p(exp(x)), dx * sigmoid(x));
+                           });
+
+} // namespace
+
+TEST_CASE("custom_jvp: forward mode runs the rule, reverse mode transposes it") {
+  // Finite at 800, where the plain derivative e^x / (1 + e^x) is inf / inf.
+  auto [y, t] = jvp([](Tensor x) { return softplus(x); }, std::tuple{Array(800.0)}, std::tuple{Array(2.0)});
+  CHECK(scalar(t) == 2.0);
+  CHECK(scalar(grad(softplus)(800.0)) == 1.0);
+  CHECK(std::isnan(scalar(grad([](Tensor x) { return log1p(exp(x)); })(800.0))));
+  CHECK(scalar(grad(softplus)(0.3)) == doctest::Approx(1 / (1 + std::exp(-0.3))).epsilon(1e-14));
+  // Called with Arrays: compiled, the function itself.
+  CHECK(scalar(softplus(Array(0.0))) == doctest::Approx(std::log(2.0)));
+  auto vec = [](Tensor x) { return softplus(x) * x; };
+  const Array xs = f64({-1, 0.5, 2});
+  ADJIT_CHECK_CLOSE(jacfwd(vec)(xs), jacrev(vec)(xs), 1e-14);
+  check_grads([](Tensor x) { return sum(softplus(x) * x); }, xs, {.order = 2, .modes = {"fwd", "rev"}});
+}
+
+TEST_CASE("custom_jvp: the user's rule is trusted: a deliberately wrong one is what both modes return") {
+  auto wrong = custom_jvp([](Tensor x) { return x * x; },
+                          [](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                            return std::make_pair(std::get<0>(p) * std::get<0>(p), std::get<0>(t) * 7.0);
+                          });
+  CHECK(scalar(jvp([&](Tensor x) { return wrong(x); }, std::tuple{Array(3.0)}, std::tuple{Array(2.0)}).second) == 14.0);
+  CHECK(scalar(grad(wrong)(3.0)) == 7.0);
+  // The second derivative differentiates the rule: d/dx (7 dx) = 0, not 2.
+  CHECK(scalar(grad([&](Tensor x) { return grad(wrong)(x); })(3.0)) == 0.0);
+}
+
+TEST_CASE("custom_jvp: several inputs and outputs in structures, an integer argument, higher order") {
+  // f(x, (y, n)) = (x * y, sin(x) * n): the rule is the true derivative; n is
+  // an integer, whose tangent is zeros.
+  auto f = custom_jvp(
+      [](Tensor x, std::tuple<Tensor, Tensor> yn) {
+        auto [y, n] = yn;
+        return std::make_tuple(x * y, sin(x) * cast(n, DType::f64));
+      },
+      [](const std::tuple<Tensor, std::tuple<Tensor, Tensor>>& p, const std::tuple<Tensor, std::tuple<Tensor, Tensor>>& t) {
+        const auto& [x, yn] = p;
+        const auto& [y, n] = yn;
+        const auto& [dx, dyn] = t;
+        const auto& [dy, dn] = dyn;
+        CHECK(dn.dtype() == DType::i32);
+        const Tensor nf = cast(n, DType::f64);
+        return std::make_pair(std::make_tuple(x * y, sin(x) * nf), std::make_tuple(dx * y + x * dy, cos(x) * dx * nf));
+      });
+  auto g = [f](Tensor x, Tensor y) {
+    auto [a, b] = f(x, std::make_tuple(y, full({3}, 2, DType::i32)));
+    return sum(a * b + tanh(a));
+  };
+  const Array x = f64({0.1, -0.7, 1.3}), y = f64({2, 0.5, -1});
+  check_grads(g, std::tuple{x, y}, {.order = 2, .modes = {"fwd", "rev"}});
+  auto plain = [](Tensor x, Tensor y) {
+    Tensor a = x * y, b = sin(x) * 2.0;
+    return sum(a * b + tanh(a));
+  };
+  ADJIT_CHECK_CLOSE(hessian(g)(x, y), hessian(plain)(x, y), 1e-12);
+}
+
+TEST_CASE("custom_jvp: reverse mode refuses a rule that is not linear in its tangents, naming the op and line") {
+  const int line = __LINE__ + 3;
+  auto squares = custom_jvp([](Tensor x) { return x * 2.0; },
+                            [](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                              return std::make_pair(std::get<0>(p) * 2.0, std::get<0>(t) * std::get<0>(t));
+                            });
+  // Forward mode uses the rule as it is: the user's word.
+  CHECK(scalar(jvp([&](Tensor x) { return squares(x); }, std::tuple{Array(1.0)}, std::tuple{Array(3.0)}).second) == 9.0);
+  try {
+    grad(squares)(1.0);
+    FAIL("a rule squaring its tangent was transposed");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("custom_jvp: reverse mode (grad, vjp, jacrev) transposes the JVP rule, which must be linear in its "
+                 "tangent inputs, but its op 'mul' at ") != std::string::npos);
+    CHECK(m.find("test_custom_gradient.cpp:" + std::to_string(line) + ":") != std::string::npos);
+  }
+  auto leaks = custom_jvp([](Tensor x) { return x * 2.0; },
+                          [](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                            return std::make_pair(std::get<0>(p) * 2.0 + std::get<0>(t), std::get<0>(t) * 2.0);
+                          });
+  CHECK_THROWS_WITH_AS(grad(leaks)(1.0),
+                       doctest::Contains("output 0 of the JVP rule (a primal output) depends on the tangent inputs"), Error);
+}
+
+TEST_CASE("custom_jvp: the rule's outputs are checked against the function's, naming the position") {
+  auto count = custom_jvp([](Tensor x) { return std::make_tuple(x, x * 2.0); },
+                          [](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                            return std::make_pair(std::get<0>(p), std::get<0>(t));
+                          });
+  CHECK_THROWS_WITH_AS(jit([&](Tensor x) { return std::get<0>(count(x)); })(1.0),
+                       doctest::Contains("custom_jvp: the JVP rule returned 1 output leaves, but the function returns 2"), Error);
+  auto dtype = custom_jvp([](Tensor x) { return std::make_tuple(x, x * 2.0); },
+                          [](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                            const Tensor& x = std::get<0>(p);
+                            return std::make_pair(std::make_tuple(x, x * 2.0),
+                                                  std::make_tuple(std::get<0>(t), cast(std::get<0>(t), DType::f32)));
+                          });
+  const int line = __LINE__ - 6;
+  try {
+    jit([&](Tensor x) { return std::get<1>(dtype(x)); })(1.0);
+    FAIL("no error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("custom_jvp: tangent leaf 1 of the JVP rule is f32[], but output leaf 1 of the function is f64[]") !=
+          std::string::npos);
+    CHECK(m.find("test_custom_gradient.cpp:" + std::to_string(line) + ":") != std::string::npos);
+  }
+}
+
+TEST_CASE("custom_jvp: captured tensors are constants; differentiating through them is an error") {
+  auto f = jit([](Tensor x, Tensor w) {
+    auto scaled = custom_jvp([w](Tensor v) { return v * w; },
+                             [w](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                               return std::make_pair(std::get<0>(p) * w, std::get<0>(t) * w);
+                             });
+    return std::make_tuple(grad([&](Tensor v) { return sum(scaled(v)); })(x), scaled(x));
+  });
+  auto [g, y] = f(f64({1, 2}), f64({3, 4}));
+  ADJIT_CHECK_CLOSE(g, f64({3, 4}), 0);
+  ADJIT_CHECK_CLOSE(y, f64({3, 8}), 0);
+  auto byW = [](Tensor x, Tensor w) {
+    auto scaled = custom_jvp([w](Tensor v) { return v * w; },
+                             [w](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                               return std::make_pair(std::get<0>(p) * w, std::get<0>(t) * w);
+                             });
+    return sum(scaled(x));
+  };
+  CHECK_THROWS_WITH_AS(grad(byW, argnums<1>)(f64({1, 2}), f64({3, 4})),
+                       doctest::Contains("custom_jvp: a tensor the function captures from the enclosing trace (captured "
+                                         "operand 0, f64[2]) needs a gradient"), Error);
+  CHECK_THROWS_WITH_AS(jvp(byW, std::tuple{f64({1, 2}), f64({3, 4})}, std::tuple{f64({0, 0}), f64({1, 1})}),
+                       doctest::Contains("needs a tangent"), Error);
+}
+
+TEST_CASE("custom_jvp: linearize keeps the rule's residuals, and the call site prints and parses") {
+  const Array x = f64({-2, 0, 3});
+  auto [y, lin] = linearize([](Tensor x) { return sum(softplus(x)); }, x);
+  const Array dx = f64({1, 1, 1});
+  double want = 0;
+  for (double v : {-2.0, 0.0, 3.0}) want += 1 / (1 + std::exp(-v));
+  CHECK(scalar(lin({dx})) == doctest::Approx(want).epsilon(1e-14));
+  Module m = trace([](Tensor x) { return sum(softplus(x)); }, Type{DType::f64, {3}});
+  const std::string text = m.str();
+  CHECK(text.find("custom_jvp @custom_jvp, @custom_jvp.jvp(%0) {inputs = 1} : f64[3]") != std::string::npos);
+  CHECK(Module::parse(text).str() == text);
+}

@@ -500,6 +500,15 @@ TEST_CASE("custom_vjp call sites run their forward function") {
   check3([softplus](V v) { return softplus(v[0]) * 2; }, {f64({0, 1})}, f64({2 * std::log(2.0), 2 * std::log1p(std::exp(1.0))}), 1e-12);
 }
 
+TEST_CASE("custom_jvp call sites run their function") {
+  auto softplus = custom_jvp([](Tensor x) { return log1p(exp(x)); },
+                             [](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+                               const Tensor& x = std::get<0>(p);
+                               return std::make_pair(log1p(exp(x)), std::get<0>(t) * sigmoid(x));
+                             });
+  check3([softplus](V v) { return softplus(v[0]) * 2; }, {f64({0, 1})}, f64({2 * std::log(2.0), 2 * std::log1p(std::exp(1.0))}), 1e-12);
+}
+
 TEST_CASE("host callbacks see the values") {
   static double last = 0;
   check3([](V v) {
