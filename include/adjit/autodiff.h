@@ -664,12 +664,53 @@ template <class F, class... P> auto linearize(F&& f, const P&... primals) {
   }
 }
 
-/// The Jacobian of f (returning one Tensor) with respect to the Tensor
-/// arguments `argnums` (default: the first), shaped f's output shape + the
-/// argument's shape, as JAX's. One argnum: a Tensor (an Array when called
-/// with Arrays); several: a tuple. jacfwd pushes the argument's basis forward
-/// (cheap for few inputs), jacrev pulls the output's basis back (cheap for
-/// few outputs); each is one loop whose body is one JVP or VJP.
+namespace detail {
+/// Rebuilds an output structure R with each Tensor leaf replaced by what
+/// `make()` returns, called once per leaf in order (a Jacobian's out-tree).
+template <class R> struct Relabel;
+template <> struct Relabel<Tensor> {
+  template <class M> static auto build(const Tensor&, M& make) { return make(); }
+};
+template <class T> struct Relabel<std::vector<T>> {
+  template <class M> static auto build(const std::vector<T>& v, M& make) {
+    std::vector<decltype(Relabel<T>::build(std::declval<const T&>(), make))> r;
+    for (const T& x : v) r.push_back(Relabel<T>::build(x, make));
+    return r;
+  }
+};
+template <class T, std::size_t N> struct Relabel<std::array<T, N>> {
+  template <class M> static auto build(const std::array<T, N>& v, M& make) {
+    std::array<decltype(Relabel<T>::build(std::declval<const T&>(), make)), N> r;
+    for (std::size_t i = 0; i < N; ++i) r[i] = Relabel<T>::build(v[i], make);
+    return r;
+  }
+};
+template <class... T> struct Relabel<std::tuple<T...>> {
+  template <class M> static auto build(const std::tuple<T...>& v, M& make) {
+    return std::apply([&](const auto&... x) {
+      return std::tuple<decltype(Relabel<std::decay_t<decltype(x)>>::build(x, make))...>{
+          Relabel<std::decay_t<decltype(x)>>::build(x, make)...};
+    }, v);
+  }
+};
+template <class A, class B> struct Relabel<std::pair<A, B>> {
+  template <class M> static auto build(const std::pair<A, B>& v, M& make) {
+    auto a = Relabel<A>::build(v.first, make);
+    auto b = Relabel<B>::build(v.second, make);
+    return std::pair<decltype(a), decltype(b)>{std::move(a), std::move(b)};
+  }
+};
+} // namespace detail
+
+/// The Jacobian of f with respect to the arguments `argnums` (default: the
+/// first), as JAX's: per output leaf (f may return any structure of
+/// Tensors), the argument's structure with one Jacobian per Tensor leaf,
+/// shaped that output's shape + that leaf's shape; with several argnums, a
+/// tuple of those per output leaf. One Tensor in, one Tensor out: a Tensor
+/// (an Array when called with Arrays). jacfwd pushes the argument's basis
+/// forward (cheap for few inputs), jacrev pulls the output's basis back
+/// (cheap for few outputs); each Jacobian is one loop whose body is one JVP
+/// or VJP.
 template <class F, bool Forward, int... I> class JacobianFn {
 public:
   /// Made by jacfwd and jacrev; `loc` is where they were called.
@@ -686,21 +727,48 @@ public:
     static_assert(sizeof...(I) > 0, "argnums must name at least one argument");
     static_assert(((I >= 0 && I < static_cast<int>(sizeof...(Args))) && ...),
                   "jacfwd/jacrev: an argnum is not the index of an argument of this call");
-    std::tuple<Args...> in{args...};
-    if constexpr (sizeof...(I) == 1) return one<I...>(in);
-    else return std::make_tuple(one<I>(in)...);
+    using Tup = std::tuple<Args...>;
+    using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
+    const Tup in{args...};
+    std::size_t o = 0; // the output leaf
+    auto atLeaf = [&] {
+      const std::size_t leaf = o++;
+      if constexpr (sizeof...(I) == 1) return argument<I...>(in, leaf);
+      else return std::make_tuple(argument<I>(in, leaf)...);
+    };
+    if constexpr (std::is_same_v<R, Tensor>) {
+      return atLeaf();
+    } else {
+      // The output's structure, from one more trace of f (left dead, as
+      // jacrev's own; effects in f run once more).
+      const R skeleton = std::apply(f_, in);
+      return detail::Relabel<R>::build(skeleton, atLeaf);
+    }
   }
 
 private:
-  template <int K, class Tup> Tensor one(const Tup& in) const {
-    static_assert(std::is_same_v<std::decay_t<std::tuple_element_t<K, Tup>>, Tensor>,
-                  "jacfwd/jacrev: a differentiated argument must be one Tensor");
-    auto g = [&](const Tensor& x) {
-      Tup moved = in;
-      std::get<K>(moved) = x;
-      return Tensor(std::apply(f_, moved));
+  /// Output leaf `o`'s Jacobians with respect to argument K: K's structure,
+  /// a Jacobian per leaf.
+  template <int K, class Tup> auto argument(const Tup& in, std::size_t o) const {
+    using S = std::decay_t<std::tuple_element_t<K, Tup>>;
+    static_assert(detail::HasTensor<S>::value,
+                  "jacfwd/jacrev: a differentiated argument must be a Tensor or a structure of Tensors");
+    std::size_t j = 0;
+    auto perLeaf = [&](const Tensor& leaf) {
+      const std::size_t at = j++;
+      auto g = [&](const Tensor& x) {
+        Tup moved = in;
+        std::size_t c = 0;
+        auto swap = [&](const Tensor& t) { return c++ == at ? x : t; };
+        std::get<K>(moved) = detail::Map<S>::apply(std::get<K>(in), swap);
+        const auto y = std::apply(f_, moved);
+        std::vector<Tensor> ys;
+        detail::Out<std::decay_t<decltype(y)>>::flatten(y, ys);
+        return ys.at(o);
+      };
+      return detail::jacobian(Forward, g, leaf, loc_);
     };
-    return detail::jacobian(Forward, g, std::get<K>(in), loc_);
+    return detail::Map<S>::apply(std::get<K>(in), perLeaf);
   }
   F f_;
   Location loc_;
@@ -726,11 +794,13 @@ template <class F> JacobianFn<std::decay_t<F>, false, 0> jacrev(F&& f, std::sour
   return jacrev(std::forward<F>(f), argnums<0>, loc);
 }
 
-/// The Hessian of f (returning a floating scalar) with respect to argument I
-/// (default: the first), shaped x.shape + x.shape: forward mode over the
-/// gradient (jacfwd of grad), as JAX's hessian.
-template <class F, int I>
-auto hessian(F&& f, Argnums<I> an, std::source_location loc = std::source_location::current()) {
+/// The Hessian of f (returning a floating scalar) with respect to the
+/// arguments `argnums` (default: the first): forward mode over the gradient
+/// (jacfwd of grad), as JAX's hessian. One argnum x: shaped x.shape +
+/// x.shape. Several: a tuple of tuples, element [i][j] the derivative of the
+/// gradient for argument i with respect to argument j.
+template <class F, int... I>
+auto hessian(F&& f, Argnums<I...> an, std::source_location loc = std::source_location::current()) {
   return jacfwd(grad(std::forward<F>(f), an, loc), an, loc);
 }
 /// The Hessian with respect to the first argument.

@@ -292,6 +292,71 @@ TEST_CASE("jacfwd and jacrev: an integer argument or output is an error at the c
   CHECK(jacfwd([](Tensor x) { return sum(x) + 1.0; })(Array(Type{DType::f64, {0}})).shape() == Shape{0});
 }
 
+TEST_CASE("jacfwd and jacrev: structures in and out, as JAX's out-tree of in-trees") {
+  // f((a, b), c) = (a * b, [sum(a) * c, c * c]).
+  auto f = [](std::tuple<Tensor, Tensor> ab, Tensor c) {
+    auto [a, b] = ab;
+    return std::make_pair(a * b, std::vector<Tensor>{sum(a) * c, c * c});
+  };
+  const Array a = f64({1, 2}), b = f64({3, -1}), c = f64({0.5, 4, -2});
+  auto check = [&](const auto& J) {
+    // d(a * b)/da = diag(b), d(a * b)/db = diag(a): shapes [2, 2].
+    const auto& [dab_da, dab_db] = J.first;
+    CHECK(dab_da.shape() == Shape{2, 2});
+    CHECK(dab_da.template to_vector<double>() == std::vector<double>{3, 0, 0, -1});
+    CHECK(dab_db.template to_vector<double>() == std::vector<double>{1, 0, 0, 2});
+    REQUIRE(J.second.size() == 2);
+    // d(sum(a) c)/da = c ⊗ 1: [3, 2]; d(c * c)/da = 0.
+    const auto& [ds_da, ds_db] = J.second[0];
+    CHECK(ds_da.shape() == Shape{3, 2});
+    CHECK(ds_da.template to_vector<double>() == std::vector<double>{0.5, 0.5, 4, 4, -2, -2});
+    CHECK(ds_db.template to_vector<double>() == std::vector<double>(6, 0.0));
+    const auto& [dcc_da, dcc_db] = J.second[1];
+    CHECK(dcc_da.template to_vector<double>() == std::vector<double>(6, 0.0));
+  };
+  check(jacfwd(f)(std::make_tuple(a, b), c));
+  check(jacrev(f)(std::make_tuple(a, b), c));
+  // Several argnums: per output leaf, a tuple over the argnums.
+  auto both = jacrev(f, argnums<0, 1>)(std::make_tuple(a, b), c);
+  const auto& [ds_dab, ds_dc] = both.second[0];
+  CHECK(std::get<0>(ds_dab).to_vector<double>() == std::vector<double>{0.5, 0.5, 4, 4, -2, -2});
+  CHECK(ds_dc.shape() == Shape{3, 3});
+  CHECK(ds_dc.to_vector<double>() == std::vector<double>{3, 0, 0, 0, 3, 0, 0, 0, 3});
+  ADJIT_CHECK_CLOSE(std::get<1>(jacfwd(f, argnums<0, 1>)(std::make_tuple(a, b), c).second[1]),
+                    f64({1, 0, 0, 0, 8, 0, 0, 0, -4}, {3, 3}), 0);
+}
+
+TEST_CASE("hessian with several argnums: JAX's tuple of tuples, blocks of one symmetric matrix") {
+  auto f = [](Tensor x, Tensor y) { return sum(sin(x)) * sum(y) + sum(x * x) * sum(y * y * y); };
+  const Array x = f64({0.3, -0.8}), y = f64({1.5, 0.2, -0.4});
+  auto [row0, row1] = hessian(f, argnums<0, 1>)(x, y);
+  auto [hxx, hxy] = row0;
+  auto [hyx, hyy] = row1;
+  CHECK(hxx.shape() == Shape{2, 2});
+  CHECK(hxy.shape() == Shape{2, 3});
+  CHECK(hyx.shape() == Shape{3, 2});
+  CHECK(hyy.shape() == Shape{3, 3});
+  ADJIT_CHECK_CLOSE(hxx, hessian(f, argnums<0>)(x, y), 1e-14);
+  ADJIT_CHECK_CLOSE(hyy, hessian(f, argnums<1>)(x, y), 1e-14);
+  // d^2 f / dx_i dy_j = cos(x_i) + 2 x_i * 3 y_j^2; hyx is its transpose.
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      const double want = std::cos(xv[i]) + 2 * xv[i] * 3 * yv[j] * yv[j];
+      CHECK(hxy.to_vector<double>()[i * 3 + j] == doctest::Approx(want).epsilon(1e-13));
+      CHECK(hyx.to_vector<double>()[j * 2 + i] == doctest::Approx(want).epsilon(1e-13));
+    }
+}
+
+TEST_CASE("jacfwd and jacrev: a basis past what one loop counts is an error at the call, found when tracing") {
+  // 3e9 input elements: never allocated, the error comes from the trace.
+  const Type huge{DType::f64, {3'000'000'000}};
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return jacfwd([](Tensor v) { return sum(v); })(x); }, huge),
+                       doctest::Contains("jacfwd: 3000000000 basis vectors are more than one loop can count"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return jacrev([](Tensor v) { return v * 2.0; })(x); }, huge),
+                       doctest::Contains("jacrev: 3000000000 basis vectors are more than one loop can count"), Error);
+}
+
 TEST_CASE("hessian and hvp: forward over reverse") {
   auto f = [](Tensor x) { return sum(sin(x) * x * x) + x[0] * x[1]; };
   const Array x = f64({0.3, -0.8, 1.1});
