@@ -477,8 +477,8 @@ template <class F, class... P> auto traceFromMark(const F& f, const P&... primal
   return std::make_tuple(std::move(y), std::move(xs), mark);
 }
 
-/// vjp and linearize on Arrays: f (returning one Tensor) as a function of
-/// the primals' leaves, traced and compiled by `host` (hostVjp, hostLinearize).
+/// vjp on Arrays: f (returning one Tensor) as a function of the primals'
+/// leaves, traced and compiled by `host` (hostVjp).
 template <class H, class F, class... P> auto onArrays(const H& host, const F& f, const P&... primals) {
   ArgCollector c;
   TypeCollector tc;
@@ -528,8 +528,8 @@ namespace detail {
 /// Forward pass over the ops traced since `mark`: the tangents of `ys` when
 /// the `xs` move along `dxs` (zeros where no tangent reaches a y). A tangent
 /// whose type is not its primal's is an Error at `loc`.
-std::vector<Tensor> pushForward(std::size_t mark, const std::vector<Tensor>& xs, const std::vector<Tensor>& dxs,
-                                const std::vector<Tensor>& ys, const Location& loc);
+std::vector<Tensor> pushForward(const char* api, std::size_t mark, const std::vector<Tensor>& xs,
+                                const std::vector<Tensor>& dxs, const std::vector<Tensor>& ys, const Location& loc);
 /// The Jacobian of g at x, shaped g(x).shape + x.shape: one `scan` over the
 /// basis of x pushing each vector forward (`forward`), or over the basis of
 /// g(x) pulling each back. The primal ops read only x, so they leave the loop
@@ -559,7 +559,7 @@ auto jvp(const F& f, const std::tuple<P...>& primals, const std::tuple<T...>& ta
     using R = std::decay_t<decltype(out)>;
     std::vector<Tensor> ys;
     detail::Out<R>::flatten(out, ys);
-    const std::vector<Tensor> dys = detail::pushForward(mark, xs, dxs, ys, loc);
+    const std::vector<Tensor> dys = detail::pushForward("jvp", mark, xs, dxs, ys, loc);
     const Tensor* it = dys.data();
     return std::make_pair(out, detail::OutTensors<R>::rebuild(out, it));
   }
@@ -606,41 +606,72 @@ private:
   std::shared_ptr<detail::AccumulatorState> state_; ///< shared by copies
 };
 
+namespace detail {
+/// The linear function's output tangents (one per output leaf, zeros for
+/// integer ones) for one tangent per primal leaf, checked against the
+/// primals' types ("linearize: ..." at `loc`).
+std::vector<Array> applyLinear(const HostVjp& s, const std::vector<Array>& tangents, const Location& loc);
+/// Bytes the first half of a split kept for the second beyond its inputs.
+std::size_t residualBytes(const HostVjp& s);
+/// Traces `body` (f on the primal leaves, returning its output leaves),
+/// splits its JVP by partial evaluation, runs the primal half on `leaves`:
+/// f's output leaves and what the linear half needs.
+std::pair<std::vector<Array>, std::shared_ptr<HostVjp>>
+hostLinearize(const std::vector<Type>& types, std::span<const Leaf> leaves,
+              const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body);
+} // namespace detail
+
 /// linearize's linear function on Arrays: f's derivative at the primals,
 /// compiled once; each call computes only the tangent, from what the primal
-/// computation kept (residual_bytes()).
-class LinearFn {
+/// computation kept (residual_bytes()). R is f's output structure (of
+/// Tensors); calls return it with Arrays (an Array for one Tensor).
+template <class R = Tensor> class LinearFn {
 public:
-  explicit LinearFn(std::shared_ptr<detail::HostVjp> s) : state_(std::move(s)) {}
+  /// Made by linearize: the compiled halves' state and f's output structure.
+  LinearFn(std::shared_ptr<detail::HostVjp> s, std::shared_ptr<const R> skeleton)
+      : state_(std::move(s)), skeleton_(std::move(skeleton)) {}
   /// One tangent per primal leaf, each of its primal's type (integer leaves'
-  /// tangents are ignored); a wrong count or type is an Error at the caller's line.
-  Array operator()(const std::vector<Array>& tangents, std::source_location loc = std::source_location::current()) const;
+  /// tangents are ignored); a wrong count or type is an Error at the caller's
+  /// line. Integer outputs get zero tangents.
+  auto operator()(const std::vector<Array>& tangents, std::source_location loc = std::source_location::current()) const {
+    std::vector<Array> dys = detail::applyLinear(*state_, tangents, Location::from(loc));
+    Array* it = dys.data();
+    return detail::Out<R>::rebuild(*skeleton_, it);
+  }
+  /// The tangents as separate arguments.
   template <class... T>
     requires(std::is_same_v<T, Array> && ...)
-  Array operator()(detail::Located<Array> first, const T&... rest) const {
+  auto operator()(detail::Located<Array> first, const T&... rest) const {
     return (*this)(std::vector<Array>{first.value, rest...}, first.loc);
   }
   /// Bytes the primal computation kept for this function beyond the primals.
-  std::size_t residual_bytes() const;
+  std::size_t residual_bytes() const { return detail::residualBytes(*state_); }
 
 private:
   std::shared_ptr<detail::HostVjp> state_;
+  std::shared_ptr<const R> skeleton_;
 };
 
 namespace detail {
-std::pair<Array, LinearFn> hostLinearize(const std::vector<Type>& types, std::span<const Leaf> leaves,
-                                         const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body);
-
 /// linearize's linear function inside a trace: each call pushes tangents
-/// through the ops f traced (pushForward), reading f's values.
-struct TracedLinear {
+/// through the ops f traced (pushForward), reading f's values; it returns
+/// them in f's output structure R.
+template <class R> struct TracedLinear {
   std::size_t mark;
-  Tensor y;
+  R y;
   std::vector<Tensor> xs;
-  Tensor operator()(const std::vector<Tensor>& tangents, std::source_location loc = std::source_location::current()) const;
+  /// One tangent per primal leaf; zeros for outputs no tangent reaches.
+  R operator()(const std::vector<Tensor>& tangents, std::source_location loc = std::source_location::current()) const {
+    std::vector<Tensor> ys;
+    Out<R>::flatten(y, ys);
+    const std::vector<Tensor> dys = pushForward("linearize", mark, xs, tangents, ys, Location::from(loc));
+    const Tensor* it = dys.data();
+    return OutTensors<R>::rebuild(y, it);
+  }
+  /// The tangents as separate arguments.
   template <class... T>
     requires(std::is_same_v<T, Tensor> && ...)
-  Tensor operator()(Located<Tensor> first, const T&... rest) const {
+  R operator()(Located<Tensor> first, const T&... rest) const {
     return (*this)(std::vector<Tensor>{first.value, rest...}, first.loc);
   }
 };
@@ -648,19 +679,37 @@ struct TracedLinear {
 
 /// JAX's linearize: std::pair{f(primals...), f_jvp} where f_jvp(tangents...)
 /// is the derivative of f at the primals along the tangents (one per primal
-/// leaf; f returns one Tensor). With Arrays, f's JVP is split by partial
-/// evaluation: everything that reads no tangent runs once, now, and keeps
-/// what the tangent needs; f_jvp (a LinearFn) is the compiled rest, linear
-/// in the tangents, so it never recomputes f (inside recompute_grad regions
-/// it recomputes by design, keeping the memory saving). With Tensors inside a
-/// trace, each f_jvp call adds the tangent ops to the trace, reading f's values.
+/// leaf), in f's output structure (f returns any structure of Tensors). With
+/// Arrays, f's JVP is split by partial evaluation: everything that reads no
+/// tangent runs once, now, and keeps what the tangent needs; f_jvp (a
+/// LinearFn) is the compiled rest, linear in the tangents, so it never
+/// recomputes f (inside recompute_grad regions it recomputes by design,
+/// keeping the memory saving). With Tensors inside a trace, each f_jvp call
+/// adds the tangent ops to the trace, reading f's values.
 template <class F, class... P> auto linearize(F&& f, const P&... primals) {
   if constexpr (!std::disjunction_v<detail::HasTensor<std::decay_t<P>>...>) {
-    return detail::onArrays(detail::hostLinearize, f, primals...);
+    using R = std::decay_t<std::invoke_result_t<F&, detail::tensor_type_t<P>...>>;
+    detail::ArgCollector c;
+    detail::TypeCollector tc;
+    (detail::In<P>::visit(primals, c), ...);
+    (detail::In<P>::visit(primals, tc), ...);
+    std::shared_ptr<R> skeleton;
+    auto [ys, state] = detail::hostLinearize(tc.types, c.leaves(), [&](std::span<const Tensor> params) {
+      const Tensor* it = params.data();
+      std::tuple<detail::tensor_type_t<P>...> targs{detail::In<P>::build(primals, it)...};
+      R r = std::apply(f, targs);
+      std::vector<Tensor> out;
+      detail::Out<R>::flatten(r, out);
+      skeleton = std::make_shared<R>(std::move(r));
+      return out;
+    });
+    Array* it = ys.data();
+    auto y = detail::Out<R>::rebuild(*skeleton, it);
+    return std::make_pair(std::move(y), LinearFn<R>(std::move(state), std::move(skeleton)));
   } else {
     auto [out, xs, mark] = detail::traceFromMark(f, primals...);
-    const Tensor y = out;
-    return std::make_pair(y, detail::TracedLinear{mark, y, std::move(xs)});
+    using R = std::decay_t<decltype(out)>;
+    return std::make_pair(out, detail::TracedLinear<R>{mark, out, std::move(xs)});
   }
 }
 

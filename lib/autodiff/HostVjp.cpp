@@ -3,10 +3,13 @@
 // (the VJP's backward; linearize's linear function).
 #include "autodiff/Reverse.h"
 #include "jit/Engine.h"
+#include "support/Assert.h"
 #include "support/Log.h"
 #include "trace/Tracer.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include <adjit/autodiff.h>
 
@@ -21,15 +24,15 @@ struct HostVjp {
   std::vector<bool> residualIsInput;
   std::vector<Type> primals;
   std::vector<bool> floating; ///< which primal leaves the backward returns a cotangent for
-  Type output;
+  std::vector<Type> outputs;  ///< f's output leaves
 };
 
 namespace {
 
 /// Traces `body` as @<api>, splits it in two (splitVjp or splitJvp), compiles
-/// both halves and runs the first on `leaves`: f's output and the state the
-/// second half needs.
-std::pair<Array, std::shared_ptr<HostVjp>>
+/// both halves and runs the first on `leaves`: f's output leaves and the
+/// state the second half needs.
+std::pair<std::vector<Array>, std::shared_ptr<HostVjp>>
 runFirstHalf(const char* api, const std::vector<Type>& types, std::span<const Leaf> leaves,
              const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body,
              autodiff::SplitVjp (*split)(const std::shared_ptr<ir::Module>&, const std::string&)) {
@@ -47,11 +50,15 @@ runFirstHalf(const char* api, const std::vector<Type>& types, std::span<const Le
   for (const Type& t : types) state->floating.push_back(is_floating(t.dtype));
   std::vector<Array> outs;
   engine::run(*first, leaves, outs);
-  state->output = outs.at(0).type();
-  for (std::size_t i = 0; i < halves.residualIsParam.size(); ++i) state->residuals.push_back(std::move(outs.at(1 + i)));
+  const std::size_t nY = outs.size() - halves.residualIsParam.size();
+  for (std::size_t i = 0; i < halves.residualIsParam.size(); ++i) state->residuals.push_back(std::move(outs.at(nY + i)));
+  outs.resize(nY);
+  for (const Array& y : outs) state->outputs.push_back(y.type());
   state->residualIsInput = halves.residualIsParam;
-  return {std::move(outs.at(0)), std::move(state)};
+  return {std::move(outs), std::move(state)};
 }
+
+} // namespace
 
 std::size_t residualBytes(const HostVjp& s) {
   std::size_t n = 0;
@@ -60,38 +67,38 @@ std::size_t residualBytes(const HostVjp& s) {
   return n;
 }
 
-} // namespace
-
 std::pair<Array, VjpBackward> hostVjp(const std::vector<Type>& types, std::span<const Leaf> leaves,
                                       const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
-  auto [y, state] = runFirstHalf("vjp", types, leaves, body, autodiff::splitVjp);
+  auto [ys, state] = runFirstHalf("vjp", types, leaves, body, autodiff::splitVjp);
+  ADJIT_ASSERT(ys.size() == 1, "hostVjp: f returns one Tensor");
   VjpBackward back(state);
   if (logEnabled("compile"))
     logLine("compile", fmt::format("vjp{}: the forward keeps {} bytes for the backward beyond its inputs",
                                    detail::describeArgs(types), back.residual_bytes()));
-  return {std::move(y), std::move(back)};
+  return {std::move(ys[0]), std::move(back)};
 }
 
-std::pair<Array, LinearFn> hostLinearize(const std::vector<Type>& types, std::span<const Leaf> leaves,
-                                         const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
-  auto [y, state] = runFirstHalf("linearize", types, leaves, body, autodiff::splitJvp);
-  LinearFn lin(state);
+std::pair<std::vector<Array>, std::shared_ptr<HostVjp>>
+hostLinearize(const std::vector<Type>& types, std::span<const Leaf> leaves,
+              const std::function<std::vector<Tensor>(std::span<const Tensor>)>& body) {
+  auto r = runFirstHalf("linearize", types, leaves, body, autodiff::splitJvp);
   if (logEnabled("compile"))
     logLine("compile", fmt::format("linearize{}: the primal keeps {} bytes for the linear function beyond its inputs",
-                                   detail::describeArgs(types), lin.residual_bytes()));
-  return {std::move(y), std::move(lin)};
+                                   detail::describeArgs(types), residualBytes(*r.second)));
+  return r;
 }
 
 } // namespace detail
 
 std::vector<Array> VjpBackward::operator()(const Array& cotangent, std::source_location loc) const {
   const detail::HostVjp& s = *state_;
-  if (cotangent.type() != s.output)
-    throw Error("vjp: the cotangent must have the output's type " + s.output.str() + ", got " + cotangent.type().str(),
+  const Type& output = s.outputs.at(0);
+  if (cotangent.type() != output)
+    throw Error("vjp: the cotangent must have the output's type " + output.str() + ", got " + cotangent.type().str(),
                 Location::from(loc));
   std::vector<detail::Leaf> leaves;
   for (const Array& r : s.residuals) leaves.push_back({r.raw(), &r.type()});
-  if (is_floating(s.output.dtype)) leaves.push_back({cotangent.raw(), &cotangent.type()});
+  if (is_floating(output.dtype)) leaves.push_back({cotangent.raw(), &cotangent.type()});
   std::vector<Array> dx;
   engine::run(*s.backward, leaves, dx);
   std::vector<Array> out;
@@ -103,25 +110,32 @@ std::vector<Array> VjpBackward::operator()(const Array& cotangent, std::source_l
 
 std::size_t VjpBackward::residual_bytes() const { return detail::residualBytes(*state_); }
 
-Array LinearFn::operator()(const std::vector<Array>& tangents, std::source_location loc) const {
-  const detail::HostVjp& s = *state_;
+namespace detail {
+
+std::vector<Array> applyLinear(const HostVjp& s, const std::vector<Array>& tangents, const Location& loc) {
   if (tangents.size() != s.primals.size())
     throw Error(fmt::format("linearize: the linear function takes {} tangents (one per primal leaf), got {}",
-                            s.primals.size(), tangents.size()), Location::from(loc));
-  std::vector<detail::Leaf> leaves;
+                            s.primals.size(), tangents.size()), loc);
+  std::vector<Leaf> leaves;
   for (const Array& r : s.residuals) leaves.push_back({r.raw(), &r.type()});
   for (std::size_t i = 0; i < tangents.size(); ++i) {
     if (tangents[i].type() != s.primals[i])
       throw Error(fmt::format("linearize: tangent {} must have its primal's type {}, got {}", i, s.primals[i].str(),
-                              tangents[i].type().str()), Location::from(loc));
+                              tangents[i].type().str()), loc);
     if (s.floating[i]) leaves.push_back({tangents[i].raw(), &tangents[i].type()});
   }
-  if (!is_floating(s.output.dtype)) return Array(s.output); // an integer output has a zero tangent
+  // The linear half returns a tangent per floating output; integer outputs' are zeros.
   std::vector<Array> dy;
-  engine::run(*s.backward, leaves, dy);
-  return std::move(dy.at(0));
+  if (std::any_of(s.outputs.begin(), s.outputs.end(), [](const Type& t) { return is_floating(t.dtype); }))
+    engine::run(*s.backward, leaves, dy);
+  std::vector<Array> out;
+  std::size_t k = 0;
+  for (const Type& t : s.outputs) out.push_back(is_floating(t.dtype) ? std::move(dy.at(k++)) : Array(t));
+  return out;
 }
 
-std::size_t LinearFn::residual_bytes() const { return detail::residualBytes(*state_); }
+} // namespace detail
+
+
 
 } // namespace adjit

@@ -42,17 +42,12 @@ std::vector<std::optional<Tensor>> forwardTangents(const char* api, std::size_t 
 
 } // namespace
 
-std::vector<Tensor> pushForward(std::size_t mark, const std::vector<Tensor>& xs, const std::vector<Tensor>& dxs,
-                                const std::vector<Tensor>& ys, const Location& loc) {
-  const std::vector<std::optional<Tensor>> t = forwardTangents("jvp", mark, xs, dxs, ys, loc);
+std::vector<Tensor> pushForward(const char* api, std::size_t mark, const std::vector<Tensor>& xs,
+                                const std::vector<Tensor>& dxs, const std::vector<Tensor>& ys, const Location& loc) {
+  const std::vector<std::optional<Tensor>> t = forwardTangents(api, mark, xs, dxs, ys, loc);
   std::vector<Tensor> out;
   for (std::size_t k = 0; k < ys.size(); ++k) out.push_back(t[k] ? *t[k] : zeros_like(ys[k]));
   return out;
-}
-
-Tensor TracedLinear::operator()(const std::vector<Tensor>& tangents, std::source_location sl) const {
-  const std::optional<Tensor> t = forwardTangents("linearize", mark, xs, tangents, {y}, Location::from(sl)).at(0);
-  return t ? *t : zeros_like(y);
 }
 
 Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, const Tensor& x, const Location& loc) {

@@ -501,6 +501,32 @@ TEST_CASE("linearize: a compiled linear function that does not recompute the pri
   ADJIT_CHECK_CLOSE(traced(x, w, dx, dw), t, 1e-15);
 }
 
+TEST_CASE("linearize: structured outputs, an integer output, on Arrays and in a trace") {
+  // f(x, w) = (sin(x) * w, [sum(x * x), argmax(x)]): tangents in f's structure; the integer's is zeros.
+  auto f = [](Tensor x, Tensor w) {
+    return std::make_pair(sin(x) * w, std::vector<Tensor>{sum(x * x), argmax(x, 0, DType::i32)});
+  };
+  const Array x = f64({0.3, -0.8, 1.1}), w = f64({2, 3, -1}), dx = f64({1, 0.5, -2}), dw = f64({0, 1, 3});
+  auto [y, lin] = linearize(f, x, w);
+  CHECK(y.second.size() == 2);
+  CHECK(y.second[1].item<int32_t>() == 2);
+  const auto t = lin(dx, dw);
+  const auto want = jvp(f, std::tuple{x, w}, std::tuple{dx, dw}).second;
+  ADJIT_CHECK_CLOSE(t.first, want.first, 1e-15);
+  ADJIT_CHECK_CLOSE(t.second[0], want.second[0], 1e-15);
+  CHECK(t.second[0].item<double>() == doctest::Approx(2 * (0.3 * 1 - 0.8 * 0.5 - 1.1 * 2)));
+  CHECK(t.second[1].dtype() == DType::i32);
+  CHECK(t.second[1].item<int32_t>() == 0);
+  // In a trace: the same structure of Tensors.
+  auto traced = jit([f](Tensor x, Tensor w, Tensor dx, Tensor dw) {
+    auto [y, l] = linearize(f, x, w);
+    auto [a, rest] = l(dx, dw);
+    return a + rest[0];
+  });
+  const Array tt = traced(x, w, dx, dw);
+  for (int i = 0; i < 3; ++i) CHECK(tt.at(i) == doctest::Approx(t.first.at(i) + t.second[0].item<double>()));
+}
+
 TEST_CASE("linearize keeps recompute_grad's memory saving: the region is recomputed, not stored") {
   auto block = recompute_grad([](Tensor x) { return sum(exp(sin(x) * 2.0)); });
   auto plain = [](Tensor x) { return sum(exp(sin(x) * 2.0)); };
