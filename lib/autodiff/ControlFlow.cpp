@@ -665,10 +665,13 @@ template <class T> std::vector<T> concat(std::vector<T> a, const std::vector<T>&
   return a;
 }
 
-/// Per output of `g` in [from, from + n): marked when floating and not a residual (past `live`).
-std::vector<char> floatingOutputs(const ir::Function& g, std::size_t from, std::size_t n, std::size_t live) {
+/// Per output of `g` in [from, from + n): marked when floating. Residuals
+/// that reverse mode added to a rebound switch or scan are marked too: the
+/// backward reads them, so forward over reverse (a Hessian) needs their
+/// tangents.
+std::vector<char> floatingOutputs(const ir::Function& g, std::size_t from, std::size_t n) {
   std::vector<char> m;
-  for (std::size_t i = from; i < from + n; ++i) m.push_back(i < live && floating(g.type(g.outputs[i])));
+  for (std::size_t i = from; i < from + n; ++i) m.push_back(floating(g.type(g.outputs[i])));
   return m;
 }
 
@@ -700,10 +703,9 @@ void switchJvp(const JvpCtx& c) {
   TraceState& s = current();
   const ir::Op& site = c.op;
   const std::size_t n = site.operands.size() - 1;
-  const std::size_t live = site.results.size() - residualCount(site);
   const std::vector<char> in = tangentsOf(c, 1, n);
   const ir::Function& b0 = fn(site.callees[0]);
-  const JvpLayout layout{{n}, {b0.outputs.size()}, in, floatingOutputs(b0, 0, b0.outputs.size(), live)};
+  const JvpLayout layout{{n}, {b0.outputs.size()}, in, floatingOutputs(b0, 0, b0.outputs.size())};
   std::vector<std::string> branches;
   for (const std::string& b : site.callees) branches.push_back(jvpFunction(s.module, b, layout));
   std::vector<Tensor> operands{c.x(0)};
@@ -721,10 +723,9 @@ void scanJvp(const JvpCtx& c) {
   const std::size_t nx = site.operands.size() - k - nc;
   const ir::Function& body = fn(site.callees[0]);
   const std::size_t ny = body.outputs.size() - nc;
-  const std::size_t live = site.results.size() - residualCount(site);
   const std::vector<char> dk = tangentsOf(c, 0, k), dx = tangentsOf(c, k + nc, nx);
   const std::vector<char> dc = carryTangents(body, dk, tangentsOf(c, k, nc), dx);
-  const JvpLayout layout{{k, nc, nx}, {nc, ny}, concat(concat(dk, dc), dx), concat(dc, floatingOutputs(body, nc, ny, live)), nc};
+  const JvpLayout layout{{k, nc, nx}, {nc, ny}, concat(concat(dk, dc), dx), concat(dc, floatingOutputs(body, nc, ny)), nc};
   const std::string jbody = jvpFunction(s.module, site.callees[0], layout);
   std::vector<Tensor> operands;
   appendWithTangents(c, operands, 0, k, dk);

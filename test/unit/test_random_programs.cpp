@@ -91,7 +91,8 @@ double eval(const ir::Module& m, const std::vector<Array>& args) { return ir::in
 
 } // namespace
 
-TEST_CASE("random programs: gradients match finite differences, compiled code the interpreter, jvp the vjp") {
+TEST_CASE("random programs: gradients match finite differences, compiled code the interpreter, jvp the vjp, "
+          "jacfwd the jacrev of the gradient (a symmetric Hessian matching differences of the gradient)") {
   int checked = 0;
   for (int seed = 0; seed < kPrograms; ++seed) {
     Program p = randomProgram(static_cast<unsigned>(seed));
@@ -138,6 +139,70 @@ TEST_CASE("random programs: gradients match finite differences, compiled code th
       INFO("program " << seed << ": <u, J v> by jvp " << out.at(1).at(0) << " vs <J^T u, v> by vjp " << dual);
       CHECK(out.at(0).at(0) == g.at(0).at(0));
       CHECK(std::fabs(out.at(1).at(0) - dual) <= 1e-10 * std::max(1.0, std::fabs(dual)));
+    }
+    // Second order: the Hessian as jacfwd of the gradient (forward over
+    // reverse, one JVP per basis vector) equals jacrev of it (reverse over
+    // reverse, one VJP per basis vector), is symmetric, and matches central
+    // differences of the gradient.
+    {
+      const std::string gname = autodiff::gradFunction(m, "f");
+      const std::string fwd = autodiff::jvpFunction(m, gname), rev = autodiff::combinedVjp(m, gname);
+      constexpr int n = 9; // 4 + 4 + 1 input elements
+      auto flat = [](const std::vector<Array>& parts, std::size_t from) {
+        std::vector<double> v;
+        for (std::size_t k = from; k < parts.size(); ++k)
+          for (int64_t i = 0; i < parts[k].size(); ++i) v.push_back(parts[k].at(i));
+        return v;
+      };
+      auto withUnit = [&](int j) {
+        std::vector<Array> in = args;
+        int at = 0;
+        for (const Array& a : args) {
+          Array e(a.type());
+          for (int64_t i = 0; i < e.size(); ++i, ++at) e.set(i, at == j ? 1.0 : 0.0);
+          in.push_back(std::move(e));
+        }
+        return in;
+      };
+      std::vector<double> hf(n * n), hr(n * n);
+      for (int j = 0; j < n; ++j) {
+        const std::vector<double> col = flat(ir::interpret(*m, fwd, withUnit(j)), args.size());
+        const std::vector<double> row = flat(ir::interpret(*m, rev, withUnit(j)), args.size());
+        REQUIRE(col.size() == n);
+        REQUIRE(row.size() == n);
+        for (int i = 0; i < n; ++i) {
+          hf[i * n + j] = col[static_cast<std::size_t>(i)];
+          hr[j * n + i] = row[static_cast<std::size_t>(i)];
+        }
+      }
+      auto close = [](double a, double b, double tol) { return std::fabs(a - b) <= tol * std::max(1.0, std::fabs(b)); };
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+          INFO("program " << seed << " H[" << i << "][" << j << "]: jacfwd " << hf[i * n + j] << ", jacrev "
+                          << hr[i * n + j] << ", transposed " << hf[j * n + i]);
+          CHECK(close(hf[i * n + j], hr[i * n + j], 1e-9));
+          CHECK(close(hf[i * n + j], hf[j * n + i], 1e-9));
+        }
+      // Column j against central differences of the gradient (skipping kinks, as below).
+      for (int j = 0; j < n; ++j) {
+        auto gradAt = [&](double h) {
+          std::vector<Array> moved = args;
+          int at = 0;
+          for (Array& a : moved)
+            for (int64_t i = 0; i < a.size(); ++i, ++at)
+              if (at == j) a.set(i, a.at(i) + h);
+          return flat(ir::interpret(*m, gname, moved), 0);
+        };
+        const double h = 1e-5;
+        const std::vector<double> gp = gradAt(h), gm = gradAt(-h), gp2 = gradAt(h / 10), gm2 = gradAt(-h / 10);
+        for (int i = 0; i < n; ++i) {
+          const double fd = (gp[static_cast<std::size_t>(i)] - gm[static_cast<std::size_t>(i)]) / (2 * h);
+          const double fd2 = (gp2[static_cast<std::size_t>(i)] - gm2[static_cast<std::size_t>(i)]) / (h / 5);
+          if (!close(fd2, fd, 1e-3)) continue; // a kink: the difference is not a derivative here
+          INFO("program " << seed << " H[" << i << "][" << j << "]: " << hf[i * n + j] << " vs finite difference " << fd);
+          CHECK(close(hf[i * n + j], fd, 1e-4));
+        }
+      }
     }
     // Gradient against central differences.
     for (std::size_t p2 = 0; p2 < args.size(); ++p2)
