@@ -5,19 +5,33 @@
 #include <source_location>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace adjit {
 
 /// A position in user code: a C++ file:line:column captured at trace time, or
 /// a line:column in `.adj` text. An empty file means "unknown".
+///
+/// Every traced op carries one, so copying it must be cheap: `file` views
+/// characters that live as long as the process (a `std::source_location`'s
+/// file name, or a name interned by the constructor). Assign to `file` only
+/// from such storage; the constructor takes any string.
 struct Location {
-  std::string file;
+  std::string_view file;
   uint32_t line = 0;
   uint32_t column = 0;
 
+  /// Unknown.
+  Location() = default;
+  /// A position in `file`, whose name is interned (it may be a temporary).
+  Location(std::string_view file, uint32_t line, uint32_t column);
   /// Captures the caller's position (used as a default argument).
   static Location from(const std::source_location& loc) {
-    return {loc.file_name(), loc.line(), loc.column()};
+    Location l;
+    l.file = loc.file_name(); // static storage: no interning needed
+    l.line = loc.line();
+    l.column = loc.column();
+    return l;
   }
   /// Whether the position is known.
   bool known() const { return line != 0; }

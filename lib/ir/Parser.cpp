@@ -41,8 +41,8 @@ std::string describe(const Token& t) {
 class Lexer {
 public:
   /// `column` is where the text starts on its line (for text cut out of a longer line).
-  Lexer(std::string_view text, std::string file, uint32_t column = 1)
-      : s_(text), file_(std::move(file)), col_(column) {}
+  Lexer(std::string_view text, std::string_view file, uint32_t column = 1)
+      : s_(text), file_(Location(file, 0, 0).file), col_(column) {}
 
   std::vector<Token> run() {
     std::vector<Token> out;
@@ -89,7 +89,13 @@ public:
   }
 
 private:
-  Location here() const { return {file_, line_, col_}; }
+  Location here() const {
+    Location l; // file_ is interned already
+    l.file = file_;
+    l.line = line_;
+    l.column = col_;
+    return l;
+  }
   void advance(std::size_t n) {
     for (std::size_t k = 0; k < n && i_ < s_.size(); ++k, ++i_) {
       if (s_[i_] == '\n') { ++line_; col_ = 1; }
@@ -148,7 +154,7 @@ private:
   }
 
   std::string_view s_;
-  std::string file_;
+  std::string_view file_;
   std::size_t i_ = 0;
   uint32_t line_ = 1, col_ = 1;
 };

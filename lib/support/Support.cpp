@@ -9,12 +9,24 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <unordered_set>
 
 namespace adjit {
 
+Location::Location(std::string_view f, uint32_t l, uint32_t c) : line(l), column(c) {
+  if (f.empty()) return;
+  // Few distinct names (one per source or .adj file), so the pool stays small;
+  // set nodes never move and the pool is never destroyed (not even at exit),
+  // so the views stay valid.
+  static std::mutex mutex;
+  static auto* pool = new std::unordered_set<std::string>;
+  std::lock_guard lock(mutex);
+  file = *pool->emplace(f).first;
+}
+
 std::string Location::str() const {
   if (!known()) return {};
-  std::string s = file.empty() ? "" : file + ":";
+  std::string s = file.empty() ? "" : std::string(file) + ":";
   s += std::to_string(line);
   if (column) {
     s += ':'; // appended, not ":" + ...: GCC 12 warns falsely (-Wrestrict) on that form
