@@ -43,7 +43,9 @@ struct Names {
   std::unordered_map<ValueId, int> ids;
   std::string operator()(ValueId v) const {
     auto it = ids.find(v);
-    return "%" + std::to_string(it == ids.end() ? v : it->second);
+    std::string s = "%"; // appended, not "%" + ...: GCC 12 warns falsely (-Wrestrict) on that form
+    s += std::to_string(it == ids.end() ? v : it->second);
+    return s;
   }
 };
 
@@ -101,32 +103,139 @@ std::string printAttr(const Attr& a) {
 
 std::string printOp(const Function& f, const Op& op) { return opText(f, op, Names{}); }
 
-std::string print(const Function& f, PrintOptions o) {
+namespace {
+
+void printTo(std::string& s, const Function& f, PrintOptions o) {
   Names name;
   int next = 0;
   for (ValueId p : f.params) name.ids[p] = next++;
   for (const Op& op : f.ops)
     for (ValueId r : op.results) name.ids[r] = next++;
-  std::string s = "func @" + f.name + "(";
-  for (std::size_t i = 0; i < f.params.size(); ++i)
-    s += (i ? ", " : "") + name(f.params[i]) + ": " + f.type(f.params[i]).str();
+  s += "func @";
+  s += f.name;
+  s += '(';
+  for (std::size_t i = 0; i < f.params.size(); ++i) {
+    if (i) s += ", ";
+    s += name(f.params[i]);
+    s += ": ";
+    s += f.type(f.params[i]).str();
+  }
   s += ") -> (";
-  for (std::size_t i = 0; i < f.outputs.size(); ++i) s += (i ? ", " : "") + f.type(f.outputs[i]).str();
+  for (std::size_t i = 0; i < f.outputs.size(); ++i) {
+    if (i) s += ", ";
+    s += f.type(f.outputs[i]).str();
+  }
   s += ") {\n";
   for (const Op& op : f.ops) {
-    s += "  " + opText(f, op, name);
+    s += "  ";
+    s += opText(f, op, name);
     if ((o.locations || (o.codeLocations && ops::info(op.kind).has(ops::kLocationInCode))) && op.loc.known())
       s += fmt::format("  ; loc({}:{}:{})", quote(op.loc.file), op.loc.line, op.loc.column);
-    s += "\n";
+    s += '\n';
   }
   s += "  return";
-  for (std::size_t i = 0; i < f.outputs.size(); ++i) s += (i ? ", " : " ") + name(f.outputs[i]);
-  return s + "\n}\n";
+  for (std::size_t i = 0; i < f.outputs.size(); ++i) {
+    s += i ? ", " : " ";
+    s += name(f.outputs[i]);
+  }
+  s += "\n}\n";
+}
+
+} // namespace
+
+std::string print(const Function& f, PrintOptions o) {
+  std::string s;
+  printTo(s, f, o);
+  return s;
 }
 
 std::string print(const Module& m, PrintOptions o) {
   std::string s;
-  for (std::size_t i = 0; i < m.functions.size(); ++i) s += (i ? "\n" : "") + print(*m.functions[i], o);
+  for (std::size_t i = 0; i < m.functions.size(); ++i) {
+    if (i) s += '\n';
+    printTo(s, *m.functions[i], o);
+  }
+  return s;
+}
+
+namespace {
+
+/// Appends fixed-width fields and length-prefixed strings, so no two modules
+/// give the same bytes.
+struct Bytes {
+  std::string& s;
+  template <class T> void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    s.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void str(std::string_view v) {
+    put<uint64_t>(v.size());
+    s.append(v);
+  }
+  void ids(const std::vector<ValueId>& v) {
+    put<uint64_t>(v.size());
+    s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(ValueId));
+  }
+  void type(const Type& t) {
+    put(t.dtype);
+    ints(t.shape);
+  }
+  void ints(const std::vector<int64_t>& v) {
+    put<uint64_t>(v.size());
+    s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+  }
+  void attr(const Attr& a) {
+    put<uint8_t>(static_cast<uint8_t>(a.index()));
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::vector<int64_t>>) ints(v);
+          else if constexpr (std::is_same_v<T, std::string>) str(v);
+          else if constexpr (std::is_same_v<T, Array>) {
+            type(v.type());
+            s.append(static_cast<const char*>(v.raw()), v.bytes());
+          } else put(v);
+        },
+        a);
+  }
+};
+
+} // namespace
+
+void appendAttrBytes(std::string& out, const Attr& a) { Bytes{out}.attr(a); }
+
+std::string fingerprint(const Module& m, PrintOptions o) {
+  std::string s;
+  Bytes b{s};
+  for (const auto& fp : m.functions) {
+    const Function& f = *fp;
+    b.str(f.name);
+    b.ids(f.params);
+    for (ValueId p : f.params) b.type(f.type(p));
+    b.ids(f.outputs);
+    for (ValueId v : f.outputs) b.type(f.type(v));
+    b.put<uint64_t>(f.ops.size());
+    for (const Op& op : f.ops) {
+      b.put(op.kind);
+      b.ids(op.operands);
+      b.ids(op.results);
+      for (ValueId r : op.results) b.type(f.type(r));
+      b.put<uint64_t>(op.callees.size());
+      for (const std::string& c : op.callees) b.str(c);
+      b.put<uint64_t>(op.attrs.entries().size());
+      for (const auto& [k, v] : op.attrs.entries()) {
+        b.str(k);
+        b.attr(v);
+      }
+      const bool loc = (o.locations || (o.codeLocations && ops::info(op.kind).has(ops::kLocationInCode))) && op.loc.known();
+      b.put<uint8_t>(loc);
+      if (loc) {
+        b.str(op.loc.file);
+        b.put(op.loc.line);
+        b.put(op.loc.column);
+      }
+    }
+  }
   return s;
 }
 

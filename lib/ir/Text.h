@@ -29,6 +29,16 @@ std::string printOp(const Function& f, const Op& op);
 /// An attribute value in text form.
 std::string printAttr(const Attr& a);
 
+/// The bytes of what `print(m, o)` would show, in a binary form without
+/// formatting (values keep their ids): equal for equal modules, built an order
+/// of magnitude faster than the text. Cache keys hash it.
+std::string fingerprint(const Module& m, PrintOptions o = {});
+
+/// Appends bytes that identify `a` exactly and delimit themselves (its
+/// alternative, then fixed-width or length-prefixed data; arrays by type and
+/// bytes): a fast key for comparing attributes.
+void appendAttrBytes(std::string& out, const Attr& a);
+
 /// Parses `.adj` text; errors are adjit::Error at `<filename>:line:col`.
 std::unique_ptr<Module> parse(std::string_view text, std::string_view filename = "<input>");
 /// One type, "f32[2,3]", and nothing else; errors point at `filename`:1:col,

@@ -197,7 +197,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   const bool cacheable = m->lazyVjps.empty();
   CacheKey key;
   if (cacheable) {
-    std::string material = "aot\n" + ir::print(*m);
+    std::string material = "aot\n" + ir::fingerprint(*m, {.codeLocations = true});
     for (const std::string& n : r.functions) material += "\nfunction " + n;
     for (const std::string& n : r.grads) material += "\ngrad " + n;
     for (const std::string& n : r.jvps) material += "\njvp " + n;

@@ -30,7 +30,6 @@ namespace {
 
 constexpr std::string_view kMagic = "ADJITC1\n";
 constexpr uint64_t kMaxParts = 64;
-constexpr uint64_t kCheckSeed = 0x84222325cbf29ce4ull; ///< a second FNV-1a seed: a check against collisions of the first
 
 std::atomic<bool> unusable{false}; ///< set once the directory failed us
 
@@ -93,7 +92,10 @@ std::string entryPath(const std::string& dir, const CacheKey& key) { return dir 
 
 } // namespace
 
-CacheKey CacheKey::of(std::string_view material) { return {hashBytes(material), hashBytes(material, kCheckSeed)}; }
+CacheKey CacheKey::of(std::string_view material) {
+  auto [hash, check] = hashLong(material);
+  return {hash, check};
+}
 
 std::string CacheKey::hex() const { return fmt::format("{:016x}", hash); }
 

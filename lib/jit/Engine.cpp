@@ -270,8 +270,9 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   // a while loop's limit error names its line), the target and adjit's
   // build: a hit skips adjit's passes and LLVM entirely.
   auto t0 = Clock::now();
-  const CacheKey ck = CacheKey::of(ir::print(r.module, {.codeLocations = true}) + "\n@" + r.function + "\n" + targetKeyFor(r.cpu) + " O" +
-                                   std::to_string(r.optLevel) + "\n" + buildIdentity());
+  std::string material = ir::fingerprint(r.module, {.codeLocations = true});
+  material += fmt::format("\n@{}\n{} O{}\n{}", r.function, targetKeyFor(r.cpu), r.optLevel, buildIdentity());
+  const CacheKey ck = CacheKey::of(material);
   const uint64_t key = ck.hash;
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
   std::string disk;
@@ -370,9 +371,9 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const double linkMs = msSince(t2);
   notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, passMs, llvmMs, linkMs});
   if (log)
-    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, {}), link {:.2f} ms, "
-                                   "cache miss{}",
-                                   r.function, sig, r.traceMs, passMs, llvmMs, lowerMs,
+    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, {}), "
+                                   "link {:.2f} ms, cache miss{}",
+                                   r.function, sig, r.traceMs, keyMs, passMs, llvmMs, lowerMs,
                                    partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", optMs, partitions)
                                                   : fmt::format("optimise {:.2f}, codegen {:.2f}", optMs, emitMs),
                                    linkMs, disk));

@@ -97,3 +97,61 @@ TEST_CASE("several traced functions saved in one module, by name, and loaded bac
   CHECK_THROWS_WITH_AS(m.add(m), "error: Module::add: both modules have a function named @loss", Error);
   std::remove(path.c_str());
 }
+
+TEST_CASE("fingerprints (the kernel cache's key) tell apart everything printed, and locations only when asked") {
+  const std::string base = R"(func @f(%0: f64[3]) -> (f64[]) {
+  %1 = constant() {value = dense<f64[], [0.0]>} : f64[]
+  %2 = broadcast_to(%1) {shape = [3]} : f64[3]
+  %3 = sub(%0, %2) : f64[3]
+  %4 = reduce_sum(%3) {axes = [0], keepdims = false} : f64[]
+  return %4
+}
+)";
+  auto fp = [](const std::string& text, ir::PrintOptions o = {}) { return ir::fingerprint(*ir::parse(text), o); };
+  auto with = [&](std::string_view from, std::string_view to) {
+    std::string t = base;
+    const std::size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  const std::string same = fp(base);
+  CHECK(fp(base) == same);
+  CHECK(fp(ir::print(*ir::parse(base))) == same);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"[0.0]", "[-0.0]"},                          // constant bits
+           {"sub(%0, %2)", "sub(%2, %0)"},               // operand order
+           {"sub(", "add("},                             // kind
+           {"@f(", "@g("},                               // function name
+           {"axes = [0]", "axes = [-1]"},                // attribute
+       }) {
+    CAPTURE(from);
+    const std::string changed = with(from, to);
+    CHECK(fp(changed) != same);
+  }
+
+  // A while loop's position is in its compiled code (its iteration limit's
+  // error names it); an add's is not.
+  const std::string loop = R"(func @f(%x: f64[]) -> (f64[]) {
+  %w = while @cond, @half(%x) {consts = 0, max_iterations = 9} : f64[]
+  return %w
+}
+func @cond(%x: f64[]) -> (i1[]) {
+  %one = constant() {value = dense<f64[], [1]>} : f64[]
+  %p = gt(%x, %one) : i1[]
+  return %p
+}
+func @half(%x: f64[]) -> (f64[]) {
+  %h = constant() {value = dense<f64[], [0.5]>} : f64[]
+  %y = mul(%x, %h) : f64[]
+  return %y
+}
+)";
+  const std::string loopMoved = "\n" + loop, bodyMoved = [&] {
+    std::string t = loop;
+    return t.insert(t.find("  %y = mul"), "\n");
+  }();
+  const ir::PrintOptions code{.codeLocations = true};
+  CHECK(fp(loopMoved) == fp(loop));
+  CHECK(fp(loopMoved, code) != fp(loop, code));
+  CHECK(fp(bodyMoved, code) == fp(loop, code));
+}
