@@ -6,7 +6,6 @@
 
 #include <span>
 #include <string>
-#include <unordered_map>
 
 namespace adjit::transforms {
 
@@ -14,8 +13,8 @@ namespace {
 
 void appendRaw(std::string& key, const void* p, std::size_t n) { key.append(static_cast<const char*>(p), n); }
 
-/// An op's identity as bytes: kind, operands, callees and attributes (arrays
-/// by their type and bytes, exactly).
+/// An op's identity as bytes: kind, operands, callees and attributes (exactly,
+/// in binary: formatting them as text cost more than the lookups).
 void appendKey(std::string& key, const ir::Op& op, std::span<const ir::ValueId> operands) {
   const auto kind = static_cast<uint32_t>(op.kind);
   appendRaw(key, &kind, sizeof kind);
@@ -30,13 +29,7 @@ void appendKey(std::string& key, const ir::Op& op, std::span<const ir::ValueId> 
   for (const auto& [k, v] : op.attrs.entries()) {
     key += k;
     key += '=';
-    if (const Array* a = std::get_if<Array>(&v)) {
-      key += a->type().str();
-      appendRaw(key, a->raw(), a->bytes());
-    } else {
-      key += ir::printAttr(v);
-    }
-    key += '\0';
+    ir::appendAttrBytes(key, v);
   }
 }
 
@@ -46,27 +39,33 @@ void cse(ir::Module& m) {
   const ops::Effects effects(m);
   // Keys live in one arena, referred to by offset and length: one allocation
   // for all of them, not one per op (freeing 100,000 small strings cost more
-  // than the lookups).
+  // than the lookups). The table is open addressing over (hash, op) slots: a
+  // node-based map spent half of the pass allocating nodes and chasing them.
   std::string arena;
-  struct KeyRef {
-    std::size_t offset, length;
+  struct Slot {
+    uint64_t hash = 0;
+    std::size_t offset = 0, length = 0, kept = SIZE_MAX; ///< kept == SIZE_MAX: empty
   };
-  auto text = [&](const KeyRef& k) { return std::string_view(arena).substr(k.offset, k.length); };
-  auto hash = [&](const KeyRef& k) { return std::hash<std::string_view>()(text(k)); };
-  auto equal = [&](const KeyRef& a, const KeyRef& b) { return text(a) == text(b); };
+  std::vector<Slot> table;
   for (auto& fp : m.functions) {
     ir::Function& f = *fp;
     std::vector<ir::ValueId> map(f.types.size());
     for (std::size_t v = 0; v < map.size(); ++v) map[v] = static_cast<ir::ValueId>(v);
     arena.clear();
-    std::unordered_map<KeyRef, std::size_t, decltype(hash), decltype(equal)> seen(f.ops.size(), hash, equal);
-    std::vector<ir::Op> kept;
-    kept.reserve(f.ops.size());
+    std::size_t capacity = 16;
+    while (capacity < 2 * f.ops.size()) capacity *= 2;
+    table.assign(capacity, Slot{});
+    // Kept ops are compacted in place (f.ops[0, w)): no second op list.
+    std::size_t w = 0;
+    auto keep = [&](ir::Op& op) {
+      if (&f.ops[w] != &op) f.ops[w] = std::move(op);
+      ++w;
+    };
     for (ir::Op& op : f.ops) {
       for (ir::ValueId& o : op.operands) o = map[o];
       const ops::OpInfo& info = ops::info(op.kind);
       if (effects.effectful(op)) {
-        kept.push_back(std::move(op));
+        keep(op);
         continue;
       }
       ir::ValueId pair[2];
@@ -76,19 +75,24 @@ void cse(ir::Module& m) {
         pair[1] = operands[0];
         operands = pair;
       }
-      const KeyRef key{arena.size(), 0};
+      const std::size_t offset = arena.size();
       appendKey(arena, op, operands);
-      const KeyRef whole{key.offset, arena.size() - key.offset};
-      auto [it, fresh] = seen.try_emplace(whole, kept.size());
-      if (!fresh) {
-        arena.resize(key.offset); // the key is known: drop its copy
-        const ir::Op& first = kept[it->second];
-        for (std::size_t i = 0; i < op.results.size(); ++i) map[op.results[i]] = first.results[i];
+      const std::string_view key = std::string_view(arena).substr(offset);
+      const uint64_t hash = std::hash<std::string_view>()(key);
+      std::size_t i = hash & (capacity - 1);
+      while (table[i].kept != SIZE_MAX &&
+             (table[i].hash != hash || std::string_view(arena).substr(table[i].offset, table[i].length) != key))
+        i = (i + 1) & (capacity - 1);
+      if (table[i].kept != SIZE_MAX) {
+        arena.resize(offset); // the key is known: drop its copy
+        const ir::Op& first = f.ops[table[i].kept];
+        for (std::size_t r = 0; r < op.results.size(); ++r) map[op.results[r]] = first.results[r];
         continue;
       }
-      kept.push_back(std::move(op));
+      table[i] = {hash, offset, key.size(), w};
+      keep(op);
     }
-    f.ops = std::move(kept);
+    f.ops.erase(f.ops.begin() + static_cast<std::ptrdiff_t>(w), f.ops.end());
     for (ir::ValueId& o : f.outputs) o = map[o];
   }
 }

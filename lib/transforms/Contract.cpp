@@ -203,7 +203,10 @@ void contract(ir::Module& m) {
           continue;
         }
       }
-      f.ops.push_back(op); // a copy: `producer` points into `old`
+      // The rewriter reads muls and broadcasts through `producer` (into
+      // `old`): those are copied, every other op moved.
+      if (op.kind == OpKind::Mul || op.kind == OpKind::BroadcastTo) f.ops.push_back(op);
+      else f.ops.push_back(std::move(op));
     }
     for (ValueId& o : f.outputs) o = map[static_cast<std::size_t>(o)];
   }

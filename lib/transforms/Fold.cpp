@@ -45,10 +45,16 @@ void fold(ir::Module& m) {
     std::deque<Array> values; // known constant values, at stable addresses
     std::vector<ir::Op> out;
     out.reserve(f.ops.size());
+    // Per-op scratch, reused: three allocations per op cost more than folding.
+    std::vector<const Array*> args;
+    std::vector<Array> vals;
+    std::vector<std::optional<double>> splats;
     for (ir::Op& op : f.ops) {
       for (ir::ValueId& o : op.operands) o = map[o];
       const ops::OpInfo& info = ops::info(op.kind);
-      std::vector<const Array*> args;
+      args.clear();
+      vals.clear();
+      splats.clear();
       bool allConst = true;
       for (ir::ValueId o : op.operands) {
         args.push_back(constant[o]);
@@ -56,7 +62,6 @@ void fold(ir::Module& m) {
       }
       bool small = true;
       for (ir::ValueId r : op.results) small = small && f.type(r).size() <= kMaxFoldedElements;
-      std::vector<Array> vals;
       if (allConst && small && info.has(ops::kPure) && !info.has(ops::kHasCallee)) {
         std::vector<Array> in;
         for (const Array* a : args) in.push_back(*a);
@@ -84,7 +89,6 @@ void fold(ir::Module& m) {
           out.push_back(makeConstant(op.results[i], *constant[op.results[i]], op.loc));
         continue;
       }
-      std::vector<std::optional<double>> splats;
       for (ir::ValueId o : op.operands) splats.push_back(splat[o]);
       if (info.has(ops::kElementsFromOperand) && splat[op.operands[0]])
         for (ir::ValueId r : op.results) splat[r] = splat[op.operands[0]];

@@ -112,7 +112,10 @@ public:
       for (ValueId& o : op.operands) o = map_[at(o)];
       const int r = op.kind == OpKind::Add ? root[i] : -1;
       if (r < 0 || !rewrite[static_cast<std::size_t>(r)]) {
-        f_.ops.push_back(op); // a copy: `old` is read while f_.ops grows
+        // Pads are read again (a sum's leaves, through `old`): copied; of any
+        // other op only the kind is read, which a move leaves in place.
+        if (op.kind == OpKind::Pad) f_.ops.push_back(op);
+        else f_.ops.push_back(std::move(op));
         continue;
       }
       Tree& t = open[r];
