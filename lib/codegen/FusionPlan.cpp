@@ -61,7 +61,7 @@ void appendAttr(std::string& key, const ir::Attr& a) {
     else key += fmt::format("@{}", arr->raw());
     return;
   }
-  key += ir::printAttr(a);
+  ir::appendAttrBytes(key, a);
 }
 
 uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
@@ -681,8 +681,10 @@ private:
   std::string kernelKey(const Kernel& k, std::vector<ValueId>& buffers) const {
     buffers.clear();
     // The ops the kernel computes, in op order: fused values, then what it writes.
-    std::vector<const ir::Op*> ops;
-    std::vector<ValueId> written;
+    std::vector<const ir::Op*>& ops = keyOps_;
+    std::vector<ValueId>& written = keyWritten_;
+    ops.clear();
+    written.clear();
     for (ValueId v : k.fused) ops.push_back(producer_[at(v)]);
     if (k.kind == Kernel::Kind::Loop)
       for (const LoopRoot& r : k.roots) {
@@ -691,7 +693,7 @@ private:
       }
     else {
       ops.push_back(k.op);
-      written = k.op->results;
+      written.assign(k.op->results.begin(), k.op->results.end());
     }
     for (const ir::Op* op : ops)
       if (effectful(*op)) return {};
@@ -745,7 +747,11 @@ private:
         appendAttr(key, a);
         key += ';';
       }
-      for (const std::string& c : op->callees) key += "@" + c + ";";
+      for (const std::string& c : op->callees) {
+        key += '@';
+        key += c;
+        key += ';';
+      }
       key += "}->";
       for (ValueId r : op->results) {
         type(key, r);
@@ -985,6 +991,8 @@ private:
   mutable std::vector<uint8_t> keyState_;
   mutable std::vector<std::size_t> keyIndex_;
   mutable uint32_t keyGen_ = 0;
+  mutable std::vector<const ir::Op*> keyOps_;
+  mutable std::vector<ValueId> keyWritten_;
 };
 
 std::string values(const std::vector<ValueId>& vs) {

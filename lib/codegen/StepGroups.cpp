@@ -64,6 +64,7 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
     for (const auto& entry : op.attrs.entries()) key += entry.first;
     uint64_t x = hashCombine(static_cast<uint64_t>(op.kind) + 1, hashBytes(key));
     for (ValueId r : op.results) x = hashCombine(x, typeHash(f.type(r)));
+    out.work += 1 + op.results.size() + op.operands.size();
     for (ValueId o : op.operands) {
       const int back = i - position[at(o)];
       x = hashCombine(x, position[at(o)] >= 0 && back <= kNear ? static_cast<uint64_t>(back) : typeHash(f.type(o)));
@@ -104,6 +105,7 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
       if (stored[at(r)]) continue;
       fusedOps[static_cast<std::size_t>(j)] = 1;
       int lastUse = j;
+      out.work += 1 + users.of(r).size();
       for (const ir::Op* u : users.of(r))
         if (const int pos = static_cast<int>(u - f.ops.data()); pos - j <= kNear) lastUse = std::max(lastUse, pos);
       crossing[static_cast<std::size_t>(j) + 1] += 1;
@@ -128,17 +130,19 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
     const std::size_t si = static_cast<std::size_t>(i);
     const int period = d[si];
     bool repeats = period > 0;
+    out.work += kMinCopies;
     for (int copy = 1; repeats && copy < kMinCopies - 1; ++copy)
       repeats = i >= copy * period && d[si - static_cast<std::size_t>(copy * period)] == period;
     if (!repeats) continue;
     if (lastRepeat < 0 || i - lastRepeat > 2 * kWindow) regionEnd.push_back(i);
     regionEnd.back() = lastRepeat = i;
-    while (!below.empty() && g[static_cast<std::size_t>(below.back())] > g[si]) below.pop_back();
+    while (!below.empty() && g[static_cast<std::size_t>(below.back())] > g[si]) below.pop_back(); // amortised O(1)
     const int prev = below.empty() ? -1 : below.back();
     below.push_back(i);
     if (prev > i - period) continue; // not the least of its period
     // Groups of as many whole periods as a loop body holds (at least one).
     int fused = 0;
+    out.work += static_cast<std::size_t>(period);
     for (int j = i - period; j < i; ++j) fused += fusedOps[static_cast<std::size_t>(j)];
     anchors.push_back({i, period, period * std::max(1, budget / std::max(fused, 1)), static_cast<int>(regionEnd.size()) - 1});
   }
@@ -147,6 +151,7 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
   // anchor on; the group before it starts at the last one.
   auto cutAt = [&](int anchor, int period) {
     int c = anchor;
+    out.work += static_cast<std::size_t>(period);
     for (int j = c + 1; j < std::min(anchor + period, n); ++j)
       if (crossing[static_cast<std::size_t>(j)] < crossing[static_cast<std::size_t>(c)]) c = j;
     const int from = lastCut >= 0 ? lastCut : std::max(c - period, 0);
@@ -154,6 +159,7 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
     for (int j = from; j < c; ++j)
       for (ValueId r : f.ops[static_cast<std::size_t>(j)].results) {
         bool crosses = false;
+        out.work += 1 + users.of(r).size();
         for (const ir::Op* u : users.of(r)) {
           const auto pos = u - f.ops.data();
           crosses = crosses || (pos >= c && pos < until);

@@ -25,6 +25,7 @@ struct Users {
 struct StepGroups {
   std::vector<ir::ValueId> carries; ///< values to store: they cross a boundary
   std::vector<int> cuts;            ///< op positions of the boundaries, ascending
+  std::size_t work = 0;             ///< steps of the finder's inner loops (tests check it grows linearly)
 };
 
 /// The values an unrolled loop carries across the boundaries of its groups

@@ -6,6 +6,7 @@
 
 #include "codegen/FusionPlan.h"
 #include "codegen/Stats.h"
+#include "codegen/StepGroups.h"
 #include "jit/Engine.h"
 #include "ops/OpTable.h"
 #include "transforms/Passes.h"
@@ -133,6 +134,30 @@ TEST_CASE("an unrolled LSTM's gradient is cut in step: its loops repeat with the
   for (std::size_t i = 0; i < pv.size(); ++i) pv[i] = 0.3f * std::sin(0.7f * float(i));
   const Array params(pv, {4, 56});
   ADJIT_CHECK_CLOSE(grad(lstm(64))(params), m64.interpret("f", {params})[0], 1e-4);
+}
+
+TEST_CASE("the step-group finder's work grows linearly with an unrolled LSTM's gradient") {
+  // Counted in the finder's inner-loop steps (StepGroups::work), at 32, 64
+  // and 128 steps: every loop over periods, users and groups stays linear.
+  auto work = [](int steps) {
+    const Array inputs(std::vector<float>(static_cast<std::size_t>(steps) * 14, 0.25f), {steps, 14});
+    Module m = trace([&](Tensor p) { return grad([&](Tensor q) { return programs::unrolledLstm(q, constant(inputs), steps); })(p); },
+                     Type{DType::f32, {4, 56}});
+    transforms::runPipeline(m.impl(), transforms::defaultPipeline());
+    const ir::Function& f = *m.impl().lookup("f");
+    std::vector<int> position(f.types.size(), -1);
+    for (std::size_t i = 0; i < f.ops.size(); ++i)
+      for (ir::ValueId r : f.ops[i].results) position[static_cast<std::size_t>(r)] = static_cast<int>(i);
+    std::vector<char> stored(f.types.size(), 0);
+    for (ir::ValueId v : f.params) stored[static_cast<std::size_t>(v)] = 1;
+    for (ir::ValueId v : f.outputs) stored[static_cast<std::size_t>(v)] = 1;
+    const codegen::StepGroups g = codegen::findStepGroups(f, codegen::Users::of(f), position, stored, 96);
+    INFO(steps << " steps: " << f.ops.size() << " ops, " << g.cuts.size() << " cuts, work " << g.work);
+    CHECK(g.cuts.size() >= static_cast<std::size_t>(steps) / 8); // it found the steps
+    CHECK(g.work <= 40 * f.ops.size());
+    return double(g.work);
+  };
+  CHECK(linear(work(32), work(64), work(128)));
 }
 
 TEST_CASE("alias metadata grows linearly with the buffers") {
