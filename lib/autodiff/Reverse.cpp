@@ -200,11 +200,12 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
         if (dep[o]) needed[o] = 1;
   }
 
-  std::unordered_map<ir::ValueId, Tensor> ct;
+  // Cotangents by value (the reverse pass appends values past these; it
+  // never asks for theirs).
+  std::vector<std::optional<Tensor>> ct(f.types.size());
   auto accumulate = [&](ir::ValueId v, const Tensor& t) {
-    auto it = ct.find(v);
-    if (it == ct.end()) ct.emplace(v, t);
-    else it->second = add(it->second, t);
+    std::optional<Tensor>& c = ct[static_cast<std::size_t>(v)];
+    c = c ? add(*c, t) : t;
   };
   for (std::size_t k = 0; k < r.targets.size(); ++k) {
     ir::ValueId t = r.targets[k];
@@ -217,15 +218,12 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     const ir::Op op = f.ops[i]; // a copy: the reverse pass appends to f.ops
     const ops::OpInfo& info = ops::info(op.kind);
     bool live = std::any_of(op.results.begin(), op.results.end(),
-                            [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct.count(v); });
+                            [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct[static_cast<std::size_t>(v)]; });
     bool wantsAny = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] && needed[o]; });
     if (!live || !wantsAny || info.has(ops::kNonDifferentiable)) continue;
     std::vector<std::optional<Tensor>> cts;
-    for (ir::ValueId v : op.results) {
-      auto it = ct.find(v);
-      // A stopped value's cotangent does not flow through it.
-      cts.push_back(stopped[v] || it == ct.end() ? std::nullopt : std::optional<Tensor>(it->second));
-    }
+    for (ir::ValueId v : op.results) // a stopped value's cotangent does not flow through it
+      cts.push_back(stopped[v] ? std::nullopt : ct[static_cast<std::size_t>(v)]);
     std::vector<char> wanted;
     for (ir::ValueId o : op.operands) wanted.push_back(dep[o] && needed[o]);
     const std::vector<std::optional<Tensor>> g = applyVjpRule(i, cts, wanted);
@@ -234,10 +232,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
   }
 
   std::vector<std::optional<Tensor>> out;
-  for (ir::ValueId v : r.sources) {
-    auto it = ct.find(v);
-    out.push_back(it == ct.end() || !dep[v] ? std::nullopt : std::optional<Tensor>(it->second));
-  }
+  for (ir::ValueId v : r.sources) out.push_back(dep[v] ? ct[static_cast<std::size_t>(v)] : std::nullopt);
   return out;
 }
 
