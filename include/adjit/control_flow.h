@@ -105,6 +105,21 @@ struct CaseIndex {
   CaseIndex(const Tensor& i, std::source_location l = std::source_location::current()) : t(i), loc(l) {}
 };
 
+/// Whether T is a structure a loop can carry: Tensors in tuples, pairs,
+/// vectors and arrays (an Array is data, not a traced value).
+template <class T> struct IsTensorTree : std::false_type {};
+template <> struct IsTensorTree<Tensor> : std::true_type {};
+template <class T> struct IsTensorTree<std::vector<T>> : IsTensorTree<T> {};
+template <class T, std::size_t N> struct IsTensorTree<std::array<T, N>> : IsTensorTree<T> {};
+template <class... T> struct IsTensorTree<std::tuple<T...>> : std::bool_constant<(IsTensorTree<T>::value && ...)> {};
+template <class A, class B>
+struct IsTensorTree<std::pair<A, B>> : std::bool_constant<IsTensorTree<A>::value && IsTensorTree<B>::value> {};
+/// A structure of Tensors (see IsTensorTree).
+template <class T> concept TensorTree = IsTensorTree<std::decay_t<T>>::value;
+#define ADJIT_NOT_A_TENSOR_TREE(api, what)                                                                         \
+  api ": " what " must be Tensors, or tuples, pairs, vectors or arrays of them (make an Array a Tensor with "      \
+      "constant(a))"
+
 /// The branches called on the operands' structure; all must return the same structure.
 template <class... Ops> struct Branches {
   std::tuple<const Ops&...> operands;
@@ -205,8 +220,17 @@ struct ScanOptions {
 };
 
 template <class Body, class C, class X>
+  requires detail::TensorTree<C> && detail::TensorTree<X>
 auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts = {},
           std::source_location sl = std::source_location::current());
+/// scan with a carry or xs that is not a structure of Tensors: a compile-time error.
+template <class Body, class C, class X>
+  requires(!(detail::TensorTree<C> && detail::TensorTree<X>))
+std::pair<C, X> scan(const Body&, const C& init, const X& xs, ScanOptions = {},
+                     std::source_location = std::source_location::current()) {
+  static_assert(detail::kFalse<C, X>, ADJIT_NOT_A_TENSOR_TREE("scan", "init and xs"));
+  return {init, xs}; // (a result type for what follows the call: no further errors)
+}
 
 namespace detail {
 
@@ -311,6 +335,7 @@ auto checkpointedScan(const Body& body, const C& init, const X& xs, ScanOptions 
 /// the y's are stacked along a new leading axis. The carry must keep its
 /// structure, dtypes and shapes. Compiled to one loop calling the body.
 template <class Body, class C, class X>
+  requires detail::TensorTree<C> && detail::TensorTree<X>
 auto scan(const Body& body, const C& init, const X& xs, ScanOptions opts, std::source_location sl) {
   detail::checkPolicy(opts.checkpoint, "scan", Location::from(sl));
   if (opts.checkpoint.policy == Checkpoint::Policy::every) return detail::checkpointedScan(body, init, xs, opts, sl);
@@ -332,6 +357,7 @@ struct LoopOptions {
 /// known length) or scalar integer Tensors (a trip count known at run time),
 /// mixed freely; `i` is i32 unless a bound is an i64 Tensor.
 template <class Body, class C>
+  requires detail::TensorTree<C>
 C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& body, const C& init, LoopOptions opts = {},
             std::source_location sl = std::source_location::current()) {
   static_assert(std::is_same_v<C, std::decay_t<std::invoke_result_t<const Body&, const Tensor&, const C&>>>,
@@ -349,9 +375,19 @@ C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& 
   return detail::rebuildLike(init, detail::foriCall(lower, upper, fn, detail::leavesOf(init), opts.max_iterations, Location::from(sl)));
 }
 
+/// fori_loop with a carry that is not a structure of Tensors: a compile-time error.
+template <class Body, class C>
+  requires(!detail::TensorTree<C>)
+C fori_loop(const detail::Bound&, const detail::Bound&, const Body&, const C& init, LoopOptions = {},
+            std::source_location = std::source_location::current()) {
+  static_assert(detail::kFalse<C>, ADJIT_NOT_A_TENSOR_TREE("fori_loop", "the carry"));
+  return init;
+}
+
 /// while_loop(cond_fn, body_fn, init, {.max_iterations}) -> the final carry:
 /// carry = body_fn(carry) while cond_fn(carry) (a one-element i1) holds.
 template <class Cond, class Body, class C>
+  requires detail::TensorTree<C>
 C while_loop(const Cond& cond_fn, const Body& body_fn, const C& init, LoopOptions opts = {},
              std::source_location sl = std::source_location::current()) {
   static_assert(std::is_same_v<C, std::decay_t<std::invoke_result_t<const Body&, const C&>>>,
@@ -368,4 +404,14 @@ C while_loop(const Cond& cond_fn, const Body& body_fn, const C& init, LoopOption
   return detail::rebuildLike(init, detail::whileCall(c, b, detail::leavesOf(init), opts.max_iterations, "while_loop", Location::from(sl)));
 }
 
+/// while_loop with a carry that is not a structure of Tensors: a compile-time error.
+template <class Cond, class Body, class C>
+  requires(!detail::TensorTree<C>)
+C while_loop(const Cond&, const Body&, const C& init, LoopOptions = {}, std::source_location = std::source_location::current()) {
+  static_assert(detail::kFalse<C>, ADJIT_NOT_A_TENSOR_TREE("while_loop", "the carry"));
+  return init;
+}
+
 } // namespace adjit
+
+#undef ADJIT_NOT_A_TENSOR_TREE
