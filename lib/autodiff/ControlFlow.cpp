@@ -25,6 +25,11 @@ std::string loopLimitMessage(int64_t limit) {
   return fmt::format("while_loop: the loop did not end within max_iterations = {} iterations", limit);
 }
 
+std::string stackOverflowMessage(int64_t bytes) {
+  return fmt::format("while_loop: out of memory: the residual stack of the loop's reverse pass could not grow to {} bytes "
+                     "(does the loop end?)", bytes);
+}
+
 namespace {
 
 using detail::TraceState;
@@ -582,13 +587,60 @@ void switchVjp(const VjpCtx& c) {
   addGrads(c, out);
 }
 
+namespace {
+
+/// The reverse of a while loop without max_iterations: one while_vjp op
+/// running the loop again with residuals on a stack sized at run time.
+void unboundedWhileVjp(const VjpCtx& c) {
+  TraceState& s = current();
+  const ir::Op site = s.fn->ops[c.opIndex];
+  const auto k = static_cast<std::size_t>(site.attrs.integer("consts"));
+  const std::size_t carries = site.operands.size() - k;
+  const ScanSplit split = scanSplit(site.callees[1], k, carries, site.loc);
+  if (logEnabled("compile")) {
+    int64_t bytes = 0;
+    for (const Type& t : split.stacked) bytes += t.bytes();
+    logLine("compile", fmt::format("while @{} at {}: reverse mode keeps {} bytes per iteration on a stack that grows at run time",
+                                   site.callees[1], site.loc.str(), bytes));
+  }
+  auto T = [&](ir::ValueId v) { return detail::wrap(s, v); };
+  const std::vector<std::optional<Tensor>> cts = resultCts(c);
+  std::vector<Tensor> operands;
+  for (ir::ValueId v : site.operands) operands.push_back(T(v));
+  for (std::size_t i = 0; i < carries; ++i)
+    if (floating(s.fn->type(site.results[i]))) operands.push_back(cts[i] ? *cts[i] : zeros_like(T(site.results[i])));
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(k));
+  attrs.set("carries", static_cast<int64_t>(carries));
+  const std::vector<Tensor> r = create(ir::OpKind::WhileVjp, operands, std::move(attrs), {site.callees[0], split.fwd, split.bwd}, site.loc);
+  // r: cotangents of the floating carries' initial values, then of the floating consts
+  std::vector<std::optional<Tensor>> out(site.operands.size());
+  std::size_t at = 0;
+  for (std::size_t i = k; i < site.operands.size(); ++i)
+    if (floating(s.fn->type(site.operands[i]))) out[i] = r[at++];
+  for (std::size_t i = 0; i < k; ++i)
+    if (floating(s.fn->type(site.operands[i]))) out[i] = r[at++];
+  addGrads(c, out);
+}
+
+[[noreturn]] void secondOrderThroughStack(const ir::Op& op) {
+  throw Error(fmt::format("No gradient defined for operation '%{}' (op type: while_vjp): a second derivative through a "
+                          "while_loop without max_iterations is not supported; give the loop max_iterations (its "
+                          "reverse is then a scan, which differentiates again)",
+                          op.results.empty() ? 0 : op.results[0]),
+              op.loc);
+}
+
+} // namespace
+
+void whileVjpVjp(const VjpCtx& c) { secondOrderThroughStack(c.op); }
+void whileVjpJvp(const JvpCtx& c) { secondOrderThroughStack(c.op); }
+
 void whileVjp(const VjpCtx& c) {
   TraceState& s = current();
   const ir::Op site = s.fn->ops[c.opIndex];
   const Location& loc = site.loc;
-  if (!site.attrs.has("max_iterations"))
-    throw Error("while_loop: reverse-mode differentiation needs a bound on the trip count: give the loop max_iterations "
-                "(its residuals are kept per iteration)", loc);
+  if (!site.attrs.has("max_iterations")) return unboundedWhileVjp(c);
   const auto k = static_cast<std::size_t>(site.attrs.integer("consts"));
   const int64_t limit = site.attrs.integer("max_iterations");
   const ir::Function& body = fn(site.callees[1]);

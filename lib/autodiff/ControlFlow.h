@@ -7,7 +7,9 @@
 // over the VJP functions: a switch on the same index, a scan in the opposite
 // direction carrying the carries' cotangents. A while loop with
 // max_iterations is differentiated as a scan of that many steps whose steps
-// past the loop's exit leave the carry unchanged.
+// past the loop's exit leave the carry unchanged; one without is
+// differentiated by a while_vjp op, which runs the loop again keeping each
+// step's residuals on a stack sized at run time.
 #pragma once
 
 #include "autodiff/VjpCtx.h"
@@ -19,6 +21,10 @@ struct JvpCtx;
 void switchVjp(const VjpCtx& c);
 void scanVjp(const VjpCtx& c);
 void whileVjp(const VjpCtx& c);
+/// while_vjp's own derivatives: an Error (a second derivative through a
+/// while loop without max_iterations) that says to give max_iterations.
+void whileVjpVjp(const VjpCtx& c);
+void whileVjpJvp(const JvpCtx& c);
 
 /// Forward mode: the same construct over JVP functions of the branches or
 /// the body, carrying tangents next to the carries (no residuals, so a
@@ -29,5 +35,7 @@ void whileJvp(const JvpCtx& c);
 
 /// "while_loop: more than max_iterations = M iterations" (interpreter and compiled code).
 std::string loopLimitMessage(int64_t limit);
+/// "while_loop: out of memory: ..." for a residual stack that cannot grow to `bytes`.
+std::string stackOverflowMessage(int64_t bytes);
 
 } // namespace adjit::autodiff

@@ -131,6 +131,7 @@ void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers, 
   fe.call(name, std::move(buffers), after);
 }
 llvm::Value* LowerCtx::workspace(uint64_t bytes) const { return fe.workspace(bytes); }
+const ir::Function& LowerCtx::callee(std::size_t i) const { return fe.calleeFunction(op.callees.at(i)); }
 void LowerCtx::callFirstCallee() const {
   std::vector<llvm::Value*> args;
   for (std::size_t i = 0; i < op.operands.size(); ++i) args.push_back(operandBuffer(i));
@@ -663,7 +664,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     FusionPlan plan = planFusion(f, {.effects = &effects, .parallel = parallel});
     if (plans) *plans += plan.str();
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel);
-    FunctionEmitter::Lowered l{fn, fe.emit()};
+    FunctionEmitter::Lowered l{fn, fe.emit(), &f};
     done[f.name] = l;
     return l;
   };

@@ -115,6 +115,8 @@ struct LowerCtx : EmitBase {
   /// Calls module function `name` with operand and result buffers; the first
   /// `after` bytes of the workspace stay the caller's during the call.
   void call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after = 0) const;
+  /// The op's i-th callee (lowered first if it was not yet).
+  const ir::Function& callee(std::size_t i) const;
   /// Calls the op's first callee on its operand and result buffers (ops
   /// with kForwardsToCallee: call, custom_vjp, custom_jvp).
   void callFirstCallee() const;

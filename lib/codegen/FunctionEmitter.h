@@ -22,6 +22,7 @@ public:
   struct Lowered {
     llvm::Function* fn;
     uint64_t scratch;
+    const ir::Function* source; ///< the IR function it was lowered from
   };
 
   FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
@@ -57,6 +58,8 @@ public:
     buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt() + after));
     b_.CreateCall(l.fn, buffers);
   }
+  /// The IR function `name` (a callee of an op of this function).
+  const ir::Function& calleeFunction(const std::string& name) { return *callee_(name).source; }
   llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);
   /// Records a load or store of buffer `base`; see finishAliasScopes.
   void tagAccess(llvm::Instruction* access, llvm::Value* base);

@@ -108,32 +108,42 @@ constexpr const char* kLoopLimitHook =
     " * Shared by every adjit object linked in. */\n"
     "extern void (*adjit_loop_limit_hook)(int64_t max_iterations, const char* file, int64_t line, int64_t column);\n";
 
-/// Gives the object its own adjit_loop_limit if generated code calls it (a
-/// while loop with max_iterations): the user's hook when set, else a message
-/// on stderr. Returns whether it did.
-bool defineLoopLimit(llvm::Module& lm) {
-  llvm::Function* fn = lm.getFunction("adjit_loop_limit");
+/// What the header of an object whose while loops are differentiated without
+/// max_iterations declares.
+constexpr const char* kOutOfMemoryHook =
+    "\n/* The residual stack of a while loop's reverse pass (the loop has no max_iterations)\n"
+    " * could not grow to `bytes`: the call stops that loop there and calls this hook (file\n"
+    " * and line of the loop in the traced program) before it returns; its results are then\n"
+    " * not the loop's. NULL, the default: the message \"adjit: out of memory for a while_loop's\n"
+    " * residual stack\" is written to stderr. Shared by every adjit object linked in. */\n"
+    "extern void (*adjit_out_of_memory_hook)(int64_t bytes, const char* file, int64_t line, int64_t column);\n";
+
+/// Gives the object its own definition of `name` (a report generated code
+/// calls with (int64_t, file, line, column)) if it calls one: the user's hook
+/// `name`_hook when set, else `message` on stderr. Returns whether it did.
+bool defineReport(llvm::Module& lm, const std::string& name, const std::string& message) {
+  llvm::Function* fn = lm.getFunction(name);
   if (!fn || !fn->isDeclaration()) return false;
   llvm::LLVMContext& ctx = lm.getContext();
   llvm::Type* ptrTy = llvm::PointerType::get(ctx, 0);
   llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
   auto* hook = new llvm::GlobalVariable(lm, ptrTy, false, llvm::GlobalValue::WeakAnyLinkage, llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx, 0)),
-                                        "adjit_loop_limit_hook");
+                                        name + "_hook");
   hook->setAlignment(llvm::Align(8));
   fn->setLinkage(llvm::GlobalValue::InternalLinkage);
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
   auto* viaHook = llvm::BasicBlock::Create(ctx, "hook", fn);
-  auto* message = llvm::BasicBlock::Create(ctx, "message", fn);
+  auto* print = llvm::BasicBlock::Create(ctx, "message", fn);
   llvm::IRBuilder<> b(entry);
   llvm::Value* h = b.CreateLoad(ptrTy, hook);
-  b.CreateCondBr(b.CreateIsNotNull(h), viaHook, message);
+  b.CreateCondBr(b.CreateIsNotNull(h), viaHook, print);
   b.SetInsertPoint(viaHook);
   b.CreateCall(fn->getFunctionType(), h, {fn->getArg(0), fn->getArg(1), fn->getArg(2), fn->getArg(3)});
   b.CreateRetVoid();
-  b.SetInsertPoint(message);
-  const std::string text = "adjit: a while_loop ran past its max_iterations\n";
+  b.SetInsertPoint(print);
+  const std::string text = message + "\n";
   llvm::FunctionCallee write = lm.getOrInsertFunction("write", llvm::FunctionType::get(i64, {b.getInt32Ty(), ptrTy, i64}, false));
-  b.CreateCall(write, {b.getInt32(2), b.CreateGlobalStringPtr(text, "loop.limit.message"), b.getInt64(text.size())});
+  b.CreateCall(write, {b.getInt32(2), b.CreateGlobalStringPtr(text, name + ".message"), b.getInt64(text.size())});
   b.CreateRetVoid();
   return true;
 }
@@ -314,7 +324,8 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
                           c, n, describe(dys, "dy"), describe(bwd.resultTypes(), "dx"), c, c,
                           cParams(dys, bwd.resultTypes(), "dy", "dx"));
   }
-  if (defineLoopLimit(lm)) header += kLoopLimitHook;
+  if (defineReport(lm, "adjit_loop_limit", "adjit: a while_loop ran past its max_iterations")) header += kLoopLimitHook;
+  if (defineReport(lm, "adjit_out_of_memory", "adjit: out of memory for a while_loop's residual stack")) header += kOutOfMemoryHook;
   header += "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   codegen::configureModule(lm, *tm);
   codegen::optimize(lm, *tm, r.optLevel);

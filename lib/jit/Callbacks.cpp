@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <utility>
 #include <deque>
 #include <mutex>
@@ -29,15 +30,26 @@ std::deque<Entry>& registry() {
 
 /// The first exception a callback threw during the current kernel call.
 thread_local std::exception_ptr failure;
-/// The first while loop of the current kernel call that ran past its max_iterations.
-thread_local std::optional<Error> loopLimit;
+/// The first run-time error of the current kernel call: a while loop that ran
+/// past its max_iterations, or a residual stack that could not grow.
+thread_local std::optional<Error> runtimeError;
+
+/// Keeps the first run-time error of this kernel call.
+void keepRuntimeError(const std::function<Error()>& make) noexcept {
+  if (runtimeError) return;
+  try {
+    runtimeError = make();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+}
 
 } // namespace
 
 void rethrowCallbackFailure() {
-  if (loopLimit) {
-    Error e = std::move(*loopLimit);
-    loopLimit.reset();
+  if (runtimeError) {
+    Error e = std::move(*runtimeError);
+    runtimeError.reset();
     failure = nullptr;
     throw e;
   }
@@ -97,10 +109,14 @@ extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers)
 
 extern "C" void adjit_loop_limit(int64_t limit, const char* file, int64_t line, int64_t column) noexcept {
   using namespace adjit;
-  if (engine::loopLimit) return;
-  try {
-    engine::loopLimit = Error(autodiff::loopLimitMessage(limit), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
-  } catch (...) {
-    engine::failure = std::current_exception();
-  }
+  engine::keepRuntimeError([&] {
+    return Error(autodiff::loopLimitMessage(limit), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
+  });
+}
+
+extern "C" void adjit_out_of_memory(int64_t bytes, const char* file, int64_t line, int64_t column) noexcept {
+  using namespace adjit;
+  engine::keepRuntimeError([&] {
+    return Error(autodiff::stackOverflowMessage(bytes), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
+  });
 }

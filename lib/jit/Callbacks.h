@@ -26,7 +26,10 @@ void rethrowCallbackFailure();
 } // namespace adjit::engine
 
 /// Called by compiled code: runs callback `id` on `n` buffers (copied into Arrays).
+extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) noexcept;
 /// Called by compiled code when a while loop runs past its max_iterations:
 /// the kernel call then raises adjit::Error (see rethrowCallbackFailure).
 extern "C" void adjit_loop_limit(int64_t limit, const char* file, int64_t line, int64_t column) noexcept;
-extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) noexcept;
+/// Called by compiled code when the residual stack of a while loop's reverse
+/// (while_vjp) cannot grow to `bytes`: the kernel call then raises adjit::Error.
+extern "C" void adjit_out_of_memory(int64_t bytes, const char* file, int64_t line, int64_t column) noexcept;

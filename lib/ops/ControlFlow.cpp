@@ -73,6 +73,35 @@ std::pair<std::vector<llvm::Value*>, uint64_t> workspaceFor(LowerCtx& c, const s
   return {bufs, total};
 }
 
+/// Checks that a while loop's condition returns one i1 with one element.
+void expectCondition(const InferCtx& c, const ir::Function& cond) {
+  const std::vector<Type> p = cond.resultTypes();
+  if (p.size() != 1 || p[0].dtype != DType::i1 || p[0].size() != 1)
+    c.fail("condition @{} must return one i1 with one element, but returns {}", cond.name, cond.signature());
+}
+
+/// The layout of a while_vjp op: k consts, then c carries' initial values,
+/// then a cotangent per floating carry; `fc` and `fk` index the floating
+/// carries and consts.
+struct WhileVjpShape {
+  std::size_t k, c;
+  std::vector<std::size_t> fc, fk;
+};
+template <class TypeOf> WhileVjpShape whileVjpShape(std::size_t k, std::size_t c, TypeOf type) {
+  WhileVjpShape s{k, c, {}, {}};
+  for (std::size_t i = 0; i < c; ++i)
+    if (is_floating(type(k + i).dtype)) s.fc.push_back(i);
+  for (std::size_t i = 0; i < k; ++i)
+    if (is_floating(type(i).dtype)) s.fk.push_back(i);
+  return s;
+}
+
+/// Calls `f` with the llvm declaration of libc's `name`.
+llvm::FunctionCallee libc(LowerCtx& c, const char* name, llvm::Type* ret, std::initializer_list<llvm::Type*> params) {
+  llvm::Module& m = *c.b.GetInsertBlock()->getModule();
+  return m.getOrInsertFunction(name, llvm::FunctionType::get(ret, std::vector<llvm::Type*>(params), false));
+}
+
 llvm::Value* byteOffset(LowerCtx& c, llvm::Value* buffer, llvm::Value* step, uint64_t bytes) {
   return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), buffer, c.b.CreateMul(step, c.i64(static_cast<int64_t>(bytes))));
 }
@@ -269,9 +298,7 @@ func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
         if (optionalInteger(c, "max_iterations", 0) < 0) c.fail("max_iterations must be at least 0, got {}", c.integer("max_iterations"));
         expectParams(c, cond, c.operands, "while");
         expectParams(c, body, c.operands, "while");
-        const std::vector<Type> p = cond.resultTypes();
-        if (p.size() != 1 || p[0].dtype != DType::i1 || p[0].size() != 1)
-          c.fail("condition @{} must return one i1 with one element, but returns {}", cond.name, cond.signature());
+        expectCondition(c, cond);
         const auto carries = c.operands.subspan(static_cast<std::size_t>(k));
         const std::vector<Type> outs = body.resultTypes();
         if (outs.size() != carries.size()) c.fail("@{} returns {} values, but the loop carries {}", body.name, outs.size(), carries.size());
@@ -368,6 +395,227 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
   %6 = constant() {value = dense<i32[], [1]>} : i32[]
   %7 = add(%2, %6) : i32[]
   return %5, %7
+})",
+  });
+
+  // while_vjp @cond, @fwd, @bwd(%const..., %init..., %dfinal...) {consts = K, carries = C}
+  //   -> (%dinit..., %dconst...): the reverse of `while @cond, @body` without a
+  // bound on its trip count. It runs the loop forward again with @fwd =
+  // (const..., carry...) -> (carry'..., residual...), pushing each step's
+  // residuals onto a stack that grows at run time (amortised doubling), then
+  // runs @bwd = (const..., dcarry..., dconst..., residual...) -> (dcarry'...,
+  // dconst'...) once per step, last step first, popping them; the stack is
+  // freed before the op ends. dcarry starts at %dfinal (one per floating
+  // carry) and dconst at zeros (one per floating const). Keeping the stack
+  // inside one op keeps every value of the IR statically shaped, and a split
+  // VJP (vjp on Arrays, --vjp bundles) needs no state between its halves.
+  set(t, OpKind::WhileVjp, {
+      .infer = [](const InferCtx& c) {
+        if (c.callees.size() != 3) c.fail("expected a condition, a forward and a backward function, got {} functions", c.callees.size());
+        const ir::Function &cond = *c.callees[0], &fwd = *c.callees[1], &bwd = *c.callees[2];
+        const int64_t k = c.integer("consts"), nc = c.integer("carries");
+        if (k < 0 || nc < 0 || static_cast<std::size_t>(k + nc) > c.operands.size())
+          c.fail("consts = {} and carries = {} do not fit {} operands", k, nc, c.operands.size());
+        const WhileVjpShape s = whileVjpShape(static_cast<std::size_t>(k), static_cast<std::size_t>(nc), [&](std::size_t i) { return c.operands[i]; });
+        if (c.operands.size() != s.k + s.c + s.fc.size())
+          c.fail("expected {} operands (consts, carries and a cotangent per floating carry), got {}", s.k + s.c + s.fc.size(), c.operands.size());
+        const auto state = c.operands.first(s.k + s.c);
+        std::vector<Type> dc, dk;
+        for (std::size_t j = 0; j < s.fc.size(); ++j) {
+          dc.push_back(c.operands[s.k + s.fc[j]]);
+          if (c.operands[s.k + s.c + j] != dc.back())
+            c.fail("the cotangent of carry {} is {}, but the carry is {}", s.fc[j], c.operands[s.k + s.c + j].str(), dc.back().str());
+        }
+        for (std::size_t i : s.fk) dk.push_back(c.operands[i]);
+        expectParams(c, cond, state, "while_vjp");
+        expectCondition(c, cond);
+        expectParams(c, fwd, state, "while_vjp");
+        const std::vector<Type> outs = fwd.resultTypes();
+        if (outs.size() < s.c) c.fail("@{} returns {} values, but the loop carries {}", fwd.name, outs.size(), s.c);
+        for (std::size_t i = 0; i < s.c; ++i)
+          if (outs[i] != state[s.k + i])
+            c.fail("carry {} of @{} comes back as {}, but the loop carries {}", i, fwd.name, outs[i].str(), state[s.k + i].str());
+        std::vector<Type> params(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(s.k));
+        params.insert(params.end(), dc.begin(), dc.end());
+        params.insert(params.end(), dk.begin(), dk.end());
+        params.insert(params.end(), outs.begin() + static_cast<std::ptrdiff_t>(s.c), outs.end());
+        expectParams(c, bwd, params, "while_vjp");
+        std::vector<Type> results = dc;
+        results.insert(results.end(), dk.begin(), dk.end());
+        const std::vector<Type> got = bwd.resultTypes();
+        if (got != results)
+          c.fail("@{} must return the cotangents of the floating carries and consts, {} values, but returns {}", bwd.name, results.size(),
+                 bwd.signature());
+        return results;
+      },
+      .eval = [](const EvalCtx& c) {
+        const WhileVjpShape s = whileVjpShape(static_cast<std::size_t>(c.op.attrs.integer("consts")),
+                                              static_cast<std::size_t>(c.op.attrs.integer("carries")),
+                                              [&](std::size_t i) { return c.args[i].type(); });
+        std::vector<Array> state(c.args.begin(), c.args.begin() + static_cast<std::ptrdiff_t>(s.k + s.c));
+        std::vector<std::vector<Array>> stack;
+        while (scalarOf(c.call(c.op.callees[0], state)[0]) != 0) {
+          std::vector<Array> out = c.call(c.op.callees[1], state);
+          for (std::size_t i = 0; i < s.c; ++i) state[s.k + i] = std::move(out[i]);
+          out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(s.c));
+          stack.push_back(std::move(out));
+        }
+        std::vector<Array> args(c.args.begin(), c.args.begin() + static_cast<std::ptrdiff_t>(s.k));
+        args.insert(args.end(), c.args.begin() + static_cast<std::ptrdiff_t>(s.k + s.c), c.args.end());
+        for (std::size_t i : s.fk) args.push_back(Array(c.args[i].type()));
+        const std::size_t grads = s.fc.size() + s.fk.size();
+        for (; !stack.empty(); stack.pop_back()) {
+          std::vector<Array> in = args;
+          for (Array& r : stack.back()) in.push_back(std::move(r));
+          std::vector<Array> out = c.call(c.op.callees[2], in);
+          for (std::size_t j = 0; j < grads; ++j) args[s.k + j] = std::move(out[j]);
+        }
+        return std::vector<Array>(args.begin() + static_cast<std::ptrdiff_t>(s.k), args.end());
+      },
+      .fold = noFold,
+      // The carry lives in the workspace, the cotangents in the result
+      // buffers. Each step's residuals are written by @fwd straight into
+      // their stack slot and read there by @bwd: no copies.
+      .lower = [](LowerCtx& c) {
+        const WhileVjpShape s = whileVjpShape(static_cast<std::size_t>(c.op.attrs.integer("consts")),
+                                              static_cast<std::size_t>(c.op.attrs.integer("carries")),
+                                              [&](std::size_t i) { return c.operandType(i); });
+        const std::size_t grads = c.results.size();
+        // workspace: carry, next carry, the condition, next cotangents
+        std::vector<Type> types;
+        for (std::size_t i = 0; i < s.c; ++i) types.push_back(c.operandType(s.k + i));
+        for (std::size_t i = 0; i < s.c; ++i) types.push_back(c.operandType(s.k + i));
+        types.push_back(Type{DType::i1, {}});
+        for (std::size_t j = 0; j < grads; ++j) types.push_back(c.resultType(j));
+        auto [ws, reserved] = workspaceFor(c, types);
+        const std::span<llvm::Value* const> carry(ws.data(), s.c), next(ws.data() + s.c, s.c), dnext(ws.data() + 2 * s.c + 1, grads);
+        llvm::Value* pred = ws[2 * s.c];
+        // a step's residual slots, each 64-byte aligned within the step
+        const ir::Function& fwd = c.callee(1);
+        std::vector<uint64_t> offsets;
+        uint64_t stepBytes = 0;
+        for (std::size_t i = s.c; i < fwd.outputs.size(); ++i) {
+          offsets.push_back(stepBytes);
+          stepBytes += (fwd.type(fwd.outputs[i]).bytes() + 63) / 64 * 64;
+        }
+        for (std::size_t i = 0; i < s.c; ++i) copyBuffer(c, carry[i], c.operandBuffer(s.k + i), types[i].bytes());
+        for (std::size_t j = 0; j < s.fc.size(); ++j) copyBuffer(c, c.results[j], c.operandBuffer(s.k + s.c + j), c.resultType(j).bytes());
+        for (std::size_t j = s.fc.size(); j < grads; ++j)
+          if (uint64_t n = c.resultType(j).bytes()) c.b.CreateMemSet(c.results[j], c.b.getInt8(0), n, llvm::MaybeAlign(1));
+        llvm::Type* i64 = c.b.getInt64Ty();
+        llvm::Type* ptr = c.b.getPtrTy();
+        llvm::Value* count = c.scalarSlot(DType::i64);
+        llvm::Value* cap = c.scalarSlot(DType::i64);
+        llvm::Value* data = c.fe_alloca(ptr, 1);
+        c.b.CreateStore(c.i64(0), count);
+        c.b.CreateStore(c.i64(0), cap);
+        c.b.CreateStore(llvm::ConstantPointerNull::get(c.b.getPtrTy()), data);
+        llvm::Function* fn = c.b.GetInsertBlock()->getParent();
+        auto block = [&](const char* name) { return llvm::BasicBlock::Create(c.ctx(), name, fn); };
+        llvm::BasicBlock *header = block("while_vjp"), *body = block("while_vjp.body"), *back = block("while_vjp.back"),
+                         *done = block("while_vjp.done");
+        auto slot = [&](llvm::Value* step, std::size_t r) {
+          llvm::Value* base = c.b.CreateLoad(ptr, data);
+          return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), base, c.b.CreateAdd(c.b.CreateMul(step, c.i64(static_cast<int64_t>(stepBytes))),
+                                                                           c.i64(static_cast<int64_t>(offsets[r]))));
+        };
+        auto consts = [&] {
+          std::vector<llvm::Value*> a;
+          for (std::size_t i = 0; i < s.k; ++i) a.push_back(c.operandBuffer(i));
+          return a;
+        };
+        c.b.CreateBr(header);
+        c.b.SetInsertPoint(header);
+        std::vector<llvm::Value*> args = consts();
+        args.insert(args.end(), carry.begin(), carry.end());
+        args.push_back(pred);
+        c.call(c.op.callees[0], args, reserved);
+        c.b.CreateCondBr(c.load(DType::i1, pred, c.i64(0)), body, back);
+        c.b.SetInsertPoint(body);
+        llvm::Value* i = c.b.CreateLoad(i64, count);
+        if (stepBytes) {
+          // Grow to max(2 cap, need) when the step does not fit; on failure
+          // report it (compiled code cannot throw), free the stack and stop.
+          llvm::Value* need = c.b.CreateMul(c.b.CreateAdd(i, c.i64(1)), c.i64(static_cast<int64_t>(stepBytes)));
+          llvm::Value* have = c.b.CreateLoad(i64, cap);
+          llvm::BasicBlock *grow = block("while_vjp.grow"), *failed = block("while_vjp.oom"), *run = block("while_vjp.run");
+          c.b.CreateCondBr(c.b.CreateICmpUGT(need, have), grow, run);
+          c.b.SetInsertPoint(grow);
+          llvm::Value* twice = c.b.CreateShl(have, 1);
+          llvm::Value* bytes = c.b.CreateSelect(c.b.CreateICmpUGT(need, twice), need, twice);
+          llvm::Value* old = c.b.CreateLoad(ptr, data);
+          llvm::Value* grown = c.b.CreateCall(libc(c, "realloc", ptr, {ptr, i64}), {old, bytes});
+          llvm::BasicBlock* ok = block("while_vjp.grown");
+          c.b.CreateCondBr(c.b.CreateIsNull(grown), failed, ok);
+          c.b.SetInsertPoint(ok);
+          c.b.CreateStore(grown, data);
+          c.b.CreateStore(bytes, cap);
+          c.b.CreateBr(run);
+          c.b.SetInsertPoint(failed);
+          llvm::FunctionCallee report = libc(c, "adjit_out_of_memory", c.b.getVoidTy(), {i64, ptr, i64, i64});
+          c.b.CreateCall(report, {bytes, c.b.CreateGlobalStringPtr(c.op.loc.file, "while_vjp.file"), c.i64(c.op.loc.line),
+                                  c.i64(c.op.loc.column)});
+          c.b.CreateCall(libc(c, "free", c.b.getVoidTy(), {ptr}), {old});
+          c.b.CreateStore(llvm::ConstantPointerNull::get(c.b.getPtrTy()), data);
+          c.b.CreateBr(done);
+          c.b.SetInsertPoint(run);
+        }
+        args = consts();
+        args.insert(args.end(), carry.begin(), carry.end());
+        args.insert(args.end(), next.begin(), next.end());
+        for (std::size_t r = 0; r < offsets.size(); ++r) args.push_back(slot(i, r));
+        c.call(c.op.callees[1], args, reserved);
+        for (std::size_t j = 0; j < s.c; ++j) copyBuffer(c, carry[j], next[j], types[j].bytes());
+        c.b.CreateStore(c.b.CreateAdd(i, c.i64(1)), count);
+        c.b.CreateBr(header);
+        // The backward: steps count-1 down to 0.
+        c.b.SetInsertPoint(back);
+        c.loopRange(c.i64(0), c.b.CreateLoad(i64, count), [&](llvm::Value* iv) {
+          llvm::Value* step = c.b.CreateSub(c.b.CreateSub(c.b.CreateLoad(i64, count), c.i64(1)), iv);
+          std::vector<llvm::Value*> a = consts();
+          a.insert(a.end(), c.results.begin(), c.results.end());
+          for (std::size_t r = 0; r < offsets.size(); ++r) a.push_back(slot(step, r));
+          a.insert(a.end(), dnext.begin(), dnext.end());
+          c.call(c.op.callees[2], a, reserved);
+          for (std::size_t j = 0; j < grads; ++j) copyBuffer(c, c.results[j], dnext[j], c.resultType(j).bytes());
+        });
+        c.b.CreateCall(libc(c, "free", c.b.getVoidTy(), {ptr}), {c.b.CreateLoad(ptr, data)});
+        c.b.CreateBr(done);
+        c.b.SetInsertPoint(done);
+      },
+      // A second derivative would differentiate the stack: an error naming the fix.
+      .jvp = autodiff::whileVjpJvp,
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },
+      .example = R"(func @f(%0: f64[], %1: f64[3], %2: f64[3]) -> (f64[3], f64[]) {
+  %3 = constant() {value = dense<i32[], [0]>} : i32[]
+  %4, %5 = while_vjp @c, @fwd, @bwd(%0, %1, %3, %2) {carries = 2, consts = 1} : f64[3], f64[]
+  return %4, %5
+}
+
+func @c(%0: f64[], %1: f64[3], %2: i32[]) -> (i1[]) {
+  %3 = constant() {value = dense<i32[], [3]>} : i32[]
+  %4 = lt(%2, %3) : i1[]
+  return %4
+}
+
+func @fwd(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[], f64[3], f64[3]) {
+  %3 = broadcast_to(%0) {shape = [3]} : f64[3]
+  %4 = mul(%1, %3) : f64[3]
+  %5 = sin(%4) : f64[3]
+  %6 = constant() {value = dense<i32[], [1]>} : i32[]
+  %7 = add(%2, %6) : i32[]
+  return %5, %7, %1, %4
+}
+
+func @bwd(%0: f64[], %1: f64[3], %2: f64[], %3: f64[3], %4: f64[3]) -> (f64[3], f64[]) {
+  %5 = cos(%4) : f64[3]
+  %6 = mul(%1, %5) : f64[3]
+  %7 = broadcast_to(%0) {shape = [3]} : f64[3]
+  %8 = mul(%6, %7) : f64[3]
+  %9 = mul(%6, %3) : f64[3]
+  %10 = reduce_sum(%9) {axes = [0], keepdims = false} : f64[]
+  %11 = add(%2, %10) : f64[]
+  return %8, %11
 })",
   });
 }
