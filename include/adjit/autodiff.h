@@ -448,7 +448,9 @@ public:
   std::vector<Array> operator()(const Array& cotangent,
                                 std::source_location loc = std::source_location::current()) const;
   /// Bytes the forward kept for this backward beyond its own inputs (saved
-  /// intermediates; also printed by ADJIT_LOG=compile).
+  /// intermediates; also printed by ADJIT_LOG=compile), plus what the last
+  /// call of this backward pushed onto the residual stacks of while loops
+  /// without max_iterations (those stacks live within the call).
   std::size_t residual_bytes() const;
 
 private:

@@ -2,6 +2,7 @@
 // that returns its residuals, and a compiled second half that consumes them
 // (the VJP's backward; linearize's linear function).
 #include "autodiff/Reverse.h"
+#include "jit/Callbacks.h"
 #include "jit/Engine.h"
 #include "support/Assert.h"
 #include "support/Log.h"
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include <adjit/autodiff.h>
 
@@ -25,6 +27,9 @@ struct HostVjp {
   std::vector<Type> primals;
   std::vector<bool> floating; ///< which primal leaves the backward returns a cotangent for
   std::vector<Type> outputs;  ///< f's output leaves
+  /// Bytes the residual stacks of while loops without max_iterations pushed
+  /// in the last backward call (they live within that call).
+  std::atomic<int64_t> lastStackBytes{0};
 };
 
 namespace {
@@ -100,7 +105,9 @@ std::vector<Array> VjpBackward::operator()(const Array& cotangent, std::source_l
   for (const Array& r : s.residuals) leaves.push_back({r.raw(), &r.type()});
   if (is_floating(output.dtype)) leaves.push_back({cotangent.raw(), &cotangent.type()});
   std::vector<Array> dx;
+  const int64_t before = engine::stackBytesPushed();
   engine::run(*s.backward, leaves, dx);
+  state_->lastStackBytes = engine::stackBytesPushed() - before;
   std::vector<Array> out;
   std::size_t k = 0;
   for (std::size_t i = 0; i < s.primals.size(); ++i)
@@ -108,7 +115,9 @@ std::vector<Array> VjpBackward::operator()(const Array& cotangent, std::source_l
   return out;
 }
 
-std::size_t VjpBackward::residual_bytes() const { return detail::residualBytes(*state_); }
+std::size_t VjpBackward::residual_bytes() const {
+  return detail::residualBytes(*state_) + static_cast<std::size_t>(state_->lastStackBytes.load());
+}
 
 namespace detail {
 

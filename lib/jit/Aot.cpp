@@ -325,6 +325,11 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
                           cParams(dys, bwd.resultTypes(), "dy", "dx"));
   }
   if (defineReport(lm, "adjit_loop_limit", "adjit: a while_loop ran past its max_iterations")) header += kLoopLimitHook;
+  if (llvm::Function* pushed = lm.getFunction("adjit_stack_pushed"); pushed && pushed->isDeclaration()) {
+    // Objects keep no count of residual stack bytes (residual_bytes() is the JIT's).
+    pushed->setLinkage(llvm::GlobalValue::InternalLinkage);
+    llvm::IRBuilder<>(llvm::BasicBlock::Create(lm.getContext(), "entry", pushed)).CreateRetVoid();
+  }
   if (defineReport(lm, "adjit_out_of_memory", "adjit: out of memory for a while_loop's residual stack")) header += kOutOfMemoryHook;
   header += "\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   codegen::configureModule(lm, *tm);

@@ -33,6 +33,8 @@ thread_local std::exception_ptr failure;
 /// The first run-time error of the current kernel call: a while loop that ran
 /// past its max_iterations, or a residual stack that could not grow.
 thread_local std::optional<Error> runtimeError;
+/// See stackBytesPushed.
+thread_local int64_t stackBytes = 0;
 
 /// Keeps the first run-time error of this kernel call.
 void keepRuntimeError(const std::function<Error()>& make) noexcept {
@@ -65,6 +67,8 @@ void rethrowCallbackFailure() {
     throw Error("host callback failed with an exception that is not a std::exception");
   }
 }
+
+int64_t stackBytesPushed() { return stackBytes; }
 
 int64_t registerCallback(HostFn fn, std::vector<Type> types) {
   std::lock_guard lock(registryMutex());
@@ -120,3 +124,5 @@ extern "C" void adjit_out_of_memory(int64_t bytes, const char* file, int64_t lin
     return Error(autodiff::stackOverflowMessage(bytes), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
   });
 }
+
+extern "C" void adjit_stack_pushed(int64_t bytes) noexcept { adjit::engine::stackBytes += bytes; }

@@ -23,6 +23,10 @@ void runCallback(int64_t id, const std::vector<Array>& args);
 /// rethrown by the runtime as adjit::Error once the kernel returns. Clears it.
 void rethrowCallbackFailure();
 
+/// Bytes the residual stacks of while_vjp ops pushed on this thread, since it
+/// started (a running total: the difference around a call is that call's).
+int64_t stackBytesPushed();
+
 } // namespace adjit::engine
 
 /// Called by compiled code: runs callback `id` on `n` buffers (copied into Arrays).
@@ -33,3 +37,6 @@ extern "C" void adjit_loop_limit(int64_t limit, const char* file, int64_t line, 
 /// Called by compiled code when the residual stack of a while loop's reverse
 /// (while_vjp) cannot grow to `bytes`: the kernel call then raises adjit::Error.
 extern "C" void adjit_out_of_memory(int64_t bytes, const char* file, int64_t line, int64_t column) noexcept;
+/// Called by compiled code when a while_vjp op frees its residual stack, with
+/// the bytes its trips pushed (see stackBytesPushed).
+extern "C" void adjit_stack_pushed(int64_t bytes) noexcept;

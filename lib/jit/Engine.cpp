@@ -63,6 +63,8 @@ llvm::orc::LLJIT& engine() {
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_loop_limit), llvm::JITSymbolFlags::Exported);
     runtime[(*j)->mangleAndIntern("adjit_out_of_memory")] =
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_out_of_memory), llvm::JITSymbolFlags::Exported);
+    runtime[(*j)->mangleAndIntern("adjit_stack_pushed")] =
+        llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_stack_pushed), llvm::JITSymbolFlags::Exported);
     runtime[(*j)->mangleAndIntern("adjit_parallel_for")] =
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_parallel_for), llvm::JITSymbolFlags::Exported);
     if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))

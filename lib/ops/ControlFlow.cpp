@@ -579,6 +579,9 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
           c.call(c.op.callees[2], a, reserved);
           for (std::size_t j = 0; j < grads; ++j) copyBuffer(c, c.results[j], dnext[j], c.resultType(j).bytes());
         });
+        if (stepBytes)
+          c.b.CreateCall(libc(c, "adjit_stack_pushed", c.b.getVoidTy(), {i64}),
+                         {c.b.CreateMul(c.b.CreateLoad(i64, count), c.i64(static_cast<int64_t>(stepBytes)))});
         c.b.CreateCall(libc(c, "free", c.b.getVoidTy(), {ptr}), {c.b.CreateLoad(ptr, data)});
         c.b.CreateBr(done);
         c.b.SetInsertPoint(done);

@@ -309,9 +309,14 @@ TEST_CASE("while_loop without max_iterations: reverse mode keeps its residuals o
 
   // vjp on Arrays: the while_vjp op runs in the backward half, which keeps its
   // stack within the call; the backward may run again.
+  // residual_bytes() counts what the last backward call pushed: a 64-byte
+  // slot per residual per trip (x and a / x for each Newton step at a = 4).
   auto [y, back] = vjp(newton, Array(4.0));
   CHECK(scalar(y) == doctest::Approx(2.0));
+  const std::size_t kept = back.residual_bytes();
   CHECK(scalar(back(Array(1.0))[0]) == doctest::Approx(0.25));
+  const std::size_t steps = 5; // 4 -> 2.5 -> 2.05 -> 2.0006 -> 2.00000009 -> 2 (to 1e-12)
+  CHECK(back.residual_bytes() - kept == steps * 2 * 64);
   CHECK(scalar(back(Array(2.0))[0]) == doctest::Approx(0.5));
 
   // A second derivative through the stack: an error that says what to do.
