@@ -96,7 +96,7 @@ template <class TypeOf> WhileVjpShape whileVjpShape(std::size_t k, std::size_t c
   return s;
 }
 
-/// Calls `f` with the llvm declaration of libc's `name`.
+/// The declaration of C function `name` (libc's, or the adjit runtime's) in the module being emitted.
 llvm::FunctionCallee libc(LowerCtx& c, const char* name, llvm::Type* ret, std::initializer_list<llvm::Type*> params) {
   llvm::Module& m = *c.b.GetInsertBlock()->getModule();
   return m.getOrInsertFunction(name, llvm::FunctionType::get(ret, std::vector<llvm::Type*>(params), false));

@@ -285,8 +285,8 @@ TEST_CASE("while_loop without max_iterations: reverse mode keeps its residuals o
   auto loss = [](auto f) { return [f](Tensor w, Tensor v) { return sum(sin(f(w, v))); }; };
   auto [a0, a1] = grad(loss(bounded), argnums<0, 1>)(Array(0.9), v);
   auto [b0, b1] = grad(loss(unboundedLoop), argnums<0, 1>)(Array(0.9), v);
-  CHECK(scalar(b0) == doctest::Approx(scalar(a0)).epsilon(1e-13));
-  ADJIT_CHECK_CLOSE(b1, a1, 1e-13);
+  CHECK(scalar(b0) == doctest::Approx(scalar(a0)).epsilon(1e-11));
+  ADJIT_CHECK_CLOSE(b1, a1, 1e-11);
 
   // No trip: the cotangent passes through, the consts get zeros.
   CHECK(scalar(grad(newton)(1.0)) == 1.0);
@@ -304,7 +304,7 @@ TEST_CASE("while_loop without max_iterations: reverse mode keeps its residuals o
   auto manyStatic = [](Tensor c) {
     return sum(fori_loop(0, 30000, [&](Tensor, Tensor x) { return x * c + sin(x) * 1e-3; }, constant(f64({1, 2, 3, 4})) * c));
   };
-  CHECK(viaStack == doctest::Approx(scalar(grad(manyStatic)(Array(0.99995)))).epsilon(1e-12));
+  CHECK(viaStack == doctest::Approx(scalar(grad(manyStatic)(Array(0.99995)))).epsilon(1e-9));
   CHECK(scalar(grad(many)(Array(0.5), Array(int32_t{0}))) == 10.0);
 
   // vjp on Arrays: the while_vjp op runs in the backward half, which keeps its
