@@ -97,9 +97,18 @@ template <class TypeOf> WhileVjpShape whileVjpShape(std::size_t k, std::size_t c
 }
 
 /// The declaration of C function `name` (libc's, or the adjit runtime's) in the module being emitted.
-llvm::FunctionCallee libc(LowerCtx& c, const char* name, llvm::Type* ret, std::initializer_list<llvm::Type*> params) {
+llvm::FunctionCallee cFunction(LowerCtx& c, const char* name, llvm::Type* ret, std::initializer_list<llvm::Type*> params) {
   llvm::Module& m = *c.b.GetInsertBlock()->getModule();
   return m.getOrInsertFunction(name, llvm::FunctionType::get(ret, std::vector<llvm::Type*>(params), false));
+}
+
+/// Calls the run-time report `name`(value, file, line, column) with the op's
+/// location (compiled code cannot throw: the runtime raises the Error, or an
+/// AOT object calls its hook, once the call returns).
+void reportAtOp(LowerCtx& c, const char* name, llvm::Value* value) {
+  llvm::Type* i64 = c.b.getInt64Ty();
+  c.b.CreateCall(cFunction(c, name, c.b.getVoidTy(), {i64, c.b.getPtrTy(), i64, i64}),
+                 {value, c.b.CreateGlobalStringPtr(c.op.loc.file, "loop.file"), c.i64(c.op.loc.line), c.i64(c.op.loc.column)});
 }
 
 llvm::Value* byteOffset(LowerCtx& c, llvm::Value* buffer, llvm::Value* step, uint64_t bytes) {
@@ -357,12 +366,7 @@ func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
           auto* run = llvm::BasicBlock::Create(c.ctx(), "while.run", fn, exit);
           c.b.CreateCondBr(c.b.CreateICmpEQ(i, c.i64(limit)), over, run);
           c.b.SetInsertPoint(over);
-          llvm::Module& m = *fn->getParent();
-          llvm::FunctionCallee report = m.getOrInsertFunction(
-              "adjit_loop_limit",
-              llvm::FunctionType::get(c.b.getVoidTy(), {c.b.getInt64Ty(), c.b.getPtrTy(), c.b.getInt64Ty(), c.b.getInt64Ty()}, false));
-          c.b.CreateCall(report, {c.i64(limit), c.b.CreateGlobalStringPtr(c.op.loc.file, "while.file"), c.i64(c.op.loc.line),
-                                  c.i64(c.op.loc.column)});
+          reportAtOp(c, "adjit_loop_limit", c.i64(limit));
           c.b.CreateBr(exit);
           c.b.SetInsertPoint(run);
         }
@@ -515,9 +519,7 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
         llvm::BasicBlock *header = block("while_vjp"), *body = block("while_vjp.body"), *back = block("while_vjp.back"),
                          *done = block("while_vjp.done");
         auto slot = [&](llvm::Value* step, std::size_t r) {
-          llvm::Value* base = c.b.CreateLoad(ptr, data);
-          return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), base, c.b.CreateAdd(c.b.CreateMul(step, c.i64(static_cast<int64_t>(stepBytes))),
-                                                                           c.i64(static_cast<int64_t>(offsets[r]))));
+          return c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), byteOffset(c, c.b.CreateLoad(ptr, data), step, stepBytes), offsets[r]);
         };
         auto consts = [&] {
           std::vector<llvm::Value*> a;
@@ -544,7 +546,7 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
           llvm::Value* twice = c.b.CreateShl(have, 1);
           llvm::Value* bytes = c.b.CreateSelect(c.b.CreateICmpUGT(need, twice), need, twice);
           llvm::Value* old = c.b.CreateLoad(ptr, data);
-          llvm::Value* grown = c.b.CreateCall(libc(c, "realloc", ptr, {ptr, i64}), {old, bytes});
+          llvm::Value* grown = c.b.CreateCall(cFunction(c, "realloc", ptr, {ptr, i64}), {old, bytes});
           llvm::BasicBlock* ok = block("while_vjp.grown");
           c.b.CreateCondBr(c.b.CreateIsNull(grown), failed, ok);
           c.b.SetInsertPoint(ok);
@@ -552,10 +554,8 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
           c.b.CreateStore(bytes, cap);
           c.b.CreateBr(run);
           c.b.SetInsertPoint(failed);
-          llvm::FunctionCallee report = libc(c, "adjit_out_of_memory", c.b.getVoidTy(), {i64, ptr, i64, i64});
-          c.b.CreateCall(report, {bytes, c.b.CreateGlobalStringPtr(c.op.loc.file, "while_vjp.file"), c.i64(c.op.loc.line),
-                                  c.i64(c.op.loc.column)});
-          c.b.CreateCall(libc(c, "free", c.b.getVoidTy(), {ptr}), {old});
+          reportAtOp(c, "adjit_out_of_memory", bytes);
+          c.b.CreateCall(cFunction(c, "free", c.b.getVoidTy(), {ptr}), {old});
           c.b.CreateStore(llvm::ConstantPointerNull::get(c.b.getPtrTy()), data);
           c.b.CreateBr(done);
           c.b.SetInsertPoint(run);
@@ -580,9 +580,9 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
           for (std::size_t j = 0; j < grads; ++j) copyBuffer(c, c.results[j], dnext[j], c.resultType(j).bytes());
         });
         if (stepBytes)
-          c.b.CreateCall(libc(c, "adjit_stack_pushed", c.b.getVoidTy(), {i64}),
+          c.b.CreateCall(cFunction(c, "adjit_stack_pushed", c.b.getVoidTy(), {i64}),
                          {c.b.CreateMul(c.b.CreateLoad(i64, count), c.i64(static_cast<int64_t>(stepBytes)))});
-        c.b.CreateCall(libc(c, "free", c.b.getVoidTy(), {ptr}), {c.b.CreateLoad(ptr, data)});
+        c.b.CreateCall(cFunction(c, "free", c.b.getVoidTy(), {ptr}), {c.b.CreateLoad(ptr, data)});
         c.b.CreateBr(done);
         c.b.SetInsertPoint(done);
       },
