@@ -38,6 +38,9 @@ constexpr int kRecomputeLimit = 8;
 constexpr std::size_t kMaxOperandLoops = 8;
 /// What a kernel lowered by its op's `lower` hook weighs in a function's budget.
 constexpr int kLowerWeight = 32;
+/// A kernel doing fewer ops per call than this is worth sharing only in
+/// large code (Planner::share): the call costs about what ~100 ops do.
+constexpr int64_t kShareMinWork = 4096;
 /// Loops of fewer ops (points × ops per point) or fewer points run on one
 /// thread. Handing chunks to the pool costs a few microseconds, what some
 /// 30,000 simple ops take; and a split loop is two functions for LLVM, which
@@ -776,11 +779,27 @@ private:
   /// Marks kernels whose code repeats (the steps of an unrolled recurrence,
   /// one matmul in every layer): LLVM's work then follows the distinct code,
   /// not the program's length. Keys are compared whole, never by hash.
+  ///
+  /// In code that fits in one LLVM function (functionBudget_ ops per point in
+  /// all), which costs LLVM little, only kernels doing kShareMinWork ops or
+  /// more per call are shared: a call to a small one costs more than its
+  /// code saves LLVM. In a scan's RK4 step (scalar kernels) the calls, their
+  /// argument tables and the lost inlining cost a third of the run time.
   void share(FusionPlan& p) const {
+    int64_t code = 0;
+    for (const Kernel& k : p.kernels) code += k.kind == Kernel::Kind::Loop ? std::max(k.bodySize, 1) : kLowerWeight;
+    const bool small = code <= functionBudget_;
+    auto work = [&](const Kernel& k) {
+      if (k.kind == Kernel::Kind::Loop) return num_elements(k.domain) * std::max(k.bodySize, 1);
+      int64_t elements = 0;
+      for (ValueId r : k.op->results) elements += f_.type(r).size();
+      return elements * kLowerWeight;
+    };
     std::unordered_map<std::string, int> first;
     std::vector<ValueId> buffers;
     for (std::size_t i = 0; i < p.kernels.size(); ++i) {
       Kernel& k = p.kernels[i];
+      if (small && work(k) < kShareMinWork) continue;
       std::string key = kernelKey(k, buffers);
       if (key.empty()) continue;
       auto [it, fresh] = first.try_emplace(std::move(key), static_cast<int>(i));
