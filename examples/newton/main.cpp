@@ -2,7 +2,8 @@
 // converges, and the derivative of its result with respect to a parameter,
 // through the iterations, against the implicit-function-theorem value. The
 // loop has no bound: reverse mode keeps each iteration's residuals on a stack
-// that grows at run time (TensorFlow's semantics, which JAX refuses).
+// that grows at run time (TensorFlow's semantics, which JAX refuses), and so
+// does the second derivative.
 #include <adjit/adjit.h>
 
 #include <cmath>
@@ -30,6 +31,13 @@ int main() {
     const double r = x.item<double>(), ift = -r / (3 * r * r + p);
     std::printf("p = %4.1f: root %.10f after %d iterations; dx/dp through the loop %.8f, implicit %.8f, agree: %s\n", p, r,
                 n.item<int32_t>(), dx, ift, std::fabs(dx - ift) < 1e-8 ? "yes" : "NO");
+    // The second derivative: reverse mode through the loop's reverse, again
+    // without a bound. Differentiating F(x(p), p) = 0 twice:
+    // x'' = -(x' (3 x^2 + p) - x (6 x x' + 1)) / (3 x^2 + p)^2.
+    const double ddx = grad(grad([&](Tensor q) { return solve(q).first; }))(p).item<double>();
+    const double d = 3 * r * r + p, ift2 = -(ift * d - r * (6 * r * ift + 1)) / (d * d);
+    std::printf("          d2x/dp2 through the loop %.8f, implicit %.8f, agree: %s\n", ddx, ift2,
+                std::fabs(ddx - ift2) < 1e-8 ? "yes" : "NO");
   }
   // With max_iterations, a loop that does not end within it is an error, not a wrong answer.
   try {

@@ -589,30 +589,40 @@ void switchVjp(const VjpCtx& c) {
 
 namespace {
 
+/// A while_vjp op on the loop (cond, body): `operands` are the k consts and
+/// the carries' initial values, `dfinal` the cotangents of the floating
+/// carries' final values. Returns the cotangents of the floating carries'
+/// initial values, then of the floating consts.
+std::vector<Tensor> whileVjpOf(const std::string& cond, const std::string& body, std::vector<Tensor> operands, std::size_t k,
+                               const std::vector<Tensor>& dfinal, const Location& loc) {
+  const std::size_t carries = operands.size() - k;
+  const ScanSplit split = scanSplit(body, k, carries, loc);
+  if (logEnabled("compile")) {
+    int64_t bytes = 0;
+    for (const Type& t : split.stacked) bytes += t.bytes();
+    logLine("compile", fmt::format("while @{} at {}: reverse mode keeps {} bytes per iteration on a stack that grows at run time",
+                                   body, loc.str(), bytes));
+  }
+  operands.insert(operands.end(), dfinal.begin(), dfinal.end());
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(k));
+  attrs.set("carries", static_cast<int64_t>(carries));
+  return create(ir::OpKind::WhileVjp, operands, std::move(attrs), {cond, split.fwd, split.bwd}, loc);
+}
+
 /// The reverse of a while loop without max_iterations: one while_vjp op
 /// running the loop again with residuals on a stack sized at run time.
 void unboundedWhileVjp(const VjpCtx& c) {
   TraceState& s = current();
   const ir::Op site = s.fn->ops[c.opIndex];
   const auto k = static_cast<std::size_t>(site.attrs.integer("consts"));
-  const std::size_t carries = site.operands.size() - k;
-  const ScanSplit split = scanSplit(site.callees[1], k, carries, site.loc);
-  if (logEnabled("compile")) {
-    int64_t bytes = 0;
-    for (const Type& t : split.stacked) bytes += t.bytes();
-    logLine("compile", fmt::format("while @{} at {}: reverse mode keeps {} bytes per iteration on a stack that grows at run time",
-                                   site.callees[1], site.loc.str(), bytes));
-  }
   auto T = [&](ir::ValueId v) { return detail::wrap(s, v); };
   const std::vector<std::optional<Tensor>> cts = resultCts(c);
-  std::vector<Tensor> operands;
+  std::vector<Tensor> operands, dfinal;
   for (ir::ValueId v : site.operands) operands.push_back(T(v));
-  for (std::size_t i = 0; i < carries; ++i)
-    if (floating(s.fn->type(site.results[i]))) operands.push_back(cts[i] ? *cts[i] : zeros_like(T(site.results[i])));
-  ir::Attrs attrs;
-  attrs.set("consts", static_cast<int64_t>(k));
-  attrs.set("carries", static_cast<int64_t>(carries));
-  const std::vector<Tensor> r = create(ir::OpKind::WhileVjp, operands, std::move(attrs), {site.callees[0], split.fwd, split.bwd}, site.loc);
+  for (std::size_t i = 0; i < site.results.size(); ++i)
+    if (floating(s.fn->type(site.results[i]))) dfinal.push_back(cts[i] ? *cts[i] : zeros_like(T(site.results[i])));
+  const std::vector<Tensor> r = whileVjpOf(site.callees[0], site.callees[1], operands, k, dfinal, site.loc);
   // r: cotangents of the floating carries' initial values, then of the floating consts
   std::vector<std::optional<Tensor>> out(site.operands.size());
   std::size_t at = 0;
@@ -623,18 +633,7 @@ void unboundedWhileVjp(const VjpCtx& c) {
   addGrads(c, out);
 }
 
-[[noreturn]] void secondOrderThroughStack(const ir::Op& op) {
-  throw Error(fmt::format("No gradient defined for operation '%{}' (op type: while_vjp): a second derivative through a "
-                          "while_loop without max_iterations is not supported; give the loop max_iterations (its "
-                          "reverse is then a scan, which differentiates again)",
-                          op.results.empty() ? 0 : op.results[0]),
-              op.loc);
-}
-
 } // namespace
-
-void whileVjpVjp(const VjpCtx& c) { secondOrderThroughStack(c.op); }
-void whileVjpJvp(const JvpCtx& c) { secondOrderThroughStack(c.op); }
 
 void whileVjp(const VjpCtx& c) {
   TraceState& s = current();
@@ -797,17 +796,28 @@ void scanJvp(const JvpCtx& c) {
     if (layout.tangentOut[nc + i]) c.tangent(nc + i, r[at++]);
 }
 
-void whileJvp(const JvpCtx& c) {
+namespace {
+
+/// The JVP of a while loop (cond, body) with k consts and nc carries: a
+/// loop over (const..., tconst..., carry..., tcarry...), the tangents for
+/// the consts marked in dk and the carries marked in dc (closed over what
+/// the body reaches, see carryTangents).
+struct JvpLoop {
+  std::string cond, body;
+  std::vector<char> dk, dc;
+  std::size_t consts() const { return dk.size() + static_cast<std::size_t>(std::count(dk.begin(), dk.end(), 1)); }
+};
+
+JvpLoop jvpLoop(const std::string& condName, const std::string& bodyName, std::size_t k, std::size_t nc, std::vector<char> dk,
+                const std::vector<char>& dcIn) {
   TraceState& s = current();
-  const ir::Op& site = c.op;
-  const auto k = static_cast<std::size_t>(site.attrs.integer("consts"));
-  const std::size_t nc = site.operands.size() - k;
-  const std::vector<char> dk = tangentsOf(c, 0, k);
-  const std::vector<char> dc = carryTangents(fn(site.callees[1]), dk, tangentsOf(c, k, nc), {});
-  const JvpLayout layout{{k, nc}, {nc}, concat(dk, dc), dc, nc};
-  const std::string jbody = jvpFunction(s.module, site.callees[1], layout);
+  JvpLoop L;
+  L.dc = carryTangents(fn(bodyName), dk, dcIn, {});
+  L.dk = std::move(dk);
+  const JvpLayout layout{{k, nc}, {nc}, concat(L.dk, L.dc), L.dc, nc};
+  L.body = jvpFunction(s.module, bodyName, layout);
   // The condition reads the primals only.
-  const std::vector<Type> condParams = fn(site.callees[0]).paramTypes();
+  const std::vector<Type> condParams = fn(condName).paramTypes();
   std::vector<Type> types;
   std::vector<std::size_t> primal; // where each primal is among the parameters
   auto group = [&](std::size_t from, std::size_t n, const std::vector<char>& mask) {
@@ -818,9 +828,9 @@ void whileJvp(const JvpCtx& c) {
     for (std::size_t i = from; i < from + n; ++i)
       if (mask[i - from]) types.push_back(condParams[i]);
   };
-  group(0, k, dk);
-  group(k, nc, dc);
-  const std::string cond = derive(s.module, "jvp", site.callees[0], [&](detail::TraceScope& scope, const ir::Function& g) {
+  group(0, k, L.dk);
+  group(k, nc, L.dc);
+  L.cond = derive(s.module, "jvp", condName, [&](detail::TraceScope& scope, const ir::Function& g) {
     std::vector<Tensor> ps;
     for (const Type& t : types) ps.push_back(scope.param(t));
     std::vector<ir::ValueId> args;
@@ -828,16 +838,158 @@ void whileJvp(const JvpCtx& c) {
     std::vector<Tensor> out;
     for (ir::ValueId v : inlineFunction(scope.state().builder, g, args)) out.push_back(detail::wrap(scope.state(), v));
     return out;
-  }, jbody);
+  }, L.body);
+  return L;
+}
+
+} // namespace
+
+void whileJvp(const JvpCtx& c) {
+  const ir::Op& site = c.op;
+  const auto k = static_cast<std::size_t>(site.attrs.integer("consts"));
+  const std::size_t nc = site.operands.size() - k;
+  const JvpLoop L = jvpLoop(site.callees[0], site.callees[1], k, nc, tangentsOf(c, 0, k), tangentsOf(c, k, nc));
   std::vector<Tensor> operands;
-  appendWithTangents(c, operands, 0, k, dk);
-  appendWithTangents(c, operands, k, nc, dc);
+  appendWithTangents(c, operands, 0, k, L.dk);
+  appendWithTangents(c, operands, k, nc, L.dc);
   ir::Attrs attrs = site.attrs;
-  attrs.set("consts", static_cast<int64_t>(k + static_cast<std::size_t>(std::count(dk.begin(), dk.end(), 1))));
-  const std::vector<Tensor> r = create(ir::OpKind::While, operands, std::move(attrs), {cond, jbody}, site.loc);
+  attrs.set("consts", static_cast<int64_t>(L.consts()));
+  const std::vector<Tensor> r = create(ir::OpKind::While, operands, std::move(attrs), {L.cond, L.body}, site.loc);
   std::size_t at = nc;
   for (std::size_t i = 0; i < nc; ++i)
-    if (dc[i]) c.tangent(i, r[at++]);
+    if (L.dc[i]) c.tangent(i, r[at++]);
+}
+
+// ---- second order through while_vjp ---------------------------------------------
+//
+// A while_vjp computes g(x, d) = J(x)^T d, with x its consts and the carries'
+// initial values, J the Jacobian of the final carries in x and d their
+// cotangent. Both of g's derivatives come from the reverse of the loop's JVP
+// (carries (c, tc), consts (x, tx)), itself a while_vjp. With final-value
+// cotangents (a, b) for (c, tc), that reverse gives
+//   for (c0, consts): J^T a + (d(J tx)/dx)^T b = J^T a + (d(J^T b)/dx) tx
+// (second derivatives are symmetric), and for (tc0, tconsts): J^T b.
+// - Forward (a tangent (tx, td) of the operands): a = td, b = d gives the
+//   tangent of g, J^T td + (dg/dx) tx, in the (c0, consts) slots.
+// - Reverse (a cotangent u of g's results): the cotangent of x is
+//   (dg/dx)^T u = d/dx <J u, d>: a = 0, b = d, tx = u; that of d is J u,
+//   the final tangent carries of the JVP loop run forward.
+
+namespace {
+
+/// A while_vjp site's layout: k consts, nc carries, and which carries and
+/// consts are floating (they have cotangents, in this order, among its
+/// results; the carries' final-value cotangents are its last operands).
+struct WhileVjpSite {
+  ir::Op op; ///< a copy: creating ops may move the live one
+  std::size_t k, nc;
+  std::vector<std::size_t> fc, fk;
+};
+
+WhileVjpSite whileVjpSite(const ir::Op& op) {
+  TraceState& s = current();
+  WhileVjpSite w{op, static_cast<std::size_t>(op.attrs.integer("consts")), static_cast<std::size_t>(op.attrs.integer("carries")), {}, {}};
+  for (std::size_t i = 0; i < w.nc; ++i)
+    if (floating(s.fn->type(op.operands[w.k + i]))) w.fc.push_back(i);
+  for (std::size_t i = 0; i < w.k; ++i)
+    if (floating(s.fn->type(op.operands[i]))) w.fk.push_back(i);
+  return w;
+}
+
+/// The loop's body: the original of the site's split forward when this
+/// module made the split, else the split forward without its residuals
+/// (a while_vjp parsed from text).
+std::string loopBody(const WhileVjpSite& w) {
+  const std::string& fwd = w.op.callees[1];
+  if (std::string b = derived("scanbase @" + fwd); !b.empty()) return b;
+  return derive(current().module, "loop_body", fwd, [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<ir::ValueId> args;
+    for (const Type& t : g.paramTypes()) args.push_back(scope.param(t).id());
+    const std::vector<ir::ValueId> r = inlineFunction(scope.state().builder, g, args);
+    std::vector<Tensor> out;
+    for (std::size_t i = 0; i < w.nc; ++i) out.push_back(detail::wrap(scope.state(), r[i]));
+    return out;
+  });
+}
+
+/// The reverse of the site's JVP loop with tangents `t` (per const and
+/// carry; nullopt: none) and final-value cotangents a (per floating carry;
+/// nullopt: zeros) and b = the site's d. Returns the loop, its operands, and
+/// the while_vjp's results: per floating carry of the JVP loop (the site's,
+/// then the tangent carries), then per floating const (the site's, then the
+/// tangent consts).
+struct JvpLoopReverse {
+  JvpLoop loop;
+  std::vector<Tensor> operands, r;
+};
+
+JvpLoopReverse reverseOfJvpLoop(const WhileVjpSite& w, const std::vector<std::optional<Tensor>>& t,
+                                const std::vector<std::optional<Tensor>>& a) {
+  TraceState& s = current();
+  auto x = [&](std::size_t i) { return detail::wrap(s, w.op.operands[i]); };
+  std::vector<char> dk, dc;
+  for (std::size_t i = 0; i < w.k + w.nc; ++i)
+    (i < w.k ? dk : dc).push_back(t[i].has_value() && floating(s.fn->type(w.op.operands[i])));
+  JvpLoopReverse out{jvpLoop(w.op.callees[0], loopBody(w), w.k, w.nc, dk, dc), {}, {}};
+  const JvpLoop& L = out.loop;
+  auto group = [&](std::size_t from, std::size_t n, const std::vector<char>& mask) {
+    for (std::size_t i = from; i < from + n; ++i) out.operands.push_back(x(i));
+    for (std::size_t i = from; i < from + n; ++i)
+      if (mask[i - from]) out.operands.push_back(t[i] ? *t[i] : zeros_like(x(i)));
+  };
+  group(0, w.k, L.dk);
+  group(w.k, w.nc, L.dc);
+  std::vector<Tensor> dfinal;
+  for (std::size_t j = 0; j < w.fc.size(); ++j) dfinal.push_back(a[j] ? *a[j] : zeros_like(x(w.k + w.fc[j])));
+  for (std::size_t j = 0; j < w.fc.size(); ++j)
+    if (L.dc[w.fc[j]]) dfinal.push_back(x(w.k + w.nc + j)); // a tangent carry is floating: its carry is
+  out.r = whileVjpOf(L.cond, L.body, out.operands, L.consts(), dfinal, w.op.loc);
+  return out;
+}
+
+/// The number of floating carries of a JVP loop: the site's and the tangent ones.
+std::size_t jvpLoopFloatingCarries(const WhileVjpSite& w, const JvpLoop& L) {
+  return w.fc.size() + static_cast<std::size_t>(std::count(L.dc.begin(), L.dc.end(), 1));
+}
+
+} // namespace
+
+void whileVjpJvp(const JvpCtx& c) {
+  const WhileVjpSite w = whileVjpSite(c.op);
+  std::vector<std::optional<Tensor>> t, td;
+  for (std::size_t i = 0; i < w.k + w.nc; ++i) t.push_back(c.dx(i));
+  for (std::size_t j = 0; j < w.fc.size(); ++j) td.push_back(c.dx(w.k + w.nc + j));
+  const JvpLoopReverse rev = reverseOfJvpLoop(w, t, td);
+  const std::size_t fcl = jvpLoopFloatingCarries(w, rev.loop);
+  for (std::size_t j = 0; j < w.fc.size(); ++j) c.tangent(j, rev.r[j]);
+  for (std::size_t j = 0; j < w.fk.size(); ++j) c.tangent(w.fc.size() + j, rev.r[fcl + j]);
+}
+
+void whileVjpVjp(const VjpCtx& c) {
+  const WhileVjpSite w = whileVjpSite(current().fn->ops[c.opIndex]);
+  const std::vector<std::optional<Tensor>> u = resultCts(c);
+  std::vector<std::optional<Tensor>> t(w.k + w.nc);
+  bool any = false;
+  for (std::size_t j = 0; j < w.fc.size(); ++j) any |= (t[w.k + w.fc[j]] = u[j]).has_value();
+  for (std::size_t j = 0; j < w.fk.size(); ++j) any |= (t[w.fk[j]] = u[w.fc.size() + j]).has_value();
+  if (!any) return;
+  const JvpLoopReverse rev = reverseOfJvpLoop(w, t, std::vector<std::optional<Tensor>>(w.fc.size()));
+  const JvpLoop& L = rev.loop;
+  const std::size_t fcl = jvpLoopFloatingCarries(w, L);
+  std::vector<std::optional<Tensor>> out(w.op.operands.size());
+  for (std::size_t j = 0; j < w.fc.size(); ++j) out[w.k + w.fc[j]] = rev.r[j];
+  for (std::size_t j = 0; j < w.fk.size(); ++j) out[w.fk[j]] = rev.r[fcl + j];
+  // J u: the tangent carries' final values.
+  ir::Attrs attrs;
+  attrs.set("consts", static_cast<int64_t>(L.consts()));
+  const std::vector<Tensor> final = create(ir::OpKind::While, rev.operands, std::move(attrs), {L.cond, L.body}, w.op.loc);
+  std::size_t at = w.nc;
+  for (std::size_t i = 0, j = 0; i < w.nc; ++i) {
+    const bool isFloating = j < w.fc.size() && w.fc[j] == i;
+    if (L.dc[i]) out[w.k + w.nc + j] = final[at++];
+    j += isFloating;
+  }
+  addGrads(c, out);
 }
 
 } // namespace adjit::autodiff

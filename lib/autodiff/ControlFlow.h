@@ -21,8 +21,9 @@ struct JvpCtx;
 void switchVjp(const VjpCtx& c);
 void scanVjp(const VjpCtx& c);
 void whileVjp(const VjpCtx& c);
-/// while_vjp's own derivatives: an Error (a second derivative through a
-/// while loop without max_iterations) that says to give max_iterations.
+/// while_vjp's own derivatives (second order through a loop without
+/// max_iterations): each is the reverse of the loop's JVP, another while_vjp
+/// (see the comment above whileVjpJvp in ControlFlow.cpp).
 void whileVjpVjp(const VjpCtx& c);
 void whileVjpJvp(const JvpCtx& c);
 

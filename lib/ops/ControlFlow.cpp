@@ -586,7 +586,7 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
         c.b.CreateBr(done);
         c.b.SetInsertPoint(done);
       },
-      // A second derivative would differentiate the stack: an error naming the fix.
+      // Second order: the reverse of the loop's JVP, another while_vjp (autodiff/ControlFlow.cpp).
       .jvp = autodiff::whileVjpJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },
       .example = R"(func @f(%0: f64[], %1: f64[3], %2: f64[3]) -> (f64[3], f64[]) {
