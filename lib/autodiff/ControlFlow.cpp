@@ -703,12 +703,21 @@ std::vector<char> tangentsOf(const JvpCtx& c, std::size_t from, std::size_t n) {
   return m;
 }
 
-/// The operands [from, from + n) followed by the tangents of those marked in
-/// `mask` (zeros for a marked operand without one).
-void appendWithTangents(const JvpCtx& c, std::vector<Tensor>& out, std::size_t from, std::size_t n, const std::vector<char>& mask) {
-  for (std::size_t i = from; i < from + n; ++i) out.push_back(c.x(i));
+/// The values x(i) for i in [from, from + n) followed by the tangents t(i)
+/// of those marked in `mask` (zeros for a marked one without a tangent).
+template <class X, class T>
+void appendWithTangents(std::vector<Tensor>& out, std::size_t from, std::size_t n, const std::vector<char>& mask, X x, T t) {
+  for (std::size_t i = from; i < from + n; ++i) out.push_back(x(i));
   for (std::size_t i = from; i < from + n; ++i)
-    if (mask[i - from]) out.push_back(c.dx(i) ? *c.dx(i) : zeros_like(c.x(i)));
+    if (mask[i - from]) {
+      const std::optional<Tensor> ti = t(i);
+      out.push_back(ti ? *ti : zeros_like(x(i)));
+    }
+}
+
+/// The same for an op's operands and their tangents.
+void appendWithTangents(const JvpCtx& c, std::vector<Tensor>& out, std::size_t from, std::size_t n, const std::vector<char>& mask) {
+  appendWithTangents(out, from, n, mask, [&](std::size_t i) { return c.x(i); }, [&](std::size_t i) { return c.dx(i); });
 }
 
 template <class T> std::vector<T> concat(std::vector<T> a, const std::vector<T>& b) {
@@ -932,13 +941,9 @@ JvpLoopReverse reverseOfJvpLoop(const WhileVjpSite& w, const std::vector<std::op
     (i < w.k ? dk : dc).push_back(t[i].has_value() && floating(s.fn->type(w.op.operands[i])));
   JvpLoopReverse out{jvpLoop(w.op.callees[0], loopBody(w), w.k, w.nc, dk, dc), {}, {}};
   const JvpLoop& L = out.loop;
-  auto group = [&](std::size_t from, std::size_t n, const std::vector<char>& mask) {
-    for (std::size_t i = from; i < from + n; ++i) out.operands.push_back(x(i));
-    for (std::size_t i = from; i < from + n; ++i)
-      if (mask[i - from]) out.operands.push_back(t[i] ? *t[i] : zeros_like(x(i)));
-  };
-  group(0, w.k, L.dk);
-  group(w.k, w.nc, L.dc);
+  auto tangent = [&](std::size_t i) { return t[i]; };
+  appendWithTangents(out.operands, 0, w.k, L.dk, x, tangent);
+  appendWithTangents(out.operands, w.k, w.nc, L.dc, x, tangent);
   std::vector<Tensor> dfinal;
   for (std::size_t j = 0; j < w.fc.size(); ++j) dfinal.push_back(a[j] ? *a[j] : zeros_like(x(w.k + w.fc[j])));
   for (std::size_t j = 0; j < w.fc.size(); ++j)
@@ -983,12 +988,9 @@ void whileVjpVjp(const VjpCtx& c) {
   ir::Attrs attrs;
   attrs.set("consts", static_cast<int64_t>(L.consts()));
   const std::vector<Tensor> final = create(ir::OpKind::While, rev.operands, std::move(attrs), {L.cond, L.body}, w.op.loc);
-  std::size_t at = w.nc;
-  for (std::size_t i = 0, j = 0; i < w.nc; ++i) {
-    const bool isFloating = j < w.fc.size() && w.fc[j] == i;
-    if (L.dc[i]) out[w.k + w.nc + j] = final[at++];
-    j += isFloating;
-  }
+  std::size_t at = w.nc; // tangent carries follow the carries, in carry order (only floating ones have them)
+  for (std::size_t j = 0; j < w.fc.size(); ++j)
+    if (L.dc[w.fc[j]]) out[w.k + w.nc + j] = final[at++];
   addGrads(c, out);
 }
 

@@ -154,12 +154,15 @@ public:
     return !cuts_.empty();
   }
 
+  /// What LLVM compiles for kernel k: its ops per point, or kLowerWeight for
+  /// an op's own code.
+  static int64_t codeOf(const Kernel& k) { return k.kind == Kernel::Kind::Loop ? std::max(k.bodySize, 1) : kLowerWeight; }
+
   /// What LLVM compiles: the ops per point of each distinct kernel code.
   static int64_t codeSize(const FusionPlan& p) {
     int64_t size = 0;
     for (std::size_t k = 0; k < p.kernels.size(); ++k)
-      if (p.kernels[k].sameAs < 0 || p.kernels[k].sameAs == static_cast<int>(k))
-        size += p.kernels[k].kind == Kernel::Kind::Loop ? std::max(p.kernels[k].bodySize, 1) : kLowerWeight;
+      if (p.kernels[k].sameAs < 0 || p.kernels[k].sameAs == static_cast<int>(k)) size += codeOf(p.kernels[k]);
     return size;
   }
 
@@ -787,7 +790,7 @@ private:
   /// argument tables and the lost inlining cost a third of the run time.
   void share(FusionPlan& p) const {
     int64_t code = 0;
-    for (const Kernel& k : p.kernels) code += k.kind == Kernel::Kind::Loop ? std::max(k.bodySize, 1) : kLowerWeight;
+    for (const Kernel& k : p.kernels) code += codeOf(k);
     const bool small = code <= functionBudget_;
     auto work = [&](const Kernel& k) {
       if (k.kind == Kernel::Kind::Loop) return num_elements(k.domain) * std::max(k.bodySize, 1);
