@@ -179,6 +179,41 @@ std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std:
 constexpr std::size_t kParallelInstructions = 2000;
 constexpr unsigned kMaxPartitions = 4;
 
+/// Constant tables of at least this many bytes are compiled into an object
+/// of their own (separateLargeConstants).
+constexpr uint64_t kSeparateConstantBytes = 4096;
+
+/// Moves the large constant tables of `lm` (a gather's index table, a
+/// program's data) into a module of their own and leaves declarations in
+/// `lm`. Returns null when there are none. Loads from such tables are at
+/// indices known only at run time, so the optimiser loses nothing, and the
+/// tables skip the bitcode hand-off of module partitions, which writes and
+/// reads a record element per byte (20-30 ms for a 200k-row problem).
+std::unique_ptr<llvm::Module> separateLargeConstants(llvm::Module& lm, const std::string& symbol) {
+  std::unique_ptr<llvm::Module> data;
+  int count = 0;
+  for (llvm::GlobalVariable& g : lm.globals()) {
+    if (!g.isConstant() || !g.hasInitializer()) continue;
+    const auto* table = llvm::dyn_cast<llvm::ConstantDataSequential>(g.getInitializer());
+    if (!table || table->getRawDataValues().size() < kSeparateConstantBytes) continue;
+    if (!data) {
+      data = std::make_unique<llvm::Module>(lm.getName().str() + ".data", lm.getContext());
+      data->setDataLayout(lm.getDataLayout());
+      data->setTargetTriple(lm.getTargetTriple());
+    }
+    const llvm::StringRef bytes = table->getRawDataValues();
+    llvm::Constant* init = llvm::ConstantDataArray::getRaw(bytes, bytes.size(), llvm::Type::getInt8Ty(lm.getContext()));
+    const std::string name = symbol + ".data" + std::to_string(count++);
+    auto* def = new llvm::GlobalVariable(*data, init->getType(), true, llvm::GlobalValue::ExternalLinkage, init, name);
+    def->setAlignment(g.getAlign());
+    g.setInitializer(nullptr);
+    g.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    g.setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::None);
+    g.setName(name);
+  }
+  return data;
+}
+
 /// Optimises and compiles `lm` into object files. With several cores and a
 /// large module, the module is split (its functions are independent kernels
 /// and chunks) and each part is optimised and compiled in its own LLVM
@@ -197,14 +232,16 @@ std::vector<std::string> compileObjects(llvm::Module& lm, const CompileRequest& 
                    ? static_cast<unsigned>(std::min<std::size_t>({cores, kMaxPartitions, functions}))
                    : 1;
   auto t0 = Clock::now();
+  std::vector<std::string> objects;
+  if (std::unique_ptr<llvm::Module> data = separateLargeConstants(lm, symbol)) objects.push_back(codegen::emitObject(*data, tm));
   if (partitions <= 1) {
     partitions = 1;
     codegen::optimize(lm, tm, r.optLevel);
     optMs = msSince(t0);
     t0 = Clock::now();
-    std::string object = codegen::emitObject(lm, tm);
+    objects.push_back(codegen::emitObject(lm, tm));
     emitMs = msSince(t0);
-    return {std::move(object)};
+    return objects;
   }
   // Splitting makes local symbols global: name them after the kernel so that
   // kernels loaded side by side in the JIT never clash.
@@ -221,7 +258,8 @@ std::vector<std::string> compileObjects(llvm::Module& lm, const CompileRequest& 
         bitcode.push_back(std::move(bytes));
       },
       /*PreserveLocals=*/false, /*RoundRobin=*/true);
-  std::vector<std::string> objects(bitcode.size());
+  const std::size_t first = objects.size();
+  objects.resize(first + bitcode.size());
   std::vector<std::exception_ptr> errors(bitcode.size());
   auto work = [&](std::size_t i) {
     try {
@@ -230,7 +268,7 @@ std::vector<std::string> compileObjects(llvm::Module& lm, const CompileRequest& 
       if (!part) throw InternalError("jit: cannot read a partition back: " + llvm::toString(part.takeError()));
       auto ptm = codegen::createTargetMachine({r.optLevel, r.cpu});
       codegen::optimize(**part, *ptm, r.optLevel);
-      objects[i] = codegen::emitObject(**part, *ptm);
+      objects[first + i] = codegen::emitObject(**part, *ptm);
     } catch (...) {
       errors[i] = std::current_exception();
     }

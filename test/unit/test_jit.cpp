@@ -290,6 +290,47 @@ TEST_CASE("large intermediates and chains fuse and stay correct") {
   CHECK(m.item<double>() == doctest::Approx(wantMax).epsilon(1e-5));
 }
 
+TEST_CASE("constant tables of every size and dtype, in small and in partitioned modules") {
+  // Tables of 4 KiB and more are compiled into an object of their own (as
+  // bytes); smaller ones stay in the kernel's module. Both must read back
+  // exactly, as must i1 and i32 data, in a module small enough for one
+  // object and in one large enough to be optimised in partitions.
+  const int64_t n = 6000;
+  std::vector<double> table(static_cast<std::size_t>(n));
+  std::vector<float> small(100);
+  std::vector<int32_t> index(static_cast<std::size_t>(n));
+  std::vector<bool> mask(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    table[static_cast<std::size_t>(i)] = 0.001 * static_cast<double>((i * 7919) % 1009) - 0.5;
+    index[static_cast<std::size_t>(i)] = static_cast<int32_t>((i * 4099) % n);
+    mask[static_cast<std::size_t>(i)] = i % 3 == 0;
+  }
+  for (std::size_t i = 0; i < small.size(); ++i) small[i] = 0.25f * static_cast<float>(i);
+  const Array tableA(table), smallA(small), indexA(index), maskA = test::i1(mask);
+  auto gathered = [&](const Tensor& x) {
+    Tensor g = take(constant(tableA), constant(indexA), 0) * x;
+    return where(constant(maskA), g, x + cast(sum(constant(smallA)), DType::f64));
+  };
+  std::vector<double> xs(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) xs[static_cast<std::size_t>(i)] = 1.0 + 1e-4 * static_cast<double>(i);
+  const Array x(xs);
+  auto small_ = jit([&](Tensor x) { return gathered(x); });
+  const std::vector<double> got = small_(x).to_vector<double>();
+  double smallSum = 0;
+  for (float v : small) smallSum += v;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    REQUIRE(got[i] == (mask[i] ? table[static_cast<std::size_t>(index[i])] * xs[i] : xs[i] + smallSum));
+  // Hundreds of ops per point: several LLVM functions, compiled in partitions.
+  auto chain = [&](Tensor x) {
+    Tensor y = gathered(x);
+    for (int i = 0; i < 2100; ++i) y = i % 3 == 0 ? sin(y) : i % 3 == 1 ? y * (1.0 + 1e-4 * i) : y + 1e-3 * i;
+    return y * take(constant(tableA), constant(indexA), 0);
+  };
+  Module m = trace(chain, x.type());
+  const Array want = m.interpret("f", {x}).at(0);
+  ADJIT_CHECK_CLOSE(jit(chain)(x), want, 1e-12);
+}
+
 TEST_CASE("machine code is freed with the last copy of a jitted function") {
   const std::size_t before = engine::liveKernels();
   {
