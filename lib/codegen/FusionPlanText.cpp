@@ -1,0 +1,110 @@
+// codegen/FusionPlanText.cpp — a fusion plan as text (`adjit dump
+// --emit=plan`, ADJIT_DUMP, FileCheck tests): one block per kernel with its
+// fused ops and where each written value goes, then runs, views and globals.
+#include "codegen/FusionPlan.h"
+
+#include "ops/OpTable.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace adjit::codegen {
+namespace {
+
+using ir::ValueId;
+
+std::size_t at(ValueId v) { return static_cast<std::size_t>(v); }
+
+std::string values(const std::vector<ValueId>& vs) {
+  std::string s;
+  for (ValueId v : vs) s += (s.empty() ? "%" : ", %") + std::to_string(v);
+  return s;
+}
+
+std::string opText(const ir::Function& f, const ir::Op& op) {
+  return fmt::format("{} = {}({})", values(op.results), ops::info(op.kind).name, values(op.operands));
+}
+
+std::string placeText(const Placement& p) {
+  switch (p.where) {
+  case Storage::Fused: return "fused";
+  case Storage::Param: return fmt::format("param {}", p.index);
+  case Storage::Output: return fmt::format("output {}", p.index);
+  case Storage::Stack: return "stack";
+  case Storage::Scratch: return fmt::format("scratch+{}", p.offset);
+  case Storage::View: return fmt::format("view of %{}+{}", p.index, p.offset);
+  case Storage::Constant: return "constant";
+  }
+  return "?";
+}
+
+} // namespace
+
+std::string FusionPlan::str() const {
+  const ir::Function& f = *fn;
+  std::vector<const ir::Op*> producer(f.types.size(), nullptr);
+  std::vector<int> position(f.types.size(), -1);
+  for (std::size_t i = 0; i < f.ops.size(); ++i)
+    for (ValueId r : f.ops[i].results) {
+      producer[at(r)] = &f.ops[i];
+      position[at(r)] = static_cast<int>(i);
+    }
+  // Repeated code: emitted with its first kernel, called by the others.
+  auto sharing = [&](std::size_t k) -> std::string {
+    const int first = kernels[k].sameAs;
+    if (first < 0) return "";
+    return first == static_cast<int>(k) ? ", code shared" : fmt::format(", code of #{}", first);
+  };
+  auto where = [&](const std::vector<ValueId>& vs) {
+    std::string w;
+    for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
+    return w;
+  };
+  std::string s = fmt::format("plan @{}: {} kernel{} in {} function{}, scratch {} bytes, stack {} bytes\n", f.name,
+                              kernels.size(), kernels.size() == 1 ? "" : "s", functions, functions == 1 ? "" : "s",
+                              scratchBytes, stackBytes);
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    const Kernel& kn = kernels[k];
+    if (functions > 1 && (k == 0 || kernels[k - 1].function != kn.function)) s += fmt::format("  function {}:\n", kn.function);
+    // Fused values and the values the kernel writes, in op order.
+    std::vector<std::pair<ValueId, const char*>> lines;
+    for (ValueId v : kn.fused) lines.push_back({v, "fused"});
+    if (kn.kind == Kernel::Kind::Loop) {
+      Shape kept(kn.domain.begin(), kn.domain.begin() + static_cast<std::ptrdiff_t>(kn.reduceFrom));
+      Shape reduced(kn.domain.begin() + static_cast<std::ptrdiff_t>(kn.reduceFrom), kn.domain.end());
+      s += fmt::format("  #{} loop {}", k, shape_str(kept));
+      if (!reduced.empty()) s += " reduce " + shape_str(reduced);
+      s += fmt::format(" {}, {} ops per point, level {}{}", kn.flat ? "flat" : "nest", kn.bodySize, kn.level, sharing(k));
+      if (kn.chunks > 1)
+        s += fmt::format(", {} chunks of {} rows{}", kn.chunks, kn.chunkRows, kn.partials ? " with partials" : "");
+      s += "\n";
+      for (const LoopRoot& r : kn.roots) lines.push_back({r.value, r.reduction ? "reduce" : "store"});
+    } else {
+      s += fmt::format("  #{} {}, level {}{}\n", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level, sharing(k));
+      if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], "write"});
+      else s += fmt::format("    run {}\n", opText(f, *kn.op));
+    }
+    std::stable_sort(lines.begin(), lines.end(),
+                     [&](const auto& a, const auto& b) { return position[at(a.first)] < position[at(b.first)]; });
+    for (const auto& [v, what] : lines) {
+      const ir::Op& op = *producer[at(v)];
+      s += fmt::format("    {} {}", what, opText(f, op));
+      if (std::string_view(what) != "fused") s += " -> " + where(op.results);
+      s += "\n";
+    }
+  }
+  for (const Run& r : runs)
+    s += fmt::format("  run #{}..#{}: {} steps of {} kernel{}\n", r.first, r.first + static_cast<std::size_t>(r.period * r.count) - 1,
+                     r.count, r.period, r.period == 1 ? "" : "s");
+  for (std::size_t v = 0; v < place.size(); ++v)
+    if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
+    else if (place[v].where == Storage::Constant) s += fmt::format("  global {}\n", opText(f, *producer[v]));
+  for (std::size_t i = 0; i < f.outputs.size(); ++i) {
+    const Placement& p = place[at(f.outputs[i])];
+    if (p.where != Storage::Output || p.index != i) s += fmt::format("  output {} = copy of %{}\n", i, f.outputs[i]);
+  }
+  return s;
+}
+
+} // namespace adjit::codegen
