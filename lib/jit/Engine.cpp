@@ -201,10 +201,10 @@ std::unique_ptr<llvm::Module> separateLargeConstants(llvm::Module& lm, const std
       data->setDataLayout(lm.getDataLayout());
       data->setTargetTriple(lm.getTargetTriple());
     }
-    const llvm::StringRef bytes = table->getRawDataValues();
-    llvm::Constant* init = llvm::ConstantDataArray::getRaw(bytes, bytes.size(), llvm::Type::getInt8Ty(lm.getContext()));
+    // The same initializer (the emitter writes tables as bytes): one context.
     const std::string name = symbol + ".data" + std::to_string(count++);
-    auto* def = new llvm::GlobalVariable(*data, init->getType(), true, llvm::GlobalValue::ExternalLinkage, init, name);
+    auto* def = new llvm::GlobalVariable(*data, g.getValueType(), true, llvm::GlobalValue::ExternalLinkage,
+                                         g.getInitializer(), name);
     def->setAlignment(g.getAlign());
     g.setInitializer(nullptr);
     g.setLinkage(llvm::GlobalValue::ExternalLinkage);

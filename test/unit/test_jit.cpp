@@ -320,7 +320,8 @@ TEST_CASE("constant tables of every size and dtype, in small and in partitioned 
   for (float v : small) smallSum += v;
   for (std::size_t i = 0; i < xs.size(); ++i)
     REQUIRE(got[i] == (mask[i] ? table[static_cast<std::size_t>(index[i])] * xs[i] : xs[i] + smallSum));
-  // Hundreds of ops per point: several LLVM functions, compiled in partitions.
+  // Hundreds of ops per point: several LLVM functions, compiled in
+  // partitions on a machine with two cores or more.
   auto chain = [&](Tensor x) {
     Tensor y = gathered(x);
     for (int i = 0; i < 2100; ++i) y = i % 3 == 0 ? sin(y) : i % 3 == 1 ? y * (1.0 + 1e-4 * i) : y + 1e-3 * i;
