@@ -1,7 +1,8 @@
 // bench/matmul_bench.cpp — adjit's matmul next to OpenBLAS (one thread), in
 // the same process: GFLOP/s of C = A B for square sizes 64-2048 in f32 and
 // f64, a batched product, the transposed forms a VJP uses, and the B4 MLP's
-// shapes. Not a test. `--quick` stops at 512; `--size N` runs N^3 only.
+// shapes. Not a test. `--quick` stops at 512; `--size N` runs N^3 only;
+// `--abt` runs only the small A B^T products (a GMM gradient's).
 #include <adjit/adjit.h>
 
 #include <cblas.h>
@@ -76,6 +77,7 @@ static void row(const char* label, int64_t batch, int64_t m, int64_t n, int64_t 
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool abtOnly = argc > 1 && std::strcmp(argv[1], "--abt") == 0; // the rows of small A B^T products only
   openblas_set_num_threads(1);
   if (argc > 2 && std::strcmp(argv[1], "--size") == 0) { // one square size, f32 and f64
     const int64_t s = std::atoll(argv[2]);
@@ -86,16 +88,30 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   std::printf("matmul: adjit against OpenBLAS, one thread each; ratio = adjit speed / OpenBLAS speed; then adjit on all cores\n");
   for (int64_t s : {64, 128, 256, 512, 1024, 2048}) {
-    if (quick && s > 512) break;
+    if ((quick && s > 512) || abtOnly) break;
     char label[64];
     std::snprintf(label, sizeof label, "%lld^3", static_cast<long long>(s));
     row<float>(label, 1, s, s, s, false, false);
     row<double>(label, 1, s, s, s, false, false);
   }
-  row<float>("batch 16 x 128^3", 16, 128, 128, 128, false, false);
-  row<float>("A^T B 512^3 (dW = X^T dY)", 1, 512, 512, 512, true, false);
-  row<float>("A B^T 512^3 (dX = dY W^T)", 1, 512, 512, 512, false, true);
-  // B4's shapes: X [256, 512] @ W1 [512, 512], then @ W2.
-  row<float>("B4 256x512 @ 512x512", 1, 256, 512, 512, false, false);
+  if (!abtOnly) {
+    row<float>("batch 16 x 128^3", 16, 128, 128, 128, false, false);
+    row<float>("A^T B 512^3 (dW = X^T dY)", 1, 512, 512, 512, true, false);
+    row<float>("A B^T 512^3 (dX = dY W^T)", 1, 512, 512, 512, false, true);
+    // B4's shapes: X [256, 512] @ W1 [512, 512], then @ W2.
+    row<float>("B4 256x512 @ 512x512", 1, 256, 512, 512, false, false);
+  }
+  // The GMM gradient's dQ = dY X^T: a small matrix per component summed
+  // over 1,000 points (ADBench 1k, D = 10 and 20, K = 25).
+  row<double>("GMM 25 x 10x1000 @ (10x1000)^T", 25, 10, 10, 1000, false, true);
+  row<double>("GMM 25 x 20x1000 @ (20x1000)^T", 25, 20, 20, 1000, false, true);
+  if (quick) return 0;
+  for (int64_t s : {8, 32, 64, 128})
+    for (int64_t k : {256, 4096}) {
+      char label[64];
+      std::snprintf(label, sizeof label, "A B^T %lldx%lld, k = %lld", static_cast<long long>(s), static_cast<long long>(s),
+                    static_cast<long long>(k));
+      row<double>(label, 1, s, s, k, false, true);
+    }
   return 0;
 }

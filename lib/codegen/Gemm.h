@@ -1,6 +1,6 @@
 // codegen/Gemm.h — a BLIS-style matrix product generated as LLVM IR: operands
 // packed into cache-sized blocks, a register-blocked micro-kernel sized for the
-// target's vector unit. The matmul op's lowering calls it; JIT kernels and AOT
+// target's vector unit; unpacked kernels for products that stay in cache. The matmul op's lowering calls it; JIT kernels and AOT
 // objects share it, and objects need no BLAS library.
 #pragma once
 
@@ -17,13 +17,15 @@ struct GemmShape {
   bool transA = false, transB = false;
 };
 
-/// Whether the packed kernel pays off for this product (floating dtypes, and
-/// enough work per packed element); otherwise plain loops are better.
+/// Whether a generated kernel (packed, direct or dot products) pays off for
+/// this product (floating dtypes, and enough work per element read);
+/// otherwise plain loops are better.
 bool usePackedGemm(const GemmShape& s, const VectorUnit& unit);
 
 /// Emits C = op(A) op(B) for every matrix of the batch at the insertion point:
 /// a call, per matrix, of a function of the module generated once per dtype
-/// and transposition. Its packing buffers live in `c`'s workspace.
+/// and transposition (its packing buffers live in `c`'s workspace), or, for
+/// small products, chunks of a function generated for the shape.
 void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C);
 
 } // namespace adjit::codegen

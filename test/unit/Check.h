@@ -16,6 +16,9 @@ namespace adjit::test {
 /// Op kinds seen in any module checked through `check3`.
 std::set<ir::OpKind>& exercisedOps();
 
+/// The bytes of an Array, for bitwise comparison.
+inline std::string bytesOf(const Array& a) { return std::string(static_cast<const char*>(a.raw()), a.bytes()); }
+
 inline bool close(const Array& got, const Array& want, double rtol, std::string* why) {
   if (got.type() != want.type()) {
     *why = "type " + got.type().str() + " != " + want.type().str();

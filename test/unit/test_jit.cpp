@@ -355,11 +355,6 @@ TEST_CASE("identical functions share one kernel") {
   CHECK(engine::liveKernels() == before + 1);
 }
 
-namespace {
-/// The bytes of an Array, for bitwise comparison.
-std::string bytesOf(const Array& a) { return std::string(static_cast<const char*>(a.raw()), a.bytes()); }
-} // namespace
-
 TEST_CASE("split loops run on threads: bitwise identical results for every thread count") {
   // Large enough to be split (a full reduction with partials, rows of a
   // reduction, an elementwise gradient), with values whose sum depends on

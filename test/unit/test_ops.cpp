@@ -429,14 +429,16 @@ TEST_CASE("matmul: the packed kernel, every transposition, edge tiles and blocks
   struct Case {
     int64_t batch, m, n, k;
   };
-  // Small products run unpacked, larger ones packed (and B^T always packed);
-  // with enough work (the last case, batched) their chunks run on threads.
-  // Edges of the micro-tile (m, n not multiples of 6/12 and 8/16/32); packed:
+  // Small products run unpacked, larger ones packed, and A B^T with a B that
+  // stays in cache as dot products (k of 4 vectors or more); with enough work
+  // (the last cases, batched) their chunks run on threads. Edges of the
+  // micro-tile (m, n not multiples of 6/12 and 8/16/32) and of the dot tile
+  // (3×3, 4×4; k not a multiple of the vector: {3, 10, 13, 131}); packed:
   // several k blocks (k > 64), m blocks (m > 504) and n blocks (n > 2048 in
   // f64, > 4096 in f32).
   const std::vector<Case> cases = {{1, 64, 64, 64},  {2, 37, 45, 29},  {3, 13, 33, 70},  {1, 100, 17, 300},
                                    {1, 7, 300, 520}, {1, 37, 1030, 70}, {1, 13, 2100, 70}, {1, 5, 4200, 20},
-                                   {1, 520, 130, 600}, {4, 96, 100, 120}};
+                                   {1, 520, 130, 600}, {4, 96, 100, 120}, {3, 10, 13, 131}, {25, 20, 20, 1000}};
   std::vector<std::string> cpus = {""};
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) cpus.push_back("x86-64-v3");
@@ -446,7 +448,8 @@ TEST_CASE("matmul: the packed kernel, every transposition, edge tiles and blocks
       for (const Case& c : cases)
         for (int form = 0; form < 4; ++form) {
           const bool ta = form & 1, tb = form & 2;
-          if (cpu != "" && (c.m != 37 || form == 3)) continue; // other targets: a direct and a packed shape
+          // Other targets: a direct, a packed and a dot shape.
+          if (cpu != "" && ((c.m != 37 && c.m != 10) || form == 3)) continue;
           CAPTURE(cpu);
           CAPTURE(name_of(dt));
           CAPTURE(c.m);
@@ -464,6 +467,8 @@ TEST_CASE("matmul: the packed kernel, every transposition, edge tiles and blocks
           const Array want = floatArray(referenceProduct(av, bv, c.batch, c.m, c.n, c.k, ta, tb), {c.batch, c.m, c.n}, dt);
           // |error| <= k eps sum |a||b| <= k eps k for these |a|, |b| <= 1.
           ADJIT_CHECK_CLOSE(got, want, (dt == DType::f32 ? 1.2e-7 : 2.3e-16) * double(c.k) * 4);
+          // Every element of C is summed by one chunk in one order.
+          if (c.batch * c.m * c.n * c.k >= (1 << 20)) CHECK(bytesOf(jit(f, {.cpu = cpu, .threads = 1})(a, b)) == bytesOf(got));
         }
 }
 
