@@ -142,6 +142,11 @@ void LowerCtx::callFirstCallee() const {
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
 llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
 
+/// Loops of at least this many trips (or of trips known at run time only)
+/// stay loops: LLVM's full unrolling, which stops at a few hundred
+/// instructions, leaves them.
+constexpr int64_t kLongLoopTrips = 64;
+
 void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) const {
   // No loop for no trip or one: LLVM would spend time removing it.
   if (n <= 0) return;
@@ -165,11 +170,28 @@ void LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::functi
   b.CreateCondBr(b.CreateICmpSLT(iv, end), bodyBB, exit);
   b.SetInsertPoint(bodyBB);
   const std::size_t scope = fe.openScope(); // what the body computes stays in it
+  const int64_t longLoopsBefore = fe.longLoops;
   body(iv);
   fe.closeScope(scope);
   llvm::Value* next = b.CreateAdd(iv, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
   iv->addIncoming(next, b.GetInsertBlock());
-  b.CreateBr(header);
+  llvm::Instruction* latch = b.CreateBr(header);
+  // A loop around a long loop is never unrolled: fully unrolled, a [25, 10,
+  // 1000] nest became 10 vectorised loops (and their remainders) per row,
+  // whose loop strength reduction took 20-30 ms of a GMM gradient's 150 ms in
+  // LLVM's code generator, for no speed. Short inner loops may still be
+  // unrolled away, and their outer loop with them. Marking innermost loops
+  // instead would stop their interleaving, which LLVM ties to the same hint.
+  if (fe.longLoops > longLoopsBefore) {
+    llvm::Metadata* noUnroll[] = {llvm::MDString::get(ctx(), "llvm.loop.unroll.disable")};
+    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx(), noUnroll)};
+    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx(), ops);
+    id->replaceOperandWith(0, id); // a loop ID names itself
+    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
+  const auto* constBegin = llvm::dyn_cast<llvm::ConstantInt>(begin);
+  const auto* constEnd = llvm::dyn_cast<llvm::ConstantInt>(end);
+  if (!constBegin || !constEnd || constEnd->getSExtValue() - constBegin->getSExtValue() >= kLongLoopTrips) ++fe.longLoops;
   b.SetInsertPoint(exit);
 }
 

@@ -74,6 +74,9 @@ public:
       memoLog_.pop_back();
     }
   }
+  /// Loops emitted so far that LLVM will keep as loops (see LowerCtx::loopRange).
+  int64_t longLoops = 0;
+
   /// The multi-dimensional index of linear position `l` in `shape`, computed once per scope.
   const std::vector<llvm::Value*>& delinearize(llvm::Value* l, const Shape& shape);
   /// The linear position of `dims` in `shape`, computed once per scope.
