@@ -142,6 +142,14 @@ void LowerCtx::callFirstCallee() const {
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
 llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
 
+void setLoopHints(llvm::Instruction* latch, std::initializer_list<llvm::Metadata*> hints) {
+  std::vector<llvm::Metadata*> ops{nullptr};
+  ops.insert(ops.end(), hints.begin(), hints.end());
+  llvm::MDNode* id = llvm::MDNode::getDistinct(latch->getContext(), ops);
+  id->replaceOperandWith(0, id); // a loop ID names itself
+  latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+}
+
 /// Loops of at least this many trips (or of trips known at run time only)
 /// stay loops: LLVM's full unrolling, which stops at a few hundred
 /// instructions, leaves them.
@@ -182,13 +190,8 @@ void LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::functi
   // LLVM's code generator, for no speed. Short inner loops may still be
   // unrolled away, and their outer loop with them. Marking innermost loops
   // instead would stop their interleaving, which LLVM ties to the same hint.
-  if (fe.longLoops > longLoopsBefore) {
-    llvm::Metadata* noUnroll[] = {llvm::MDString::get(ctx(), "llvm.loop.unroll.disable")};
-    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx(), noUnroll)};
-    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx(), ops);
-    id->replaceOperandWith(0, id); // a loop ID names itself
-    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
-  }
+  if (fe.longLoops > longLoopsBefore)
+    setLoopHints(latch, {llvm::MDNode::get(ctx(), {llvm::MDString::get(ctx(), "llvm.loop.unroll.disable")})});
   const auto* constBegin = llvm::dyn_cast<llvm::ConstantInt>(begin);
   const auto* constEnd = llvm::dyn_cast<llvm::ConstantInt>(end);
   if (!constBegin || !constEnd || constEnd->getSExtValue() - constBegin->getSExtValue() >= kLongLoopTrips) ++fe.longLoops;

@@ -122,4 +122,8 @@ struct LowerCtx : EmitBase {
   void callFirstCallee() const;
 };
 
+/// Marks the loop whose latch branch is `latch` with loop hints (the
+/// operands of its llvm.loop ID), e.g. "llvm.loop.unroll.disable".
+void setLoopHints(llvm::Instruction* latch, std::initializer_list<llvm::Metadata*> hints);
+
 } // namespace adjit::codegen

@@ -131,11 +131,7 @@ public:
     llvm::LLVMContext& ctx = b_.getContext();
     llvm::Metadata* noVec[] = {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
                                llvm::ConstantAsMetadata::get(b_.getFalse())};
-    llvm::Metadata* noUnroll[] = {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")};
-    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(ctx, noVec), llvm::MDNode::get(ctx, noUnroll)};
-    llvm::MDNode* id = llvm::MDNode::getDistinct(ctx, ops);
-    id->replaceOperandWith(0, id); // a loop ID names itself
-    latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+    setLoopHints(latch, {llvm::MDNode::get(ctx, noVec), llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")})});
   }
   template <class Body> void forCount(llvm::Value* n, Body body, bool optimise = false) {
     forRange(i64(0), n, 1, body, optimise);
