@@ -152,38 +152,49 @@ public:
     b_.SetInsertPoint(join);
   }
 
-  /// The micro-kernel: sums[r·nv + v] = Σ_{p < kc} splat(a(p, r)) · b(p, v),
-  /// rows × nv vector accumulators kept in registers through the k loop (kc >= 1).
-  template <class AElem, class BVec>
-  std::vector<llvm::Value*> microKernel(llvm::Value* kc, int64_t rows, int64_t nv, AElem a, BVec bvec) {
+  /// for (p = 0; p < end; p += step) accs = body(p, accs), with `count`
+  /// vector accumulators from zero carried in registers (end >= step);
+  /// returns their final values. The loop stays as written (plain).
+  template <class Body>
+  std::vector<llvm::Value*> accumulate(llvm::Value* end, int64_t step, std::size_t count, Body body) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* loop = llvm::BasicBlock::Create(b_.getContext(), "micro", fn_);
-    auto* done = llvm::BasicBlock::Create(b_.getContext(), "micro.done", fn_);
+    auto* loop = llvm::BasicBlock::Create(b_.getContext(), "acc", fn_);
+    auto* done = llvm::BasicBlock::Create(b_.getContext(), "acc.done", fn_);
     b_.CreateBr(loop);
     b_.SetInsertPoint(loop);
     llvm::PHINode* p = b_.CreatePHI(b_.getInt64Ty(), 2);
     p->addIncoming(i64(0), pre);
-    std::vector<llvm::PHINode*> acc(static_cast<std::size_t>(rows * nv));
-    for (auto& x : acc) {
-      x = b_.CreatePHI(vec_, 2);
-      x->addIncoming(llvm::Constant::getNullValue(vec_), pre);
+    std::vector<llvm::Value*> acc(count);
+    std::vector<llvm::PHINode*> phis(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      acc[i] = phis[i] = b_.CreatePHI(vec_, 2);
+      phis[i]->addIncoming(llvm::Constant::getNullValue(vec_), pre);
     }
-    std::vector<llvm::Value*> bv(static_cast<std::size_t>(nv));
-    for (int64_t v = 0; v < nv; ++v) bv[static_cast<std::size_t>(v)] = bvec(static_cast<llvm::Value*>(p), v);
-    std::vector<llvm::Value*> sums(acc.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      llvm::Value* splat = b_.CreateVectorSplat(static_cast<unsigned>(bl_.lanes), a(static_cast<llvm::Value*>(p), r));
-      for (int64_t v = 0; v < nv; ++v) {
-        const std::size_t i = static_cast<std::size_t>(r * nv + v);
-        sums[i] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_}, {splat, bv[static_cast<std::size_t>(v)], acc[i]});
-        acc[i]->addIncoming(sums[i], loop);
-      }
-    }
-    llvm::Value* next = add(p, i64(1));
-    p->addIncoming(next, loop);
-    plain(b_.CreateCondBr(b_.CreateICmpSLT(next, kc), loop, done));
+    acc = body(static_cast<llvm::Value*>(p), std::move(acc));
+    for (std::size_t i = 0; i < count; ++i) phis[i]->addIncoming(acc[i], b_.GetInsertBlock());
+    llvm::Value* next = add(p, i64(step));
+    p->addIncoming(next, b_.GetInsertBlock());
+    plain(b_.CreateCondBr(b_.CreateICmpSLT(next, end), loop, done));
     b_.SetInsertPoint(done);
-    return sums;
+    return acc;
+  }
+
+  /// The micro-kernel: sums[r·nv + v] = Σ_{p < kc} splat(a(p, r)) · b(p, v),
+  /// rows × nv vector accumulators kept in registers through the k loop (kc >= 1).
+  template <class AElem, class BVec>
+  std::vector<llvm::Value*> microKernel(llvm::Value* kc, int64_t rows, int64_t nv, AElem a, BVec bvec) {
+    return accumulate(kc, 1, static_cast<std::size_t>(rows * nv), [&](llvm::Value* p, std::vector<llvm::Value*> acc) {
+      std::vector<llvm::Value*> bv(static_cast<std::size_t>(nv));
+      for (int64_t v = 0; v < nv; ++v) bv[static_cast<std::size_t>(v)] = bvec(p, v);
+      for (int64_t r = 0; r < rows; ++r) {
+        llvm::Value* splat = b_.CreateVectorSplat(static_cast<unsigned>(bl_.lanes), a(p, r));
+        for (int64_t v = 0; v < nv; ++v) {
+          llvm::Value*& x = acc[static_cast<std::size_t>(r * nv + v)];
+          x = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_}, {splat, bv[static_cast<std::size_t>(v)], x});
+        }
+      }
+      return acc;
+    });
   }
 
   /// panel[p][lane] = elem(p, lane) for p < kc and lane < width; with
@@ -563,27 +574,9 @@ void dotPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm
       return acc;
     };
     std::vector<llvm::Value*> acc(static_cast<std::size_t>(rows * cols), zeros);
-    if (const int64_t full = K / W * W; full > 0) {
-      llvm::BasicBlock* pre = b.GetInsertBlock();
-      auto* loop = llvm::BasicBlock::Create(b.getContext(), "dot", g.fn_);
-      auto* done = llvm::BasicBlock::Create(b.getContext(), "dot.done", g.fn_);
-      b.CreateBr(loop);
-      b.SetInsertPoint(loop);
-      llvm::PHINode* p = b.CreatePHI(b.getInt64Ty(), 2);
-      p->addIncoming(g.i64(0), pre);
-      std::vector<llvm::PHINode*> phis;
-      for (llvm::Value*& x : acc) {
-        phis.push_back(b.CreatePHI(g.vec_, 2));
-        phis.back()->addIncoming(x, pre);
-        x = phis.back();
-      }
-      acc = step(acc, p, nullptr);
-      for (std::size_t i = 0; i < acc.size(); ++i) phis[i]->addIncoming(acc[i], loop);
-      llvm::Value* next = g.add(p, g.i64(W));
-      p->addIncoming(next, loop);
-      g.plain(b.CreateCondBr(b.CreateICmpSLT(next, g.i64(full)), loop, done));
-      b.SetInsertPoint(done);
-    }
+    if (const int64_t full = K / W * W; full > 0)
+      acc = g.accumulate(g.i64(full), W, acc.size(),
+                         [&](llvm::Value* p, std::vector<llvm::Value*> a) { return step(std::move(a), p, nullptr); });
     if (const int64_t tail = K % W; tail > 0) {
       std::vector<llvm::Constant*> bits;
       for (int64_t l = 0; l < W; ++l) bits.push_back(b.getInt1(l < tail));
@@ -647,8 +640,8 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
     llvm::Value* slots = c.fe_alloca(c.b.getInt64Ty(), kSlots);
     for (auto [slot, v] : {std::pair{sA, A}, std::pair{sB, B}, std::pair{sC, C}})
       c.b.CreateStore(v, c.b.CreateConstInBoundsGEP1_64(c.b.getInt64Ty(), slots, static_cast<uint64_t>(slot)));
-    const int64_t chunks = dot ? s.batch * ((s.m + dotTile(unit) - 1) / dotTile(unit))
-                               : s.batch * ((s.n + blockingFor(s.dtype, unit).nr - 1) / blockingFor(s.dtype, unit).nr);
+    const int64_t width = dot ? dotTile(unit) : blockingFor(s.dtype, unit).nr, extent = dot ? s.m : s.n;
+    const int64_t chunks = s.batch * ((extent + width - 1) / width);
     if (c.parallel() && s.batch * s.m * s.n * s.k >= kParallelGemmWork && chunks > 1) {
       llvm::FunctionCallee pf = c.llvmModule().getOrInsertFunction(
           "adjit_parallel_for", llvm::FunctionType::get(c.b.getVoidTy(), {c.b.getPtrTy(), c.b.getPtrTy(), c.b.getInt64Ty()}, false));
