@@ -1,7 +1,8 @@
 // codegen/Gemm.h — a BLIS-style matrix product generated as LLVM IR: operands
 // packed into cache-sized blocks, a register-blocked micro-kernel sized for the
-// target's vector unit; unpacked kernels for products that stay in cache. The matmul op's lowering calls it; JIT kernels and AOT
-// objects share it, and objects need no BLAS library.
+// target's vector unit; unpacked kernels for products that stay in cache. The
+// matmul op's lowering calls it; JIT kernels and AOT objects share it, and
+// objects need no BLAS library.
 #pragma once
 
 #include "codegen/Emitter.h"
