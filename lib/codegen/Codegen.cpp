@@ -597,6 +597,7 @@ uint64_t FunctionEmitter::emit() {
                                         whole->getName() + ".k" + std::to_string(c), whole->getParent());
       fn->copyAttributesFrom(whole);
       fn->addFnAttr(llvm::Attribute::NoInline);
+      if (plan_.compileParts) fn->addFnAttr(kCompilePartAttribute);
       chunks.push_back(fn);
     }
   emitChunkFunctions();

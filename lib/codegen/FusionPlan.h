@@ -95,9 +95,14 @@ struct FusionPlan {
   uint64_t scratchBytes = 0;    ///< this function's own scratch; callees' goes after it
   uint64_t stackBytes = 0;
   /// Kernels are emitted into this many LLVM functions, consecutive kernels
-  /// per function (Kernel::function). With more than one, no buffer lives on
-  /// the stack: buffers pass from function to function in the scratch region.
+  /// per function (Kernel::function). A buffer lives on a function's stack
+  /// only when no other function reads it: buffers pass from function to
+  /// function in the scratch region.
   int functions = 1;
+  /// The functions were cut to compile in parallel (large code doing much
+  /// work per call), not only to bound each function's size: the JIT then
+  /// partitions even a small module (jit/Engine.cpp).
+  bool compileParts = false;
 
   bool fused(ir::ValueId v) const { return place[static_cast<std::size_t>(v)].where == Storage::Fused; }
   /// The plan as text: one block per kernel with its fused ops and where each

@@ -61,9 +61,9 @@ std::string FusionPlan::str() const {
     for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
     return w;
   };
-  std::string s = fmt::format("plan @{}: {} kernel{} in {} function{}, scratch {} bytes, stack {} bytes\n", f.name,
+  std::string s = fmt::format("plan @{}: {} kernel{} in {} function{}{}, scratch {} bytes, stack {} bytes\n", f.name,
                               kernels.size(), kernels.size() == 1 ? "" : "s", functions, functions == 1 ? "" : "s",
-                              scratchBytes, stackBytes);
+                              compileParts ? " (compiled in parallel)" : "", scratchBytes, stackBytes);
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     const Kernel& kn = kernels[k];
     if (functions > 1 && (k == 0 || kernels[k - 1].function != kn.function)) s += fmt::format("  function {}:\n", kn.function);

@@ -74,6 +74,31 @@ TEST_CASE("long chains become bounded loops in bounded functions") {
   for (const codegen::Kernel& k : plan.kernels) CHECK(k.bodySize <= codegen::PlanOptions{}.bodyBudget);
 }
 
+TEST_CASE("large code doing much work per call is cut into parts that compile in parallel") {
+  // 600 ops per point over 1,000 points: code worth several LLVM functions
+  // and 600,000 ops per call, cut into about four functions (whole kernels
+  // each) that the JIT compiles on separate cores (jit/Engine.cpp).
+  const Module big = traced(distinctChain(600), 1000);
+  const codegen::FusionPlan plan = codegen::planFusion(*big.impl().lookup("f"));
+  CHECK(plan.compileParts);
+  CHECK(plan.functions >= 3);
+  CHECK(plan.functions <= 8);
+  CHECK(plan.str().find("functions (compiled in parallel)") != std::string::npos);
+  // Buffers read only inside the function that writes them stay on its stack.
+  CHECK(plan.stackBytes > 0);
+  std::vector<float> xs(1000);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = 1e-3f * float(i);
+  const Array x(xs);
+  ADJIT_CHECK_CLOSE(jit(distinctChain(600))(x), big.interpret("f", {x}).at(0), 1e-4);
+  // The same code over 16 points does too little per call to pay for calls
+  // between more functions: only the size budget cuts it.
+  const Module few = traced(distinctChain(600), 16);
+  const codegen::FusionPlan small = codegen::planFusion(*few.impl().lookup("f"));
+  CHECK(!small.compileParts);
+  CHECK(small.functions < plan.functions);
+  CHECK(small.str().find("(compiled in parallel)") == std::string::npos);
+}
+
 TEST_CASE("the gradient of a repeated chain is a few kernels repeated, however long the chain") {
   // The chain of the compile-time benchmark: sin, * 1.01, + 0.1 in turn.
   auto chain = [](int n) {
