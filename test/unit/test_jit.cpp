@@ -3,6 +3,12 @@
 #include "Check.h"
 
 #include "jit/Engine.h"
+#include "jit/Partition.h"
+
+#include <llvm/AsmParser/Parser.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/SourceMgr.h>
 
 #include <atomic>
 #include <thread>
@@ -330,6 +336,84 @@ TEST_CASE("constant tables of every size and dtype, in small and in partitioned 
   Module m = trace(chain, x.type());
   const Array want = m.interpret("f", {x}).at(0);
   ADJIT_CHECK_CLOSE(jit(chain)(x), want, 1e-12);
+}
+
+TEST_CASE("module partitions keep a loop's callees, and what they call, with the loop") {
+  // @k0 and @k1 are a plan's functions, called once; @step is a loop body
+  // (inlinable, called in @k0's loop) and calls @leaf; @shared is code
+  // called from two places, hence noinline, in @k1's loop.
+  const char* text = R"(
+define void @entry(ptr %p) {
+  call void @k0(ptr %p)
+  call void @k1(ptr %p)
+  call void @shared(ptr %p)
+  ret void
+}
+define internal void @k0(ptr %p) noinline {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %n, %loop ]
+  call void @step(ptr %p)
+  %n = add i64 %i, 1
+  %done = icmp eq i64 %n, 100
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+define internal void @step(ptr %p) {
+  %v = load double, ptr %p
+  %w = fmul double %v, 2.0
+  store double %w, ptr %p
+  call void @leaf(ptr %p)
+  ret void
+}
+define internal void @leaf(ptr %p) {
+  %v = load double, ptr %p
+  %w = fadd double %v, 1.0
+  store double %w, ptr %p
+  ret void
+}
+define internal void @k1(ptr %p) noinline {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %n, %loop ]
+  call void @shared(ptr %p)
+  %v = load double, ptr %p
+  %a = fmul double %v, 3.0
+  %b = fadd double %a, 1.0
+  %c = fmul double %b, %a
+  %d = fadd double %c, %b
+  %e = fmul double %d, %c
+  %f = fadd double %e, %d
+  %g = fmul double %f, %e
+  %h = fadd double %g, %f
+  store double %h, ptr %p
+  %n = add i64 %i, 1
+  %done = icmp eq i64 %n, 100
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}
+define internal void @shared(ptr %p) noinline {
+  store double 0.0, ptr %p
+  ret void
+}
+)";
+  llvm::LLVMContext ctx;
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, err, ctx);
+  REQUIRE(m);
+  std::map<std::string, unsigned> part = engine::assignParts(*m, 2);
+  REQUIRE(part.size() == 6);
+  CHECK(part["step"] == part["k0"]);
+  CHECK(part["leaf"] == part["k0"]); // called by a loop body
+  CHECK(part["k1"] != part["k0"]);   // the two largest clusters, balanced
+  // One part, or one cluster: nothing to split.
+  CHECK(engine::assignParts(*m, 1).empty());
+  const std::vector<std::string> bitcode = engine::splitModule(*m, 2, "t");
+  CHECK(bitcode.size() == 2);
 }
 
 TEST_CASE("machine code is freed with the last copy of a jitted function") {
