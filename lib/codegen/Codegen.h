@@ -19,6 +19,11 @@
 
 namespace adjit::codegen {
 
+/// Marks the LLVM functions a fusion plan cut large code into so that they
+/// compile in parallel (FusionPlan::compileParts): the JIT partitions a module
+/// holding them whatever its size (jit/Engine.cpp).
+inline constexpr const char* kCompilePartAttribute = "adjit-compile-part";
+
 /// Adds the lowering of `m`'s function `entry` (and the functions it calls) to
 /// `out` under the external name `symbol`; returns the scratch bytes it needs.
 /// Register-blocked kernels are sized for `unit` (see vectorUnit in Target.h).
@@ -26,11 +31,6 @@ namespace adjit::codegen {
 /// With `plans`, the fusion plan of every lowered function is appended to it.
 /// With `parallel`, loops with enough work are split into chunks run through
 /// adjit_parallel_for (jit/ThreadPool.h); without, the code calls nothing.
-/// Marks the LLVM functions a fusion plan cut large code into so that they
-/// compile in parallel (FusionPlan::compileParts): the JIT partitions a module
-/// holding them whatever its size (jit/Engine.cpp).
-inline constexpr const char* kCompilePartAttribute = "adjit-compile-part";
-
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
                        const VectorUnit& unit, bool packed = true, std::string* plans = nullptr, bool parallel = false);
 

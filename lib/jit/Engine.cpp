@@ -174,16 +174,16 @@ std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std:
 
 /// Modules with at least this many instructions are compiled in partitions,
 /// one per core (up to kMaxPartitions): below it, the bitcode hand-off and
-/// thread start cost more than they save.
-constexpr std::size_t kParallelInstructions = 2000;
+/// thread start cost more than they save, and calls between parts cost run
+/// time (cut apart, a scan's step or a VJP called once per segment ran slower:
+/// the ODE's value and gradient in bench/, 0.13 -> 0.18-0.26 ms).
 /// A module holding functions a fusion plan cut out of large code to compile
 /// in parallel (kCompilePartAttribute) is partitioned whatever its size: the
-/// plan cut only code doing enough work per call that the calls between parts
+/// plan cuts only code doing enough work per call that calls between parts
 /// cost nothing measurable. (A 100-op chain's gradient, 456 instructions:
-/// 36 -> 23 ms in LLVM; on one core, cut but whole, it took 36 ms, against
-/// 32 ms uncut.) Other modules of fewer than kParallelInstructions, a scan's
-/// step or a VJP called once per segment, run slower cut apart (an ODE's
-/// value and gradient in bench/: 0.13 -> 0.18-0.26 ms).
+/// 36 -> 23 ms in LLVM; cut but compiled on one core it took 36 ms, against
+/// 32 ms uncut.)
+constexpr std::size_t kParallelInstructions = 2000;
 constexpr unsigned kMaxPartitions = 4;
 
 /// Constant tables of at least this many bytes are compiled into an object
@@ -222,8 +222,8 @@ std::unique_ptr<llvm::Module> separateLargeConstants(llvm::Module& lm, const std
 }
 
 /// Optimises and compiles `lm` into object files. With several cores and a
-/// large module, the module is split (its functions are independent kernels
-/// and chunks) and each part is optimised and compiled in its own LLVM
+/// large module, or one holding a plan's parts, the module is split
+/// (jit/Partition.h) and each part is optimised and compiled in its own LLVM
 /// context on its own thread; `partitions` says how many. `optMs` and
 /// `emitMs` time the optimiser and code generator (partitioned: both in `optMs`).
 std::vector<std::string> compileObjects(llvm::Module& lm, const CompileRequest& r, llvm::TargetMachine& tm,
