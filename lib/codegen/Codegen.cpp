@@ -107,7 +107,7 @@ llvm::FastMathFlags EmitBase::reassocFlags() const {
 
 llvm::Value* EmitBase::load(DType t, llvm::Value* buffer, llvm::Value* lin) const {
   llvm::Type* st = storageType(b, t);
-  llvm::LoadInst* v = b.CreateLoad(st, b.CreateInBoundsGEP(st, buffer, lin));
+  llvm::LoadInst* v = b.CreateLoad(st, b.CreateInBoundsGEP(st, buffer, fe.rowIndex(buffer, lin)));
   fe.tagAccess(v, buffer);
   return t == DType::i1 ? b.CreateTrunc(v, b.getInt1Ty()) : static_cast<llvm::Value*>(v);
 }
@@ -115,7 +115,7 @@ llvm::Value* EmitBase::load(DType t, llvm::Value* buffer, llvm::Value* lin) cons
 void EmitBase::store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Value* lin) const {
   llvm::Type* st = storageType(b, t);
   if (t == DType::i1) value = b.CreateZExt(value, st);
-  fe.tagAccess(b.CreateStore(value, b.CreateInBoundsGEP(st, buffer, lin)), buffer);
+  fe.tagAccess(b.CreateStore(value, b.CreateInBoundsGEP(st, buffer, fe.rowIndex(buffer, lin))), buffer);
 }
 
 llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constantGlobal(a); }
@@ -215,6 +215,19 @@ void LowerCtx::loopNest(const Shape& shape, const std::function<void(const Index
 }
 
 // ---- FunctionEmitter ---------------------------------------------------------
+
+void LowerCtx::rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
+  if (!rowBegin) return loopNest(shape, body);
+  const Shape rest(shape.begin() + 1, shape.end());
+  loopRange(rowBegin, rowEnd, [&](llvm::Value* row) {
+    loopNest(rest, [&](const Index& r) {
+      std::vector<llvm::Value*> d{row};
+      const auto& rd = dims(r, rest);
+      d.insert(d.end(), rd.begin(), rd.end());
+      body(Index::ofDims(std::move(d)));
+    });
+  });
+}
 
 llvm::Value* FunctionEmitter::entryAlloca(llvm::Type* t, uint64_t count) {
   llvm::IRBuilder<> eb(entry_, entry_->begin());
@@ -349,6 +362,7 @@ llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
     const ir::Op& op = *producer_[static_cast<std::size_t>(v)];
     return buf = constantGlobal(*ops::info(op.kind).hooks.data(op.attrs));
   }
+  case Storage::Block: // set by the row group's kernel functions, the only ones that read it
   case Storage::Fused: break;
   }
   ADJIT_UNREACHABLE("value %" + std::to_string(v) + " has no buffer");
@@ -424,28 +438,13 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
   };
   // A chunk covers rows [begin, end) of axis 0 (or, with partials, of the
   // linear positions of the flat inner loop).
-  llvm::Value *begin = nullptr, *end = nullptr;
-  if (chunk) {
-    begin = b_.CreateMul(chunk->index, c.i64(k.chunkRows));
-    llvm::Value* next = b_.CreateAdd(begin, c.i64(k.chunkRows));
-    llvm::Value* rows = c.i64(domain[0]);
-    end = b_.CreateSelect(b_.CreateICmpSLT(next, rows), next, rows);
-  }
-  // The chunk's rows of axis 0, then a nest over `shape`'s other axes.
-  auto chunkRows = [&](const Shape& shape, const std::function<void(const Index&)>& fn) {
-    const Shape rest(shape.begin() + 1, shape.end());
-    c.loopRange(begin, end, [&](llvm::Value* row) {
-      c.loopNest(rest, [&](const Index& r) {
-        std::vector<llvm::Value*> d{row};
-        const auto& rd = c.dims(r, rest);
-        d.insert(d.end(), rd.begin(), rd.end());
-        fn(Index::ofDims(std::move(d)));
-      });
-    });
-  };
+  llvm::Value* begin = chunk ? chunk->begin : nullptr;
+  llvm::Value* end = chunk ? chunk->end : nullptr;
+  c.rowBegin = begin;
+  c.rowEnd = end;
   auto outerNest = [&](const std::function<void(const Index&)>& fn) {
     if (!chunk || k.partials) return c.loopNest(outer, fn);
-    chunkRows(outer, fn);
+    c.rowNest(outer, fn);
   };
   outerNest([&](const Index& o) {
     const auto& od = c.dims(o, outer);
@@ -456,7 +455,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         b_.CreateStore(ops::info(k.roots[i].op->kind).hooks.reduce->identity(c, t), slots[i]);
       }
     if (chunk && k.partials && !k.flat) {
-      chunkRows(inner, body);
+      c.rowNest(inner, body);
     } else if (!k.flat) {
       c.loopNest(inner, [&](const Index& i) {
         std::vector<llvm::Value*> d = od;
@@ -549,6 +548,7 @@ void FunctionEmitter::openFrame(llvm::Function* fn) {
   entry_ = llvm::BasicBlock::Create(fn->getContext(), "entry", fn);
   b_.SetInsertPoint(llvm::BasicBlock::Create(fn->getContext(), "body", fn));
   outArgs_.clear();
+  rowShift_.clear();
 }
 
 void FunctionEmitter::beginFrame(llvm::Function* fn) {
@@ -601,6 +601,7 @@ uint64_t FunctionEmitter::emit() {
       chunks.push_back(fn);
     }
   emitChunkFunctions();
+  emitRowGroupFunctions();
   emitSharedKernels();
   int frame = -1;
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
@@ -618,6 +619,10 @@ uint64_t FunctionEmitter::emit() {
     }
     if (sharedFn_[i]) {
       callShared(i);
+      continue;
+    }
+    if (k.group >= 0) { // the group's kernels run from its first, block by block
+      if (plan_.groups[static_cast<std::size_t>(k.group)].first == i) emitRowGroup(static_cast<std::size_t>(k.group));
       continue;
     }
     emitKernel(k);

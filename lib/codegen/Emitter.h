@@ -93,6 +93,10 @@ struct ElementCtx : EmitBase {
 /// Ops that write whole results (reductions, matmul, calls).
 struct LowerCtx : EmitBase {
   std::span<llvm::Value* const> results; ///< result buffers
+  /// When set (ops with kRowRanges, in a row group's block): write rows
+  /// [rowBegin, rowEnd) of the result only, from the same rows of operands.
+  llvm::Value* rowBegin = nullptr;
+  llvm::Value* rowEnd = nullptr;
   /// Element of operand `i` at `idx` (fused if the operand allows it).
   llvm::Value* operand(std::size_t i, const Index& idx) const;
   /// Buffer of operand `i` (ops with kMaterializesOperands, or where hasBuffer(i)).
@@ -101,6 +105,8 @@ struct LowerCtx : EmitBase {
   bool hasBuffer(std::size_t i) const;
   /// Emits a loop nest over `shape` (outermost first) calling `body` with the index.
   void loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
+  /// loopNest over rows [rowBegin, rowEnd) of `shape` when they are set, else over all of it.
+  void rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
   /// for (iv = 0; iv < n; ++iv) body(iv).
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) const;
   /// for (iv = begin; iv < end; ++iv) body(iv), bounds known at run time.

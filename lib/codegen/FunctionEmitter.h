@@ -63,6 +63,13 @@ public:
   llvm::Value* entryAlloca(llvm::Type* t, uint64_t count);
   /// Records a load or store of buffer `base`; see finishAliasScopes.
   void tagAccess(llvm::Instruction* access, llvm::Value* base);
+  /// Element `lin` of buffer `base` as an index into it: a block buffer of a
+  /// row group holds the block's rows only, the first at index 0.
+  llvm::Value* rowIndex(llvm::Value* base, llvm::Value* lin) {
+    if (rowShift_.empty()) return lin;
+    auto it = rowShift_.find(base);
+    return it == rowShift_.end() ? lin : b_.CreateNSWSub(lin, it->second);
+  }
   llvm::Value* constantGlobal(const Array& a);
 
   // Memoisation, scoped by loop bodies: what is computed inside a loop body is
@@ -108,10 +115,11 @@ private:
     return k;
   }
 
-  /// Where a chunk of a split loop (Kernel::chunks) runs: its index, and per
+  /// Where a chunk of a split loop (Kernel::chunks) or a block of a row
+  /// group runs: its rows [begin, end) of axis 0, its index, and per
   /// reduction root the array of partial results (with Kernel::partials).
   struct Chunk {
-    llvm::Value* index;
+    llvm::Value *index, *begin, *end;
     std::vector<llvm::Value*> partials;
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
@@ -120,6 +128,13 @@ private:
   void emitChunkFunctions();
   /// Runs a split loop: fills its ctx, calls adjit_parallel_for, combines partials.
   void emitParallelLoop(const Kernel& k);
+  /// Emits each row group's functions: per kernel void(ptr ctx, i64 begin,
+  /// i64 end, ptr block) over rows [begin, end), and the block's
+  /// void(ptr ctx, i64 block), which calls them in order on a block buffer of
+  /// its stack; ctx = {the group's buffers, scratch}.
+  void emitRowGroupFunctions();
+  /// Runs row group g's blocks: fills its ctx, then adjit_parallel_for or a loop.
+  void emitRowGroup(std::size_t g);
   void emitReduction(const ir::Op& op);
   /// Emits kernel k's code at the insertion point.
   void emitKernel(const Kernel& k);
@@ -179,6 +194,11 @@ private:
   std::vector<llvm::Function*> sharedFn_;
   /// Per kernel: the chunk function of a split loop, or null.
   std::vector<llvm::Function*> chunkFn_;
+  /// Per row group: the function running one block.
+  std::vector<llvm::Function*> groupFn_;
+  /// In a row group's kernel function: per block buffer, the elements its
+  /// rows before the block's first would take (see rowIndex).
+  std::unordered_map<llvm::Value*, llvm::Value*> rowShift_;
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;

@@ -63,6 +63,25 @@ constexpr int kCompileParts = 4;
 /// noise, small enough that two threads balance.
 constexpr int64_t kChunkWork = 1 << 15;
 constexpr int64_t kMaxChunks = 1024;
+/// Row groups (RowGroup) are made of kernels over at least kGroupMinRows rows
+/// that write kGroupMinKernelBytes or more each, where the values kept in
+/// block buffers would take kGroupMinBytes or more: smaller data stays in
+/// cache anyway. A kernel whose code repeats more than kGroupMaxRepeats times
+/// stays out: in a group it would be compiled once per kernel (a long
+/// chain's gradient: 12 distinct codes became 48).
+constexpr int64_t kGroupMinRows = 256;
+constexpr uint64_t kGroupMinKernelBytes = 64 << 10, kGroupMinBytes = 1 << 20;
+constexpr int kGroupMaxRepeats = 4;
+/// A group's block buffer takes about kBlockBytes: the size of a core's L1
+/// data cache, so that the block's values never leave it. The buffer is on
+/// the stack of the function running the block (bounded, for threads with
+/// small stacks), its rows kMinBlockRows to kMaxBlockRows. Measured on
+/// ADBench's BA Jacobian (ba3, 182,072 rows; 37 ms without groups): 16, 32,
+/// 64 and 128 KB took 11.1, 10.7, 10.5 and 10.0 ms; the stack decides.
+constexpr uint64_t kBlockBytes = 32 << 10;
+constexpr int64_t kMinBlockRows = 8, kMaxBlockRows = 1024;
+/// A row group's block calls a function per kernel: at most this many.
+constexpr std::size_t kMaxGroupKernels = 64;
 
 std::size_t at(ValueId v) { return static_cast<std::size_t>(v); }
 
@@ -169,6 +188,7 @@ public:
   /// Threads, runs of repeated code, functions and the place of every value.
   /// The planner's state is that of the draft.
   FusionPlan finish(FusionPlan p) {
+    group(p);
     if (parallel_) chunk(p);
     findRuns(p);
     split(p);
@@ -783,7 +803,7 @@ private:
   void chunk(FusionPlan& p) const {
     std::vector<ValueId> buffers;
     for (Kernel& k : p.kernels) {
-      if (k.kind != Kernel::Kind::Loop || k.domain.empty()) continue;
+      if (k.kind != Kernel::Kind::Loop || k.domain.empty() || k.group >= 0) continue;
       const int64_t points = num_elements(k.domain), ops = std::max(k.bodySize, 1);
       if (points < kParallelPoints || points * ops < kParallelWork) continue;
       if (k.buffers.empty() && kernelKey(k, buffers).empty()) continue; // side effects
@@ -801,6 +821,244 @@ private:
       k.chunks = chunks;
       k.chunkRows = chunkRows;
       k.partials = partials;
+    }
+  }
+
+  /// Whether result elements [r, ...] of `op` read operand i at elements
+  /// [r, ...] only: elementwise ops, reductions that keep axis 0, ops whose
+  /// keepsRows hook says so; operand and result of one extent on axis 0.
+  bool keepsRows(const ir::Op& op, std::size_t i) const {
+    const Type &in = f_.type(op.operands[i]), &out = f_.type(op.results.at(0));
+    if (in.shape.empty() || out.shape.empty() || in.shape[0] != out.shape[0]) return false;
+    const ops::OpInfo& info = ops::info(op.kind);
+    if (info.has(ops::kElementwise)) return true;
+    if (info.hooks.reduce) {
+      for (int64_t a : op.attrs.ints("axes"))
+        if (a == 0 || a == -static_cast<int64_t>(in.shape.size())) return false;
+      return true;
+    }
+    return info.hooks.keepsRows && info.hooks.keepsRows(in, i, out, op.attrs);
+  }
+
+  /// Whether kernel k reads the values group candidate g writes (groupOf_)
+  /// at the row of its own point only. Walks the kernel's ops from its roots
+  /// back in op order: a fused value is read at its point's row when every
+  /// op reading it in the kernel keeps rows.
+  bool readsOwnRows(const Kernel& k, int g) {
+    ++gen_;
+    auto readBy = [&](const ir::Op& op, bool aligned) {
+      for (std::size_t i = 0; i < op.operands.size(); ++i) {
+        ValueId o = op.operands[i];
+        bool keeps = aligned && keepsRows(op, i);
+        if (const ValueId base = viewOf_[at(o)]; base >= 0) { // a view reads its base through its chain of ops
+          for (ValueId x = o; x != base; x = producer_[at(x)]->operands[0])
+            if (!producer_[at(x)] || !keepsRows(*producer_[at(x)], 0)) {
+              keeps = false;
+              break;
+            }
+          o = base;
+        }
+        if (!keeps && groupOf_[at(o)] == g) return false;
+        if (stamp_[at(o)] != gen_) {
+          stamp_[at(o)] = gen_;
+          state_[at(o)] = keeps ? 1 : 2;
+        } else if (!keeps) {
+          state_[at(o)] = 2;
+        }
+      }
+      return true;
+    };
+    for (const LoopRoot& r : k.roots)
+      if (!readBy(*r.op, true)) return false;
+    if (k.kind != Kernel::Kind::Loop && !readBy(*k.op, true)) return false;
+    for (auto v = k.fused.rbegin(); v != k.fused.rend(); ++v)
+      if (!readBy(*producer_[at(*v)], stamp_[at(*v)] == gen_ && state_[at(*v)] == 1)) return false;
+    return true;
+  }
+
+  /// Whether kernel k reads a buffer `mark` has `id` for (through views too).
+  bool readsMarked(const Kernel& k, const std::vector<int>& mark, int id) {
+    std::vector<ValueId>& operands = stack_;
+    operands.clear();
+    if (k.kind == Kernel::Kind::Loop)
+      for (const LoopRoot& r : k.roots) operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
+    else
+      operands = k.op->operands;
+    for (const Read& r : readsOf(operands, false)) {
+      const ValueId base = viewOf_[at(r.value)];
+      if (mark[at(r.value)] == id || (base >= 0 && mark[at(base)] == id)) return true;
+    }
+    return false;
+  }
+
+  /// The rows of kernel k's code (axis 0 of its domain or result) when it
+  /// may be part of a row group, else 0: loops that do not reduce everything,
+  /// and ops that can lower a range of rows (kRowRanges) reading every
+  /// operand at their own rows; without side effects (kernelKey is empty),
+  /// writing enough, whose code does not repeat much (kGroupMaxRepeats).
+  int64_t groupRows(const Kernel& k, bool pure, std::span<const int> repeats) {
+    if (!pure || (k.sameAs >= 0 && repeats[static_cast<std::size_t>(k.sameAs)] > kGroupMaxRepeats)) return 0;
+    std::vector<ValueId>& written = stack_;
+    uint64_t bytes = 0;
+    for (ValueId v : writtenBy(k, written)) bytes += static_cast<uint64_t>(f_.type(v).bytes());
+    if (bytes < kGroupMinKernelBytes) return 0;
+    if (k.kind == Kernel::Kind::Loop) return k.reduceFrom >= 1 ? k.domain[0] : 0;
+    if (k.kind != Kernel::Kind::Lower || !ops::info(k.op->kind).has(ops::kRowRanges) || k.op->results.size() != 1) return 0;
+    for (std::size_t i = 0; i < k.op->operands.size(); ++i)
+      if (!keepsRows(*k.op, i)) return 0;
+    return f_.type(k.op->results[0]).shape[0];
+  }
+
+  /// Finds row groups (RowGroup): runs of kernels over the same rows that
+  /// read each other's values at their own rows only. Other kernels met while
+  /// a group grows move out of its way when they have no side effects: before
+  /// it when they read nothing it writes, else after it (and the group ends
+  /// before a kernel that reads what they write). A group is kept where its
+  /// block buffer saves a round trip through memory (sizeGroup).
+  void group(FusionPlan& p) {
+    blocks_.clear();
+    const std::size_t n = p.kernels.size();
+    groupOf_.assign(f_.types.size(), -1);
+    std::vector<int> pendingOf(f_.types.size(), -1);
+    std::vector<ValueId> buffers, written;
+    std::vector<uint32_t> listed(f_.types.size(), 0);
+    std::vector<std::size_t> order; // the new kernel order
+    std::vector<int> groupOfKernel(n, -1);
+    std::vector<RowGroup> groups;
+    std::vector<int> repeats(n, 0); // per class of shared code, its kernels
+    for (const Kernel& k : p.kernels)
+      if (k.sameAs >= 0) ++repeats[static_cast<std::size_t>(k.sameAs)];
+    // The group being grown: it opened at kernel `begin`; since then each
+    // kernel is a member, or moved before or after it.
+    int candidate = -1;
+    bool open = false;
+    std::size_t begin = 0;
+    std::vector<std::size_t> before, members, after;
+    RowGroup g;
+    auto close = [&](std::size_t end) {
+      if (!open) return;
+      open = false;
+      if (members.size() < 2) { // nothing to group: the kernels keep their order
+        for (std::size_t j = begin; j < end; ++j) order.push_back(j);
+        return;
+      }
+      order.insert(order.end(), before.begin(), before.end());
+      g.first = order.size();
+      g.count = members.size();
+      for (std::size_t j : members) {
+        groupOfKernel[j] = static_cast<int>(groups.size());
+        order.push_back(j);
+      }
+      order.insert(order.end(), after.begin(), after.end());
+      groups.push_back(std::move(g));
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      const Kernel& k = p.kernels[i];
+      const bool pure = !kernelKey(k, buffers).empty(); // side effects stay in program order
+      const int64_t rows = groupRows(k, pure, repeats);
+      const bool fits = rows >= kGroupMinRows;
+      if (open) {
+        if (fits && rows == g.rows && members.size() < kMaxGroupKernels && readsOwnRows(k, candidate) &&
+            !readsMarked(k, pendingOf, candidate)) {
+          members.push_back(i);
+        } else if (pure && !fits) {
+          const bool late = readsMarked(k, groupOf_, candidate) || readsMarked(k, pendingOf, candidate);
+          (late ? after : before).push_back(i);
+          if (late)
+            for (ValueId v : writtenBy(k, written)) pendingOf[at(v)] = candidate;
+          continue;
+        } else {
+          close(i);
+        }
+      }
+      if (!open && fits) {
+        open = true;
+        ++candidate;
+        begin = i;
+        before.clear();
+        members = {i};
+        after.clear();
+        g = RowGroup{};
+        g.rows = rows;
+      } else if (!open) {
+        order.push_back(i);
+        continue;
+      }
+      for (ValueId b : buffers)
+        if (listed[at(b)] != static_cast<uint32_t>(candidate) + 1) {
+          listed[at(b)] = static_cast<uint32_t>(candidate) + 1;
+          g.buffers.push_back(b);
+        }
+      for (ValueId v : writtenBy(k, written)) groupOf_[at(v)] = candidate;
+    }
+    close(n);
+    if (groups.empty()) return;
+    // The kernels in their new order; code shared is emitted with the first
+    // kernel of its class in that order. If no group pays, the old order stays.
+    std::vector<Kernel> original = p.kernels;
+    std::vector<Kernel> kernels;
+    kernels.reserve(n);
+    std::vector<int> first(n, -1);
+    for (std::size_t j : order) {
+      kernels.push_back(std::move(p.kernels[j]));
+      Kernel& k = kernels.back();
+      k.group = groupOfKernel[j];
+      if (k.sameAs >= 0) {
+        int& f = first[static_cast<std::size_t>(k.sameAs)];
+        if (f < 0) f = static_cast<int>(kernels.size()) - 1;
+        k.sameAs = f;
+      }
+    }
+    p.kernels = std::move(kernels);
+    p.groups = std::move(groups);
+    // Block buffers, where they pay; other groups are dissolved.
+    std::vector<int> writer, lastRead;
+    readers(p, writer, lastRead);
+    // A view of a block value reads the block at its rows when it starts at
+    // row 0 and has the same rows (a reshape keeping axis 0).
+    std::vector<char> viewed(f_.types.size(), 0);
+    for (std::size_t v = 0; v < viewOf_.size(); ++v)
+      if (const ValueId base = viewOf_[v]; base >= 0) {
+        lastRead[at(base)] = std::max(lastRead[at(base)], lastRead[v]);
+        const Shape &vs = f_.type(static_cast<ValueId>(v)).shape, &bs = f_.type(base).shape;
+        if (viewOffset_[v] != 0 || vs.empty() || bs.empty() || vs[0] != bs[0]) viewed[at(base)] = 1;
+      }
+    blockOf_.assign(f_.types.size(), -1);
+    std::vector<RowGroup> kept;
+    std::vector<std::pair<ValueId, uint64_t>> local;
+    for (std::size_t gi = 0; gi < p.groups.size(); ++gi) {
+      RowGroup& r = p.groups[gi];
+      const bool pays = sizeGroup(p, gi, lastRead, viewed, local);
+      for (std::size_t j = r.first; j < r.first + r.count; ++j) p.kernels[j].group = pays ? static_cast<int>(kept.size()) : -1;
+      if (!pays) continue;
+      for (const auto& [v, offset] : local) blocks_.push_back({v, static_cast<uint32_t>(kept.size()), offset});
+      kept.push_back(std::move(r));
+    }
+    p.groups = std::move(kept);
+    if (p.groups.empty()) {
+      p.kernels = std::move(original);
+      blocks_.clear();
+      return;
+    }
+    // A kernel of a row group has code of its own (a function of the block's
+    // rows); the others of its class still share theirs, if two or more.
+    std::vector<int> sharing(n, 0);
+    std::fill(first.begin(), first.end(), -1);
+    for (Kernel& k : p.kernels) {
+      if (k.sameAs >= 0 && k.group >= 0) k.sameAs = -1;
+      if (k.sameAs >= 0) ++sharing[static_cast<std::size_t>(k.sameAs)];
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      Kernel& k = p.kernels[i];
+      if (k.sameAs < 0) continue;
+      const std::size_t c = static_cast<std::size_t>(k.sameAs);
+      if (sharing[c] < 2) {
+        k.sameAs = -1;
+        k.buffers.clear();
+        continue;
+      }
+      if (first[c] < 0) first[c] = static_cast<int>(i);
+      k.sameAs = first[c];
     }
   }
 
@@ -864,6 +1122,12 @@ private:
         const Run& run = p.runs[static_cast<std::size_t>(r)];
         end = i + static_cast<std::size_t>(run.period * run.count);
         for (std::size_t j = i + 1; j < i + static_cast<std::size_t>(run.period); ++j) s += weight(p.kernels[j]);
+      } else if (const int g = p.kernels[i].group; g >= 0) { // a group runs from one place
+        end = i + p.groups[static_cast<std::size_t>(g)].count;
+        for (std::size_t j = i + 1; j < end; ++j) {
+          s += weight(p.kernels[j]);
+          work += workOf(p.kernels[j]);
+        }
       }
       units.push_back({end, s});
       total += s;
@@ -889,6 +1153,82 @@ private:
 
   // ---- where buffers live -----------------------------------------------------
 
+  /// The values kernel k writes.
+  static std::span<const ValueId> writtenBy(const Kernel& k, std::vector<ValueId>& out) {
+    out.clear();
+    if (k.kind != Kernel::Kind::Loop) return k.op->results;
+    for (const LoopRoot& r : k.roots) out.push_back(r.value);
+    return out;
+  }
+
+  /// The values each kernel writes (writer) and the last kernel reading each
+  /// (lastRead: -1 when none; a view's reads count for the value it views).
+  void readers(const FusionPlan& p, std::vector<int>& writer, std::vector<int>& lastRead) {
+    const std::size_t n = f_.types.size();
+    writer.assign(n, -1);
+    lastRead.assign(n, -1);
+    std::vector<ValueId> operands, written;
+    for (std::size_t k = 0; k < p.kernels.size(); ++k) {
+      const Kernel& kn = p.kernels[k];
+      for (ValueId w : writtenBy(kn, written)) writer[at(w)] = static_cast<int>(k);
+      operands.clear();
+      if (kn.kind == Kernel::Kind::Loop)
+        for (const LoopRoot& r : kn.roots) operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
+      else
+        operands = kn.op->operands;
+      for (const Read& r : readsOf(operands, false)) lastRead[at(r.value)] = static_cast<int>(k);
+    }
+  }
+
+  /// Sizes row group g, or returns false when it would not pay. Its values
+  /// read only inside it (not results; viewed, if at all, at their own rows)
+  /// get rows of the block buffer, sharing bytes when their live ranges in
+  /// the group do not overlap, up to a row size that still leaves
+  /// kMinBlockRows rows in kBlockBytes; the block gets as many rows as fit.
+  /// It pays when those values would take kGroupMinBytes or more in memory,
+  /// in two blocks or more.
+  bool sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& lastRead, const std::vector<char>& viewed,
+                 std::vector<std::pair<ValueId, uint64_t>>& local) {
+    RowGroup& g = p.groups[gi];
+    const int first = static_cast<int>(g.first), last = first + static_cast<int>(g.count) - 1;
+    constexpr uint64_t kMaxRowBytes = kBlockBytes / kMinBlockRows;
+    ScratchAllocator rows; // in bytes per row
+    uint64_t rowBytes = 0;
+    using Live = std::tuple<int, uint64_t, uint64_t>; // last reader, row offset, bytes per row
+    std::priority_queue<Live, std::vector<Live>, std::greater<>> live;
+    std::vector<ValueId> written;
+    local.clear();
+    for (int k = first; k <= last; ++k) {
+      for (; !live.empty() && std::get<0>(live.top()) < k; live.pop()) rows.release(std::get<1>(live.top()), std::get<2>(live.top()));
+      for (ValueId v : writtenBy(p.kernels[static_cast<std::size_t>(k)], written)) {
+        if (isOutput_[at(v)] || lastRead[at(v)] > last || viewed[at(v)]) continue;
+        const uint64_t bytes = (static_cast<uint64_t>(f_.type(v).bytes() / g.rows) + 7) / 8 * 8;
+        const uint64_t offset = rows.allocate(bytes);
+        if (offset + bytes > kMaxRowBytes) { // too wide: it stays in memory
+          rows.release(offset, bytes);
+          continue;
+        }
+        rowBytes = std::max(rowBytes, offset + bytes);
+        live.push({std::max(lastRead[at(v)], k), offset, bytes});
+        local.push_back({v, offset});
+      }
+    }
+    const int64_t fit = rowBytes ? static_cast<int64_t>(kBlockBytes / rowBytes) / kMinBlockRows * kMinBlockRows : kMaxBlockRows;
+    g.blockRows = std::clamp<int64_t>(fit, kMinBlockRows, kMaxBlockRows);
+    g.blockBytes = rowBytes * static_cast<uint64_t>(g.blockRows);
+    if (g.blocks() < 2 || rowBytes * static_cast<uint64_t>(g.rows) < kGroupMinBytes) return false;
+    for (auto& [v, offset] : local) offset *= static_cast<uint64_t>(g.blockRows);
+    for (const auto& [v, offset] : local) blockOf_[at(v)] = static_cast<int>(gi);
+    std::erase_if(g.buffers, [&](ValueId v) {
+      const ValueId base = viewOf_[at(v)];
+      return blockOf_[at(base >= 0 ? base : v)] == static_cast<int>(gi);
+    });
+    int64_t work = 0;
+    for (int k = first; k <= last; ++k) work += workOf(p.kernels[static_cast<std::size_t>(k)]);
+    g.threads = parallel_ && work >= kParallelWork;
+    return true;
+  }
+
   /// Parameters and results use the caller's buffers; other materialised
   /// values go on the stack while small, else into the scratch region, where
   /// values whose live ranges (first write to last read, in kernel order) do
@@ -900,21 +1240,9 @@ private:
     for (std::size_t i = 0; i < f_.params.size(); ++i) p.place[at(f_.params[i])] = {Storage::Param, static_cast<uint32_t>(i), 0};
     for (std::size_t v = 0; v < n; ++v)
       if (inMemory_[v]) p.place[v] = {Storage::Constant, 0, 0};
-    std::vector<int> writer(n, -1), lastRead(n, -1);
-    for (int k = 0; k < kEnd; ++k) {
-      const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
-      std::vector<ValueId> operands;
-      if (kn.kind == Kernel::Kind::Loop) {
-        for (const LoopRoot& r : kn.roots) {
-          writer[at(r.value)] = k;
-          operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
-        }
-      } else {
-        for (ValueId r : kn.op->results) writer[at(r)] = k;
-        operands = kn.op->operands;
-      }
-      for (const Read& r : readsOf(operands, false)) lastRead[at(r.value)] = k;
-    }
+    std::vector<int> writer, lastRead;
+    readers(p, writer, lastRead);
+    for (const auto& [v, g, offset] : blocks_) p.place[at(v)] = {Storage::Block, g, offset};
     for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
       const ValueId v = f_.outputs[i];
       if (p.place[at(v)].where == Storage::Fused && writer[at(v)] >= 0) p.place[at(v)] = {Storage::Output, static_cast<uint32_t>(i), 0};
@@ -927,26 +1255,29 @@ private:
         const uint64_t bytes = static_cast<uint64_t>(viewOffset_[v]) * size_of(f_.type(static_cast<ValueId>(v)).dtype);
         p.place[v] = {Storage::View, static_cast<uint32_t>(base), bytes};
       }
+    // The kernels of a row group run interleaved, block by block: what one of
+    // them reads or writes lives from the group's first kernel to its last.
+    auto groupEnd = [&](int k) {
+      if (k >= kEnd || p.kernels[static_cast<std::size_t>(k)].group < 0) return k;
+      const RowGroup& g = p.groups[static_cast<std::size_t>(p.kernels[static_cast<std::size_t>(k)].group)];
+      return static_cast<int>(g.first + g.count) - 1;
+    };
     ScratchAllocator scratch;
+    std::vector<ValueId> written;
     // Live buffers by the last kernel that reads them: freed before later kernels.
     using Live = std::tuple<int, uint64_t, uint64_t>; // end, offset, bytes
     std::priority_queue<Live, std::vector<Live>, std::greater<>> live;
     for (int k = 0; k < kEnd; ++k) {
       for (; !live.empty() && std::get<0>(live.top()) < k; live.pop()) scratch.release(std::get<1>(live.top()), std::get<2>(live.top()));
       const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
-      std::vector<ValueId> written;
-      if (kn.kind == Kernel::Kind::Loop)
-        for (const LoopRoot& r : kn.roots) written.push_back(r.value);
-      else
-        written = kn.op->results;
-      for (ValueId v : written) {
+      for (ValueId v : writtenBy(kn, written)) {
         Placement& pl = p.place[at(v)];
         if (pl.where != Storage::Fused) continue;
         const uint64_t bytes = align64(std::max<uint64_t>(static_cast<uint64_t>(f_.type(v).bytes()), 1));
         // On the stack of the LLVM function that writes it, when no other
         // function reads it; not in plans with runs: a run steps through
         // buffers at one base.
-        const int last = std::max(lastRead[at(v)], k);
+        const int last = groupEnd(std::max(lastRead[at(v)], k));
         const bool local = last < kEnd && p.kernels[static_cast<std::size_t>(last)].function == kn.function;
         if (local && p.runs.empty() && bytes <= kStackBufferLimit && p.stackBytes + bytes <= kStackBudget) {
           pl.where = Storage::Stack;
@@ -954,7 +1285,7 @@ private:
           continue;
         }
         const uint64_t offset = scratch.allocate(bytes);
-        live.push({std::max(lastRead[at(v)], k), offset, bytes});
+        live.push({last, offset, bytes});
         pl = {Storage::Scratch, 0, offset};
       }
     }
@@ -980,6 +1311,10 @@ private:
   std::vector<int> cuts_;        ///< the positions of those boundaries, ascending
   std::vector<uint8_t> inMemory_; ///< per value: data its op holds (Storage::Constant)
   std::vector<ValueId> viewOf_;  ///< per value: the buffered value it is a view of (-1: none)
+  std::vector<int> groupOf_;     ///< per value: the row-group candidate whose kernel writes it (group())
+  std::vector<int> blockOf_;     ///< per value: the group sized (sizeGroup) whose block buffer holds it
+  /// The values in block buffers: value, group, offset in the block (Storage::Block).
+  std::vector<std::tuple<ValueId, uint32_t, uint64_t>> blocks_;
   std::vector<int64_t> viewOffset_; ///< per view: the element offset into that value
   // Scratch state of the walks: a visit stamp per value, reused across walks.
   std::vector<uint32_t> stamp_;

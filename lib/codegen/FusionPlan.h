@@ -28,12 +28,13 @@ enum class Storage : uint8_t {
   Scratch, ///< bytes of the scratch region, shared with values not live at the same time
   View,    ///< no buffer of its own: elements of another value's buffer (a reshape, a slice of whole rows)
   Constant, ///< data held by the op (its `data` hook), in a read-only global
+  Block,    ///< rows of a row group's block buffer (RowGroup), written and read inside the group only
 };
 
 struct Placement {
   Storage where = Storage::Fused;
-  uint32_t index = 0;  ///< Param / Output: the position among parameters / results; View: the value viewed
-  uint64_t offset = 0; ///< Scratch: the byte offset in the function's scratch region; View: into the viewed buffer
+  uint32_t index = 0;  ///< Param / Output: the position among parameters / results; View: the value viewed; Block: the group
+  uint64_t offset = 0; ///< Scratch: the byte offset in the function's scratch region; View: into the viewed buffer; Block: into the block buffer
 };
 
 /// A value a loop writes: an elementwise or element op stored at every point
@@ -67,6 +68,7 @@ struct Kernel {
   int sameAs = -1;
   std::vector<ir::ValueId> buffers; ///< sameAs >= 0: the buffers the code reads and writes, in a fixed order
   int run = -1;                     ///< the Run this kernel is part of, if any
+  int group = -1;                   ///< the RowGroup this kernel is part of, if any
   /// Loop: > 1 when the loop is split into this many chunks that may run on
   /// several threads (PlanOptions::parallel): chunk c covers rows
   /// [c·chunkRows, (c+1)·chunkRows) of axis 0 of the domain; with `partials`
@@ -87,11 +89,32 @@ struct Run {
   int period, count;
 };
 
+/// Consecutive loops over the same rows (axis 0 of each domain), kernels
+/// [first, first + count), that run block by block: for each block of
+/// `blockRows` rows, each kernel over those rows, in order. A kernel of the
+/// group reads values that earlier kernels of the group write at its own row
+/// only, so this computes what running the kernels one after another does;
+/// but a value written and read inside the group only (Storage::Block) lives
+/// in a block buffer of `blockBytes` that stays in cache, instead of making a
+/// round trip through memory (ADBench's BA Jacobian: some 80 intermediate
+/// vectors of 200,000 rows). Blocks are the chunks that threads share.
+struct RowGroup {
+  std::size_t first = 0, count = 0;
+  int64_t rows = 0, blockRows = 0;
+  uint64_t blockBytes = 0;
+  /// Whether the blocks run on threads (PlanOptions::parallel and enough work).
+  bool threads = false;
+  /// The buffers (not Storage::Block) the group's kernels read and write.
+  std::vector<ir::ValueId> buffers;
+  int64_t blocks() const { return (rows + blockRows - 1) / blockRows; }
+};
+
 struct FusionPlan {
   const ir::Function* fn = nullptr;
   std::vector<Placement> place; ///< per value
   std::vector<Kernel> kernels;  ///< in emission order
   std::vector<Run> runs;
+  std::vector<RowGroup> groups;
   uint64_t scratchBytes = 0;    ///< this function's own scratch; callees' goes after it
   uint64_t stackBytes = 0;
   /// Kernels are emitted into this many LLVM functions, consecutive kernels

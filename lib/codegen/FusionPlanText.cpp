@@ -35,6 +35,7 @@ std::string placeText(const Placement& p) {
   case Storage::Scratch: return fmt::format("scratch+{}", p.offset);
   case Storage::View: return fmt::format("view of %{}+{}", p.index, p.offset);
   case Storage::Constant: return "constant";
+  case Storage::Block: return fmt::format("block+{}", p.offset);
   }
   return "?";
 }
@@ -76,12 +77,15 @@ std::string FusionPlan::str() const {
       s += fmt::format("  #{} loop {}", k, shape_str(kept));
       if (!reduced.empty()) s += " reduce " + shape_str(reduced);
       s += fmt::format(" {}, {} ops per point, level {}{}", kn.flat ? "flat" : "nest", kn.bodySize, kn.level, sharing(k));
+      if (kn.group >= 0) s += fmt::format(", row group {}", kn.group);
       if (kn.chunks > 1)
         s += fmt::format(", {} chunks of {} rows{}", kn.chunks, kn.chunkRows, kn.partials ? " with partials" : "");
       s += "\n";
       for (const LoopRoot& r : kn.roots) lines.push_back({r.value, r.reduction ? "reduce" : "store"});
     } else {
-      s += fmt::format("  #{} {}, level {}{}\n", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level, sharing(k));
+      s += fmt::format("  #{} {}, level {}{}", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level, sharing(k));
+      if (kn.group >= 0) s += fmt::format(", row group {}", kn.group);
+      s += "\n";
       if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], "write"});
       else s += fmt::format("    run {}\n", opText(f, *kn.op));
     }
@@ -93,6 +97,11 @@ std::string FusionPlan::str() const {
       if (std::string_view(what) != "fused") s += " -> " + where(op.results);
       s += "\n";
     }
+  }
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const RowGroup& r = groups[g];
+    s += fmt::format("  row group {} #{}..#{}: {} rows in {} blocks of {} rows, block buffer {} bytes{}\n", g, r.first,
+                     r.first + r.count - 1, r.rows, r.blocks(), r.blockRows, r.blockBytes, r.threads ? ", on threads" : "");
   }
   for (const Run& r : runs)
     s += fmt::format("  run #{}..#{}: {} steps of {} kernel{}\n", r.first, r.first + static_cast<std::size_t>(r.period * r.count) - 1,

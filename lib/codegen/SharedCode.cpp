@@ -1,7 +1,8 @@
 // codegen/SharedCode.cpp — what the emitter puts out of line: kernels whose
 // code repeats (one function of their buffers, called), runs of such calls
-// (one loop), and the chunk functions of split loops (run on threads through
-// adjit_parallel_for, their partial results combined in chunk order).
+// (one loop), the chunk functions of split loops (run on threads through
+// adjit_parallel_for, their partial results combined in chunk order), and
+// the block functions of row groups.
 #include "codegen/FunctionEmitter.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
@@ -19,6 +20,7 @@ std::pair<llvm::Value*, int64_t> FunctionEmitter::address(ir::ValueId v) {
     return {base, offset + static_cast<int64_t>(p.offset)};
   }
   case Storage::Scratch: return {scratch_, static_cast<int64_t>(p.offset)};
+  case Storage::Block: ADJIT_UNREACHABLE("a block buffer is passed to shared code");
   default: return {buffer(v), 0};
   }
 }
@@ -107,6 +109,14 @@ static llvm::Value* ctxSlot(Builder& b, llvm::Value* ctx, std::size_t i) {
   return b.CreateConstInBoundsGEP1_64(b.getPtrTy(), ctx, i);
 }
 
+/// Rows [begin, end) of chunk `index` of `total` rows in chunks of `rows`.
+static std::pair<llvm::Value*, llvm::Value*> chunkRows(Builder& b, llvm::Value* index, int64_t rows, int64_t total) {
+  llvm::Value* begin = b.CreateNSWMul(index, b.getInt64(static_cast<uint64_t>(rows)));
+  llvm::Value* next = b.CreateNSWAdd(begin, b.getInt64(static_cast<uint64_t>(rows)));
+  llvm::Value* last = b.getInt64(static_cast<uint64_t>(total));
+  return {begin, b.CreateSelect(b.CreateICmpSLT(next, last), next, last)};
+}
+
 void FunctionEmitter::emitChunkFunctions() {
   const std::size_t n = plan_.kernels.size();
   chunkFn_.assign(n, nullptr);
@@ -136,7 +146,8 @@ void FunctionEmitter::emitChunkFunctions() {
     }
     scratch_ = load(k.buffers.size());
     kernelFrame_ = true;
-    Chunk chunk{fn->getArg(1), {}};
+    const auto [begin, end] = chunkRows(b_, fn->getArg(1), k.chunkRows, k.domain[0]);
+    Chunk chunk{fn->getArg(1), begin, end, {}};
     for (const LoopRoot& r : k.roots)
       if (r.reduction && k.partials) chunk.partials.push_back(load(k.buffers.size() + 1 + chunk.partials.size()));
     emitLoop(k, &chunk);
@@ -182,6 +193,99 @@ void FunctionEmitter::emitParallelLoop(const Kernel& k) {
       b_.CreateStore(rh.combine(eb, t, b_.CreateLoad(c.scalarType(t), acc), x), acc);
     });
     c.store(t, b_.CreateLoad(c.scalarType(t), acc), buffer(r.value), c.i64(0));
+  }
+}
+
+void FunctionEmitter::emitRowGroupFunctions() {
+  groupFn_.assign(plan_.groups.size(), nullptr);
+  if (plan_.groups.empty()) return;
+  llvm::Function* const whole = out_;
+  llvm::LLVMContext& ctx = whole->getContext();
+  auto* ptr = llvm::PointerType::get(ctx, 0);
+  auto* i64 = llvm::Type::getInt64Ty(ctx);
+  // Block values, and views of them (the same rows: the same pointer).
+  std::vector<std::vector<ir::ValueId>> blockValues(plan_.groups.size()), blockViews(plan_.groups.size());
+  for (std::size_t v = 0; v < plan_.place.size(); ++v) {
+    const Placement& p = plan_.place[v];
+    if (p.where == Storage::Block) blockValues[p.index].push_back(static_cast<ir::ValueId>(v));
+    if (p.where == Storage::View && plan_.place[p.index].where == Storage::Block)
+      blockViews[plan_.place[p.index].index].push_back(static_cast<ir::ValueId>(v));
+  }
+  for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
+    const RowGroup& group = plan_.groups[g];
+    const std::string name = ".g" + std::to_string(g);
+    std::vector<llvm::Function*> kernels;
+    for (std::size_t i = group.first; i < group.first + group.count; ++i) {
+      llvm::Function* fn = outOfLine(whole, llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64, ptr}, false),
+                                     name + ".k" + std::to_string(i - group.first));
+      for (unsigned a : {0u, 3u}) {
+        fn->addParamAttr(a, llvm::Attribute::NoAlias);
+        fn->addParamAttr(a, llvm::Attribute::NoCapture);
+      }
+      fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+      openFrame(fn);
+      llvm::IRBuilder<> eb(entry_);
+      llvm::Value* c = fn->getArg(0);
+      for (std::size_t j = 0; j < group.buffers.size(); ++j) {
+        buffers_[static_cast<std::size_t>(group.buffers[j])] = eb.CreateLoad(ptr, ctxSlot(eb, c, j));
+        bufferSet_.push_back(group.buffers[j]);
+      }
+      scratch_ = eb.CreateLoad(ptr, ctxSlot(eb, c, group.buffers.size()));
+      // Block values: rows [begin, end) at the start of their part of the block.
+      for (ir::ValueId v : blockValues[g]) {
+        llvm::Value* at = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), fn->getArg(3), plan_.place[static_cast<std::size_t>(v)].offset);
+        buffers_[static_cast<std::size_t>(v)] = at;
+        bufferSet_.push_back(v);
+        rowShift_[at] = eb.CreateNSWMul(fn->getArg(1), eb.getInt64(static_cast<uint64_t>(f_.type(v).size() / group.rows)));
+      }
+      for (ir::ValueId v : blockViews[g]) {
+        buffers_[static_cast<std::size_t>(v)] = buffers_[plan_.place[static_cast<std::size_t>(v)].index];
+        bufferSet_.push_back(v);
+      }
+      kernelFrame_ = true;
+      const Kernel& k = plan_.kernels[i];
+      if (k.kind == Kernel::Kind::Loop) {
+        Chunk chunk{nullptr, fn->getArg(1), fn->getArg(2), {}};
+        emitLoop(k, &chunk);
+      } else { // an op with kRowRanges
+        std::vector<llvm::Value*> results;
+        for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
+        LowerCtx c = lowerCtx(*k.op, results);
+        c.rowBegin = fn->getArg(1);
+        c.rowEnd = fn->getArg(2);
+        ops::info(k.op->kind).hooks.lower(c);
+      }
+      finishAliasScopes(i);
+      endFrame();
+      kernels.push_back(fn);
+    }
+    llvm::Function* fn = outOfLine(whole, llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64}, false), name);
+    fn->addParamAttr(0, llvm::Attribute::NoCapture);
+    fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+    openFrame(fn);
+    llvm::Value* block = group.blockBytes ? entryAlloca(b_.getInt8Ty(), group.blockBytes) : llvm::ConstantPointerNull::get(ptr);
+    const auto [begin, end] = chunkRows(b_, fn->getArg(1), group.blockRows, group.rows);
+    for (llvm::Function* k : kernels) b_.CreateCall(k, {fn->getArg(0), begin, end, block});
+    endFrame();
+    groupFn_[g] = fn;
+  }
+  out_ = whole;
+}
+
+void FunctionEmitter::emitRowGroup(std::size_t g) {
+  const RowGroup& group = plan_.groups[g];
+  static const ir::Op noOp{};
+  LowerCtx c = lowerCtx(noOp, {});
+  const std::size_t n = group.buffers.size();
+  llvm::Value* ctx = entryAlloca(b_.getPtrTy(), n + 1);
+  for (std::size_t j = 0; j < n; ++j) b_.CreateStore(buffer(group.buffers[j]), ctxSlot(b_, ctx, j));
+  b_.CreateStore(scratch_, ctxSlot(b_, ctx, n));
+  if (group.threads) {
+    llvm::FunctionCallee pf = llvmModule().getOrInsertFunction(
+        "adjit_parallel_for", llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), b_.getPtrTy(), b_.getInt64Ty()}, false));
+    b_.CreateCall(pf, {groupFn_[g], ctx, c.i64(group.blocks())});
+  } else {
+    c.loop(group.blocks(), [&](llvm::Value* block) { b_.CreateCall(groupFn_[g], {ctx, block}); });
   }
 }
 

@@ -86,6 +86,8 @@ void defineIndexingOps(Table& t) {
         llvm::Value* k = c.b.CreateSExt(c.operand(0, Index::ofDims(std::move(outer))), c.b.getInt64Ty());
         return c.b.CreateSelect(c.b.CreateICmpEQ(k, d.back()), c.constant(rt.dtype, 1), c.constant(rt.dtype, 0));
       },
+      // the new axis is the last one
+      .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs&) { return true; },
   });
 
   // gather(x, idx) {axis}: r[pre, j..., post] = x[pre, idx[j...], post]
@@ -124,6 +126,11 @@ void defineIndexingOps(Table& t) {
         xi.push_back(k);
         xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
         return c.operand(0, Index::ofDims(std::move(xi)));
+      },
+      // Along axis 0, row r reads the index row r (and x anywhere); along a
+      // later axis, row r of x (and the indices anywhere).
+      .keepsRows = [](const Type&, std::size_t i, const Type&, const ir::Attrs& a) {
+        return (a.integer("axis") == 0) == (i == 1);
       },
       // scatter the cotangent back to the elements that were read. One slice
       // (a scalar index, x[:, j]): dx = where(iota_axis == k, dy, 0), which

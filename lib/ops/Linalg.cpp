@@ -76,6 +76,7 @@ template <bool Lower> Hooks triangle() {
         llvm::Value* keep = Lower ? c.b.CreateICmpSLE(diff, k) : c.b.CreateICmpSGE(diff, k);
         return c.b.CreateSelect(keep, c.operand(0, c.index), c.constant(rt.dtype, 0));
       },
+      .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs&) { return true; }, // reads its own index
       // The triangle of the cotangent: d tril(x) = tril(dx)
       // linear: the same triangle of the tangent
       .jvp = autodiff::linearJvp,

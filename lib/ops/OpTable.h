@@ -104,6 +104,10 @@ enum Trait : uint32_t {
   kLinearInEach = 1u << 14,     ///< linear in each operand while the others are fixed (mul, matmul)
   kLinearInFirst = 1u << 15,    ///< linear in operand 0 while the others are fixed (div)
   kForwardsToCallee = 1u << 16, ///< operands and results are its first callee's parameters and results, one to one
+  /// Its `lower` hook honours LowerCtx::rowBegin/rowEnd: it then writes those
+  /// rows of its result only, reading those rows of its operands (which keep
+  /// rows: `keepsRows`), so it can run block by block in a row group.
+  kRowRanges = 1u << 17,
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver
@@ -145,6 +149,13 @@ struct Hooks {
   /// not such a run. The fusion plan then gives the result no buffer of its
   /// own: it reads the operand's buffer from that offset, copying nothing.
   std::optional<int64_t> (*view)(const Type& operand, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook: whether result elements [r, ...] read
+  /// operand `i` at elements [r, ...] only, for every row r, given that both
+  /// have the same extent on axis 0 (a slice or pad that keeps axis 0 whole,
+  /// a transpose that keeps it first, a gather's indices along axis 0). Loops
+  /// over the same rows that read each other's values only so may run block
+  /// by block (codegen's RowGroup). Null: reads may be at any row.
+  bool (*keepsRows)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
   /// For ops whose result is data held in an attribute (a constant): that
   /// data, or null when the op computes its elements more cheaply than a load
   /// (a splat: one repeated element, an immediate). The fusion plan reads the

@@ -91,8 +91,8 @@ void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumula
   std::vector<std::pair<Class, std::vector<Source>>> classes;
   for (std::size_t k = 0; k < placed.size(); ++k) {
     const Shape& s = c.operandType(k).shape;
-    if (!c.hasBuffer(k)) {
-      c.loopNest(s, [&](const Index& idx) { put(position(c.i64(placed[k].offset), idx, s, placed[k].stride), c.operand(k, idx)); });
+    if (!c.hasBuffer(k) || c.rowBegin) { // rows of a block: operands may be in the block buffer, read by index
+      c.rowNest(s, [&](const Index& idx) { put(position(c.i64(placed[k].offset), idx, s, placed[k].stride), c.operand(k, idx)); });
       continue;
     }
     llvm::APInt off(64, 0);
@@ -144,6 +144,8 @@ void defineShapeOps(Table& t) {
       },
       // the same elements in the same order: a view from element 0
       .view = [](const Type&, const Type&, const ir::Attrs&) -> std::optional<int64_t> { return 0; },
+      // row-major: with the same extent on axis 0, row r holds the same elements
+      .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs&) { return true; },
       // d reshape = reshape back
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
@@ -185,6 +187,8 @@ void defineShapeOps(Table& t) {
         for (std::size_t d = 0; d < in.size(); ++d) i[d] = in[d] == 1 ? c.i64(0) : o[d + off];
         return c.operand(0, Index::ofDims(std::move(i)));
       },
+      // axis 0 is the operand's axis 0 only when no axis is added in front
+      .keepsRows = [](const Type& in, std::size_t, const Type& out, const ir::Attrs&) { return in.rank() == out.rank(); },
       // the VJP of a broadcast is a sum over the broadcast dimensions
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
@@ -237,6 +241,7 @@ void defineShapeOps(Table& t) {
         for (std::size_t d = 0; d < perm.size(); ++d) i[perm[d]] = o[d];
         return c.operand(0, Index::ofDims(std::move(i)));
       },
+      .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs& a) { return a.ints("perm").at(0) == 0; },
       // transpose back with the inverse permutation
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
@@ -306,6 +311,10 @@ void defineShapeOps(Table& t) {
         for (std::size_t d = 0; d < rank; ++d) offset = offset * in.shape[d] + s.start[d];
         return offset;
       },
+      // axis 0 whole: from row 0, every row
+      .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs& a) {
+        return a.ints("start").at(0) == 0 && a.ints("stride").at(0) == 1;
+      },
       // zero-pad the cotangent back to the operand's shape
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
@@ -373,6 +382,10 @@ void defineShapeOps(Table& t) {
         }
         llvm::Value* v = c.operand(0, Index::ofDims(std::move(i)));
         return c.b.CreateSelect(inside, v, c.constant(c.resultType().dtype, 0));
+      },
+      // no padding along axis 0
+      .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs& a) {
+        return a.ints("low").at(0) == 0 && a.ints("interior").at(0) == 0;
       },
       // the kept elements' cotangent: a strided slice
       .jvp = autodiff::linearJvp,
@@ -451,7 +464,7 @@ void defineShapeOps(Table& t) {
         const Type& rt = c.resultType();
         const std::size_t rank = rt.shape.size();
         const std::vector<int64_t> strides = stridesOf(rt.shape);
-        c.loopNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.constant(rt.dtype, 0), c.results[0], c.linear(i, rt.shape)); });
+        c.rowNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.constant(rt.dtype, 0), c.results[0], c.linear(i, rt.shape)); });
         std::vector<Placed> placed(c.op.operands.size(), Placed{0, std::vector<int64_t>(rank)});
         for (std::size_t k = 0; k < placed.size(); ++k)
           for (std::size_t d = 0; d < rank; ++d) {
@@ -459,6 +472,11 @@ void defineShapeOps(Table& t) {
             placed[k].stride[d] = (it[k * rank + d] + 1) * strides[d];
           }
         placeOperands(c, placed, /*accumulate=*/true);
+      },
+      // operands placed from row 0, one row apart
+      .keepsRows = [](const Type& in, std::size_t i, const Type&, const ir::Attrs& a) {
+        const std::size_t r = in.shape.size();
+        return a.ints("low").at(i * r) == 0 && a.ints("interior").at(i * r) == 0;
       },
       // each operand's cotangent: its region of the result's
       .jvp = autodiff::linearJvp,
@@ -519,6 +537,7 @@ void defineShapeOps(Table& t) {
         }
         placeOperands(c, placed, /*accumulate=*/false);
       },
+      .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs& a) { return a.integer("axis") != 0; },
       // each operand gets its slice of the cotangent
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {

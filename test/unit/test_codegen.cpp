@@ -99,6 +99,76 @@ TEST_CASE("large code doing much work per call is cut into parts that compile in
   CHECK(small.str().find("(compiled in parallel)") == std::string::npos);
 }
 
+/// Per row of x (rows × 3): residuals of a small nonlinear function and the
+/// rows of their Jacobian, ADBench BA's shape of work: every loop reads
+/// the others' values at its own row.
+auto perRow = [](Tensor x) {
+  auto r = [](Tensor a, Tensor b, Tensor c) {
+    Tensor s = sin(a) * b + exp(c * 0.5), t = cos(b) * c - a * a;
+    return stack({s * t + c, s / (1.0 + t * t)}, 1);
+  };
+  auto [y, pullback] = vjp(r, x(all, 0), x(all, 1), x(all, 2));
+  Tensor one = ones_like(x(all, 0)), zero = zeros_like(one);
+  std::vector<Tensor> g0 = pullback(stack({one, zero}, 1)), g1 = pullback(stack({zero, one}, 1));
+  return std::make_tuple(y, stack({g0[0], g0[1], g0[2], g1[0], g1[1], g1[2]}, 1));
+};
+
+TEST_CASE("loops over many rows run block by block, their values in a cache-sized block buffer") {
+  const int64_t rows = 100000;
+  std::vector<double> xv(static_cast<std::size_t>(rows * 3));
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.1 * double(i)) * 0.8;
+  const Array x(xv, {rows, 3});
+  auto f = jit(perRow);
+  const std::string plan = f.lower(x).plan;
+  INFO(plan);
+  // One group: the loops, and the concatenations writing the results.
+  CHECK(plan.find("row group 0 #0..#") != std::string::npos);
+  CHECK(plan.find("row group 1") == std::string::npos);
+  CHECK(plan.find("-> block+") != std::string::npos);
+  CHECK(plan.find("-> scratch+") == std::string::npos);
+  const Module m = trace(perRow, x.type());
+  const std::vector<Array> want = m.interpret("f", {x});
+  auto [y, jac] = f(x);
+  ADJIT_CHECK_CLOSE(y, want[0], 1e-12);
+  ADJIT_CHECK_CLOSE(jac, want[1], 1e-12);
+  // Blocks are the chunks threads share: any thread count, the same bits.
+  auto [y1, jac1] = jit(perRow, {.threads = 1})(x);
+  CHECK(std::memcmp(y1.raw(), y.raw(), y.bytes()) == 0);
+  CHECK(std::memcmp(jac1.raw(), jac.raw(), jac.bytes()) == 0);
+  // A small problem stays in cache: no group.
+  const Array small(std::vector<double>(xv.begin(), xv.begin() + 3000), {1000, 3});
+  CHECK(jit(perRow).lower(small).plan.find("row group") == std::string::npos);
+}
+
+TEST_CASE("a loop reading a group's value at another row stays out of the group") {
+  // w reads the Jacobian rows at row r + 1: the Jacobian goes to memory, and
+  // w's loop runs after the group, over whole rows.
+  const int64_t rows = 100000;
+  std::vector<int32_t> next(static_cast<std::size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) next[static_cast<std::size_t>(i)] = int32_t((i + 1) % rows);
+  const Array nextRow(next, {rows});
+  auto f = [&](Tensor x) {
+    auto [y, jac] = perRow(x);
+    return std::make_tuple(y, take(jac, constant(nextRow), 0) * 2.0 + jac);
+  };
+  std::vector<double> xv(static_cast<std::size_t>(rows * 3));
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::cos(0.01 * double(i));
+  const Array x(xv, {rows, 3});
+  auto jf = jit(f);
+  const std::string plan = jf.lower(x).plan;
+  INFO(plan);
+  CHECK(plan.find("row group 0") != std::string::npos);
+  CHECK(plan.find("row group 1") == std::string::npos);
+  CHECK(plan.find("-> scratch+") != std::string::npos);
+  const std::size_t last = plan.rfind("  #");
+  CHECK(plan.find("row group", last) > plan.find('\n', last)); // the last kernel is in no group
+  const Module m = trace(f, x.type());
+  const std::vector<Array> want = m.interpret("f", {x});
+  auto [a, b] = jf(x);
+  ADJIT_CHECK_CLOSE(a, want[0], 1e-12);
+  ADJIT_CHECK_CLOSE(b, want[1], 1e-12);
+}
+
 TEST_CASE("the gradient of a repeated chain is a few kernels repeated, however long the chain") {
   // The chain of the compile-time benchmark: sin, * 1.01, + 0.1 in turn.
   auto chain = [](int n) {

@@ -1,6 +1,8 @@
 // test/unit/test_table.cpp — walks the op table: every op has every hook.
 #include "ops/OpTable.h"
 
+#include <adjit/adjit.h>
+
 #include <doctest/doctest.h>
 
 #include <set>
@@ -35,4 +37,66 @@ TEST_CASE("mnemonics are unique and unknown names are rejected") {
   CHECK(!ops::lookup("no_such_op").has_value());
   std::set<std::string_view> names;
   for (ir::OpKind k : ops::allOps()) CHECK(names.insert(ops::info(k).name).second);
+}
+
+TEST_CASE("an op's keepsRows claim holds: perturbing one row of the operand changes that row of the result only") {
+  // One op per function, its operands the parameters; which operands keep
+  // rows, as the hook says (with operand and result of one extent on axis 0).
+  struct Case {
+    const char* text;
+    std::vector<bool> keeps;
+  };
+  const Case cases[] = {
+      {"func @f(%0: f64[4,6]) -> (f64[4,2,3]) {\n  %1 = reshape(%0) {shape = [4, 2, 3]} : f64[4,2,3]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4,6]) -> (f64[8,3]) {\n  %1 = reshape(%0) {shape = [8, 3]} : f64[8,3]\n  return %1\n}", {false}},
+      {"func @f(%0: f64[4,1]) -> (f64[4,3]) {\n  %1 = broadcast_to(%0) {shape = [4, 3]} : f64[4,3]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4]) -> (f64[4,4]) {\n  %1 = broadcast_to(%0) {shape = [4, 4]} : f64[4,4]\n  return %1\n}", {false}},
+      {"func @f(%0: f64[4,2,3]) -> (f64[4,3,2]) {\n  %1 = transpose(%0) {perm = [0, 2, 1]} : f64[4,3,2]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4,4,3]) -> (f64[4,4,3]) {\n  %1 = transpose(%0) {perm = [1, 0, 2]} : f64[4,4,3]\n  return %1\n}", {false}},
+      {"func @f(%0: f64[4,5]) -> (f64[4,2]) {\n  %1 = slice(%0) {limit = [4, 4], start = [0, 1], stride = [1, 2]} : f64[4,2]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[5,2]) -> (f64[5,2]) {\n  %1 = slice(%0) {limit = [5, 2], start = [0, 0], stride = [1, 1]} : f64[5,2]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4,2]) -> (f64[4,6]) {\n  %1 = pad(%0) {high = [0, 2], interior = [0, 1], low = [0, 1]} : f64[4,6]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4,2]) -> (f64[4,2]) {\n  %1 = pad(%0) {high = [0, 0], interior = [0, 0], low = [0, 0]} : f64[4,2]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4,5], %1: i32[3]) -> (f64[4,3]) {\n  %2 = gather(%0, %1) {axis = 1} : f64[4,3]\n  return %2\n}", {true, false}},
+      {"func @f(%0: f64[5,3], %1: i32[4,2]) -> (f64[4,2,3]) {\n  %2 = gather(%0, %1) {axis = 0} : f64[4,2,3]\n  return %2\n}", {false, true}},
+      {"func @f(%0: i32[4]) -> (f64[4,3]) {\n  %1 = one_hot(%0) {depth = 3, dtype = f64} : f64[4,3]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4,4]) -> (f64[4,4]) {\n  %1 = tril(%0) {k = 0} : f64[4,4]\n  return %1\n}", {true}},
+      {"func @f(%0: f64[4,2], %1: f64[4,2]) -> (f64[4,4]) {\n  %2 = pad_sum(%0, %1) {interior = [0, 0, 0, 0], low = [0, 0, 0, 2], shape = [4, 4]} : f64[4,4]\n  return %2\n}", {true, true}},
+      {"func @f(%0: f64[2,2], %1: f64[2,2]) -> (f64[4,2]) {\n  %2 = pad_sum(%0, %1) {interior = [0, 0, 0, 0], low = [0, 0, 2, 0], shape = [4, 2]} : f64[4,2]\n  return %2\n}", {false, false}},
+      {"func @f(%0: f64[4,2], %1: f64[4,3]) -> (f64[4,5]) {\n  %2 = concatenate(%0, %1) {axis = 1} : f64[4,5]\n  return %2\n}", {true, true}},
+      {"func @f(%0: f64[2,3], %1: f64[2,3]) -> (f64[4,3]) {\n  %2 = concatenate(%0, %1) {axis = 0} : f64[4,3]\n  return %2\n}", {false, false}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.text);
+    const Module m = Module::parse(c.text);
+    const ir::Function& f = *m.impl().lookup("f");
+    REQUIRE(f.ops.size() == 1);
+    const ir::Op& op = f.ops[0];
+    const ops::OpInfo& info = ops::info(op.kind);
+    REQUIRE(bool(info.hooks.keepsRows));
+    const Type& out = f.type(op.results[0]);
+    std::vector<Array> args;
+    for (std::size_t i = 0; i < op.operands.size(); ++i) {
+      Array a(f.type(op.operands[i]));
+      for (int64_t e = 0; e < a.size(); ++e) a.set(e, is_floating(a.dtype()) ? 0.25 * double(e) - 1 : double(e % 3));
+      args.push_back(std::move(a));
+    }
+    const Array base = m.interpret("f", args)[0];
+    for (std::size_t i = 0; i < op.operands.size(); ++i) {
+      const Type& in = f.type(op.operands[i]);
+      const bool claim = !in.shape.empty() && in.shape[0] == out.shape[0] && info.hooks.keepsRows(in, i, out, op.attrs);
+      CHECK(claim == c.keeps[i]);
+      if (!claim) continue;
+      // Perturb each row of operand i: only that row of the result may change.
+      const int64_t rows = in.shape[0], perIn = in.size() / rows, perOut = out.size() / rows;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<Array> changed = args;
+        for (int64_t e = r * perIn; e < (r + 1) * perIn; ++e)
+          changed[i].set(e, is_floating(in.dtype) ? changed[i].get(e) + 1.5 : double((int64_t(changed[i].get(e)) + 1) % 3));
+        const Array got = m.interpret("f", changed)[0];
+        for (int64_t e = 0; e < out.size(); ++e)
+          if (e / perOut != r) CHECK(got.get(e) == base.get(e));
+      }
+    }
+  }
 }
