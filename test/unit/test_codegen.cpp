@@ -113,11 +113,15 @@ auto perRow = [](Tensor x) {
   return std::make_tuple(y, stack({g0[0], g0[1], g0[2], g1[0], g1[1], g1[2]}, 1));
 };
 
-TEST_CASE("loops over many rows run block by block, their values in a cache-sized block buffer") {
-  const int64_t rows = 100000;
+/// rows × 3 values of sin(step · i).
+Array perRowInput(int64_t rows, double step) {
   std::vector<double> xv(static_cast<std::size_t>(rows * 3));
-  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.1 * double(i)) * 0.8;
-  const Array x(xv, {rows, 3});
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(step * double(i));
+  return Array(xv, {rows, 3});
+}
+
+TEST_CASE("loops over many rows run block by block, their values in a cache-sized block buffer") {
+  const Array x = perRowInput(100000, 0.1);
   auto f = jit(perRow);
   const std::string plan = f.lower(x).plan;
   INFO(plan);
@@ -136,7 +140,7 @@ TEST_CASE("loops over many rows run block by block, their values in a cache-size
   CHECK(std::memcmp(y1.raw(), y.raw(), y.bytes()) == 0);
   CHECK(std::memcmp(jac1.raw(), jac.raw(), jac.bytes()) == 0);
   // A small problem stays in cache: no group.
-  const Array small(std::vector<double>(xv.begin(), xv.begin() + 3000), {1000, 3});
+  const Array small = perRowInput(1000, 0.1);
   CHECK(jit(perRow).lower(small).plan.find("row group") == std::string::npos);
 }
 
@@ -151,9 +155,7 @@ TEST_CASE("a loop reading a group's value at another row stays out of the group"
     auto [y, jac] = perRow(x);
     return std::make_tuple(y, take(jac, constant(nextRow), 0) * 2.0 + jac);
   };
-  std::vector<double> xv(static_cast<std::size_t>(rows * 3));
-  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::cos(0.01 * double(i));
-  const Array x(xv, {rows, 3});
+  const Array x = perRowInput(rows, 0.01);
   auto jf = jit(f);
   const std::string plan = jf.lower(x).plan;
   INFO(plan);
