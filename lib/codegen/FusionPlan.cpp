@@ -894,10 +894,10 @@ private:
   /// The rows of kernel k's code (axis 0 of its domain or result) when it
   /// may be part of a row group, else 0: loops that do not reduce everything,
   /// and ops that can lower a range of rows (kRowRanges) reading every
-  /// operand at their own rows; without side effects (kernelKey is empty),
-  /// writing enough, whose code does not repeat much (kGroupMaxRepeats).
-  int64_t groupRows(const Kernel& k, bool pure, std::span<const int> repeats) {
-    if (!pure || (k.sameAs >= 0 && repeats[static_cast<std::size_t>(k.sameAs)] > kGroupMaxRepeats)) return 0;
+  /// operand at their own rows; writing enough, whose code does not repeat
+  /// much (kGroupMaxRepeats). (Kernels with side effects stay out too.)
+  int64_t groupRows(const Kernel& k, std::span<const int> repeats) {
+    if (k.sameAs >= 0 && repeats[static_cast<std::size_t>(k.sameAs)] > kGroupMaxRepeats) return 0;
     std::vector<ValueId>& written = stack_;
     uint64_t bytes = 0;
     for (ValueId v : writtenBy(k, written)) bytes += static_cast<uint64_t>(f_.type(v).bytes());
@@ -954,9 +954,13 @@ private:
     };
     for (std::size_t i = 0; i < n; ++i) {
       const Kernel& k = p.kernels[i];
+      const int64_t rows = groupRows(k, repeats);
+      if (!open && rows < kGroupMinRows) { // the common case: no group near, nothing to decide
+        order.push_back(i);
+        continue;
+      }
       const bool pure = !kernelKey(k, buffers).empty(); // side effects stay in program order
-      const int64_t rows = groupRows(k, pure, repeats);
-      const bool fits = rows >= kGroupMinRows;
+      const bool fits = pure && rows >= kGroupMinRows;
       if (open) {
         if (fits && rows == g.rows && members.size() < kMaxGroupKernels && readsOwnRows(k, candidate) &&
             !readsMarked(k, pendingOf, candidate)) {
