@@ -878,13 +878,7 @@ private:
 
   /// Whether kernel k reads a buffer `mark` has `id` for (through views too).
   bool readsMarked(const Kernel& k, const std::vector<int>& mark, int id) {
-    std::vector<ValueId>& operands = stack_;
-    operands.clear();
-    if (k.kind == Kernel::Kind::Loop)
-      for (const LoopRoot& r : k.roots) operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
-    else
-      operands = k.op->operands;
-    for (const Read& r : readsOf(operands, false)) {
+    for (const Read& r : readsOf(operandsOf(k, stack_), false)) {
       const ValueId base = viewOf_[at(r.value)];
       if (mark[at(r.value)] == id || (base >= 0 && mark[at(base)] == id)) return true;
     }
@@ -997,21 +991,14 @@ private:
     }
     close(n);
     if (groups.empty()) return;
-    // The kernels in their new order; code shared is emitted with the first
-    // kernel of its class in that order. If no group pays, the old order stays.
+    // The kernels in their new order (sameAs still names a class by its old
+    // first kernel; renumbered below). If no group pays, the old order stays.
     std::vector<Kernel> original = p.kernels;
     std::vector<Kernel> kernels;
     kernels.reserve(n);
-    std::vector<int> first(n, -1);
     for (std::size_t j : order) {
       kernels.push_back(std::move(p.kernels[j]));
-      Kernel& k = kernels.back();
-      k.group = groupOfKernel[j];
-      if (k.sameAs >= 0) {
-        int& f = first[static_cast<std::size_t>(k.sameAs)];
-        if (f < 0) f = static_cast<int>(kernels.size()) - 1;
-        k.sameAs = f;
-      }
+      kernels.back().group = groupOfKernel[j];
     }
     p.kernels = std::move(kernels);
     p.groups = std::move(groups);
@@ -1045,9 +1032,9 @@ private:
       return;
     }
     // A kernel of a row group has code of its own (a function of the block's
-    // rows); the others of its class still share theirs, if two or more.
-    std::vector<int> sharing(n, 0);
-    std::fill(first.begin(), first.end(), -1);
+    // rows); the others of its class still share theirs, if two or more, the
+    // code emitted with the first of them in the new order.
+    std::vector<int> sharing(n, 0), first(n, -1);
     for (Kernel& k : p.kernels) {
       if (k.sameAs >= 0 && k.group >= 0) k.sameAs = -1;
       if (k.sameAs >= 0) ++sharing[static_cast<std::size_t>(k.sameAs)];
@@ -1157,6 +1144,14 @@ private:
 
   // ---- where buffers live -----------------------------------------------------
 
+  /// The operands of the ops kernel k computes (its roots', or its op's).
+  static const std::vector<ValueId>& operandsOf(const Kernel& k, std::vector<ValueId>& out) {
+    if (k.kind != Kernel::Kind::Loop) return k.op->operands;
+    out.clear();
+    for (const LoopRoot& r : k.roots) out.insert(out.end(), r.op->operands.begin(), r.op->operands.end());
+    return out;
+  }
+
   /// The values kernel k writes.
   static std::span<const ValueId> writtenBy(const Kernel& k, std::vector<ValueId>& out) {
     out.clear();
@@ -1175,12 +1170,7 @@ private:
     for (std::size_t k = 0; k < p.kernels.size(); ++k) {
       const Kernel& kn = p.kernels[k];
       for (ValueId w : writtenBy(kn, written)) writer[at(w)] = static_cast<int>(k);
-      operands.clear();
-      if (kn.kind == Kernel::Kind::Loop)
-        for (const LoopRoot& r : kn.roots) operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
-      else
-        operands = kn.op->operands;
-      for (const Read& r : readsOf(operands, false)) lastRead[at(r.value)] = static_cast<int>(k);
+      for (const Read& r : readsOf(operandsOf(kn, operands), false)) lastRead[at(r.value)] = static_cast<int>(k);
     }
   }
 
