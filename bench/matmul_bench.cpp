@@ -1,8 +1,9 @@
 // bench/matmul_bench.cpp — adjit's matmul next to OpenBLAS (one thread), in
 // the same process: GFLOP/s of C = A B for square sizes 64-2048 in f32 and
 // f64, a batched product, the transposed forms a VJP uses, and the B4 MLP's
-// shapes. Not a test. `--quick` stops at 512; `--size N` runs N^3 only;
-// `--abt` runs only the small A B^T products (a GMM gradient's).
+// shapes; then layers relu(X @ W + b) against sgemm and a loop. Not a test.
+// `--quick` stops at 512; `--size N` runs N^3 only; `--abt` runs only the
+// small A B^T products (a GMM gradient's); `--layers` only the layers.
 #include <adjit/adjit.h>
 
 #include <cblas.h>
@@ -75,10 +76,58 @@ static void row(const char* label, int64_t batch, int64_t m, int64_t n, int64_t 
               flops / tAll * 1e-9, err);
 }
 
+/// A layer, relu(X @ W + b) (f32): adjit, where the bias and relu run on
+/// each tile of the product as the matmul writes it (a tile epilogue),
+/// against OpenBLAS's sgemm and then one pass over C adding the bias and
+/// clamping in place, what a hand-written layer does. One thread each.
+static void layerRow(int64_t m, int64_t n, int64_t k) {
+  std::vector<float> x = filled<float>(std::size_t(m * k), 0), w = filled<float>(std::size_t(k * n), 1),
+                     b = filled<float>(std::size_t(n), 2);
+  const Array X(x, {m, k}), W(w, {k, n}), B(b, {n});
+  auto layer = [](Tensor x, Tensor w, Tensor b) {
+    Tensor c = matmul(x, w);
+    return maximum(c + broadcast_to(b, c.shape()), zeros_like(c));
+  };
+  auto f = jit(layer, {.threads = 1});
+  auto all = jit(layer);
+  Array Y = f(X, W, B);
+  const double tAdjit = bestTime([&] { Y = f(X, W, B); });
+  const double tAll = bestTime([&] { all(X, W, B); });
+  std::vector<float> c(std::size_t(m * n));
+  const double tBase = bestTime([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(), int(n), 0.0f,
+                c.data(), int(n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float& e = c[std::size_t(i * n + j)];
+        e = std::max(e + b[std::size_t(j)], 0.0f);
+      }
+  });
+  double err = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) err = std::max(err, std::fabs(double(Y.at(int64_t(i))) - double(c[i])));
+  char label[64];
+  std::snprintf(label, sizeof label, "relu(X @ W + b) %lldx%lldx%lld", static_cast<long long>(m), static_cast<long long>(n),
+                static_cast<long long>(k));
+  std::printf("%-34s adjit %8.3f ms   OpenBLAS + loop %8.3f ms   ratio %5.2fx   all cores %8.3f ms   (max abs diff %.1e)\n", label,
+              tAdjit * 1e3, tBase * 1e3, tAdjit / tBase, tAll * 1e3, err);
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool abtOnly = argc > 1 && std::strcmp(argv[1], "--abt") == 0; // the rows of small A B^T products only
   openblas_set_num_threads(1);
+  // Layers: the product's consumer fused into its tiles. B4's first layer,
+  // then products with a short k, where the pass over C is a large part.
+  auto layers = [] {
+    std::printf("layers: adjit's time / (OpenBLAS sgemm + a pass adding the bias and clamping), one thread each\n");
+    layerRow(256, 512, 512);
+    layerRow(2048, 2048, 64);
+    layerRow(4096, 1024, 16);
+  };
+  if (argc > 1 && std::strcmp(argv[1], "--layers") == 0) {
+    layers();
+    return 0;
+  }
   if (argc > 2 && std::strcmp(argv[1], "--size") == 0) { // one square size, f32 and f64
     const int64_t s = std::atoll(argv[2]);
     row<float>("x", 1, s, s, s, false, false);
@@ -100,6 +149,7 @@ int main(int argc, char** argv) {
     row<float>("A B^T 512^3 (dX = dY W^T)", 1, 512, 512, 512, false, true);
     // B4's shapes: X [256, 512] @ W1 [512, 512], then @ W2.
     row<float>("B4 256x512 @ 512x512", 1, 256, 512, 512, false, false);
+    layers();
   }
   // The GMM gradient's dQ = dY X^T: a small matrix per component summed
   // over 1,000 points (ADBench 1k, D = 10 and 20, K = 25).

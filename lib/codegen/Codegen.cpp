@@ -139,6 +139,18 @@ void LowerCtx::callFirstCallee() const {
   call(op.callees.at(0), std::move(args));
 }
 
+llvm::FunctionType* epilogueType(llvm::LLVMContext& ctx) {
+  auto* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* ptr = llvm::PointerType::get(ctx, 0);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64, i64, i64, i64, ptr, i64}, false);
+}
+
+void LowerCtx::callEpilogue(llvm::Value* matrix, llvm::Value* row0, llvm::Value* row1, llvm::Value* col0, llvm::Value* col1,
+                            llvm::Value* tile, llvm::Value* stride) const {
+  ADJIT_ASSERT(epilogue, "no epilogue to call");
+  b.CreateCall(epilogueType(ctx()), epilogue, {epilogueCtx, matrix, row0, row1, col0, col1, tile, stride});
+}
+
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
 llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
 
@@ -165,7 +177,7 @@ void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) co
   loopRange(i64(0), i64(n), body);
 }
 
-void LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
+llvm::Instruction* LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = b.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx(), "loop", f);
@@ -196,6 +208,7 @@ void LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::functi
   const auto* constEnd = llvm::dyn_cast<llvm::ConstantInt>(end);
   if (!constBegin || !constEnd || constEnd->getSExtValue() - constBegin->getSExtValue() >= kLongLoopTrips) ++fe.longLoops;
   b.SetInsertPoint(exit);
+  return latch;
 }
 
 void LowerCtx::loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
@@ -355,6 +368,7 @@ llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
   }
   case Storage::View: {
     llvm::Value* viewed = buffer(static_cast<ir::ValueId>(p.index)); // never a view itself
+    if (p.offset == 0) return buffers_[static_cast<std::size_t>(v)] = viewed; // one pointer: one alias scope
     llvm::IRBuilder<> eb(entry_);
     return buffers_[static_cast<std::size_t>(v)] = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), viewed, p.offset);
   }
@@ -377,6 +391,13 @@ llvm::Value* FunctionEmitter::element(ir::ValueId v, const Index& idx) {
   llvm::Value* r;
   if (inLoop_[static_cast<std::size_t>(v)] || plan_.fused(v)) {
     r = compute(v, idx);
+  } else if (v == tileValue_) { // a tile epilogue's product: from the tile (not a buffer: no alias scope)
+    const Type& t = f_.type(v);
+    const std::vector<llvm::Value*>& d = EmitBase{*this, b_, f_, *producer_[static_cast<std::size_t>(v)]}.dims(idx, t.shape);
+    llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateSub(d[d.size() - 2], tile_->begin), tile_->stride),
+                                   b_.CreateSub(d.back(), tile_->colBegin));
+    llvm::Type* et = storageType(b_, t.dtype);
+    r = b_.CreateLoad(et, b_.CreateInBoundsGEP(et, tile_->tile, at));
   } else {
     const Type& t = f_.type(v);
     static const ir::Op noOp{};
@@ -422,20 +443,47 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
   for (std::size_t i = 0; i < k.roots.size(); ++i)
     if (k.roots[i].reduction) slots[i] = entryAlloca(c.scalarType(f_.type(k.roots[i].value).dtype), 1);
 
+  // Every root's value at the point is computed before any is stored: a
+  // tile epilogue may write a root in place of a value the others read.
+  std::vector<llvm::Value*> values(k.roots.size());
   auto body = [&](const Index& idx) {
+    for (std::size_t i = 0; i < k.roots.size(); ++i)
+      values[i] = element(k.roots[i].reduction ? k.roots[i].op->operands[0] : k.roots[i].value, idx);
     for (std::size_t i = 0; i < k.roots.size(); ++i) {
       const LoopRoot& r = k.roots[i];
       const DType t = f_.type(r.value).dtype;
       if (r.reduction) {
         EmitBase eb = base(*r.op);
-        llvm::Value* x = element(r.op->operands[0], idx);
         llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[i]);
-        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, x), slots[i]);
+        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), slots[i]);
       } else {
-        c.store(t, element(r.value, idx), buffers[i], c.linear(idx, domain));
+        c.store(t, values[i], buffers[i], c.linear(idx, domain));
       }
     }
   };
+  if (chunk && chunk->colBegin) { // a tile epilogue: rows and columns of the last two axes of one matrix
+    tileValue_ = plan_.kernels[static_cast<std::size_t>(k.epilogueOf)].op->results[0];
+    tile_ = chunk;
+    const Shape lead(domain.begin(), domain.end() - 2);
+    std::vector<llvm::Value*> dims = lead.empty() ? std::vector<llvm::Value*>{} : delinearize(chunk->index, lead);
+    c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) {
+      llvm::Instruction* latch = c.loopRange(chunk->colBegin, chunk->colEnd, [&](llvm::Value* col) {
+        std::vector<llvm::Value*> d = dims;
+        d.push_back(row);
+        d.push_back(col);
+        body(Index::ofDims(std::move(d)));
+      });
+      // A tile's row is a few vectors (a micro-tile's: two): one vector per
+      // step, not LLVM's four, or the whole row falls to the remainder loop.
+      llvm::Metadata* once[] = {llvm::MDString::get(b_.getContext(), "llvm.loop.interleave.count"),
+                                llvm::ConstantAsMetadata::get(b_.getInt32(1))};
+      setLoopHints(latch, {llvm::MDNode::get(b_.getContext(), once)});
+    });
+    for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
+    tileValue_ = -1;
+    tile_ = nullptr;
+    return;
+  }
   // A chunk covers rows [begin, end) of axis 0 (or, with partials, of the
   // linear positions of the flat inner loop).
   llvm::Value* begin = chunk ? chunk->begin : nullptr;
@@ -602,6 +650,7 @@ uint64_t FunctionEmitter::emit() {
     }
   emitChunkFunctions();
   emitRowGroupFunctions();
+  emitEpilogueFunctions();
   emitSharedKernels();
   int frame = -1;
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
@@ -625,7 +674,9 @@ uint64_t FunctionEmitter::emit() {
       if (plan_.groups[static_cast<std::size_t>(k.group)].first == i) emitRowGroup(static_cast<std::size_t>(k.group));
       continue;
     }
-    emitKernel(k);
+    if (k.epilogueOf >= 0) continue; // runs inside its op's code
+    if (k.epilogue >= 0) emitWithEpilogue(k);
+    else emitKernel(k);
     finishAliasScopes(i);
   }
   if (!chunks.empty()) {

@@ -97,6 +97,11 @@ struct LowerCtx : EmitBase {
   /// [rowBegin, rowEnd) of the result only, from the same rows of operands.
   llvm::Value* rowBegin = nullptr;
   llvm::Value* rowEnd = nullptr;
+  /// When set (ops with kTileEpilogue): the function the lowering calls on
+  /// each final tile of the result, and the context it takes (see
+  /// callEpilogue); null otherwise.
+  llvm::Value* epilogue = nullptr;
+  llvm::Value* epilogueCtx = nullptr;
   /// Element of operand `i` at `idx` (fused if the operand allows it).
   llvm::Value* operand(std::size_t i, const Index& idx) const;
   /// Buffer of operand `i` (ops with kMaterializesOperands, or where hasBuffer(i)).
@@ -109,8 +114,9 @@ struct LowerCtx : EmitBase {
   void rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
   /// for (iv = 0; iv < n; ++iv) body(iv).
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) const;
-  /// for (iv = begin; iv < end; ++iv) body(iv), bounds known at run time.
-  void loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const;
+  /// for (iv = begin; iv < end; ++iv) body(iv), bounds known at run time;
+  /// returns the loop's latch branch (for setLoopHints).
+  llvm::Instruction* loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const;
   /// A stack slot for a scalar accumulator of dtype t.
   llvm::Value* scalarSlot(DType t) const;
   /// A stack array of `count` values of type t (in the entry block).
@@ -123,10 +129,21 @@ struct LowerCtx : EmitBase {
   void call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after = 0) const;
   /// The op's i-th callee (lowered first if it was not yet).
   const ir::Function& callee(std::size_t i) const;
+  /// Calls the epilogue on rows [row0, row1) and columns [col0, col1) of
+  /// matrix `matrix` of the result, whose final values are at
+  /// tile[(i - row0) · stride + (j - col0)]: in the result's buffer, or in a
+  /// local tile the result's elements never leave.
+  void callEpilogue(llvm::Value* matrix, llvm::Value* row0, llvm::Value* row1, llvm::Value* col0, llvm::Value* col1,
+                    llvm::Value* tile, llvm::Value* stride) const;
   /// Calls the op's first callee on its operand and result buffers (ops
   /// with kForwardsToCallee: call, custom_vjp, custom_jvp).
   void callFirstCallee() const;
 };
+
+/// The type of a tile epilogue (kTileEpilogue): void(ptr ctx, i64 matrix,
+/// i64 row0, i64 row1, i64 col0, i64 col1, ptr tile, i64 stride); see
+/// LowerCtx::callEpilogue.
+llvm::FunctionType* epilogueType(llvm::LLVMContext& ctx);
 
 /// Marks the loop whose latch branch is `latch` with loop hints (the
 /// operands of its llvm.loop ID), e.g. "llvm.loop.unroll.disable".

@@ -118,9 +118,13 @@ private:
   /// Where a chunk of a split loop (Kernel::chunks) or a block of a row
   /// group runs: its rows [begin, end) of axis 0, its index, and per
   /// reduction root the array of partial results (with Kernel::partials).
+  /// A tile epilogue's (colBegin set) are rows [begin, end) and columns
+  /// [colBegin, colEnd) of the last two axes, of matrix `index`; the
+  /// product's values there are at tile[(i - begin) · stride + (j - colBegin)].
   struct Chunk {
     llvm::Value *index, *begin, *end;
     std::vector<llvm::Value*> partials;
+    llvm::Value *colBegin = nullptr, *colEnd = nullptr, *tile = nullptr, *stride = nullptr;
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
   /// Emits each split loop's chunk function: void(ptr ctx, i64 chunk), ctx =
@@ -135,6 +139,11 @@ private:
   void emitRowGroupFunctions();
   /// Runs row group g's blocks: fills its ctx, then adjit_parallel_for or a loop.
   void emitRowGroup(std::size_t g);
+  /// Emits each tile epilogue (Kernel::epilogue) as a function of
+  /// epilogueType: ctx = {the loop's buffers, scratch}.
+  void emitEpilogueFunctions();
+  /// Kernel k's op with its epilogue: fills the epilogue's ctx, then lowers.
+  void emitWithEpilogue(const Kernel& k);
   void emitReduction(const ir::Op& op);
   /// Emits kernel k's code at the insertion point.
   void emitKernel(const Kernel& k);
@@ -196,9 +205,14 @@ private:
   std::vector<llvm::Function*> chunkFn_;
   /// Per row group: the function running one block.
   std::vector<llvm::Function*> groupFn_;
+  /// Per kernel: the tile epilogue function of a loop run as one, or null.
+  std::vector<llvm::Function*> epilogueFn_;
   /// In a row group's kernel function: per block buffer, the elements its
   /// rows before the block's first would take (see rowIndex).
   std::unordered_map<llvm::Value*, llvm::Value*> rowShift_;
+  /// In a tile epilogue: the product it reads from the tile, and the tile.
+  ir::ValueId tileValue_ = -1;
+  const Chunk* tile_ = nullptr;
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;

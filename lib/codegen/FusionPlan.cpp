@@ -80,6 +80,9 @@ constexpr int kGroupMaxRepeats = 4;
 /// 64 and 128 KB took 11.1, 10.7, 10.5 and 10.0 ms; the stack decides.
 constexpr uint64_t kBlockBytes = 32 << 10;
 constexpr int64_t kMinBlockRows = 8, kMaxBlockRows = 1024;
+/// A tile epilogue (Kernel::epilogue) is the kernel reading a product at
+/// most this many kernels after it: planning stays linear.
+constexpr int kMaxEpilogueDistance = 16;
 /// A row group's block calls a function per kernel: at most this many.
 constexpr std::size_t kMaxGroupKernels = 64;
 
@@ -189,6 +192,7 @@ public:
   /// The planner's state is that of the draft.
   FusionPlan finish(FusionPlan p) {
     group(p);
+    epilogues(p);
     if (parallel_) chunk(p);
     findRuns(p);
     split(p);
@@ -803,7 +807,7 @@ private:
   void chunk(FusionPlan& p) const {
     std::vector<ValueId> buffers;
     for (Kernel& k : p.kernels) {
-      if (k.kind != Kernel::Kind::Loop || k.domain.empty() || k.group >= 0) continue;
+      if (k.kind != Kernel::Kind::Loop || k.domain.empty() || k.group >= 0 || k.epilogueOf >= 0) continue;
       const int64_t points = num_elements(k.domain), ops = std::max(k.bodySize, 1);
       if (points < kParallelPoints || points * ops < kParallelWork) continue;
       if (k.buffers.empty() && kernelKey(k, buffers).empty()) continue; // side effects
@@ -1031,14 +1035,21 @@ private:
       blocks_.clear();
       return;
     }
-    // A kernel of a row group has code of its own (a function of the block's
-    // rows); the others of its class still share theirs, if two or more, the
-    // code emitted with the first of them in the new order.
+    // A kernel of a row group has code of its own (a function of the block's rows).
+    for (Kernel& k : p.kernels)
+      if (k.group >= 0) k.sameAs = -1;
+    reshare(p);
+  }
+
+  /// After some kernels left their classes of shared code (sameAs = -1), the
+  /// others of each class still share theirs, if two or more, the code
+  /// emitted with the first of them in the plan's order (sameAs names a class
+  /// by any kernel index, as after a reordering).
+  static void reshare(FusionPlan& p) {
+    const std::size_t n = p.kernels.size();
     std::vector<int> sharing(n, 0), first(n, -1);
-    for (Kernel& k : p.kernels) {
-      if (k.sameAs >= 0 && k.group >= 0) k.sameAs = -1;
+    for (const Kernel& k : p.kernels)
       if (k.sameAs >= 0) ++sharing[static_cast<std::size_t>(k.sameAs)];
-    }
     for (std::size_t i = 0; i < n; ++i) {
       Kernel& k = p.kernels[i];
       if (k.sameAs < 0) continue;
@@ -1051,6 +1062,105 @@ private:
       if (first[c] < 0) first[c] = static_cast<int>(i);
       k.sameAs = first[c];
     }
+  }
+
+  /// Pairs each op that writes its result tile by tile (kTileEpilogue) with
+  /// the kernel reading that result, when it can run on the tiles
+  /// (Kernel::epilogue): a loop over the result's points, no reduction,
+  /// reading the result at its own point only, its only reader, at most
+  /// kMaxEpilogueDistance kernels later, none of the kernels between writing
+  /// what it reads; neither code repeated more than kGroupMaxRepeats times
+  /// (each pair is code of its own: an unrolled LSTM's 1,024 shared products
+  /// stay shared). The loop moves up to follow the op, and the product is
+  /// written in place of a result of the loop of the same type.
+  void epilogues(FusionPlan& p) {
+    const std::size_t n = p.kernels.size();
+    std::vector<int> partner(n, -1), readers, lastRead, repeats;
+    std::vector<char> taken(n, 0), viewed;
+    std::vector<ValueId> operands, written;
+    bool known = false, paired = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Kernel& k = p.kernels[i];
+      if (k.kind != Kernel::Kind::Lower || k.group >= 0 || !ops::info(k.op->kind).has(ops::kTileEpilogue) || k.op->results.size() != 1)
+        continue;
+      const ValueId c = k.op->results[0];
+      const Type& type = f_.type(c);
+      if (type.shape.size() < 2 || isOutput_[at(c)]) continue;
+      if (!known) { // facts about the whole plan, once a candidate is met
+        known = true;
+        readers.assign(f_.types.size(), 0);
+        lastRead.assign(f_.types.size(), -1);
+        for (std::size_t j = 0; j < n; ++j)
+          for (const Read& r : readsOf(operandsOf(p.kernels[j], operands), false)) {
+            ++readers[at(r.value)];
+            lastRead[at(r.value)] = static_cast<int>(j);
+          }
+        repeats.assign(n, 0);
+        for (const Kernel& x : p.kernels)
+          if (x.sameAs >= 0) ++repeats[static_cast<std::size_t>(x.sameAs)];
+        viewed.assign(f_.types.size(), 0);
+        for (ValueId base : viewOf_)
+          if (base >= 0) viewed[at(base)] = 1;
+      }
+      const int j = lastRead[at(c)];
+      if (readers[at(c)] != 1 || viewed[at(c)] || j <= static_cast<int>(i) || j - static_cast<int>(i) > kMaxEpilogueDistance ||
+          taken[static_cast<std::size_t>(j)])
+        continue;
+      const Kernel& e = p.kernels[static_cast<std::size_t>(j)];
+      auto ownCode = [&](const Kernel& x) { return x.sameAs < 0 || repeats[static_cast<std::size_t>(x.sameAs)] <= kGroupMaxRepeats; };
+      if (e.kind != Kernel::Kind::Loop || e.group >= 0 || e.domain != type.shape || e.reduceFrom != e.domain.size() || !ownCode(k) ||
+          !ownCode(e))
+        continue;
+      bool ownPoint = true;
+      for (const LoopRoot& r : e.roots)
+        for (const Read& read : readsOf(r.op->operands, ops::info(r.op->kind).has(ops::kElementwise)))
+          ownPoint = ownPoint && (read.value != c || read.sameIndex);
+      if (!ownPoint) continue;
+      // Nothing it reads may be written between the op and the loop.
+      ++gen_;
+      for (const Read& r : readsOf(operandsOf(e, operands), false)) {
+        stamp_[at(r.value)] = gen_;
+        if (const ValueId base = viewOf_[at(r.value)]; base >= 0) stamp_[at(base)] = gen_;
+      }
+      bool free = true;
+      for (std::size_t x = i + 1; x < static_cast<std::size_t>(j) && free; ++x)
+        for (ValueId v : writtenBy(p.kernels[x], written)) free = free && stamp_[at(v)] != gen_;
+      std::vector<ValueId> buffers;
+      if (!free || kernelKey(e, buffers).empty()) continue; // side effects stay where they are
+      partner[i] = j;
+      taken[static_cast<std::size_t>(j)] = 1;
+      paired = true;
+    }
+    if (!paired) return;
+    // The new order: each loop right after its op.
+    std::vector<Kernel> kernels;
+    std::vector<std::size_t> newIndex(n);
+    kernels.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (taken[i]) continue;
+      newIndex[i] = kernels.size();
+      kernels.push_back(std::move(p.kernels[i]));
+      if (partner[i] < 0) continue;
+      const std::size_t j = static_cast<std::size_t>(partner[i]);
+      newIndex[j] = kernels.size();
+      kernels.push_back(std::move(p.kernels[j]));
+      Kernel &k = kernels[kernels.size() - 2], &e = kernels.back();
+      k.epilogue = static_cast<int>(newIndex[j]);
+      e.epilogueOf = static_cast<int>(newIndex[i]);
+      k.sameAs = e.sameAs = -1;
+      k.buffers.clear();
+      kernelKey(e, e.buffers);
+      const ValueId c = k.op->results[0];
+      for (const LoopRoot& r : e.roots)
+        if (f_.type(r.value) == f_.type(c) && viewOf_[at(r.value)] < 0) {
+          viewOf_[at(c)] = r.value;
+          viewOffset_[at(c)] = 0;
+          break;
+        }
+    }
+    p.kernels = std::move(kernels);
+    for (RowGroup& g : p.groups) g.first = newIndex[g.first];
+    reshare(p);
   }
 
   /// Finds runs: at each kernel, the period (up to kMaxPeriod kernels) whose
@@ -1113,6 +1223,10 @@ private:
         const Run& run = p.runs[static_cast<std::size_t>(r)];
         end = i + static_cast<std::size_t>(run.period * run.count);
         for (std::size_t j = i + 1; j < i + static_cast<std::size_t>(run.period); ++j) s += weight(p.kernels[j]);
+      } else if (const int e = p.kernels[i].epilogue; e >= 0) { // runs inside the op's code
+        end = static_cast<std::size_t>(e) + 1;
+        s += weight(p.kernels[end - 1]);
+        work += workOf(p.kernels[end - 1]);
       } else if (const int g = p.kernels[i].group; g >= 0) { // a group runs from one place
         end = i + p.groups[static_cast<std::size_t>(g)].count;
         for (std::size_t j = i + 1; j < end; ++j) {
@@ -1237,6 +1351,12 @@ private:
     std::vector<int> writer, lastRead;
     readers(p, writer, lastRead);
     for (const auto& [v, g, offset] : blocks_) p.place[at(v)] = {Storage::Block, g, offset};
+    // An epilogue writes while its op still reads: what the op reads lives
+    // until the epilogue is done.
+    std::vector<ValueId> operands;
+    for (const Kernel& kn : p.kernels)
+      if (kn.epilogue >= 0)
+        for (const Read& r : readsOf(operandsOf(kn, operands), false)) lastRead[at(r.value)] = std::max(lastRead[at(r.value)], kn.epilogue);
     for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
       const ValueId v = f_.outputs[i];
       if (p.place[at(v)].where == Storage::Fused && writer[at(v)] >= 0) p.place[at(v)] = {Storage::Output, static_cast<uint32_t>(i), 0};

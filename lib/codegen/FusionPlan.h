@@ -69,6 +69,17 @@ struct Kernel {
   std::vector<ir::ValueId> buffers; ///< sameAs >= 0: the buffers the code reads and writes, in a fixed order
   int run = -1;                     ///< the Run this kernel is part of, if any
   int group = -1;                   ///< the RowGroup this kernel is part of, if any
+  /// Tile epilogues. A Lower kernel whose op writes its result tile by tile
+  /// (kTileEpilogue, a matmul) and the next kernel, a loop over that result's
+  /// points reading it at its own point only, and the only reader of it: the
+  /// loop runs on each tile as soon as the op has written it, while the tile
+  /// is in cache (`tanh(X @ W + b)` passes over its product once). The
+  /// product is written in place of a result of the loop of its type, when
+  /// there is one (a View of it). `epilogue` is the loop's index, on the op's
+  /// kernel; `epilogueOf` the op kernel's, on the loop; -1 otherwise. The
+  /// loop's `buffers` are those its code reads and writes.
+  int epilogue = -1;
+  int epilogueOf = -1;
   /// Loop: > 1 when the loop is split into this many chunks that may run on
   /// several threads (PlanOptions::parallel): chunk c covers rows
   /// [c·chunkRows, (c+1)·chunkRows) of axis 0 of the domain; with `partials`

@@ -78,6 +78,7 @@ std::string FusionPlan::str() const {
       if (!reduced.empty()) s += " reduce " + shape_str(reduced);
       s += fmt::format(" {}, {} ops per point, level {}{}", kn.flat ? "flat" : "nest", kn.bodySize, kn.level, sharing(k));
       if (kn.group >= 0) s += fmt::format(", row group {}", kn.group);
+      if (kn.epilogueOf >= 0) s += fmt::format(", on each tile of #{}", kn.epilogueOf);
       if (kn.chunks > 1)
         s += fmt::format(", {} chunks of {} rows{}", kn.chunks, kn.chunkRows, kn.partials ? " with partials" : "");
       s += "\n";
@@ -85,6 +86,7 @@ std::string FusionPlan::str() const {
     } else {
       s += fmt::format("  #{} {}, level {}{}", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level, sharing(k));
       if (kn.group >= 0) s += fmt::format(", row group {}", kn.group);
+      if (kn.epilogue >= 0) s += fmt::format(", tile epilogue #{}", kn.epilogue);
       s += "\n";
       if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], "write"});
       else s += fmt::format("    run {}\n", opText(f, *kn.op));

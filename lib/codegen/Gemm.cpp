@@ -235,6 +235,14 @@ public:
     a->setAlignment(llvm::Align(64));
     return a;
   }
+  /// Calls epilogue `epi` (kTileEpilogue) on rows [row0, row0 + rows) and
+  /// columns [col0, col0 + cols) of matrix `matrix`, their values at
+  /// tile[r · stride + c] (see LowerCtx::callEpilogue).
+  void epilogue(llvm::Value* epi, llvm::Value* ctx, llvm::Value* matrix, llvm::Value* row0, llvm::Value* rows, llvm::Value* col0,
+                llvm::Value* cols, llvm::Value* tile, int64_t stride) {
+    b_.CreateCall(epilogueType(b_.getContext()), epi, {ctx, matrix, row0, add(row0, rows), col0, add(col0, cols), tile, i64(stride)});
+  }
+
   void finish() {
     b_.CreateRetVoid();
     llvm::IRBuilder<>(entry_).CreateBr(entry_->getNextNode());
@@ -251,8 +259,13 @@ private:
   llvm::BasicBlock* entry_;
 };
 
-/// The context the packed product's chunk functions read: 8-byte slots.
-enum Slot { sA, sB, sC, sAp, sBp, sM, sN, sK, sIc, sJc, sPc, sKc, sMc, sNc, sFirst, kSlots };
+/// The context the packed product's chunk functions read: 8-byte slots. With
+/// a tile epilogue (kTileEpilogue), each tile of C calls sEpi once final, from
+/// a local tile (after the last block of k, sLast, in the packed kernel): C's
+/// elements go to memory once, as the epilogue's results. The functions that
+/// call an epilogue are variants of their own (".epi"): code without one
+/// stays as it was, and so does its compile time.
+enum Slot { sA, sB, sC, sAp, sBp, sM, sN, sK, sIc, sJc, sPc, sKc, sMc, sNc, sFirst, sLast, sEpi, sEpiCtx, sMatrix, kSlots };
 
 /// The slots of a context, loaded in a chunk function's entry.
 struct Slots {
@@ -342,14 +355,16 @@ llvm::Function* packAFunction(llvm::Module& module, DType t, const VectorUnit& u
 /// Column panel `chunk` (NR columns) of C's block at (ic, jc) += packed A
 /// block · packed B panel, one micro-tile per MR rows. The edge tile lives in
 /// this function: each thread has its own.
-llvm::Function* panelFunction(llvm::Module& module, DType t, const VectorUnit& unit, const std::string& name) {
+llvm::Function* panelFunction(llvm::Module& module, DType t, const VectorUnit& unit, const std::string& name, bool epilogue) {
   return chunkFunction(module, name, t, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
     Builder& b = g.b_;
     const int64_t MR = g.bl_.mr, NR = g.bl_.nr, W = g.bl_.lanes, NV = NR / W;
     llvm::Value *Ap = sl.ptr(sAp), *Bp = sl.ptr(sBp), *C = sl.ptr(sC), *N = sl.i64(sN);
     llvm::Value *ic = sl.i64(sIc), *jc = sl.i64(sJc), *kc = sl.i64(sKc), *mc = sl.i64(sMc), *nc = sl.i64(sNc);
     llvm::Value* first = b.CreateICmpNE(sl.i64(sFirst), g.i64(0));
-    llvm::Value* tile = g.alloca(MR * NR); // an edge tile of C
+    llvm::Value *epi = sl.ptr(sEpi), *epiCtx = sl.ptr(sEpiCtx), *matrix = sl.i64(sMatrix);
+    llvm::Value* final = epilogue ? b.CreateICmpNE(sl.i64(sLast), g.i64(0)) : b.getFalse();
+    llvm::Value* tile = g.alloca(MR * NR); // an edge tile of C, or the final values the epilogue reads
     llvm::Value* jr = g.mul(chunk, g.i64(NR));
     llvm::Value* bPanel = g.at(Bp, g.mul(jr, kc));
     llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, jr));
@@ -369,44 +384,68 @@ llvm::Function* panelFunction(llvm::Module& module, DType t, const VectorUnit& u
           kc, MR, NV, [&](llvm::Value* p, int64_t r) { return g.load(aPanel, g.add(g.mul(p, g.i64(MR)), g.i64(r))); },
           [&](llvm::Value* p, int64_t v) { return g.loadVec(bPanel, g.add(g.mul(p, g.i64(NR)), g.i64(v * W))); });
       auto update = [&](llvm::Value* old, llvm::Value* sum) { return b.CreateSelect(first, sum, b.CreateFAdd(old, sum)); };
-      g.ifElse(
-          b.CreateAnd(b.CreateICmpEQ(rows, g.i64(MR)), b.CreateICmpEQ(cols, g.i64(NR))),
-          [&] {
-            for (int64_t r = 0; r < MR; ++r)
-              for (int64_t v = 0; v < NV; ++v) {
-                llvm::Value* at = g.add(c0, g.add(g.mul(g.i64(r), N), g.i64(v * W)));
-                g.storeVec(update(g.loadVec(C, at), sums[static_cast<std::size_t>(r * NV + v)]), C, at);
-              }
-          },
-          [&] {
-            for (int64_t r = 0; r < MR; ++r)
-              for (int64_t v = 0; v < NV; ++v) g.storeVec(sums[static_cast<std::size_t>(r * NV + v)], tile, g.i64(r * NR + v * W));
-            g.forCount(rows, [&](llvm::Value* r) {
-              g.forCount(cols, [&](llvm::Value* j) {
-                llvm::Value* at = g.add(c0, g.add(g.mul(r, N), j));
-                g.store(update(g.load(C, at), g.load(tile, g.add(g.mul(r, g.i64(NR)), j))), C, at);
-              });
-            });
-          });
+      auto toTile = [&] {
+        for (int64_t r = 0; r < MR; ++r)
+          for (int64_t v = 0; v < NV; ++v) g.storeVec(sums[static_cast<std::size_t>(r * NV + v)], tile, g.i64(r * NR + v * W));
+      };
+      auto lastBlock = [&] { // C's final values stay in the tile, which the epilogue reads
+            toTile();
+            g.ifElse(
+                first, [] {},
+                [&] { // add what the earlier blocks of k left in C
+                  g.forCount(rows, [&](llvm::Value* r) {
+                    g.forCount(cols, [&](llvm::Value* j) {
+                      llvm::Value* at = g.add(g.mul(r, g.i64(NR)), j);
+                      g.store(b.CreateFAdd(g.load(tile, at), g.load(C, g.add(c0, g.add(g.mul(r, N), j)))), tile, at);
+                    });
+                  });
+                });
+            g.epilogue(epi, epiCtx, matrix, g.add(ic, ir), rows, g.add(jc, jr), cols, tile, NR);
+      };
+      auto inC = [&] {
+            g.ifElse(
+                b.CreateAnd(b.CreateICmpEQ(rows, g.i64(MR)), b.CreateICmpEQ(cols, g.i64(NR))),
+                [&] {
+                  for (int64_t r = 0; r < MR; ++r)
+                    for (int64_t v = 0; v < NV; ++v) {
+                      llvm::Value* at = g.add(c0, g.add(g.mul(g.i64(r), N), g.i64(v * W)));
+                      g.storeVec(update(g.loadVec(C, at), sums[static_cast<std::size_t>(r * NV + v)]), C, at);
+                    }
+                },
+                [&] {
+                  toTile();
+                  g.forCount(rows, [&](llvm::Value* r) {
+                    g.forCount(cols, [&](llvm::Value* j) {
+                      llvm::Value* at = g.add(c0, g.add(g.mul(r, N), j));
+                      g.store(update(g.load(C, at), g.load(tile, g.add(g.mul(r, g.i64(NR)), j))), C, at);
+                    });
+                  });
+                });
+      };
+      if (epilogue) g.ifElse(final, lastBlock, inC);
+      else inC();
     });
   });
 }
 
-/// void gemm(A, B, C, Ap, Bp, M, N, K): C = op(A) op(B) for one matrix. Its
+/// void gemm(A, B, C, Ap, Bp, M, N, K, epi, epiCtx, matrix): C = op(A) op(B)
+/// for one matrix (`matrix` of the batch, for the epilogue `epi`). Its
 /// packing and column panels are chunk functions over one context; with
 /// `parallel`, each step's chunks go through adjit_parallel_for. Every element
 /// of C is summed by one chunk in one order: results do not depend on threads.
-llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool transB, const VectorUnit& unit, bool parallel) {
+llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool transB, const VectorUnit& unit, bool parallel,
+                             bool epilogue) {
   const std::string base = std::string("adjit.gemm.") + std::string(name_of(t)) + "." + std::to_string(unit.bits);
-  const std::string name = base + "." + (transA ? "t" : "n") + (transB ? "t" : "n") + (parallel ? ".par" : "");
+  const std::string name =
+      base + "." + (transA ? "t" : "n") + (transB ? "t" : "n") + (parallel ? ".par" : "") + (epilogue ? ".epi" : "");
   if (llvm::Function* f = module.getFunction(name)) return f;
   llvm::Function* packB = packBFunction(module, t, unit, transB, base + ".packB." + (transB ? "t" : "n"));
   llvm::Function* packA = packAFunction(module, t, unit, transA, base + ".packA." + (transA ? "t" : "n"));
-  llvm::Function* panel = panelFunction(module, t, unit, base + ".panel");
+  llvm::Function* panel = panelFunction(module, t, unit, base + ".panel" + (epilogue ? ".epi" : ""), epilogue);
   llvm::LLVMContext& ctx = module.getContext();
   auto* ptr = llvm::PointerType::get(ctx, 0);
   auto* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64}, false);
+  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64}, false);
   auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage, name, module);
   for (unsigned a = 0; a < 5; ++a) {
     fn->addParamAttr(a, llvm::Attribute::NoAlias);
@@ -420,6 +459,9 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
   llvm::Value* slots = g.alloca8(kSlots);
   auto set = [&](Slot s, llvm::Value* v) { b.CreateStore(v, Slots{b, slots}.at(s)); };
   for (unsigned a = 0; a < 8; ++a) set(static_cast<Slot>(a), fn->getArg(a)); // A, B, C, Ap, Bp, M, N, K
+  set(sEpi, fn->getArg(8));
+  set(sEpiCtx, fn->getArg(9));
+  set(sMatrix, fn->getArg(10));
   llvm::Value *M = fn->getArg(5), *N = fn->getArg(6), *K = fn->getArg(7);
   llvm::FunctionCallee parallelFor = module.getOrInsertFunction(
       "adjit_parallel_for", llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getPtrTy(), b.getInt64Ty()}, false));
@@ -437,6 +479,7 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
       set(sPc, pc);
       set(sKc, g.min(g.i64(bl.kc), b.CreateSub(K, pc)));
       set(sFirst, b.CreateZExt(b.CreateICmpEQ(pc, g.i64(0)), b.getInt64Ty()));
+      set(sLast, b.CreateZExt(b.CreateICmpSGE(g.add(pc, g.i64(bl.kc)), K), b.getInt64Ty()));
       dispatch(packB, panels(nc, bl.nr));
       g.forRange(g.i64(0), M, bl.mc, [&](llvm::Value* ic) {
         llvm::Value* mc = g.min(g.i64(bl.mc), b.CreateSub(M, ic));
@@ -451,9 +494,15 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
   return fn;
 }
 
+/// The epilogue a chunk function calls on its final tiles (sEpi, sEpiCtx).
+struct TileEpilogue {
+  llvm::Value *fn, *ctx;
+};
+
 /// Column panel `chunk` (of every matrix's ceil(N / NR), matrix after
 /// matrix) of the direct product; see directGemmFunction.
-void directPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm::Value* C0, llvm::Value* chunk) {
+void directPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm::Value* C0, llvm::Value* chunk,
+                 const TileEpilogue* epi) {
   const Blocking& bl = g.bl_;
   Builder& b = g.b_;
   const int64_t MR = bl.mr, NR = bl.nr, W = bl.lanes, M = s.m, N = s.n, K = s.k;
@@ -464,6 +513,7 @@ void directPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, l
   llvm::Value* B = g.at(B0, g.mul(matrix, g.i64(K * N)));
   llvm::Value* C = g.at(C0, g.mul(matrix, g.i64(M * N)));
   llvm::Align align(size_of(s.dtype));
+  llvm::Value* tileBuffer = epi ? g.alloca(MR * NR) : nullptr;
   // One tile of `rows` rows at row0 (a value), `cols` columns at col0.
   auto tile = [&](llvm::Value* row0, int64_t rows, llvm::Value* col0, int64_t cols) {
     const int64_t nv = (cols + W - 1) / W;
@@ -484,6 +534,12 @@ void directPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, l
           if (llvm::Value* m = mask(v)) return b.CreateMaskedLoad(g.vec_, at, align, m, llvm::Constant::getNullValue(g.vec_));
           return b.CreateAlignedLoad(g.vec_, at, align);
         });
+    if (epi) { // the epilogue reads the tile from here; C's elements go to memory once, as its results
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t v = 0; v < nv; ++v) g.storeVec(sums[static_cast<std::size_t>(r * nv + v)], tileBuffer, g.i64(r * nv * W + v * W));
+      g.epilogue(epi->fn, epi->ctx, matrix, row0, g.i64(rows), col0, g.i64(cols), tileBuffer, nv * W);
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t v = 0; v < nv; ++v) {
         llvm::Value* at = g.at(C, g.add(g.mul(g.add(row0, g.i64(r)), g.i64(N)), g.add(col0, g.i64(v * W))));
@@ -511,11 +567,12 @@ void directPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, l
 /// displacements; a last panel of fewer rows gets a kernel of that many rows,
 /// and a last panel of fewer columns masked loads and stores. B must not be
 /// transposed. A chunk is one column panel of one matrix of the batch.
-llvm::Function* directGemmFunction(llvm::Module& module, const GemmShape& s, const VectorUnit& unit) {
-  const std::string name = fmt::format("adjit.gemm.direct.{}.{}n.{}.{}x{}x{}", name_of(s.dtype), s.transA ? "t" : "n",
-                                       unit.bits, s.m, s.n, s.k);
+llvm::Function* directGemmFunction(llvm::Module& module, const GemmShape& s, const VectorUnit& unit, bool epilogue) {
+  const std::string name = fmt::format("adjit.gemm.direct.{}.{}n.{}.{}x{}x{}{}", name_of(s.dtype), s.transA ? "t" : "n",
+                                       unit.bits, s.m, s.n, s.k, epilogue ? ".epi" : "");
   return chunkFunction(module, name, s.dtype, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
-    directPanel(g, s, sl.ptr(sA), sl.ptr(sB), sl.ptr(sC), chunk);
+    const TileEpilogue epi{sl.ptr(sEpi), sl.ptr(sEpiCtx)};
+    directPanel(g, s, sl.ptr(sA), sl.ptr(sB), sl.ptr(sC), chunk, epilogue ? &epi : nullptr);
   });
 }
 
@@ -540,7 +597,8 @@ int64_t dotTile(const VectorUnit& unit) { return unit.registers >= 32 ? 4 : 3; }
 /// gradient's 20×20 sums over 1,000 points) reads its operands once per tile
 /// row, where the packed kernel would pad its 12×16 micro-tiles and pack B
 /// across its rows. The shape is constant: the K loop's last vector is masked.
-void dotPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm::Value* C0, llvm::Value* chunk, int64_t T) {
+void dotPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm::Value* C0, llvm::Value* chunk, int64_t T,
+              const TileEpilogue* epi) {
   Builder& b = g.b_;
   const int64_t W = g.bl_.lanes, M = s.m, N = s.n, K = s.k;
   const int64_t panels = (M + T - 1) / T;
@@ -551,6 +609,7 @@ void dotPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm
   llvm::Value* C = g.at(C0, g.mul(matrix, g.i64(M * N)));
   llvm::Align align(size_of(s.dtype));
   llvm::Constant* zeros = llvm::Constant::getNullValue(g.vec_);
+  llvm::Value* tileBuffer = epi ? g.alloca(T * T) : nullptr;
   // The tile of `rows` × `cols` dot products at (i0, j0); rows and cols <= T.
   auto tile = [&](llvm::Value* i0, int64_t rows, llvm::Value* j0, int64_t cols) {
     std::vector<llvm::Value*> aRow(static_cast<std::size_t>(rows)), bRow(static_cast<std::size_t>(cols));
@@ -582,11 +641,17 @@ void dotPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm
       for (int64_t l = 0; l < W; ++l) bits.push_back(b.getInt1(l < tail));
       acc = step(acc, g.i64(K / W * W), llvm::ConstantVector::get(bits));
     }
+    std::vector<llvm::Value*> sums;
+    for (llvm::Value* a : acc) sums.push_back(b.CreateFAddReduce(llvm::ConstantFP::get(g.elem_, -0.0), a));
+    if (epi) { // the epilogue reads the tile from here
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) g.store(sums[static_cast<std::size_t>(r * cols + c)], tileBuffer, g.i64(r * T + c));
+      g.epilogue(epi->fn, epi->ctx, matrix, i0, g.i64(rows), j0, g.i64(cols), tileBuffer, T);
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        llvm::Value* sum = b.CreateFAddReduce(llvm::ConstantFP::get(g.elem_, -0.0), acc[static_cast<std::size_t>(r * cols + c)]);
-        g.store(sum, C, g.add(g.mul(g.add(i0, g.i64(r)), g.i64(N)), g.add(j0, g.i64(c))));
-      }
+      for (int64_t c = 0; c < cols; ++c)
+        g.store(sums[static_cast<std::size_t>(r * cols + c)], C, g.add(g.mul(g.add(i0, g.i64(r)), g.i64(N)), g.add(j0, g.i64(c))));
   };
   // The panel's tiles along N: full ones in a loop, then the rest; a last
   // panel of fewer rows gets tiles of that many rows.
@@ -601,11 +666,12 @@ void dotPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm
 }
 
 /// void panel(ptr slots, i64 chunk) of the dot kernel for one shape.
-llvm::Function* dotGemmFunction(llvm::Module& module, const GemmShape& s, const VectorUnit& unit) {
+llvm::Function* dotGemmFunction(llvm::Module& module, const GemmShape& s, const VectorUnit& unit, bool epilogue) {
   const std::string name =
-      fmt::format("adjit.gemm.dot.{}.{}.{}x{}x{}", name_of(s.dtype), unit.bits, s.m, s.n, s.k);
+      fmt::format("adjit.gemm.dot.{}.{}.{}x{}x{}{}", name_of(s.dtype), unit.bits, s.m, s.n, s.k, epilogue ? ".epi" : "");
   return chunkFunction(module, name, s.dtype, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
-    dotPanel(g, s, sl.ptr(sA), sl.ptr(sB), sl.ptr(sC), chunk, dotTile(unit));
+    const TileEpilogue epi{sl.ptr(sEpi), sl.ptr(sEpiCtx)};
+    dotPanel(g, s, sl.ptr(sA), sl.ptr(sB), sl.ptr(sC), chunk, dotTile(unit), epilogue ? &epi : nullptr);
   });
 }
 
@@ -633,12 +699,17 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
   const VectorUnit& unit = c.vectorUnit();
   llvm::Type* elem = c.scalarType(s.dtype);
   const bool dot = useDot(s, unit);
+  llvm::Value* none = llvm::ConstantPointerNull::get(c.b.getPtrTy());
+  llvm::Value* epi = c.epilogue ? c.epilogue : none;
+  llvm::Value* epiCtx = c.epilogue ? c.epilogueCtx : none;
+  const bool withEpilogue = c.epilogue != nullptr;
   if (dot || useDirect(s, unit)) {
     // Column panels (row panels for the dot kernel) of every matrix are the
     // chunks: on threads when there is enough work, else in order.
-    llvm::Function* fn = dot ? dotGemmFunction(c.llvmModule(), s, unit) : directGemmFunction(c.llvmModule(), s, unit);
+    llvm::Function* fn = dot ? dotGemmFunction(c.llvmModule(), s, unit, withEpilogue)
+                             : directGemmFunction(c.llvmModule(), s, unit, withEpilogue);
     llvm::Value* slots = c.fe_alloca(c.b.getInt64Ty(), kSlots);
-    for (auto [slot, v] : {std::pair{sA, A}, std::pair{sB, B}, std::pair{sC, C}})
+    for (auto [slot, v] : {std::pair{sA, A}, std::pair{sB, B}, std::pair{sC, C}, std::pair{sEpi, epi}, std::pair{sEpiCtx, epiCtx}})
       c.b.CreateStore(v, c.b.CreateConstInBoundsGEP1_64(c.b.getInt64Ty(), slots, static_cast<uint64_t>(slot)));
     const int64_t width = dot ? dotTile(unit) : blockingFor(s.dtype, unit).nr, extent = dot ? s.m : s.n;
     const int64_t chunks = s.batch * ((extent + width - 1) / width);
@@ -651,7 +722,7 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
     }
     return;
   }
-  llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit, c.parallel());
+  llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit, c.parallel(), withEpilogue);
   const auto [aBytes, bBytes] = packedBytes(s, blockingFor(s.dtype, unit));
   llvm::Value* work = c.workspace(aBytes + bBytes);
   llvm::Value* Ap = work;
@@ -660,7 +731,7 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
     llvm::Value* a = c.b.CreateInBoundsGEP(elem, A, c.b.CreateMul(bt, c.i64(s.m * s.k)));
     llvm::Value* bm = c.b.CreateInBoundsGEP(elem, B, c.b.CreateMul(bt, c.i64(s.k * s.n)));
     llvm::Value* cm = c.b.CreateInBoundsGEP(elem, C, c.b.CreateMul(bt, c.i64(s.m * s.n)));
-    c.b.CreateCall(fn, {a, bm, cm, Ap, Bp, c.i64(s.m), c.i64(s.n), c.i64(s.k)});
+    c.b.CreateCall(fn, {a, bm, cm, Ap, Bp, c.i64(s.m), c.i64(s.n), c.i64(s.k), epi, epiCtx, bt});
   });
 }
 

@@ -26,7 +26,10 @@ bool usePackedGemm(const GemmShape& s, const VectorUnit& unit);
 /// Emits C = op(A) op(B) for every matrix of the batch at the insertion point:
 /// a call, per matrix, of a function of the module generated once per dtype
 /// and transposition (its packing buffers live in `c`'s workspace), or, for
-/// small products, chunks of a function generated for the shape.
+/// small products, chunks of a function generated for the shape. With
+/// `c.epilogue` set (kTileEpilogue), each micro-tile's final values go to a
+/// local tile and the epilogue is called on it; C in memory then holds only
+/// partial sums between blocks of k, if any.
 void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C);
 
 } // namespace adjit::codegen

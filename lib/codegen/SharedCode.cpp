@@ -289,6 +289,56 @@ void FunctionEmitter::emitRowGroup(std::size_t g) {
   }
 }
 
+void FunctionEmitter::emitEpilogueFunctions() {
+  epilogueFn_.assign(plan_.kernels.size(), nullptr);
+  llvm::Function* const whole = out_;
+  int made = 0;
+  for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
+    const Kernel& k = plan_.kernels[i];
+    if (k.epilogueOf < 0) continue;
+    llvm::Function* fn = outOfLine(whole, epilogueType(whole->getContext()), ".e" + std::to_string(made++));
+    fn->addParamAttr(0, llvm::Attribute::NoAlias);
+    fn->addParamAttr(0, llvm::Attribute::NoCapture);
+    fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+    fn->addParamAttr(6, llvm::Attribute::NoCapture);
+    fn->addParamAttr(6, llvm::Attribute::ReadOnly);
+    openFrame(fn);
+    llvm::IRBuilder<> eb(entry_);
+    llvm::Value* c = fn->getArg(0);
+    for (std::size_t j = 0; j < k.buffers.size(); ++j) {
+      buffers_[static_cast<std::size_t>(k.buffers[j])] = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, c, j));
+      bufferSet_.push_back(k.buffers[j]);
+    }
+    // A view at the start of another of these buffers (the product, written in
+    // place of a result of the loop) is that buffer: one pointer, one alias scope.
+    for (ir::ValueId v : k.buffers)
+      if (const Placement& p = plan_.place[static_cast<std::size_t>(v)]; p.where == Storage::View && p.offset == 0)
+        if (llvm::Value* viewed = buffers_[p.index]) buffers_[static_cast<std::size_t>(v)] = viewed;
+    scratch_ = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, c, k.buffers.size()));
+    kernelFrame_ = true;
+    Chunk tile{fn->getArg(1), fn->getArg(2), fn->getArg(3), {}, fn->getArg(4), fn->getArg(5), fn->getArg(6), fn->getArg(7)};
+    emitLoop(k, &tile);
+    finishAliasScopes(i);
+    endFrame();
+    epilogueFn_[i] = fn;
+  }
+  out_ = whole;
+}
+
+void FunctionEmitter::emitWithEpilogue(const Kernel& k) {
+  const std::size_t e = static_cast<std::size_t>(k.epilogue);
+  const std::vector<ir::ValueId>& buffers = plan_.kernels[e].buffers;
+  llvm::Value* ctx = entryAlloca(b_.getPtrTy(), buffers.size() + 1);
+  for (std::size_t j = 0; j < buffers.size(); ++j) b_.CreateStore(buffer(buffers[j]), ctxSlot(b_, ctx, j));
+  b_.CreateStore(scratch_, ctxSlot(b_, ctx, buffers.size()));
+  std::vector<llvm::Value*> results;
+  for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
+  LowerCtx c = lowerCtx(*k.op, results);
+  c.epilogue = epilogueFn_[e];
+  c.epilogueCtx = ctx;
+  ops::info(k.op->kind).hooks.lower(c);
+}
+
 /// Kernels the plan found to repeat (Kernel::sameAs) are emitted once, as an
 /// internal function taking their buffers, and called.
 void FunctionEmitter::emitSharedKernels() {

@@ -173,6 +173,14 @@ void defineLinalgOps(Table& t) {
         auto bIndex = [&](llvm::Value* bt, llvm::Value* k, llvm::Value* j) {
           return f.tb ? at(d.k * d.n, bt, j, d.k, k) : at(d.k * d.n, bt, k, d.n, j);
         };
+        // Without tiles of its own, the whole of each matrix is the epilogue's tile.
+        auto epilogue = [&] {
+          if (!c.epilogue) return;
+          c.loop(d.batch, [&](llvm::Value* bt) {
+            llvm::Value* matrix = c.b.CreateInBoundsGEP(c.scalarType(t), C, c.b.CreateMul(bt, c.i64(d.m * d.n)));
+            c.callEpilogue(bt, c.i64(0), c.i64(d.m), c.i64(0), c.i64(d.n), matrix, c.i64(d.n));
+          });
+        };
         if (f.tb) {
           llvm::Value* slot = c.scalarSlot(t);
           c.loop(d.batch, [&](llvm::Value* bt) {
@@ -187,7 +195,7 @@ void defineLinalgOps(Table& t) {
               });
             });
           });
-          return;
+          return epilogue();
         }
         c.loop(d.batch * d.m * d.n, [&](llvm::Value* i) { c.store(t, c.constant(t, 0), C, i); });
         c.loop(d.batch, [&](llvm::Value* bt) {
@@ -201,6 +209,7 @@ void defineLinalgOps(Table& t) {
             });
           });
         });
+        epilogue();
       },
       // C = op(A) op(B): d op(A) = dC op(B)^T, d op(B) = op(A)^T dC; a flag
       // on the other side of each product takes the place of a transpose.

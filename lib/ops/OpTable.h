@@ -108,6 +108,13 @@ enum Trait : uint32_t {
   /// rows of its result only, reading those rows of its operands (which keep
   /// rows: `keepsRows`), so it can run block by block in a row group.
   kRowRanges = 1u << 17,
+  /// Its `lower` hook calls LowerCtx::epilogue, when set, on every tile of its
+  /// (single) result once the tile's elements are final: each element in
+  /// exactly one tile, a tile being rows [row0, row1) and columns [col0, col1)
+  /// of the last two axes of matrix `matrix` (the leading axes, linearised).
+  /// The planner then runs an elementwise consumer of the result on each tile
+  /// while it is in cache (FusionPlan.h, Kernel::epilogue).
+  kTileEpilogue = 1u << 18,
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver

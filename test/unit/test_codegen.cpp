@@ -603,3 +603,94 @@ TEST_CASE("rows and reshapes of buffers are views: read in place, no copies, sam
   ADJIT_CHECK_CLOSE(dw, gw[0], 1e-4);
   ADJIT_CHECK_CLOSE(dxs, gw[1], 1e-4);
 }
+
+/// sin(0.37 i + phase) · scale at every element i of an array of type t.
+Array wave(Type t, double phase, double scale = 1.0) {
+  Array a(t);
+  auto fill = [&](auto* data) {
+    for (int64_t i = 0; i < t.size(); ++i) data[i] = static_cast<std::remove_pointer_t<decltype(data)>>(std::sin(0.37 * double(i) + phase) * scale);
+  };
+  if (t.dtype == DType::f32) fill(a.data<float>());
+  else if (t.dtype == DType::f64) fill(a.data<double>());
+  else fill(a.data<int32_t>());
+  return a;
+}
+
+/// Checks that f's product (a matmul) runs its consumer on its tiles
+/// (`epilogue`, else that it does not), and that the JIT's results match the
+/// interpreter's, with the same bits on one thread and on all.
+template <class F> void checkTiles(F f, bool epilogue, const Array& x, const Array& w, const Array& b) {
+  auto jf = jit(f);
+  const std::string plan = jf.lower(x, w, b).plan;
+  INFO(plan);
+  CHECK((plan.find("tile epilogue") != std::string::npos) == epilogue);
+  const std::vector<Array> want = trace(f, x.type(), w.type(), b.type()).interpret("f", {x, w, b});
+  auto [y, z] = jf(x, w, b);
+  const double rtol = x.dtype() == DType::f32 ? 1e-4 : 1e-12; // sums of products, reassociated
+  ADJIT_CHECK_CLOSE(y, want[0], rtol);
+  ADJIT_CHECK_CLOSE(z, want[1], rtol);
+  auto [y1, z1] = jit(f, {.threads = 1})(x, w, b);
+  CHECK(bytesOf(y1) == bytesOf(y));
+  CHECK(bytesOf(z1) == bytesOf(z));
+}
+
+TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, in place of it") {
+  // Two results of one loop over the product: y reads it, and z = exp(b)
+  // does not but is written first, in the product's place; every root's
+  // value at a point is computed before any is stored.
+  auto layer = [](bool ta, bool tb) {
+    return [=](Tensor x, Tensor w, Tensor b) {
+      Tensor c = matmul(x, w, {.transpose_a = ta, .transpose_b = tb});
+      Tensor bb = broadcast_to(b, c.shape());
+      return std::make_tuple(exp(bb * 0.1), tanh(c * 0.05 + bb) * c);
+    };
+  };
+  struct Case {
+    std::string what;
+    Shape x, w;
+    bool ta = false, tb = false;
+  };
+  // The generated kernels' three ways through a product, and plain loops.
+  const Case cases[] = {
+      {"packed, two blocks of k", {130, 600}, {600, 140}},
+      {"packed, transposed A", {600, 130}, {600, 140}, true},
+      {"direct", {64, 70}, {70, 96}},
+      {"dot", {50, 200}, {40, 200}, false, true},
+      {"plain loops (narrow)", {64, 8}, {8, 3}},
+      {"batched", {3, 40, 50}, {3, 50, 60}},
+  };
+  for (DType t : {DType::f32, DType::f64})
+    for (const Case& c : cases) {
+      CAPTURE(c.what);
+      CAPTURE(t);
+      const Type xt{t, c.x}, wt{t, c.w};
+      const Shape cs = trace(layer(c.ta, c.tb), xt, wt, Type{t, {1}}).impl().lookup("f")->types.back().shape;
+      const Array x = wave(xt, 0.1), w = wave(wt, 0.7, 0.2), b = wave(Type{t, {cs.back()}}, 1.3);
+      checkTiles(layer(c.ta, c.tb), true, x, w, b);
+    }
+  // Integers: plain loops.
+  auto integers = [](Tensor x, Tensor w, Tensor b) {
+    Tensor c = matmul(x, w), bb = broadcast_to(b, c.shape());
+    return std::make_tuple(bb + bb, (c + bb) * c);
+  };
+  checkTiles(integers, true, wave(Type{DType::i32, {20, 30}}, 0, 9), wave(Type{DType::i32, {30, 40}}, 1, 9),
+             wave(Type{DType::i32, {40}}, 2, 9));
+  // The loop writes its first result in the place of d, which only its
+  // second reads: every result's value at a point is computed before any is
+  // stored. (c is written before d, so the loop runs on d's tiles.)
+  auto order = [](Tensor x, Tensor w, Tensor v) {
+    Tensor c = matmul(x, w), d = matmul(x, v);
+    Tensor first = c * 2.0;         // d's place
+    Tensor second = tanh(d) + c;
+    return std::make_tuple(first, second);
+  };
+  checkTiles(order, true, wave(Type{DType::f64, {64, 70}}, 0.1), wave(Type{DType::f64, {70, 96}}, 0.7, 0.2),
+             wave(Type{DType::f64, {70, 96}}, 1.3, 0.2));
+  // A consumer reading the product at another point runs after it.
+  auto transposed = [](Tensor x, Tensor w, Tensor b) {
+    Tensor c = matmul(x, w);
+    return std::make_tuple(c + transpose(c, {1, 0}) + b, b * 2.0);
+  };
+  checkTiles(transposed, false, wave(Type{DType::f32, {96, 80}}, 0), wave(Type{DType::f32, {80, 96}}, 1, 0.1),
+             wave(Type{DType::f32, {96}}, 2));
+}
