@@ -162,6 +162,12 @@ void setLoopHints(llvm::Instruction* latch, std::initializer_list<llvm::Metadata
   latch->setMetadata(llvm::LLVMContext::MD_loop, id);
 }
 
+llvm::MDNode* noVectorizeHint(llvm::LLVMContext& ctx) {
+  llvm::Metadata* hint[] = {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
+                            llvm::ConstantAsMetadata::get(llvm::ConstantInt::getFalse(ctx))};
+  return llvm::MDNode::get(ctx, hint);
+}
+
 /// Loops of at least this many trips (or of trips known at run time only)
 /// stay loops: LLVM's full unrolling, which stops at a few hundred
 /// instructions, leaves them.
@@ -229,10 +235,13 @@ void LowerCtx::loopNest(const Shape& shape, const std::function<void(const Index
 
 // ---- FunctionEmitter ---------------------------------------------------------
 
-void LowerCtx::rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
-  if (!rowBegin) return loopNest(shape, body);
+llvm::Instruction* LowerCtx::rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
+  if (!rowBegin) {
+    loopNest(shape, body);
+    return nullptr;
+  }
   const Shape rest(shape.begin() + 1, shape.end());
-  loopRange(rowBegin, rowEnd, [&](llvm::Value* row) {
+  return loopRange(rowBegin, rowEnd, [&](llvm::Value* row) {
     loopNest(rest, [&](const Index& r) {
       std::vector<llvm::Value*> d{row};
       const auto& rd = dims(r, rest);

@@ -129,9 +129,7 @@ public:
   /// cost for loops that are already vector code or move little data).
   void plain(llvm::Instruction* latch) {
     llvm::LLVMContext& ctx = b_.getContext();
-    llvm::Metadata* noVec[] = {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
-                               llvm::ConstantAsMetadata::get(b_.getFalse())};
-    setLoopHints(latch, {llvm::MDNode::get(ctx, noVec), llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")})});
+    setLoopHints(latch, {noVectorizeHint(ctx), llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")})});
   }
   template <class Body> void forCount(llvm::Value* n, Body body, bool optimise = false) {
     forRange(i64(0), n, 1, body, optimise);
