@@ -235,13 +235,10 @@ void LowerCtx::loopNest(const Shape& shape, const std::function<void(const Index
 
 // ---- FunctionEmitter ---------------------------------------------------------
 
-llvm::Instruction* LowerCtx::rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
-  if (!rowBegin) {
-    loopNest(shape, body);
-    return nullptr;
-  }
+void LowerCtx::rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
+  if (!rowBegin) return loopNest(shape, body);
   const Shape rest(shape.begin() + 1, shape.end());
-  return loopRange(rowBegin, rowEnd, [&](llvm::Value* row) {
+  loopRange(rowBegin, rowEnd, [&](llvm::Value* row) {
     loopNest(rest, [&](const Index& r) {
       std::vector<llvm::Value*> d{row};
       const auto& rd = dims(r, rest);

@@ -110,9 +110,8 @@ struct LowerCtx : EmitBase {
   bool hasBuffer(std::size_t i) const;
   /// Emits a loop nest over `shape` (outermost first) calling `body` with the index.
   void loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
-  /// loopNest over rows [rowBegin, rowEnd) of `shape` when they are set, else
-  /// over all of it; returns the latch of the loop over rows in the first case.
-  llvm::Instruction* rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
+  /// loopNest over rows [rowBegin, rowEnd) of `shape` when they are set, else over all of it.
+  void rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
   /// for (iv = 0; iv < n; ++iv) body(iv).
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) const;
   /// for (iv = begin; iv < end; ++iv) body(iv), bounds known at run time;

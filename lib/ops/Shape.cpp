@@ -59,12 +59,15 @@ struct Placed {
 };
 
 /// Writes each operand of the op into the result where `placed` says, or
-/// with `accumulate` adds it there. An operand computed inline gets a loop
-/// nest of its own. Operands with buffers at constant offsets from one base
-/// (the scratch region) and of one shape and stride share one loop over two
-/// constant tables, their offsets and their places: a thousand operands are
-/// one loop nest, not a thousand loops, nor a thousand stores of pointers
-/// (LLVM's passes and instruction selection take seconds over either).
+/// with `accumulate` adds it there (into zeros the caller wrote). An operand
+/// computed inline gets a loop nest of its own. Operands with buffers at
+/// constant offsets from one base (the scratch region) and of one shape and
+/// stride share one loop over two constant tables, their offsets and their
+/// places: a thousand operands are one loop nest, not a thousand loops, nor a
+/// thousand stores of pointers (LLVM's passes and instruction selection take
+/// seconds over either). In a row group's block (LowerCtx::rowBegin) one
+/// loop over the block's rows zeroes each row of the result (with
+/// `accumulate`) and places every operand's row in it.
 void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumulate) {
   const Type& rt = c.resultType();
   auto put = [&](llvm::Value* dst, llvm::Value* x) {
@@ -79,6 +82,39 @@ void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumula
     for (std::size_t d = 0; d < o.size(); ++d) base = c.b.CreateAdd(base, c.b.CreateMul(o[d], c.i64(stride[d])));
     return base;
   };
+  if (c.rowBegin) {
+    // One loop over rows rather than one per operand: the BA Jacobian's two
+    // assemblies of 11 operands were 24 loops over a block's 80 rows.
+    bool matrices = false;
+    llvm::Instruction* latch = c.loopRange(c.rowBegin, c.rowEnd, [&](llvm::Value* row) {
+      const Shape rowShape(rt.shape.begin() + 1, rt.shape.end());
+      auto rowAt = [&](const Index& idx, const Shape& s) {
+        std::vector<llvm::Value*> d{row};
+        const auto& rest = c.dims(idx, s);
+        d.insert(d.end(), rest.begin(), rest.end());
+        return Index::ofDims(std::move(d));
+      };
+      if (accumulate)
+        c.loopNest(rowShape, [&](const Index& i) {
+          c.store(rt.dtype, c.constant(rt.dtype, 0), c.results[0], c.linear(rowAt(i, rowShape), rt.shape));
+        });
+      for (std::size_t k = 0; k < placed.size(); ++k) {
+        const Shape& s = c.operandType(k).shape;
+        const Shape rest(s.begin() + 1, s.end());
+        matrices = matrices || !rest.empty();
+        c.loopNest(rest, [&](const Index& i) {
+          const Index at = rowAt(i, rest);
+          put(position(c.i64(placed[k].offset), at, s, placed[k].stride), c.operand(k, at));
+        });
+      }
+    });
+    // A matrix operand's few elements per row go a row of the result apart:
+    // vectorised along the rows, that is strided stores and run-time checks,
+    // slower than scalar code. ADBench BA's Jacobian: LLVM 150-165 -> 122-130
+    // ms on two threads, and the derivative no slower (ba3 10.4 -> 9.6 ms).
+    if (matrices) codegen::setLoopHints(latch, {codegen::noVectorizeHint(c.ctx())});
+    return;
+  }
   struct Source {
     std::size_t operand;
     int64_t byteOffset;
@@ -91,15 +127,8 @@ void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumula
   std::vector<std::pair<Class, std::vector<Source>>> classes;
   for (std::size_t k = 0; k < placed.size(); ++k) {
     const Shape& s = c.operandType(k).shape;
-    if (!c.hasBuffer(k) || c.rowBegin) { // rows of a block: operands may be in the block buffer, read by index
-      llvm::Instruction* latch =
-          c.rowNest(s, [&](const Index& idx) { put(position(c.i64(placed[k].offset), idx, s, placed[k].stride), c.operand(k, idx)); });
-      // A block's rows of a matrix operand go a few elements per row into
-      // rows of the result: vectorised along the rows, that is strided
-      // stores and run-time checks, slower than scalar code. ADBench BA's
-      // Jacobian (22 operands placed per block): LLVM 150-165 -> 122-130 ms
-      // on two threads, and the derivative no slower (ba3 10.4 -> 9.6 ms).
-      if (latch && s.size() >= 2) codegen::setLoopHints(latch, {codegen::noVectorizeHint(c.ctx())});
+    if (!c.hasBuffer(k)) {
+      c.loopNest(s, [&](const Index& idx) { put(position(c.i64(placed[k].offset), idx, s, placed[k].stride), c.operand(k, idx)); });
       continue;
     }
     llvm::APInt off(64, 0);
@@ -467,7 +496,8 @@ void defineShapeOps(Table& t) {
         const Type& rt = c.resultType();
         const std::size_t rank = rt.shape.size();
         const std::vector<int64_t> strides = stridesOf(rt.shape);
-        c.rowNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.constant(rt.dtype, 0), c.results[0], c.linear(i, rt.shape)); });
+        if (!c.rowBegin) // (a block's rows are zeroed as they are placed)
+          c.loopNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.constant(rt.dtype, 0), c.results[0], c.linear(i, rt.shape)); });
         std::vector<Placed> placed(c.op.operands.size(), Placed{0, std::vector<int64_t>(rank)});
         for (std::size_t k = 0; k < placed.size(); ++k)
           for (std::size_t d = 0; d < rank; ++d) {
