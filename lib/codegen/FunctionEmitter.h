@@ -127,6 +127,13 @@ private:
     llvm::Value *colBegin = nullptr, *colEnd = nullptr, *tile = nullptr, *stride = nullptr;
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
+  /// The context of an out-of-line function (a chunk, a row group's block, a
+  /// tile epilogue): an array of these buffers' pointers, then the scratch
+  /// pointer, then `extra` slots, filled here.
+  llvm::Value* storeContext(const std::vector<ir::ValueId>& buffers, std::size_t extra = 0);
+  /// In such a function's frame: the buffers and scratch pointer from `ctx`
+  /// (returned), and every buffer it reads must be one of them.
+  llvm::Value* loadContext(llvm::Value* ctx, const std::vector<ir::ValueId>& buffers);
   /// Emits each split loop's chunk function: void(ptr ctx, i64 chunk), ctx =
   /// {the kernel's buffers, scratch, partial arrays}.
   void emitChunkFunctions();

@@ -117,6 +117,24 @@ static std::pair<llvm::Value*, llvm::Value*> chunkRows(Builder& b, llvm::Value* 
   return {begin, b.CreateSelect(b.CreateICmpSLT(next, last), next, last)};
 }
 
+llvm::Value* FunctionEmitter::storeContext(const std::vector<ir::ValueId>& buffers, std::size_t extra) {
+  llvm::Value* ctx = entryAlloca(b_.getPtrTy(), buffers.size() + 1 + extra);
+  for (std::size_t j = 0; j < buffers.size(); ++j) b_.CreateStore(buffer(buffers[j]), ctxSlot(b_, ctx, j));
+  b_.CreateStore(scratch_, ctxSlot(b_, ctx, buffers.size()));
+  return ctx;
+}
+
+llvm::Value* FunctionEmitter::loadContext(llvm::Value* ctx, const std::vector<ir::ValueId>& buffers) {
+  llvm::IRBuilder<> eb(entry_);
+  for (std::size_t j = 0; j < buffers.size(); ++j) {
+    buffers_[static_cast<std::size_t>(buffers[j])] = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, ctx, j));
+    bufferSet_.push_back(buffers[j]);
+  }
+  scratch_ = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, ctx, buffers.size()));
+  kernelFrame_ = true;
+  return ctx;
+}
+
 void FunctionEmitter::emitChunkFunctions() {
   const std::size_t n = plan_.kernels.size();
   chunkFn_.assign(n, nullptr);
@@ -137,15 +155,9 @@ void FunctionEmitter::emitChunkFunctions() {
     fn->addParamAttr(0, llvm::Attribute::NoCapture);
     fn->addParamAttr(0, llvm::Attribute::ReadOnly);
     openFrame(fn);
+    llvm::Value* c = loadContext(fn->getArg(0), k.buffers);
     llvm::IRBuilder<> eb(entry_);
-    llvm::Value* c = fn->getArg(0);
     auto load = [&](std::size_t slot) { return eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, c, slot)); };
-    for (std::size_t j = 0; j < k.buffers.size(); ++j) {
-      buffers_[static_cast<std::size_t>(k.buffers[j])] = load(j);
-      bufferSet_.push_back(k.buffers[j]);
-    }
-    scratch_ = load(k.buffers.size());
-    kernelFrame_ = true;
     const auto [begin, end] = chunkRows(b_, fn->getArg(1), k.chunkRows, k.domain[0]);
     Chunk chunk{fn->getArg(1), begin, end, {}};
     for (const LoopRoot& r : k.roots)
@@ -165,9 +177,7 @@ void FunctionEmitter::emitParallelLoop(const Kernel& k) {
   std::size_t reductions = 0;
   for (const LoopRoot& r : k.roots) reductions += r.reduction && k.partials;
   const std::size_t n = k.buffers.size();
-  llvm::Value* ctx = entryAlloca(b_.getPtrTy(), n + 1 + reductions);
-  for (std::size_t j = 0; j < n; ++j) b_.CreateStore(buffer(k.buffers[j]), ctxSlot(b_, ctx, j));
-  b_.CreateStore(scratch_, ctxSlot(b_, ctx, n));
+  llvm::Value* ctx = storeContext(k.buffers, reductions);
   std::vector<llvm::Value*> partials;
   for (const LoopRoot& r : k.roots)
     if (r.reduction && k.partials) {
@@ -224,13 +234,8 @@ void FunctionEmitter::emitRowGroupFunctions() {
       }
       fn->addParamAttr(0, llvm::Attribute::ReadOnly);
       openFrame(fn);
+      loadContext(fn->getArg(0), group.buffers);
       llvm::IRBuilder<> eb(entry_);
-      llvm::Value* c = fn->getArg(0);
-      for (std::size_t j = 0; j < group.buffers.size(); ++j) {
-        buffers_[static_cast<std::size_t>(group.buffers[j])] = eb.CreateLoad(ptr, ctxSlot(eb, c, j));
-        bufferSet_.push_back(group.buffers[j]);
-      }
-      scratch_ = eb.CreateLoad(ptr, ctxSlot(eb, c, group.buffers.size()));
       // Block values: rows [begin, end) at the start of their part of the block.
       for (ir::ValueId v : blockValues[g]) {
         llvm::Value* at = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), fn->getArg(3), plan_.place[static_cast<std::size_t>(v)].offset);
@@ -276,10 +281,7 @@ void FunctionEmitter::emitRowGroup(std::size_t g) {
   const RowGroup& group = plan_.groups[g];
   static const ir::Op noOp{};
   LowerCtx c = lowerCtx(noOp, {});
-  const std::size_t n = group.buffers.size();
-  llvm::Value* ctx = entryAlloca(b_.getPtrTy(), n + 1);
-  for (std::size_t j = 0; j < n; ++j) b_.CreateStore(buffer(group.buffers[j]), ctxSlot(b_, ctx, j));
-  b_.CreateStore(scratch_, ctxSlot(b_, ctx, n));
+  llvm::Value* ctx = storeContext(group.buffers);
   if (group.threads) {
     llvm::FunctionCallee pf = llvmModule().getOrInsertFunction(
         "adjit_parallel_for", llvm::FunctionType::get(b_.getVoidTy(), {b_.getPtrTy(), b_.getPtrTy(), b_.getInt64Ty()}, false));
@@ -303,19 +305,12 @@ void FunctionEmitter::emitEpilogueFunctions() {
     fn->addParamAttr(6, llvm::Attribute::NoCapture);
     fn->addParamAttr(6, llvm::Attribute::ReadOnly);
     openFrame(fn);
-    llvm::IRBuilder<> eb(entry_);
-    llvm::Value* c = fn->getArg(0);
-    for (std::size_t j = 0; j < k.buffers.size(); ++j) {
-      buffers_[static_cast<std::size_t>(k.buffers[j])] = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, c, j));
-      bufferSet_.push_back(k.buffers[j]);
-    }
+    loadContext(fn->getArg(0), k.buffers);
     // A view at the start of another of these buffers (the product, written in
     // place of a result of the loop) is that buffer: one pointer, one alias scope.
     for (ir::ValueId v : k.buffers)
       if (const Placement& p = plan_.place[static_cast<std::size_t>(v)]; p.where == Storage::View && p.offset == 0)
         if (llvm::Value* viewed = buffers_[p.index]) buffers_[static_cast<std::size_t>(v)] = viewed;
-    scratch_ = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, c, k.buffers.size()));
-    kernelFrame_ = true;
     Chunk tile{fn->getArg(1), fn->getArg(2), fn->getArg(3), {}, fn->getArg(4), fn->getArg(5), fn->getArg(6), fn->getArg(7)};
     emitLoop(k, &tile);
     finishAliasScopes(i);
@@ -327,10 +322,7 @@ void FunctionEmitter::emitEpilogueFunctions() {
 
 void FunctionEmitter::emitWithEpilogue(const Kernel& k) {
   const std::size_t e = static_cast<std::size_t>(k.epilogue);
-  const std::vector<ir::ValueId>& buffers = plan_.kernels[e].buffers;
-  llvm::Value* ctx = entryAlloca(b_.getPtrTy(), buffers.size() + 1);
-  for (std::size_t j = 0; j < buffers.size(); ++j) b_.CreateStore(buffer(buffers[j]), ctxSlot(b_, ctx, j));
-  b_.CreateStore(scratch_, ctxSlot(b_, ctx, buffers.size()));
+  llvm::Value* ctx = storeContext(plan_.kernels[e].buffers);
   std::vector<llvm::Value*> results;
   for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
   LowerCtx c = lowerCtx(*k.op, results);
