@@ -462,13 +462,20 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         EmitBase eb = base(*r.op);
         llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[i]);
         b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), slots[i]);
+      } else if (r.value == tileRoot_) { // a tile prologue's result goes to the tile (no alias scope)
+        const auto& d = c.dims(idx, domain);
+        llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateSub(d[d.size() - 2], tile_->begin), tile_->stride),
+                                       b_.CreateSub(d.back(), tile_->colBegin));
+        llvm::Type* et = storageType(b_, t);
+        b_.CreateStore(t == DType::i1 ? b_.CreateZExt(values[i], et) : values[i], b_.CreateInBoundsGEP(et, tile_->tile, at));
       } else {
         c.store(t, values[i], buffers[i], c.linear(idx, domain));
       }
     }
   };
-  if (chunk && chunk->colBegin) { // a tile epilogue: rows and columns of the last two axes of one matrix
-    tileValue_ = plan_.kernels[static_cast<std::size_t>(k.epilogueOf)].op->results[0];
+  if (chunk && chunk->colBegin) { // a tile epilogue or prologue: rows and columns of the last two axes of one matrix
+    if (k.epilogueOf >= 0) tileValue_ = plan_.kernels[static_cast<std::size_t>(k.epilogueOf)].op->results[0];
+    else tileRoot_ = k.roots[0].value;
     tile_ = chunk;
     const Shape lead(domain.begin(), domain.end() - 2);
     std::vector<llvm::Value*> dims = lead.empty() ? std::vector<llvm::Value*>{} : delinearize(chunk->index, lead);
@@ -486,7 +493,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       setLoopHints(latch, {llvm::MDNode::get(b_.getContext(), once)});
     });
     for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
-    tileValue_ = -1;
+    tileValue_ = tileRoot_ = -1;
     tile_ = nullptr;
     return;
   }
@@ -656,7 +663,7 @@ uint64_t FunctionEmitter::emit() {
     }
   emitChunkFunctions();
   emitRowGroupFunctions();
-  emitEpilogueFunctions();
+  emitTileFunctions();
   emitSharedKernels();
   int frame = -1;
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
@@ -680,8 +687,8 @@ uint64_t FunctionEmitter::emit() {
       if (plan_.groups[static_cast<std::size_t>(k.group)].first == i) emitRowGroup(static_cast<std::size_t>(k.group));
       continue;
     }
-    if (k.epilogueOf >= 0) continue; // runs inside its op's code
-    if (k.epilogue >= 0) emitWithEpilogue(k);
+    if (k.epilogueOf >= 0 || k.prologueOf >= 0) continue; // runs inside its op's code
+    if (k.epilogue >= 0 || !k.prologue.empty()) emitWithTiles(k);
     else emitKernel(k);
     finishAliasScopes(i);
   }
@@ -751,7 +758,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     // LLVM's work. One called from a single op (a loop body, a branch) may be
     // inlined there, so a loop keeps its carry in registers.
     if (!isEntry && references[f.name] > 1) fn->addFnAttr(llvm::Attribute::NoInline);
-    FusionPlan plan = planFusion(f, {.effects = &effects, .parallel = parallel});
+    FusionPlan plan = planFusion(f, {.effects = &effects, .parallel = parallel, .unit = &unit});
     if (plans) *plans += plan.str();
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel);
     FunctionEmitter::Lowered l{fn, fe.emit(), &f};

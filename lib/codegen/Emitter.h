@@ -102,6 +102,11 @@ struct LowerCtx : EmitBase {
   /// callEpilogue); null otherwise.
   llvm::Value* epilogue = nullptr;
   llvm::Value* epilogueCtx = nullptr;
+  /// When set (ops with kTilePrologue, for operands their `tilesOperand`
+  /// hook names), per operand: the function of epilogueType that writes a
+  /// tile of the operand's elements at tile[(i - row0) * stride + (j - col0)],
+  /// and its context; null for an operand read from its buffer.
+  std::vector<llvm::Value*> prologue, prologueCtx;
   /// Element of operand `i` at `idx` (fused if the operand allows it).
   llvm::Value* operand(std::size_t i, const Index& idx) const;
   /// Buffer of operand `i` (ops with kMaterializesOperands, or where hasBuffer(i)).
@@ -135,6 +140,10 @@ struct LowerCtx : EmitBase {
   /// local tile the result's elements never leave.
   void callEpilogue(llvm::Value* matrix, llvm::Value* row0, llvm::Value* row1, llvm::Value* col0, llvm::Value* col1,
                     llvm::Value* tile, llvm::Value* stride) const;
+  /// The prologue of operand i, or null.
+  llvm::Value* prologueOf(std::size_t i) const { return i < prologue.size() ? prologue[i] : nullptr; }
+  /// Whether any operand has a prologue.
+  bool hasPrologues() const { return std::any_of(prologue.begin(), prologue.end(), [](llvm::Value* p) { return p; }); }
   /// Calls the op's first callee on its operand and result buffers (ops
   /// with kForwardsToCallee: call, custom_vjp, custom_jvp).
   void callFirstCallee() const;

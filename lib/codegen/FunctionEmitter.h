@@ -146,11 +146,11 @@ private:
   void emitRowGroupFunctions();
   /// Runs row group g's blocks: fills its ctx, then adjit_parallel_for or a loop.
   void emitRowGroup(std::size_t g);
-  /// Emits each tile epilogue (Kernel::epilogue) as a function of
-  /// epilogueType: ctx = {the loop's buffers, scratch}.
-  void emitEpilogueFunctions();
-  /// Kernel k's op with its epilogue: fills the epilogue's ctx, then lowers.
-  void emitWithEpilogue(const Kernel& k);
+  /// Emits each tile epilogue and prologue (Kernel::epilogue, prologue) as a
+  /// function of epilogueType: ctx = {the loop's buffers, scratch}.
+  void emitTileFunctions();
+  /// Kernel k's op with its epilogue and prologues: fills their contexts, then lowers.
+  void emitWithTiles(const Kernel& k);
   void emitReduction(const ir::Op& op);
   /// Emits kernel k's code at the insertion point.
   void emitKernel(const Kernel& k);
@@ -212,13 +212,14 @@ private:
   std::vector<llvm::Function*> chunkFn_;
   /// Per row group: the function running one block.
   std::vector<llvm::Function*> groupFn_;
-  /// Per kernel: the tile epilogue function of a loop run as one, or null.
-  std::vector<llvm::Function*> epilogueFn_;
+  /// Per kernel: the tile function of a loop run as an epilogue or prologue, or null.
+  std::vector<llvm::Function*> tileFn_;
   /// In a row group's kernel function: per block buffer, the elements its
   /// rows before the block's first would take (see rowIndex).
   std::unordered_map<llvm::Value*, llvm::Value*> rowShift_;
-  /// In a tile epilogue: the product it reads from the tile, and the tile.
-  ir::ValueId tileValue_ = -1;
+  /// In a tile epilogue: the product it reads from the tile; in a tile
+  /// prologue: the operand it writes there; and the tile.
+  ir::ValueId tileValue_ = -1, tileRoot_ = -1;
   const Chunk* tile_ = nullptr;
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;

@@ -122,7 +122,7 @@ class Planner {
 public:
   Planner(const ir::Function& f, const PlanOptions& o)
       : f_(f), budget_(std::max(o.bodyBudget, 1)), functionBudget_(std::max(o.functionBudget, 1)), effects_(o.effects),
-        parallel_(o.parallel) {}
+        parallel_(o.parallel), unit_(o.unit) {}
 
   /// Finds the step groups of unrolled loops (findSteps); true if any.
   bool findStepGroups() {
@@ -192,7 +192,7 @@ public:
   /// The planner's state is that of the draft.
   FusionPlan finish(FusionPlan p) {
     group(p);
-    epilogues(p);
+    tiles(p);
     if (parallel_) chunk(p);
     findRuns(p);
     split(p);
@@ -807,7 +807,7 @@ private:
   void chunk(FusionPlan& p) const {
     std::vector<ValueId> buffers;
     for (Kernel& k : p.kernels) {
-      if (k.kind != Kernel::Kind::Loop || k.domain.empty() || k.group >= 0 || k.epilogueOf >= 0) continue;
+      if (k.kind != Kernel::Kind::Loop || k.domain.empty() || k.group >= 0 || k.epilogueOf >= 0 || k.prologueOf >= 0) continue;
       const int64_t points = num_elements(k.domain), ops = std::max(k.bodySize, 1);
       if (points < kParallelPoints || points * ops < kParallelWork) continue;
       if (k.buffers.empty() && kernelKey(k, buffers).empty()) continue; // side effects
@@ -1064,37 +1064,47 @@ private:
     }
   }
 
-  /// Pairs each op that writes its result tile by tile (kTileEpilogue) with
-  /// the kernel reading that result, when it can run on the tiles
-  /// (Kernel::epilogue): a loop over the result's points, no reduction,
-  /// reading the result at its own point only, its only reader, at most
-  /// kMaxEpilogueDistance kernels later, none of the kernels between writing
-  /// what it reads; neither code repeated more than kGroupMaxRepeats times
-  /// (each pair is code of its own: an unrolled LSTM's 1,024 shared products
-  /// stay shared). The loop moves up to follow the op, and the product is
-  /// written in place of a result of the loop of the same type.
-  void epilogues(FusionPlan& p) {
+  /// Runs loops inside the code of ops that work tile by tile. An op that
+  /// writes its result by tiles (kTileEpilogue) takes the kernel reading that
+  /// result as its epilogue (Kernel::epilogue) when that kernel can run on the
+  /// tiles: a loop over the result's points, no reduction, reading the result
+  /// at its own point only, its only reader, at most kMaxEpilogueDistance
+  /// kernels later, none of the kernels between writing what it reads. An op
+  /// that reads operands by tiles (kTilePrologue) takes the kernel computing an
+  /// operand as its prologue (Kernel::prologue) when that kernel is a loop over
+  /// the operand's points computing it alone, elementwise, the op being its
+  /// only reader, at most kMaxEpilogueDistance kernels earlier. Neither code
+  /// may repeat more than kGroupMaxRepeats times (each is code of its own: an
+  /// unrolled LSTM's 1,024 shared products stay shared). The loops move next
+  /// to their op, and a product is written in place of a result of its
+  /// epilogue of the same type.
+  void tiles(FusionPlan& p) {
     const std::size_t n = p.kernels.size();
-    std::vector<int> partner(n, -1), readers, lastRead, repeats;
+    std::vector<int> after(n, -1), readers, lastRead, writer, repeats;
+    std::vector<std::vector<int>> before(n);
     std::vector<char> taken(n, 0), viewed;
-    std::vector<ValueId> operands, written;
+    std::vector<ValueId> operands, written, buffers;
     bool known = false, paired = false;
+    auto ownCode = [&](const Kernel& x) { return x.sameAs < 0 || repeats[static_cast<std::size_t>(x.sameAs)] <= kGroupMaxRepeats; };
     for (std::size_t i = 0; i < n; ++i) {
       const Kernel& k = p.kernels[i];
-      if (k.kind != Kernel::Kind::Lower || k.group >= 0 || !ops::info(k.op->kind).has(ops::kTileEpilogue) || k.op->results.size() != 1)
-        continue;
-      const ValueId c = k.op->results[0];
-      const Type& type = f_.type(c);
-      if (type.shape.size() < 2 || isOutput_[at(c)]) continue;
+      if (k.kind != Kernel::Kind::Lower || k.group >= 0) continue;
+      const ops::OpInfo& info = ops::info(k.op->kind);
+      const bool epilogue = info.has(ops::kTileEpilogue) && k.op->results.size() == 1 && f_.type(k.op->results[0]).rank() >= 2 &&
+                            !isOutput_[at(k.op->results[0])];
+      if (!epilogue && !info.has(ops::kTilePrologue)) continue;
       if (!known) { // facts about the whole plan, once a candidate is met
         known = true;
         readers.assign(f_.types.size(), 0);
         lastRead.assign(f_.types.size(), -1);
-        for (std::size_t j = 0; j < n; ++j)
+        writer.assign(f_.types.size(), -1);
+        for (std::size_t j = 0; j < n; ++j) {
           for (const Read& r : readsOf(operandsOf(p.kernels[j], operands), false)) {
             ++readers[at(r.value)];
             lastRead[at(r.value)] = static_cast<int>(j);
           }
+          for (ValueId w : writtenBy(p.kernels[j], written)) writer[at(w)] = static_cast<int>(j);
+        }
         repeats.assign(n, 0);
         for (const Kernel& x : p.kernels)
           if (x.sameAs >= 0) ++repeats[static_cast<std::size_t>(x.sameAs)];
@@ -1102,56 +1112,94 @@ private:
         for (ValueId base : viewOf_)
           if (base >= 0) viewed[at(base)] = 1;
       }
+      if (!ownCode(k)) continue;
+      // A loop that may run on tiles of value v of `type`, read or written by k only.
+      auto tileLoop = [&](int j, ValueId v) {
+        const Kernel& e = p.kernels[static_cast<std::size_t>(j)];
+        return !taken[static_cast<std::size_t>(j)] && e.kind == Kernel::Kind::Loop && e.group < 0 && e.domain == f_.type(v).shape &&
+               e.reduceFrom == e.domain.size() && readers[at(v)] == 1 && !viewed[at(v)] && ownCode(e) &&
+               !kernelKey(e, buffers).empty(); // (side effects stay where they are)
+      };
+      // Whether kernels [from, to) write what kernel j reads.
+      auto writesReadBy = [&](std::size_t from, std::size_t to, std::size_t j) {
+        ++gen_;
+        for (const Read& r : readsOf(operandsOf(p.kernels[j], operands), false)) {
+          stamp_[at(r.value)] = gen_;
+          if (const ValueId base = viewOf_[at(r.value)]; base >= 0) stamp_[at(base)] = gen_;
+        }
+        for (std::size_t x = from; x < to; ++x)
+          for (ValueId v : writtenBy(p.kernels[x], written))
+            if (stamp_[at(v)] == gen_) return true;
+        return false;
+      };
+      if (info.has(ops::kTilePrologue) && unit_) {
+        std::vector<Type> types;
+        for (ValueId o : k.op->operands) types.push_back(f_.type(o));
+        for (std::size_t o = 0; o < k.op->operands.size(); ++o) {
+          const ValueId a = k.op->operands[o];
+          if (!info.hooks.tilesOperand(types, o, k.op->attrs, *unit_)) continue;
+          const int j = writer[at(a)];
+          if (std::count(k.op->operands.begin(), k.op->operands.end(), a) != 1 || isOutput_[at(a)] || f_.type(a).rank() < 2 || j < 0 ||
+              j >= static_cast<int>(i) || static_cast<int>(i) - j > kMaxEpilogueDistance || !tileLoop(j, a) ||
+              p.kernels[static_cast<std::size_t>(j)].roots.size() != 1 || writesReadBy(static_cast<std::size_t>(j) + 1, i, static_cast<std::size_t>(j)))
+            continue;
+          before[i].resize(k.op->operands.size(), -1);
+          before[i][o] = j;
+          taken[static_cast<std::size_t>(j)] = 1;
+          paired = true;
+        }
+      }
+      if (!epilogue) continue;
+      const ValueId c = k.op->results[0];
       const int j = lastRead[at(c)];
-      if (readers[at(c)] != 1 || viewed[at(c)] || j <= static_cast<int>(i) || j - static_cast<int>(i) > kMaxEpilogueDistance ||
-          taken[static_cast<std::size_t>(j)])
-        continue;
-      const Kernel& e = p.kernels[static_cast<std::size_t>(j)];
-      auto ownCode = [&](const Kernel& x) { return x.sameAs < 0 || repeats[static_cast<std::size_t>(x.sameAs)] <= kGroupMaxRepeats; };
-      if (e.kind != Kernel::Kind::Loop || e.group >= 0 || e.domain != type.shape || e.reduceFrom != e.domain.size() || !ownCode(k) ||
-          !ownCode(e))
-        continue;
+      if (j <= static_cast<int>(i) || j - static_cast<int>(i) > kMaxEpilogueDistance || !tileLoop(j, c)) continue;
       bool ownPoint = true;
-      for (const LoopRoot& r : e.roots)
+      for (const LoopRoot& r : p.kernels[static_cast<std::size_t>(j)].roots)
         for (const Read& read : readsOf(r.op->operands, ops::info(r.op->kind).has(ops::kElementwise)))
           ownPoint = ownPoint && (read.value != c || read.sameIndex);
-      if (!ownPoint) continue;
-      // Nothing it reads may be written between the op and the loop.
-      ++gen_;
-      for (const Read& r : readsOf(operandsOf(e, operands), false)) {
-        stamp_[at(r.value)] = gen_;
-        if (const ValueId base = viewOf_[at(r.value)]; base >= 0) stamp_[at(base)] = gen_;
-      }
-      bool free = true;
-      for (std::size_t x = i + 1; x < static_cast<std::size_t>(j) && free; ++x)
-        for (ValueId v : writtenBy(p.kernels[x], written)) free = free && stamp_[at(v)] != gen_;
-      std::vector<ValueId> buffers;
-      if (!free || kernelKey(e, buffers).empty()) continue; // side effects stay where they are
-      partner[i] = j;
+      if (!ownPoint || writesReadBy(i + 1, static_cast<std::size_t>(j), static_cast<std::size_t>(j))) continue;
+      after[i] = j;
       taken[static_cast<std::size_t>(j)] = 1;
       paired = true;
     }
     if (!paired) return;
-    // The new order: each loop right after its op.
+    // The new order: each op's prologues right before it, its epilogue right after.
     std::vector<Kernel> kernels;
     std::vector<std::size_t> newIndex(n);
     kernels.reserve(n);
+    // Paired kernels have code of their own; a loop run on tiles reads and
+    // writes `buffers` through its context.
+    auto move = [&](std::size_t x, bool paired) {
+      newIndex[x] = kernels.size();
+      kernels.push_back(std::move(p.kernels[x]));
+      if (paired) kernels.back().sameAs = -1;
+      return kernels.size() - 1;
+    };
     for (std::size_t i = 0; i < n; ++i) {
       if (taken[i]) continue;
-      newIndex[i] = kernels.size();
-      kernels.push_back(std::move(p.kernels[i]));
-      if (partner[i] < 0) continue;
-      const std::size_t j = static_cast<std::size_t>(partner[i]);
-      newIndex[j] = kernels.size();
-      kernels.push_back(std::move(p.kernels[j]));
-      Kernel &k = kernels[kernels.size() - 2], &e = kernels.back();
-      k.epilogue = static_cast<int>(newIndex[j]);
-      e.epilogueOf = static_cast<int>(newIndex[i]);
-      k.sameAs = e.sameAs = -1;
-      k.buffers.clear();
-      kernelKey(e, e.buffers);
-      const ValueId c = k.op->results[0];
-      for (const LoopRoot& r : e.roots)
+      if (before[i].empty() && after[i] < 0) {
+        move(i, false);
+        continue;
+      }
+      for (int j : before[i])
+        if (j >= 0) move(static_cast<std::size_t>(j), true);
+      const std::size_t ki = move(i, true);
+      kernels[ki].buffers.clear();
+      kernels[ki].prologue.assign(before[i].size(), -1);
+      for (std::size_t o = 0; o < before[i].size(); ++o) {
+        if (before[i][o] < 0) continue;
+        Kernel& x = kernels[newIndex[static_cast<std::size_t>(before[i][o])]];
+        x.prologueOf = static_cast<int>(ki);
+        kernelKey(x, x.buffers);
+        kernels[ki].prologue[o] = static_cast<int>(newIndex[static_cast<std::size_t>(before[i][o])]);
+      }
+      if (after[i] < 0) continue;
+      const std::size_t e = move(static_cast<std::size_t>(after[i]), true);
+      kernels[ki].epilogue = static_cast<int>(e);
+      kernels[e].epilogueOf = static_cast<int>(ki);
+      kernelKey(kernels[e], kernels[e].buffers);
+      const ValueId c = kernels[ki].op->results[0];
+      for (const LoopRoot& r : kernels[e].roots)
         if (f_.type(r.value) == f_.type(c) && viewOf_[at(r.value)] < 0) {
           viewOf_[at(c)] = r.value;
           viewOffset_[at(c)] = 0;
@@ -1223,10 +1271,15 @@ private:
         const Run& run = p.runs[static_cast<std::size_t>(r)];
         end = i + static_cast<std::size_t>(run.period * run.count);
         for (std::size_t j = i + 1; j < i + static_cast<std::size_t>(run.period); ++j) s += weight(p.kernels[j]);
-      } else if (const int e = p.kernels[i].epilogue; e >= 0) { // runs inside the op's code
-        end = static_cast<std::size_t>(e) + 1;
-        s += weight(p.kernels[end - 1]);
-        work += workOf(p.kernels[end - 1]);
+      } else if (const int op = p.kernels[i].prologueOf >= 0 ? p.kernels[i].prologueOf : static_cast<int>(i);
+                 p.kernels[static_cast<std::size_t>(op)].epilogue >= 0 || !p.kernels[static_cast<std::size_t>(op)].prologue.empty()) {
+        // an op with the loops that run inside its code: its prologues, it, its epilogue
+        const Kernel& o = p.kernels[static_cast<std::size_t>(op)];
+        end = static_cast<std::size_t>(o.epilogue >= 0 ? o.epilogue : op) + 1;
+        for (std::size_t j = i + 1; j < end; ++j) {
+          s += weight(p.kernels[j]);
+          work += workOf(p.kernels[j]);
+        }
       } else if (const int g = p.kernels[i].group; g >= 0) { // a group runs from one place
         end = i + p.groups[static_cast<std::size_t>(g)].count;
         for (std::size_t j = i + 1; j < end; ++j) {
@@ -1352,11 +1405,16 @@ private:
     readers(p, writer, lastRead);
     for (const auto& [v, g, offset] : blocks_) p.place[at(v)] = {Storage::Block, g, offset};
     // An epilogue writes while its op still reads: what the op reads lives
-    // until the epilogue is done.
+    // until the epilogue is done. A prologue reads while its op runs: what it
+    // reads lives until the op is done.
     std::vector<ValueId> operands;
-    for (const Kernel& kn : p.kernels)
+    for (std::size_t k = 0; k < p.kernels.size(); ++k) {
+      const Kernel& kn = p.kernels[k];
       if (kn.epilogue >= 0)
         for (const Read& r : readsOf(operandsOf(kn, operands), false)) lastRead[at(r.value)] = std::max(lastRead[at(r.value)], kn.epilogue);
+      if (kn.prologueOf >= 0)
+        for (const Read& r : readsOf(operandsOf(kn, operands), false)) lastRead[at(r.value)] = std::max(lastRead[at(r.value)], kn.prologueOf);
+    }
     for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
       const ValueId v = f_.outputs[i];
       if (p.place[at(v)].where == Storage::Fused && writer[at(v)] >= 0) p.place[at(v)] = {Storage::Output, static_cast<uint32_t>(i), 0};
@@ -1413,6 +1471,7 @@ private:
   const int budget_, functionBudget_;
   const ops::Effects* effects_;
   const bool parallel_;
+  const VectorUnit* unit_;
   bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ops::info(op.kind).has(ops::kPure); }
   std::vector<const ir::Op*> producer_;
   std::vector<int> position_; ///< index of the producing op

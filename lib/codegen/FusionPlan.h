@@ -16,6 +16,7 @@
 #include <vector>
 
 namespace adjit::ops { class Effects; }
+namespace adjit::codegen { struct VectorUnit; }
 
 namespace adjit::codegen {
 
@@ -80,6 +81,16 @@ struct Kernel {
   /// loop's `buffers` are those its code reads and writes.
   int epilogue = -1;
   int epilogueOf = -1;
+  /// Tile prologues. A Lower kernel whose op reads operands tile by tile
+  /// (kTilePrologue, a matmul's packing) and a loop computing one of them
+  /// alone, elementwise, for that op only, that loop running just before it:
+  /// the op's code runs the loop on the tiles it reads (`matmul(tanh(X), W)`
+  /// never stores tanh(X)), or on the whole operand first where it reads
+  /// operands in place. `prologue[i]` is the loop's index for operand i (-1
+  /// none; empty: no prologues), on the op's kernel; `prologueOf` the op
+  /// kernel's, on the loop, whose `buffers` are those its code reads and writes.
+  std::vector<int> prologue;
+  int prologueOf = -1;
   /// Loop: > 1 when the loop is split into this many chunks that may run on
   /// several threads (PlanOptions::parallel): chunk c covers rows
   /// [c·chunkRows, (c+1)·chunkRows) of axis 0 of the domain; with `partials`
@@ -162,6 +173,9 @@ struct PlanOptions {
   const ops::Effects* effects = nullptr;
   /// Split loops with enough work into chunks for threads (Kernel::chunks).
   bool parallel = false;
+  /// The target's vector unit, which decides how some ops read their
+  /// operands (OpHooks::tilesOperand); null: no tile prologues.
+  const VectorUnit* unit = nullptr;
 };
 
 /// Plans `f`. Linear in the number of ops (times the body budget).

@@ -79,6 +79,7 @@ std::string FusionPlan::str() const {
       s += fmt::format(" {}, {} ops per point, level {}{}", kn.flat ? "flat" : "nest", kn.bodySize, kn.level, sharing(k));
       if (kn.group >= 0) s += fmt::format(", row group {}", kn.group);
       if (kn.epilogueOf >= 0) s += fmt::format(", on each tile of #{}", kn.epilogueOf);
+      if (kn.prologueOf >= 0) s += fmt::format(", on the tiles #{} reads", kn.prologueOf);
       if (kn.chunks > 1)
         s += fmt::format(", {} chunks of {} rows{}", kn.chunks, kn.chunkRows, kn.partials ? " with partials" : "");
       s += "\n";
@@ -86,6 +87,8 @@ std::string FusionPlan::str() const {
     } else {
       s += fmt::format("  #{} {}, level {}{}", k, kn.kind == Kernel::Kind::Lower ? "lower" : "reduction", kn.level, sharing(k));
       if (kn.group >= 0) s += fmt::format(", row group {}", kn.group);
+      for (std::size_t o = 0; o < kn.prologue.size(); ++o)
+        if (kn.prologue[o] >= 0) s += fmt::format(", tile prologue #{} (operand {})", kn.prologue[o], o);
       if (kn.epilogue >= 0) s += fmt::format(", tile epilogue #{}", kn.epilogue);
       s += "\n";
       if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], "write"});

@@ -18,6 +18,7 @@
 // micro-kernel reading A and B in place) and, for A·B^T, the dot kernel
 // (tiles of dot products along both operands' rows).
 #include "codegen/Gemm.h"
+#include "support/Assert.h"
 
 #include <adjit/error.h>
 
@@ -233,12 +234,12 @@ public:
     a->setAlignment(llvm::Align(64));
     return a;
   }
-  /// Calls epilogue `epi` (kTileEpilogue) on rows [row0, row0 + rows) and
-  /// columns [col0, col0 + cols) of matrix `matrix`, their values at
-  /// tile[r · stride + c] (see LowerCtx::callEpilogue).
-  void epilogue(llvm::Value* epi, llvm::Value* ctx, llvm::Value* matrix, llvm::Value* row0, llvm::Value* rows, llvm::Value* col0,
+  /// Calls tile function `fn` (an epilogue or a prologue: epilogueType) on
+  /// rows [row0, row0 + rows) and columns [col0, col0 + cols) of matrix
+  /// `matrix`, their values at tile[r · stride + c] (see LowerCtx::callEpilogue).
+  void epilogue(llvm::Value* fn, llvm::Value* ctx, llvm::Value* matrix, llvm::Value* row0, llvm::Value* rows, llvm::Value* col0,
                 llvm::Value* cols, llvm::Value* tile, int64_t stride) {
-    b_.CreateCall(epilogueType(b_.getContext()), epi, {ctx, matrix, row0, add(row0, rows), col0, add(col0, cols), tile, i64(stride)});
+    b_.CreateCall(epilogueType(b_.getContext()), fn, {ctx, matrix, row0, add(row0, rows), col0, add(col0, cols), tile, i64(stride)});
   }
 
   void finish() {
@@ -263,7 +264,13 @@ private:
 /// elements go to memory once, as the epilogue's results. The functions that
 /// call an epilogue are variants of their own (".epi"): code without one
 /// stays as it was, and so does its compile time.
-enum Slot { sA, sB, sC, sAp, sBp, sM, sN, sK, sIc, sJc, sPc, sKc, sMc, sNc, sFirst, sLast, sEpi, sEpiCtx, sMatrix, kSlots };
+/// With a prologue for A or B (kTilePrologue; sProA, sProB), the packing
+/// computes that operand's elements instead of reading them.
+enum Slot {
+  sA, sB, sC, sAp, sBp, sM, sN, sK, sIc, sJc, sPc, sKc, sMc, sNc, sFirst, sLast, sEpi, sEpiCtx, sMatrix,
+  sProA, sProACtx, sProB, sProBCtx, kSlots
+};
+
 
 /// The slots of a context, loaded in a chunk function's entry.
 struct Slots {
@@ -273,6 +280,39 @@ struct Slots {
   llvm::Value* i64(Slot s) const { return b.CreateLoad(b.getInt64Ty(), at(s)); }
   llvm::Value* at(Slot s) const { return b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), base, static_cast<uint64_t>(s)); }
 };
+
+/// A prologue's steps of k per call when its tile is transposed into a panel.
+constexpr int64_t kPrologueSteps = 64;
+
+/// Packs steps [k0, k0 + kc) of one panel of `width` lanes, `valid` of them
+/// real (lanes [l0, l0 + valid) of the operand), computing the operand with
+/// prologue `pro` instead of reading it. With `lanesAreColumns` (B, or A
+/// stored transposed) the panel's layout is the operand's rows k0.. and
+/// columns l0..: the prologue writes it in place. Otherwise (A, or B stored
+/// transposed: rows are lanes, columns are k) the prologue writes
+/// kPrologueSteps steps at a time into `tile`, which is copied across.
+/// Padding lanes get zeros either way.
+void packFromPrologue(Gen& g, const Slots& sl, Slot pro, llvm::Value* panel, llvm::Value* k0, llvm::Value* kc, llvm::Value* l0,
+                      llvm::Value* valid, int64_t width, bool lanesAreColumns, llvm::Value* tile) {
+  Builder& b = g.b_;
+  llvm::Value *fn = sl.ptr(pro), *ctx = sl.ptr(static_cast<Slot>(pro + 1)), *matrix = sl.i64(sMatrix);
+  if (lanesAreColumns) {
+    g.epilogue(fn, ctx, matrix, k0, kc, l0, valid, panel, width);
+    g.forCount(kc, [&](llvm::Value* p) {
+      g.forRange(valid, g.i64(width), 1, [&](llvm::Value* lane) { g.store(g.zero(), panel, g.add(g.mul(p, g.i64(width)), lane)); });
+    });
+    return;
+  }
+  g.forRange(g.i64(0), kc, kPrologueSteps, [&](llvm::Value* p0) {
+    llvm::Value* steps = g.min(g.i64(kPrologueSteps), b.CreateSub(kc, p0));
+    g.epilogue(fn, ctx, matrix, l0, valid, g.add(k0, p0), steps, tile, kPrologueSteps);
+    llvm::Value* sub = g.at(panel, g.mul(p0, g.i64(width)));
+    auto elem = [&](llvm::Value* p, llvm::Value* lane) { return g.load(tile, g.add(g.mul(lane, g.i64(kPrologueSteps)), p)); };
+    // Along the tile's rows, vectorised (the transposing copy of packing A).
+    g.ifElse(b.CreateICmpEQ(valid, g.i64(width)), [&] { g.packPanel(sub, steps, width, true, true, elem); },
+             [&] { g.packEdge(sub, steps, width, valid, elem); });
+  });
+}
 
 /// void name(ptr slots, i64 chunk): body(g, slots, chunk), once per module.
 template <class Body>
@@ -297,7 +337,8 @@ llvm::Function* chunkFunction(llvm::Module& module, const std::string& name, DTy
 }
 
 /// Packs panel `chunk` of B[pc:pc+kc, jc:jc+nc] (NR columns) into Bp[panel][p][jj].
-llvm::Function* packBFunction(llvm::Module& module, DType t, const VectorUnit& unit, bool transB, const std::string& name) {
+llvm::Function* packBFunction(llvm::Module& module, DType t, const VectorUnit& unit, bool transB, const std::string& name,
+                              bool prologue) {
   return chunkFunction(module, name, t, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
     Builder& b = g.b_;
     const int64_t NR = g.bl_.nr, W = g.bl_.lanes, NV = NR / W;
@@ -308,6 +349,8 @@ llvm::Function* packBFunction(llvm::Module& module, DType t, const VectorUnit& u
     llvm::Value* panel = g.at(Bp, g.mul(j0, kc));
     llvm::Value* cols = g.min(g.i64(NR), b.CreateSub(nc, j0));
     llvm::Value* col0 = g.add(jc, j0);
+    if (prologue)
+      return packFromPrologue(g, sl, sProB, panel, pc, kc, col0, cols, NR, !transB, transB ? g.alloca(NR * kPrologueSteps) : nullptr);
     g.ifElse(
         b.CreateICmpEQ(cols, g.i64(NR)),
         [&] {
@@ -328,7 +371,8 @@ llvm::Function* packBFunction(llvm::Module& module, DType t, const VectorUnit& u
 }
 
 /// Packs panel `chunk` of A[ic:ic+mc, pc:pc+kc] (MR rows) into Ap[panel][p][ii].
-llvm::Function* packAFunction(llvm::Module& module, DType t, const VectorUnit& unit, bool transA, const std::string& name) {
+llvm::Function* packAFunction(llvm::Module& module, DType t, const VectorUnit& unit, bool transA, const std::string& name,
+                              bool prologue) {
   return chunkFunction(module, name, t, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
     Builder& b = g.b_;
     const int64_t MR = g.bl_.mr;
@@ -339,6 +383,8 @@ llvm::Function* packAFunction(llvm::Module& module, DType t, const VectorUnit& u
     llvm::Value* panel = g.at(Ap, g.mul(i0, kc));
     llvm::Value* rows = g.min(g.i64(MR), b.CreateSub(mc, i0));
     llvm::Value* row0 = g.add(ic, i0);
+    if (prologue)
+      return packFromPrologue(g, sl, sProA, panel, pc, kc, row0, rows, MR, transA, transA ? nullptr : g.alloca(MR * kPrologueSteps));
     auto elem = [&](llvm::Value* p, llvm::Value* ii) { return g.load(A, aIndex(g.add(row0, ii), g.add(pc, p))); };
     g.ifElse(
         b.CreateICmpEQ(rows, g.i64(MR)),
@@ -426,24 +472,27 @@ llvm::Function* panelFunction(llvm::Module& module, DType t, const VectorUnit& u
   });
 }
 
-/// void gemm(A, B, C, Ap, Bp, M, N, K, epi, epiCtx, matrix): C = op(A) op(B)
-/// for one matrix (`matrix` of the batch, for the epilogue `epi`). Its
+/// void gemm(A, B, C, Ap, Bp, M, N, K, epi, epiCtx, matrix, proA, proACtx,
+/// proB, proBCtx): C = op(A) op(B) for one matrix (`matrix` of the batch, for
+/// the epilogue and the prologues). Its
 /// packing and column panels are chunk functions over one context; with
 /// `parallel`, each step's chunks go through adjit_parallel_for. Every element
 /// of C is summed by one chunk in one order: results do not depend on threads.
 llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool transB, const VectorUnit& unit, bool parallel,
-                             bool epilogue) {
+                             bool epilogue, bool prologueA, bool prologueB) {
   const std::string base = std::string("adjit.gemm.") + std::string(name_of(t)) + "." + std::to_string(unit.bits);
   const std::string name =
-      base + "." + (transA ? "t" : "n") + (transB ? "t" : "n") + (parallel ? ".par" : "") + (epilogue ? ".epi" : "");
+      base + "." + (transA ? "t" : "n") + (transB ? "t" : "n") + (parallel ? ".par" : "") + (epilogue ? ".epi" : "") +
+      (prologueA ? ".proA" : "") + (prologueB ? ".proB" : "");
   if (llvm::Function* f = module.getFunction(name)) return f;
-  llvm::Function* packB = packBFunction(module, t, unit, transB, base + ".packB." + (transB ? "t" : "n"));
-  llvm::Function* packA = packAFunction(module, t, unit, transA, base + ".packA." + (transA ? "t" : "n"));
+  llvm::Function* packB = packBFunction(module, t, unit, transB, base + ".packB." + (transB ? "t" : "n") + (prologueB ? ".pro" : ""), prologueB);
+  llvm::Function* packA = packAFunction(module, t, unit, transA, base + ".packA." + (transA ? "t" : "n") + (prologueA ? ".pro" : ""), prologueA);
   llvm::Function* panel = panelFunction(module, t, unit, base + ".panel" + (epilogue ? ".epi" : ""), epilogue);
   llvm::LLVMContext& ctx = module.getContext();
   auto* ptr = llvm::PointerType::get(ctx, 0);
   auto* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64}, false);
+  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, ptr, ptr, ptr, ptr},
+                                     false);
   auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage, name, module);
   for (unsigned a = 0; a < 5; ++a) {
     fn->addParamAttr(a, llvm::Attribute::NoAlias);
@@ -460,6 +509,7 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
   set(sEpi, fn->getArg(8));
   set(sEpiCtx, fn->getArg(9));
   set(sMatrix, fn->getArg(10));
+  for (unsigned a = 0; a < 4; ++a) set(static_cast<Slot>(sProA + a), fn->getArg(11 + a)); // prologues of A and B, their contexts
   llvm::Value *M = fn->getArg(5), *N = fn->getArg(6), *K = fn->getArg(7);
   llvm::FunctionCallee parallelFor = module.getOrInsertFunction(
       "adjit_parallel_for", llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy(), b.getPtrTy(), b.getInt64Ty()}, false));
@@ -693,6 +743,10 @@ bool usePackedGemm(const GemmShape& s, const VectorUnit& unit) {
   return s.n >= bl.lanes && s.m >= 4 && s.m * s.n * s.k >= 32 * 32 * 32;
 }
 
+bool packsOperands(const GemmShape& s, const VectorUnit& unit) {
+  return usePackedGemm(s, unit) && !useDot(s, unit) && !useDirect(s, unit);
+}
+
 void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C) {
   const VectorUnit& unit = c.vectorUnit();
   llvm::Type* elem = c.scalarType(s.dtype);
@@ -701,7 +755,9 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
   llvm::Value* epi = c.epilogue ? c.epilogue : none;
   llvm::Value* epiCtx = c.epilogue ? c.epilogueCtx : none;
   const bool withEpilogue = c.epilogue != nullptr;
+  llvm::Value *proA = c.prologueOf(0), *proB = c.prologueOf(1);
   if (dot || useDirect(s, unit)) {
+    ADJIT_ASSERT(!c.hasPrologues(), "matmul: a prologue for an operand the direct or dot kernel reads in place");
     // Column panels (row panels for the dot kernel) of every matrix are the
     // chunks: on threads when there is enough work, else in order.
     llvm::Function* fn = dot ? dotGemmFunction(c.llvmModule(), s, unit, withEpilogue)
@@ -720,7 +776,7 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
     }
     return;
   }
-  llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit, c.parallel(), withEpilogue);
+  llvm::Function* fn = gemmFunction(c.llvmModule(), s.dtype, s.transA, s.transB, unit, c.parallel(), withEpilogue, proA, proB);
   const auto [aBytes, bBytes] = packedBytes(s, blockingFor(s.dtype, unit));
   llvm::Value* work = c.workspace(aBytes + bBytes);
   llvm::Value* Ap = work;
@@ -729,7 +785,8 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
     llvm::Value* a = c.b.CreateInBoundsGEP(elem, A, c.b.CreateMul(bt, c.i64(s.m * s.k)));
     llvm::Value* bm = c.b.CreateInBoundsGEP(elem, B, c.b.CreateMul(bt, c.i64(s.k * s.n)));
     llvm::Value* cm = c.b.CreateInBoundsGEP(elem, C, c.b.CreateMul(bt, c.i64(s.m * s.n)));
-    c.b.CreateCall(fn, {a, bm, cm, Ap, Bp, c.i64(s.m), c.i64(s.n), c.i64(s.k), epi, epiCtx, bt});
+    c.b.CreateCall(fn, {a, bm, cm, Ap, Bp, c.i64(s.m), c.i64(s.n), c.i64(s.k), epi, epiCtx, bt, proA ? proA : none,
+                        proA ? c.prologueCtx[0] : none, proB ? proB : none, proB ? c.prologueCtx[1] : none});
   });
 }
 

@@ -23,6 +23,11 @@ struct GemmShape {
 /// otherwise plain loops are better.
 bool usePackedGemm(const GemmShape& s, const VectorUnit& unit);
 
+/// Whether emitPackedGemm packs A and B for this product (the packed kernel;
+/// not the direct or dot kernel, nor plain loops): a prologue computing an
+/// operand then runs on the panels it packs.
+bool packsOperands(const GemmShape& s, const VectorUnit& unit);
+
 /// Emits C = op(A) op(B) for every matrix of the batch at the insertion point:
 /// a call, per matrix, of a function of the module generated once per dtype
 /// and transposition (its packing buffers live in `c`'s workspace), or, for

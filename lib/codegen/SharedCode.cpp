@@ -291,19 +291,19 @@ void FunctionEmitter::emitRowGroup(std::size_t g) {
   }
 }
 
-void FunctionEmitter::emitEpilogueFunctions() {
-  epilogueFn_.assign(plan_.kernels.size(), nullptr);
+void FunctionEmitter::emitTileFunctions() {
+  tileFn_.assign(plan_.kernels.size(), nullptr);
   llvm::Function* const whole = out_;
   int made = 0;
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
     const Kernel& k = plan_.kernels[i];
-    if (k.epilogueOf < 0) continue;
+    if (k.epilogueOf < 0 && k.prologueOf < 0) continue;
     llvm::Function* fn = outOfLine(whole, epilogueType(whole->getContext()), ".e" + std::to_string(made++));
     fn->addParamAttr(0, llvm::Attribute::NoAlias);
     fn->addParamAttr(0, llvm::Attribute::NoCapture);
     fn->addParamAttr(0, llvm::Attribute::ReadOnly);
     fn->addParamAttr(6, llvm::Attribute::NoCapture);
-    fn->addParamAttr(6, llvm::Attribute::ReadOnly);
+    if (k.epilogueOf >= 0) fn->addParamAttr(6, llvm::Attribute::ReadOnly); // (a prologue writes the tile)
     openFrame(fn);
     loadContext(fn->getArg(0), k.buffers);
     // A view at the start of another of these buffers (the product, written in
@@ -315,19 +315,27 @@ void FunctionEmitter::emitEpilogueFunctions() {
     emitLoop(k, &tile);
     finishAliasScopes(i);
     endFrame();
-    epilogueFn_[i] = fn;
+    tileFn_[i] = fn;
   }
   out_ = whole;
 }
 
-void FunctionEmitter::emitWithEpilogue(const Kernel& k) {
-  const std::size_t e = static_cast<std::size_t>(k.epilogue);
-  llvm::Value* ctx = storeContext(plan_.kernels[e].buffers);
+void FunctionEmitter::emitWithTiles(const Kernel& k) {
   std::vector<llvm::Value*> results;
   for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
   LowerCtx c = lowerCtx(*k.op, results);
-  c.epilogue = epilogueFn_[e];
-  c.epilogueCtx = ctx;
+  if (k.epilogue >= 0) {
+    const std::size_t e = static_cast<std::size_t>(k.epilogue);
+    c.epilogue = tileFn_[e];
+    c.epilogueCtx = storeContext(plan_.kernels[e].buffers);
+  }
+  c.prologue.assign(k.prologue.size(), nullptr);
+  c.prologueCtx.assign(k.prologue.size(), nullptr);
+  for (std::size_t o = 0; o < k.prologue.size(); ++o)
+    if (const int p = k.prologue[o]; p >= 0) {
+      c.prologue[o] = tileFn_[static_cast<std::size_t>(p)];
+      c.prologueCtx[o] = storeContext(plan_.kernels[static_cast<std::size_t>(p)].buffers);
+    }
   ops::info(k.op->kind).hooks.lower(c);
 }
 

@@ -173,6 +173,7 @@ void defineLinalgOps(Table& t) {
         auto bIndex = [&](llvm::Value* bt, llvm::Value* k, llvm::Value* j) {
           return f.tb ? at(d.k * d.n, bt, j, d.k, k) : at(d.k * d.n, bt, k, d.n, j);
         };
+        ADJIT_ASSERT(!c.hasPrologues(), "matmul: a prologue for an operand plain loops read in place");
         // Without tiles of its own, the whole of each matrix is the epilogue's tile.
         auto epilogue = [&] {
           if (!c.epilogue) return;
@@ -210,6 +211,12 @@ void defineLinalgOps(Table& t) {
           });
         });
         epilogue();
+      },
+      // the packed kernel reads both operands by panels, which a prologue can compute
+      .tilesOperand = [](std::span<const Type> operands, std::size_t, const ir::Attrs& attrs, const codegen::VectorUnit& unit) {
+        const Form f = formOf(attrs);
+        const Dims d = dimsOf(operands[0].shape, operands[1].shape, f);
+        return codegen::packsOperands({operands[0].dtype, d.batch, d.m, d.n, d.k, f.ta, f.tb}, unit);
       },
       // C = op(A) op(B): d op(A) = dC op(B)^T, d op(B) = op(A)^T dC; a flag
       // on the other side of each product takes the place of a transpose.

@@ -15,7 +15,7 @@
 #include <string_view>
 
 namespace llvm { class Value; }
-namespace adjit::codegen { struct EmitBase; struct ScalarCtx; struct ElementCtx; struct LowerCtx; }
+namespace adjit::codegen { struct EmitBase; struct ScalarCtx; struct ElementCtx; struct LowerCtx; struct VectorUnit; }
 namespace adjit::autodiff { struct VjpCtx; struct JvpCtx; }
 
 namespace adjit::ir {
@@ -115,6 +115,12 @@ enum Trait : uint32_t {
   /// The planner then runs an elementwise consumer of the result on each tile
   /// while it is in cache (FusionPlan.h, Kernel::epilogue).
   kTileEpilogue = 1u << 18,
+  /// Its `lower` hook computes operand i on the tiles it reads (matmul's
+  /// packing) through LowerCtx::prologue[i], when set, instead of reading it.
+  /// The planner sets it for an elementwise producer of an operand where the
+  /// `tilesOperand` hook says the lowering reads that operand by tiles; the
+  /// operand then never goes through memory (Kernel::prologueOf).
+  kTilePrologue = 1u << 19,
 };
 
 /// Reductions over the attribute `axes` (with `keepdims`): the codegen driver
@@ -163,6 +169,11 @@ struct Hooks {
   /// over the same rows that read each other's values only so may run block
   /// by block (codegen's RowGroup). Null: reads may be at any row.
   bool (*keepsRows)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with kTilePrologue: whether the lowering for this vector unit
+  /// reads operand `i` tile by tile (matmul's packed kernel packs both), so
+  /// that a prologue can compute it there; else the planner leaves its
+  /// producer a loop of its own (which may run on threads).
+  bool (*tilesOperand)(std::span<const Type> operands, std::size_t i, const ir::Attrs&, const codegen::VectorUnit&) = nullptr;
   /// For ops whose result is data held in an attribute (a constant): that
   /// data, or null when the op computes its elements more cheaply than a load
   /// (a splat: one repeated element, an immediate). The fusion plan reads the

@@ -7,6 +7,8 @@
 #include "codegen/FusionPlan.h"
 #include "codegen/Stats.h"
 #include "codegen/StepGroups.h"
+#include "codegen/Gemm.h"
+#include "codegen/Target.h"
 #include "jit/Engine.h"
 #include "ops/OpTable.h"
 #include "transforms/Passes.h"
@@ -616,14 +618,16 @@ Array wave(Type t, double phase, double scale = 1.0) {
   return a;
 }
 
-/// Checks that f's product (a matmul) runs its consumer on its tiles
-/// (`epilogue`, else that it does not), and that the JIT's results match the
-/// interpreter's, with the same bits on one thread and on all.
-template <class F> void checkTiles(F f, bool epilogue, const Array& x, const Array& w, const Array& b) {
+/// Checks that f's product (a matmul) runs loops on its tiles as `fused`
+/// says ("tile epilogue", "tile prologue"; neither when empty), and that the
+/// JIT's results match the interpreter's, with the same bits on one thread
+/// and on all.
+template <class F> void checkTiles(F f, std::vector<std::string> fused, const Array& x, const Array& w, const Array& b) {
   auto jf = jit(f);
   const std::string plan = jf.lower(x, w, b).plan;
   INFO(plan);
-  CHECK((plan.find("tile epilogue") != std::string::npos) == epilogue);
+  for (const char* kind : {"tile epilogue", "tile prologue"})
+    CHECK((plan.find(kind) != std::string::npos) == (std::find(fused.begin(), fused.end(), kind) != fused.end()));
   const std::vector<Array> want = trace(f, x.type(), w.type(), b.type()).interpret("f", {x, w, b});
   auto [y, z] = jf(x, w, b);
   const double rtol = x.dtype() == DType::f32 ? 1e-4 : 1e-12; // sums of products, reassociated
@@ -634,7 +638,7 @@ template <class F> void checkTiles(F f, bool epilogue, const Array& x, const Arr
   CHECK(bytesOf(z1) == bytesOf(z));
 }
 
-TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, in place of it") {
+TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, and its producers on the tiles it packs") {
   // Two results of one loop over the product: y reads it, and z = exp(b)
   // does not but is written first, in the product's place; every root's
   // value at a point is computed before any is stored.
@@ -643,6 +647,15 @@ TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, in 
       Tensor c = matmul(x, w, {.transpose_a = ta, .transpose_b = tb});
       Tensor bb = broadcast_to(b, c.shape());
       return std::make_tuple(exp(bb * 0.1), tanh(c * 0.05 + bb) * c);
+    };
+  };
+  // The same with both operands computed: the packed kernel computes them
+  // itself, on the panels it packs; the others read them from buffers.
+  auto produced = [](bool ta, bool tb) {
+    return [=](Tensor x, Tensor w, Tensor b) {
+      Tensor c = matmul(tanh(x), exp(w * 0.1), {.transpose_a = ta, .transpose_b = tb});
+      Tensor bb = broadcast_to(b, c.shape());
+      return std::make_tuple(bb * 2.0, c + bb);
     };
   };
   struct Case {
@@ -654,11 +667,13 @@ TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, in 
   const Case cases[] = {
       {"packed, two blocks of k", {130, 600}, {600, 140}},
       {"packed, transposed A", {600, 130}, {600, 140}, true},
+      {"packed, transposed B, edge panels", {301, 520}, {1100, 520}, false, true},
       {"direct", {64, 70}, {70, 96}},
       {"dot", {50, 200}, {40, 200}, false, true},
       {"plain loops (narrow)", {64, 8}, {8, 3}},
       {"batched", {3, 40, 50}, {3, 50, 60}},
   };
+  const codegen::VectorUnit unit = codegen::vectorUnit(*codegen::createTargetMachine({}));
   for (DType t : {DType::f32, DType::f64})
     for (const Case& c : cases) {
       CAPTURE(c.what);
@@ -666,14 +681,22 @@ TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, in 
       const Type xt{t, c.x}, wt{t, c.w};
       const Shape cs = trace(layer(c.ta, c.tb), xt, wt, Type{t, {1}}).impl().lookup("f")->types.back().shape;
       const Array x = wave(xt, 0.1), w = wave(wt, 0.7, 0.2), b = wave(Type{t, {cs.back()}}, 1.3);
-      checkTiles(layer(c.ta, c.tb), true, x, w, b);
+      checkTiles(layer(c.ta, c.tb), {"tile epilogue"}, x, w, b);
+      // Prologues where this target's kernel packs the operands.
+      const std::size_t r = c.x.size();
+      const codegen::GemmShape gs{t, num_elements(cs) / (cs[r - 2] * cs[r - 1]), cs[r - 2], cs[r - 1],
+                                  c.ta ? c.x[r - 2] : c.x[r - 1], c.ta, c.tb};
+      std::vector<std::string> tiles{"tile epilogue"};
+      if (codegen::packsOperands(gs, unit)) tiles.push_back("tile prologue");
+      CHECK((c.what.starts_with("packed") ? codegen::packsOperands(gs, unit) : true));
+      checkTiles(produced(c.ta, c.tb), tiles, x, w, b);
     }
   // Integers: plain loops.
   auto integers = [](Tensor x, Tensor w, Tensor b) {
     Tensor c = matmul(x, w), bb = broadcast_to(b, c.shape());
     return std::make_tuple(bb + bb, (c + bb) * c);
   };
-  checkTiles(integers, true, wave(Type{DType::i32, {20, 30}}, 0, 9), wave(Type{DType::i32, {30, 40}}, 1, 9),
+  checkTiles(integers, {"tile epilogue"}, wave(Type{DType::i32, {20, 30}}, 0, 9), wave(Type{DType::i32, {30, 40}}, 1, 9),
              wave(Type{DType::i32, {40}}, 2, 9));
   // The loop writes its first result in the place of d, which only its
   // second reads: every result's value at a point is computed before any is
@@ -684,13 +707,13 @@ TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, in 
     Tensor second = tanh(d) + c;
     return std::make_tuple(first, second);
   };
-  checkTiles(order, true, wave(Type{DType::f64, {64, 70}}, 0.1), wave(Type{DType::f64, {70, 96}}, 0.7, 0.2),
+  checkTiles(order, {"tile epilogue"}, wave(Type{DType::f64, {64, 70}}, 0.1), wave(Type{DType::f64, {70, 96}}, 0.7, 0.2),
              wave(Type{DType::f64, {70, 96}}, 1.3, 0.2));
   // A consumer reading the product at another point runs after it.
   auto transposed = [](Tensor x, Tensor w, Tensor b) {
     Tensor c = matmul(x, w);
     return std::make_tuple(c + transpose(c, {1, 0}) + b, b * 2.0);
   };
-  checkTiles(transposed, false, wave(Type{DType::f32, {96, 80}}, 0), wave(Type{DType::f32, {80, 96}}, 1, 0.1),
+  checkTiles(transposed, {}, wave(Type{DType::f32, {96, 80}}, 0), wave(Type{DType::f32, {80, 96}}, 1, 0.1),
              wave(Type{DType::f32, {96}}, 2));
 }
