@@ -1,7 +1,8 @@
 // bench/matmul_bench.cpp — adjit's matmul next to OpenBLAS (one thread), in
 // the same process: GFLOP/s of C = A B for square sizes 64-2048 in f32 and
 // f64, a batched product, the transposed forms a VJP uses, and the B4 MLP's
-// shapes; then layers relu(X @ W + b) against sgemm and a loop. Not a test.
+// shapes; then layers relu(X @ W + b) and relu(X) @ W against sgemm and a
+// loop. Not a test.
 // `--quick` stops at 512; `--size N` runs N^3 only; `--abt` runs only the
 // small A B^T products (a GMM gradient's); `--layers` only the layers.
 #include <adjit/adjit.h>
@@ -76,6 +77,19 @@ static void row(const char* label, int64_t batch, int64_t m, int64_t n, int64_t 
               flops / tAll * 1e-9, err);
 }
 
+/// One row of the layers: adjit's times (one thread, all cores), the
+/// baseline's, and how far adjit's result Y is from the baseline's c.
+static void layerReport(const char* what, int64_t m, int64_t n, int64_t k, const char* baseline, double tAdjit, double tBase,
+                        double tAll, const Array& Y, const std::vector<float>& c) {
+  double err = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) err = std::max(err, std::fabs(double(Y.at(int64_t(i))) - double(c[i])));
+  char label[64];
+  std::snprintf(label, sizeof label, "%s %lldx%lldx%lld", what, static_cast<long long>(m), static_cast<long long>(n),
+                static_cast<long long>(k));
+  std::printf("%-34s adjit %8.3f ms   %s %8.3f ms   ratio %5.2fx   all cores %8.3f ms   (max abs diff %.1e)\n", label,
+              tAdjit * 1e3, baseline, tBase * 1e3, tAdjit / tBase, tAll * 1e3, err);
+}
+
 /// A layer, relu(X @ W + b) (f32): adjit, where the bias and relu run on
 /// each tile of the product as the matmul writes it (a tile epilogue),
 /// against OpenBLAS's sgemm and then one pass over C adding the bias and
@@ -103,13 +117,7 @@ static void layerRow(int64_t m, int64_t n, int64_t k) {
         e = std::max(e + b[std::size_t(j)], 0.0f);
       }
   });
-  double err = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) err = std::max(err, std::fabs(double(Y.at(int64_t(i))) - double(c[i])));
-  char label[64];
-  std::snprintf(label, sizeof label, "relu(X @ W + b) %lldx%lldx%lld", static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(k));
-  std::printf("%-34s adjit %8.3f ms   OpenBLAS + loop %8.3f ms   ratio %5.2fx   all cores %8.3f ms   (max abs diff %.1e)\n", label,
-              tAdjit * 1e3, tBase * 1e3, tAdjit / tBase, tAll * 1e3, err);
+  layerReport("relu(X @ W + b)", m, n, k, "OpenBLAS + loop", tAdjit, tBase, tAll, Y, c);
 }
 
 /// relu(X) @ W (f32): adjit, where the packing computes relu(X) (a tile
@@ -130,13 +138,7 @@ static void producerRow(int64_t m, int64_t n, int64_t k) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, a.data(), int(k), w.data(), int(n), 0.0f,
                 c.data(), int(n));
   });
-  double err = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) err = std::max(err, std::fabs(double(Y.at(int64_t(i))) - double(c[i])));
-  char label[64];
-  std::snprintf(label, sizeof label, "relu(X) @ W %lldx%lldx%lld", static_cast<long long>(m), static_cast<long long>(n),
-                static_cast<long long>(k));
-  std::printf("%-34s adjit %8.3f ms   loop + OpenBLAS %8.3f ms   ratio %5.2fx   all cores %8.3f ms   (max abs diff %.1e)\n", label,
-              tAdjit * 1e3, tBase * 1e3, tAdjit / tBase, tAll * 1e3, err);
+  layerReport("relu(X) @ W", m, n, k, "loop + OpenBLAS", tAdjit, tBase, tAll, Y, c);
 }
 
 int main(int argc, char** argv) {
