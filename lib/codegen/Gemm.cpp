@@ -237,7 +237,7 @@ public:
   /// Calls tile function `fn` (an epilogue or a prologue: epilogueType) on
   /// rows [row0, row0 + rows) and columns [col0, col0 + cols) of matrix
   /// `matrix`, their values at tile[r · stride + c] (see LowerCtx::callEpilogue).
-  void epilogue(llvm::Value* fn, llvm::Value* ctx, llvm::Value* matrix, llvm::Value* row0, llvm::Value* rows, llvm::Value* col0,
+  void callTile(llvm::Value* fn, llvm::Value* ctx, llvm::Value* matrix, llvm::Value* row0, llvm::Value* rows, llvm::Value* col0,
                 llvm::Value* cols, llvm::Value* tile, int64_t stride) {
     b_.CreateCall(epilogueType(b_.getContext()), fn, {ctx, matrix, row0, add(row0, rows), col0, add(col0, cols), tile, i64(stride)});
   }
@@ -271,7 +271,6 @@ enum Slot {
   sProA, sProACtx, sProB, sProBCtx, kSlots
 };
 
-
 /// The slots of a context, loaded in a chunk function's entry.
 struct Slots {
   Builder& b;
@@ -297,7 +296,7 @@ void packFromPrologue(Gen& g, const Slots& sl, Slot pro, llvm::Value* panel, llv
   Builder& b = g.b_;
   llvm::Value *fn = sl.ptr(pro), *ctx = sl.ptr(static_cast<Slot>(pro + 1)), *matrix = sl.i64(sMatrix);
   if (lanesAreColumns) {
-    g.epilogue(fn, ctx, matrix, k0, kc, l0, valid, panel, width);
+    g.callTile(fn, ctx, matrix, k0, kc, l0, valid, panel, width);
     g.forCount(kc, [&](llvm::Value* p) {
       g.forRange(valid, g.i64(width), 1, [&](llvm::Value* lane) { g.store(g.zero(), panel, g.add(g.mul(p, g.i64(width)), lane)); });
     });
@@ -305,7 +304,7 @@ void packFromPrologue(Gen& g, const Slots& sl, Slot pro, llvm::Value* panel, llv
   }
   g.forRange(g.i64(0), kc, kPrologueSteps, [&](llvm::Value* p0) {
     llvm::Value* steps = g.min(g.i64(kPrologueSteps), b.CreateSub(kc, p0));
-    g.epilogue(fn, ctx, matrix, l0, valid, g.add(k0, p0), steps, tile, kPrologueSteps);
+    g.callTile(fn, ctx, matrix, l0, valid, g.add(k0, p0), steps, tile, kPrologueSteps);
     llvm::Value* sub = g.at(panel, g.mul(p0, g.i64(width)));
     auto elem = [&](llvm::Value* p, llvm::Value* lane) { return g.load(tile, g.add(g.mul(lane, g.i64(kPrologueSteps)), p)); };
     // Along the tile's rows, vectorised (the transposing copy of packing A).
@@ -444,7 +443,7 @@ llvm::Function* panelFunction(llvm::Module& module, DType t, const VectorUnit& u
                     });
                   });
                 });
-            g.epilogue(epi, epiCtx, matrix, g.add(ic, ir), rows, g.add(jc, jr), cols, tile, NR);
+            g.callTile(epi, epiCtx, matrix, g.add(ic, ir), rows, g.add(jc, jr), cols, tile, NR);
       };
       auto inC = [&] {
             g.ifElse(
@@ -585,7 +584,7 @@ void directPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, l
     if (epi) { // the epilogue reads the tile from here; C's elements go to memory once, as its results
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t v = 0; v < nv; ++v) g.storeVec(sums[static_cast<std::size_t>(r * nv + v)], tileBuffer, g.i64(r * nv * W + v * W));
-      g.epilogue(epi->fn, epi->ctx, matrix, row0, g.i64(rows), col0, g.i64(cols), tileBuffer, nv * W);
+      g.callTile(epi->fn, epi->ctx, matrix, row0, g.i64(rows), col0, g.i64(cols), tileBuffer, nv * W);
       return;
     }
     for (int64_t r = 0; r < rows; ++r)
@@ -694,7 +693,7 @@ void dotPanel(Gen& g, const GemmShape& s, llvm::Value* A0, llvm::Value* B0, llvm
     if (epi) { // the epilogue reads the tile from here
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) g.store(sums[static_cast<std::size_t>(r * cols + c)], tileBuffer, g.i64(r * T + c));
-      g.epilogue(epi->fn, epi->ctx, matrix, i0, g.i64(rows), j0, g.i64(cols), tileBuffer, T);
+      g.callTile(epi->fn, epi->ctx, matrix, i0, g.i64(rows), j0, g.i64(cols), tileBuffer, T);
       return;
     }
     for (int64_t r = 0; r < rows; ++r)
