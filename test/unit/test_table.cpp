@@ -24,6 +24,10 @@ TEST_CASE("every op has its hooks") {
     CHECK((info.hooks.scalar != nullptr) == info.has(ops::kElementwise));
     // Ops that read operand buffers must write whole results.
     if (info.has(ops::kMaterializesOperands)) CHECK(bool(info.hooks.lower));
+    // Ops that fuse loops into their tiles write whole results; a prologue
+    // needs to know which operands are read by tiles.
+    if (info.has(ops::kTileEpilogue) || info.has(ops::kTilePrologue)) CHECK(bool(info.hooks.lower));
+    CHECK(info.has(ops::kTilePrologue) == (info.hooks.tilesOperand != nullptr));
     // VJP and JVP rules unless the op's results carry no gradient.
     if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.vjp));
     if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.jvp));
