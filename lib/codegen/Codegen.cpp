@@ -139,7 +139,7 @@ void LowerCtx::callFirstCallee() const {
   call(op.callees.at(0), std::move(args));
 }
 
-llvm::FunctionType* epilogueType(llvm::LLVMContext& ctx) {
+llvm::FunctionType* tileFunctionType(llvm::LLVMContext& ctx) {
   auto* i64 = llvm::Type::getInt64Ty(ctx);
   auto* ptr = llvm::PointerType::get(ctx, 0);
   return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64, i64, i64, i64, ptr, i64}, false);
@@ -148,7 +148,7 @@ llvm::FunctionType* epilogueType(llvm::LLVMContext& ctx) {
 void LowerCtx::callEpilogue(llvm::Value* matrix, llvm::Value* row0, llvm::Value* row1, llvm::Value* col0, llvm::Value* col1,
                             llvm::Value* tile, llvm::Value* stride) const {
   ADJIT_ASSERT(epilogue, "no epilogue to call");
-  b.CreateCall(epilogueType(ctx()), epilogue, {epilogueCtx, matrix, row0, row1, col0, col1, tile, stride});
+  b.CreateCall(tileFunctionType(ctx()), epilogue, {epilogueCtx, matrix, row0, row1, col0, col1, tile, stride});
 }
 
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
@@ -398,12 +398,7 @@ llvm::Value* FunctionEmitter::element(ir::ValueId v, const Index& idx) {
   if (inLoop_[static_cast<std::size_t>(v)] || plan_.fused(v)) {
     r = compute(v, idx);
   } else if (v == tileValue_) { // a tile epilogue's product: from the tile (not a buffer: no alias scope)
-    const Type& t = f_.type(v);
-    const std::vector<llvm::Value*>& d = EmitBase{*this, b_, f_, *producer_[static_cast<std::size_t>(v)]}.dims(idx, t.shape);
-    llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateSub(d[d.size() - 2], tile_->begin), tile_->stride),
-                                   b_.CreateSub(d.back(), tile_->colBegin));
-    llvm::Type* et = storageType(b_, t.dtype);
-    r = b_.CreateLoad(et, b_.CreateInBoundsGEP(et, tile_->tile, at));
+    r = b_.CreateLoad(storageType(b_, f_.type(v).dtype), tileElement(v, idx));
   } else {
     const Type& t = f_.type(v);
     static const ir::Op noOp{};
@@ -412,6 +407,15 @@ llvm::Value* FunctionEmitter::element(ir::ValueId v, const Index& idx) {
     r = eb.load(t.dtype, buffer(v), eb.linear(idx, t.shape));
   }
   return put(std::move(k), {r})[0];
+}
+
+llvm::Value* FunctionEmitter::tileElement(ir::ValueId v, const Index& idx) {
+  const Type& t = f_.type(v);
+  static const ir::Op noOp{};
+  const std::vector<llvm::Value*>& d = EmitBase{*this, b_, f_, noOp}.dims(idx, t.shape);
+  llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateSub(d[d.size() - 2], tile_->begin), tile_->stride),
+                                 b_.CreateSub(d.back(), tile_->colBegin));
+  return b_.CreateInBoundsGEP(storageType(b_, t.dtype), tile_->tile, at);
 }
 
 /// Computes v at idx through its op's `scalar` or `element` hook. The
@@ -463,11 +467,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[i]);
         b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), slots[i]);
       } else if (r.value == tileRoot_) { // a tile prologue's result goes to the tile (no alias scope)
-        const auto& d = c.dims(idx, domain);
-        llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateSub(d[d.size() - 2], tile_->begin), tile_->stride),
-                                       b_.CreateSub(d.back(), tile_->colBegin));
-        llvm::Type* et = storageType(b_, t);
-        b_.CreateStore(t == DType::i1 ? b_.CreateZExt(values[i], et) : values[i], b_.CreateInBoundsGEP(et, tile_->tile, at));
+        b_.CreateStore(t == DType::i1 ? b_.CreateZExt(values[i], storageType(b_, t)) : values[i], tileElement(r.value, idx));
       } else {
         c.store(t, values[i], buffers[i], c.linear(idx, domain));
       }

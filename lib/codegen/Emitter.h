@@ -103,7 +103,7 @@ struct LowerCtx : EmitBase {
   llvm::Value* epilogue = nullptr;
   llvm::Value* epilogueCtx = nullptr;
   /// When set (ops with kTilePrologue, for operands their `tilesOperand`
-  /// hook names), per operand: the function of epilogueType that writes a
+  /// hook names), per operand: the function of tileFunctionType that writes a
   /// tile of the operand's elements at tile[(i - row0) * stride + (j - col0)],
   /// and its context; null for an operand read from its buffer.
   std::vector<llvm::Value*> prologue, prologueCtx;
@@ -149,10 +149,10 @@ struct LowerCtx : EmitBase {
   void callFirstCallee() const;
 };
 
-/// The type of a tile epilogue (kTileEpilogue): void(ptr ctx, i64 matrix,
-/// i64 row0, i64 row1, i64 col0, i64 col1, ptr tile, i64 stride); see
-/// LowerCtx::callEpilogue.
-llvm::FunctionType* epilogueType(llvm::LLVMContext& ctx);
+/// The type of a tile function, an epilogue (kTileEpilogue) or a prologue
+/// (kTilePrologue): void(ptr ctx, i64 matrix, i64 row0, i64 row1, i64 col0,
+/// i64 col1, ptr tile, i64 stride); see LowerCtx::callEpilogue.
+llvm::FunctionType* tileFunctionType(llvm::LLVMContext& ctx);
 
 /// Marks the loop whose latch branch is `latch` with loop hints (the
 /// operands of its llvm.loop ID), e.g. "llvm.loop.unroll.disable".

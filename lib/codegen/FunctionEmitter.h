@@ -147,7 +147,7 @@ private:
   /// Runs row group g's blocks: fills its ctx, then adjit_parallel_for or a loop.
   void emitRowGroup(std::size_t g);
   /// Emits each tile epilogue and prologue (Kernel::epilogue, prologue) as a
-  /// function of epilogueType: ctx = {the loop's buffers, scratch}.
+  /// function of tileFunctionType: ctx = {the loop's buffers, scratch}.
   void emitTileFunctions();
   /// Kernel k's op with its epilogue and prologues: fills their contexts, then lowers.
   void emitWithTiles(const Kernel& k);
@@ -221,6 +221,8 @@ private:
   /// prologue: the operand it writes there; and the tile.
   ir::ValueId tileValue_ = -1, tileRoot_ = -1;
   const Chunk* tile_ = nullptr;
+  /// The address of value v's element at idx in the tile (tile_).
+  llvm::Value* tileElement(ir::ValueId v, const Index& idx);
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;

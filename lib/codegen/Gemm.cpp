@@ -234,12 +234,12 @@ public:
     a->setAlignment(llvm::Align(64));
     return a;
   }
-  /// Calls tile function `fn` (an epilogue or a prologue: epilogueType) on
+  /// Calls tile function `fn` (an epilogue or a prologue: tileFunctionType) on
   /// rows [row0, row0 + rows) and columns [col0, col0 + cols) of matrix
   /// `matrix`, their values at tile[r · stride + c] (see LowerCtx::callEpilogue).
   void callTile(llvm::Value* fn, llvm::Value* ctx, llvm::Value* matrix, llvm::Value* row0, llvm::Value* rows, llvm::Value* col0,
                 llvm::Value* cols, llvm::Value* tile, int64_t stride) {
-    b_.CreateCall(epilogueType(b_.getContext()), fn, {ctx, matrix, row0, add(row0, rows), col0, add(col0, cols), tile, i64(stride)});
+    b_.CreateCall(tileFunctionType(b_.getContext()), fn, {ctx, matrix, row0, add(row0, rows), col0, add(col0, cols), tile, i64(stride)});
   }
 
   void finish() {
@@ -484,14 +484,17 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
       base + "." + (transA ? "t" : "n") + (transB ? "t" : "n") + (parallel ? ".par" : "") + (epilogue ? ".epi" : "") +
       (prologueA ? ".proA" : "") + (prologueB ? ".proB" : "");
   if (llvm::Function* f = module.getFunction(name)) return f;
-  llvm::Function* packB = packBFunction(module, t, unit, transB, base + ".packB." + (transB ? "t" : "n") + (prologueB ? ".pro" : ""), prologueB);
-  llvm::Function* packA = packAFunction(module, t, unit, transA, base + ".packA." + (transA ? "t" : "n") + (prologueA ? ".pro" : ""), prologueA);
+  const std::string packBName = base + ".packB." + (transB ? "t" : "n") + (prologueB ? ".pro" : "");
+  const std::string packAName = base + ".packA." + (transA ? "t" : "n") + (prologueA ? ".pro" : "");
+  llvm::Function* packB = packBFunction(module, t, unit, transB, packBName, prologueB);
+  llvm::Function* packA = packAFunction(module, t, unit, transA, packAName, prologueA);
   llvm::Function* panel = panelFunction(module, t, unit, base + ".panel" + (epilogue ? ".epi" : ""), epilogue);
   llvm::LLVMContext& ctx = module.getContext();
   auto* ptr = llvm::PointerType::get(ctx, 0);
   auto* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, ptr, ptr, ptr, ptr},
-                                     false);
+  // A, B, C, Ap, Bp, M, N, K, the epilogue and its context, the matrix, the prologues of A and B and their contexts
+  auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
+                                     {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, ptr, ptr, ptr, ptr}, false);
   auto* fn = llvm::Function::Create(ty, llvm::GlobalValue::InternalLinkage, name, module);
   for (unsigned a = 0; a < 5; ++a) {
     fn->addParamAttr(a, llvm::Attribute::NoAlias);

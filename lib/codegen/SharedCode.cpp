@@ -298,7 +298,7 @@ void FunctionEmitter::emitTileFunctions() {
   for (std::size_t i = 0; i < plan_.kernels.size(); ++i) {
     const Kernel& k = plan_.kernels[i];
     if (k.epilogueOf < 0 && k.prologueOf < 0) continue;
-    llvm::Function* fn = outOfLine(whole, epilogueType(whole->getContext()), ".e" + std::to_string(made++));
+    llvm::Function* fn = outOfLine(whole, tileFunctionType(whole->getContext()), ".e" + std::to_string(made++));
     fn->addParamAttr(0, llvm::Attribute::NoAlias);
     fn->addParamAttr(0, llvm::Attribute::NoCapture);
     fn->addParamAttr(0, llvm::Attribute::ReadOnly);
