@@ -106,7 +106,7 @@ struct LowerCtx : EmitBase {
   /// hook names), per operand: the function of tileFunctionType that writes a
   /// tile of the operand's elements at tile[(i - row0) * stride + (j - col0)],
   /// and its context; null for an operand read from its buffer.
-  std::vector<llvm::Value*> prologue, prologueCtx;
+  std::vector<llvm::Value*> prologue = {}, prologueCtx = {};
   /// Element of operand `i` at `idx` (fused if the operand allows it).
   llvm::Value* operand(std::size_t i, const Index& idx) const;
   /// Buffer of operand `i` (ops with kMaterializesOperands, or where hasBuffer(i)).
