@@ -176,6 +176,9 @@ struct PlanOptions {
   /// The target's vector unit, which decides how some ops read their
   /// operands (OpHooks::tilesOperand); null: no tile prologues.
   const VectorUnit* unit = nullptr;
+  /// A large function may be drafted on two threads (see planFusion); the
+  /// plan is the same either way.
+  bool concurrent = true;
 };
 
 /// Plans `f`. Linear in the number of ops (times the body budget).

@@ -235,6 +235,25 @@ TEST_CASE("an unrolled LSTM's gradient is cut in step: its loops repeat with the
   ADJIT_CHECK_CLOSE(grad(lstm(64))(params), m64.interpret("f", {params})[0], 1e-4);
 }
 
+TEST_CASE("a large function drafted on a second thread gets the plan of one thread") {
+  // planFusion drafts without step groups on a thread of its own while it
+  // drafts with them (a function of kConcurrentDraftOps ops or more); the
+  // plan must not depend on it. An unrolled LSTM's gradient, a recurrence
+  // (with step groups) and a chain (without) of ~10,000 ops each.
+  const Array inputs(std::vector<float>(64 * 14, 0.25f), {64, 14});
+  Module lstm = trace([&](Tensor p) { return grad([&](Tensor q) { return programs::unrolledLstm(q, constant(inputs), 64); })(p); },
+                      Type{DType::f32, {4, 56}});
+  transforms::runPipeline(lstm.impl(), transforms::defaultPipeline());
+  Module chain = traced([](Tensor x) { return grad(distinctChain(10000))(x); });
+  for (const Module* m : {&lstm, &chain}) {
+    const ir::Function& f = *m->impl().lookup("f");
+    INFO(f.ops.size() << " ops");
+    CHECK(f.ops.size() >= 4096);
+    const std::string two = codegen::planFusion(f).str(), one = codegen::planFusion(f, {.concurrent = false}).str();
+    CHECK(two == one);
+  }
+}
+
 TEST_CASE("the step-group finder's work grows linearly with an unrolled LSTM's gradient") {
   // Counted in the finder's inner-loop steps (StepGroups::work), at 32, 64
   // and 128 steps: every loop over periods, users and groups stays linear.
