@@ -139,11 +139,11 @@ std::string targetKeyFor(const std::string& cpu) {
 /// Links `object` into the JIT and makes it the cached kernel for `key`; if
 /// another thread loaded that key first, returns its kernel instead.
 std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std::string& symbol, const std::string& label,
-                             uint64_t key, uint64_t scratch, std::vector<Type> inputs, std::vector<Type> outputs) {
+                             uint64_t key, uint64_t scratch, const ir::Function& fn) {
   auto kernel = std::make_shared<Kernel>();
   kernel->key = key;
-  kernel->inputs = std::move(inputs);
-  kernel->outputs = std::move(outputs);
+  kernel->inputs = fn.paramTypes();
+  kernel->outputs = fn.resultTypes();
   kernel->scratchBytes = scratch;
   std::lock_guard lock(cacheMutexRef());
   auto it = cache().find(key);
@@ -333,8 +333,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
         const double keyMs = msSince(t0);
         auto t1 = Clock::now();
         const std::vector<std::string> objects(parts->begin() + 2, parts->end());
-        std::shared_ptr<Kernel> k = load(objects, symbol, label, key, std::stoull((*parts)[1]), fn->paramTypes(),
-                                               fn->resultTypes());
+        std::shared_ptr<Kernel> k = load(objects, symbol, label, key, std::stoull((*parts)[1]), *fn);
         ++diskHits;
         const double loadMs = msSince(t1);
         if (log)
@@ -348,22 +347,19 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
 
   const double keyMs = msSince(t0);
   t0 = Clock::now();
-  if (stages) stages->traced_adj = ir::print(r.module, {.locations = true});
-  if (dump) dumpFile(label + ".1-traced.adj", ir::print(r.module, {.locations = true}));
-  // The kernel's signature, taken before the passes rewrite a consumed module.
-  std::vector<Type> inputs = fn->paramTypes(), outputs = fn->resultTypes();
-  std::unique_ptr<ir::Module> copy;
-  ir::Module* m = r.consume;
-  if (!m) {
-    copy = r.module.clone();
-    m = copy.get();
-  }
+  std::unique_ptr<ir::Module> m = r.module.clone();
   if (ir::verifyAfterPasses()) ir::verify(*m);
   transforms::runPipeline(*m, transforms::defaultPipeline());
   ++passRuns;
   double passMs = msSince(t0);
-  if (stages) stages->optimized_adj = ir::print(*m);
-  if (dump) dumpFile(label + ".2-optimized.adj", ir::print(*m, {.locations = true}));
+  if (stages) {
+    stages->traced_adj = ir::print(r.module, {.locations = true});
+    stages->optimized_adj = ir::print(*m);
+  }
+  if (dump) {
+    dumpFile(label + ".1-traced.adj", ir::print(r.module, {.locations = true}));
+    dumpFile(label + ".2-optimized.adj", ir::print(*m, {.locations = true}));
+  }
 
   auto t1 = Clock::now();
   auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
@@ -408,7 +404,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   }
 
   auto t2 = Clock::now();
-  std::shared_ptr<Kernel> kernel = load(objects, symbol, label, key, scratch, std::move(inputs), std::move(outputs));
+  std::shared_ptr<Kernel> kernel = load(objects, symbol, label, key, scratch, *fn);
   const double linkMs = msSince(t2);
   notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, passMs, llvmMs, linkMs});
   if (log)

@@ -30,10 +30,6 @@ struct CompileRequest {
   int optLevel = 2;
   std::string cpu;
   double traceMs = 0; ///< for the compile log
-  /// `module` itself, when the caller has no further use for it: adjit's
-  /// passes then rewrite it in place instead of a copy (copying and freeing
-  /// an unrolled LSTM's gradient, 145,000 ops, took some 100 ms).
-  ir::Module* consume = nullptr;
 };
 
 /// Compiles the request's function, or finds it in the process-wide cache or
