@@ -215,7 +215,9 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
   }
 
   for (std::size_t i = r.end; i-- > r.begin;) {
-    const ir::Op op = f.ops[i]; // a copy: the reverse pass appends to f.ops
+    // Read in place until the rule runs: it appends to f.ops, and copying
+    // every op (most are dead or constant) cost more than the rules.
+    const ir::Op& op = f.ops[i];
     const ops::OpInfo& info = ops::info(op.kind);
     bool live = std::any_of(op.results.begin(), op.results.end(),
                             [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct[static_cast<std::size_t>(v)]; });
@@ -226,9 +228,10 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
       cts.push_back(stopped[v] ? std::nullopt : ct[static_cast<std::size_t>(v)]);
     std::vector<char> wanted;
     for (ir::ValueId o : op.operands) wanted.push_back(dep[o] && needed[o]);
+    const std::vector<ir::ValueId> operands = op.operands;
     const std::vector<std::optional<Tensor>> g = applyVjpRule(i, cts, wanted);
     for (std::size_t k = 0; k < g.size(); ++k)
-      if (g[k]) accumulate(op.operands[k], *g[k]);
+      if (g[k]) accumulate(operands[k], *g[k]);
   }
 
   std::vector<std::optional<Tensor>> out;
