@@ -155,7 +155,7 @@ struct FusionPlan {
   std::string str() const;
 };
 
-/// Planning limits. The defaults were chosen by measurement (FusionPlan.cpp).
+/// Planning limits. The defaults were chosen by measurement (Planner.h).
 /// A shared kernel with more buffers than this reads them from the argument
 /// table: a call site then costs LLVM a few instructions instead of one
 /// pointer per buffer (an unrolled LSTM's gradient step reads ~100 residuals,

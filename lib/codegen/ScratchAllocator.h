@@ -1,5 +1,5 @@
 // codegen/ScratchAllocator.h — offsets in a function's scratch region for
-// buffers whose live ranges do not overlap (FusionPlan.cpp places them).
+// buffers whose live ranges do not overlap (PlanPlacement.cpp places them).
 #pragma once
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // codegen/StepGroups.h — where the planner cuts unrolled loops so that
-// every group of steps plans alike (used by FusionPlan.cpp).
+// every group of steps plans alike (used by the planner, Planner.h).
 #pragma once
 
 #include "ir/IR.h"
