@@ -644,35 +644,38 @@ FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
   // LSTM's gradient: 82 distinct loop bodies without them, 54 with); where
   // the budget already cuts in step (a chain of one op kind) they only add
   // leftovers. Draft both ways; finish the one with less code.
-  //
-  // The draft without step groups is what a function without them gets, so
-  // on a large function it starts on a thread of its own while this one
-  // looks for step groups and drafts with them: the two planners share only
-  // `f` and `o`, which they read. (An unrolled LSTM's gradient, 145,000 ops:
-  // 100 ms of its 290 ms of planning.)
   Planner grouped(f, o), free(f, o);
-  std::optional<FusionPlan> a;
+  auto better = [&](FusionPlan a, FusionPlan b) {
+    return Planner::codeSize(b) < Planner::codeSize(a) ? grouped.finish(std::move(b)) : free.finish(std::move(a));
+  };
+  if (!o.concurrent || f.ops.size() < kConcurrentDraftOps || std::thread::hardware_concurrency() < 2) {
+    if (!grouped.findStepGroups()) return grouped.finish(grouped.draft());
+    FusionPlan a = free.draft();
+    return better(std::move(a), grouped.draft());
+  }
+  // The draft without step groups is also what a function without them
+  // gets, so on a large function it starts on a thread of its own while this
+  // one looks for step groups and drafts with them. The two planners share
+  // only `f` and `o`, which they read. (An unrolled LSTM's gradient, 145,000
+  // ops: 100 ms of its 290 ms of planning.)
+  std::optional<FusionPlan> a, b;
   std::exception_ptr error;
-  std::thread helper;
-  if (o.concurrent && f.ops.size() >= kConcurrentDraftOps && std::thread::hardware_concurrency() > 1)
-    helper = std::thread([&] {
-      try {
-        a = free.draft();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    });
-  std::optional<FusionPlan> b;
+  std::thread helper([&] {
+    try {
+      a = free.draft();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
   try {
     if (grouped.findStepGroups()) b = grouped.draft();
   } catch (...) {
-    if (helper.joinable()) helper.join();
+    helper.join();
     throw;
   }
-  if (helper.joinable()) helper.join();
+  helper.join();
   if (error) std::rethrow_exception(error);
-  if (!a) a = free.draft();
-  return b && Planner::codeSize(*b) < Planner::codeSize(*a) ? grouped.finish(std::move(*b)) : free.finish(std::move(*a));
+  return b ? better(std::move(*a), std::move(*b)) : free.finish(std::move(*a));
 }
 
 } // namespace adjit::codegen
