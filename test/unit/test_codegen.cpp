@@ -45,6 +45,18 @@ auto distinctChain(int n) {
   };
 }
 
+/// The step groups the planner finds in f, with what it stores anyway
+/// (parameters and outputs) and the default body budget.
+codegen::StepGroups stepGroupsOf(const ir::Function& f) {
+  std::vector<int> position(f.types.size(), -1);
+  for (std::size_t i = 0; i < f.ops.size(); ++i)
+    for (ir::ValueId r : f.ops[i].results) position[static_cast<std::size_t>(r)] = static_cast<int>(i);
+  std::vector<char> stored(f.types.size(), 0);
+  for (ir::ValueId v : f.params) stored[static_cast<std::size_t>(v)] = 1;
+  for (ir::ValueId v : f.outputs) stored[static_cast<std::size_t>(v)] = 1;
+  return codegen::findStepGroups(f, codegen::Users::of(f), position, stored, codegen::PlanOptions{}.bodyBudget);
+}
+
 /// True when g(4k) - g(2k) is within 15% of 2 (g(2k) - g(k)): linear growth.
 bool linear(double a, double b, double c) {
   const double first = b - a, second = c - b;
@@ -237,18 +249,27 @@ TEST_CASE("an unrolled LSTM's gradient is cut in step: its loops repeat with the
 
 TEST_CASE("a large function drafted on a second thread gets the plan of one thread") {
   // planFusion drafts without step groups on a thread of its own while it
-  // drafts with them (a function of kConcurrentDraftOps ops or more); the
-  // plan must not depend on it. An unrolled LSTM's gradient, a recurrence
-  // (with step groups) and a chain (without) of ~10,000 ops each.
+  // drafts with them (a function of kConcurrentDraftOps = 4,096 ops or
+  // more); the plan must not depend on it. An unrolled LSTM's gradient (with
+  // step groups: both drafts) and an aperiodic chain's (without: one), ~10,000
+  // ops each.
   const Array inputs(std::vector<float>(64 * 14, 0.25f), {64, 14});
   Module lstm = trace([&](Tensor p) { return grad([&](Tensor q) { return programs::unrolledLstm(q, constant(inputs), 64); })(p); },
                       Type{DType::f32, {4, 56}});
   transforms::runPipeline(lstm.impl(), transforms::defaultPipeline());
-  Module chain = traced([](Tensor x) { return grad(distinctChain(10000))(x); });
+  auto aperiodic = [](Tensor x) { // op kinds drawn by a hash of the step: nothing repeats
+    for (uint32_t i = 0; i < 2000; ++i) {
+      const uint32_t h = (i * 2654435761u) >> 29;
+      x = h < 2 ? sin(x) : h < 4 ? x * (1.0f + 1e-6f * float(i)) : h < 6 ? tanh(x) : x + 0.1f;
+    }
+    return sum(x);
+  };
+  Module chain = traced([&](Tensor x) { return grad(aperiodic)(x); });
   for (const Module* m : {&lstm, &chain}) {
     const ir::Function& f = *m->impl().lookup("f");
     INFO(f.ops.size() << " ops");
     CHECK(f.ops.size() >= 4096);
+    CHECK(stepGroupsOf(f).cuts.empty() == (m == &chain));
     const std::string two = codegen::planFusion(f).str(), one = codegen::planFusion(f, {.concurrent = false}).str();
     CHECK(two == one);
   }
@@ -263,13 +284,7 @@ TEST_CASE("the step-group finder's work grows linearly with an unrolled LSTM's g
                      Type{DType::f32, {4, 56}});
     transforms::runPipeline(m.impl(), transforms::defaultPipeline());
     const ir::Function& f = *m.impl().lookup("f");
-    std::vector<int> position(f.types.size(), -1);
-    for (std::size_t i = 0; i < f.ops.size(); ++i)
-      for (ir::ValueId r : f.ops[i].results) position[static_cast<std::size_t>(r)] = static_cast<int>(i);
-    std::vector<char> stored(f.types.size(), 0);
-    for (ir::ValueId v : f.params) stored[static_cast<std::size_t>(v)] = 1;
-    for (ir::ValueId v : f.outputs) stored[static_cast<std::size_t>(v)] = 1;
-    const codegen::StepGroups g = codegen::findStepGroups(f, codegen::Users::of(f), position, stored, 96);
+    const codegen::StepGroups g = stepGroupsOf(f);
     INFO(steps << " steps: " << f.ops.size() << " ops, " << g.cuts.size() << " cuts, work " << g.work);
     CHECK(g.cuts.size() >= static_cast<std::size_t>(steps) / 8); // it found the steps
     CHECK(g.work <= 40 * f.ops.size());
