@@ -131,9 +131,11 @@ private:
   /// tile epilogue): an array of these buffers' pointers, then the scratch
   /// pointer, then `extra` slots, filled here.
   llvm::Value* storeContext(const std::vector<ir::ValueId>& buffers, std::size_t extra = 0);
-  /// In such a function's frame: the buffers and scratch pointer from `ctx`
-  /// (returned), and every buffer it reads must be one of them.
-  llvm::Value* loadContext(llvm::Value* ctx, const std::vector<ir::ValueId>& buffers);
+  /// Starts emitting such a function, `fn`, whose argument 0 is the context
+  /// (marked noalias, nocapture, readonly): the buffers and scratch pointer
+  /// are loaded from it, and every buffer it reads must be one of them.
+  /// Returns the context.
+  llvm::Value* openWithContext(llvm::Function* fn, const std::vector<ir::ValueId>& buffers);
   /// Emits each split loop's chunk function: void(ptr ctx, i64 chunk), ctx =
   /// {the kernel's buffers, scratch, partial arrays}.
   void emitChunkFunctions();

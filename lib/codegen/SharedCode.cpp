@@ -124,7 +124,10 @@ llvm::Value* FunctionEmitter::storeContext(const std::vector<ir::ValueId>& buffe
   return ctx;
 }
 
-llvm::Value* FunctionEmitter::loadContext(llvm::Value* ctx, const std::vector<ir::ValueId>& buffers) {
+llvm::Value* FunctionEmitter::openWithContext(llvm::Function* fn, const std::vector<ir::ValueId>& buffers) {
+  for (auto a : {llvm::Attribute::NoAlias, llvm::Attribute::NoCapture, llvm::Attribute::ReadOnly}) fn->addParamAttr(0, a);
+  openFrame(fn);
+  llvm::Value* ctx = fn->getArg(0);
   llvm::IRBuilder<> eb(entry_);
   for (std::size_t j = 0; j < buffers.size(); ++j) {
     buffers_[static_cast<std::size_t>(buffers[j])] = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, ctx, j));
@@ -151,11 +154,7 @@ void FunctionEmitter::emitChunkFunctions() {
     }
     auto* ty = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)}, false);
     llvm::Function* fn = outOfLine(whole, ty, ".p" + std::to_string(made++));
-    fn->addParamAttr(0, llvm::Attribute::NoAlias);
-    fn->addParamAttr(0, llvm::Attribute::NoCapture);
-    fn->addParamAttr(0, llvm::Attribute::ReadOnly);
-    openFrame(fn);
-    llvm::Value* c = loadContext(fn->getArg(0), k.buffers);
+    llvm::Value* c = openWithContext(fn, k.buffers);
     llvm::IRBuilder<> eb(entry_);
     auto load = [&](std::size_t slot) { return eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, c, slot)); };
     const auto [begin, end] = chunkRows(b_, fn->getArg(1), k.chunkRows, k.domain[0]);
@@ -228,13 +227,9 @@ void FunctionEmitter::emitRowGroupFunctions() {
     for (std::size_t i = group.first; i < group.first + group.count; ++i) {
       llvm::Function* fn = outOfLine(whole, llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64, ptr}, false),
                                      name + ".k" + std::to_string(i - group.first));
-      for (unsigned a : {0u, 3u}) {
-        fn->addParamAttr(a, llvm::Attribute::NoAlias);
-        fn->addParamAttr(a, llvm::Attribute::NoCapture);
-      }
-      fn->addParamAttr(0, llvm::Attribute::ReadOnly);
-      openFrame(fn);
-      loadContext(fn->getArg(0), group.buffers);
+      fn->addParamAttr(3, llvm::Attribute::NoAlias); // the block
+      fn->addParamAttr(3, llvm::Attribute::NoCapture);
+      openWithContext(fn, group.buffers);
       llvm::IRBuilder<> eb(entry_);
       // Block values: rows [begin, end) at the start of their part of the block.
       for (ir::ValueId v : blockValues[g]) {
@@ -299,13 +294,9 @@ void FunctionEmitter::emitTileFunctions() {
     const Kernel& k = plan_.kernels[i];
     if (k.epilogueOf < 0 && k.prologueOf < 0) continue;
     llvm::Function* fn = outOfLine(whole, tileFunctionType(whole->getContext()), ".e" + std::to_string(made++));
-    fn->addParamAttr(0, llvm::Attribute::NoAlias);
-    fn->addParamAttr(0, llvm::Attribute::NoCapture);
-    fn->addParamAttr(0, llvm::Attribute::ReadOnly);
     fn->addParamAttr(6, llvm::Attribute::NoCapture);
     if (k.epilogueOf >= 0) fn->addParamAttr(6, llvm::Attribute::ReadOnly); // (a prologue writes the tile)
-    openFrame(fn);
-    loadContext(fn->getArg(0), k.buffers);
+    openWithContext(fn, k.buffers);
     // A view at the start of another of these buffers (the product, written in
     // place of a result of the loop) is that buffer: one pointer, one alias scope.
     for (ir::ValueId v : k.buffers)
