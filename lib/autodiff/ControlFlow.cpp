@@ -81,6 +81,9 @@ std::size_t residualCount(const ir::Op& op) {
 template <class T> std::vector<T> slice(const std::vector<T>& v, std::size_t from, std::size_t n) {
   return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n));
 }
+std::vector<ir::ValueId> slice(const ir::ValueList& v, std::size_t from, std::size_t n) {
+  return std::vector<ir::ValueId>(v.begin() + from, v.begin() + from + n);
+}
 
 // ---- scan ----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ void customJvpJvp(const JvpCtx& c) {
   const auto k = static_cast<std::size_t>(site.attrs.integer("inputs"));
   for (std::size_t i = k; i < site.operands.size(); ++i)
     if (c.dx(i)) throw capturedError(*s.fn, site, i, "a tangent");
-  std::vector<ir::ValueId> args = site.operands;
+  std::vector<ir::ValueId> args = site.operands.vec();
   for (std::size_t i = 0; i < k; ++i)
     if (floating(s.fn->type(site.operands[i]))) {
       const std::optional<Tensor> d = c.dx(i);
@@ -71,7 +71,7 @@ void customJvpVjp(const VjpCtx& c) {
   // u: a stand-in per floating input for its tangent. The rule is linear in
   // u, so its value (zeros) does not matter; reverse mode over the inlined
   // rule from its tangent outputs, seeded with dy, gives J^T dy at u.
-  std::vector<ir::ValueId> args = site.operands;
+  std::vector<ir::ValueId> args = site.operands.vec();
   Request req;
   std::vector<std::size_t> inputOf;
   for (std::size_t i = 0; i < k; ++i)

@@ -70,7 +70,7 @@ void bilinearJvp(const JvpCtx& c) {
   std::optional<Tensor> sum;
   for (std::size_t i = 0; i < 2; ++i)
     if (const std::optional<Tensor> d = c.dx(i)) {
-      std::vector<ir::ValueId> operands = c.op.operands;
+      std::vector<ir::ValueId> operands = c.op.operands.vec();
       operands[i] = d->id();
       const Tensor t = reapply(c, operands).at(0);
       sum = sum ? add(*sum, t) : t;
@@ -123,7 +123,7 @@ void callJvp(const JvpCtx& c) {
   if (!recomputes(c.op) || c.op.callees.size() != 1) return transposedJvp(c);
   detail::TraceState& s = currentState();
   const std::string jname = jvpFunction(s.module, c.op.callees[0]);
-  std::vector<ir::ValueId> args = c.op.operands;
+  std::vector<ir::ValueId> args = c.op.operands.vec();
   for (std::size_t i = 0; i < c.op.operands.size(); ++i)
     if (floatingValue(c.op.operands[i])) {
       const std::optional<Tensor> d = c.dx(i);

@@ -228,7 +228,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
       cts.push_back(stopped[v] ? std::nullopt : ct[static_cast<std::size_t>(v)]);
     std::vector<char> wanted;
     for (ir::ValueId o : op.operands) wanted.push_back(dep[o] && needed[o]);
-    const std::vector<ir::ValueId> operands = op.operands;
+    const ir::ValueList operands = op.operands;
     const std::vector<std::optional<Tensor>> g = applyVjpRule(i, cts, wanted);
     for (std::size_t k = 0; k < g.size(); ++k)
       if (g[k]) accumulate(operands[k], *g[k]);

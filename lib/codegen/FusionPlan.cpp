@@ -298,7 +298,7 @@ std::optional<Unit> Planner::loopOf(const ir::Op& op) {
   return Unit{&op, 0, {{&op, r, true}}, in, from, size};
 }
 
-const std::vector<Read>& Planner::readsOf(const std::vector<ValueId>& operands, bool pointwise) {
+const std::vector<Read>& Planner::readsOf(std::span<const ValueId> operands, bool pointwise) {
   ++gen_;
   reads_.clear();
   walk_.clear();
@@ -444,7 +444,7 @@ bool Planner::storeSharedComputedTwice(const std::vector<Unit>& units) {
   return changed;
 }
 
-std::vector<ValueId> Planner::fusedFrom(const std::vector<ValueId>& operands) {
+std::vector<ValueId> Planner::fusedFrom(std::span<const ValueId> operands) {
   ++gen_;
   std::vector<ValueId> out;
   stack_.assign(operands.begin(), operands.end());

@@ -16,7 +16,7 @@ using ir::ValueId;
 
 std::size_t at(ValueId v) { return static_cast<std::size_t>(v); }
 
-std::string values(const std::vector<ValueId>& vs) {
+std::string values(std::span<const ValueId> vs) {
   std::string s;
   for (ValueId v : vs) s += (s.empty() ? "%" : ", %") + std::to_string(v);
   return s;
@@ -57,7 +57,7 @@ std::string FusionPlan::str() const {
     if (first < 0) return "";
     return first == static_cast<int>(k) ? ", code shared" : fmt::format(", code of #{}", first);
   };
-  auto where = [&](const std::vector<ValueId>& vs) {
+  auto where = [&](std::span<const ValueId> vs) {
     std::string w;
     for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
     return w;

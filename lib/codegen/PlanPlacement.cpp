@@ -100,7 +100,7 @@ void Planner::split(FusionPlan& p) const {
   p.compileParts = p.compileParts && p.functions > 1;
 }
 
-const std::vector<ValueId>& Planner::operandsOf(const Kernel& k, std::vector<ValueId>& out) {
+std::span<const ValueId> Planner::operandsOf(const Kernel& k, std::vector<ValueId>& out) {
   if (k.kind != Kernel::Kind::Loop) return k.op->operands;
   out.clear();
   for (const LoopRoot& r : k.roots) out.insert(out.end(), r.op->operands.begin(), r.op->operands.end());

@@ -210,7 +210,7 @@ private:
 
   /// The materialised values that computing `operands` (through fused values)
   /// reads; `sameIndex` for a value only if every path to it keeps the index.
-  const std::vector<Read>& readsOf(const std::vector<ValueId>& operands, bool pointwise);
+  const std::vector<Read>& readsOf(std::span<const ValueId> operands, bool pointwise);
 
   /// Whether root `r` may join loop `u`. Loops do not span a step-group
   /// boundary (findSteps), so the groups of an unrolled loop get alike loops.
@@ -234,7 +234,7 @@ private:
   bool storeSharedComputedTwice(const std::vector<Unit>& units);
 
   /// The fused values computed from `operands`, in op order.
-  std::vector<ValueId> fusedFrom(const std::vector<ValueId>& operands);
+  std::vector<ValueId> fusedFrom(std::span<const ValueId> operands);
 
   Kernel kernelOf(Unit u);
 
@@ -326,7 +326,7 @@ private:
   // ---- where buffers live -----------------------------------------------------
 
   /// The operands of the ops kernel k computes (its roots', or its op's).
-  static const std::vector<ValueId>& operandsOf(const Kernel& k, std::vector<ValueId>& out);
+  static std::span<const ValueId> operandsOf(const Kernel& k, std::vector<ValueId>& out);
 
   /// The values kernel k writes.
   static std::span<const ValueId> writtenBy(const Kernel& k, std::vector<ValueId>& out);

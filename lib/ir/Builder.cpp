@@ -45,8 +45,7 @@ ValueId Builder::param(Type t) {
   return v;
 }
 
-std::vector<ValueId> Builder::create(OpKind k, std::vector<ValueId> operands, Attrs attrs,
-                                     std::vector<std::string> callees, Location loc) {
+ValueList Builder::create(OpKind k, ValueList operands, Attrs attrs, std::vector<std::string> callees, Location loc) {
   std::vector<Type> types = inferTypes(m_, f_, k, operands, attrs, callees, loc);
   Op op{k, std::move(operands), {}, std::move(attrs), std::move(callees), std::move(loc)};
   for (Type& t : types) op.results.push_back(f_.newValue(std::move(t)));
@@ -54,7 +53,7 @@ std::vector<ValueId> Builder::create(OpKind k, std::vector<ValueId> operands, At
   return f_.ops.back().results;
 }
 
-ValueId Builder::create1(OpKind k, std::vector<ValueId> operands, Attrs attrs, Location loc) {
+ValueId Builder::create1(OpKind k, ValueList operands, Attrs attrs, Location loc) {
   auto r = create(k, std::move(operands), std::move(attrs), {}, std::move(loc));
   ADJIT_ASSERT(r.size() == 1, "create1 on a multi-result op");
   return r[0];

@@ -24,10 +24,10 @@ public:
 
   ValueId param(Type t);
   /// Creates the op and returns its results.
-  std::vector<ValueId> create(OpKind k, std::vector<ValueId> operands, Attrs attrs = {},
-                              std::vector<std::string> callees = {}, Location loc = {});
+  ValueList create(OpKind k, ValueList operands, Attrs attrs = {}, std::vector<std::string> callees = {},
+                   Location loc = {});
   /// Creates a single-result op.
-  ValueId create1(OpKind k, std::vector<ValueId> operands, Attrs attrs = {}, Location loc = {});
+  ValueId create1(OpKind k, ValueList operands, Attrs attrs = {}, Location loc = {});
   ValueId constant(Array value, Location loc = {});
   void ret(std::vector<ValueId> outputs) { f_.outputs = std::move(outputs); }
 

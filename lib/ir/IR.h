@@ -7,6 +7,8 @@
 #include <adjit/dtype.h>
 #include <adjit/error.h>
 
+#include "ir/ValueList.h"
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,12 +51,10 @@ private:
   std::vector<std::pair<std::string, Attr>> entries_;
 };
 
-using ValueId = int32_t;
-
 struct Op {
   OpKind kind;
-  std::vector<ValueId> operands;
-  std::vector<ValueId> results;
+  ValueList operands;
+  ValueList results;
   Attrs attrs;
   std::vector<std::string> callees; ///< names of functions of the module this op references
   Location loc;

@@ -172,7 +172,7 @@ struct Bytes {
     put<uint64_t>(v.size());
     s.append(v);
   }
-  void ids(const std::vector<ValueId>& v) {
+  void ids(std::span<const ValueId> v) {
     put<uint64_t>(v.size());
     s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(ValueId));
   }

@@ -108,7 +108,7 @@ public:
     std::unordered_map<int, Tree> open;
     for (std::size_t i = 0; i < old.size(); ++i) {
       ir::Op& op = old[i];
-      const std::vector<ValueId> orig = op.operands; // classified by the tables, which know only old values
+      const ir::ValueList orig = op.operands; // classified by the tables, which know only old values
       for (ValueId& o : op.operands) o = map_[at(o)];
       const int r = op.kind == OpKind::Add ? root[i] : -1;
       if (r < 0 || !rewrite[static_cast<std::size_t>(r)]) {

@@ -1,5 +1,6 @@
-// test/unit/test_verifier.cpp — the verifier rejects malformed IR built through
-// the internal API (the parser and builder already reject malformed text).
+// test/unit/test_verifier.cpp — the IR's internal API: the verifier rejects
+// malformed IR built through it (the parser and builder already reject
+// malformed text), and an op's value lists behave as vectors.
 #include "ir/Builder.h"
 #include "ir/Verifier.h"
 #include "transforms/Passes.h"
@@ -87,4 +88,42 @@ TEST_CASE("a pass that produces invalid IR is named, with the offending op") {
     CHECK(e.message() == "pass 'break-types' produced invalid IR: verifier: in @f: result 0 has type i32[3], expected "
                          "f32[3]\n  in op: %1 = exp(%0) : i32[3]");
   }
+}
+
+TEST_CASE("an op's value list keeps few ids inline and any number on the heap, as a vector would") {
+  std::vector<ValueId> want;
+  ValueList l;
+  for (ValueId v = 0; v < 40; ++v) { // through the inline room and several heap growths
+    l.push_back(v * 3);
+    want.push_back(v * 3);
+    REQUIRE(l.size() == want.size());
+    CHECK(l == want);
+  }
+  ValueList copy = l, moved = std::move(copy);
+  CHECK(moved == want);
+  CHECK(copy.empty());
+  ValueList small = {7, 8};
+  ValueList s2 = std::move(small);
+  CHECK(s2 == std::vector<ValueId>{7, 8});
+  s2 = moved; // heap into inline
+  CHECK(s2 == want);
+  moved = {1, 2, 3}; // heap list given inline content
+  CHECK(moved == std::vector<ValueId>{1, 2, 3});
+  moved.insert(moved.begin() + 1, 9);
+  CHECK(moved == std::vector<ValueId>{1, 9, 2, 3});
+  const std::vector<ValueId> more = {5, 6};
+  moved.insert(moved.begin(), more.begin(), more.end());
+  CHECK(moved == std::vector<ValueId>{5, 6, 1, 9, 2, 3});
+  moved.erase(moved.begin() + 1, moved.begin() + 3);
+  CHECK(moved == std::vector<ValueId>{5, 9, 2, 3});
+  moved.erase(moved.begin());
+  CHECK(moved.vec() == std::vector<ValueId>{9, 2, 3});
+  moved.resize(5, -1);
+  CHECK(moved == std::vector<ValueId>{9, 2, 3, -1, -1});
+  CHECK(moved.front() == 9);
+  CHECK(moved.back() == -1);
+  std::span<const ValueId> view = moved;
+  CHECK(view.size() == 5);
+  CHECK(ValueList(view) == moved);
+  CHECK(ValueList{1, 2} < ValueList{1, 3});
 }
