@@ -240,7 +240,7 @@ private:
     return true;
   }
   void expect(std::string_view p) {
-    if (!accept(p)) expected("'" + std::string(p) + "'");
+    if (!accept(p)) expected(fmt::format("'{}'", p)); // not "'" + std::string(p): GCC 12 warns falsely (-Wrestrict)
   }
   Named expectKind(Tok k, const std::string& what) {
     if (peek().kind != k) expected(what);

@@ -204,8 +204,14 @@ struct Bytes {
 
 void appendAttrBytes(std::string& out, const Attr& a) { Bytes{out}.attr(a); }
 
-std::string fingerprint(const Module& m, PrintOptions o) {
-  std::string s;
+namespace {
+
+/// Bytes a fingerprint collects before handing them to a hash.
+constexpr std::size_t kFingerprintPiece = 1 << 16;
+
+/// Appends the fingerprint's bytes to `s`; calls flush() whenever `s` has
+/// grown past a piece (flush may hand the bytes on and clear `s`).
+template <class Flush> void fingerprintTo(const Module& m, PrintOptions o, std::string& s, Flush flush) {
   Bytes b{s};
   for (const auto& fp : m.functions) {
     const Function& f = *fp;
@@ -234,9 +240,27 @@ std::string fingerprint(const Module& m, PrintOptions o) {
         b.put(op.loc.line);
         b.put(op.loc.column);
       }
+      if (s.size() >= kFingerprintPiece) flush();
     }
   }
+}
+
+} // namespace
+
+std::string fingerprint(const Module& m, PrintOptions o) {
+  std::string s;
+  fingerprintTo(m, o, s, [] {});
   return s;
+}
+
+void fingerprint(const Module& m, PrintOptions o, LongHash& hash) {
+  std::string s;
+  s.reserve(2 * kFingerprintPiece);
+  fingerprintTo(m, o, s, [&] {
+    hash.update(s);
+    s.clear();
+  });
+  hash.update(s);
 }
 
 } // namespace adjit::ir

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "ir/IR.h"
+#include "support/Hash.h"
 
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ std::string printAttr(const Attr& a);
 /// formatting (values keep their ids): equal for equal modules, built an order
 /// of magnitude faster than the text. Cache keys hash it.
 std::string fingerprint(const Module& m, PrintOptions o = {});
+/// The same bytes fed to `hash` in pieces: a large module's key without its
+/// fingerprint in memory (tens of megabytes for 200,000 ops).
+void fingerprint(const Module& m, PrintOptions o, LongHash& hash);
 
 /// Appends bytes that identify `a` exactly and delimit themselves (its
 /// alternative, then fixed-width or length-prefixed data; arrays by type and

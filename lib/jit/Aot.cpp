@@ -207,14 +207,17 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   const bool cacheable = m->lazyVjps.empty();
   CacheKey key;
   if (cacheable) {
-    std::string material = "aot\n" + ir::fingerprint(*m, {.codeLocations = true});
+    LongHash hash;
+    hash.update("aot\n");
+    ir::fingerprint(*m, {.codeLocations = true}, hash);
+    std::string material;
     for (const std::string& n : r.functions) material += "\nfunction " + n;
     for (const std::string& n : r.grads) material += "\ngrad " + n;
     for (const std::string& n : r.jvps) material += "\njvp " + n;
     for (const std::string& n : r.vjps) material += "\nvjp " + n;
     material += fmt::format("\nO{} guard {} source {} threads {}\n{}\n{}", r.optLevel, r.headerGuard, r.source, r.threads,
                             codegen::targetKey(*tm), buildIdentity());
-    key = CacheKey::of(material);
+    key = CacheKey::of(hash.update(material));
     if (auto parts = diskLoad(key); parts && parts->size() == 2) {
       if (logEnabled("compile")) logLine("compile", "ahead of time: disk hit");
       return {std::move((*parts)[0]), std::move((*parts)[1])};

@@ -92,8 +92,10 @@ std::string entryPath(const std::string& dir, const CacheKey& key) { return dir 
 
 } // namespace
 
-CacheKey CacheKey::of(std::string_view material) {
-  auto [hash, check] = hashLong(material);
+CacheKey CacheKey::of(std::string_view material) { return of(LongHash().update(material)); }
+
+CacheKey CacheKey::of(const LongHash& h) {
+  auto [hash, check] = h.finish();
   return {hash, check};
 }
 

@@ -8,6 +8,8 @@
 // ADJIT_CACHE_DIR at a directory others can write.
 #pragma once
 
+#include "support/Hash.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +24,8 @@ struct CacheKey {
   uint64_t hash = 0, check = 0;
   /// Hashes the key material: everything the cached output depends on.
   static CacheKey of(std::string_view material);
+  /// The key of material already fed to `hash`.
+  static CacheKey of(const LongHash& hash);
   std::string hex() const;
 };
 

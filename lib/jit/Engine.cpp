@@ -307,8 +307,9 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   // a while loop's limit error names its line), the target and adjit's
   // build: a hit skips adjit's passes and LLVM entirely.
   auto t0 = Clock::now();
-  std::string material = ir::fingerprint(r.module, {.codeLocations = true});
-  material += fmt::format("\n@{}\n{} O{}\n{}", r.function, targetKeyFor(r.cpu), r.optLevel, buildIdentity());
+  LongHash material;
+  ir::fingerprint(r.module, {.codeLocations = true}, material);
+  material.update(fmt::format("\n@{}\n{} O{}\n{}", r.function, targetKeyFor(r.cpu), r.optLevel, buildIdentity()));
   const CacheKey ck = CacheKey::of(material);
   const uint64_t key = ck.hash;
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;

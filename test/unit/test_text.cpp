@@ -129,6 +129,24 @@ TEST_CASE("fingerprints (the kernel cache's key) tell apart everything printed, 
     CHECK(fp(changed) != same);
   }
 
+  // The cache hashes the fingerprint in pieces as it is made: the same hash
+  // as of the whole, however the bytes are split.
+  {
+    auto m = ir::parse(base);
+    LongHash pieces;
+    ir::fingerprint(*m, {}, pieces);
+    CHECK(pieces.finish() == hashLong(same));
+    for (std::size_t cut : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{13}, same.size()}) {
+      LongHash h;
+      h.update(std::string_view(same).substr(0, cut)).update(std::string_view(same).substr(cut));
+      CHECK(h.finish() == hashLong(same));
+    }
+    LongHash bytewise;
+    for (char c : same) bytewise.update(std::string_view(&c, 1));
+    CHECK(bytewise.finish() == hashLong(same));
+    CHECK(hashLong(same) != hashLong(same + '\0')); // the length counts
+  }
+
   // A while loop's position is in its compiled code (its iteration limit's
   // error names it); an add's is not.
   const std::string loop = R"(func @f(%x: f64[]) -> (f64[]) {
