@@ -2,7 +2,10 @@
 // and algebraic identities through each op's `fold` hook.
 #include "ir/Builder.h"
 #include "ops/OpTable.h"
+#include "support/Assert.h"
 #include "transforms/Passes.h"
+
+#include <algorithm>
 
 #include <deque>
 
@@ -43,13 +46,29 @@ void fold(ir::Module& m) {
     std::vector<const Array*> constant(f.types.size(), nullptr);
     std::vector<std::optional<double>> splat(f.types.size()); // values whose elements are all one value
     std::deque<Array> values; // known constant values, at stable addresses
+    // The ops kept or made are written over the list in place (a second list
+    // of a 200,000-op function faulted in tens of megabytes), unless an op
+    // could fold into several constants, which may need more room than it
+    // leaves.
+    const bool inPlace = std::none_of(f.ops.begin(), f.ops.end(), [](const ir::Op& op) {
+      return op.results.size() > 1 && ops::info(op.kind).has(ops::kPure) && !ops::info(op.kind).has(ops::kHasCallee);
+    });
     std::vector<ir::Op> out;
-    out.reserve(f.ops.size());
+    std::size_t w = 0, at = 0; // ops written, op being read
+    auto emit = [&](ir::Op&& op) {
+      if (!inPlace) out.push_back(std::move(op));
+      else {
+        ADJIT_ASSERT(w <= at, "fold: an op in place overwrote one not yet read");
+        if (&f.ops[w] != &op) f.ops[w] = std::move(op);
+        ++w;
+      }
+    };
     // Per-op scratch, reused: three allocations per op cost more than folding.
     std::vector<const Array*> args;
     std::vector<Array> vals;
     std::vector<std::optional<double>> splats;
-    for (ir::Op& op : f.ops) {
+    for (; at < f.ops.size(); ++at) {
+      ir::Op& op = f.ops[at];
       for (ir::ValueId& o : op.operands) o = map[o];
       const ops::OpInfo& info = ops::info(op.kind);
       args.clear();
@@ -82,11 +101,12 @@ void fold(ir::Module& m) {
           if (uniformValue(a)) splat[op.results[i]] = a.at(0);
         }
         if (op.operands.empty()) { // already a leaf (a constant, an iota): keep it
-          out.push_back(std::move(op));
+          emit(std::move(op));
           continue;
         }
-        for (std::size_t i = 0; i < op.results.size(); ++i)
-          out.push_back(makeConstant(op.results[i], *constant[op.results[i]], op.loc));
+        const ir::Op folded = std::move(op); // op's place may be written below
+        for (std::size_t i = 0; i < folded.results.size(); ++i)
+          emit(makeConstant(folded.results[i], *constant[folded.results[i]], folded.loc));
         continue;
       }
       for (ir::ValueId o : op.operands) splats.push_back(splat[o]);
@@ -101,12 +121,13 @@ void fold(ir::Module& m) {
         }
         constant[res] = &values.emplace_back(std::get<Array>(*r));
         if (constant[res]->size() == 1) splat[res] = constant[res]->at(0);
-        out.push_back(makeConstant(res, std::get<Array>(std::move(*r)), op.loc));
+        emit(makeConstant(res, std::get<Array>(std::move(*r)), op.loc));
         continue;
       }
-      out.push_back(std::move(op));
+      emit(std::move(op));
     }
-    f.ops = std::move(out);
+    if (inPlace) f.ops.erase(f.ops.begin() + static_cast<std::ptrdiff_t>(w), f.ops.end());
+    else f.ops = std::move(out);
     for (ir::ValueId& o : f.outputs) o = map[o];
   }
 }
