@@ -12,6 +12,8 @@
 #include "transforms/Passes.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <numeric>
 
 namespace adjit::transforms {
@@ -26,6 +28,14 @@ constexpr int64_t kMinProductElements = 4096;
 
 /// The shortest contraction for which b is read transposed in place.
 constexpr int64_t kMinTransposedK = 64;
+
+/// The largest M and N of a product computed as dot products (A B^T) when
+/// its contraction is long: up to two micro-tiles of the packed kernel.
+constexpr int64_t kMaxDotSide = 32;
+
+/// How many times more rows than columns make a product with few columns
+/// (at most kMaxDotSide) computed transposed.
+constexpr int64_t kTallRatio = 8;
 
 /// One operand of the product: the value before broadcasting, and for each
 /// axis of the product whether it holds that axis (size > 1) or repeats it.
@@ -84,8 +94,7 @@ public:
     }
     if (!hasK || !hasMN) return -1;
     loc_ = r.loc;
-    const Side& A0 = a;
-    const Side& B0 = b;
+    Side A0 = a, B0 = b;
     // a as [batch, M, K], b as [batch, K, N], then matmul. Each side keeps
     // its innermost axis innermost, a transpose flag saying which way it
     // lies: what transposing remains moves whole rows. Except a b whose rows
@@ -94,8 +103,27 @@ public:
     int64_t kSize = 1;
     for (std::size_t d = 0; d < P.size(); ++d)
       if (role[d] == Role::K) kSize *= P[d];
-    const bool ta = innermost(A0, role) == Role::M;
-    const bool tb = innermost(B0, role) == Role::K && kSize >= kMinTransposedK;
+    int64_t mSize = 1, nSize = 1;
+    for (std::size_t d = 0; d < P.size(); ++d) {
+      if (role[d] == Role::M) mSize *= P[d];
+      if (role[d] == Role::N) nSize *= P[d];
+    }
+    // A tall product with few columns (a GMM gradient's 1,000 x 20 from
+    // K = 20) is computed transposed, C^T = B^T A^T: the kernels' column
+    // panels are then full, and the tall side's copy with K before M is
+    // often one a neighbouring contraction made already.
+    if (nSize <= kMaxDotSide && mSize >= kTallRatio * nSize) {
+      std::swap(A0, B0);
+      std::swap(mSize, nSize);
+      for (Role& x : role) x = x == Role::M ? Role::N : x == Role::N ? Role::M : x;
+    }
+    // A long contraction into a small matrix (the gradient of a GMM's Q_k:
+    // 20x20 from 1,000 points) is dot products: both sides with K innermost,
+    // A B^T, which the dot kernel reads in place. Its other layouts make the
+    // packed kernel's tiles mostly padding.
+    const bool dots = kSize >= kMinTransposedK && mSize <= kMaxDotSide && nSize <= kMaxDotSide;
+    const bool ta = !dots && innermost(A0, role) == Role::M;
+    const bool tb = dots || (innermost(B0, role) == Role::K && kSize >= kMinTransposedK);
     const ValueId A = ta ? operand(A0, P, role, {Role::Batch, Role::K, Role::M}) : operand(A0, P, role, {Role::Batch, Role::M, Role::K});
     const ValueId B = tb ? operand(B0, P, role, {Role::Batch, Role::N, Role::K}) : operand(B0, P, role, {Role::Batch, Role::K, Role::N});
     ir::Attrs flags;
@@ -147,19 +175,32 @@ private:
     return reshape(transpose(reshape(s.source, squeezed), perm), grouped);
   }
 
+  // Reshapes and transposes are made once per value and shape or order:
+  // the sides of a gradient's contractions are often the same transposed
+  // copy (cse ran before this pass), which is then stored once.
   ValueId reshape(ValueId v, const Shape& shape) {
     if (f_.type(v).shape == shape) return v;
-    ir::Attrs attrs;
-    attrs.set("shape", std::vector<int64_t>(shape));
-    return b_.create1(OpKind::Reshape, {v}, std::move(attrs), loc_);
+    auto [it, fresh] = made_.try_emplace({v, 'r', shape}, -1);
+    if (fresh) {
+      ir::Attrs attrs;
+      attrs.set("shape", std::vector<int64_t>(shape));
+      it->second = b_.create1(OpKind::Reshape, {v}, std::move(attrs), loc_);
+    }
+    return it->second;
   }
 
   ValueId transpose(ValueId v, const std::vector<int64_t>& perm) {
     if (std::is_sorted(perm.begin(), perm.end())) return v;
-    ir::Attrs attrs;
-    attrs.set("perm", perm);
-    return b_.create1(OpKind::Transpose, {v}, std::move(attrs), loc_);
+    auto [it, fresh] = made_.try_emplace({v, 't', perm}, -1);
+    if (fresh) {
+      ir::Attrs attrs;
+      attrs.set("perm", perm);
+      it->second = b_.create1(OpKind::Transpose, {v}, std::move(attrs), loc_);
+    }
+    return it->second;
   }
+
+  std::map<std::tuple<ValueId, char, std::vector<int64_t>>, ValueId> made_;
 
   ir::Builder b_;
   ir::Function& f_;
