@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 #include <numeric>
+#include <tuple>
 
 namespace adjit::transforms {
 namespace {
