@@ -78,11 +78,10 @@ std::size_t residualCount(const ir::Op& op) {
   return op.attrs.has("residuals") ? static_cast<std::size_t>(op.attrs.integer("residuals")) : 0;
 }
 
-template <class T> std::vector<T> slice(const std::vector<T>& v, std::size_t from, std::size_t n) {
-  return std::vector<T>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n));
-}
-std::vector<ir::ValueId> slice(const ir::ValueList& v, std::size_t from, std::size_t n) {
-  return std::vector<ir::ValueId>(v.begin() + from, v.begin() + from + n);
+/// Elements [from, from + n) of a vector or an op's value list, as a vector.
+template <class List> auto slice(const List& v, std::size_t from, std::size_t n) {
+  return std::vector<typename List::value_type>(v.begin() + static_cast<std::ptrdiff_t>(from),
+                                                v.begin() + static_cast<std::ptrdiff_t>(from + n));
 }
 
 // ---- scan ----------------------------------------------------------------------

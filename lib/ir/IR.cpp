@@ -49,7 +49,10 @@ std::size_t Type::bytes() const {
 
 std::string shape_str(const Shape& s) {
   std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ','; // not (i ? "," : "") + ...: GCC 12 warns falsely (-Wrestrict)
+    r += std::to_string(s[i]);
+  }
   return r + "]";
 }
 

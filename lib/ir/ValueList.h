@@ -134,9 +134,6 @@ public:
   friend bool operator==(const ValueList& a, const std::vector<ValueId>& b) {
     return a.size_ == b.size() && std::equal(a.begin(), a.end(), b.begin());
   }
-  friend bool operator<(const ValueList& a, const ValueList& b) {
-    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
-  }
 
 private:
   bool onHeap() const { return cap_ > kInline; }

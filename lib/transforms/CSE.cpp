@@ -6,7 +6,6 @@
 #include "transforms/Passes.h"
 
 #include <cstring>
-#include <span>
 #include <string>
 
 namespace adjit::transforms {

@@ -6,7 +6,6 @@
 #include "transforms/Passes.h"
 
 #include <algorithm>
-
 #include <deque>
 
 namespace adjit::transforms {
@@ -54,6 +53,7 @@ void fold(ir::Module& m) {
       return op.results.size() > 1 && ops::info(op.kind).has(ops::kPure) && !ops::info(op.kind).has(ops::kHasCallee);
     });
     std::vector<ir::Op> out;
+    if (!inPlace) out.reserve(f.ops.size());
     std::size_t w = 0, at = 0; // ops written, op being read
     auto emit = [&](ir::Op&& op) {
       if (!inPlace) out.push_back(std::move(op));
