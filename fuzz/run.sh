@@ -5,6 +5,9 @@
 # (its input is left as BUILD_DIR/fuzz-<target>-crash-*).
 # usage: fuzz/run.sh BUILD_DIR [SECONDS]
 set -eu
+# A finding prints its stack, and its input (base64) so a run elsewhere can be
+# replayed: base64 -d > crash.adj; BUILD_DIR/fuzz_<target> crash.adj
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 build=$1; seconds=${2:-60}
 src=$(cd "$(dirname "$0")/.." && pwd)
 for target in parse compile; do
@@ -19,6 +22,12 @@ for target in parse compile; do
   if [ "$status" -ne 0 ]; then
     echo "FAILED: fuzz_$target found a crash (exit $status):"
     grep -E "ERROR|runtime error|Test unit written" "$build/fuzz-$target.log" | head -n 5
+    grep -E "^ +#[0-9]+ " "$build/fuzz-$target.log" | head -n 30
+    for crash in "$build"/fuzz-$target-crash-* "$build"/fuzz-$target-leak-* "$build"/fuzz-$target-timeout-*; do
+      [ -f "$crash" ] || continue
+      echo "input $crash (base64):"
+      head -c 4096 "$crash" | base64
+    done
     exit 1
   fi
 done

@@ -248,7 +248,7 @@ Tensor full(const Shape& shape, double value, ADJIT_HERE);
 Tensor zeros_like(const Tensor& x, ADJIT_HERE);
 /// Ones of x's type.
 Tensor ones_like(const Tensor& x, ADJIT_HERE);
-/// Element at index i has value i[axis].
+/// Element at index i has value i[axis]; a negative axis counts from the end.
 Tensor iota(const Shape& shape, int64_t axis = 0, DType dtype = DType::i32, ADJIT_HERE);
 
 // ---- shapes -------------------------------------------------------------------------

@@ -157,9 +157,12 @@ const Array& InferCtx::array(std::string_view name) const { return needAs<Array>
 const std::string& InferCtx::string(std::string_view name) const { return needAs<std::string>(*this, name, "a string"); }
 
 int64_t InferCtx::axis(std::string_view name, int64_t rank) const {
-  int64_t a = integer(name);
-  if (a < -rank || a >= rank) fail("axis {} is out of range for an operand of rank {}", a, rank);
-  return a < 0 ? a + rank : a;
+  const int64_t a = integer(name);
+  if (a < 0 || a >= rank)
+    fail("{} {} is out of range for an operand of rank {}: expected 0 <= {} < {} (the tracer counts negative axes "
+         "from the end; the IR holds them counted from the front)",
+         name, a, rank, name, rank);
+  return a;
 }
 
 void InferCtx::expectFloat(std::size_t i) const {

@@ -45,7 +45,9 @@ struct InferCtx {
   DType dtype(std::string_view name) const;
   const Array& array(std::string_view name) const;
   const std::string& string(std::string_view name) const;
-  /// Reads an axis attribute and checks -rank <= axis < rank; returns it normalised.
+  /// Reads an axis attribute and checks 0 <= axis < rank. The IR holds an
+  /// axis counted from the front (the tracer normalises a negative one), so
+  /// every hook of the op may index with it as it is.
   int64_t axis(std::string_view name, int64_t rank) const;
   /// Checks operand `i` has a floating dtype ("exp: expected a floating-point operand, got i32[3]").
   void expectFloat(std::size_t i) const;

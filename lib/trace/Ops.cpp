@@ -321,7 +321,7 @@ Tensor iota(const Shape& shape, int64_t axis, DType dtype, SrcLoc l) {
   Location loc = L(l);
   ir::Attrs a;
   a.set("shape", shape);
-  a.set("axis", axis);
+  a.set("axis", normalizeAxis("iota", axis, static_cast<int64_t>(shape.size()), loc));
   a.set("dtype", dtype);
   return emit(stateOf({}, "iota", loc), OpKind::Iota, {}, std::move(a), loc);
 }

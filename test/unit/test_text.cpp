@@ -4,6 +4,8 @@
 #include <adjit/adjit.h>
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 using namespace adjit;
 
 static std::string parseError(const std::string& text) {
@@ -82,6 +84,28 @@ TEST_CASE("parse errors name line:column and what was expected") {
         "t.adj:2:3: error: reshape: missing attribute 'shape'");
   CHECK(parseError("func @f() -> () {\n  return\n}\nfunc @f() -> () {\n  return\n}") ==
         "t.adj:4:6: error: redefinition of function @f");
+}
+
+// The fuzzer's find: `concatenate {axis = -1}` of two constants passed the
+// type rule, and folding indexed its reference evaluation at -1. An op's hooks
+// index with the attribute as it stands, so the IR admits only 0 <= axis < rank.
+TEST_CASE("an op's axis in IR text is counted from the front: a negative one is an error naming it") {
+  const std::string expected = "is out of range for an operand of rank 1: expected 0 <= axis < 1";
+  for (const char* body : {
+           "  %1 = concatenate(%0, %0) {axis = -1} : f32[4]\n  return %1",
+           "  %1 = iota() {axis = -1, dtype = f32, shape = [2]} : f32[2]\n  return %0",
+           "  %1 = argmax(%0) {axis = -1, dtype = i32} : i32[]\n  return %0",
+           "  %1 = cumsum(%0) {axis = -1} : f32[2]\n  return %1",
+           "  %1 = constant() {value = dense<i32[2], [1, 0]>} : i32[2]\n  %2 = gather(%0, %1) {axis = -1} : f32[2]\n  return %2",
+       }) {
+    CAPTURE(body);
+    const std::string text = std::string("func @f(%0: f32[2]) -> (f32[") + (std::strstr(body, "concatenate") ? "4" : "2") + "]) {\n" + body + "\n}";
+    CHECK(parseError(text).find(expected) != std::string::npos);
+  }
+  // The tracer counts a negative axis from the end, as numpy does.
+  Module m = trace([] { return iota({2, 3}, -1, DType::f32); });
+  CHECK(m.interpret(m.function_names().at(0), {})[0].to_vector<float>() == std::vector<float>{0, 1, 2, 0, 1, 2});
+  CHECK_THROWS_WITH_AS(trace([] { return iota({2, 3}, -3); }), doctest::Contains("iota: axis -3 is out of range for rank 2"), Error);
 }
 
 TEST_CASE("several traced functions saved in one module, by name, and loaded back") {
