@@ -82,6 +82,7 @@ std::vector<Section> sections() {
            adj(fn("%y = reduce_sum(%x) {keepdims = false} : f32[]")),
            adj(fn("%y = reduce_sum(%x) {axes = 0, keepdims = false} : f32[]")),
            adj(fn("%y = transpose(%x) {perm = [1]} : f32[3]")),
+           adj(fn("%y = concatenate(%x, %x) {axis = -1} : f32[6]")),
            adj(fn("%c = constant() {value = dense<f32[2], [1, 2, 3]>} : f32[2]")),
            adj(fn("%c = constant() {value = dense<i32[1], [99999999999]>} : i32[1]")),
            adj(fn("%c = constant() {value = dense<f32[4611686018427387903], [0]>} : f32[4611686018427387903]")),
