@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs each fuzz target for SECONDS (default 60), seeded from test/ir (random
-# seed ADJIT_FUZZ_SEED, 1 by default so CI explores the same way), with a
+# seed ADJIT_FUZZ_SEED, 1 by default; runs on one machine explore alike, but
+# not across machines: coverage feedback depends on addresses), with a
 # dictionary of adjit's mnemonics and types. Fails when a target finds a crash
 # (its input is left as BUILD_DIR/fuzz-<target>-crash-*).
 # usage: fuzz/run.sh BUILD_DIR [SECONDS]
