@@ -1,8 +1,8 @@
 // support/Hash.h — stable 64-bit hashing for cache keys (FNV-1a over bytes).
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 #include <utility>
