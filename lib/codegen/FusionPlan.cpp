@@ -646,7 +646,10 @@ FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
   // leftovers. Draft both ways; finish the one with less code.
   Planner grouped(f, o), free(f, o);
   auto better = [&](FusionPlan a, FusionPlan b) {
-    return Planner::codeSize(b) < Planner::codeSize(a) ? grouped.finish(std::move(b)) : free.finish(std::move(a));
+    const FusionPlan::Steps steps{grouped.boundaries(), Planner::codeSize(b), Planner::codeSize(a)};
+    FusionPlan p = steps.codeWith < steps.codeWithout ? grouped.finish(std::move(b)) : free.finish(std::move(a));
+    p.steps = steps;
+    return p;
   };
   if (!o.concurrent || f.ops.size() < kConcurrentDraftOps || std::thread::hardware_concurrency() < 2) {
     if (!grouped.findStepGroups()) return grouped.finish(grouped.draft());

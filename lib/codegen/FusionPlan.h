@@ -148,6 +148,13 @@ struct FusionPlan {
   /// work per call), not only to bound each function's size: the JIT then
   /// partitions even a small module (jit/Engine.cpp).
   bool compileParts = false;
+  /// The step groups of unrolled loops (StepGroups.h): how many boundaries
+  /// the finder placed, and the code (ops per point of distinct kernels) of
+  /// the drafts with and without them. The plan is the draft with less.
+  struct Steps {
+    std::size_t boundaries = 0;
+    int64_t codeWith = 0, codeWithout = 0;
+  } steps;
 
   bool fused(ir::ValueId v) const { return place[static_cast<std::size_t>(v)].where == Storage::Fused; }
   /// The plan as text: one block per kernel with its fused ops and where each

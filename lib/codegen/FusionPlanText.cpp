@@ -111,6 +111,9 @@ std::string FusionPlan::str() const {
   for (const Run& r : runs)
     s += fmt::format("  run #{}..#{}: {} steps of {} kernel{}\n", r.first, r.first + static_cast<std::size_t>(r.period * r.count) - 1,
                      r.count, r.period, r.period == 1 ? "" : "s");
+  if (steps.boundaries)
+    s += fmt::format("  step groups: {} boundaries; code {} ops per point with them, {} without: planned {}\n", steps.boundaries,
+                     steps.codeWith, steps.codeWithout, steps.codeWith < steps.codeWithout ? "with them" : "without");
   for (std::size_t v = 0; v < place.size(); ++v)
     if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
     else if (place[v].where == Storage::Constant) s += fmt::format("  global {}\n", opText(f, *producer[v]));

@@ -129,6 +129,8 @@ public:
 
   /// Finds the step groups of unrolled loops (findSteps); true if any.
   bool findStepGroups();
+  /// How many step-group boundaries findStepGroups placed.
+  std::size_t boundaries() const { return cuts_.size(); }
 
   /// What LLVM compiles for kernel k: its ops per point, or kLowerWeight for
   /// an op's own code.

@@ -38,6 +38,7 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
   constexpr int kWindow = 16;    // ops per hashed window: unique within a step
   constexpr int kNear = 256;     // farther operands hash by type only
   constexpr int kMinCopies = 5;  // a few copies (the stages of a Runge-Kutta step) are not worth storing carries
+  constexpr std::size_t kWidelyRead = 16; // a far operand read this often (a weight) hashes by identity
   constexpr int kMinGroups = 4;  // shorter regions cost LLVM little; the budget alone cuts them evenly
   constexpr uint64_t kBase = 0x100000001b3ull;
   const int n = static_cast<int>(f.ops.size());
@@ -67,7 +68,10 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
     out.work += 1 + op.results.size() + op.operands.size();
     for (ValueId o : op.operands) {
       const int back = i - position[at(o)];
-      x = hashCombine(x, position[at(o)] >= 0 && back <= kNear ? static_cast<uint64_t>(back) : typeHash(f.type(o)));
+      uint64_t y = static_cast<uint64_t>(back);
+      if (position[at(o)] < 0 || back > kNear)
+        y = users.of(o).size() >= kWidelyRead ? hashCombine(0x1d, static_cast<uint64_t>(o)) : typeHash(f.type(o));
+      x = hashCombine(x, y);
     }
     const std::size_t si = static_cast<std::size_t>(i);
     h[si] = x;
