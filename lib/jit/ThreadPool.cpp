@@ -4,6 +4,7 @@
 // (kernels may run during static destruction).
 #include "jit/ThreadPool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -22,6 +23,7 @@ struct Job {
   void (*fn)(void*, int64_t);
   void* ctx;
   int64_t chunks;
+  int threads; ///< the caller's and the pool's that may work on it
   int helpers; ///< pool threads wanted
   std::atomic<int64_t> next{0}, finished{0};
   std::atomic<int> users{0};
@@ -49,6 +51,7 @@ public:
     // (another caller's) is what sends this one to run alone.
     std::unique_lock lock(mutex_);
     if (current_) return false;
+    job.threads = threads;
     job.helpers = threads - 1;
     while (static_cast<int>(workers_) < job.helpers) {
       std::thread(&Pool::serve, this).detach();
@@ -70,10 +73,23 @@ public:
   static thread_local bool inPool;
 
 private:
+  /// Claims chunks in batches of a share of what is left (guided
+  /// scheduling): a few claims per thread, small batches at the end to even
+  /// out the threads. One claim per chunk made the threads take turns on the
+  /// counters' cache line: a 1,000,000-element gradient in 1,024 chunks of
+  /// 0.6 us each ran 1.2x faster on two threads, against 1.9x when the same
+  /// loop was split in two by hand.
   static void work(Job& job) {
-    for (int64_t c; (c = job.next.fetch_add(1, std::memory_order_relaxed)) < job.chunks;) {
-      job.fn(job.ctx, c);
-      job.finished.fetch_add(1, std::memory_order_release);
+    const int64_t spread = 2 * static_cast<int64_t>(job.threads);
+    int64_t first = job.next.load(std::memory_order_relaxed), batch = 0;
+    for (;;) {
+      do {
+        if (first >= job.chunks) return;
+        batch = std::max<int64_t>(1, (job.chunks - first) / spread);
+      } while (!job.next.compare_exchange_weak(first, first + batch, std::memory_order_relaxed));
+      for (int64_t c = first; c < first + batch; ++c) job.fn(job.ctx, c);
+      job.finished.fetch_add(batch, std::memory_order_release);
+      first = job.next.load(std::memory_order_relaxed);
     }
   }
 
@@ -141,7 +157,7 @@ extern "C" void adjit_parallel_for(void (*fn)(void*, int64_t), void* ctx, int64_
   using namespace adjit::engine;
   const int threads = std::min<int64_t>(callThreads > 0 ? callThreads : defaultThreads(), chunks);
   if (threads > 1 && !Pool::inPool) {
-    Job job{fn, ctx, chunks, 0};
+    Job job{fn, ctx, chunks, threads, 0};
     if (pool().run(job, threads)) return;
   }
   for (int64_t c = 0; c < chunks; ++c) fn(ctx, c);

@@ -3,6 +3,7 @@
 #include "Check.h"
 
 #include "jit/Engine.h"
+#include "jit/ThreadPool.h"
 #include "jit/Partition.h"
 
 #include <llvm/AsmParser/Parser.h>
@@ -495,6 +496,22 @@ TEST_CASE("split loops run on threads: bitwise identical results for every threa
   for (auto& c : callers) c.join();
   CHECK(differ == 0);
   CHECK_THROWS_WITH_AS(jit(f, {.threads = -1}), doctest::Contains("threads must be 0 (the default) or positive, got -1"), Error);
+}
+
+TEST_CASE("the pool runs every chunk once, whatever the chunk and thread counts") {
+  // Threads claim chunks in batches of a share of what is left; each chunk
+  // must still run exactly once, the last ones included.
+  for (int threads : {1, 2, 3, 8})
+    for (int64_t chunks : {1, 2, 3, 5, 17, 64, 1000, 1024, 4099}) {
+      CAPTURE(threads);
+      CAPTURE(chunks);
+      std::vector<std::atomic<int>> runs(static_cast<std::size_t>(chunks));
+      const engine::CallThreads scope(threads);
+      adjit_parallel_for([](void* ctx, int64_t c) { static_cast<std::atomic<int>*>(ctx)[c].fetch_add(1); }, runs.data(), chunks);
+      int64_t once = 0;
+      for (const auto& r : runs) once += r.load() == 1;
+      CHECK(once == chunks);
+    }
 }
 
 TEST_CASE("small loops stay on one thread") {
