@@ -3,6 +3,8 @@
 // the cold compile time (first call: trace + compile + run). Not a test.
 #include <adjit/adjit.h>
 
+#include <omp.h>
+
 #include <cmath>
 
 #include <algorithm>
@@ -77,8 +79,21 @@ template <class F, class... A> static double cold(F& f, const A&... args) {
   return ms(Clock::now() - t0);
 }
 
+/// Runs part(t, begin, end) for the T ranges of [0, n) on T OpenMP threads:
+/// how an expert threads the hand-written baselines.
+template <class F> static void ompRanges(int threads, int64_t n, F&& part) {
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), T = omp_get_num_threads();
+    part(t, n * t / T, n * (t + 1) / T);
+  }
+}
+
 /// The same programs with one thread and with all (JitOptions::threads): the
-/// speedup, and whether the results are bitwise equal (they must be).
+/// speedup, and whether the results are bitwise equal (they must be). Next to
+/// it, the hand-written baselines threaded with OpenMP over row ranges, timed
+/// in the same loop: what this machine gives two threads on the same work at
+/// the same moment (a shared VM's second core varies by the minute).
 static void threadsSection(int reps, const Array& x) {
   auto b1 = [](Tensor x) { return sum(log1p(exp(x))); };
   auto b2 = [](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); };
@@ -89,29 +104,51 @@ static void threadsSection(int reps, const Array& x) {
   };
   const Array a(0.5f), b(0.25f);
   const Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
-  const Array X(randomVector(256 * 512, -1, 1, 3), {256, 512}), W1(randomVector(512 * 512, -0.05f, 0.05f, 4), {512, 512}),
-      W2(randomVector(512 * 512, -0.05f, 0.05f, 5), {512, 512});
+  const int64_t M = 256, K = 512, N = 512, n = x.size();
+  const Array X(randomVector(M * K, -1, 1, 3), {M, K}), W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N}),
+      W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
   const char* env = std::getenv("ADJIT_NUM_THREADS");
   const int all = env && std::atoi(env) > 0 ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
-  std::printf("\nthreads (JitOptions::threads; ADJIT_NUM_THREADS sets the default): 1 thread vs all\n");
-  auto row = [&](const char* name, auto fn, const auto&... args) {
+  std::printf("\nthreads (JitOptions::threads; ADJIT_NUM_THREADS sets the default): 1 thread vs all; the hand-written "
+              "baseline threaded with OpenMP alike\n");
+  // Per-thread outputs of the baselines (partial sums, gradients of shared weights).
+  std::vector<float> out(static_cast<std::size_t>(std::max(n, M * N))), out2(out.size()), out3(out.size());
+  std::vector<std::vector<float>> dw1(static_cast<std::size_t>(all), std::vector<float>(K * N)),
+      dw2(static_cast<std::size_t>(all), std::vector<float>(N * N));
+  std::vector<float> sums(static_cast<std::size_t>(all) * 3);
+  const float* xs = x.data<float>();
+  auto row = [&](const char* name, const std::function<void(int)>& baseline, auto fn, const auto&... args) {
     auto one = jit(fn, {.threads = 1});
     auto many = jit(fn);
     one(args...);
     many(args...);
-    // Alternating the two, so that the machine's slow drifts hit both alike.
-    std::vector<double> a, b;
-    for (int i = 0; i < 2 * reps; ++i) {
-      auto t0 = Clock::now();
-      one(args...);
-      a.push_back(ms(Clock::now() - t0));
-      t0 = Clock::now();
-      many(args...);
-      b.push_back(ms(Clock::now() - t0));
-    }
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    const double t1 = a[a.size() / 2], tn = b[b.size() / 2];
+    baseline(1);
+    baseline(all);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // One thread and all alternating, so that the machine's slow drifts hit
+    // both alike; adjit's runs, then the baseline's. Not all four in turn:
+    // an idle pool thread spins a while before it sleeps (adjit's and
+    // OpenMP's alike), and a spinning thread of one runtime takes the core
+    // the other's thread needs (both fell to 1.0x so).
+    std::vector<double> a, b, c, d;
+    auto alternate = [&](std::vector<double>& x, const auto& first, std::vector<double>& y, const auto& second) {
+      for (int i = 0; i < 2 * reps; ++i) {
+        auto t0 = Clock::now();
+        first();
+        x.push_back(ms(Clock::now() - t0));
+        t0 = Clock::now();
+        second();
+        y.push_back(ms(Clock::now() - t0));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // the pool threads go to sleep
+    };
+    alternate(a, [&] { one(args...); }, b, [&] { many(args...); });
+    alternate(c, [&] { baseline(1); }, d, [&] { baseline(all); });
+    auto median = [](std::vector<double>& v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double t1 = median(a), tn = median(b), b1 = median(c), bn = median(d);
     auto bytes = [](const auto& r) {
       std::string s;
       auto add = [&](const Array& a) { s.append(static_cast<const char*>(a.raw()), a.bytes()); };
@@ -125,17 +162,43 @@ static void threadsSection(int reps, const Array& x) {
       }
       return s;
     };
-    std::printf("%-4s 1 thread %9.3f ms   %d threads %9.3f ms   speedup %5.2fx   (results %s)\n", name, t1, all, tn, t1 / tn,
-                bytes(one(args...)) == bytes(many(args...)) ? "bitwise equal" : "DIFFER");
+    std::printf("%-4s 1 thread %9.3f ms   %d threads %9.3f ms   speedup %5.2fx   baseline %5.2fx (%.3f / %.3f ms)   (results %s)\n",
+                name, t1, all, tn, t1 / tn, b1 / bn, b1, bn, bytes(one(args...)) == bytes(many(args...)) ? "bitwise equal" : "DIFFER");
   };
-  row("B1", b1, x);
-  row("B2", b2, x, a, b);
-  row("B3", b3, m);
-  row("B4", b4, X, W1, W2);
-  row("G1", value_and_grad(b1), x);
-  row("G2", value_and_grad(b2, argnums<0, 1, 2>), x, a, b);
-  row("G3", value_and_grad(b3), m);
-  row("G4", value_and_grad(b4, argnums<1, 2>), X, W1, W2);
+  auto elementwise = [&](auto part) { return [&, part](int T) { ompRanges(T, n, part); }; };
+  row("B1", elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_b1(xs + i, e - i); }), b1, x);
+  row("B2", elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_b2(xs + i, 0.5f, 0.25f, e - i); }), b2, x, a, b);
+  row("B3", [&](int T) { ompRanges(T, 1000, [&](int t, int64_t r, int64_t e) { sums[t] = base_b3(m.data<float>() + r * 1000, e - r, 1000); }); },
+      b3, m);
+  row("B4", [&](int T) {
+        ompRanges(T, M, [&](int t, int64_t r, int64_t e) {
+          sums[t] = base_b4(X.data<float>() + r * K, W1.data<float>(), W2.data<float>(), out.data() + r * N, out2.data() + r * N, e - r, K, N);
+        });
+      }, b4, X, W1, W2);
+  row("G1", elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_g1(xs + i, out.data() + i, e - i); }), value_and_grad(b1), x);
+  row("G2", elementwise([&](int t, int64_t i, int64_t e) {
+        sums[t] = base_g2(xs + i, 0.5f, 0.25f, out.data() + i, &sums[all + t], &sums[2 * all + t], e - i);
+      }), value_and_grad(b2, argnums<0, 1, 2>), x, a, b);
+  row("G3", [&](int T) {
+        ompRanges(T, 1000, [&](int t, int64_t r, int64_t e) {
+          sums[t] = base_g3(m.data<float>() + r * 1000, out.data() + r * 1000, e - r, 1000);
+        });
+      }, value_and_grad(b3), m);
+  // G4: each thread's rows give partial weight gradients; the sum of the partials is threaded too.
+  row("G4", [&](int T) {
+        ompRanges(T, M, [&](int t, int64_t r, int64_t e) {
+          sums[t] = base_g4(X.data<float>() + r * K, W1.data<float>(), W2.data<float>(), out.data() + r * N, out2.data() + r * N,
+                            out3.data() + r * N, dw1[t].data(), dw2[t].data(), e - r, K, N);
+        });
+        ompRanges(T, K * N, [&](int, int64_t i, int64_t e) {
+          for (int u = 1; u < T; ++u)
+            for (int64_t j = i; j < e; ++j) dw1[0][j] += dw1[u][j];
+        });
+        ompRanges(T, N * N, [&](int, int64_t i, int64_t e) {
+          for (int u = 1; u < T; ++u)
+            for (int64_t j = i; j < e; ++j) dw2[0][j] += dw2[u][j];
+        });
+      }, value_and_grad(b4, argnums<1, 2>), X, W1, W2);
 }
 
 /// examples/ode: RK4 over 1,000 steps of a damped pendulum with `scan`, next
