@@ -1,6 +1,6 @@
 // bench/UnrolledLstm.h — ADBench's LSTM cell (layers of 14-wide diagonal
-// gates, two by default) unrolled over a constant character sequence: many tiny elementwise
-// ops with long dependence chains. The compile-time benchmark times it; a
+// gates, two by default) unrolled over a constant character sequence: many
+// tiny elementwise ops with long dependence chains. The compile-time benchmark times it; a
 // unit test checks that its gradient's loops repeat with the steps.
 #pragma once
 

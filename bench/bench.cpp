@@ -92,7 +92,7 @@ template <class F> static void ompRanges(int threads, int64_t n, F&& part) {
 /// The same programs with one thread and with all (JitOptions::threads): the
 /// speedup, and whether the results are bitwise equal (they must be). Next to
 /// it, the hand-written baselines threaded with OpenMP over row ranges, timed
-/// in the same loop: what this machine gives two threads on the same work at
+/// right after: what this machine gives two threads on the same work at about
 /// the same moment (a shared VM's second core varies by the minute).
 static void threadsSection(int reps, const Array& x) {
   auto b1 = [](Tensor x) { return sum(log1p(exp(x))); };
@@ -190,14 +190,11 @@ static void threadsSection(int reps, const Array& x) {
           sums[t] = base_g4(X.data<float>() + r * K, W1.data<float>(), W2.data<float>(), out.data() + r * N, out2.data() + r * N,
                             out3.data() + r * N, dw1[t].data(), dw2[t].data(), e - r, K, N);
         });
-        ompRanges(T, K * N, [&](int, int64_t i, int64_t e) {
-          for (int u = 1; u < T; ++u)
-            for (int64_t j = i; j < e; ++j) dw1[0][j] += dw1[u][j];
-        });
-        ompRanges(T, N * N, [&](int, int64_t i, int64_t e) {
-          for (int u = 1; u < T; ++u)
-            for (int64_t j = i; j < e; ++j) dw2[0][j] += dw2[u][j];
-        });
+        for (auto* dw : {&dw1, &dw2})
+          ompRanges(T, static_cast<int64_t>((*dw)[0].size()), [&](int, int64_t i, int64_t e) {
+            for (int u = 1; u < T; ++u)
+              for (int64_t j = i; j < e; ++j) (*dw)[0][j] += (*dw)[u][j];
+          });
       }, value_and_grad(b4, argnums<1, 2>), X, W1, W2);
 }
 

@@ -36,7 +36,7 @@ Users Users::of(const ir::Function& f) {
 StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<const int> position,
                         std::span<const char> storedBefore, int budget) {
   constexpr int kWindow = 16;    // ops per hashed window: unique within a step
-  constexpr int kNear = 256;     // farther operands hash by type only
+  constexpr int kNear = 256;     // farther operands hash by type (or identity: kWidelyRead)
   constexpr int kMinCopies = 5;  // a few copies (the stages of a Runge-Kutta step) are not worth storing carries
   constexpr std::size_t kWidelyRead = 16; // a far operand read this often (a weight) hashes by identity
   constexpr int kMinGroups = 4;  // shorter regions cost LLVM little; the budget alone cuts them evenly

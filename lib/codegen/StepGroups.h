@@ -39,7 +39,8 @@ struct StepGroups {
 ///
 /// Periods are found by content, in one pass. h(i) hashes op i's kind,
 /// attributes, types and distances back to its operands (near ones; a far
-/// one only by its type), g(i) the kWindow ops ending at i, and d(i) is the
+/// one by its identity when many ops read it, a weight every step reads,
+/// else only by its type), g(i) the kWindow ops ending at i, and d(i) is the
 /// distance back to the previous equal g. Position i repeats when
 /// d(i) = d(i - d(i)) = ...: kMinCopies copies in a row. In each period,
 /// the position of the least g is an anchor: one per period, at the same

@@ -157,7 +157,7 @@ extern "C" void adjit_parallel_for(void (*fn)(void*, int64_t), void* ctx, int64_
   using namespace adjit::engine;
   const int threads = std::min<int64_t>(callThreads > 0 ? callThreads : defaultThreads(), chunks);
   if (threads > 1 && !Pool::inPool) {
-    Job job{fn, ctx, chunks, threads, 0};
+    Job job{fn, ctx, chunks, 0, 0}; // threads and helpers: set by run
     if (pool().run(job, threads)) return;
   }
   for (int64_t c = 0; c < chunks; ++c) fn(ctx, c);
