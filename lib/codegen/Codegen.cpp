@@ -21,6 +21,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -740,7 +741,7 @@ static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, c
 }
 
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       const VectorUnit& unit, bool packed, std::string* plans, bool parallel) {
+                       const VectorUnit& unit, bool packed, std::string* plans, bool parallel, double* planMs) {
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
@@ -758,7 +759,9 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     // LLVM's work. One called from a single op (a loop body, a branch) may be
     // inlined there, so a loop keeps its carry in registers.
     if (!isEntry && references[f.name] > 1) fn->addFnAttr(llvm::Attribute::NoInline);
+    const auto t0 = std::chrono::steady_clock::now();
     FusionPlan plan = planFusion(f, {.effects = &effects, .parallel = parallel, .unit = &unit});
+    if (planMs) *planMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (plans) *plans += plan.str();
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel);
     FunctionEmitter::Lowered l{fn, fe.emit(), &f};

@@ -118,6 +118,17 @@ void Planner::facts() {
       for (ValueId o : op.operands) initialMat_[at(o)] = 1;
   }
   users_ = Users::of(f_);
+  struct TypeHash {
+    std::size_t operator()(const Type& t) const {
+      uint64_t h = static_cast<uint64_t>(t.dtype) * 0x9E3779B97F4A7C15ull;
+      for (int64_t d : t.shape) h = (h ^ static_cast<uint64_t>(d)) * 0xff51afd7ed558ccdull;
+      return static_cast<std::size_t>(h ^ h >> 32);
+    }
+  };
+  std::unordered_map<Type, uint32_t, TypeHash> ids;
+  typeId_.resize(n);
+  for (std::size_t v = 0; v < n; ++v)
+    typeId_[v] = ids.try_emplace(f_.types[v], static_cast<uint32_t>(ids.size())).first->second;
   for (ValueId o : f_.outputs) {
     ++uses_[at(o)];
     isOutput_[at(o)] = 1;
@@ -140,7 +151,7 @@ void Planner::facts() {
           break;
         }
         const ValueId ur = u->results[0];
-        ok = info.has(ops::kElementwise) && f_.type(ur).shape == f_.type(r).shape &&
+        ok = info.has(ops::kElementwise) && (typeId_[at(ur)] == typeId_[at(r)] || f_.type(ur).shape == f_.type(r).shape) &&
              (isOutput_[at(ur)] || sameDomain_[at(ur)]);
       }
       sameDomain_[at(r)] = ok;
@@ -514,12 +525,7 @@ std::string Planner::kernelKey(const Kernel& k, std::vector<ValueId>& buffers) c
   // a value has in this key; keyIndex_ holds the index.
   ++keyGen_;
   auto number = [](std::string& key, uint64_t x) { key.append(reinterpret_cast<const char*>(&x), sizeof x); };
-  auto type = [&](std::string& key, ValueId v) {
-    const Type& t = f_.type(v);
-    key += static_cast<char>(t.dtype);
-    number(key, t.shape.size());
-    for (int64_t d : t.shape) number(key, static_cast<uint64_t>(d));
-  };
+  auto type = [&](std::string& key, ValueId v) { number(key, typeId_[at(v)]); };
   auto buffer = [&](std::string& key, ValueId v) {
     if (keyMark_[at(v)] != keyGen_ || keyState_[at(v)] != 2) {
       keyMark_[at(v)] = keyGen_;

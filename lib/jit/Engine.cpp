@@ -347,28 +347,29 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   }
 
   const double keyMs = msSince(t0);
+  // The traced text is printed before the passes run on what may be the
+  // traced module itself.
+  if (stages) stages->traced_adj = ir::print(r.module, {.locations = true});
+  if (dump) dumpFile(label + ".1-traced.adj", ir::print(r.module, {.locations = true}));
   t0 = Clock::now();
-  std::unique_ptr<ir::Module> m = r.module.clone();
+  std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
   if (ir::verifyAfterPasses()) ir::verify(*m);
   transforms::runPipeline(*m, transforms::defaultPipeline());
   ++passRuns;
+  fn = m->lookup(r.function); // r.module's may be gone; the passes keep its signature
+  ADJIT_ASSERT(fn, "compile: the passes removed @" + r.function);
   double passMs = msSince(t0);
-  if (stages) {
-    stages->traced_adj = ir::print(r.module, {.locations = true});
-    stages->optimized_adj = ir::print(*m);
-  }
-  if (dump) {
-    dumpFile(label + ".1-traced.adj", ir::print(r.module, {.locations = true}));
-    dumpFile(label + ".2-optimized.adj", ir::print(*m, {.locations = true}));
-  }
+  if (stages) stages->optimized_adj = ir::print(*m);
+  if (dump) dumpFile(label + ".2-optimized.adj", ir::print(*m, {.locations = true}));
 
   auto t1 = Clock::now();
   auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
   llvm::LLVMContext ctx;
   llvm::Module lm(label, ctx);
   std::string plans;
+  double planMs = 0;
   const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, codegen::vectorUnit(*tm), true, (stages || dump) ? &plans : nullptr,
-                                                  /*parallel=*/true);
+                                                  /*parallel=*/true, &planMs);
   if (stages) stages->plan = plans;
   if (dump) dumpFile(label + ".3-plan.txt", plans);
   codegen::configureModule(lm, *tm);
@@ -409,9 +410,9 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const double linkMs = msSince(t2);
   notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, passMs, llvmMs, linkMs});
   if (log)
-    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (lower {:.2f}, {}), "
+    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (plan {:.2f}, lower {:.2f}, {}), "
                                    "link {:.2f} ms, cache miss{}",
-                                   r.function, sig, r.traceMs, keyMs, passMs, llvmMs, lowerMs,
+                                   r.function, sig, r.traceMs, keyMs, passMs, llvmMs, planMs, lowerMs - planMs,
                                    partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", optMs, partitions)
                                                   : fmt::format("optimise {:.2f}, codegen {:.2f}", optMs, emitMs),
                                    linkMs, disk));

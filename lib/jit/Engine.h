@@ -30,6 +30,10 @@ struct CompileRequest {
   int optLevel = 2;
   std::string cpu;
   double traceMs = 0; ///< for the compile log
+  /// `module` itself, when the caller has no further use for it: a
+  /// compilation then takes its functions instead of copying them (a
+  /// 200,000-op gradient: 35 ms). Left empty.
+  ir::Module* spent = nullptr;
 };
 
 /// Compiles the request's function, or finds it in the process-wide cache or

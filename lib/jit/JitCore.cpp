@@ -96,7 +96,7 @@ static JitCore::Entry* entryFor(JitCore::Impl& impl, const JitOptions& opts, uin
     Module traced = traceModule(opts.name, e->types, [&](std::span<const Tensor> ps) { return body(ps, e->skeleton); },
                                 &e->variables);
     double traceMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    e->kernel = engine::compile({traced.impl(), opts.name, opts.opt_level, opts.cpu, traceMs});
+    e->kernel = engine::compile({traced.impl(), opts.name, opts.opt_level, opts.cpu, traceMs, &traced.impl()});
   } catch (...) {
     // Waiters hold their own copy of the future: they get this error and never
     // touch the entry, which is removed so a later call tries again.

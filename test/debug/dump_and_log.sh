@@ -5,7 +5,7 @@ set -eu
 quickstart=$1; cli=$2; dir=$3
 rm -rf "$dir"
 ADJIT_DUMP="$dir" ADJIT_LOG=compile "$quickstart" >/dev/null 2>"$dir.log"
-grep -E '^\[adjit:compile\] f\(f32\[4\], f32\[\]\) -> \(f32\[\]\): trace [0-9.]+ ms, key [0-9.]+ ms, passes [0-9.]+ ms, llvm [0-9.]+ ms \(lower [0-9.]+, optimise [0-9.]+, codegen [0-9.]+\), link [0-9.]+ ms, cache miss$' "$dir.log"
+grep -E '^\[adjit:compile\] f\(f32\[4\], f32\[\]\) -> \(f32\[\]\): trace [0-9.]+ ms, key [0-9.]+ ms, passes [0-9.]+ ms, llvm [0-9.]+ ms \(plan [0-9.]+, lower [0-9.]+, optimise [0-9.]+, codegen [0-9.]+\), link [0-9.]+ ms, cache miss$' "$dir.log"
 for stage in 1-traced.adj 2-optimized.adj 3-plan.txt 4-llvm.ll 5-llvm-opt.ll 6-asm.s; do
   f=$(ls "$dir"/f.*."$stage")
   test -s "$f" || { echo "missing or empty: $stage"; exit 1; }
