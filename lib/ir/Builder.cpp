@@ -21,9 +21,16 @@ std::vector<Type> inferTypes(const Module& m, const Function& f, OpKind k, std::
     if (!cf) throw Error(name + ": no function named @" + c + " in the module", loc);
     fns.push_back(cf);
   }
-  std::vector<Type> types;
-  for (ValueId v : operands) types.push_back(f.type(v));
-  InferCtx ctx{info.name, types, attrs, fns, loc};
+  constexpr std::size_t kInline = 8;
+  const Type* inline_[kInline];
+  std::vector<const Type*> many;
+  const Type** refs = inline_;
+  if (operands.size() > kInline) {
+    many.resize(operands.size());
+    refs = many.data();
+  }
+  for (std::size_t i = 0; i < operands.size(); ++i) refs[i] = &f.type(operands[i]);
+  InferCtx ctx{info.name, TypeRefs::of({refs, operands.size()}), attrs, fns, loc};
   try {
     std::vector<Type> results = info.hooks.infer(ctx);
     const auto& entries = attrs.entries();

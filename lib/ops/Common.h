@@ -12,7 +12,7 @@
 namespace adjit::ops {
 
 /// Checks that `f` takes `types` ("parameter i of @f is T, but the <what> passes U").
-inline void expectParams(const ir::InferCtx& c, const ir::Function& f, std::span<const Type> types, std::string_view what) {
+inline void expectParams(const ir::InferCtx& c, const ir::Function& f, ir::TypeRefs types, std::string_view what) {
   if (f.params.size() != types.size())
     c.fail("@{} takes {} parameters, but the {} passes {}", f.name, f.params.size(), what, types.size());
   for (std::size_t i = 0; i < types.size(); ++i)

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -20,11 +21,81 @@ namespace adjit::autodiff { struct VjpCtx; struct JvpCtx; }
 
 namespace adjit::ir {
 
+/// Types a type rule reads: either contiguous (a span) or references to the
+/// function's own types (how ops are created: copying each operand's type,
+/// its shape on the heap, was a sixth of creating an op).
+class TypeRefs {
+public:
+  class iterator {
+  public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = Type;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Type*;
+    using reference = const Type&;
+    iterator() = default;
+    iterator(const TypeRefs* r, std::size_t i) : r_(r), i_(i) {}
+    const Type& operator*() const { return (*r_)[i_]; }
+    const Type* operator->() const { return &(*r_)[i_]; }
+    const Type& operator[](difference_type k) const { return (*r_)[i_ + static_cast<std::size_t>(k)]; }
+    iterator& operator++() { ++i_; return *this; }
+    iterator operator++(int) { iterator t = *this; ++i_; return t; }
+    iterator& operator--() { --i_; return *this; }
+    iterator operator--(int) { iterator t = *this; --i_; return t; }
+    iterator& operator+=(difference_type k) { i_ += static_cast<std::size_t>(k); return *this; }
+    iterator& operator-=(difference_type k) { i_ -= static_cast<std::size_t>(k); return *this; }
+    friend iterator operator+(iterator a, difference_type k) { return a += k; }
+    friend iterator operator+(difference_type k, iterator a) { return a += k; }
+    friend iterator operator-(iterator a, difference_type k) { return a -= k; }
+    friend difference_type operator-(const iterator& a, const iterator& b) {
+      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+    }
+    friend bool operator==(const iterator& a, const iterator& b) { return a.i_ == b.i_; }
+    friend auto operator<=>(const iterator& a, const iterator& b) { return a.i_ <=> b.i_; }
+
+  private:
+    const TypeRefs* r_ = nullptr;
+    std::size_t i_ = 0;
+  };
+
+  TypeRefs() = default;
+  TypeRefs(std::span<const Type> types) : base_(types.data()), n_(types.size()) {} // NOLINT: implicit, like a span
+  TypeRefs(const std::vector<Type>& types) : TypeRefs(std::span<const Type>(types)) {} // NOLINT
+  static TypeRefs of(std::span<const Type* const> refs) {
+    TypeRefs r;
+    r.refs_ = refs.data();
+    r.n_ = refs.size();
+    return r;
+  }
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const Type& operator[](std::size_t i) const { return refs_ ? *refs_[i] : base_[i]; }
+  const Type& front() const { return (*this)[0]; }
+  const Type& back() const { return (*this)[n_ - 1]; }
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, n_}; }
+  TypeRefs subspan(std::size_t from, std::size_t count = std::dynamic_extent) const {
+    TypeRefs r = *this;
+    const std::size_t n = count == std::dynamic_extent ? n_ - from : count;
+    if (refs_) r.refs_ += from;
+    else r.base_ += from;
+    r.n_ = n;
+    return r;
+  }
+  TypeRefs first(std::size_t count) const { return subspan(0, count); }
+  TypeRefs last(std::size_t count) const { return subspan(n_ - count, count); }
+
+private:
+  const Type* base_ = nullptr;
+  const Type* const* refs_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 /// What a type rule sees: operand types, attributes, referenced functions.
 /// `fail` raises the user error "<op>: <message>" at the op's location.
 struct InferCtx {
   std::string_view opName;
-  std::span<const Type> operands;
+  TypeRefs operands;
   const Attrs& attrs;
   std::span<const Function* const> callees;
   const Location& loc;

@@ -36,8 +36,8 @@ constexpr std::size_t kMinRegions = 4;
 using Region = std::tuple<Shape, std::vector<int64_t>, std::vector<int64_t>>;
 
 struct Group {
-  const ir::Op* pad; ///< the first pad of the group (its attributes)
-  ValueId sum;       ///< the group's addends summed so far
+  std::size_t pad; ///< the first pad of the group (its attributes), in the new op list
+  ValueId sum;     ///< the group's addends summed so far
 };
 
 /// A sum being rewritten: its groups in order of appearance, and the addends
@@ -90,6 +90,7 @@ public:
             regions[root[i]].insert(regionOf(opAt(producer[at(o)])));
           }
     std::vector<char> rewrite(no, 0);
+    moved_.assign(no, 0);
     bool any = false;
     for (const auto& [r, set] : regions) {
       const std::size_t n = static_cast<std::size_t>(pads[static_cast<std::size_t>(r)]);
@@ -112,10 +113,11 @@ public:
       for (ValueId& o : op.operands) o = map_[at(o)];
       const int r = op.kind == OpKind::Add ? root[i] : -1;
       if (r < 0 || !rewrite[static_cast<std::size_t>(r)]) {
-        // Pads are read again (a sum's leaves, through `old`): copied; of any
-        // other op only the kind is read, which a move leaves in place.
-        if (op.kind == OpKind::Pad) f_.ops.push_back(op);
-        else f_.ops.push_back(std::move(op));
+        // Of a moved op only the kind is read from `old`, which a move
+        // leaves in place; a pad, read again as a sum's leaf, is read where
+        // it went.
+        moved_[i] = f_.ops.size();
+        f_.ops.push_back(std::move(op));
         continue;
       }
       Tree& t = open[r];
@@ -127,10 +129,11 @@ public:
           t.rest = t.rest < 0 ? op.operands[k] : add(t.rest, op.operands[k]);
           continue;
         }
-        const ir::Op& pad = old[static_cast<std::size_t>(p)];
-        const ValueId x = pad.operands[0]; // mapped when the pad was copied
+        const std::size_t moved = moved_[static_cast<std::size_t>(p)];
+        const ir::Op& pad = f_.ops[moved];
+        const ValueId x = pad.operands[0]; // mapped when the pad was moved
         auto [it, fresh] = t.index.emplace(regionOf(pad), t.groups.size());
-        if (fresh) t.groups.push_back({&pad, x});
+        if (fresh) t.groups.push_back({moved, x});
         else t.groups[it->second].sum = add(t.groups[it->second].sum, x);
       }
       if (static_cast<std::size_t>(r) == i) {
@@ -167,7 +170,8 @@ private:
       std::vector<int64_t> low, interior;
       for (const Group& g : t.groups) {
         xs.push_back(g.sum);
-        const auto &l = g.pad->attrs.ints("low"), &it = g.pad->attrs.ints("interior");
+        const ir::Attrs& pa = f_.ops[g.pad].attrs;
+        const auto &l = pa.ints("low"), &it = pa.ints("interior");
         low.insert(low.end(), l.begin(), l.end());
         interior.insert(interior.end(), it.begin(), it.end());
       }
@@ -178,7 +182,8 @@ private:
       placed = b_.create1(OpKind::PadSum, std::move(xs), std::move(a), loc_);
     } else {
       for (const Group& g : t.groups) {
-        const ValueId p = b_.create1(OpKind::Pad, {g.sum}, g.pad->attrs, loc_);
+        ir::Attrs pa = f_.ops[g.pad].attrs; // a copy: creating the pad appends to f_.ops
+        const ValueId p = b_.create1(OpKind::Pad, {g.sum}, std::move(pa), loc_);
         placed = placed < 0 ? p : add(placed, p);
       }
     }
@@ -190,6 +195,7 @@ private:
   const std::vector<int>* producer_ = nullptr;
   const std::vector<ir::Op>* old_ = nullptr;
   std::vector<char> interior_;
+  std::vector<std::size_t> moved_; ///< where each op of `old` went in the new list
   std::vector<ValueId> map_;
   Location loc_;
 };
