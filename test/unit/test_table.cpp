@@ -37,6 +37,34 @@ TEST_CASE("every op has its hooks") {
   }
 }
 
+TEST_CASE("type rules see operand types alike by reference and by value") {
+  const std::vector<Type> types{{DType::f32, {2}}, {DType::f64, {3, 4}}, {DType::i32, {}}, {DType::f32, {5}}};
+  std::vector<const Type*> refs;
+  for (const Type& t : types) refs.push_back(&t);
+  for (const ir::TypeRefs r : {ir::TypeRefs(types), ir::TypeRefs::of(refs)}) {
+    REQUIRE(r.size() == 4);
+    CHECK(std::vector<Type>(r.begin(), r.end()) == types);
+    CHECK(r.back() == types[3]);
+    CHECK(std::vector<Type>(r.subspan(1).begin(), r.subspan(1).end()) == std::vector<Type>(types.begin() + 1, types.end()));
+    CHECK(std::vector<Type>(r.first(2).begin(), r.first(2).end()) == std::vector<Type>(types.begin(), types.begin() + 2));
+    CHECK(r.last(1)[0] == types[3]);
+    CHECK(r.end() - r.begin() == 4);
+    CHECK(&r[1] == &types[1]); // never a copy
+  }
+  // An op of more operands than the builder keeps inline (eight).
+  auto f = jit([](Tensor x) {
+    std::vector<Tensor> parts;
+    for (int i = 0; i < 11; ++i) parts.push_back(x * float(i));
+    return concatenate(parts);
+  });
+  const Array y = f(Array(std::vector<float>{1, 2}));
+  REQUIRE(y.size() == 22);
+  for (int i = 0; i < 11; ++i) {
+    CHECK(y.data<float>()[2 * i] == float(i));
+    CHECK(y.data<float>()[2 * i + 1] == 2.0f * float(i));
+  }
+}
+
 TEST_CASE("mnemonics are unique and unknown names are rejected") {
   CHECK(!ops::lookup("no_such_op").has_value());
   std::set<std::string_view> names;
