@@ -5,6 +5,7 @@
 // linear in the function's size.
 #include "codegen/Planner.h"
 #include "support/Assert.h"
+#include "support/Hash.h"
 
 #include <exception>
 #include <thread>
@@ -120,9 +121,9 @@ void Planner::facts() {
   users_ = Users::of(f_);
   struct TypeHash {
     std::size_t operator()(const Type& t) const {
-      uint64_t h = static_cast<uint64_t>(t.dtype) * 0x9E3779B97F4A7C15ull;
-      for (int64_t d : t.shape) h = (h ^ static_cast<uint64_t>(d)) * 0xff51afd7ed558ccdull;
-      return static_cast<std::size_t>(h ^ h >> 32);
+      uint64_t h = static_cast<uint64_t>(t.dtype);
+      for (int64_t d : t.shape) h = hashCombine(h, static_cast<uint64_t>(d));
+      return static_cast<std::size_t>(h);
     }
   };
   std::unordered_map<Type, uint32_t, TypeHash> ids;

@@ -70,7 +70,6 @@ public:
   std::size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
   const Type& operator[](std::size_t i) const { return refs_ ? *refs_[i] : base_[i]; }
-  const Type& front() const { return (*this)[0]; }
   const Type& back() const { return (*this)[n_ - 1]; }
   iterator begin() const { return {this, 0}; }
   iterator end() const { return {this, n_}; }
