@@ -4,8 +4,9 @@
 // Manual's timings on this machine kind. Data: ../shared/bench-data/adbench
 // (its README defines each objective). Exits 1 if a value misses the
 // criterion; `--smallest` runs the smallest input of each problem (a CTest
-// test, which skips with 77 where the data set is absent).
-//   adjit_adbench [gmm|ba|lstm]... [--threads N] [--unrolled] [--smallest]
+// test, which skips with 77 where the data set is absent); `--input TEXT`
+// the inputs whose name contains TEXT.
+//   adjit_adbench [gmm|ba|lstm]... [--threads N] [--unrolled] [--smallest] [--input TEXT]
 //   (default: all problems and inputs, all cores; LSTM as a scan)
 #include <adjit/adjit.h>
 
@@ -89,6 +90,9 @@ std::map<std::string, std::pair<double, double>> manualTimings() {
 
 /// --smallest: the first input of each problem only. Inputs checked, and whether one failed.
 bool smallest = false;
+/// --input: the inputs whose name contains this only.
+std::string only;
+bool skipped(const std::string& input) { return input.find(only) == std::string::npos; }
 int checked = 0;
 bool failed = false;
 
@@ -173,6 +177,7 @@ void gmm(const std::map<std::string, std::pair<double, double>>& manual) {
     for (int k : {5, 10, 25, 50, 100, 200}) inputs.push_back("1k/gmm_d" + std::to_string(d) + "_K" + std::to_string(k));
   inputs.push_back("10k/gmm_d2_K5");
   for (const std::string& in : inputs) {
+    if (skipped(in)) continue;
     if (!std::ifstream(kData + "gmm/" + in + ".txt")) continue; // not every size is in the data set
     const GmmInput g = readGmm(kData + "gmm/" + in + ".txt");
     auto f = [&g](Tensor alpha, Tensor mu, Tensor q, Tensor l) { return gmmObjective(g, alpha, mu, q, l); };
@@ -253,6 +258,7 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
   const char* inputs[] = {"ba1_n49_m7776_p31843", "ba2_n21_m11315_p36455", "ba3_n161_m48126_p182072",
                           "ba4_n372_m47423_p204472", "ba5_n257_m65132_p225911"};
   for (const char* in : inputs) {
+    if (skipped(in)) continue;
     const std::vector<double> v = numbers(kData + "ba/" + in + ".txt");
     if (v.size() < 20) continue;
     const int64_t n = int64_t(v[0]), m = int64_t(v[1]), p = int64_t(v[2]);
@@ -392,6 +398,7 @@ void lstm(const std::map<std::string, std::pair<double, double>>& manual) {
   std::printf("LSTM (f64; %s; derivative = loss and gradient for main and extra parameters)\n",
               unrolled ? "unrolled over the sequence" : "a scan over the sequence");
   for (const char* in : {"lstm_l2_c1024", "lstm_l4_c1024"}) {
+    if (skipped(in)) continue;
     const std::vector<double> v = numbers(kData + "lstm/" + in + ".txt");
     if (v.size() < 3) continue;
     const int layers = int(v[0]);
@@ -432,6 +439,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--unrolled")) unrolled = true;
     else if (!std::strcmp(argv[i], "--smallest")) smallest = true;
+    else if (!std::strcmp(argv[i], "--input") && i + 1 < argc) only = argv[++i];
     else which.push_back(argv[i]);
   }
   auto want = [&](const char* w) { return which.empty() || std::find(which.begin(), which.end(), w) != which.end(); };
