@@ -114,7 +114,13 @@ void Planner::facts() {
       producer_[at(r)] = &op;
       position_[at(r)] = static_cast<int>(i);
     }
-    for (ValueId o : op.operands) ++uses_[at(o)];
+    // An elementwise op reading one value twice (x * x; a VJP's dy + dy)
+    // computes it once per point: one use.
+    const bool elementwise = ops::info(op.kind).has(ops::kElementwise);
+    for (std::size_t j = 0; j < op.operands.size(); ++j)
+      if (!elementwise || std::find(op.operands.begin(), op.operands.begin() + static_cast<std::ptrdiff_t>(j),
+                                    op.operands[j]) == op.operands.begin() + static_cast<std::ptrdiff_t>(j))
+        ++uses_[at(op.operands[j])];
     if (ops::info(op.kind).has(ops::kMaterializesOperands))
       for (ValueId o : op.operands) initialMat_[at(o)] = 1;
   }
