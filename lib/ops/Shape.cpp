@@ -10,6 +10,7 @@
 #include <llvm/IR/Module.h>
 
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace adjit::ops {
@@ -29,6 +30,44 @@ template <class Map> Array gatherBy(const Array& x, const Type& rt, Map map) {
     int64_t src = map(unravel(i, rt.shape));
     std::memcpy(static_cast<char*>(r.raw()) + i * w, static_cast<const char*>(x.raw()) + src * w, w);
   }
+  return r;
+}
+
+/// The operand index of a reshape's result element at c.index, from its
+/// dims, where no division is needed: axes of extent 1 aside, the two shapes
+/// split into runs of equal extent, and each run of the operand is one axis
+/// (kept, or the merge of the result's run). A linear position would make
+/// an operand that is not contiguous (a broadcast) divide it back into dims,
+/// in the innermost loop: an unrolled GMM gradient's reshape of [5, 1000] to
+/// [5, 1, 1000] made its [5, 2, 1000] loop scalar. Nullopt where an operand
+/// axis splits across the run, or for an index given by its linear position.
+std::optional<Index> reshapedIndex(const ElementCtx& c) {
+  const Shape &in = c.operandType(0).shape, &out = c.resultType().shape;
+  if (c.index.linearFirst || c.index.dims.size() != out.size()) return std::nullopt;
+  std::vector<std::size_t> ia, oa; // axes of extent > 1
+  for (std::size_t a = 0; a < in.size(); ++a) {
+    if (in[a] == 0) return std::nullopt;
+    if (in[a] > 1) ia.push_back(a);
+  }
+  for (std::size_t a = 0; a < out.size(); ++a)
+    if (out[a] > 1) oa.push_back(a);
+  std::vector<llvm::Value*> dims(in.size(), c.i64(0));
+  std::size_t j = 0;
+  for (std::size_t i : ia) { // one operand axis per run
+    if (j == oa.size()) return std::nullopt;
+    int64_t extent = out[oa[j]];
+    llvm::Value* at = c.index.dims[oa[j++]];
+    while (extent < in[i] && j < oa.size()) {
+      extent *= out[oa[j]];
+      at = c.b.CreateAdd(c.b.CreateMul(at, c.i64(out[oa[j]])), c.index.dims[oa[j]]);
+      ++j;
+    }
+    if (extent != in[i]) return std::nullopt;
+    dims[i] = at;
+  }
+  if (j != oa.size()) return std::nullopt;
+  Index r = Index::ofDims(std::move(dims));
+  r.linear = c.index.linear; // the same position in both shapes' row-major order
   return r;
 }
 
@@ -176,6 +215,7 @@ void defineShapeOps(Table& t) {
       .eval = [](const EvalCtx& c) { return std::vector<Array>{c.args[0].reshaped(c.resultType().shape)}; },
       .fold = foldIfSameType,
       .element = [](ElementCtx& c) -> llvm::Value* {
+        if (std::optional<Index> at = reshapedIndex(c)) return c.operand(0, *at);
         return c.operand(0, Index::ofLinear(c.linear(c.index, c.resultType().shape)));
       },
       // the same elements in the same order: a view from element 0

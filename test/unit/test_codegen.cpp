@@ -681,6 +681,35 @@ TEST_CASE("rows and reshapes of buffers are views: read in place, no copies, sam
   ADJIT_CHECK_CLOSE(dxs, gw[1], 1e-4);
 }
 
+TEST_CASE("a reshape of a computed value reads it at the same element, its axes mapped without division") {
+  // Each reshape reads a value computed in the loop (a transpose, so not its
+  // own buffer's order) and is read through a broadcast or transpose, so the
+  // loop is a nest: unit axes inserted and removed, axes merged (mapped axis
+  // by axis), an axis split (through the linear position), and rank 0.
+  auto f = [](Tensor x, Tensor y, Tensor s) {
+    Tensor xt = transpose(x, {1, 0}) * 2.0 + 1.0;                                  // [6,4]
+    Tensor unit = broadcast_to(reshape(xt, {6, 1, 4}), {6, 3, 4});                  // a unit axis
+    Tensor mixed = transpose(reshape(xt, {1, 6, 1, 4, 1}), {3, 1, 0, 2, 4});        // units and a transpose
+    Tensor merged = transpose(reshape(transpose(y, {2, 1, 0}) - 0.5, {10, 3}), {1, 0}); // [5,2,3] -> [10,3]
+    Tensor split = transpose(reshape(xt + 0.25, {2, 3, 4}), {2, 0, 1});              // [6,4] -> [2,3,4]
+    Tensor scalar = broadcast_to(reshape(s * 3.0, {}), {2, 2});                     // [1,1] -> []
+    return std::make_tuple(unit, mixed, merged, split, scalar);
+  };
+  std::vector<double> xv(24), yv(30);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = double(i) - 7.0;
+  for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = 0.5 * double(i);
+  const Array x(xv, {4, 6}), y(yv, {3, 2, 5}), s(std::vector<double>{1.5}, {1, 1});
+  const std::vector<Array> want = trace(f, x.type(), y.type(), s.type()).interpret("f", {x, y, s});
+  auto [unit, mixed, merged, split, scalar] = jit(f)(x, y, s);
+  ADJIT_CHECK_CLOSE(unit, want[0], 0);
+  ADJIT_CHECK_CLOSE(mixed, want[1], 0);
+  ADJIT_CHECK_CLOSE(merged, want[2], 0);
+  ADJIT_CHECK_CLOSE(split, want[3], 0);
+  ADJIT_CHECK_CLOSE(scalar, want[4], 0);
+  CHECK(unit.shape() == Shape{6, 3, 4});
+  CHECK(mixed.shape() == Shape{4, 6, 1, 1, 1});
+}
+
 /// sin(0.37 i + phase) · scale at every element i of an array of type t.
 Array wave(Type t, double phase, double scale = 1.0) {
   Array a(t);
