@@ -472,6 +472,27 @@ TEST_CASE("matmul: the packed kernel, every transposition, edge tiles and blocks
         }
 }
 
+TEST_CASE("matmul: small products over short and long k, every transposition, floats and integers") {
+  // Below the packed kernel's size: k up to 8 sums in registers, longer k
+  // runs i-k-j; k = 0 is a product of zeros.
+  for (int64_t k : {0, 1, 2, 3, 8, 9, 12})
+    for (int form = 0; form < 4; ++form) {
+      const bool ta = form & 1, tb = form & 2;
+      const int64_t batch = 2, m = 3, n = 7;
+      CAPTURE(k);
+      CAPTURE(form);
+      std::vector<double> av(static_cast<std::size_t>(batch * m * k)), bv(static_cast<std::size_t>(batch * k * n));
+      for (std::size_t i = 0; i < av.size(); ++i) av[i] = double(int(i * 7 % 11) - 5);
+      for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = double(int(i * 5 % 13) - 6);
+      const Shape as = ta ? Shape{batch, k, m} : Shape{batch, m, k}, bs = tb ? Shape{batch, n, k} : Shape{batch, k, n};
+      const std::vector<double> want = referenceProduct(av, bv, batch, m, n, k, ta, tb);
+      auto f = [ta, tb](V v) { return matmul(v[0], v[1], {.transpose_a = ta, .transpose_b = tb}); };
+      check3(f, {Array(av, as), Array(bv, bs)}, Array(want, {batch, m, n}), 0);
+      auto toInt = [](const std::vector<double>& v) { return std::vector<int32_t>(v.begin(), v.end()); };
+      check3(f, {Array(toInt(av), as), Array(toInt(bv), bs)}, Array(toInt(want), {batch, m, n}), 0);
+    }
+}
+
 TEST_CASE("matmul with transpose flags: values, text and gradients") {
   const Array a = f64({1, 2, 3, 4, 5, 6}, {2, 3}), b = f64({1, -1, 2, 0.5, 3, 1}, {3, 2});
   // a^T [3,2] @ a [2,3]; a @ a^T; b^T @ a^T = (a b)^T.
