@@ -451,7 +451,8 @@ int main(int argc, char** argv) {
   if (want("ba")) ba(manual);
   if (want("lstm")) lstm(manual);
   if (checked == 0) {
-    std::printf("no ADBench input found under %s\n", kData.c_str());
+    if (only.empty()) std::printf("no ADBench input found under %s\n", kData.c_str());
+    else std::printf("no ADBench input under %s has a name containing '%s'\n", kData.c_str(), only.c_str());
     return smallest ? 77 : 1;
   }
   return failed ? 1 : 0;
