@@ -151,6 +151,7 @@ bool defineReport(llvm::Module& lm, const std::string& name, const std::string& 
 /// The object's own adjit_parallel_for (what generated code calls): the
 /// user's hook when set, else the chunks in order. The hook is a weak null
 /// pointer, so several adjit objects (and the user's own definition) link.
+/// And its adjit_parallel_threads, which cannot know the hook's threads.
 void defineParallelFor(llvm::Module& lm) {
   llvm::LLVMContext& ctx = lm.getContext();
   llvm::Type* ptrTy = llvm::PointerType::get(ctx, 0);
@@ -183,6 +184,12 @@ void defineParallelFor(llvm::Module& lm) {
   b.CreateBr(loop);
   b.SetInsertPoint(done);
   b.CreateRetVoid();
+  // How many threads the hook will use is the user's to know: 0 tells the
+  // code to split its work in the ways that do not depend on it.
+  auto* threads = llvm::Function::Create(llvm::FunctionType::get(i64, {}, false), llvm::GlobalValue::InternalLinkage,
+                                         "adjit_parallel_threads", lm);
+  llvm::IRBuilder<> tb(llvm::BasicBlock::Create(ctx, "entry", threads));
+  tb.CreateRet(tb.getInt64(0));
 }
 
 } // namespace

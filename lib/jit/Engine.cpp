@@ -66,6 +66,8 @@ llvm::orc::LLJIT& engine() {
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_stack_pushed), llvm::JITSymbolFlags::Exported);
     runtime[(*j)->mangleAndIntern("adjit_parallel_for")] =
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_parallel_for), llvm::JITSymbolFlags::Exported);
+    runtime[(*j)->mangleAndIntern("adjit_parallel_threads")] =
+        llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_parallel_threads), llvm::JITSymbolFlags::Exported);
     if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))
       throw Error("cannot start the JIT: " + llvm::toString(std::move(err)));
     auto g = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);

@@ -153,9 +153,14 @@ CallThreads::~CallThreads() { callThreads = saved_; }
 
 } // namespace adjit::engine
 
+extern "C" int64_t adjit_parallel_threads() noexcept {
+  using namespace adjit::engine;
+  return Pool::inPool ? 1 : (callThreads > 0 ? callThreads : defaultThreads());
+}
+
 extern "C" void adjit_parallel_for(void (*fn)(void*, int64_t), void* ctx, int64_t chunks) noexcept {
   using namespace adjit::engine;
-  const int threads = std::min<int64_t>(callThreads > 0 ? callThreads : defaultThreads(), chunks);
+  const int threads = std::min<int64_t>(adjit_parallel_threads(), chunks);
   if (threads > 1 && !Pool::inPool) {
     Job job{fn, ctx, chunks, 0, 0}; // threads and helpers: set by run
     if (pool().run(job, threads)) return;

@@ -30,3 +30,8 @@ private:
 /// order in the caller when it may use one thread, when called from a pool
 /// thread (nested), or when another call holds the pool.
 extern "C" void adjit_parallel_for(void (*fn)(void*, int64_t), void* ctx, int64_t chunks) noexcept;
+
+/// How many threads (the caller's included) an adjit_parallel_for issued now
+/// from this thread may use: 1 in a pool thread. Kernels that give each
+/// thread one chunk of its own (packed matmul) size their chunks by it.
+extern "C" int64_t adjit_parallel_threads() noexcept;

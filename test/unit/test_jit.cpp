@@ -477,10 +477,24 @@ TEST_CASE("split loops run on threads: bitwise identical results for every threa
   const Array a2(std::vector<float>(xs.begin(), xs.begin() + 300 * 600), {300, 600});
   const Array b2(std::vector<float>(xs.begin() + 11, xs.begin() + 11 + 600 * 400), {600, 400});
   auto mm = [](Tensor a, Tensor b) { return matmul(a, b) * 1e-3f; };
+  // Packed with a tile epilogue, and with A read transposed (as in a
+  // gradient): 2, 3 and 8 threads split the rows (each packs blocks of A of
+  // its own; K = 600 takes two blocks of k), 9 share each block of A and
+  // split its columns, and so do 2 threads on a product of few rows.
+  auto act = [](Tensor a, Tensor b) { return tanh(matmul(a, b) * 1e-3f); };
+  auto mt = [](Tensor a, Tensor b) { return matmul(transpose(a), b) * 1e-3f; };
+  const Array aT(std::vector<float>(xs.begin() + 5, xs.begin() + 5 + 600 * 300), {600, 300});
+  const Array few(std::vector<float>(xs.begin() + 3, xs.begin() + 3 + 30 * 600), {30, 600});
   const std::string direct1 = bytesOf(jit(mm, {.threads = 1})(a3, b3)), packed1 = bytesOf(jit(mm, {.threads = 1})(a2, b2));
-  for (int threads : {2, 3}) {
+  const std::string act1 = bytesOf(jit(act, {.threads = 1})(a2, b2)), mt1 = bytesOf(jit(mt, {.threads = 1})(aT, b2));
+  const std::string few1 = bytesOf(jit(mm, {.threads = 1})(few, b2));
+  for (int threads : {2, 3, 8, 9}) {
+    CAPTURE(threads);
     CHECK(bytesOf(jit(mm, {.threads = threads})(a3, b3)) == direct1);
     CHECK(bytesOf(jit(mm, {.threads = threads})(a2, b2)) == packed1);
+    CHECK(bytesOf(jit(act, {.threads = threads})(a2, b2)) == act1);
+    CHECK(bytesOf(jit(mt, {.threads = threads})(aT, b2)) == mt1);
+    CHECK(bytesOf(jit(mm, {.threads = threads})(few, b2)) == few1);
   }
   // The gradient too, and from several threads at once (the pool serves one
   // call at a time; the others run their chunks themselves).
