@@ -38,6 +38,9 @@ using Region = std::tuple<Shape, std::vector<int64_t>, std::vector<int64_t>>;
 struct Group {
   std::size_t pad; ///< the first pad of the group (its attributes), in the new op list
   ValueId sum;     ///< the group's addends summed so far
+  ValueId first;   ///< the first addend
+  bool bare;       ///< every addend is a reshape, and `sum` sums their operands
+  std::size_t count = 1;
 };
 
 /// A sum being rewritten: its groups in order of appearance, and the addends
@@ -102,7 +105,7 @@ public:
     // Rebuild the op list: each sum's new ops go where its adds stood.
     std::vector<ir::Op> old = std::move(f_.ops);
     f_.ops.clear();
-    f_.ops.reserve(old.size());
+    f_.ops.reserve(old.size() + old.size() / 16 + 64); // a few ops more than the adds replaced: no reallocation
     old_ = &old;
     map_.resize(nv);
     std::iota(map_.begin(), map_.end(), 0);
@@ -133,8 +136,24 @@ public:
         const ir::Op& pad = f_.ops[moved];
         const ValueId x = pad.operands[0]; // mapped when the pad was moved
         auto [it, fresh] = t.index.emplace(regionOf(pad), t.groups.size());
-        if (fresh) t.groups.push_back({moved, x});
-        else t.groups[it->second].sum = add(t.groups[it->second].sum, x);
+        // Addends reshaped from one type (a slice's cotangent given back its
+        // sliced axis) are summed before the reshape: one reshape per group,
+        // not one per addend.
+        const ValueId bare = reshaped(x);
+        if (fresh) {
+          t.groups.push_back({moved, bare >= 0 ? bare : x, x, bare >= 0});
+          continue;
+        }
+        Group& g = t.groups[it->second];
+        if (g.bare && bare >= 0 && f_.type(bare) == f_.type(g.sum)) {
+          ++g.count;
+          g.sum = add(g.sum, bare);
+          continue;
+        }
+        if (g.bare) g.sum = g.count == 1 ? g.first : reshape(g.sum, f_.type(x).shape);
+        ++g.count;
+        g.bare = false;
+        g.sum = add(g.sum, x);
       }
       if (static_cast<std::size_t>(r) == i) {
         map_[at(op.results[0])] = finish(t, f_.type(op.results[0]).shape);
@@ -162,6 +181,27 @@ private:
 
   ValueId add(ValueId a, ValueId b) { return b_.create1(OpKind::Add, {a, b}, {}, loc_); }
 
+  ValueId reshape(ValueId v, const Shape& shape) {
+    ir::Attrs a;
+    a.set("shape", shape);
+    return b_.create1(OpKind::Reshape, {v}, std::move(a), loc_);
+  }
+
+  /// The operand of the reshape that made v (an op of the old list, moved
+  /// already), or -1.
+  ValueId reshaped(ValueId v) const {
+    if (at(v) >= producer_->size()) return -1; // made by this rewrite
+    const int p = (*producer_)[at(v)];
+    if (p < 0 || opAt(p).kind != OpKind::Reshape) return -1;
+    return f_.ops[moved_[static_cast<std::size_t>(p)]].operands[0];
+  }
+
+  /// The group's sum in its region's shape.
+  ValueId groupSum(const Group& g, const Shape& shape) {
+    if (g.count == 1) return g.first;
+    return g.bare ? reshape(g.sum, shape) : g.sum;
+  }
+
   /// The sum's value: its groups placed in their regions, plus the rest.
   ValueId finish(const Tree& t, const Shape& shape) {
     ValueId placed = -1;
@@ -169,7 +209,7 @@ private:
       std::vector<ValueId> xs;
       std::vector<int64_t> low, interior;
       for (const Group& g : t.groups) {
-        xs.push_back(g.sum);
+        xs.push_back(groupSum(g, f_.type(f_.ops[g.pad].operands[0]).shape));
         const ir::Attrs& pa = f_.ops[g.pad].attrs;
         const auto &l = pa.ints("low"), &it = pa.ints("interior");
         low.insert(low.end(), l.begin(), l.end());
@@ -182,8 +222,9 @@ private:
       placed = b_.create1(OpKind::PadSum, std::move(xs), std::move(a), loc_);
     } else {
       for (const Group& g : t.groups) {
+        const ValueId x = groupSum(g, f_.type(f_.ops[g.pad].operands[0]).shape);
         ir::Attrs pa = f_.ops[g.pad].attrs; // a copy: creating the pad appends to f_.ops
-        const ValueId p = b_.create1(OpKind::Pad, {g.sum}, std::move(pa), loc_);
+        const ValueId p = b_.create1(OpKind::Pad, {x}, std::move(pa), loc_);
         placed = placed < 0 ? p : add(placed, p);
       }
     }
