@@ -239,6 +239,9 @@ public:
   llvm::Value* add(llvm::Value* x, llvm::Value* y) { return b_.CreateAdd(x, y, "", true, true); }
   llvm::Value* mul(llvm::Value* x, llvm::Value* y) { return b_.CreateMul(x, y, "", true, true); }
   llvm::Value* min(llvm::Value* x, llvm::Value* y) { return b_.CreateSelect(b_.CreateICmpSLT(x, y), x, y); }
+  /// ceil(x / d) for x >= 0, d > 0.
+  llvm::Value* ceilDiv(llvm::Value* x, llvm::Value* d) { return b_.CreateUDiv(add(x, b_.CreateSub(d, i64(1))), d); }
+  llvm::Value* ceilDiv(llvm::Value* x, int64_t d) { return ceilDiv(x, i64(d)); }
   llvm::Value* at(llvm::Value* base, llvm::Value* i) { return b_.CreateInBoundsGEP(elem_, base, i); }
   llvm::Value* load(llvm::Value* base, llvm::Value* i) { return b_.CreateAlignedLoad(elem_, at(base, i), align()); }
   void store(llvm::Value* v, llvm::Value* base, llvm::Value* i) { b_.CreateAlignedStore(v, at(base, i), align()); }
@@ -504,25 +507,24 @@ llvm::Function* rowsFunction(llvm::Module& module, DType t, const VectorUnit& un
     b.CreateMemCpy(local, llvm::MaybeAlign(8), sl.base, llvm::MaybeAlign(8), kSlots * 8);
     const Slots own{b, local};
     llvm::Value *M = sl.i64(sM), *K = sl.i64(sK), *threads = sl.i64(sRowThreads), *nc = sl.i64(sNc);
-    auto ceilDiv = [&](llvm::Value* x, llvm::Value* d) { return b.CreateUDiv(g.add(x, b.CreateSub(d, g.i64(1))), d); };
-    llvm::Value* rowPanels = ceilDiv(M, g.i64(MR));
+    llvm::Value* rowPanels = g.ceilDiv(M, MR);
     auto rowAt = [&](llvm::Value* share) { return g.min(g.mul(b.CreateUDiv(g.mul(rowPanels, share), threads), g.i64(MR)), M); };
     llvm::Value *r0 = rowAt(chunk), *r1 = rowAt(g.add(chunk, g.i64(1)));
     // aBlockElements at run time: this thread's block in the workspace.
     llvm::Value* rows = g.min(g.i64(most), g.mul(rowPanels, g.i64(MR)));
-    llvm::Value* elements = g.mul(ceilDiv(g.mul(rows, g.min(g.i64(g.bl_.kc), K)), g.i64(16)), g.i64(16));
+    llvm::Value* elements = g.mul(g.ceilDiv(g.mul(rows, g.min(g.i64(g.bl_.kc), K)), 16), g.i64(16));
     b.CreateStore(g.at(sl.ptr(sAp), g.mul(chunk, elements)), own.at(sAp));
     llvm::Value* share = b.CreateSub(r1, r0);
-    llvm::Value* blocks = ceilDiv(share, g.i64(most)); // >= 1: every share has two row panels or more
-    llvm::Value* block = g.mul(ceilDiv(ceilDiv(share, b.CreateSelect(b.CreateICmpEQ(blocks, g.i64(0)), g.i64(1), blocks)), g.i64(MR)),
+    llvm::Value* blocks = g.ceilDiv(share, most); // >= 1: every share has two row panels or more
+    llvm::Value* block = g.mul(g.ceilDiv(g.ceilDiv(share, b.CreateSelect(b.CreateICmpEQ(blocks, g.i64(0)), g.i64(1), blocks)), MR),
                                g.i64(MR)); // <= most: a multiple of MR
     g.forCount(blocks, [&](llvm::Value* k) {
       llvm::Value* ic = g.add(r0, g.mul(k, block));
       llvm::Value* mc = g.min(block, b.CreateSub(r1, ic));
       b.CreateStore(ic, own.at(sIc));
       b.CreateStore(mc, own.at(sMc));
-      g.forCount(ceilDiv(mc, g.i64(MR)), [&](llvm::Value* i) { b.CreateCall(packA, {local, i}); });
-      g.forCount(ceilDiv(nc, g.i64(NR)), [&](llvm::Value* j) { b.CreateCall(panel, {local, j}); });
+      g.forCount(g.ceilDiv(mc, MR), [&](llvm::Value* i) { b.CreateCall(packA, {local, i}); });
+      g.forCount(g.ceilDiv(nc, NR), [&](llvm::Value* j) { b.CreateCall(panel, {local, j}); });
     });
   });
 }
@@ -576,7 +578,7 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
     if (parallel) b.CreateCall(parallelFor, {f, slots, count});
     else g.forCount(count, [&](llvm::Value* c) { b.CreateCall(f, {slots, c}); });
   };
-  auto panels = [&](llvm::Value* extent, int64_t width) { return b.CreateUDiv(g.add(extent, g.i64(width - 1)), g.i64(width)); };
+  auto panels = [&](llvm::Value* extent, int64_t width) { return g.ceilDiv(extent, width); };
   llvm::FunctionCallee parallelThreads = module.getOrInsertFunction("adjit_parallel_threads", llvm::FunctionType::get(b.getInt64Ty(), false));
   llvm::Function* rows =
       parallel ? rowsFunction(module, t, unit, base + ".rows." + (transA ? "t" : "n") + (prologueA ? ".proA" : "") + (epilogue ? ".epi" : ""),
