@@ -2,7 +2,10 @@
 // and the generic helpers of the hook contexts.
 #include "ops/Common.h"
 
+#include "ir/Text.h"
+
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <unordered_map>
 
@@ -34,6 +37,42 @@ static Table& table() {
 }
 
 const OpInfo& info(OpKind k) { return table()[static_cast<std::size_t>(k)]; }
+
+IdentityTable::IdentityTable(std::size_t ops) {
+  std::size_t capacity = 16;
+  while (capacity < 2 * ops) capacity *= 2;
+  slots_.assign(capacity, Slot{});
+  mask_ = capacity - 1;
+}
+
+void identityKey(std::string& key, const ir::Op& op, const std::vector<ir::ValueId>& map) {
+  auto appendRaw = [&](const void* p, std::size_t n) { key.append(static_cast<const char*>(p), n); };
+  key.clear();
+  const auto kind = static_cast<uint32_t>(op.kind);
+  appendRaw(&kind, sizeof kind);
+  const auto count = static_cast<uint32_t>(op.operands.size());
+  appendRaw(&count, sizeof count);
+  const std::size_t at = key.size();
+  for (ir::ValueId o : op.operands) appendRaw(&map[static_cast<std::size_t>(o)], sizeof(ir::ValueId));
+  if (count == 2 && info(op.kind).has(kCommutative)) {
+    ir::ValueId pair[2];
+    std::memcpy(pair, key.data() + at, sizeof pair);
+    if (pair[1] < pair[0]) {
+      std::swap(pair[0], pair[1]);
+      std::memcpy(key.data() + at, pair, sizeof pair);
+    }
+  }
+  for (const auto& c : op.callees) {
+    key += '@';
+    key += c;
+    key += '\0';
+  }
+  for (const auto& [k, v] : op.attrs.entries()) {
+    key += k;
+    key += '=';
+    ir::appendAttrBytes(key, v);
+  }
+}
 
 std::optional<OpKind> lookup(std::string_view mnemonic) {
   static const std::unordered_map<std::string_view, OpKind> byName = [] {

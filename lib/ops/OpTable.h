@@ -280,6 +280,57 @@ std::optional<OpKind> lookup(std::string_view mnemonic);
 /// Every op kind, in table order.
 std::span<const OpKind> allOps();
 
+/// Replaces `key` with op's identity as bytes: kind, operands through `map`
+/// (a commutative op's two in order), callees and attributes (exactly, in
+/// binary). Two ops without side effects whose keys are equal compute the
+/// same values.
+void identityKey(std::string& key, const ir::Op& op, const std::vector<ir::ValueId>& map);
+
+/// Value numbering (transforms::cse, reverse mode): a table of ops by
+/// identity. Open addressing over (hash tag, op number) slots of 8 bytes; an
+/// op's key is made again only to confirm a match. Keeping every key (an
+/// arena of tens of megabytes for 200,000 ops) and 32-byte slots cost more
+/// in cache misses and fresh pages than the lookups.
+class IdentityTable {
+public:
+  /// A table for up to `ops` ops.
+  explicit IdentityTable(std::size_t ops);
+  /// The number of an op added earlier that is identical to `op` (operands
+  /// through `map`); otherwise adds `op` as `number` (< UINT32_MAX) and
+  /// returns nullopt. `added(k)` is the op added as number k.
+  template <class Added>
+  std::optional<uint32_t> findOrAdd(const ir::Op& op, uint32_t number, const std::vector<ir::ValueId>& map, Added added) {
+    const uint64_t hash = hashOf(op, map, key_);
+    const auto tag = static_cast<uint32_t>(hash >> 32);
+    std::size_t i = hash & mask_;
+    for (; slots_[i].number != kEmpty; i = (i + 1) & mask_) {
+      if (slots_[i].tag != tag) continue;
+      identityKey(other_, added(slots_[i].number), map);
+      if (other_ == key_) return slots_[i].number;
+    }
+    slots_[i] = {tag, number};
+    return std::nullopt;
+  }
+  /// Fetches the slot `op` would take (a few ops ahead of the lookups: the
+  /// table does not stay in cache while the ops stream through it).
+  void prefetch(const ir::Op& op, const std::vector<ir::ValueId>& map) {
+    __builtin_prefetch(&slots_[hashOf(op, map, other_) & mask_]);
+  }
+
+private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    uint32_t tag = 0, number = kEmpty;
+  };
+  static uint64_t hashOf(const ir::Op& op, const std::vector<ir::ValueId>& map, std::string& key) {
+    identityKey(key, op, map);
+    return std::hash<std::string_view>()(key);
+  }
+  std::vector<Slot> slots_;
+  std::size_t mask_;
+  std::string key_, other_;
+};
+
 /// Fold that never simplifies (for ops without algebraic identities).
 std::optional<ir::Folded> noFold(const ir::FoldCtx&);
 
