@@ -166,6 +166,38 @@ std::vector<std::optional<Tensor>> applyVjpRule(std::size_t opIndex, const std::
   return g;
 }
 
+/// Value numbering of the differentiated ops: for each value of [r.begin,
+/// r.end) computed by an op identical to an earlier one (same kind and
+/// attributes, operands identical in turn; a pure op without callees, one
+/// result on the differentiable path), that earlier value; every other value
+/// maps to itself. A trace repeats such ops wherever a program re-slices its
+/// parameters at every step (an unrolled LSTM's gates: 32,000 slices and
+/// reshapes of 16 distinct ones). Each use of a repeat then adds its
+/// cotangent into the first value's, whose rule runs once, instead of each
+/// repeat's rule padding its cotangent to the parameter's shape. VJP rules
+/// are linear in the cotangent, so the sum is the same. Not merged: sources
+/// (each keeps the gradient of its own uses: tf.gradients gives d(a + b)/da
+/// = 1 for b computed as a is), and ops with callees (a custom gradient's
+/// rule need not be linear in its cotangent). Stopped values are not on the
+/// path (dep).
+static std::vector<ir::ValueId> identicalValues(const ir::Function& f, const Request& r, const std::vector<char>& dep) {
+  std::vector<ir::ValueId> rep(f.types.size());
+  for (std::size_t v = 0; v < rep.size(); ++v) rep[v] = static_cast<ir::ValueId>(v);
+  std::vector<char> source(f.types.size());
+  for (ir::ValueId v : r.sources) source[v] = 1;
+  ops::IdentityTable table(r.end - r.begin);
+  for (std::size_t i = r.begin; i < r.end; ++i) {
+    const ir::Op& op = f.ops[i];
+    if (op.results.size() != 1) continue;
+    const ir::ValueId v = op.results[0];
+    const ops::OpInfo& info = ops::info(op.kind);
+    if (!dep[v] || source[v] || !info.has(ops::kPure) || info.has(ops::kHasCallee)) continue;
+    auto added = [&](uint32_t k) -> const ir::Op& { return f.ops[k]; };
+    if (auto first = table.findOrAdd(op, static_cast<uint32_t>(i), rep, added)) rep[v] = f.ops[*first].results[0];
+  }
+  return rep;
+}
+
 std::vector<std::optional<Tensor>> reverse(const Request& r) {
   detail::TraceState* sp = detail::currentTrace();
   ADJIT_ASSERT(sp, "reverse() outside of a trace");
@@ -190,10 +222,18 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
       for (ir::ValueId res : op.results)
         if (floating(res) && !stopped[res]) dep[res] = 1;
   }
+  const std::vector<ir::ValueId> rep = identicalValues(f, r, dep);
+  // A repeat's uses count as uses of the value it repeats (their cotangents
+  // go there): its users come after it, so this sweep has seen them.
+  auto repeats = [&](const ir::Op& op) { return op.results.size() == 1 && rep[op.results[0]] != op.results[0]; };
   for (ir::ValueId t : r.targets) needed[t] = 1;
   std::size_t rules = 0; // ops whose VJP rule may run
   for (std::size_t i = r.end; i-- > r.begin;) {
     const ir::Op& op = f.ops[i];
+    if (repeats(op)) {
+      if (needed[op.results[0]]) needed[rep[op.results[0]]] = 1;
+      continue;
+    }
     bool any = std::any_of(op.results.begin(), op.results.end(),
                            [&](ir::ValueId v) { return needed[v] && dep[v] && !stopped[v]; });
     if (any) {
@@ -214,7 +254,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
   // never asks for theirs).
   std::vector<std::optional<Tensor>> ct(f.types.size());
   auto accumulate = [&](ir::ValueId v, const Tensor& t) {
-    std::optional<Tensor>& c = ct[static_cast<std::size_t>(v)];
+    std::optional<Tensor>& c = ct[static_cast<std::size_t>(rep[v])];
     c = c ? add(*c, t) : t;
   };
   for (std::size_t k = 0; k < r.targets.size(); ++k) {
@@ -229,6 +269,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     // every op (most are dead or constant) cost more than the rules.
     const ir::Op& op = f.ops[i];
     const ops::OpInfo& info = ops::info(op.kind);
+    if (repeats(op)) continue; // its cotangent is the first value's
     bool live = std::any_of(op.results.begin(), op.results.end(),
                             [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct[static_cast<std::size_t>(v)]; });
     bool wantsAny = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] && needed[o]; });

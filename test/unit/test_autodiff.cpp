@@ -540,3 +540,53 @@ TEST_CASE("linearize keeps recompute_grad's memory saving: the region is recompu
   // jvp through recompute_grad is its function's own JVP.
   ADJIT_CHECK_CLOSE(jvp([&](Tensor x) { return block(x); }, std::tuple{x}, std::tuple{dx}).second, lin2(dx), 1e-14);
 }
+
+TEST_CASE("reverse mode: the cotangents of a repeated op meet at its first instance, whose rule runs once") {
+  // Re-slicing a parameter at every step (an unrolled LSTM's gates): the 40
+  // slices are one value for reverse mode, so one pad takes the summed
+  // cotangent back to p's shape, not one pad per step.
+  auto f = [](Tensor p) {
+    Tensor acc = zeros_like(p(0, range(1, 3)));
+    for (int t = 0; t < 40; ++t) acc = acc * 0.9 + sin(p(1, range(1, 3)) * (0.05 * t) + p(0, range(0, 2)));
+    return sum(acc * acc);
+  };
+  const std::string adj = jit(grad(f)).lower(Type{DType::f64, {2, 4}}).traced_adj;
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = adj.find(what); at != std::string::npos; at = adj.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count(" slice(") == 81); // the forward still slices at every step (and once for zeros_like); cse merges them later
+  CHECK(count(" pad(") == 2);    // one per distinct slice
+  check_grads(f, f64({0.3, -0.2, 0.5, 0.1, 0.7, -0.4, 0.2, 0.9}, {2, 4}));
+}
+
+TEST_CASE("reverse mode: a source and a call keep the cotangents of their own uses") {
+  // b is computed as a is; TensorFlow differentiates y = a + a·b + b with
+  // respect to a alone (b a separate tensor): 1 + b, with x a source too.
+  auto bySource = jit([](Tensor x) {
+    Tensor a = sin(x), b = sin(x);
+    auto g = gradients({a + a * b + b}, {x, a});
+    return std::make_tuple(*g[0], *g[1]);
+  });
+  auto [dx, da] = bySource(0.5);
+  CHECK(scalar(dx) == doctest::Approx(2 * (1 + std::sin(0.5)) * std::cos(0.5)));
+  CHECK(scalar(da) == doctest::Approx(1 + std::sin(0.5)));
+  auto byTape = jit([](Tensor x) {
+    GradientTape tape;
+    tape.watch(x);
+    Tensor a = sin(x);
+    tape.watch(a);
+    Tensor b = sin(x);
+    return *tape.gradient(a + a * b + b, std::vector<Tensor>{x, a})[1];
+  });
+  CHECK(scalar(byTape(0.5)) == doctest::Approx(1 + std::sin(0.5)));
+  // A custom gradient need not be linear in its cotangent: two calls of one
+  // jitted function that clips it each clip their own (3 each, to 1), not
+  // their sum.
+  auto clipped = custom_gradient([](Tensor x) {
+    return std::make_pair(x * 1.0, [](Tensor dy) { return clip(dy, -1.0, 1.0); });
+  });
+  auto g = jit([clipped](Tensor x) { return clipped(x); });
+  CHECK(scalar(grad([g](Tensor x) { return g(x) * 3.0 + g(x) * 3.0; })(0.5)) == 2.0);
+}
