@@ -185,6 +185,7 @@ static std::vector<ir::ValueId> identicalValues(const ir::Function& f, const Req
   for (std::size_t v = 0; v < rep.size(); ++v) rep[v] = static_cast<ir::ValueId>(v);
   std::vector<char> source(f.types.size());
   for (ir::ValueId v : r.sources) source[v] = 1;
+  ADJIT_ASSERT(r.end < UINT32_MAX, "reverse: too many ops");
   ops::IdentityTable table(r.end - r.begin);
   for (std::size_t i = r.begin; i < r.end; ++i) {
     const ir::Op& op = f.ops[i];

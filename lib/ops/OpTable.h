@@ -282,8 +282,8 @@ std::span<const OpKind> allOps();
 
 /// Replaces `key` with op's identity as bytes: kind, operands through `map`
 /// (a commutative op's two in order), callees and attributes (exactly, in
-/// binary). Two ops without side effects whose keys are equal compute the
-/// same values.
+/// binary: formatting them as text cost more than the lookups). Two ops
+/// without side effects whose keys are equal compute the same values.
 void identityKey(std::string& key, const ir::Op& op, const std::vector<ir::ValueId>& map);
 
 /// Value numbering (transforms::cse, reverse mode): a table of ops by
