@@ -258,9 +258,19 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     std::optional<Tensor>& c = ct[static_cast<std::size_t>(rep[v])];
     c = c ? add(*c, t) : t;
   };
+  // The ops reverse mode adds itself (a target's seed of ones, the sums of a
+  // value's cotangents) take the location of the op they serve: the target's,
+  // the use's whose rule gave the cotangent. IR dumps then point at the
+  // user's lines, not at this file.
+  std::unordered_map<ir::ValueId, Location> targetLoc;
+  for (ir::ValueId t : r.targets) targetLoc.emplace(t, Location{});
+  for (std::size_t i = r.begin; i < r.end && !targetLoc.empty(); ++i)
+    for (ir::ValueId v : f.ops[i].results)
+      if (auto it = targetLoc.find(v); it != targetLoc.end()) it->second = f.ops[i].loc;
   for (std::size_t k = 0; k < r.targets.size(); ++k) {
     ir::ValueId t = r.targets[k];
     if (!dep[t]) continue;
+    LocScope at(s, targetLoc[t]);
     Tensor y = detail::wrap(s, t);
     accumulate(t, k < r.seeds.size() && r.seeds[k] ? *r.seeds[k] : ones_like(y));
   }
@@ -281,7 +291,9 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     std::vector<char> wanted;
     for (ir::ValueId o : op.operands) wanted.push_back(dep[o] && needed[o]);
     const ir::ValueList operands = op.operands;
+    const Location loc = op.loc;
     const std::vector<std::optional<Tensor>> g = applyVjpRule(i, cts, wanted);
+    LocScope at(s, loc);
     for (std::size_t k = 0; k < g.size(); ++k)
       if (g[k]) accumulate(operands[k], *g[k]);
   }

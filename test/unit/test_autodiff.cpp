@@ -590,3 +590,12 @@ TEST_CASE("reverse mode: a source and a call keep the cotangents of their own us
   auto g = jit([clipped](Tensor x) { return clipped(x); });
   CHECK(scalar(grad([g](Tensor x) { return g(x) * 3.0 + g(x) * 3.0; })(0.5)) == 2.0);
 }
+
+TEST_CASE("reverse mode: the ops it adds carry the user's lines, not the library's") {
+  // x is used twice (a sum of cotangents), and the target's seed is ones.
+  const uint32_t line = __LINE__ + 1;
+  auto f = [](Tensor x) { return sum(sin(x) * x); };
+  const std::string adj = jit(grad(f)).lower(Type{DType::f64, {3}}).traced_adj;
+  CHECK(adj.find("lib/autodiff") == std::string::npos);
+  CHECK(adj.find("test_autodiff.cpp\":" + std::to_string(line)) != std::string::npos);
+}
