@@ -150,7 +150,7 @@ public:
           g.sum = add(g.sum, bare);
           continue;
         }
-        if (g.bare) g.sum = g.count == 1 ? g.first : reshape(g.sum, f_.type(x).shape);
+        g.sum = groupSum(g, f_.type(x).shape); // from here on in the region's shape
         ++g.count;
         g.bare = false;
         g.sum = add(g.sum, x);
