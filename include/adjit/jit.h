@@ -10,7 +10,7 @@ namespace adjit {
 /// How a jitted function is compiled.
 struct JitOptions {
   std::string name = "f"; ///< the function's name in IR, logs and dump files
-  int opt_level = 2;      ///< LLVM optimisation level, 0-3
+  int opt_level = 2;      ///< 0-3; 2 runs adjit's list of LLVM passes, 1 and 3 LLVM's own -O1/-O3
   std::string cpu = {};   ///< target CPU; empty for the host's
   /// Threads a call may use (the caller's included) for loops with enough
   /// work; 0: $ADJIT_NUM_THREADS, else the hardware's concurrency. Results

@@ -111,6 +111,41 @@ void configureModule(llvm::Module& m, const llvm::TargetMachine& tm) {
   }
 }
 
+/// adjit's -O2: the passes of LLVM's default -O2 pipeline that pay off on the
+/// code adjit emits, in the same order. That code is loops over buffers with
+/// scalar bodies, already fused, memoised and free of redundant loads (the
+/// planner's work); what it needs from LLVM is inlining of control flow's
+/// bodies, scalar clean-up, loop canonicalisation, full unrolling of short
+/// loops, vectorisation and the clean-up after it. Left out, each measured to
+/// change no benchmark (bench/: B1-B4, G1-G4, F, H4, ODE, ADBench, matmul):
+/// GVN, jump threading, correlated-value propagation, reassociation, DSE,
+/// memcpy optimisation, loop idiom recognition and unswitching, and the
+/// interprocedural passes (IPSCCP, globalopt, attribute inference beyond
+/// function-attrs). On the unrolled LSTM's gradient (bench/compile) the
+/// optimiser takes ~55 instead of ~85 ms per part, for the same machine code
+/// speed. Levels 1 and 3 keep LLVM's own pipelines.
+static std::string adjitO2Pipeline() {
+  const std::string simplify = "simplifycfg<bonus-inst-threshold=1;switch-range-to-icmp;keep-loops;"
+                               "speculate-blocks;simplify-cond-branch>";
+  const std::string simplifyLate = "simplifycfg<bonus-inst-threshold=1;forward-switch-cond;switch-range-to-icmp;"
+                                   "switch-to-lookup;no-keep-loops;hoist-common-insts;sink-common-insts;"
+                                   "speculate-blocks;simplify-cond-branch>";
+  const std::string combine = "instcombine<max-iterations=1;no-verify-fixpoint>";
+  return "cgscc(devirt<4>(inline,function-attrs<skip-non-recursive-function-attrs>)),"
+         "function(" +
+         simplify + ",sroa<modify-cfg>,early-cse<memssa>," + combine + "," + simplify +
+         // Loop canonicalisation and invariant code motion, then full unrolling
+         // of short loops (the default pipeline's unrolling is off, see below).
+         ",loop-mssa(licm<no-allowspeculation>,loop-rotate<header-duplication>,licm<allowspeculation>)," + simplify +
+         "," + combine + ",loop(indvars,loop-deletion,loop-unroll-full),sroa<modify-cfg>," + combine +
+         ",loop-mssa(licm<allowspeculation>)," + simplify +
+         // Vectorisation (with the vector math mappings) and its clean-up.
+         ",float2int,loop(loop-rotate<header-duplication>,loop-deletion),inject-tli-mappings,loop-vectorize,"
+         "infer-alignment,loop-load-elim," +
+         combine + "," + simplifyLate + ",slp-vectorizer,vector-combine," + combine +
+         ",loop-mssa(licm<allowspeculation>),instsimplify," + simplify + "),globaldce";
+}
+
 void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -126,7 +161,8 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
   // 213 ms in opt + llc without it) for no measured run-time gain (bench/:
   // B1-B4, G1-G4, ADBench, matmul unchanged). Small loops are still unrolled
   // completely, before vectorisation, by the pass added below (the default
-  // pipeline's copy of it is off with LoopUnrolling).
+  // pipeline's copy of it is off with LoopUnrolling). These options shape
+  // LLVM's own pipelines (levels 1 and 3); adjit's level-2 list follows them.
   pto.LoopUnrolling = false;
   // Instrumented like opt's pipeline, so ADJIT_LLVM_ARGS=-time-passes also
   // times the optimiser's passes, not only the code generator's.
@@ -152,8 +188,13 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
                                : level == 1 ? llvm::OptimizationLevel::O1
                                : level == 2 ? llvm::OptimizationLevel::O2
                                             : llvm::OptimizationLevel::O3;
-  llvm::ModulePassManager mpm =
-      level <= 0 ? pb.buildO0DefaultPipeline(ol) : pb.buildPerModuleDefaultPipeline(ol);
+  llvm::ModulePassManager mpm;
+  if (level == 2) {
+    if (llvm::Error e = pb.parsePassPipeline(mpm, adjitO2Pipeline()))
+      throw InternalError("codegen: adjit's pass pipeline does not parse: " + llvm::toString(std::move(e)));
+  } else {
+    mpm = level <= 0 ? pb.buildO0DefaultPipeline(ol) : pb.buildPerModuleDefaultPipeline(ol);
+  }
   mpm.run(m, mam);
 }
 
