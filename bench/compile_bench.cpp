@@ -291,6 +291,20 @@ void run(bool quick, const std::string& data) {
     auto gc = grad(rnnCalls);
     report("recurrence, jitted step, forward", 4 * steps, [&] { fc(W, xs); });
     report("recurrence, jitted step, grad", 4 * steps, [&] { gc(W, xs); });
+    // The gradient with respect to W and every x_t: 1,000 cotangent rows placed into one.
+    auto gWx = grad(rnn, argnums<0, 1>);
+    report("recurrence grad, W and all of xs", 4 * steps, [&] { gWx(W, xs); });
+    // Every state kept: a stack of 1,000 computed rows.
+    auto states = jit([](Tensor w, Tensor xs) {
+      Tensor h = zeros_like(xs[0]);
+      std::vector<Tensor> hs;
+      for (int t = 0; t < 1000; ++t) {
+        h = tanh(matmul(w, h) + xs[t]);
+        hs.push_back(h * 2.0f + 1.0f);
+      }
+      return stack(hs);
+    });
+    report("recurrence, stack of 2h + 1", 6 * steps, [&] { states(W, xs); });
   }
   // ADBench's LSTM step, unrolled over `steps` characters (bench/UnrolledLstm.h).
   for (int lsteps : {64, 256, 1024}) {
