@@ -116,8 +116,8 @@ void configureModule(llvm::Module& m, const llvm::TargetMachine& tm) {
 /// scalar bodies, already fused, memoised and free of redundant loads (the
 /// planner's work); what it needs from LLVM is inlining of control flow's
 /// bodies, scalar clean-up, loop canonicalisation, full unrolling of short
-/// loops, vectorisation and the clean-up after it. Left out, each measured to
-/// change no benchmark (bench/: B1-B4, G1-G4, F, H4, ODE, ADBench, matmul):
+/// loops, vectorisation and the clean-up after it. Left out, measured together
+/// to change no benchmark (bench/: B1-B4, G1-G4, F, H4, ODE, ADBench, matmul):
 /// GVN, jump threading, correlated-value propagation, reassociation, DSE,
 /// memcpy optimisation, loop idiom recognition and unswitching, and the
 /// interprocedural passes (IPSCCP, globalopt, attribute inference beyond
@@ -190,7 +190,8 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
                                             : llvm::OptimizationLevel::O3;
   llvm::ModulePassManager mpm;
   if (level == 2) {
-    if (llvm::Error e = pb.parsePassPipeline(mpm, adjitO2Pipeline()))
+    static const std::string pipeline = adjitO2Pipeline();
+    if (llvm::Error e = pb.parsePassPipeline(mpm, pipeline))
       throw InternalError("codegen: adjit's pass pipeline does not parse: " + llvm::toString(std::move(e)));
   } else {
     mpm = level <= 0 ? pb.buildO0DefaultPipeline(ol) : pb.buildPerModuleDefaultPipeline(ol);
