@@ -47,6 +47,7 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
   std::vector<uint64_t> g(static_cast<std::size_t>(n));
   std::vector<int> d(static_cast<std::size_t>(n), 0);
   std::vector<uint64_t> h(static_cast<std::size_t>(n));
+  std::vector<uint64_t> kind(static_cast<std::size_t>(n)); // h without the operands
   auto typeHash = [](const Type& t) {
     uint64_t x = hashCombine(0x7a, static_cast<uint64_t>(t.dtype));
     for (int64_t e : t.shape) x = hashCombine(x, static_cast<uint64_t>(e));
@@ -65,6 +66,7 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
     for (const auto& entry : op.attrs.entries()) key += entry.first;
     uint64_t x = hashCombine(static_cast<uint64_t>(op.kind) + 1, hashBytes(key));
     for (ValueId r : op.results) x = hashCombine(x, typeHash(f.type(r)));
+    kind[static_cast<std::size_t>(i)] = x;
     out.work += 1 + op.results.size() + op.operands.size();
     for (ValueId o : op.operands) {
       const int back = i - position[at(o)];
@@ -151,13 +153,17 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
     anchors.push_back({i, period, period * std::max(1, budget / std::max(fused, 1)), static_cast<int>(regionEnd.size()) - 1});
   }
   int lastCut = -1, lastAnchor = -1, region = -1;
-  // A boundary before op c, the least crossing of the period from the
-  // anchor on; the group before it starts at the last one.
-  auto cutAt = [&](int anchor, int period) {
+  // Where in the period from `anchor` on crossing is least.
+  auto least = [&](int anchor, int period) {
     int c = anchor;
     out.work += static_cast<std::size_t>(period);
     for (int j = c + 1; j < std::min(anchor + period, n); ++j)
       if (crossing[static_cast<std::size_t>(j)] < crossing[static_cast<std::size_t>(c)]) c = j;
+    return c;
+  };
+  // A boundary before op c, in the period from `anchor` on; the group
+  // before it starts at the last one.
+  auto cutAt = [&](int anchor, int c, int period) {
     const int from = lastCut >= 0 ? lastCut : std::max(c - period, 0);
     const int until = c + (c - from); // the group after it (about as long)
     for (int j = from; j < c; ++j)
@@ -174,19 +180,51 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
     lastCut = c;
     lastAnchor = anchor;
   };
+  int period = 0; // of the anchors whose phase the cuts keep
   for (const Anchor& a : anchors) {
     if (a.region != region) { // the region's first anchor
       region = a.region;
+      period = a.period;
       lastCut = -1;
       if (regionEnd[static_cast<std::size_t>(region)] - a.at < kMinGroups * a.spacing) continue;
-      // The copies that made this position repeat repeat too: the groups
-      // start with the second of them (the first is the group before).
-      for (int b = a.at - (kMinCopies - 2) * a.period; b < a.at; b += a.spacing) cutAt(b, a.period);
+      // The copies that made this position repeat repeat too, and so may
+      // the steps before them, but for operands the hash told apart (a
+      // residual read from near by in the last steps of a recurrence, which
+      // the first steps of its backward read): the groups reach back a group
+      // at a time while its ops are those of the group after it, up to the
+      // end of the last region, and cut where the second copy does, so that
+      // they plan alike. One group more sets the first step (its state the
+      // initial one, folded) apart from the code before it: 2 fewer
+      // distinct codes in an LSTM's forward.
+      const int second = a.at - (kMinCopies - 2) * a.period;
+      const int offset = least(second, a.period) - second;
+      const int floor = region > 0 ? regionEnd[static_cast<std::size_t>(region) - 1] : 0;
+      int b = second;
+      auto alike = [&](int at, int len) { // ops [at - len, at) as [at, at + len), but for operands
+        out.work += static_cast<std::size_t>(len);
+        for (int j = 0; j < len; ++j)
+          if (kind[static_cast<std::size_t>(at - len + j)] != kind[static_cast<std::size_t>(at + j)]) return false;
+        return true;
+      };
+      while (b - a.spacing >= floor + a.period && b + a.spacing <= n && alike(b, a.spacing)) b -= a.spacing;
+      if (b - a.spacing >= floor + a.period) b -= a.spacing;
+      for (; b < a.at; b += a.spacing) cutAt(b, b <= second ? b + offset : least(b, a.period), a.period);
       if (lastCut >= 0 && a.at - lastAnchor < a.spacing) continue;
-    } else if (lastCut < 0 || a.at - lastAnchor < a.spacing) {
+    } else if (lastCut < 0) {
+      continue;
+    } else if (a.period == period) {
+      // The same period: the cuts keep their phase, one spacing apart,
+      // wherever the least window of the period falls (it moves where
+      // windows differ by an operand's distance, and a group twice as long
+      // would plan unlike all others).
+      while (lastAnchor + a.spacing <= a.at + a.period / 2)
+        cutAt(lastAnchor + a.spacing, least(lastAnchor + a.spacing, a.period), a.period);
+      continue;
+    } else if (a.at - lastAnchor < a.spacing) {
       continue;
     }
-    cutAt(a.at, a.period);
+    period = a.period;
+    cutAt(a.at, least(a.at, a.period), a.period);
   }
   return out;
 }

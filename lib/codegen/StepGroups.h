@@ -46,8 +46,12 @@ struct StepGroups {
 /// the position of the least g is an anchor: one per period, at the same
 /// offset in every copy. A group is as many whole periods as a loop body
 /// holds; its boundary goes where, within the period from its anchor on, the
-/// fewest values not stored anyway cross. A value made in the group before
-/// a boundary and read in the group after it is a carry. Code that does not
+/// fewest values not stored anyway cross. The boundaries keep that phase
+/// through the region, one group apart, wherever later anchors fall, and
+/// reach back to the end of the region before, where the steps are alike but
+/// for operands the hash tells apart (the first steps of a backward read the
+/// last steps' values from near by). A value made in the group before a
+/// boundary and read in the group after it is a carry. Code that does not
 /// repeat, or repeats for fewer than kMinGroups groups, has no boundaries.
 ///
 /// `position`: per value, the index of its producing op (-1: a parameter);
