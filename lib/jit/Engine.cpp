@@ -176,16 +176,20 @@ std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std:
 
 /// Modules with at least this many instructions are compiled in partitions,
 /// one per core (up to kMaxPartitions): below it, the bitcode hand-off and
-/// thread start cost more than they save, and calls between parts cost run
-/// time (cut apart, a scan's step or a VJP called once per segment ran slower:
-/// the ODE's value and gradient in bench/, 0.13 -> 0.18-0.26 ms).
+/// thread start cost more than they save. A loop's callee stays with its
+/// caller (partsOf), so calls between parts cost no run time (before that
+/// rule, a threshold of 600 cut a scan's step from its loop: the ODE's value
+/// and gradient, 0.13 -> 0.18-0.26 ms). Measured against 2,000 on two cores:
+/// B4's first call 70-72 -> 41-43 ms, an unrolled LSTM's forward over 64 steps
+/// (1,590 instructions) 36-37 -> 24 ms, no program slower, every run time the
+/// same; 500 gained nothing more.
 /// A module holding functions a fusion plan cut out of large code to compile
 /// in parallel (kCompilePartAttribute) is partitioned whatever its size: the
 /// plan cuts only code doing enough work per call that calls between parts
 /// cost nothing measurable. (A 100-op chain's gradient, 456 instructions:
 /// 36 -> 23 ms in LLVM; cut but compiled on one core it took 36 ms, against
 /// 32 ms uncut.)
-constexpr std::size_t kParallelInstructions = 2000;
+constexpr std::size_t kParallelInstructions = 1000;
 constexpr unsigned kMaxPartitions = 4;
 
 /// Constant tables of at least this many bytes are compiled into an object
