@@ -3,6 +3,7 @@
 // here, so IR ops are shape-exact. Composite ops (mean, logsumexp, stack,
 // dot, indexing) are written in terms of IR ops.
 #include "ops/OpTable.h"
+#include "support/Hash.h"
 #include "trace/Tracer.h"
 
 #include <adjit/tensor.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -79,12 +81,18 @@ Shape broadcastShape(const char* op, const std::vector<const Tensor*>& xs, const
 
 Tensor broadcastTo(TraceState& s, const Tensor& x, const Shape& shape, const Location& loc) {
   if (x.shape() == shape) return x;
+  auto shared = x.trace() == s.id ? s.broadcasts.find(x.id()) : s.broadcasts.end(); // a scalar operand's constant
+  if (shared != s.broadcasts.end())
+    if (auto it = shared->second.find(shape); it != shared->second.end()) return detail::wrap(s, it->second);
   ir::Attrs a;
   a.set("shape", shape);
-  return emit(s, OpKind::BroadcastTo, {x}, std::move(a), loc);
+  Tensor b = emit(s, OpKind::BroadcastTo, {x}, std::move(a), loc);
+  if (shared != s.broadcasts.end()) shared->second.emplace(shape, b.id());
+  return b;
 }
 
-Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc);
+/// A constant scalar of dtype `t`; `shared`: one per value in the trace (TraceState::scalars).
+Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc, bool shared);
 
 /// The weakly typed full() value x holds, if x is one (of this trace).
 std::optional<double> weakValue(TraceState& s, const Tensor& x) {
@@ -112,7 +120,7 @@ void meetDtypes(TraceState& s, const char* op, std::vector<Tensor*> xs, const Lo
     if (is_integer(to) && *v != std::trunc(*v))
       throw Error(fmt::format("{}: full(..., {}) without a dtype (a weak f32) meets the integer tensor {}; give full a dtype or cast",
                               op, *v, strong->type().str()), loc);
-    *x = broadcastTo(s, scalarConstant(s, to, *v, loc), x->shape(), loc);
+    *x = broadcastTo(s, scalarConstant(s, to, *v, loc, true), x->shape(), loc);
   }
 }
 
@@ -124,12 +132,22 @@ Tensor binary(const char* op, OpKind k, const Tensor& a0, const Tensor& b0, cons
   return emit(s, k, {broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc);
 }
 
-Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc) {
+Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc, bool shared) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  const uint64_t key = hashCombine(bits, static_cast<uint64_t>(t));
+  if (shared)
+    if (auto it = s.scalars.find(key); it != s.scalars.end()) return detail::wrap(s, it->second);
   Array a(Type{t, {}});
   a.set(0, v);
   ir::Attrs attrs;
   attrs.set("value", std::move(a));
-  return emit(s, OpKind::Constant, {}, std::move(attrs), loc);
+  Tensor c = emit(s, OpKind::Constant, {}, std::move(attrs), loc);
+  if (shared) {
+    s.scalars.emplace(key, c.id());
+    s.broadcasts[c.id()];
+  }
+  return c;
 }
 
 std::vector<int64_t> allAxes(int64_t rank) {
@@ -162,7 +180,7 @@ Tensor scalar_like(const Tensor& like, AtScalar sc, const char* op) {
   if (is_integer(t) && !sc.integral)
     throw Error(fmt::format("{}: cannot combine the floating-point scalar {} with the integer tensor {}; cast one of them",
                             op, sc.v, like.type().str()), loc);
-  return scalarConstant(s, t, sc.v, loc);
+  return scalarConstant(s, t, sc.v, loc, true);
 }
 
 Tensor add(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("add", OpKind::Add, a, b, L(l)); }
@@ -304,7 +322,7 @@ Tensor full(const Shape& shape, double value, DType dtype, SrcLoc l) {
   TraceState& s = stateOf({}, "full", loc);
   for (int64_t d : shape)
     if (d < 0) throw Error("full: negative dimension in shape " + shape_str(shape), loc);
-  return broadcastTo(s, scalarConstant(s, dtype, value, loc), shape, loc);
+  return broadcastTo(s, scalarConstant(s, dtype, value, loc, false), shape, loc);
 }
 
 Tensor full(const Shape& shape, double value, SrcLoc l) {
