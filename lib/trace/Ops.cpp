@@ -3,7 +3,6 @@
 // here, so IR ops are shape-exact. Composite ops (mean, logsumexp, stack,
 // dot, indexing) are written in terms of IR ops.
 #include "ops/OpTable.h"
-#include "support/Hash.h"
 #include "trace/Tracer.h"
 
 #include <adjit/tensor.h>
@@ -135,7 +134,7 @@ Tensor binary(const char* op, OpKind k, const Tensor& a0, const Tensor& b0, cons
 Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc, bool shared) {
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof bits);
-  const uint64_t key = hashCombine(bits, static_cast<uint64_t>(t));
+  const std::pair<DType, uint64_t> key{t, bits};
   if (shared)
     if (auto it = s.scalars.find(key); it != s.scalars.end()) return detail::wrap(s, it->second);
   Array a(Type{t, {}});

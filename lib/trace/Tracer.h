@@ -91,7 +91,7 @@ struct TraceState {
   /// of an unrolled LSTM gradient's 194,000 traced ops, which fold and cse
   /// then removed. full() makes its own constants: a weak one must not be
   /// shared with a strong one.
-  std::unordered_map<uint64_t, ir::ValueId> scalars;
+  std::map<std::pair<DType, uint64_t>, ir::ValueId> scalars;
   std::unordered_map<ir::ValueId, std::map<std::vector<int64_t>, ir::ValueId>> broadcasts;
   /// Functions already traced into this module for nested jit calls: (jit core, signature) -> name.
   std::map<std::pair<const void*, uint64_t>, std::pair<std::string, std::shared_ptr<void>>> callees;
