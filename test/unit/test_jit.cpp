@@ -12,6 +12,7 @@
 #include <llvm/Support/SourceMgr.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 using namespace adjit;
@@ -513,8 +514,8 @@ TEST_CASE("split loops run on threads: bitwise identical results for every threa
 }
 
 TEST_CASE("the pool runs every chunk once, whatever the chunk and thread counts") {
-  // Threads claim chunks in batches of a share of what is left; each chunk
-  // must still run exactly once, the last ones included.
+  // Threads run their own range, then take chunks from the others' ranges;
+  // each chunk must still run exactly once, the last ones included.
   for (int threads : {1, 2, 3, 8})
     for (int64_t chunks : {1, 2, 3, 5, 17, 64, 1000, 1024, 4099}) {
       CAPTURE(threads);
@@ -526,6 +527,31 @@ TEST_CASE("the pool runs every chunk once, whatever the chunk and thread counts"
       for (const auto& r : runs) once += r.load() == 1;
       CHECK(once == chunks);
     }
+}
+
+TEST_CASE("each thread starts at its own contiguous share of the chunks") {
+  // 8 chunks on 2 threads: the caller's share is 0-3, the pool thread's 4-7.
+  // Chunk 0 waits (up to 10 s) for another thread to start a chunk, so the
+  // caller cannot take the pool thread's chunks first; the pool thread must
+  // then start at 4, the first of its share, and not at 1.
+  struct State {
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int64_t> firstElsewhere{-1};
+  } st;
+  const engine::CallThreads scope(2);
+  adjit_parallel_for(
+      [](void* ctx, int64_t c) {
+        auto& s = *static_cast<State*>(ctx);
+        if (std::this_thread::get_id() != s.caller) {
+          int64_t none = -1;
+          s.firstElsewhere.compare_exchange_strong(none, c);
+        } else if (c == 0) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (s.firstElsewhere.load() < 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        }
+      },
+      &st, 8);
+  CHECK(st.firstElsewhere.load() == 4);
 }
 
 TEST_CASE("small loops stay on one thread") {
