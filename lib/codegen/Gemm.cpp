@@ -87,6 +87,21 @@ int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /// Each has a block's room in the workspace.
 constexpr int64_t kMaxRowThreads = 8;
 
+/// The row split has each thread pack all of B into a block of its own,
+/// instead of sharing one packed B, from this many rows per thread and while
+/// the threads' blocks take at most kOwnBBytes together. Packing all of B
+/// costs a thread about as much as 2-5 rows of the product; sharing it has
+/// each core rewrite, every call, lines the other core read the call before.
+/// On this 2-core VM, in the phases where that is slow, B4 (132 rows per
+/// thread) ran 1.50x faster on two threads than on one with B shared and
+/// 1.71-1.79x with blocks of their own (steady calls). In a fast phase (2
+/// threads, k = n = 512) own blocks cost: 24 rows per thread 9%, 48 5%, 64
+/// 3.7%, 96 1.9%, 128 1.2%.
+/// The blocks' bound keeps them to a part of a shared L3 on machines with
+/// more cores, where every thread packing B would crowd it.
+constexpr int64_t kOwnBRows = 96;
+constexpr int64_t kOwnBBytes = 4 << 20;
+
 /// Rows of a block of A in the row split: up to a quarter more than MC, so
 /// that a thread's share a little over MC rows is one block, not a block and
 /// a sliver (which would read all of the packed B again for a few rows).
@@ -100,14 +115,18 @@ int64_t aBlockElements(int64_t m, int64_t k, const Blocking& bl) {
 }
 
 /// Bytes of the packed A blocks (one, or with `parallel` one per thread of
-/// the row split) and of the packed B block for shape s.
+/// the row split) and of the packed B blocks (one, or with `parallel` as many
+/// as kOwnBBytes holds, up to one per thread) for shape s.
 std::pair<uint64_t, uint64_t> packedBytes(const GemmShape& s, const Blocking& bl, bool parallel) {
   const int64_t bytes = static_cast<int64_t>(size_of(s.dtype));
   const int64_t kc = std::min(bl.kc, s.k);
   const int64_t blocks = parallel ? std::clamp<int64_t>((s.m + bl.mr - 1) / bl.mr / 2, 1, kMaxRowThreads) : 1;
   const int64_t each = parallel ? aBlockElements(s.m, s.k, bl) : std::min(bl.mc, roundUp(s.m, bl.mr)) * kc;
   const uint64_t a = static_cast<uint64_t>(blocks * each * bytes);
-  const uint64_t b = static_cast<uint64_t>(std::min(bl.nc, roundUp(s.n, bl.nr)) * kc * bytes);
+  // The shared block of B, or the threads' own blocks (kOwnBBytes).
+  const int64_t bBlock = std::min(bl.nc, roundUp(s.n, bl.nr)) * kc * bytes;
+  const int64_t copies = parallel ? std::clamp<int64_t>(kOwnBBytes / bBlock, 1, kMaxRowThreads) : 1;
+  const uint64_t b = static_cast<uint64_t>(copies * bBlock);
   return {roundUp(static_cast<int64_t>(a), 64), b};
 }
 
@@ -498,8 +517,10 @@ llvm::Function* panelFunction(llvm::Module& module, DType t, const VectorUnit& u
 /// all of nc's columns: this thread packs its blocks of A (of even size, at
 /// most rowSplitBlock rows) into its own part of Ap and multiplies them by
 /// every panel of the packed B, through packA and panel on a copy of the slots.
+/// With `packB`, the thread first packs all of B itself, into block `chunk`
+/// of Bp (kOwnBRows); without, the threads share one packed B.
 llvm::Function* rowsFunction(llvm::Module& module, DType t, const VectorUnit& unit, const std::string& name, llvm::Function* packA,
-                             llvm::Function* panel) {
+                             llvm::Function* panel, llvm::Function* packB = nullptr) {
   return chunkFunction(module, name, t, unit, [&](Gen& g, const Slots& sl, llvm::Value* chunk) {
     Builder& b = g.b_;
     const int64_t MR = g.bl_.mr, NR = g.bl_.nr, most = rowSplitBlock(g.bl_);
@@ -514,6 +535,11 @@ llvm::Function* rowsFunction(llvm::Module& module, DType t, const VectorUnit& un
     llvm::Value* rows = g.min(g.i64(most), g.mul(rowPanels, g.i64(MR)));
     llvm::Value* elements = g.mul(g.ceilDiv(g.mul(rows, g.min(g.i64(g.bl_.kc), K)), 16), g.i64(16));
     b.CreateStore(g.at(sl.ptr(sAp), g.mul(chunk, elements)), own.at(sAp));
+    if (packB) {
+      llvm::Value* bElements = g.mul(g.mul(g.ceilDiv(nc, NR), g.i64(NR)), g.min(g.i64(g.bl_.kc), K));
+      b.CreateStore(g.at(sl.ptr(sBp), g.mul(chunk, bElements)), own.at(sBp));
+      g.forCount(g.ceilDiv(nc, NR), [&](llvm::Value* j) { b.CreateCall(packB, {local, j}); });
+    }
     llvm::Value* share = b.CreateSub(r1, r0);
     llvm::Value* blocks = g.ceilDiv(share, most); // >= 1: every share has two row panels or more
     llvm::Value* block = g.mul(g.ceilDiv(g.ceilDiv(share, b.CreateSelect(b.CreateICmpEQ(blocks, g.i64(0)), g.i64(1), blocks)), MR),
@@ -580,9 +606,11 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
   };
   auto panels = [&](llvm::Value* extent, int64_t width) { return g.ceilDiv(extent, width); };
   llvm::FunctionCallee parallelThreads = module.getOrInsertFunction("adjit_parallel_threads", llvm::FunctionType::get(b.getInt64Ty(), false));
-  llvm::Function* rows =
-      parallel ? rowsFunction(module, t, unit, base + ".rows." + (transA ? "t" : "n") + (prologueA ? ".proA" : "") + (epilogue ? ".epi" : ""),
-                              packA, panel)
+  const std::string suffix = std::string(transA ? "t" : "n") + (prologueA ? ".proA" : "") + (epilogue ? ".epi" : "");
+  llvm::Function* rows = parallel ? rowsFunction(module, t, unit, base + ".rows." + suffix, packA, panel) : nullptr;
+  llvm::Function* ownRows =
+      parallel ? rowsFunction(module, t, unit, base + ".rows.own." + suffix + (transB ? ".t" : ".n") + (prologueB ? ".proB" : ""), packA,
+                              panel, packB)
                : nullptr;
   g.forRange(g.i64(0), N, bl.nc, [&](llvm::Value* jc) {
     llvm::Value* nc = g.min(g.i64(bl.nc), b.CreateSub(N, jc));
@@ -593,8 +621,8 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
       set(sKc, g.min(g.i64(bl.kc), b.CreateSub(K, pc)));
       set(sFirst, b.CreateZExt(b.CreateICmpEQ(pc, g.i64(0)), b.getInt64Ty()));
       set(sLast, b.CreateZExt(b.CreateICmpSGE(g.add(pc, g.i64(bl.kc)), K), b.getInt64Ty()));
-      dispatch(packB, panels(nc, bl.nr));
       auto columnSplit = [&] { // the threads share each block of A and split its column panels
+        dispatch(packB, panels(nc, bl.nr));
         g.forRange(g.i64(0), M, bl.mc, [&](llvm::Value* ic) {
           llvm::Value* mc = g.min(g.i64(bl.mc), b.CreateSub(M, ic));
           set(sIc, ic);
@@ -613,9 +641,18 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
       llvm::Value* threads = b.CreateCall(parallelThreads);
       llvm::Value* fits = b.CreateAnd(b.CreateAnd(b.CreateICmpSGE(threads, g.i64(2)), b.CreateICmpSLE(threads, g.i64(kMaxRowThreads))),
                                       b.CreateICmpSLE(g.mul(threads, g.i64(2)), panels(M, bl.mr)));
+      // Each thread packs all of B into a block of its own (kOwnBRows).
+      // packedBytes' block of B: at most kOwnBBytes / threads, so that one block per thread fits the workspace.
+      llvm::Value* bBlockBytes = g.mul(g.mul(g.min(g.i64(bl.nc), g.mul(panels(N, bl.nr), g.i64(bl.nr))), g.i64(int64_t(size_of(t)))),
+                                       g.min(g.i64(bl.kc), K));
+      llvm::Value* own = b.CreateAnd(b.CreateICmpSGE(b.CreateUDiv(M, threads), g.i64(kOwnBRows)),
+                                     b.CreateICmpSLE(g.mul(threads, bBlockBytes), g.i64(kOwnBBytes)));
+      set(sRowThreads, threads);
       g.ifElse(fits, [&] {
-        set(sRowThreads, threads);
-        b.CreateCall(parallelFor, {rows, slots, threads});
+        g.ifElse(own, [&] { b.CreateCall(parallelFor, {ownRows, slots, threads}); }, [&] {
+          dispatch(packB, panels(nc, bl.nr));
+          b.CreateCall(parallelFor, {rows, slots, threads});
+        });
       }, columnSplit);
     });
   });
