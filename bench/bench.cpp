@@ -126,19 +126,27 @@ static void threadsSection(int reps, const Array& x) {
     baseline(all);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     // One thread and all alternating, so that the machine's slow drifts hit
-    // both alike; adjit's runs, then the baseline's. Not all four in turn:
+    // both alike, in batches of three calls of which the last two are timed:
+    // what a program calling one of them again and again sees. (Single calls
+    // in turn timed each on data the other had just written from other
+    // cores: in this VM's slow phases B4's one-thread calls took 1.33 ms
+    // after a two-thread call, against 1.22 ms after one of their own.)
+    // Adjit's runs, then the baseline's. Not all four in turn:
     // an idle pool thread spins a while before it sleeps (adjit's and
     // OpenMP's alike), and a spinning thread of one runtime takes the core
     // the other's thread needs (both fell to 1.0x so).
     std::vector<double> a, b, c, d;
     auto alternate = [&](std::vector<double>& x, const auto& first, std::vector<double>& y, const auto& second) {
-      for (int i = 0; i < 2 * reps; ++i) {
-        auto t0 = Clock::now();
-        first();
-        x.push_back(ms(Clock::now() - t0));
-        t0 = Clock::now();
-        second();
-        y.push_back(ms(Clock::now() - t0));
+      auto batch = [](std::vector<double>& times, const auto& fn) {
+        for (int call = 0; call < 3; ++call) {
+          const auto t0 = Clock::now();
+          fn();
+          if (call > 0) times.push_back(ms(Clock::now() - t0));
+        }
+      };
+      for (int i = 0; i < reps; ++i) {
+        batch(x, first);
+        batch(y, second);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20)); // the pool threads go to sleep
     };
