@@ -115,8 +115,8 @@ int64_t aBlockElements(int64_t m, int64_t k, const Blocking& bl) {
 }
 
 /// Bytes of the packed A blocks (one, or with `parallel` one per thread of
-/// the row split) and of the packed B blocks (one, or with `parallel` as many
-/// as kOwnBBytes holds, up to one per thread) for shape s.
+/// the row split) and of the packed B blocks (one, or with `parallel` one per
+/// thread that may pack its own: see kOwnBRows) for shape s.
 std::pair<uint64_t, uint64_t> packedBytes(const GemmShape& s, const Blocking& bl, bool parallel) {
   const int64_t bytes = static_cast<int64_t>(size_of(s.dtype));
   const int64_t kc = std::min(bl.kc, s.k);
@@ -125,7 +125,7 @@ std::pair<uint64_t, uint64_t> packedBytes(const GemmShape& s, const Blocking& bl
   const uint64_t a = static_cast<uint64_t>(blocks * each * bytes);
   // The shared block of B, or the threads' own blocks (kOwnBBytes).
   const int64_t bBlock = std::min(bl.nc, roundUp(s.n, bl.nr)) * kc * bytes;
-  const int64_t copies = parallel ? std::clamp<int64_t>(kOwnBBytes / bBlock, 1, kMaxRowThreads) : 1;
+  const int64_t copies = parallel ? std::clamp<int64_t>(std::min(kOwnBBytes / bBlock, s.m / kOwnBRows), 1, kMaxRowThreads) : 1;
   const uint64_t b = static_cast<uint64_t>(copies * bBlock);
   return {roundUp(static_cast<int64_t>(a), 64), b};
 }
