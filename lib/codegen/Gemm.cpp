@@ -641,8 +641,9 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
       llvm::Value* threads = b.CreateCall(parallelThreads);
       llvm::Value* fits = b.CreateAnd(b.CreateAnd(b.CreateICmpSGE(threads, g.i64(2)), b.CreateICmpSLE(threads, g.i64(kMaxRowThreads))),
                                       b.CreateICmpSLE(g.mul(threads, g.i64(2)), panels(M, bl.mr)));
-      // Each thread packs all of B into a block of its own (kOwnBRows).
-      // packedBytes' block of B: at most kOwnBBytes / threads, so that one block per thread fits the workspace.
+      // Each thread packs all of B into a block of its own (kOwnBRows). The
+      // workspace holds packedBytes' block of B min(kOwnBBytes / block,
+      // M / kOwnBRows) times: both conditions below keep `threads` within it.
       llvm::Value* bBlockBytes = g.mul(g.mul(g.min(g.i64(bl.nc), g.mul(panels(N, bl.nr), g.i64(bl.nr))), g.i64(int64_t(size_of(t)))),
                                        g.min(g.i64(bl.kc), K));
       llvm::Value* own = b.CreateAnd(b.CreateICmpSGE(b.CreateUDiv(M, threads), g.i64(kOwnBRows)),
