@@ -637,7 +637,11 @@ llvm::Function* gemmFunction(llvm::Module& module, DType t, bool transA, bool tr
       // B4 (256×512 @ 512×512 twice) 1.53-1.65x faster on two threads than
       // on one in the half of the time this machine runs slower, when the
       // OpenMP baseline threaded by rows stayed at 1.9-2.0x: each thread
-      // rewrote the packed lines the other had just read.
+      // rewrote the packed lines the other had just read. The shares are
+      // fixed: letting a thread done early take units of the others' last
+      // blocks of A balanced the threads when one core ran slower, but
+      // reading the packed A the other core wrote, and writing tiles of C
+      // that core reads next, cost more than the wait (README, Threads).
       llvm::Value* threads = b.CreateCall(parallelThreads);
       llvm::Value* fits = b.CreateAnd(b.CreateAnd(b.CreateICmpSGE(threads, g.i64(2)), b.CreateICmpSLE(threads, g.i64(kMaxRowThreads))),
                                       b.CreateICmpSLE(g.mul(threads, g.i64(2)), panels(M, bl.mr)));
