@@ -120,6 +120,43 @@ static void layerRow(int64_t m, int64_t n, int64_t k) {
   layerReport("relu(X @ W + b)", m, n, k, "OpenBLAS + loop", tAdjit, tBase, tAll, Y, c);
 }
 
+/// A loss, sum((X @ W - Y)^2) (f32): adjit, where each tile of the product
+/// is folded into a partial sum as the matmul makes it (a reducing tile
+/// epilogue: the product is never stored), against OpenBLAS's sgemm and
+/// then one pass over C summing the squared errors in 16 lanes (which the
+/// compiler vectorises). One thread each.
+static void lossRow(int64_t m, int64_t n, int64_t k) {
+  std::vector<float> x = filled<float>(std::size_t(m * k), 0), w = filled<float>(std::size_t(k * n), 1),
+                     y = filled<float>(std::size_t(m * n), 2);
+  const Array X(x, {m, k}), W(w, {k, n}), Yt(y, {m, n});
+  auto loss = [](Tensor x, Tensor w, Tensor y) {
+    Tensor e = matmul(x, w) - y;
+    return sum(e * e);
+  };
+  auto f = jit(loss, {.threads = 1});
+  auto all = jit(loss);
+  Array L = f(X, W, Yt);
+  const double tAdjit = bestTime([&] { L = f(X, W, Yt); });
+  const double tAll = bestTime([&] { all(X, W, Yt); });
+  std::vector<float> c(std::size_t(m * n)), total(1);
+  const double tBase = bestTime([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f, x.data(), int(k), w.data(), int(n), 0.0f,
+                c.data(), int(n));
+    float lanes[16] = {};
+    const std::size_t size = c.size(), whole = size / 16 * 16;
+    for (std::size_t i = 0; i < whole; i += 16)
+      for (std::size_t l = 0; l < 16; ++l) {
+        const float e = c[i + l] - y[i + l];
+        lanes[l] += e * e;
+      }
+    float s = 0;
+    for (std::size_t i = whole; i < size; ++i) s += (c[i] - y[i]) * (c[i] - y[i]);
+    for (float l : lanes) s += l;
+    total[0] = s;
+  });
+  layerReport("sum((X @ W - Y)^2)", m, n, k, "OpenBLAS + loop", tAdjit, tBase, tAll, L, total);
+}
+
 /// relu(X) @ W (f32): adjit, where the packing computes relu(X) (a tile
 /// prologue: it is never stored), against a loop writing relu(X) and then
 /// OpenBLAS's sgemm. One thread each.
@@ -152,6 +189,10 @@ int main(int argc, char** argv) {
     layerRow(256, 512, 512);
     layerRow(2048, 2048, 64);
     layerRow(4096, 1024, 16);
+    std::printf("losses: adjit's time / (OpenBLAS sgemm + a pass summing the squared errors), one thread each\n");
+    lossRow(256, 512, 512);
+    lossRow(2048, 2048, 64);
+    lossRow(4096, 1024, 16);
     std::printf("producers: adjit's time / (a loop writing relu(X), then OpenBLAS sgemm), one thread each\n");
     producerRow(256, 512, 512);
     producerRow(2048, 64, 2048);

@@ -454,6 +454,11 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
   for (std::size_t i = 0; i < k.roots.size(); ++i)
     if (k.roots[i].reduction) slots[i] = entryAlloca(c.scalarType(f_.type(k.roots[i].value).dtype), 1);
 
+  // A reducing tile epilogue accumulates column by column, in a row of
+  // accumulators per root (colAcc, at column colAt of the tile): the tile's
+  // rows add up with vector operations, and one sum across the row remains.
+  std::vector<llvm::Value*> colAcc(k.roots.size(), nullptr);
+  llvm::Value* colAt = nullptr;
   // Every root's value at the point is computed before any is stored: a
   // tile epilogue may write a root in place of a value the others read.
   std::vector<llvm::Value*> values(k.roots.size());
@@ -465,8 +470,9 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       const DType t = f_.type(r.value).dtype;
       if (r.reduction) {
         EmitBase eb = base(*r.op);
-        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[i]);
-        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), slots[i]);
+        llvm::Value* at = colAcc[i] ? b_.CreateInBoundsGEP(c.scalarType(t), colAcc[i], colAt) : slots[i];
+        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), at);
+        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), at);
       } else if (r.value == tileRoot_) { // a tile prologue's result goes to the tile (no alias scope)
         b_.CreateStore(t == DType::i1 ? b_.CreateZExt(values[i], storageType(b_, t)) : values[i], tileElement(r.value, idx));
       } else {
@@ -480,8 +486,9 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
     tile_ = chunk;
     const Shape lead(domain.begin(), domain.end() - 2);
     std::vector<llvm::Value*> dims = lead.empty() ? std::vector<llvm::Value*>{} : delinearize(chunk->index, lead);
-    c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) {
+    auto rowOfTile = [&](llvm::Value* row) {
       llvm::Instruction* latch = c.loopRange(chunk->colBegin, chunk->colEnd, [&](llvm::Value* col) {
+        colAt = b_.CreateSub(col, chunk->colBegin);
         std::vector<llvm::Value*> d = dims;
         d.push_back(row);
         d.push_back(col);
@@ -492,7 +499,63 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       llvm::Metadata* once[] = {llvm::MDString::get(b_.getContext(), "llvm.loop.interleave.count"),
                                 llvm::ConstantAsMetadata::get(b_.getInt32(1))};
       setLoopHints(latch, {llvm::MDNode::get(b_.getContext(), once)});
-    });
+    };
+    if (!reducesTiles(k)) {
+      c.loopRange(chunk->begin, chunk->end, rowOfTile);
+    } else {
+      // Partial results: per cell of the op's tile grid (per row of it when
+      // rows are kept), at [(matrix · rows + row or cell) · cells + cell].
+      const std::size_t rank = domain.size();
+      const bool byRows = k.reduceFrom + 1 == rank;
+      const int64_t m = domain[rank - 2], n = domain[rank - 1];
+      const int64_t rows = byRows ? m : (m + k.tileRows - 1) / k.tileRows, cells = (n + k.tileCols - 1) / k.tileCols;
+      llvm::Value* cols = b_.CreateSub(chunk->colEnd, chunk->colBegin);
+      std::vector<llvm::Value*> partials(k.roots.size(), nullptr);
+      uint64_t offset = k.tilePartials;
+      for (std::size_t i = 0; i < k.roots.size(); ++i) {
+        if (!k.roots[i].reduction) continue;
+        const DType t = f_.type(k.roots[i].value).dtype;
+        colAcc[i] = entryAlloca(c.scalarType(t), static_cast<uint64_t>(k.tileCols));
+        partials[i] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, offset);
+        offset += tilePartialBytes(k, t);
+      }
+      auto clear = [&] {
+        for (std::size_t i = 0; i < k.roots.size(); ++i)
+          if (colAcc[i]) {
+            const DType t = f_.type(k.roots[i].value).dtype;
+            llvm::Value* identity = ops::info(k.roots[i].op->kind).hooks.reduce->identity(c, t);
+            c.loopRange(c.i64(0), cols, [&](llvm::Value* j) { b_.CreateStore(identity, b_.CreateInBoundsGEP(c.scalarType(t), colAcc[i], j)); });
+          }
+      };
+      // Folds the row of accumulators, in column order, into partial `row`.
+      auto fold = [&](llvm::Value* row) {
+        llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(chunk->index, c.i64(rows)), row), c.i64(cells)),
+                                       b_.CreateUDiv(chunk->colBegin, c.i64(k.tileCols)));
+        for (std::size_t i = 0; i < k.roots.size(); ++i)
+          if (colAcc[i]) {
+            const DType t = f_.type(k.roots[i].value).dtype;
+            EmitBase eb = base(*k.roots[i].op);
+            const ops::ReduceHooks& rh = *ops::info(k.roots[i].op->kind).hooks.reduce;
+            b_.CreateStore(rh.identity(eb, t), slots[i]);
+            c.loopRange(c.i64(0), cols, [&](llvm::Value* j) {
+              llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), colAcc[i], j));
+              b_.CreateStore(rh.combine(eb, t, b_.CreateLoad(c.scalarType(t), slots[i]), x), slots[i]);
+            });
+            b_.CreateStore(b_.CreateLoad(c.scalarType(t), slots[i]), b_.CreateInBoundsGEP(c.scalarType(t), partials[i], at));
+          }
+      };
+      if (byRows) {
+        c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) {
+          clear();
+          rowOfTile(row);
+          fold(row);
+        });
+      } else { // the tile is one cell: its rows start at a multiple of tileRows
+        clear();
+        c.loopRange(chunk->begin, chunk->end, rowOfTile);
+        fold(b_.CreateUDiv(chunk->begin, c.i64(k.tileRows)));
+      }
+    }
     for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
     tileValue_ = tileRoot_ = -1;
     tile_ = nullptr;
@@ -544,6 +607,34 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       }
   });
   for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
+}
+
+/// After a reducing tile epilogue ran on every tile of its op: each result
+/// element combines its partial results in order (see Kernel::tileRows).
+void FunctionEmitter::emitTileCombine(const Kernel& k) {
+  static const ir::Op noOp{};
+  LowerCtx c = lowerCtx(noOp, {});
+  const int64_t count = tilePartialCount(k);
+  const int64_t kept = num_elements(Shape(k.domain.begin(), k.domain.begin() + static_cast<std::ptrdiff_t>(k.reduceFrom)));
+  const int64_t each = kept > 0 ? count / kept : 0;
+  uint64_t offset = k.tilePartials;
+  for (const LoopRoot& r : k.roots) {
+    if (!r.reduction) continue;
+    const DType t = f_.type(r.value).dtype;
+    EmitBase eb = base(*r.op);
+    const ops::ReduceHooks& rh = *ops::info(r.op->kind).hooks.reduce;
+    llvm::Value* part = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, offset);
+    offset += tilePartialBytes(k, t);
+    llvm::Value* acc = entryAlloca(c.scalarType(t), 1);
+    c.loop(kept, [&](llvm::Value* o) {
+      b_.CreateStore(rh.identity(eb, t), acc);
+      c.loop(each, [&](llvm::Value* j) {
+        llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), part, b_.CreateAdd(b_.CreateMul(o, c.i64(each)), j)));
+        b_.CreateStore(rh.combine(eb, t, b_.CreateLoad(c.scalarType(t), acc), x), acc);
+      });
+      c.store(t, b_.CreateLoad(c.scalarType(t), acc), buffer(r.value), o);
+    });
+  }
 }
 
 /// A reduction over axes that are not trailing: loops over the result, and
@@ -688,7 +779,13 @@ uint64_t FunctionEmitter::emit() {
       if (plan_.groups[static_cast<std::size_t>(k.group)].first == i) emitRowGroup(static_cast<std::size_t>(k.group));
       continue;
     }
-    if (k.epilogueOf >= 0 || k.prologueOf >= 0) continue; // runs inside its op's code
+    if (k.epilogueOf >= 0 || k.prologueOf >= 0) { // runs inside its op's code
+      if (reducesTiles(k)) {
+        emitTileCombine(k);
+        finishAliasScopes(i);
+      }
+      continue;
+    }
     if (k.epilogue >= 0 || !k.prologue.empty()) emitWithTiles(k);
     else emitKernel(k);
     finishAliasScopes(i);

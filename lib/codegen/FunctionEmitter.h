@@ -127,6 +127,7 @@ private:
     llvm::Value *colBegin = nullptr, *colEnd = nullptr, *tile = nullptr, *stride = nullptr;
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
+  void emitTileCombine(const Kernel& k);
   /// The context of an out-of-line function (a chunk, a row group's block, a
   /// tile epilogue): an array of these buffers' pointers, then the scratch
   /// pointer, then `extra` slots, filled here.

@@ -81,6 +81,16 @@ struct Kernel {
   /// loop's `buffers` are those its code reads and writes.
   int epilogue = -1;
   int epilogueOf = -1;
+  /// A tile epilogue that reduces (reduceFrom < domain.size(): `sum((X @ W
+  /// - Y)^2)` never stores the product). Each tile folds its elements into
+  /// partial results, one per cell of the op's tile grid (OpHooks::tileGrid,
+  /// `tileRows` × `tileCols`), or one per row of a cell when the loop keeps
+  /// rows (reduceFrom == rank - 1), in scratch at `tilePartials`, an array
+  /// per reduction root (tilePartialCount each, 64-byte aligned). The loop's
+  /// own place in the kernel order, right after its op, combines each
+  /// result's partials in order: the same sums whichever threads made them.
+  int64_t tileRows = 0, tileCols = 0;
+  uint64_t tilePartials = 0;
   /// Tile prologues. A Lower kernel whose op reads operands tile by tile
   /// (kTilePrologue, a matmul's packing) and a loop computing one of them
   /// alone, elementwise, for that op only, that loop running just before it:
@@ -101,6 +111,24 @@ struct Kernel {
   int64_t chunkRows = 0;
   bool partials = false;
 };
+
+/// Whether k is a tile epilogue that reduces (Kernel::tileRows).
+inline bool reducesTiles(const Kernel& k) { return k.epilogueOf >= 0 && k.reduceFrom < k.domain.size(); }
+
+/// The partial results per reduction root of such a kernel: per matrix (the
+/// leading axes), rows or cells of rows, times cells of columns.
+inline int64_t tilePartialCount(const Kernel& k) {
+  const std::size_t rank = k.domain.size();
+  const int64_t m = k.domain[rank - 2], n = k.domain[rank - 1];
+  if (m == 0 || n == 0) return 0;
+  const int64_t rows = k.reduceFrom == rank - 1 ? m : (m + k.tileRows - 1) / k.tileRows;
+  return num_elements(k.domain) / (m * n) * rows * ((n + k.tileCols - 1) / k.tileCols);
+}
+
+/// The bytes of one root's array of partial results (dtype t), 64-byte aligned.
+inline uint64_t tilePartialBytes(const Kernel& k, DType t) {
+  return (static_cast<uint64_t>(tilePartialCount(k)) * size_of(t) + 63) / 64 * 64;
+}
 
 /// Consecutive kernels repeating one pattern of shared code: kernels
 /// first + j + period * r (j < period, r < count) have the code of kernel

@@ -79,6 +79,9 @@ std::string FusionPlan::str() const {
       s += fmt::format(" {}, {} ops per point, level {}{}", kn.flat ? "flat" : "nest", kn.bodySize, kn.level, sharing(k));
       if (kn.group >= 0) s += fmt::format(", row group {}", kn.group);
       if (kn.epilogueOf >= 0) s += fmt::format(", on each tile of #{}", kn.epilogueOf);
+      if (reducesTiles(kn))
+        s += fmt::format(" ({}x{} cells{}), {} partials each -> scratch+{}", kn.tileRows, kn.tileCols,
+                         kn.reduceFrom + 1 == kn.domain.size() ? ", by rows" : "", tilePartialCount(kn), kn.tilePartials);
       if (kn.prologueOf >= 0) s += fmt::format(", on the tiles #{} reads", kn.prologueOf);
       if (kn.chunks > 1)
         s += fmt::format(", {} chunks of {} rows{}", kn.chunks, kn.chunkRows, kn.partials ? " with partials" : "");

@@ -866,6 +866,13 @@ bool usePackedGemm(const GemmShape& s, const VectorUnit& unit) {
   return s.n >= bl.lanes && s.m >= 4 && s.m * s.n * s.k >= 32 * 32 * 32;
 }
 
+std::pair<int64_t, int64_t> gemmTileGrid(const GemmShape& s, const VectorUnit& unit) {
+  if (!usePackedGemm(s, unit)) return {s.m, s.n}; // the matmul op's own loops call the epilogue once per matrix
+  if (useDot(s, unit)) return {dotTile(unit), dotTile(unit)};
+  const Blocking bl = blockingFor(s.dtype, unit); // the packed kernel's blocks of rows and columns are whole micro-tiles
+  return {bl.mr, bl.nr};
+}
+
 bool packsOperands(const GemmShape& s, const VectorUnit& unit) {
   return usePackedGemm(s, unit) && !useDot(s, unit) && !useDirect(s, unit);
 }

@@ -28,6 +28,11 @@ bool usePackedGemm(const GemmShape& s, const VectorUnit& unit);
 /// operand then runs on the panels it packs.
 bool packsOperands(const GemmShape& s, const VectorUnit& unit);
 
+/// The grid of the tiles emitPackedGemm passes to an epilogue, {rows,
+/// columns} (OpHooks::tileGrid): the micro-tile of the packed and direct
+/// kernels, the dot kernel's square tile, or whole matrices from plain loops.
+std::pair<int64_t, int64_t> gemmTileGrid(const GemmShape& s, const VectorUnit& unit);
+
 /// Emits C = op(A) op(B) for every matrix of the batch at the insertion point:
 /// a call, per matrix, of a function of the module generated once per dtype
 /// and transposition (its packing buffers live in `c`'s workspace), or, for

@@ -258,11 +258,12 @@ void Planner::tiles(FusionPlan& p) {
         if (base >= 0) viewed[at(base)] = 1;
     }
     if (!ownCode(k)) continue;
-    // A loop that may run on tiles of value v of `type`, read or written by k only.
-    auto tileLoop = [&](int j, ValueId v) {
+    // A loop that may run on tiles of value v of `type`, read or written by k
+    // only; it may reduce when `reduces` (an epilogue on a grid of tiles).
+    auto tileLoop = [&](int j, ValueId v, bool reduces) {
       const Kernel& e = p.kernels[static_cast<std::size_t>(j)];
       return !taken[static_cast<std::size_t>(j)] && e.kind == Kernel::Kind::Loop && e.group < 0 && e.domain == f_.type(v).shape &&
-             e.reduceFrom == e.domain.size() && readers[at(v)] == 1 && !viewed[at(v)] && ownCode(e) &&
+             (e.reduceFrom == e.domain.size() || reduces) && readers[at(v)] == 1 && !viewed[at(v)] && ownCode(e) &&
              !kernelKey(e, buffers).empty(); // (side effects stay where they are)
     };
     // Whether kernels [from, to) write what kernel j reads.
@@ -285,7 +286,7 @@ void Planner::tiles(FusionPlan& p) {
         if (!info.hooks.tilesOperand(types, o, k.op->attrs, *unit_)) continue;
         const int j = writer[at(a)];
         if (std::count(k.op->operands.begin(), k.op->operands.end(), a) != 1 || isOutput_[at(a)] || f_.type(a).rank() < 2 || j < 0 ||
-            j >= static_cast<int>(i) || static_cast<int>(i) - j > kMaxEpilogueDistance || !tileLoop(j, a) ||
+            j >= static_cast<int>(i) || static_cast<int>(i) - j > kMaxEpilogueDistance || !tileLoop(j, a, false) ||
             p.kernels[static_cast<std::size_t>(j)].roots.size() != 1 || writesReadBy(static_cast<std::size_t>(j) + 1, i, static_cast<std::size_t>(j)))
           continue;
         before[i].resize(k.op->operands.size(), -1);
@@ -297,12 +298,23 @@ void Planner::tiles(FusionPlan& p) {
     if (!epilogue) continue;
     const ValueId c = k.op->results[0];
     const int j = lastRead[at(c)];
-    if (j <= static_cast<int>(i) || j - static_cast<int>(i) > kMaxEpilogueDistance || !tileLoop(j, c)) continue;
+    // A reducing epilogue folds tiles of the op's grid; its partial results
+    // for one tile are a row of at most kMaxTileColumns accumulators.
+    std::pair<int64_t, int64_t> grid{0, 0};
+    if (unit_) {
+      std::vector<Type> types;
+      for (ValueId o : k.op->operands) types.push_back(f_.type(o));
+      grid = info.hooks.tileGrid(types, k.op->attrs, *unit_);
+    }
+    const bool reduces = grid.first > 0 && grid.second > 0 && grid.second <= kMaxTileColumns;
+    if (j <= static_cast<int>(i) || j - static_cast<int>(i) > kMaxEpilogueDistance || !tileLoop(j, c, reduces)) continue;
     bool ownPoint = true;
-    for (const LoopRoot& r : p.kernels[static_cast<std::size_t>(j)].roots)
-      for (const Read& read : readsOf(r.op->operands, ops::info(r.op->kind).has(ops::kElementwise)))
+    for (const LoopRoot& r : p.kernels[static_cast<std::size_t>(j)].roots) // (a reduction's loop runs over its operand's points)
+      for (const Read& read : readsOf(r.op->operands, r.reduction || ops::info(r.op->kind).has(ops::kElementwise)))
         ownPoint = ownPoint && (read.value != c || read.sameIndex);
     if (!ownPoint || writesReadBy(i + 1, static_cast<std::size_t>(j), static_cast<std::size_t>(j))) continue;
+    p.kernels[static_cast<std::size_t>(j)].tileRows = grid.first;
+    p.kernels[static_cast<std::size_t>(j)].tileCols = grid.second;
     after[i] = j;
     taken[static_cast<std::size_t>(j)] = 1;
     paired = true;

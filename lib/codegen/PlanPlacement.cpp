@@ -174,6 +174,15 @@ void Planner::place(FusionPlan& p) {
   for (int k = 0; k < kEnd; ++k) {
     for (; !live.empty() && std::get<0>(live.top()) < k; live.pop()) scratch.release(std::get<1>(live.top()), std::get<2>(live.top()));
     const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
+    if (kn.epilogue >= 0) // the partial results of a reducing epilogue, from its op to its combine
+      if (Kernel& e = p.kernels[static_cast<std::size_t>(kn.epilogue)]; reducesTiles(e)) {
+        uint64_t bytes = 0;
+        for (const LoopRoot& r : e.roots)
+          if (r.reduction) bytes += tilePartialBytes(e, f_.type(r.value).dtype);
+        bytes = align64(std::max<uint64_t>(bytes, 1));
+        e.tilePartials = scratch.allocate(bytes);
+        live.push({kn.epilogue, e.tilePartials, bytes});
+      }
     for (ValueId v : writtenBy(kn, written)) {
       Placement& pl = p.place[at(v)];
       if (pl.where != Storage::Fused) continue;

@@ -83,6 +83,10 @@ constexpr int64_t kMinBlockRows = 8, kMaxBlockRows = 1024;
 /// A tile epilogue (Kernel::epilogue) is the kernel reading a product at
 /// most this many kernels after it: planning stays linear.
 constexpr int kMaxEpilogueDistance = 16;
+/// Widest tile a reducing epilogue folds (a row of accumulators on the stack
+/// of its tile function): the packed kernels' are 8-32 columns; plain loops
+/// pass whole matrices.
+constexpr int64_t kMaxTileColumns = 1024;
 /// A row group's block calls a function per kernel: at most this many.
 constexpr std::size_t kMaxGroupKernels = 64;
 /// From this many ops on, planFusion drafts without step groups on a second
@@ -301,7 +305,8 @@ private:
   /// Runs loops inside the code of ops that work tile by tile. An op that
   /// writes its result by tiles (kTileEpilogue) takes the kernel reading that
   /// result as its epilogue (Kernel::epilogue) when that kernel can run on the
-  /// tiles: a loop over the result's points, no reduction, reading the result
+  /// tiles: a loop over the result's points (reducing over trailing axes only
+  /// if the op's tile grid is known: Kernel::tileRows), reading the result
   /// at its own point only, its only reader, at most kMaxEpilogueDistance
   /// kernels later, none of the kernels between writing what it reads. An op
   /// that reads operands by tiles (kTilePrologue) takes the kernel computing an

@@ -240,6 +240,11 @@ void defineLinalgOps(Table& t) {
         const Dims d = dimsOf(operands[0].shape, operands[1].shape, f);
         return codegen::packsOperands({operands[0].dtype, d.batch, d.m, d.n, d.k, f.ta, f.tb}, unit);
       },
+      .tileGrid = [](std::span<const Type> operands, const ir::Attrs& attrs, const codegen::VectorUnit& unit) {
+        const Form f = formOf(attrs);
+        const Dims d = dimsOf(operands[0].shape, operands[1].shape, f);
+        return codegen::gemmTileGrid({operands[0].dtype, d.batch, d.m, d.n, d.k, f.ta, f.tb}, unit);
+      },
       // C = op(A) op(B): d op(A) = dC op(B)^T, d op(B) = op(A)^T dC; a flag
       // on the other side of each product takes the place of a transpose.
       // d(A B) = dA B + A dB, with the same transpose flags

@@ -246,6 +246,15 @@ struct Hooks {
   /// that a prologue can compute it there; else the planner leaves its
   /// producer a loop of its own (which may run on threads).
   bool (*tilesOperand)(std::span<const Type> operands, std::size_t i, const ir::Attrs&, const codegen::VectorUnit&) = nullptr;
+  /// For ops with kTileEpilogue: the grid the lowering for this vector unit
+  /// cuts each matrix of its result into, {rows, columns}: every tile it
+  /// passes to the epilogue is one cell, rows [i·rows, (i+1)·rows) and
+  /// columns [j·columns, (j+1)·columns) clipped to the matrix, and every cell
+  /// is one tile. An epilogue that reduces then folds each cell (each row of
+  /// a cell, when rows are kept) into a partial result of its own: no two
+  /// threads write one, and they combine in the grid's order, so results do
+  /// not depend on how the lowering shares cells among threads.
+  std::pair<int64_t, int64_t> (*tileGrid)(std::span<const Type> operands, const ir::Attrs&, const codegen::VectorUnit&) = nullptr;
   /// For ops whose result is data held in an attribute (a constant): that
   /// data, or null when the op computes its elements more cheaply than a load
   /// (a splat: one repeated element, an immediate). The fusion plan reads the

@@ -882,3 +882,80 @@ TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, and
   checkTiles(transposed, {}, wave(Type{DType::f32, {96, 80}}, 0), wave(Type{DType::f32, {80, 96}}, 1, 0.1),
              wave(Type{DType::f32, {96}}, 2));
 }
+
+TEST_CASE("a matmul's reducing consumer folds each tile into partial results, the same bits on any number of threads") {
+  // Each returns the reduction and a value not read from the product.
+  auto squaredError = [](bool ta, bool tb) { // a loss: the product is never stored
+    return [=](Tensor x, Tensor w, Tensor y) {
+      Tensor e = matmul(x, w, {.transpose_a = ta, .transpose_b = tb}) - y;
+      return std::make_tuple(sum(e * e), y * 2.0);
+    };
+  };
+  auto rowMax = [](bool ta, bool tb) { // rows kept: partial results per row of a cell
+    return [=](Tensor x, Tensor w, Tensor y) {
+      return std::make_tuple(max(matmul(x, w, {.transpose_a = ta, .transpose_b = tb}) * 0.5 + y, {-1}), y * 2.0);
+    };
+  };
+  auto matrixSums = [](bool ta, bool tb) { // a batch's matrices kept (terms of one sign: f32 sums compare closely)
+    return [=](Tensor x, Tensor w, Tensor y) {
+      Tensor c = matmul(x, w, {.transpose_a = ta, .transpose_b = tb});
+      return std::make_tuple(sum(c * c + y * y, {-2, -1}), y * 2.0);
+    };
+  };
+  auto stored = [](bool ta, bool tb) { // an elementwise result and a reduction in one loop
+    return [=](Tensor x, Tensor w, Tensor y) {
+      Tensor c = matmul(x, w, {.transpose_a = ta, .transpose_b = tb});
+      return std::make_tuple(tanh(c) + y, min(c * c - y, {-2, -1}));
+    };
+  };
+  struct Case {
+    std::string what;
+    Shape x, w;
+    bool ta = false, tb = false;
+  };
+  const Case cases[] = {
+      {"packed, two blocks of k", {130, 600}, {600, 140}},
+      {"packed, transposed A", {600, 130}, {600, 140}, true},
+      {"packed, transposed B, edge panels", {301, 520}, {1100, 520}, false, true},
+      {"packed, large enough for threads", {256, 512}, {512, 512}},
+      {"direct", {64, 70}, {70, 96}},
+      {"dot", {50, 200}, {40, 200}, false, true},
+      {"plain loops (narrow)", {64, 8}, {8, 3}},
+      {"batched", {3, 40, 50}, {3, 50, 60}},
+  };
+  auto check = [](auto f, const Array& x, const Array& w, const Array& y) {
+    auto jf = jit(f);
+    const std::string plan = jf.lower(x, w, y).plan;
+    INFO(plan);
+    CHECK(plan.find("partials each") != std::string::npos);
+    const std::vector<Array> want = trace(f, x.type(), w.type(), y.type()).interpret("f", {x, w, y});
+    auto [r, s] = jf(x, w, y);
+    const double rtol = x.dtype() == DType::f32 ? 1e-3 : 1e-10; // sums of many products, in another order
+    ADJIT_CHECK_CLOSE(r, want[0], rtol);
+    ADJIT_CHECK_CLOSE(s, want[1], rtol);
+    for (int threads : {1, 3}) {
+      CAPTURE(threads);
+      auto [r1, s1] = jit(f, {.threads = threads})(x, w, y);
+      CHECK(bytesOf(r1) == bytesOf(r));
+      CHECK(bytesOf(s1) == bytesOf(s));
+    }
+  };
+  for (DType t : {DType::f32, DType::f64})
+    for (const Case& c : cases) {
+      CAPTURE(c.what);
+      CAPTURE(t);
+      const Type xt{t, c.x}, wt{t, c.w};
+      auto product = [&](Tensor x, Tensor w) { return matmul(x, w, {.transpose_a = c.ta, .transpose_b = c.tb}); };
+      const Shape cs = trace(product, xt, wt).impl().lookup("f")->types.back().shape;
+      const Array x = wave(xt, 0.1), w = wave(wt, 0.7, 0.2), y = wave(Type{t, cs}, 1.3); // y: the product's shape
+      check(squaredError(c.ta, c.tb), x, w, y);
+      check(rowMax(c.ta, c.tb), x, w, y);
+      check(matrixSums(c.ta, c.tb), x, w, y);
+      check(stored(c.ta, c.tb), x, w, y);
+    }
+  // Integers: plain loops, one cell per matrix.
+  const Array xi = wave(Type{DType::i32, {20, 30}}, 0, 9), wi = wave(Type{DType::i32, {30, 40}}, 1, 9);
+  const Array yi = wave(Type{DType::i32, {20, 40}}, 2, 9);
+  check([](Tensor x, Tensor w, Tensor y) { return std::make_tuple(sum(matmul(x, w) * y), y * 2); }, xi, wi, yi);
+  check([](Tensor x, Tensor w, Tensor y) { return std::make_tuple(max(matmul(x, w) - y, {-1}), y * 2); }, xi, wi, yi);
+}

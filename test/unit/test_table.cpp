@@ -25,9 +25,11 @@ TEST_CASE("every op has its hooks") {
     // Ops that read operand buffers must write whole results.
     if (info.has(ops::kMaterializesOperands)) CHECK(bool(info.hooks.lower));
     // Ops that fuse loops into their tiles write whole results; a prologue
-    // needs to know which operands are read by tiles.
+    // needs to know which operands are read by tiles, a reducing epilogue
+    // the grid of the tiles.
     if (info.has(ops::kTileEpilogue) || info.has(ops::kTilePrologue)) CHECK(bool(info.hooks.lower));
     CHECK(info.has(ops::kTilePrologue) == (info.hooks.tilesOperand != nullptr));
+    CHECK(info.has(ops::kTileEpilogue) == (info.hooks.tileGrid != nullptr));
     // VJP and JVP rules unless the op's results carry no gradient.
     if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.vjp));
     if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.jvp));
