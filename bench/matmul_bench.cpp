@@ -78,15 +78,17 @@ static void row(const char* label, int64_t batch, int64_t m, int64_t n, int64_t 
 }
 
 /// One row of the layers: adjit's times (one thread, all cores), the
-/// baseline's, and how far adjit's result Y is from the baseline's c.
+/// baseline's, and how far adjit's result Y is from the baseline's c
+/// (relative to the larger of 1 and the baseline's element).
 static void layerReport(const char* what, int64_t m, int64_t n, int64_t k, const char* baseline, double tAdjit, double tBase,
                         double tAll, const Array& Y, const std::vector<float>& c) {
   double err = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) err = std::max(err, std::fabs(double(Y.at(int64_t(i))) - double(c[i])));
+  for (std::size_t i = 0; i < c.size(); ++i)
+    err = std::max(err, std::fabs(double(Y.at(int64_t(i))) - double(c[i])) / std::max(1.0, std::fabs(double(c[i]))));
   char label[64];
   std::snprintf(label, sizeof label, "%s %lldx%lldx%lld", what, static_cast<long long>(m), static_cast<long long>(n),
                 static_cast<long long>(k));
-  std::printf("%-34s adjit %8.3f ms   %s %8.3f ms   ratio %5.2fx   all cores %8.3f ms   (max abs diff %.1e)\n", label,
+  std::printf("%-34s adjit %8.3f ms   %s %8.3f ms   ratio %5.2fx   all cores %8.3f ms   (max rel diff %.1e)\n", label,
               tAdjit * 1e3, baseline, tBase * 1e3, tAdjit / tBase, tAll * 1e3, err);
 }
 

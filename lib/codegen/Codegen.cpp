@@ -454,11 +454,11 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
   for (std::size_t i = 0; i < k.roots.size(); ++i)
     if (k.roots[i].reduction) slots[i] = entryAlloca(c.scalarType(f_.type(k.roots[i].value).dtype), 1);
 
-  // A reducing tile epilogue accumulates column by column, in a row of
-  // accumulators per root (colAcc, at column colAt of the tile): the tile's
-  // rows add up with vector operations, and one sum across the row remains.
-  std::vector<llvm::Value*> colAcc(k.roots.size(), nullptr);
-  llvm::Value* colAt = nullptr;
+  // A reducing tile epilogue stores its roots' operands at a tile's points
+  // in a local buffer per root (tileVals, at valAt), then reduces the buffer
+  // in one flat loop: no chain of dependent additions from row to row.
+  std::vector<llvm::Value*> tileVals(k.roots.size(), nullptr);
+  llvm::Value* valAt = nullptr;
   // Every root's value at the point is computed before any is stored: a
   // tile epilogue may write a root in place of a value the others read.
   std::vector<llvm::Value*> values(k.roots.size());
@@ -470,9 +470,12 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       const DType t = f_.type(r.value).dtype;
       if (r.reduction) {
         EmitBase eb = base(*r.op);
-        llvm::Value* at = colAcc[i] ? b_.CreateInBoundsGEP(c.scalarType(t), colAcc[i], colAt) : slots[i];
-        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), at);
-        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), at);
+        if (tileVals[i]) {
+          b_.CreateStore(values[i], b_.CreateInBoundsGEP(c.scalarType(t), tileVals[i], valAt));
+          continue;
+        }
+        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[i]);
+        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), slots[i]);
       } else if (r.value == tileRoot_) { // a tile prologue's result goes to the tile (no alias scope)
         b_.CreateStore(t == DType::i1 ? b_.CreateZExt(values[i], storageType(b_, t)) : values[i], tileElement(r.value, idx));
       } else {
@@ -486,75 +489,135 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
     tile_ = chunk;
     const Shape lead(domain.begin(), domain.end() - 2);
     std::vector<llvm::Value*> dims = lead.empty() ? std::vector<llvm::Value*>{} : delinearize(chunk->index, lead);
-    auto rowOfTile = [&](llvm::Value* row) {
-      llvm::Instruction* latch = c.loopRange(chunk->colBegin, chunk->colEnd, [&](llvm::Value* col) {
-        colAt = b_.CreateSub(col, chunk->colBegin);
+    // The columns of a tile's row: `cols` of them from column colBegin, or
+    // tileCols when `full` (a constant trip count: LLVM unrolls the row).
+    llvm::Value* cols = b_.CreateSub(chunk->colEnd, chunk->colBegin);
+    auto columns = [&](bool full, const std::function<void(llvm::Value*)>& fn) {
+      return full ? (c.loop(k.tileCols, fn), nullptr) : c.loopRange(c.i64(0), cols, fn);
+    };
+    // Row `row` of the tile; with `buffered` rows, its values go to row
+    // (row - begin) of the roots' buffers, else to their row 0.
+    auto rowOfTile = [&](llvm::Value* row, bool full, bool buffered) {
+      llvm::Value* rowAt = buffered ? b_.CreateMul(b_.CreateSub(row, chunk->begin), c.i64(k.tileCols)) : c.i64(0);
+      llvm::Instruction* latch = columns(full, [&](llvm::Value* j) {
+        valAt = b_.CreateAdd(rowAt, j);
         std::vector<llvm::Value*> d = dims;
         d.push_back(row);
-        d.push_back(col);
+        d.push_back(b_.CreateAdd(chunk->colBegin, j));
         body(Index::ofDims(std::move(d)));
       });
       // A tile's row is a few vectors (a micro-tile's: two): one vector per
       // step, not LLVM's four, or the whole row falls to the remainder loop.
       llvm::Metadata* once[] = {llvm::MDString::get(b_.getContext(), "llvm.loop.interleave.count"),
                                 llvm::ConstantAsMetadata::get(b_.getInt32(1))};
-      setLoopHints(latch, {llvm::MDNode::get(b_.getContext(), once)});
+      if (latch) setLoopHints(latch, {llvm::MDNode::get(b_.getContext(), once)});
     };
     if (!reducesTiles(k)) {
-      c.loopRange(chunk->begin, chunk->end, rowOfTile);
+      c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) { rowOfTile(row, false, false); });
     } else {
       // Partial results: per cell of the op's tile grid (per row of it when
       // rows are kept), at [(matrix · rows + row or cell) · cells + cell].
+      // A cell of at most kMaxBufferedCell elements is buffered whole and
+      // reduced at once; a larger one (plain loops' whole matrices) row by
+      // row, the rows' results combined in order.
       const std::size_t rank = domain.size();
       const bool byRows = k.reduceFrom + 1 == rank;
       const int64_t m = domain[rank - 2], n = domain[rank - 1];
       const int64_t rows = byRows ? m : (m + k.tileRows - 1) / k.tileRows, cells = (n + k.tileCols - 1) / k.tileCols;
-      llvm::Value* cols = b_.CreateSub(chunk->colEnd, chunk->colBegin);
+      constexpr int64_t kMaxBufferedCell = 1024;
+      const bool wholeCell = !byRows && k.tileRows * k.tileCols <= kMaxBufferedCell;
       std::vector<llvm::Value*> partials(k.roots.size(), nullptr);
       uint64_t offset = k.tilePartials;
       for (std::size_t i = 0; i < k.roots.size(); ++i) {
         if (!k.roots[i].reduction) continue;
         const DType t = f_.type(k.roots[i].value).dtype;
-        colAcc[i] = entryAlloca(c.scalarType(t), static_cast<uint64_t>(k.tileCols));
+        tileVals[i] = entryAlloca(c.scalarType(t), static_cast<uint64_t>((wholeCell ? k.tileRows : 1) * k.tileCols));
         partials[i] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, offset);
         offset += tilePartialBytes(k, t);
       }
-      auto clear = [&] {
-        for (std::size_t i = 0; i < k.roots.size(); ++i)
-          if (colAcc[i]) {
-            const DType t = f_.type(k.roots[i].value).dtype;
-            llvm::Value* identity = ops::info(k.roots[i].op->kind).hooks.reduce->identity(c, t);
-            c.loopRange(c.i64(0), cols, [&](llvm::Value* j) { b_.CreateStore(identity, b_.CreateInBoundsGEP(c.scalarType(t), colAcc[i], j)); });
-          }
+      auto reducer = [&](std::size_t i) -> const ops::ReduceHooks& { return *ops::info(k.roots[i].op->kind).hooks.reduce; };
+      auto dtype = [&](std::size_t i) { return f_.type(k.roots[i].value).dtype; };
+      // Root i's buffered values of `n` rows, combined in order into slot i.
+      auto reduceRows = [&](std::size_t i, llvm::Value* n, bool full) {
+        const DType t = dtype(i);
+        EmitBase eb = base(*k.roots[i].op);
+        auto add = [&](llvm::Value* at) {
+          llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), tileVals[i], at));
+          b_.CreateStore(reducer(i).combine(eb, t, b_.CreateLoad(c.scalarType(t), slots[i]), x), slots[i]);
+        };
+        if (full) c.loopRange(c.i64(0), b_.CreateMul(n, c.i64(k.tileCols)), add); // contiguous
+        else
+          c.loopRange(c.i64(0), n, [&](llvm::Value* r) {
+            columns(false, [&](llvm::Value* j) { add(b_.CreateAdd(b_.CreateMul(r, c.i64(k.tileCols)), j)); });
+          });
       };
-      // Folds the row of accumulators, in column order, into partial `row`.
-      auto fold = [&](llvm::Value* row) {
+      auto startSlots = [&] {
+        for (std::size_t i = 0; i < k.roots.size(); ++i)
+          if (tileVals[i]) b_.CreateStore(reducer(i).identity(c, dtype(i)), slots[i]);
+      };
+      // Slot i (a row's or cell's result) to the partial at `row` of this tile's column.
+      auto storePartials = [&](llvm::Value* row) {
         llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(chunk->index, c.i64(rows)), row), c.i64(cells)),
                                        b_.CreateUDiv(chunk->colBegin, c.i64(k.tileCols)));
         for (std::size_t i = 0; i < k.roots.size(); ++i)
-          if (colAcc[i]) {
-            const DType t = f_.type(k.roots[i].value).dtype;
-            EmitBase eb = base(*k.roots[i].op);
-            const ops::ReduceHooks& rh = *ops::info(k.roots[i].op->kind).hooks.reduce;
-            b_.CreateStore(rh.identity(eb, t), slots[i]);
-            c.loopRange(c.i64(0), cols, [&](llvm::Value* j) {
-              llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), colAcc[i], j));
-              b_.CreateStore(rh.combine(eb, t, b_.CreateLoad(c.scalarType(t), slots[i]), x), slots[i]);
-            });
-            b_.CreateStore(b_.CreateLoad(c.scalarType(t), slots[i]), b_.CreateInBoundsGEP(c.scalarType(t), partials[i], at));
-          }
+          if (tileVals[i])
+            b_.CreateStore(b_.CreateLoad(c.scalarType(dtype(i)), slots[i]),
+                           b_.CreateInBoundsGEP(c.scalarType(dtype(i)), partials[i], at));
       };
-      if (byRows) {
-        c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) {
-          clear();
-          rowOfTile(row);
-          fold(row);
-        });
-      } else { // the tile is one cell: its rows start at a multiple of tileRows
-        clear();
-        c.loopRange(chunk->begin, chunk->end, rowOfTile);
-        fold(b_.CreateUDiv(chunk->begin, c.i64(k.tileRows)));
-      }
+      auto tile = [&](bool full) {
+        const std::size_t scope = openScope(); // what one way computes, the other cannot use
+        if (wholeCell) { // the tile is one cell: its rows start at a multiple of tileRows
+          c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) { rowOfTile(row, full, true); });
+          startSlots();
+          for (std::size_t i = 0; i < k.roots.size(); ++i)
+            if (tileVals[i]) reduceRows(i, b_.CreateSub(chunk->end, chunk->begin), full);
+          storePartials(b_.CreateUDiv(chunk->begin, c.i64(k.tileRows)));
+        } else if (byRows) {
+          c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) {
+            rowOfTile(row, full, false);
+            startSlots();
+            for (std::size_t i = 0; i < k.roots.size(); ++i)
+              if (tileVals[i]) reduceRows(i, c.i64(1), full);
+            storePartials(row);
+          });
+        } else { // a large cell: each row's result joins the cell's, in order
+          std::vector<llvm::Value*> cell(k.roots.size(), nullptr);
+          for (std::size_t i = 0; i < k.roots.size(); ++i)
+            if (tileVals[i]) {
+              cell[i] = entryAlloca(c.scalarType(dtype(i)), 1);
+              b_.CreateStore(reducer(i).identity(c, dtype(i)), cell[i]);
+            }
+          c.loopRange(chunk->begin, chunk->end, [&](llvm::Value* row) {
+            rowOfTile(row, full, false);
+            startSlots();
+            for (std::size_t i = 0; i < k.roots.size(); ++i) {
+              if (!tileVals[i]) continue;
+              reduceRows(i, c.i64(1), full);
+              EmitBase eb = base(*k.roots[i].op);
+              llvm::Type* st = c.scalarType(dtype(i));
+              b_.CreateStore(reducer(i).combine(eb, dtype(i), b_.CreateLoad(st, cell[i]), b_.CreateLoad(st, slots[i])), cell[i]);
+            }
+          });
+          for (std::size_t i = 0; i < k.roots.size(); ++i)
+            if (tileVals[i]) b_.CreateStore(b_.CreateLoad(c.scalarType(dtype(i)), cell[i]), slots[i]);
+          storePartials(b_.CreateUDiv(chunk->begin, c.i64(k.tileRows)));
+        }
+        closeScope(scope);
+      };
+      // Whole tiles, the common case, in code of their own: constant trip
+      // counts, and the buffered rows contiguous.
+      llvm::Function* fn = b_.GetInsertBlock()->getParent();
+      llvm::BasicBlock* whole = llvm::BasicBlock::Create(b_.getContext(), "tile.whole", fn);
+      llvm::BasicBlock* edge = llvm::BasicBlock::Create(b_.getContext(), "tile.edge", fn);
+      llvm::BasicBlock* done = llvm::BasicBlock::Create(b_.getContext(), "tile.done", fn);
+      b_.CreateCondBr(b_.CreateICmpEQ(cols, c.i64(k.tileCols)), whole, edge);
+      b_.SetInsertPoint(whole);
+      tile(true);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(edge);
+      tile(false);
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
     }
     for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
     tileValue_ = tileRoot_ = -1;
