@@ -803,6 +803,28 @@ template <class F> void checkTiles(F f, std::vector<std::string> fused, const Ar
   CHECK(bytesOf(z1) == bytesOf(z));
 }
 
+/// A product for the tile tests: A (x) and B (w) as stored, and their flags.
+struct ProductCase {
+  std::string what;
+  Shape x, w;
+  bool ta = false, tb = false;
+};
+
+/// The generated kernels' three ways through a product, and plain loops.
+const std::vector<ProductCase>& productCases() {
+  static const std::vector<ProductCase> cases{
+      {"packed, two blocks of k", {130, 600}, {600, 140}},
+      {"packed, transposed A", {600, 130}, {600, 140}, true},
+      {"packed, transposed B, edge panels", {301, 520}, {1100, 520}, false, true},
+      {"packed, large enough for threads", {256, 512}, {512, 512}},
+      {"direct", {64, 70}, {70, 96}},
+      {"dot", {50, 200}, {40, 200}, false, true},
+      {"plain loops (narrow)", {64, 8}, {8, 3}},
+      {"batched", {3, 40, 50}, {3, 50, 60}},
+  };
+  return cases;
+}
+
 TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, and its producers on the tiles it packs") {
   // Two results of one loop over the product: y reads it, and z = exp(b)
   // does not but is written first, in the product's place; every root's
@@ -823,24 +845,9 @@ TEST_CASE("a matmul's elementwise consumer runs on each tile of the product, and
       return std::make_tuple(bb * 2.0, c + bb);
     };
   };
-  struct Case {
-    std::string what;
-    Shape x, w;
-    bool ta = false, tb = false;
-  };
-  // The generated kernels' three ways through a product, and plain loops.
-  const Case cases[] = {
-      {"packed, two blocks of k", {130, 600}, {600, 140}},
-      {"packed, transposed A", {600, 130}, {600, 140}, true},
-      {"packed, transposed B, edge panels", {301, 520}, {1100, 520}, false, true},
-      {"direct", {64, 70}, {70, 96}},
-      {"dot", {50, 200}, {40, 200}, false, true},
-      {"plain loops (narrow)", {64, 8}, {8, 3}},
-      {"batched", {3, 40, 50}, {3, 50, 60}},
-  };
   const codegen::VectorUnit unit = codegen::vectorUnit(*codegen::createTargetMachine({}));
   for (DType t : {DType::f32, DType::f64})
-    for (const Case& c : cases) {
+    for (const ProductCase& c : productCases()) {
       CAPTURE(c.what);
       CAPTURE(t);
       const Type xt{t, c.x}, wt{t, c.w};
@@ -908,21 +915,6 @@ TEST_CASE("a matmul's reducing consumer folds each tile into partial results, th
       return std::make_tuple(tanh(c) + y, min(c * c - y, {-2, -1}));
     };
   };
-  struct Case {
-    std::string what;
-    Shape x, w;
-    bool ta = false, tb = false;
-  };
-  const Case cases[] = {
-      {"packed, two blocks of k", {130, 600}, {600, 140}},
-      {"packed, transposed A", {600, 130}, {600, 140}, true},
-      {"packed, transposed B, edge panels", {301, 520}, {1100, 520}, false, true},
-      {"packed, large enough for threads", {256, 512}, {512, 512}},
-      {"direct", {64, 70}, {70, 96}},
-      {"dot", {50, 200}, {40, 200}, false, true},
-      {"plain loops (narrow)", {64, 8}, {8, 3}},
-      {"batched", {3, 40, 50}, {3, 50, 60}},
-  };
   auto check = [](auto f, const Array& x, const Array& w, const Array& y) {
     auto jf = jit(f);
     const std::string plan = jf.lower(x, w, y).plan;
@@ -941,7 +933,7 @@ TEST_CASE("a matmul's reducing consumer folds each tile into partial results, th
     }
   };
   for (DType t : {DType::f32, DType::f64})
-    for (const Case& c : cases) {
+    for (const ProductCase& c : productCases()) {
       CAPTURE(c.what);
       CAPTURE(t);
       const Type xt{t, c.x}, wt{t, c.w};
