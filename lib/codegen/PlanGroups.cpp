@@ -298,8 +298,8 @@ void Planner::tiles(FusionPlan& p) {
     if (!epilogue) continue;
     const ValueId c = k.op->results[0];
     const int j = lastRead[at(c)];
-    // A reducing epilogue folds tiles of the op's grid; its partial results
-    // for one tile are a row of at most kMaxTileColumns accumulators.
+    // A reducing epilogue folds tiles of the op's grid, buffering a tile's
+    // values a row (of at most kMaxTileColumns) or a small cell at a time.
     std::pair<int64_t, int64_t> grid{0, 0};
     if (unit_) {
       std::vector<Type> types;

@@ -83,8 +83,8 @@ constexpr int64_t kMinBlockRows = 8, kMaxBlockRows = 1024;
 /// A tile epilogue (Kernel::epilogue) is the kernel reading a product at
 /// most this many kernels after it: planning stays linear.
 constexpr int kMaxEpilogueDistance = 16;
-/// Widest tile a reducing epilogue folds (a row of accumulators on the stack
-/// of its tile function): the packed kernels' are 8-32 columns; plain loops
+/// Widest tile a reducing epilogue folds (its tile function buffers a row of
+/// values on its stack): the packed kernels' are 8-32 columns; plain loops
 /// pass whole matrices.
 constexpr int64_t kMaxTileColumns = 1024;
 /// A row group's block calls a function per kernel: at most this many.
