@@ -63,12 +63,12 @@ bool Planner::readsMarked(const Kernel& k, const std::vector<int>& mark, int id)
   return false;
 }
 
-int64_t Planner::groupRows(const Kernel& k, std::span<const int> repeats) {
+int64_t Planner::groupRows(const Kernel& k, std::span<const int> repeats, bool& small) {
   if (k.sameAs >= 0 && repeats[static_cast<std::size_t>(k.sameAs)] > kGroupMaxRepeats) return 0;
   std::vector<ValueId>& written = stack_;
   uint64_t bytes = 0;
   for (ValueId v : writtenBy(k, written)) bytes += static_cast<uint64_t>(f_.type(v).bytes());
-  if (bytes < kGroupMinKernelBytes) return 0;
+  small = bytes < kGroupMinKernelBytes;
   if (k.kind == Kernel::Kind::Loop) return k.reduceFrom >= 1 ? k.domain[0] : 0;
   if (k.kind != Kernel::Kind::Lower || !ops::info(k.op->kind).has(ops::kRowRanges) || k.op->results.size() != 1) return 0;
   for (std::size_t i = 0; i < k.op->operands.size(); ++i)
@@ -115,7 +115,8 @@ void Planner::group(FusionPlan& p) {
   };
   for (std::size_t i = 0; i < n; ++i) {
     const Kernel& k = p.kernels[i];
-    const int64_t rows = groupRows(k, repeats);
+    bool small = false;
+    const int64_t rows = groupRows(k, repeats, small);
     if (!open && rows < kGroupMinRows) { // the common case: no group near, nothing to decide
       order.push_back(i);
       continue;
@@ -126,7 +127,7 @@ void Planner::group(FusionPlan& p) {
       if (fits && rows == g.rows && members.size() < kMaxGroupKernels && readsOwnRows(k, candidate) &&
           !readsMarked(k, pendingOf, candidate)) {
         members.push_back(i);
-      } else if (pure && !fits) {
+      } else if (pure && (!fits || small)) { // a small kernel that cannot join moves, it never ends a group
         const bool late = readsMarked(k, groupOf_, candidate) || readsMarked(k, pendingOf, candidate);
         (late ? after : before).push_back(i);
         if (late)

@@ -63,10 +63,13 @@ constexpr int kCompileParts = 4;
 /// noise, small enough that two threads balance.
 constexpr int64_t kChunkWork = 1 << 15;
 constexpr int64_t kMaxChunks = 1024;
-/// Row groups (RowGroup) are made of kernels over at least kGroupMinRows rows
-/// that write kGroupMinKernelBytes or more each, where the values kept in
-/// block buffers would take kGroupMinBytes or more: smaller data stays in
-/// cache anyway. A kernel whose code repeats more than kGroupMaxRepeats times
+/// Row groups (RowGroup) are made of kernels over at least kGroupMinRows rows,
+/// where the values kept in block buffers would take kGroupMinBytes or more:
+/// smaller data stays in cache anyway. A kernel writing less than
+/// kGroupMinKernelBytes (a row's max, a row's reciprocal) joins or starts a group of its
+/// rows when it can, and otherwise moves out of its way: between a softmax's
+/// passes, such kernels ended the group, and exp(x - max) went through
+/// memory. A kernel whose code repeats more than kGroupMaxRepeats times
 /// stays out: in a group it would be compiled once per kernel (a long
 /// chain's gradient: 12 distinct codes became 48).
 constexpr int64_t kGroupMinRows = 256;
@@ -284,9 +287,10 @@ private:
   /// The rows of kernel k's code (axis 0 of its domain or result) when it
   /// may be part of a row group, else 0: loops that do not reduce everything,
   /// and ops that can lower a range of rows (kRowRanges) reading every
-  /// operand at their own rows; writing enough, whose code does not repeat
-  /// much (kGroupMaxRepeats). (Kernels with side effects stay out too.)
-  int64_t groupRows(const Kernel& k, std::span<const int> repeats);
+  /// operand at their own rows, whose code does not repeat much
+  /// (kGroupMaxRepeats). (Kernels with side effects stay out too.) `small`:
+  /// it writes less than kGroupMinKernelBytes.
+  int64_t groupRows(const Kernel& k, std::span<const int> repeats, bool& small);
 
   /// Finds row groups (RowGroup): runs of kernels over the same rows that
   /// read each other's values at their own rows only. Other kernels met while

@@ -160,6 +160,34 @@ TEST_CASE("loops over many rows run block by block, their values in a cache-size
   CHECK(jit(perRow).lower(small).plan.find("row group") == std::string::npos);
 }
 
+TEST_CASE("row reductions and small per-row loops join a group: a softmax gradient passes over x once") {
+  // The gradient of sum(logsumexp(x, rows)) is softmax(x): per row a max, a
+  // sum of exp, a reciprocal, a product. The max and the reciprocal write one
+  // value per row, too little to make a group of their own; in one they keep
+  // exp(x - max) in the block buffer between the sum and the product.
+  auto f = value_and_grad([](Tensor x) { return sum(logsumexp(x, {1})); });
+  std::vector<float> xv(1000 * 1000);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 5.0f * std::sin(0.37f * float(i));
+  const Array x(xv, {1000, 1000});
+  auto two = jit(f, {.threads = 2});
+  const std::string plan = two.lower(x).plan;
+  INFO(plan);
+  CHECK(plan.find("reduce_max(%0) -> block+") != std::string::npos);
+  const std::size_t e = plan.find("= exp(");
+  REQUIRE(e != std::string::npos);
+  CHECK(plan.substr(e, plan.find('\n', e) - e).find("-> block+") != std::string::npos);
+  CHECK(plan.find("scratch 0 bytes") != std::string::npos); // nothing of x's size goes to memory but the result
+  CHECK(plan.find("row group 1") == std::string::npos);
+  const Module m = trace(f, x.type());
+  const std::vector<Array> want = m.interpret("f", {x});
+  auto [v, g] = two(x);
+  ADJIT_CHECK_CLOSE(v, want[0], 1e-5);
+  ADJIT_CHECK_CLOSE(g, want[1], 1e-5);
+  auto [v1, g1] = jit(f, {.threads = 1})(x);
+  CHECK(std::memcmp(v1.raw(), v.raw(), v.bytes()) == 0);
+  CHECK(std::memcmp(g1.raw(), g.raw(), g.bytes()) == 0);
+}
+
 TEST_CASE("a loop reading a group's value at another row stays out of the group") {
   // w reads the Jacobian rows at row r + 1: the Jacobian goes to memory, and
   // w's loop runs after the group, over whole rows.
