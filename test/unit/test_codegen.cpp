@@ -160,6 +160,34 @@ TEST_CASE("loops over many rows run block by block, their values in a cache-size
   CHECK(jit(perRow).lower(small).plan.find("row group") == std::string::npos);
 }
 
+TEST_CASE("loops split into chunks start every chunk on a cache line") {
+  // Whatever the ops per point, a chunk's rows cover a multiple of 16
+  // elements: its loads and stores of 4-byte elements and wider never
+  // straddle two lines (G2's 977 rows per chunk cost 10%).
+  auto check = [](const Module& m) {
+    codegen::PlanOptions options;
+    options.parallel = true;
+    const codegen::FusionPlan plan = codegen::planFusion(*m.impl().lookup("f"), options);
+    int split = 0;
+    for (const codegen::Kernel& k : plan.kernels) {
+      if (k.chunks < 2) continue;
+      ++split;
+      const int64_t inner = num_elements(k.domain) / k.domain[0];
+      CAPTURE(k.chunkRows);
+      CAPTURE(inner);
+      CHECK(k.chunkRows * inner % 16 == 0);
+    }
+    CHECK(split > 0);
+  };
+  check(traced([](Tensor x) { return sum(log1p(exp(x))); }, 1000000));
+  check(traced([](Tensor x) { return grad([](Tensor x) { return sum(tanh(x * 0.5f + 0.25f) * exp(-x * x) + sqrt(x * x + 1.0f)); })(x); }, 999999));
+  for (int64_t cols : {3, 10, 1000}) {
+    Module m = trace([](Tensor x) { return sum(exp(x) * x, {1}); }, Type{DType::f32, {300000 / cols * 10, cols}});
+    transforms::runPipeline(m.impl(), transforms::defaultPipeline());
+    check(m);
+  }
+}
+
 TEST_CASE("row reductions and small per-row loops join a group: a softmax gradient passes over x once") {
   // The gradient of sum(logsumexp(x, rows)) is softmax(x): per row a max, a
   // sum of exp, a reciprocal, a product. The max and the reciprocal write one
