@@ -633,14 +633,17 @@ void Planner::chunk(FusionPlan& p) const {
     const bool partials = k.reduceFrom == 0;
     const int64_t rows = k.domain[0];
     const int64_t perRow = points / rows * ops;
-    // At most kMaxChunks: partial results live on the stack. Every chunk
-    // starts at a multiple of 16 elements, so on a cache line for types of 4
-    // bytes and more (buffers start on one): with G1's 2,978 and G2's 977 rows
-    // per chunk, the 64-byte loads and stores of most chunks straddled two
-    // lines, and one thread took 15% and 10% longer. (Multiples of 64 made B1
-    // 5-10% slower than multiples of 16 that are not; cause not found.)
+    // At most kMaxChunks: partial results live on the stack. A chunk starts
+    // at a multiple of 16 elements, so on a cache line for types of 4 bytes
+    // and more (buffers start on one), where that makes chunks at most an
+    // eighth larger (not 2 chunks of 16 and 4 rows instead of 20 of one):
+    // with G1's 2,978 and G2's 977 rows per chunk, the 64-byte loads and
+    // stores of most chunks straddled two lines, and one thread took 15% and
+    // 10% longer. (Multiples of 64 made B1 5-10% slower than multiples of 16
+    // that are not; cause not found.)
     const int64_t align = 16 / std::gcd(int64_t{16}, points / rows);
-    const int64_t chunkRows = (std::max({int64_t{1}, kChunkWork / perRow, (rows + kMaxChunks - 1) / kMaxChunks}) + align - 1) / align * align;
+    int64_t chunkRows = std::max({int64_t{1}, kChunkWork / perRow, (rows + kMaxChunks - 1) / kMaxChunks});
+    if (chunkRows >= 8 * align) chunkRows = (chunkRows + align - 1) / align * align;
     const int64_t chunks = (rows + chunkRows - 1) / chunkRows;
     if (chunks < 2) {
       if (k.sameAs < 0) k.buffers.clear();

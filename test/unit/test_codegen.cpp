@@ -186,6 +186,15 @@ TEST_CASE("loops split into chunks start every chunk on a cache line") {
     transforms::runPipeline(m.impl(), transforms::defaultPipeline());
     check(m);
   }
+  // Unless it would cost balance: 20 rows of 99,999 stay 20 chunks, not one
+  // of 16 rows and one of 4.
+  Module tall = trace([](Tensor x) { return sum(exp(x) * x, {1}); }, Type{DType::f32, {20, 99999}});
+  transforms::runPipeline(tall.impl(), transforms::defaultPipeline());
+  codegen::PlanOptions options;
+  options.parallel = true;
+  const codegen::FusionPlan plan = codegen::planFusion(*tall.impl().lookup("f"), options);
+  REQUIRE(!plan.kernels.empty());
+  CHECK(plan.kernels[0].chunks == 20);
 }
 
 TEST_CASE("row reductions and small per-row loops join a group: a softmax gradient passes over x once") {
