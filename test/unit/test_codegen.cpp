@@ -129,6 +129,20 @@ auto perRow = [](Tensor x) {
   return std::make_tuple(y, stack({g0[0], g0[1], g0[2], g1[0], g1[1], g1[2]}, 1));
 };
 
+/// Checks f's two results on x, jitted for two threads, against the
+/// interpreter within tol, and that one thread gives the same bits (row
+/// group blocks and chunks are what threads share).
+template <class F> void checkOnThreads(const F& f, const Array& x, double tol) {
+  const Module m = trace(f, x.type());
+  const std::vector<Array> want = m.interpret("f", {x});
+  auto [a, b] = jit(f, {.threads = 2})(x);
+  ADJIT_CHECK_CLOSE(a, want[0], tol);
+  ADJIT_CHECK_CLOSE(b, want[1], tol);
+  auto [a1, b1] = jit(f, {.threads = 1})(x);
+  CHECK(std::memcmp(a1.raw(), a.raw(), a.bytes()) == 0);
+  CHECK(std::memcmp(b1.raw(), b.raw(), b.bytes()) == 0);
+}
+
 /// rows × 3 values of sin(step · i).
 Array perRowInput(int64_t rows, double step) {
   std::vector<double> xv(static_cast<std::size_t>(rows * 3));
@@ -138,23 +152,14 @@ Array perRowInput(int64_t rows, double step) {
 
 TEST_CASE("loops over many rows run block by block, their values in a cache-sized block buffer") {
   const Array x = perRowInput(100000, 0.1);
-  auto f = jit(perRow);
-  const std::string plan = f.lower(x).plan;
+  const std::string plan = jit(perRow).lower(x).plan;
   INFO(plan);
   // One group: the loops, and the concatenations writing the results.
   CHECK(plan.find("row group 0 #0..#") != std::string::npos);
   CHECK(plan.find("row group 1") == std::string::npos);
   CHECK(plan.find("-> block+") != std::string::npos);
   CHECK(plan.find("-> scratch+") == std::string::npos);
-  const Module m = trace(perRow, x.type());
-  const std::vector<Array> want = m.interpret("f", {x});
-  auto [y, jac] = f(x);
-  ADJIT_CHECK_CLOSE(y, want[0], 1e-12);
-  ADJIT_CHECK_CLOSE(jac, want[1], 1e-12);
-  // Blocks are the chunks threads share: any thread count, the same bits.
-  auto [y1, jac1] = jit(perRow, {.threads = 1})(x);
-  CHECK(std::memcmp(y1.raw(), y.raw(), y.bytes()) == 0);
-  CHECK(std::memcmp(jac1.raw(), jac.raw(), jac.bytes()) == 0);
+  checkOnThreads(perRow, x, 1e-12);
   // A small problem stays in cache: no group.
   const Array small = perRowInput(1000, 0.1);
   CHECK(jit(perRow).lower(small).plan.find("row group") == std::string::npos);
@@ -206,8 +211,7 @@ TEST_CASE("row reductions and small per-row loops join a group: a softmax gradie
   std::vector<float> xv(1000 * 1000);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 5.0f * std::sin(0.37f * float(i));
   const Array x(xv, {1000, 1000});
-  auto two = jit(f, {.threads = 2});
-  const std::string plan = two.lower(x).plan;
+  const std::string plan = jit(f, {.threads = 2}).lower(x).plan;
   INFO(plan);
   CHECK(plan.find("reduce_max(%0) -> block+") != std::string::npos);
   const std::size_t e = plan.find("= exp(");
@@ -215,14 +219,7 @@ TEST_CASE("row reductions and small per-row loops join a group: a softmax gradie
   CHECK(plan.substr(e, plan.find('\n', e) - e).find("-> block+") != std::string::npos);
   CHECK(plan.find("scratch 0 bytes") != std::string::npos); // nothing of x's size goes to memory but the result
   CHECK(plan.find("row group 1") == std::string::npos);
-  const Module m = trace(f, x.type());
-  const std::vector<Array> want = m.interpret("f", {x});
-  auto [v, g] = two(x);
-  ADJIT_CHECK_CLOSE(v, want[0], 1e-5);
-  ADJIT_CHECK_CLOSE(g, want[1], 1e-5);
-  auto [v1, g1] = jit(f, {.threads = 1})(x);
-  CHECK(std::memcmp(v1.raw(), v.raw(), v.bytes()) == 0);
-  CHECK(std::memcmp(g1.raw(), g.raw(), g.bytes()) == 0);
+  checkOnThreads(f, x, 1e-5);
 }
 
 TEST_CASE("a loop reading a group's value at another row stays out of the group") {
