@@ -469,13 +469,8 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       const LoopRoot& r = k.roots[i];
       const DType t = f_.type(r.value).dtype;
       if (r.reduction) {
-        EmitBase eb = base(*r.op);
-        if (tileVals[i]) {
-          b_.CreateStore(values[i], b_.CreateInBoundsGEP(c.scalarType(t), tileVals[i], valAt));
-          continue;
-        }
-        llvm::Value* acc = b_.CreateLoad(c.scalarType(t), slots[i]);
-        b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, acc, values[i]), slots[i]);
+        if (tileVals[i]) b_.CreateStore(values[i], b_.CreateInBoundsGEP(c.scalarType(t), tileVals[i], valAt));
+        else accumulate(r, slots[i], values[i]);
       } else if (r.value == tileRoot_) { // a tile prologue's result goes to the tile (no alias scope)
         b_.CreateStore(t == DType::i1 ? b_.CreateZExt(values[i], storageType(b_, t)) : values[i], tileElement(r.value, idx));
       } else {
@@ -539,12 +534,8 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       auto dtype = [&](std::size_t i) { return f_.type(k.roots[i].value).dtype; };
       // Root i's buffered values of `n` rows, combined in order into slot i.
       auto reduceRows = [&](std::size_t i, llvm::Value* n, bool full) {
-        const DType t = dtype(i);
-        EmitBase eb = base(*k.roots[i].op);
-        auto add = [&](llvm::Value* at) {
-          llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), tileVals[i], at));
-          b_.CreateStore(reducer(i).combine(eb, t, b_.CreateLoad(c.scalarType(t), slots[i]), x), slots[i]);
-        };
+        llvm::Type* st = c.scalarType(dtype(i));
+        auto add = [&](llvm::Value* at) { accumulate(k.roots[i], slots[i], b_.CreateLoad(st, b_.CreateInBoundsGEP(st, tileVals[i], at))); };
         if (full) c.loopRange(c.i64(0), b_.CreateMul(n, c.i64(k.tileCols)), add); // contiguous
         else
           c.loopRange(c.i64(0), n, [&](llvm::Value* r) {
@@ -593,9 +584,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
             for (std::size_t i = 0; i < k.roots.size(); ++i) {
               if (!tileVals[i]) continue;
               reduceRows(i, c.i64(1), full);
-              EmitBase eb = base(*k.roots[i].op);
-              llvm::Type* st = c.scalarType(dtype(i));
-              b_.CreateStore(reducer(i).combine(eb, dtype(i), b_.CreateLoad(st, cell[i]), b_.CreateLoad(st, slots[i])), cell[i]);
+              accumulate(k.roots[i], cell[i], b_.CreateLoad(c.scalarType(dtype(i)), slots[i]));
             }
           });
           for (std::size_t i = 0; i < k.roots.size(); ++i)
@@ -679,25 +668,32 @@ void FunctionEmitter::emitTileCombine(const Kernel& k) {
   LowerCtx c = lowerCtx(noOp, {});
   const int64_t count = tilePartialCount(k);
   const int64_t kept = num_elements(Shape(k.domain.begin(), k.domain.begin() + static_cast<std::ptrdiff_t>(k.reduceFrom)));
-  const int64_t each = kept > 0 ? count / kept : 0;
   uint64_t offset = k.tilePartials;
   for (const LoopRoot& r : k.roots) {
     if (!r.reduction) continue;
-    const DType t = f_.type(r.value).dtype;
-    EmitBase eb = base(*r.op);
-    const ops::ReduceHooks& rh = *ops::info(r.op->kind).hooks.reduce;
-    llvm::Value* part = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, offset);
-    offset += tilePartialBytes(k, t);
-    llvm::Value* acc = entryAlloca(c.scalarType(t), 1);
-    c.loop(kept, [&](llvm::Value* o) {
-      b_.CreateStore(rh.identity(eb, t), acc);
-      c.loop(each, [&](llvm::Value* j) {
-        llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), part, b_.CreateAdd(b_.CreateMul(o, c.i64(each)), j)));
-        b_.CreateStore(rh.combine(eb, t, b_.CreateLoad(c.scalarType(t), acc), x), acc);
-      });
-      c.store(t, b_.CreateLoad(c.scalarType(t), acc), buffer(r.value), o);
-    });
+    combinePartials(c, r, b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, offset), kept, kept > 0 ? count / kept : 0);
+    offset += tilePartialBytes(k, f_.type(r.value).dtype);
   }
+}
+
+void FunctionEmitter::accumulate(const LoopRoot& r, llvm::Value* acc, llvm::Value* x) {
+  const DType t = f_.type(r.value).dtype;
+  EmitBase eb = base(*r.op);
+  llvm::Value* cur = b_.CreateLoad(eb.scalarType(t), acc);
+  b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, cur, x), acc);
+}
+
+void FunctionEmitter::combinePartials(LowerCtx& c, const LoopRoot& r, llvm::Value* part, int64_t kept, int64_t each) {
+  const DType t = f_.type(r.value).dtype;
+  llvm::Type* st = c.scalarType(t);
+  llvm::Value* acc = entryAlloca(st, 1);
+  c.loop(kept, [&](llvm::Value* o) {
+    b_.CreateStore(ops::info(r.op->kind).hooks.reduce->identity(c, t), acc);
+    c.loop(each, [&](llvm::Value* j) {
+      accumulate(r, acc, b_.CreateLoad(st, b_.CreateInBoundsGEP(st, part, b_.CreateAdd(b_.CreateMul(o, c.i64(each)), j))));
+    });
+    c.store(t, b_.CreateLoad(st, acc), buffer(r.value), o);
+  });
 }
 
 /// A reduction over axes that are not trailing: loops over the result, and

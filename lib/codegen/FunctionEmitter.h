@@ -128,6 +128,11 @@ private:
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
   void emitTileCombine(const Kernel& k);
+  /// acc = combine(acc, x) for reduction root r (acc: a scalar slot).
+  void accumulate(const LoopRoot& r, llvm::Value* acc, llvm::Value* x);
+  /// Reduction root r's partial results at `part`, `each` per element of its
+  /// result, combined in order into its `kept` elements.
+  void combinePartials(LowerCtx& c, const LoopRoot& r, llvm::Value* part, int64_t kept, int64_t each);
   /// The context of an out-of-line function (a chunk, a row group's block, a
   /// tile epilogue): an array of these buffers' pointers, then the scratch
   /// pointer, then `extra` slots, filled here.

@@ -189,20 +189,8 @@ void FunctionEmitter::emitParallelLoop(const Kernel& k) {
   b_.CreateCall(pf, {chunkFn_[i], ctx, c.i64(k.chunks)});
   // Partial results combine in chunk order, whichever threads made them.
   std::size_t p = 0;
-  for (const LoopRoot& r : k.roots) {
-    if (!r.reduction || !k.partials) continue;
-    const DType t = f_.type(r.value).dtype;
-    EmitBase eb = base(*r.op);
-    const ops::ReduceHooks& rh = *ops::info(r.op->kind).hooks.reduce;
-    llvm::Value* acc = entryAlloca(c.scalarType(t), 1);
-    b_.CreateStore(rh.identity(eb, t), acc);
-    llvm::Value* part = partials[p++];
-    c.loop(k.chunks, [&](llvm::Value* ci) {
-      llvm::Value* x = b_.CreateLoad(c.scalarType(t), b_.CreateInBoundsGEP(c.scalarType(t), part, ci));
-      b_.CreateStore(rh.combine(eb, t, b_.CreateLoad(c.scalarType(t), acc), x), acc);
-    });
-    c.store(t, b_.CreateLoad(c.scalarType(t), acc), buffer(r.value), c.i64(0));
-  }
+  for (const LoopRoot& r : k.roots)
+    if (r.reduction && k.partials) combinePartials(c, r, partials[p++], 1, k.chunks);
 }
 
 void FunctionEmitter::emitRowGroupFunctions() {
