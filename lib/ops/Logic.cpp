@@ -28,13 +28,15 @@ template <class Cmp> std::vector<Array> evalCompare(const EvalCtx& c) {
   return {mapBinary(c.args[0], c.args[1], DType::i1, [](auto a, auto b) { return Cmp{}(a, b); })};
 }
 
-/// Lowers a comparison: ordered float predicate (une for "ne"), signed int predicate.
+/// Lowers a comparison: ordered float predicate (une for "ne"), signed int
+/// predicate; i1 orders false < true, so its orderings compare unsigned
+/// (eq and ne have no signedness to change).
 template <llvm::CmpInst::Predicate F, llvm::CmpInst::Predicate I>
 llvm::Value* lowerCompare(ScalarCtx& c) {
   llvm::Value *a = c.args[0], *b = c.args[1];
   if (is_floating(c.argType(0))) return c.b.CreateFCmp(F, a, b);
   llvm::CmpInst::Predicate p = I;
-  if (c.argType(0) == DType::i1) p = llvm::CmpInst::getUnsignedPredicate(I);
+  if (c.argType(0) == DType::i1 && llvm::ICmpInst::isSigned(I)) p = llvm::CmpInst::getUnsignedPredicate(I);
   return c.b.CreateICmp(p, a, b);
 }
 

@@ -13,6 +13,19 @@
 
 namespace adjit::test {
 
+/// A one-op function @f applying the elementwise op `name` of `arity`
+/// operands to f64[3] parameters: the table tests' example for ops that
+/// carry none of their own.
+inline std::string elementwiseExample(std::string_view name, int arity) {
+  std::string params, args;
+  for (int i = 0; i < arity; ++i) {
+    params += (i ? ", %" : "%") + std::to_string(i) + ": f64[3]";
+    args += (i ? ", %" : "%") + std::to_string(i);
+  }
+  return "func @f(" + params + ") -> (f64[3]) {\n  %r = " + std::string(name) + "(" + args +
+         ") : f64[3]\n  return %r\n}\n";
+}
+
 /// Op kinds seen in any module checked through `check3`.
 std::set<ir::OpKind>& exercisedOps();
 

@@ -8,6 +8,7 @@
 #include "ir/Verifier.h"
 #include "jit/Engine.h"
 #include "ops/OpTable.h"
+#include "Check.h"
 
 #include <doctest/doctest.h>
 
@@ -25,15 +26,6 @@ namespace {
 constexpr double kFdToleranceF64 = 1e-6;
 constexpr double kFdToleranceF32 = 2e-2;
 constexpr double kJitTolerance = 1e-9;
-
-std::string synthesized(const ops::OpInfo& info) {
-  std::string body, params;
-  for (int i = 0; i < info.arity; ++i) params += (i ? ", %" : "%") + std::to_string(i) + ": f64[3]";
-  std::string args;
-  for (int i = 0; i < info.arity; ++i) args += (i ? ", %" : "%") + std::to_string(i);
-  return "func @f(" + params + ") -> (f64[3]) {\n  %r = " + std::string(info.name) + "(" + args +
-         ") : f64[3]\n  return %r\n}\n";
-}
 
 std::vector<Array> randomArgs(const ir::Function& f, std::mt19937& rng) {
   std::uniform_real_distribution<double> d(0.3, 1.7); // inside every op's domain, away from kinks
@@ -126,7 +118,7 @@ template <class Check> void forEachDifferentiableOp(Check check) {
     if (info.has(ops::kNonDifferentiable)) continue;
     std::string text;
     if (info.hooks.example) text = info.hooks.example;
-    else if (info.has(ops::kElementwise) && info.arity >= 1) text = synthesized(info);
+    else if (info.has(ops::kElementwise) && info.arity >= 1) text = test::elementwiseExample(info.name, info.arity);
     INFO("op " << info.name);
     REQUIRE_MESSAGE(!text.empty(), "op " << info.name << " needs an `example` in its table entry");
     check(k, info, text);
