@@ -123,6 +123,16 @@ void meetDtypes(TraceState& s, const char* op, std::vector<Tensor*> xs, const Lo
   }
 }
 
+/// `xs` with their weakly typed members given the dtype of the first strong
+/// one, for the ops that take a list of tensors (meetDtypes).
+std::vector<Tensor> metDtypes(const char* op, std::vector<Tensor> xs, const Location& loc) {
+  if (xs.empty()) return xs;
+  std::vector<Tensor*> ptrs;
+  for (Tensor& x : xs) ptrs.push_back(&x);
+  meetDtypes(stateOf({&xs[0]}, op, loc), op, std::move(ptrs), loc);
+  return xs;
+}
+
 Tensor binary(const char* op, OpKind k, const Tensor& a0, const Tensor& b0, const Location& loc) {
   TraceState& s = stateOf({&a0, &b0}, op, loc);
   Tensor a = a0, b = b0;
@@ -280,12 +290,13 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<i
   return emit(s, OpKind::Pad, {x}, std::move(a), loc);
 }
 
-Tensor pad_sum(const std::vector<Tensor>& xs, const Shape& shape, const std::vector<std::vector<int64_t>>& low,
+Tensor pad_sum(const std::vector<Tensor>& xs0, const Shape& shape, const std::vector<std::vector<int64_t>>& low,
                const std::vector<std::vector<int64_t>>& interior, SrcLoc l) {
   Location loc = L(l);
-  if (xs.empty()) throw Error("pad_sum: expected at least one tensor", loc);
-  TraceState& s = stateOf({&xs[0]}, "pad_sum", loc);
-  for (const Tensor& x : xs) detail::traceOf(x, "pad_sum", loc);
+  if (xs0.empty()) throw Error("pad_sum: expected at least one tensor", loc);
+  TraceState& s = stateOf({&xs0[0]}, "pad_sum", loc);
+  for (const Tensor& x : xs0) detail::traceOf(x, "pad_sum", loc);
+  const std::vector<Tensor> xs = metDtypes("pad_sum", xs0, loc);
   if (low.size() != xs.size() || (!interior.empty() && interior.size() != xs.size()))
     throw Error(fmt::format("pad_sum: expected one row of low{} per tensor ({}), got {}{}",
                             interior.empty() ? "" : " and of interior", xs.size(), low.size(),
@@ -403,20 +414,22 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vect
   return emit(s, OpKind::Slice, {x}, std::move(a), loc);
 }
 
-Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis, SrcLoc l) {
+Tensor concatenate(const std::vector<Tensor>& xs0, int64_t axis, SrcLoc l) {
   Location loc = L(l);
-  if (xs.empty()) throw Error("concatenate: expected at least one tensor", loc);
-  TraceState& s = stateOf({&xs[0]}, "concatenate", loc);
-  for (const Tensor& x : xs) detail::traceOf(x, "concatenate", loc);
+  if (xs0.empty()) throw Error("concatenate: expected at least one tensor", loc);
+  TraceState& s = stateOf({&xs0[0]}, "concatenate", loc);
+  for (const Tensor& x : xs0) detail::traceOf(x, "concatenate", loc);
+  const std::vector<Tensor> xs = metDtypes("concatenate", xs0, loc);
   if (xs.size() == 1) return xs[0];
   ir::Attrs a;
   a.set("axis", normalizeAxis("concatenate", axis, xs[0].rank(), loc));
   return emit(s, OpKind::Concatenate, xs, std::move(a), loc);
 }
 
-Tensor stack(const std::vector<Tensor>& xs, int64_t axis, SrcLoc l) {
+Tensor stack(const std::vector<Tensor>& xs0, int64_t axis, SrcLoc l) {
   Location loc = L(l);
-  if (xs.empty()) throw Error("stack: expected at least one tensor", loc);
+  if (xs0.empty()) throw Error("stack: expected at least one tensor", loc);
+  const std::vector<Tensor> xs = metDtypes("stack", xs0, loc);
   int64_t ax = normalizeAxis("stack", axis, xs[0].rank() + 1, loc);
   std::vector<Tensor> parts;
   for (const Tensor& x : xs) {
@@ -623,8 +636,9 @@ Tensor log_softmax(const Tensor& x, std::vector<int64_t> axes, SrcLoc l) {
   return sub(x, logsumexp(x, std::move(axes), true, l), l);
 }
 
-Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands, SrcLoc l) {
+Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands0, SrcLoc l) {
   Location loc = L(l);
+  const std::vector<Tensor> operands = metDtypes("einsum", operands0, loc);
   auto fail = [&](const std::string& why) -> Error { return Error(fmt::format("einsum \"{}\": {}", spec, why), loc); };
   if (spec.find("...") != std::string::npos) throw fail("'...' is not supported; name every axis");
   const std::size_t arrow = spec.find("->");
@@ -704,9 +718,11 @@ Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands, SrcL
 
 Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) { return matmul(a, b, MatmulOptions{}, l); }
 
-Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o, SrcLoc l) {
+Tensor matmul(const Tensor& a0, const Tensor& b0, MatmulOptions o, SrcLoc l) {
   Location loc = L(l);
-  TraceState& s = stateOf({&a, &b}, "matmul", loc);
+  TraceState& s = stateOf({&a0, &b0}, "matmul", loc);
+  Tensor a = a0, b = b0;
+  meetDtypes(s, "matmul", {&a, &b}, loc);
   auto flags = [&] {
     return std::string(o.transpose_a ? " with transpose_a" : "") +
            (o.transpose_b ? (o.transpose_a ? " and transpose_b" : " with transpose_b") : "");

@@ -157,6 +157,14 @@ TEST_CASE("full without a dtype takes the dtype of the tensor it meets") {
   check3([](V v) { return where(v[0] > 1.5, v[0], full({3}, 0.25)); }, {f64({1, 2, 3})}, f64({0.25, 2, 3}));
   check3([](V v) { return clip(v[0], full({}, 0.0), full({}, 2.0)); }, {f64({-1, 1, 3})}, f64({0, 1, 2}));
   check3([](V v) { return full({2}, 3.0) * v[0]; }, {i32({4, -5})}, i32({12, -15}));
+  // The ops of several operands meet it too: products, lists of tensors.
+  check3([](V v) { return matmul(full({1, 2}, 2.0), reshape(v[0], {2, 1})); }, {f64({1, 2})}, f64({6}, {1, 1}));
+  check3([](V v) { return matmul(reshape(v[0], {1, 2}), full({1, 2}, 0.5), {.transpose_b = true}); }, {f64({1, 2})},
+         f64({1.5}, {1, 1}));
+  check3([](V v) { return einsum("i,i->", {full({2}, 3.0), v[0]}); }, {f64({1, 2})}, f64({9}, {}));
+  check3([](V v) { return concatenate({full({1}, 7.0), v[0]}); }, {f64({1, 2})}, f64({7, 1, 2}));
+  check3([](V v) { return stack({v[0], full({2}, 7.0)}); }, {f64({1, 2})}, f64({1, 2, 7, 7}, {2, 2}));
+  check3([](V v) { return pad_sum({full({1}, 7.0), v[0]}, {3}, {{0}, {1}}); }, {i32({1, 2})}, i32({7, 1, 2}));
   // On its own, or with another weak value, it is f32; with a dtype it is strong.
   check3([](V) { return full({2}, 1.5) + full({2}, 1.0); }, {f64({0})}, f32({2.5, 2.5}));
   CHECK_THROWS_WITH_AS(trace([](Tensor x) { return x + full({3}, 2.0, DType::f32); }, Type{DType::f64, {3}}),
