@@ -121,7 +121,8 @@ void configureModule(llvm::Module& m, const llvm::TargetMachine& tm) {
 /// GVN, jump threading, correlated-value propagation, reassociation, DSE,
 /// memcpy optimisation, loop idiom recognition and unswitching, and the
 /// interprocedural passes (IPSCCP, globalopt, attribute inference beyond
-/// function-attrs). On the unrolled LSTM's gradient (bench/compile) the
+/// function-attrs); and the SLP vectoriser, for correctness (see optimize).
+/// On the unrolled LSTM's gradient (bench/compile) the
 /// optimiser takes ~55 instead of ~85 ms per part, for the same machine code
 /// speed. Levels 1 and 3 keep LLVM's own pipelines.
 static std::string adjitO2Pipeline() {
@@ -142,7 +143,7 @@ static std::string adjitO2Pipeline() {
          // Vectorisation (with the vector math mappings) and its clean-up.
          ",float2int,loop(loop-rotate<header-duplication>,loop-deletion),inject-tli-mappings,loop-vectorize,"
          "infer-alignment,loop-load-elim," +
-         combine + "," + simplifyLate + ",slp-vectorizer,vector-combine," + combine +
+         combine + "," + simplifyLate + ",vector-combine," + combine +
          ",loop-mssa(licm<allowspeculation>),instsimplify," + simplify + "),globaldce";
 }
 
@@ -153,7 +154,16 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = level >= 2;
-  pto.SLPVectorization = level >= 2;
+  // No SLP vectorisation, at any level: LLVM 19's SLP vectoriser builds
+  // shuffles that drop lanes of gathered operands (the known miscompiles
+  // llvm/llvm-project#117170, #125259, #135113, fixed after 19.1.7). adjit
+  // met one: a 4x4 matmul fully unrolled before a switch had lanes of its
+  // result built from poison at -O2 on AVX-512 (test_codegen, "the SLP
+  // vectoriser"). adjit's loops are vectorised by the loop vectoriser; SLP
+  // only packed what full unrolling left straight-line. Measured without it
+  // (adjit_adbench, one thread, in a noisy minute): GMM unchanged, BA's and
+  // LSTM's derivatives 5-15% slower.
+  pto.SLPVectorization = false;
   // No late unrolling: after vectorisation, LLVM's LoopUnrollPass unrolls
   // loops of known trip count again (partially, by 4-8 on Zen 4) to fill the
   // core's loop buffer. Our loops are already vectorised and interleaved, so

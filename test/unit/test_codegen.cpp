@@ -1013,3 +1013,27 @@ TEST_CASE("a matmul's reducing consumer folds each tile into partial results, th
   check([](Tensor x, Tensor w, Tensor y) { return std::make_tuple(sum(matmul(x, w) * y), y * 2); }, xi, wi, yi);
   check([](Tensor x, Tensor w, Tensor y) { return std::make_tuple(max(matmul(x, w) - y, {-1}), y * 2); }, xi, wi, yi);
 }
+
+TEST_CASE("the SLP vectoriser is off: a small product before a switch keeps every lane, at every level") {
+  // LLVM 19's SLP vectoriser built the lower-right 2x2 of e @ e^T from poison
+  // here at -O2 on AVX-512 (the unrolled 4x4 product, gathered into <8 x
+  // double> shuffles). Every level and the CPU levels CTest runs this under
+  // (unit.x86-64-v2, -v3) must agree with the interpreter.
+  auto f = [](Tensor x, Tensor k) {
+    Tensor e = x * x;
+    Tensor m = matmul(e, e, {.transpose_b = true});
+    Tensor r = switch_case(k, std::tuple{[](Tensor t) { return t; }, [](Tensor t) { return sin(t); }}, m);
+    return std::pair{r, matmul(r, e)};
+  };
+  const Array x = f64({0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}, {4, 2});
+  const Module m = trace(f, x.type(), Type{DType::i32, {}});
+  for (int32_t k : {0, 1}) {
+    const std::vector<Array> want = m.interpret("f", {x, Array(k)});
+    for (int level = 0; level <= 3; ++level) {
+      INFO("-O" << level << ", branch " << k);
+      auto [r, y] = jit(f, {.opt_level = level})(x, Array(k));
+      ADJIT_CHECK_CLOSE(r, want[0], 1e-12);
+      ADJIT_CHECK_CLOSE(y, want[1], 1e-12);
+    }
+  }
+}
