@@ -443,6 +443,8 @@ bool Planner::storeSharedComputedTwice(const std::vector<Unit>& units) {
   for (std::size_t u = 0; u < units.size(); ++u) {
     ++gen_;
     stack_.clear();
+    // A Lower or Reduction kernel (no roots) computes its op's fused operands.
+    if (units[u].roots.empty()) stack_.assign(units[u].op->operands.begin(), units[u].op->operands.end());
     for (const LoopRoot& r : units[u].roots)
       for (ValueId o : r.op->operands) stack_.push_back(o);
     while (!stack_.empty()) {
