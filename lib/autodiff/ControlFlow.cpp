@@ -126,8 +126,22 @@ struct ScanSplit {
   std::vector<Type> stacked; ///< per-step types of the stacked residuals
 };
 
-ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const Location& loc) {
-  const std::string key = fmt::format("@{} {} {}", body, k, c);
+/// Which of a scan's operands want a cotangent: all, or those the reverse
+/// driver asks for. A const or slice nobody asks for gets no accumulator in
+/// the backward loop: its cotangent is not computed at all (a constant
+/// exponent's `dy * log(x) * y` would be NaN for x < 0, and a second
+/// derivative multiplying it by zero would be NaN too). Carries always get
+/// one: the cotangent of each step's carry feeds the step before.
+using Wanted = std::vector<char>;
+bool wants(const Wanted& w, std::size_t i) { return w.empty() || w[i]; }
+std::string maskKey(const Wanted& w) {
+  std::string key;
+  for (char c : w) key += c ? '1' : '0';
+  return key;
+}
+
+ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const Location& loc, const Wanted& wanted = {}) {
+  const std::string key = fmt::format("@{} {} {} {}", body, k, c, maskKey(wanted));
   if (std::string f = derived("scanfwd " + key); !f.empty()) {
     const ir::Function& F = fn(f);
     ScanSplit s{f, derived("scanbwd " + key), {}};
@@ -155,9 +169,13 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
   // floating consts, carries, xs and ys (fy counts from 0, not from the carries)
   const std::vector<std::size_t> fk = floatingAmong(params, 0, k), fc = floatingAmong(params, k, k + c),
                                  fx = floatingAmong(params, k + c, k + c + x), fy = floatingAmong(outs, c, nOut);
+  // The floating consts whose cotangents are accumulated, as indices into fk.
+  std::vector<std::size_t> wk;
+  for (std::size_t i = 0; i < fk.size(); ++i)
+    if (wants(wanted, fk[i])) wk.push_back(i);
   std::vector<Type> types = slice(params, 0, k);
   for (std::size_t i : fc) types.push_back(params[k + i]);
-  for (std::size_t i : fk) types.push_back(params[i]);
+  for (std::size_t i : wk) types.push_back(params[fk[i]]);
   for (std::size_t i = 0; i < x; ++i) types.push_back(params[k + c + i]);
   types.insert(types.end(), s.stacked.begin(), s.stacked.end());
   for (std::size_t i : fy) types.push_back(outs[c + i]);
@@ -168,7 +186,7 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
       at += n;
       return v;
     };
-    const std::vector<Tensor> consts = take(k), dcarry = take(fc.size()), dconst = take(fk.size()), xs = take(x),
+    const std::vector<Tensor> consts = take(k), dcarry = take(fc.size()), dconst = take(wk.size()), xs = take(x),
                               stacked = take(s.stacked.size()), dys = take(fy.size());
     std::vector<Tensor> args;
     std::size_t st = 0;
@@ -181,8 +199,9 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
     args.insert(args.end(), dys.begin(), dys.end());
     std::vector<Tensor> dx = call(split.bwd, args, loc); // per floating parameter: consts, carries, xs
     std::vector<Tensor> r = slice(dx, fk.size(), fc.size());
-    for (std::size_t i = 0; i < fk.size(); ++i) r.push_back(add(dconst[i], dx[i]));
-    for (std::size_t i = 0; i < fx.size(); ++i) r.push_back(dx[fk.size() + fc.size() + i]);
+    for (std::size_t j = 0; j < wk.size(); ++j) r.push_back(add(dconst[j], dx[wk[j]]));
+    for (std::size_t i = 0; i < fx.size(); ++i)
+      if (wants(wanted, k + c + fx[i])) r.push_back(dx[fk.size() + fc.size() + i]);
     return r;
   });
   current().module->derived["scanfwd " + key] = s.fwd;
@@ -192,7 +211,8 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
 }
 
 /// Operand cotangents of the scan op `opIndex` of the current trace.
-std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts) {
+std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts,
+                                          const Wanted& wanted = {}) {
   TraceState& s = current();
   const auto [site, k, c, x, n, reverse] = scanSite(opIndex);
   const Location& loc = site.loc;
@@ -206,12 +226,12 @@ std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector
   ScanSplit split;
   if (!base.empty() && !residualCts) { // differentiated before: reuse its residuals
     body = base;
-    split = scanSplit(body, k, c, loc);
+    split = scanSplit(body, k, c, loc, wanted);
     withDy = nRes - r0;
     stacks = slice(site.results, withDy, r0);
   } else { // rebind to the forward that also stacks its residuals
     body = site.callees[0];
-    split = scanSplit(body, k, c, loc);
+    split = scanSplit(body, k, c, loc, wanted);
     withDy = nRes;
     ir::Op& live = s.fn->ops[opIndex];
     live.callees = {split.fwd};
@@ -230,7 +250,7 @@ std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector
   for (std::size_t i = 0; i < c; ++i)
     if (floating(s.fn->type(site.operands[k + i]))) operands.push_back(ct(i)), ++carries;
   for (std::size_t i = 0; i < k; ++i)
-    if (floating(s.fn->type(site.operands[i]))) operands.push_back(zeros_like(T(site.operands[i]))), ++carries;
+    if (floating(s.fn->type(site.operands[i])) && wants(wanted, i)) operands.push_back(zeros_like(T(site.operands[i]))), ++carries;
   for (std::size_t i = 0; i < x; ++i) operands.push_back(T(site.operands[k + c + i]));
   for (ir::ValueId v : stacks) operands.push_back(T(v));
   for (std::size_t i = c; i < withDy; ++i)
@@ -247,9 +267,9 @@ std::vector<std::optional<Tensor>> scanAt(std::size_t opIndex, const std::vector
   for (std::size_t i = 0; i < c; ++i)
     if (floating(s.fn->type(site.operands[k + i]))) out[k + i] = r[at++];
   for (std::size_t i = 0; i < k; ++i)
-    if (floating(s.fn->type(site.operands[i]))) out[i] = r[at++];
+    if (floating(s.fn->type(site.operands[i])) && wants(wanted, i)) out[i] = r[at++];
   for (std::size_t i = 0; i < x; ++i)
-    if (floating(s.fn->type(site.operands[k + c + i]))) out[k + c + i] = r[at++];
+    if (floating(s.fn->type(site.operands[k + c + i])) && wants(wanted, k + c + i)) out[k + c + i] = r[at++];
   return out;
 }
 
@@ -542,7 +562,10 @@ SwitchSplit switchSplit(const std::vector<std::string>& branches, const Location
 void scanVjp(const VjpCtx& c) {
   const ir::Op& op = current().fn->ops[c.opIndex];
   const bool binomial = op.attrs.has("snapshots") && !op.attrs.has("residuals") && op.attrs.integer("length") > 0;
-  addGrads(c, binomial ? binomialAt(c.opIndex, resultCts(c)) : scanAt(c.opIndex, resultCts(c)));
+  if (binomial) return addGrads(c, binomialAt(c.opIndex, resultCts(c)));
+  Wanted wanted(c.op.operands.size());
+  for (std::size_t i = 0; i < wanted.size(); ++i) wanted[i] = c.wants(i);
+  addGrads(c, scanAt(c.opIndex, resultCts(c), wanted));
 }
 
 void switchVjp(const VjpCtx& c) {

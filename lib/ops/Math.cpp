@@ -243,15 +243,20 @@ void defineMathOps(Table& t) {
         return std::nullopt;
       },
       .scalar = libmCall, .libm = {"pow", 2, true},
-      // d x^y = y x^(y-1) dx + ln(x) x^y dy; each guarded where it would be 0 * inf
+      // d x^y = y x^(y-1) dx + ln(x) x^y dy; dx guarded where it would be 0 * inf.
+      // The dy term is 0 for x <= 0, as in TensorFlow: x^y is real there only
+      // at integer y, where it has no derivative in y. Its log reads a safe
+      // 1 there, so no derivative of it is NaN either (a constant exponent
+      // inside a loop body gets this cotangent; a second derivative
+      // multiplies it by zero).
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
           Tensor x = c.x(0), y = c.x(1);
           return where(y == 0, zeros_like(x), c.dy() * y * pow(x, y - 1));
         });
         c.grad(1, [&] {
-          Tensor x = c.x(0);
-          return where(x == 0, zeros_like(x), c.dy() * log(x) * c.y());
+          Tensor x = c.x(0), positive = x > 0;
+          return where(positive, c.dy() * log(where(positive, x, ones_like(x))) * c.y(), zeros_like(x));
         });
       },
   });

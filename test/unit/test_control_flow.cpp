@@ -710,3 +710,27 @@ TEST_CASE("forward mode through control flow: loops carry tangents, keep no resi
   check_grads(loss, Array(0.7), {.order = 2, .modes = {"fwd", "rev"}});
   ADJIT_CHECK_CLOSE(hessian(loss)(Array(0.7)), jacfwd([&](Tensor x) { return grad(loss)(x); })(Array(0.7)), 1e-12);
 }
+
+TEST_CASE("a constant exponent read by a loop body has no cotangent: second derivatives at negative bases are finite") {
+  // The exponent is a const operand of the scan; its cotangent dy log(x) y is
+  // NaN for x < 0 unless guarded, and second order multiplies it by zero.
+  auto f = [](Tensor x) {
+    Tensor two = full({}, 2.0, DType::f64);
+    auto [c, ys] = scan([&](Tensor c, Tensor s) { return std::pair{c, pow(x * s, two)}; }, full({}, 0.0, DType::f64),
+                        full({2}, 1.0, DType::f64));
+    return sum(ys); // 2 x^2
+  };
+  for (double x0 : {-0.5, 0.5, 0.0}) {
+    INFO("x = " << x0);
+    const Array x(x0);
+    CHECK(grad(f)(x).item<double>() == doctest::Approx(4 * x0));
+    CHECK(hessian(f)(x).item<double>() == doctest::Approx(4));
+    CHECK(grad(grad(f))(x).item<double>() == doctest::Approx(4));
+    CHECK(hvp(f)(x, Array(1.0)).item<double>() == doctest::Approx(4));
+  }
+  // The exponent's own gradient: ln(x) x^y for x > 0, 0 for x <= 0 (TensorFlow's convention).
+  auto g = grad([](Tensor x, Tensor y) { return pow(x, y); }, argnums<1>);
+  CHECK(g(Array(2.0), Array(3.0)).item<double>() == doctest::Approx(std::log(2.0) * 8));
+  CHECK(g(Array(-2.0), Array(3.0)).item<double>() == 0);
+  CHECK(g(Array(0.0), Array(3.0)).item<double>() == 0);
+}
