@@ -694,10 +694,20 @@ void whileVjp(const VjpCtx& c) {
   attrs.set("carries", static_cast<int64_t>(carries + 1));
   attrs.set("length", limit);
   attrs.set("reverse", false);
-  create(ir::OpKind::Scan, operands, std::move(attrs), {step}, loc);
+  const std::vector<Tensor> steps = create(ir::OpKind::Scan, operands, std::move(attrs), {step}, loc);
+  const std::size_t scanIndex = s.fn->ops.size() - 1;
+  // The loop went on past `limit` steps if it still ran at the last one and
+  // its condition holds after it: while_loop's error, here too, since a
+  // gradient alone never runs the original loop.
+  std::vector<Tensor> finals = slice(operands, 0, k);
+  for (std::size_t i = 0; i < carries; ++i) finals.push_back(steps[i]);
+  const Tensor running = logical_and(steps[carries], reshape(call(condName, finals, loc)[0], {}));
+  ir::Attrs check;
+  check.set("max_iterations", limit);
+  create(ir::OpKind::LoopLimit, {running}, std::move(check), {}, loc);
   std::vector<std::optional<Tensor>> cts = resultCts(c);
   cts.push_back(std::nullopt);
-  std::vector<std::optional<Tensor>> dxs = scanAt(s.fn->ops.size() - 1, cts);
+  std::vector<std::optional<Tensor>> dxs = scanAt(scanIndex, cts);
   dxs.pop_back();
   addGrads(c, dxs);
 }

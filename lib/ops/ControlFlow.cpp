@@ -413,6 +413,39 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
   // carry) and dconst at zeros (one per floating const). Keeping the stack
   // inside one op keeps every value of the IR statically shaped, and a split
   // VJP (vjp on Arrays, --vjp bundles) needs no state between its halves.
+  // loop_limit(%running) {max_iterations}: while_loop's error at the op's
+  // location when %running (i1, one element) is true. The reverse of a
+  // bounded while loop runs max_iterations steps of it as a scan; the
+  // original loop may be dropped as unused, so this op asks after the scan
+  // whether the loop would have gone on. No results; not pure, so kept.
+  set(t, OpKind::LoopLimit, {
+      .infer = [](const InferCtx& c) {
+        if (c.operands[0].dtype != DType::i1 || c.operands[0].size() != 1)
+          c.fail("expected an i1 tensor with one element, got {}", c.operands[0].str());
+        if (c.integer("max_iterations") < 0) c.fail("max_iterations must be at least 0, got {}", c.integer("max_iterations"));
+        return std::vector<Type>{};
+      },
+      .eval = [](const EvalCtx& c) {
+        if (scalarOf(c.args[0]) != 0) throw Error(autodiff::loopLimitMessage(c.op.attrs.integer("max_iterations")), c.op.loc);
+        return std::vector<Array>{};
+      },
+      .fold = noFold,
+      .lower = [](LowerCtx& c) {
+        llvm::Function* fn = c.b.GetInsertBlock()->getParent();
+        auto* over = llvm::BasicBlock::Create(c.ctx(), "loop.limit", fn);
+        auto* done = llvm::BasicBlock::Create(c.ctx(), "loop.limit.done", fn);
+        c.b.CreateCondBr(c.load(DType::i1, c.operandBuffer(0), c.i64(0)), over, done);
+        c.b.SetInsertPoint(over);
+        reportAtOp(c, "adjit_loop_limit", c.i64(c.op.attrs.integer("max_iterations")));
+        c.b.CreateBr(done);
+        c.b.SetInsertPoint(done);
+      },
+      .example = R"(func @f(%0: i1[]) -> () {
+  loop_limit(%0) {max_iterations = 3}
+  return
+})",
+  });
+
   set(t, OpKind::WhileVjp, {
       .infer = [](const InferCtx& c) {
         if (c.callees.size() != 3) c.fail("expected a condition, a forward and a backward function, got {} functions", c.callees.size());

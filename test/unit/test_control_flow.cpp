@@ -734,3 +734,39 @@ TEST_CASE("a constant exponent read by a loop body has no cotangent: second deri
   CHECK(g(Array(-2.0), Array(3.0)).item<double>() == 0);
   CHECK(g(Array(0.0), Array(3.0)).item<double>() == 0);
 }
+
+TEST_CASE("a gradient through a while_loop that hits max_iterations raises the loop's error, however it is run") {
+  // grad never runs the original loop (it is unused): the bounded reverse
+  // runs max_iterations steps as a scan and must ask whether the loop went on.
+  const auto line = static_cast<uint32_t>(__LINE__) + 2;
+  auto f = [](Tensor x, Tensor c) {
+    return while_loop([](Tensor t) { return t < 1000.0; }, [&](Tensor t) { return t * c; }, x, {.max_iterations = 12});
+  };
+  const std::string message = "while_loop: the loop did not end within max_iterations = 12 iterations";
+  auto g = grad(f, argnums<0, 1>);
+  auto atLine = [&](auto run) {
+    try {
+      run();
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find(message) != std::string::npos);
+      return e.location().line;
+    }
+    return uint32_t{0};
+  };
+  // 1.5^17 < 1000 <= 1.5^18: 18 trips needed.
+  CHECK(atLine([&] { g(Array(1.0), Array(1.5)); }) == line);
+  CHECK(atLine([&] { jit(g, {.opt_level = 0})(Array(1.0), Array(1.5)); }) == line);
+  CHECK(atLine([&] { value_and_grad(f)(Array(1.0), Array(1.5)); }) == line);
+  CHECK(atLine([&] { trace(g, Type{DType::f64, {}}, Type{DType::f64, {}}).interpret("f", {Array(1.0), Array(1.5)}); }) == line);
+  CHECK(atLine([&] {
+          auto [y, back] = vjp(f, Array(1.0), Array(1.5));
+          back(Array(1.0));
+        }) == line);
+  // Within the bound, including exactly 12 trips (1.8^11 < 1000 <= 1.8^12), no error and the right gradient.
+  for (const double c : {2.0, 1.8}) {
+    const double trips = c == 2.0 ? 10 : 12;
+    auto [dx, dc] = g(Array(1.0), Array(c));
+    CHECK(dx.item<double>() == doctest::Approx(std::pow(c, trips)));
+    CHECK(dc.item<double>() == doctest::Approx(trips * std::pow(c, trips - 1)));
+  }
+}

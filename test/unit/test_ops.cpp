@@ -581,6 +581,16 @@ TEST_CASE("calls: a jitted function used inside another trace") {
   check3([inner](V v) { return inner(v[0]) * 2; }, {f32({1, 2, 3})}, f32({4, 10, 20}));
 }
 
+TEST_CASE("loop_limit: the gradient of a bounded while_loop asks whether the loop went on") {
+  // x -> 2x until x >= 100: 1 takes 7 trips; d/dx = 2^7.
+  auto f = [](Tensor x) {
+    return while_loop([](Tensor t) { return t < 100.0; }, [](Tensor t) { return t * 2.0; }, x, {.max_iterations = 7});
+  };
+  check3([&](V v) { return grad(f)(v[0]); }, {f64({1})}, f64({128}));
+  CHECK_THROWS_WITH_AS(check3([&](V v) { return grad(f)(v[0]); }, {f64({0.5})}, f64({256})),
+                       doctest::Contains("did not end within max_iterations = 7"), Error);
+}
+
 TEST_CASE("every op in the table is exercised by the tests above") {
   for (ir::OpKind k : ops::allOps()) {
     INFO("op " << ops::info(k).name << " has no test");

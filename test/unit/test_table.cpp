@@ -192,11 +192,16 @@ TEST_CASE("every op, on every dtype its type rule accepts, computes compiled wha
         }
         args.push_back(std::move(a));
       }
-      const std::vector<Array> want = ir::interpret(*m, "f", args);
       std::shared_ptr<engine::Kernel> kernel = engine::compile({*m, "f"});
       std::vector<detail::Leaf> leaves;
       for (const Array& a : args) leaves.push_back({a.raw(), &a.type()});
-      std::vector<Array> got;
+      std::vector<Array> want, got;
+      try {
+        want = ir::interpret(*m, "f", args);
+      } catch (const Error& e) { // an op that raises on these values (loop_limit): so must its code
+        CHECK_THROWS_WITH_AS(engine::run(*kernel, leaves, got), e.what(), Error);
+        continue;
+      }
       engine::run(*kernel, leaves, got);
       REQUIRE(got.size() == want.size());
       for (std::size_t o = 0; o < got.size(); ++o) ADJIT_CHECK_CLOSE(got[o], want[o], 1e-5);
