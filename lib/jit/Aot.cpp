@@ -251,7 +251,9 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   checkExportable(*m);
   // Optimise a copy, as the JIT does.
   auto opt = m->clone();
-  transforms::runPipeline(*opt, transforms::defaultPipeline());
+  transforms::PipelineOptions passes;
+  passes.subject = "ahead of time " + r.source;
+  transforms::runPipeline(*opt, transforms::defaultPipeline(), passes);
 
   llvm::LLVMContext ctx;
   llvm::Module lm("adjit", ctx);

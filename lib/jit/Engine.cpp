@@ -360,7 +360,9 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   t0 = Clock::now();
   std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
   if (ir::verifyAfterPasses()) ir::verify(*m);
-  transforms::runPipeline(*m, transforms::defaultPipeline());
+  transforms::PipelineOptions passes;
+  passes.subject = r.function + sig; // names the function in ADJIT_LOG=passes lines
+  transforms::runPipeline(*m, transforms::defaultPipeline(), passes);
   ++passRuns;
   fn = m->lookup(r.function); // r.module's may be gone; the passes keep its signature
   ADJIT_ASSERT(fn, "compile: the passes removed @" + r.function);

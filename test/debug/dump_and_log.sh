@@ -1,8 +1,9 @@
 #!/bin/sh
 # ADJIT_DUMP writes every stage of a compilation; ADJIT_LOG=compile logs one line
-# per compilation. usage: dump_and_log.sh QUICKSTART ADJIT_CLI SCRATCH_DIR
+# per compilation, ADJIT_LOG=passes one per pass.
+# usage: dump_and_log.sh QUICKSTART ADJIT_CLI SCRATCH_DIR AUTODIFF_EXAMPLE
 set -eu
-quickstart=$1; cli=$2; dir=$3
+quickstart=$1; cli=$2; dir=$3; autodiff=$4
 rm -rf "$dir"
 ADJIT_DUMP="$dir" ADJIT_LOG=compile "$quickstart" >/dev/null 2>"$dir.log"
 grep -E '^\[adjit:compile\] f\(f32\[4\], f32\[\]\) -> \(f32\[\]\): trace [0-9.]+ ms, key [0-9.]+ ms, passes [0-9.]+ ms, llvm [0-9.]+ ms \(plan [0-9.]+, lower [0-9.]+, optimise [0-9.]+, codegen [0-9.]+\), link [0-9.]+ ms, cache miss$' "$dir.log"
@@ -15,6 +16,23 @@ grep -q '^plan @f: ' "$dir"/f.*.3-plan.txt
 "$cli" opt "$dir"/f.*.1-traced.adj --passes= >/dev/null
 grep -q 'loc("' "$dir"/f.*.1-traced.adj
 grep -q '_ZGV' "$dir"/f.*.6-asm.s || grep -q 'log1pf' "$dir"/f.*.6-asm.s
+# ADJIT_LOG=passes: each line names the function and signature compiled (with
+# no disk cache, whose hits run no passes).
+ADJIT_CACHE_DIR= ADJIT_LOG=passes "$quickstart" >/dev/null 2>"$dir.passes"
+all=$(grep -c '^\[adjit:passes\] ' "$dir.passes")
+named=$(grep -cE '^\[adjit:passes\] f\(f32\[4\], f32\[\]\) -> \(f32\[\]\): [a-z-]+: [0-9.]+ ms$' "$dir.passes")
+[ "$all" -gt 0 ] && [ "$all" = "$named" ] || { echo "passes lines without their function"; cat "$dir.passes"; exit 1; }
+# An unknown ADJIT_LOG value is one warning per process; the known ones still log.
+ADJIT_LOG=pases "$quickstart" >/dev/null 2>"$dir.unknown"
+[ "$(cat "$dir.unknown")" = "adjit: warning: ADJIT_LOG: unknown value 'pases' ignored (known: compile, passes, all)" ] ||
+  { echo "expected one warning for ADJIT_LOG=pases"; cat "$dir.unknown"; exit 1; }
+grep -qFf "$dir.unknown" "$(dirname "$0")/../../docs/errors.md" || { echo "docs/errors.md does not show the ADJIT_LOG warning"; exit 1; }
+ADJIT_LOG=compile,bogus,nope "$autodiff" >/dev/null 2>"$dir.unknown"
+[ "$(grep -c 'adjit: warning: ADJIT_LOG' "$dir.unknown")" = 1 ] &&
+  grep -q "^adjit: warning: ADJIT_LOG: unknown values 'bogus', 'nope' ignored (known: compile, passes, all)$" "$dir.unknown" &&
+  grep -q '^\[adjit:compile\] ' "$dir.unknown" || { echo "expected one warning for bogus and nope, and compile lines"; cat "$dir.unknown"; exit 1; }
+ADJIT_LOG=compile,passes,all "$quickstart" >/dev/null 2>"$dir.unknown"
+! grep -q warning "$dir.unknown" || { echo "warning for known ADJIT_LOG values"; cat "$dir.unknown"; exit 1; }
 # A dump directory that cannot be made: one warning line, and the program still runs.
 ADJIT_DUMP=/proc/adjit-no-such-dir "$quickstart" >/dev/null 2>"$dir.warn"
 [ "$(grep -c 'adjit: warning: ADJIT_DUMP: cannot write files in' "$dir.warn")" = 1 ] || { echo "expected one ADJIT_DUMP warning"; cat "$dir.warn"; exit 1; }

@@ -16,6 +16,7 @@ namespace {
 struct Row {
   std::string input;
   std::function<void()> run;
+  std::string printed; ///< without `run`: what a program run elsewhere prints (see printedBy)
 };
 struct Section {
   std::string title, intro;
@@ -65,6 +66,11 @@ Row adj(const std::string& text) {
 const Type F3{DType::f32, {3}}, F4{DType::f32, {4}}, I3{DType::i32, {3}};
 
 #define CPP(code) Row{#code, [] { code; }}
+
+/// A mistake made outside this process (an environment variable, say) and
+/// what it prints. The test named in the section's intro
+/// checks that the program prints exactly this: it greps for its output here.
+Row printedBy(const std::string& input, const std::string& printed) { return {input, nullptr, printed}; }
 
 std::vector<Section> sections() {
   return {
@@ -142,6 +148,12 @@ std::vector<Section> sections() {
            CPP(jit([](Tensor a) { debug_callback([](const std::vector<Array>&) { throw std::runtime_error("disk full"); }, {a}); return a; })(Array(1.0f))),
            CPP(Tensor t; (void)exp(t)),
        }},
+      {"Environment variables",
+       "A value adjit cannot use is a warning on stderr, once per process, and the program runs on. "
+       "`test/debug/dump_and_log.sh` checks that these lines are printed.",
+       {
+           printedBy("ADJIT_LOG=pases", "adjit: warning: ADJIT_LOG: unknown value 'pases' ignored (known: compile, passes, all)"),
+       }},
   };
 }
 
@@ -156,7 +168,7 @@ std::string render() {
        "pinned by `test/ir/cli-errors.adj`.\n";
   for (const Section& s : sections()) {
     o << "\n## " << s.title << "\n\n" << s.intro << "\n\n| input | error |\n| --- | --- |\n";
-    for (const Row& r : s.rows) o << "| " << cell(r.input) << " | " << cell(errorText(r.run)) << " |\n";
+    for (const Row& r : s.rows) o << "| " << cell(r.input) << " | " << cell(r.run ? errorText(r.run) : r.printed) << " |\n";
   }
   return o.str();
 }

@@ -205,6 +205,7 @@ int runOpt(const Args& a) {
   o.printAfterAll = a.printAfterAll;
   o.verifyEach = true; // a pass producing invalid IR is named, with the offending op
   o.print = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
+  o.subject = a.file;
   // Passes are verified after each run; a failure names the offending op.
   transforms::runPipeline(m.impl(), passes, o);
   ir::verify(m.impl());
