@@ -4,6 +4,7 @@
 //   adjit dump    FILE --emit=KIND [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
 //   adjit run     FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
 //   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
+//   adjit --version
 #include "autodiff/Reverse.h"
 #include "ir/Dot.h"
 #include "ir/Text.h"
@@ -16,6 +17,7 @@
 #include <adjit/adjit.h>
 
 #include <fmt/format.h>
+#include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING
 
 #include <cstdio>
 #include <cstring>
@@ -33,7 +35,7 @@ using namespace adjit;
 struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu;
   std::vector<std::string> fns, grads, jvps, vjps, values;
-  bool printAfterAll = false, help = false, passesGiven = false, threads = false;
+  bool printAfterAll = false, help = false, version = false, passesGiven = false, threads = false;
   int opt = 2;
 };
 
@@ -56,6 +58,7 @@ Args parseArgs(int argc, char** argv) {
       return std::nullopt;
     };
     if (s == "--help" || s == "-h") a.help = true;
+    else if (s == "--version") a.version = true;
     else if (auto v = value("--passes")) a.passes = *v, a.passesGiven = true;
     else if (s == "--print-after-all") a.printAfterAll = true;
     else if (s == "--threads") a.threads = true;
@@ -190,7 +193,10 @@ const char* kUsage =
     "  run      run a function through the JIT and print its outputs\n"
     "  compile  compile functions to an object file and a C header\n"
     "\n"
-    "Run 'adjit <command> --help' for a command's options.\n";
+    "Run 'adjit <command> --help' for a command's options, 'adjit --version' for adjit's and LLVM's versions.\n";
+
+/// adjit's version (CMake's project version) and the LLVM it was built with.
+void printVersion() { std::printf("adjit %s\nLLVM %s\n", ADJIT_VERSION, LLVM_VERSION_STRING); }
 
 int runOpt(const Args& a) {
   if (a.help) {
@@ -356,7 +362,15 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
+    if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
+      printVersion();
+      return 0;
+    }
     Args a = parseArgs(argc, argv);
+    if (a.version) {
+      printVersion();
+      return 0;
+    }
     if (a.command == "opt") return runOpt(a);
     if (a.command == "dump") return runDump(a);
     if (a.command == "run") return runRun(a);
