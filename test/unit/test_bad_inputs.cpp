@@ -67,8 +67,8 @@ const Type F3{DType::f32, {3}}, F4{DType::f32, {4}}, I3{DType::i32, {3}};
 
 #define CPP(code) Row{#code, [] { code; }}
 
-/// A mistake made outside this process (an environment variable, say) and
-/// what it prints. The test named in the section's intro
+/// A mistake made outside this process (a command line, an environment
+/// variable) and what it prints. The test named in the section's intro
 /// checks that the program prints exactly this: it greps for its output here.
 Row printedBy(const std::string& input, const std::string& printed) { return {input, nullptr, printed}; }
 
@@ -148,6 +148,14 @@ std::vector<Section> sections() {
            CPP(jit([](Tensor a) { debug_callback([](const std::vector<Array>&) { throw std::runtime_error("disk full"); }, {a}); return a; })(Array(1.0f))),
            CPP(Tensor t; (void)exp(t)),
        }},
+      {"The adjit command",
+       "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-help.adj` checks "
+       "that the command prints these lines.",
+       {
+           printedBy("adjit dump f.adj --emt=llvm",
+                     "adjit: error: unknown option '--emt=llvm'; did you mean '--emit'? (see 'adjit --help')"),
+           printedBy("adjit dmup f.adj", "adjit: error: unknown command 'dmup'; did you mean 'dump'? (see 'adjit --help')"),
+       }},
       {"Environment variables",
        "A value adjit cannot use is a warning on stderr, once per process, and the program runs on. "
        "`test/debug/dump_and_log.sh` checks that these lines are printed.",
@@ -165,7 +173,7 @@ std::string render() {
        "`ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"`.\n\n"
        "Every mistake is an `adjit::Error` (`what()` is the whole line, `message()` and `location()` its parts); "
        "`your.cpp:LINE` stands for the line of your code that made the call. Errors of the `adjit` command line are "
-       "pinned by `test/ir/cli-errors.adj`.\n";
+       "pinned by `test/ir/cli-*.adj`; *The adjit command* below shows some.\n";
   for (const Section& s : sections()) {
     o << "\n## " << s.title << "\n\n" << s.intro << "\n\n| input | error |\n| --- | --- |\n";
     for (const Row& r : s.rows) o << "| " << cell(r.input) << " | " << cell(r.run ? errorText(r.run) : r.printed) << " |\n";

@@ -19,11 +19,14 @@
 #include <fmt/format.h>
 #include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -41,6 +44,35 @@ struct Args {
 
 [[noreturn]] void usageError(const std::string& msg) { throw Error(msg + " (see 'adjit --help')"); }
 
+/// The edit distance between two words: how many letters to insert, delete,
+/// replace or swap with their neighbour ("dmup" is one edit from "dump").
+std::size_t editDistance(std::string_view a, std::string_view b) {
+  // d[i][j]: the distance between the first i letters of a and the first j of b.
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+/// "; did you mean 'X'?" for the known word nearest to `word`, when it is
+/// near enough to be a typing mistake (one edit per three letters, at least
+/// one), else "". One-letter words (-o) are never suggested: any letter is one edit away.
+std::string suggestion(std::string_view word, const std::vector<std::string_view>& known) {
+  std::string_view best;
+  std::size_t bestDistance = SIZE_MAX;
+  for (std::string_view k : known) {
+    const std::size_t letters = k.size() - std::min(k.find_first_not_of('-'), k.size());
+    const std::size_t d = editDistance(word, k);
+    if (letters > 1 && d <= std::max<std::size_t>(1, letters / 3) && d < bestDistance) best = k, bestDistance = d;
+  }
+  return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
+}
+
 Args parseArgs(int argc, char** argv) {
   Args a;
   std::vector<std::string> av(argv + 1, argv + argc);
@@ -48,20 +80,26 @@ Args parseArgs(int argc, char** argv) {
   a.command = av[0];
   for (std::size_t i = 1; i < av.size(); ++i) {
     const std::string& s = av[i];
+    std::vector<std::string_view> known; // every option tried below, for suggestions
+    auto is = [&](std::string_view flag) {
+      known.push_back(flag);
+      return s == flag;
+    };
     // --flag=VALUE or --flag VALUE
-    auto value = [&](const std::string& flag) -> std::optional<std::string> {
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      known.push_back(flag);
       if (s == flag) {
-        if (i + 1 >= av.size()) usageError("option " + flag + " needs a value");
+        if (i + 1 >= av.size()) usageError("option " + s + " needs a value");
         return av[++i];
       }
-      if (s.rfind(flag + "=", 0) == 0) return s.substr(flag.size() + 1);
+      if (s.size() > flag.size() && s.starts_with(flag) && s[flag.size()] == '=') return s.substr(flag.size() + 1);
       return std::nullopt;
     };
-    if (s == "--help" || s == "-h") a.help = true;
-    else if (s == "--version") a.version = true;
+    if (is("--help") || is("-h")) a.help = true;
+    else if (is("--version")) a.version = true;
     else if (auto v = value("--passes")) a.passes = *v, a.passesGiven = true;
-    else if (s == "--print-after-all") a.printAfterAll = true;
-    else if (s == "--threads") a.threads = true;
+    else if (is("--print-after-all")) a.printAfterAll = true;
+    else if (is("--threads")) a.threads = true;
     else if (auto v = value("--emit")) a.emit = *v;
     else if (auto v = value("--fn")) a.fns.push_back(*v);
     else if (auto v = value("--grad")) a.grads.push_back(*v);
@@ -72,7 +110,8 @@ Args parseArgs(int argc, char** argv) {
     else if (auto v = value("--target-cpu")) a.cpu = *v;
     else if (auto v = value("-o")) a.output = *v;
     else if (s.size() == 3 && s[0] == '-' && s[1] == 'O' && s[2] >= '0' && s[2] <= '3') a.opt = s[2] - '0';
-    else if (!s.empty() && s[0] == '-') usageError("unknown option '" + s + "'");
+    else if (!s.empty() && s[0] == '-') // (--emt=llvm is compared as --emt)
+      usageError("unknown option '" + s + "'" + suggestion(std::string_view(s).substr(0, s.find('=')), known));
     else if (a.file.empty()) a.file = s;
     else usageError("unexpected argument '" + s + "'");
   }
@@ -375,7 +414,7 @@ int main(int argc, char** argv) {
     if (a.command == "dump") return runDump(a);
     if (a.command == "run") return runRun(a);
     if (a.command == "compile") return runCompile(a);
-    usageError("unknown command '" + a.command + "'");
+    usageError("unknown command '" + a.command + "'" + suggestion(a.command, {"opt", "dump", "run", "compile"}));
   } catch (const Error& e) {
     std::fprintf(stderr, "adjit: %s\n", e.what());
     return 1;
