@@ -149,9 +149,11 @@ std::vector<Section> sections() {
            CPP(Tensor t; (void)exp(t)),
        }},
       {"The adjit command",
-       "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-help.adj` checks "
-       "that the command prints these lines.",
+       "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-derived.adj` and "
+       "`cli-help.adj` check that the command prints these lines.",
        {
+           printedBy("adjit dump f.adj --emit=llvm --fn f.grad",
+                     "adjit: error: dump: no function named @f.grad (functions: @f); --passes='grad(f)' makes it"),
            printedBy("adjit dump f.adj --emt=llvm",
                      "adjit: error: unknown option '--emt=llvm'; did you mean '--emit'? (see 'adjit --help')"),
            printedBy("adjit dmup f.adj", "adjit: error: unknown command 'dmup'; did you mean 'dump'? (see 'adjit --help')"),

@@ -1,8 +1,8 @@
 // tools/adjit — the adjit command: inspect, transform, run and compile `.adj`
 // IR files ahead of time.
 //   adjit opt     FILE [--passes=P,...] [--print-after-all]
-//   adjit dump    FILE --emit=KIND [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
-//   adjit run     FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
+//   adjit dump    FILE --emit=KIND [--passes=P,...] [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
+//   adjit run     FILE [--passes=P,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
 //   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
 //   adjit --version
 #include "autodiff/Reverse.h"
@@ -149,15 +149,42 @@ std::string functionNames(const Module& m) {
   return names;
 }
 
+/// The pass that adds a function named @F.<suffix> to a module with @F.
+const char* derivingPass(std::string_view suffix) {
+  static const std::pair<std::string_view, const char*> kDerived[] = {
+      {"grad", "grad"}, {"jvp", "jvp"}, {"vjp", "vjp"}, {"fwd", "vjp-split"},
+      {"bwd", "vjp-split"}, {"primal", "linearize"}, {"linear", "linearize"}};
+  for (const auto& [s, pass] : kDerived)
+    if (s == suffix) return pass;
+  return nullptr;
+}
+
 std::string pickFunction(const Module& m, const std::vector<std::string>& fns, const char* cmd) {
   if (fns.size() > 1) usageError(std::string(cmd) + ": one --fn, please");
   if (fns.empty()) {
     if (m.function_names().empty()) throw Error(std::string(cmd) + ": the module has no functions");
     return m.function_names().front();
   }
-  if (!m.impl().lookup(fns[0]))
-    throw Error(fmt::format("{}: no function named @{} (functions: {})", cmd, fns[0], functionNames(m)));
-  return fns[0];
+  const std::string& name = fns[0];
+  if (!m.impl().lookup(name)) {
+    // @f.grad and its kin exist once their pass has run: say which.
+    std::string hint;
+    if (auto dot = name.rfind('.'); dot != std::string::npos && m.impl().lookup(name.substr(0, dot)))
+      if (const char* pass = derivingPass(std::string_view(name).substr(dot + 1)))
+        hint = fmt::format("; --passes='{}({})' makes it", pass, name.substr(0, dot));
+    throw Error(fmt::format("{}: no function named @{} (functions: {}){}", cmd, name, functionNames(m), hint));
+  }
+  return name;
+}
+
+/// Runs --passes, if given, before a command picks its function: --fn may
+/// then name a function they add (@f.grad after grad(f)).
+void runRequestedPasses(Module& m, const Args& a) {
+  if (!a.passesGiven) return;
+  transforms::PipelineOptions o;
+  o.verifyEach = true;
+  o.subject = a.file;
+  transforms::runPipeline(m.impl(), splitPasses(a.passes), o);
 }
 
 /// Writes files atomically: each goes to a temporary file beside it, renamed
@@ -260,7 +287,9 @@ int runOpt(const Args& a) {
 
 int runDump(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit dump FILE --emit=KIND [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\nkinds, in pipeline order:\n");
+    std::printf("usage: adjit dump FILE --emit=KIND [--passes=P1,P2,...] [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\n"
+                "--passes runs first (as in 'adjit opt'), so --fn may name a function they add:\n"
+                "--passes='grad(f)' --fn f.grad.\n\nkinds, in pipeline order:\n");
     for (const EmitKind& k : kEmitKinds) std::printf("  %-9s %-5s %s\n", k.name, k.extension, k.description);
     return 0;
   }
@@ -272,6 +301,7 @@ int runDump(const Args& a) {
   }
   if (!kind) usageError("dump: unknown --emit kind '" + a.emit + "' (known: " + known + ")");
   Module m = loadModule(a, "dump");
+  runRequestedPasses(m, a);
   const std::string emit = kind->name;
   if (emit == "adj") {
     if (!a.fns.empty()) pickFunction(m, a.fns, "dump"); // a named function must exist
@@ -326,12 +356,14 @@ Array parseArg(const std::string& spec) {
 
 int runRun(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit run FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]\n\n"
+    std::printf("usage: adjit run FILE [--passes=P1,P2,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]\n\n"
                 "Runs @NAME through the JIT and prints each output. Each --arg is comma-separated\n"
-                "values and a type, as in --arg 1,2,3:f32[3] or --arg 2.5:f64[].\n");
+                "values and a type, as in --arg 1,2,3:f32[3] or --arg 2.5:f64[]. --passes runs first,\n"
+                "so --fn may name a function they add: --passes='grad(f)' --fn f.grad.\n");
     return 0;
   }
   Module m = loadModule(a, "run");
+  runRequestedPasses(m, a);
   std::string fn = pickFunction(m, a.fns, "run");
   const ir::Function& f = *m.impl().lookup(fn);
   std::vector<Array> args;
