@@ -149,9 +149,27 @@ std::vector<Section> sections() {
            CPP(Tensor t; (void)exp(t)),
        }},
       {"The adjit command",
-       "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-derived.adj` and "
-       "`cli-help.adj` check that the command prints these lines.",
+       "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-argnums.adj`, "
+       "`cli-derived.adj` and `cli-help.adj` check that the command prints these lines; `model.adj` holds "
+       "`@f(x: f64[2], n: i32[], w: f64[2]) -> f64[]` and `@h() -> f64[]`.",
        {
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0,3",
+                     "adjit: error: compile: --argnums '0,3' for --grad f: @f has 3 inputs, so expected 0 to 2, got 3"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0,2,0",
+                     "adjit: error: compile: --argnums '0,2,0' for --grad f: expected each input once, got 0 twice"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 1",
+                     "adjit: error: compile: --argnums '1' for --grad f: input 1 of @f is i32[], expected a floating-point input"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0,x",
+                     "adjit: error: compile: --argnums '0,x' for --grad f: expected input numbers separated by commas, such as "
+                     "0,2, got 'x' (see 'adjit --help')"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --argnums 0 --grad f",
+                     "adjit: error: --argnums '0' must follow the --grad it applies to, as in --grad f --argnums 0,2 (see "
+                     "'adjit --help')"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0 --grad f",
+                     "adjit: error: compile: --grad f is given twice, with --argnums '0' and no --argnums: expected one set of "
+                     "inputs for its f_grad"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad h --argnums 0",
+                     "adjit: error: compile: --argnums '0' for --grad h: @h has no inputs, got input 0"),
            printedBy("adjit dump f.adj --emit=llvm --fn f.grad",
                      "adjit: error: dump: no function named @f.grad (functions: @f); --passes='grad(f)' makes it"),
            printedBy("adjit dump f.adj --emt=llvm",

@@ -3,7 +3,7 @@
 //   adjit opt     FILE [--passes=P,...] [--print-after-all]
 //   adjit dump    FILE --emit=KIND [--passes=P,...] [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
 //   adjit run     FILE [--passes=P,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
-//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
+//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
 //   adjit --version
 #include "autodiff/Reverse.h"
 #include "ir/Dot.h"
@@ -20,6 +20,7 @@
 #include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -35,9 +36,16 @@ using namespace adjit;
 
 // ---- arguments ----------------------------------------------------------------
 
+/// A --grad NAME and the --argnums that followed it, if any.
+struct GradFlag {
+  std::string name;
+  std::optional<std::string> argnums;
+};
+
 struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu;
-  std::vector<std::string> fns, grads, jvps, vjps, values;
+  std::vector<std::string> fns, jvps, vjps, values;
+  std::vector<GradFlag> grads;
   bool printAfterAll = false, help = false, version = false, passesGiven = false, threads = false;
   int opt = 2;
 };
@@ -102,8 +110,12 @@ Args parseArgs(int argc, char** argv) {
     else if (is("--threads")) a.threads = true;
     else if (auto v = value("--emit")) a.emit = *v;
     else if (auto v = value("--fn")) a.fns.push_back(*v);
-    else if (auto v = value("--grad")) a.grads.push_back(*v);
-    else if (auto v = value("--vjp")) a.vjps.push_back(*v);
+    else if (auto v = value("--grad")) a.grads.push_back({*v, std::nullopt});
+    else if (auto v = value("--argnums")) {
+      if (a.grads.empty()) usageError("--argnums '" + *v + "' must follow the --grad it applies to, as in --grad f --argnums 0,2");
+      if (a.grads.back().argnums) usageError("--argnums is given twice for --grad " + a.grads.back().name);
+      a.grads.back().argnums = *v;
+    } else if (auto v = value("--vjp")) a.vjps.push_back(*v);
     else if (auto v = value("--jvp")) a.jvps.push_back(*v);
     else if (auto v = value("--arg")) a.values.push_back(*v);
     else if (auto v = value("--header")) a.header = *v;
@@ -383,14 +395,49 @@ int runRun(const Args& a) {
   return 0;
 }
 
+/// The inputs of --argnums SPEC ("0,2") for --grad `name`, checked against
+/// @name's parameters when the module has it (else compileAot says it does not).
+std::vector<std::size_t> parseArgnums(const std::string& spec, const std::string& name, const Module& m) {
+  const std::string flag = fmt::format("compile: --argnums '{}' for --grad {}", spec, name);
+  std::vector<std::size_t> argnums;
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    std::size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(pos, end - pos);
+    std::size_t i = 0;
+    const auto [stop, ec] = std::from_chars(item.data(), item.data() + item.size(), i);
+    if (item.empty() || ec != std::errc() || stop != item.data() + item.size())
+      usageError(fmt::format("{}: expected input numbers separated by commas, such as 0,2, got '{}'", flag, item));
+    if (std::find(argnums.begin(), argnums.end(), i) != argnums.end())
+      throw Error(fmt::format("{}: expected each input once, got {} twice", flag, i));
+    argnums.push_back(i);
+    pos = end + 1;
+  }
+  const ir::Function* f = m.impl().lookup(name);
+  if (!f) return argnums;
+  for (std::size_t i : argnums) {
+    if (i >= f->params.size())
+      throw Error(f->params.empty() ? fmt::format("{}: @{} has no inputs, got input {}", flag, name, i)
+                                    : fmt::format("{}: @{} has {} input{}, so expected 0 to {}, got {}", flag, name, f->params.size(),
+                                                  f->params.size() > 1 ? "s" : "", f->params.size() - 1, i));
+    const Type& t = f->type(f->params[i]);
+    if (!is_floating(t.dtype))
+      throw Error(fmt::format("{}: input {} of @{} is {}, expected a floating-point input", flag, i, name, t.str()));
+  }
+  return argnums;
+}
+
 int runCompile(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]...\n"
-                "                     [--vjp NAME]...\n"
+    std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]...\n"
+                "                     [--jvp NAME]... [--vjp NAME]...\n"
                 "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU] [--threads]\n\n"
                 "Compiles functions of FILE into a relocatable object and a C header declaring them.\n"
                 "  --fn NAME    export @NAME (default: every function, unless --grad, --jvp or --vjp is given)\n"
                 "  --grad NAME  also export NAME_grad(x..., dx...), the gradient of a scalar-valued @NAME\n"
+                "  --argnums L  after --grad NAME: differentiate only the inputs of @NAME in the list L, such\n"
+                "               as 0,2 (counted from 0; floating ones); NAME_grad's dx are theirs, in that order\n"
                 "  --jvp NAME   also export NAME_jvp(x..., tx..., y..., ty...), forward mode: @NAME's outputs\n"
                 "               and their tangents along the tangents tx of its floating inputs\n"
                 "  --vjp NAME   export a gradient bundle: NAME, NAME_fwd (also filling a NAME_residuals\n"
@@ -409,7 +456,18 @@ int runCompile(const Args& a) {
   engine::AotRequest r;
   r.functions = a.fns;
   if (r.functions.empty() && a.grads.empty() && a.jvps.empty() && a.vjps.empty()) r.functions = m.function_names();
-  r.grads = a.grads;
+  for (const GradFlag& g : a.grads) {
+    std::optional<std::vector<std::size_t>> argnums;
+    if (g.argnums) argnums = parseArgnums(*g.argnums, g.name, m);
+    // One NAME_grad per name: the same --grad twice must ask for the same inputs.
+    auto same = std::find_if(a.grads.begin(), a.grads.end(), [&](const GradFlag& o) { return o.name == g.name; });
+    if (same->argnums != g.argnums)
+      throw Error(fmt::format("compile: --grad {} is given twice, with {} and {}: expected one set of inputs for its {}_grad",
+                              g.name, same->argnums ? "--argnums '" + *same->argnums + "'" : "no --argnums",
+                              g.argnums ? "--argnums '" + *g.argnums + "'" : "no --argnums", engine::cName(g.name)));
+    r.grads.push_back(g.name);
+    if (argnums) r.argnums[g.name] = *argnums;
+  }
   r.jvps = a.jvps;
   r.vjps = a.vjps;
   r.optLevel = a.opt;
