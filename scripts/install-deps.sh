@@ -4,7 +4,7 @@
 set -eu
 packages="cmake ninja-build g++ python3 llvm-19-dev llvm-19-tools libfmt-dev doctest-dev libopenblas-dev"
 # --ci: also what CI's sanitizer and fuzzing stages need (clang-19 and its libFuzzer runtime).
-[ "${1:-}" = "--ci" ] && packages="clang-19 libclang-rt-19-dev"
+[ "${1:-}" = "--ci" ] && packages="$packages clang-19 libclang-rt-19-dev"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
@@ -49,6 +50,39 @@ std::string cParams(const std::vector<Type>& in, const std::vector<Type>& out, c
   for (std::size_t i = 0; i < in.size(); ++i) s += fmt::format("{}const {}* {}{}", s.empty() ? "" : ", ", cType(in[i].dtype), inPrefix, i);
   for (std::size_t i = 0; i < out.size(); ++i) s += fmt::format("{}{}* {}{}", s.empty() ? "" : ", ", cType(out[i].dtype), outPrefix, i);
   return s.empty() ? "void" : s;
+}
+
+/// Input numbers as text: "0, 2".
+std::string listed(const std::vector<std::size_t>& argnums) {
+  std::string s;
+  for (std::size_t i : argnums) s += (s.empty() ? "" : ", ") + std::to_string(i);
+  return s;
+}
+
+/// The gradient of @name (one floating scalar result) with respect to its
+/// inputs `argnums` only, in that order: (x...) -> (dx...). Without argnums,
+/// autodiff::gradFunction's: every floating input.
+std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::vector<std::size_t>* argnums) {
+  if (!argnums) return autodiff::gradFunction(m, name);
+  const ir::Function& g = *m->lookup(name);
+  if (g.outputs.size() != 1 || g.type(g.outputs[0]).rank() != 0 || !is_floating(g.type(g.outputs[0]).dtype))
+    throw Error("grad: @" + name + " must return one floating-point scalar, but returns " + g.signature());
+  auto body = [argnums](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<ir::ValueId> xs;
+    for (ir::ValueId p : g.params) xs.push_back(scope.param(g.type(p)).id());
+    const std::vector<ir::ValueId> ys = autodiff::inlineFunction(scope.state().builder, g, xs);
+    autodiff::Request req;
+    req.end = scope.state().fn->ops.size();
+    req.targets = {ys[0]};
+    req.seeds = {std::nullopt};
+    for (std::size_t i : *argnums) req.sources.push_back(xs[i]);
+    const std::vector<std::optional<Tensor>> dx = autodiff::reverse(req);
+    std::vector<Tensor> out;
+    for (std::size_t k = 0; k < dx.size(); ++k) // zeros where the result does not depend on the input
+      out.push_back(dx[k] ? *dx[k] : zeros_like(detail::wrap(scope.state(), req.sources[k])));
+    return out;
+  };
+  return autodiff::derive(m, "grad", name, body, " argnums " + listed(*argnums));
 }
 
 /// Rejects what cannot run outside the process.
@@ -219,7 +253,8 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
     ir::fingerprint(*m, {.codeLocations = true}, hash);
     std::string material;
     for (const std::string& n : r.functions) material += "\nfunction " + n;
-    for (const std::string& n : r.grads) material += "\ngrad " + n;
+    for (const std::string& n : r.grads)
+      material += "\ngrad " + n + (r.argnums.count(n) ? " argnums " + listed(r.argnums.at(n)) : "");
     for (const std::string& n : r.jvps) material += "\njvp " + n;
     for (const std::string& n : r.vjps) material += "\nvjp " + n;
     material += fmt::format("\nO{} guard {} source {} threads {}\n{}\n{}", r.optLevel, r.headerGuard, r.source, r.threads,
@@ -244,14 +279,19 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   // hold functions called like @f.grad).
   std::map<std::string, std::string> gradOf, jvpOf;
   std::map<std::string, autodiff::SplitVjp> splitOf;
-  for (const std::string& n : r.grads) gradOf[n] = autodiff::gradFunction(m, need(n).name);
+  for (const std::string& n : r.grads) {
+    auto wrt = r.argnums.find(n);
+    gradOf[n] = gradFunction(m, need(n).name, wrt == r.argnums.end() ? nullptr : &wrt->second);
+  }
   for (const std::string& n : r.jvps) jvpOf[n] = autodiff::jvpFunction(m, need(n).name);
   for (const std::string& n : r.vjps) splitOf[n] = autodiff::splitVjp(m, need(n).name);
   ir::verify(*m);
   checkExportable(*m);
   // Optimise a copy, as the JIT does.
   auto opt = m->clone();
-  transforms::runPipeline(*opt, transforms::defaultPipeline());
+  transforms::PipelineOptions passes;
+  passes.subject = "ahead of time " + r.source;
+  transforms::runPipeline(*opt, transforms::defaultPipeline(), passes);
 
   llvm::LLVMContext ctx;
   llvm::Module lm("adjit", ctx);
@@ -272,7 +312,12 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
                           cParams(f.paramTypes(), f.resultTypes()));
   };
   for (const std::string& n : r.functions) exportFunction(n, cName(n), "@" + n);
-  for (const std::string& n : r.grads) exportFunction(gradOf.at(n), cName(n) + "_grad", "the gradient of @" + n);
+  for (const std::string& n : r.grads)
+    exportFunction(gradOf.at(n), cName(n) + "_grad",
+                   "the gradient of @" + n +
+                       (r.argnums.count(n) ? fmt::format(" with respect to its input{} {}", r.argnums.at(n).size() > 1 ? "s" : "",
+                                                         listed(r.argnums.at(n)))
+                                           : ""));
   for (const std::string& n : r.jvps)
     exportFunction(jvpOf.at(n), cName(n) + "_jvp",
                    "forward mode of @" + n + ": its outputs and their tangents along the inputs' tangents (a tangent per floating input and output)");

@@ -5,6 +5,7 @@
 
 #include "ir/IR.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@ namespace adjit::engine {
 struct AotRequest {
   std::vector<std::string> functions; ///< exported as they are
   std::vector<std::string> grads;     ///< NAME: also NAME_grad (x...) -> (dx...)
+  /// Per name in grads, the inputs NAME_grad differentiates, in this order
+  /// (valid, distinct, floating); a name not here: every floating input.
+  std::map<std::string, std::vector<std::size_t>> argnums;
   std::vector<std::string> jvps;      ///< NAME: also NAME_jvp (x..., dx...) -> (y..., dy...), forward mode
   std::vector<std::string> vjps;      ///< NAME: a gradient bundle NAME_fwd / NAME_bwd / NAME_residuals
   int optLevel = 2;

@@ -21,6 +21,7 @@
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/MC/MCAsmInfo.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -127,6 +128,8 @@ Kernel::~Kernel() {
 namespace {
 
 std::atomic<uint64_t> memoryHits{0}, diskHits{0}, passRuns{0}, llvmRuns{0};
+/// Compilations dumped so far (ADJIT_DUMP): each one's files carry its number.
+std::atomic<uint64_t> dumps{0};
 
 /// The target part of cache keys for a CPU name (empty: the host), computed once.
 std::string targetKeyFor(const std::string& cpu) {
@@ -304,8 +307,12 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const ir::Function* fn = r.module.lookup(r.function);
   ADJIT_ASSERT(fn, "compile: no function @" + r.function);
   const std::string sig = fn->signature();
-  const std::string label = r.function + "." + hex(hashBytes(sig)).substr(0, 8);
+  const std::string sigHash = hex(hashBytes(sig)).substr(0, 8);
+  const std::string label = r.function + "." + sigHash;
   const bool dump = !dumpDirectory().empty();
+  // Numbered in the order compilations start, so that kernels of one name and
+  // signature (the grads of several functions, say) do not overwrite each other.
+  const std::string dumpLabel = dump ? fmt::format("{}.{}.{}", r.function, ++dumps, sigHash) : "";
   const bool cached = !stages && !dump; // inspection always compiles
   const bool log = logEnabled("compile");
 
@@ -319,6 +326,10 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const CacheKey ck = CacheKey::of(material);
   const uint64_t key = ck.hash;
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
+  // Each dump file opens with a comment (in its own syntax) naming what was compiled.
+  auto dumpStage = [&](const std::string& stage, std::string_view comment, const std::string& text) {
+    dumpFile(dumpLabel + "." + stage, fmt::format("{} adjit dump {}: {}{}, kernel {}\n{}", comment, dumpLabel, r.function, sig, symbol, text));
+  };
   std::string disk;
   if (cached) {
     {
@@ -356,17 +367,19 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   // The traced text is printed before the passes run on what may be the
   // traced module itself.
   if (stages) stages->traced_adj = ir::print(r.module, {.locations = true});
-  if (dump) dumpFile(label + ".1-traced.adj", ir::print(r.module, {.locations = true}));
+  if (dump) dumpStage("1-traced.adj", "//", ir::print(r.module, {.locations = true}));
   t0 = Clock::now();
   std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
   if (ir::verifyAfterPasses()) ir::verify(*m);
-  transforms::runPipeline(*m, transforms::defaultPipeline());
+  transforms::PipelineOptions passes;
+  passes.subject = r.function + sig; // names the function in ADJIT_LOG=passes lines
+  transforms::runPipeline(*m, transforms::defaultPipeline(), passes);
   ++passRuns;
   fn = m->lookup(r.function); // r.module's may be gone; the passes keep its signature
   ADJIT_ASSERT(fn, "compile: the passes removed @" + r.function);
   double passMs = msSince(t0);
   if (stages) stages->optimized_adj = ir::print(*m);
-  if (dump) dumpFile(label + ".2-optimized.adj", ir::print(*m, {.locations = true}));
+  if (dump) dumpStage("2-optimized.adj", "//", ir::print(*m, {.locations = true}));
 
   auto t1 = Clock::now();
   auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
@@ -377,11 +390,11 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, codegen::vectorUnit(*tm), true, (stages || dump) ? &plans : nullptr,
                                                   /*parallel=*/true, &planMs);
   if (stages) stages->plan = plans;
-  if (dump) dumpFile(label + ".3-plan.txt", plans);
+  if (dump) dumpStage("3-plan.txt", "//", plans);
   codegen::configureModule(lm, *tm);
   const double lowerMs = msSince(t1);
   if (stages) stages->llvm_ir = codegen::printLLVM(lm);
-  if (dump) dumpFile(label + ".4-llvm.ll", codegen::printLLVM(lm));
+  if (dump) dumpStage("4-llvm.ll", ";", codegen::printLLVM(lm));
   ++llvmRuns;
   std::vector<std::string> objects;
   double optMs = 0, emitMs = 0;
@@ -391,11 +404,11 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
     codegen::optimize(lm, *tm, r.optLevel);
     optMs = msSince(tOpt);
     if (stages) stages->optimized_llvm_ir = codegen::printLLVM(lm);
-    if (dump) dumpFile(label + ".5-llvm-opt.ll", codegen::printLLVM(lm));
+    if (dump) dumpStage("5-llvm-opt.ll", ";", codegen::printLLVM(lm));
     auto clone = llvm::CloneModule(lm);
     std::string s = codegen::emitAssembly(*clone, *tm);
     if (stages) stages->assembly = s;
-    if (dump) dumpFile(label + ".6-asm.s", s);
+    if (dump) dumpStage("6-asm.s", tm->getMCAsmInfo()->getCommentString(), s);
     auto tEmit = Clock::now();
     objects.push_back(codegen::emitObject(lm, *tm));
     emitMs = msSince(tEmit);
@@ -417,11 +430,11 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, passMs, llvmMs, linkMs});
   if (log)
     logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (plan {:.2f}, lower {:.2f}, {}), "
-                                   "link {:.2f} ms, cache miss{}",
+                                   "link {:.2f} ms, cache miss{}{}",
                                    r.function, sig, r.traceMs, keyMs, passMs, llvmMs, planMs, lowerMs - planMs,
                                    partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", optMs, partitions)
                                                   : fmt::format("optimise {:.2f}, codegen {:.2f}", optMs, emitMs),
-                                   linkMs, disk));
+                                   linkMs, disk, dump ? ", dump " + dumpLabel : ""));
   return kernel;
 }
 

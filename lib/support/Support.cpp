@@ -4,12 +4,14 @@
 
 #include <adjit/error.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <unordered_set>
+#include <vector>
 
 namespace adjit {
 
@@ -50,25 +52,46 @@ void assertionFailed(const char* cond, const char* file, int line, const std::st
   throw InternalError(s);
 }
 
+/// The channels ADJIT_LOG may name; "all" (or "1") names every one.
+constexpr std::string_view kLogChannels[] = {"compile", "passes"};
+
+/// The comma-separated items of an ADJIT_LOG setting (empty ones dropped).
+static std::vector<std::string_view> logItems(std::string_view s) {
+  std::vector<std::string_view> items;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string_view::npos) end = s.size();
+    if (end > pos) items.push_back(s.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return items;
+}
+
 static const std::string& logSetting() {
   static const std::string s = [] {
     const char* v = std::getenv("ADJIT_LOG");
-    return std::string(v ? v : "");
+    std::string setting = v ? v : "";
+    // A misspelt channel would log nothing, silently: say so once per process.
+    std::string unknown, known;
+    int count = 0;
+    for (std::string_view item : logItems(setting))
+      if (item != "all" && item != "1" && std::find(std::begin(kLogChannels), std::end(kLogChannels), item) == std::end(kLogChannels))
+        unknown += (count++ ? ", '" : "'") + std::string(item) + "'";
+    for (std::string_view c : kLogChannels) known += std::string(c) + ", ";
+    if (count)
+      std::fprintf(stderr, "adjit: warning: ADJIT_LOG: unknown value%s %s ignored (known: %sall)\n", count > 1 ? "s" : "",
+                   unknown.c_str(), known.c_str());
+    return setting;
   }();
   return s;
 }
 
 bool logEnabled(std::string_view channel) {
-  const std::string& s = logSetting();
-  if (s.empty()) return false;
-  if (s == "all" || s == "1") return true;
-  std::size_t pos = 0;
-  while (pos <= s.size()) {
-    std::size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    if (std::string_view(s).substr(pos, end - pos) == channel) return true;
-    pos = end + 1;
-  }
+  ADJIT_ASSERT(std::find(std::begin(kLogChannels), std::end(kLogChannels), channel) != std::end(kLogChannels),
+               "log channel '" + std::string(channel) + "' is not in kLogChannels");
+  for (std::string_view item : logItems(logSetting()))
+    if (item == channel || item == "all" || item == "1") return true;
   return false;
 }
 

@@ -47,6 +47,7 @@ struct PipelineOptions {
   bool printAfterAll = false;                 ///< print the IR after each pass
   bool verifyEach = false;                    ///< verify after each pass (always in debug builds)
   std::function<void(const std::string&)> print; ///< where printed IR goes
+  std::string subject; ///< what the passes run for (a function and its signature): starts each ADJIT_LOG=passes line
 };
 
 /// Runs passes by name, e.g. {"vjp(f)", "fold", "cse", "dce"}. Unknown names raise

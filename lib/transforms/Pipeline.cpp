@@ -74,7 +74,7 @@ void runPasses(ir::Module& m, const std::vector<std::pair<const Pass*, std::stri
     auto t0 = std::chrono::steady_clock::now();
     pass->run(m, arg);
     if (timing)
-      logLine("passes", fmt::format("{}: {:.3f} ms", spec,
+      logLine("passes", fmt::format("{}{}: {:.3f} ms", o.subject.empty() ? "" : o.subject + ": ", spec,
                                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     if (o.verifyEach || ir::verifyAfterPasses()) {
       try {

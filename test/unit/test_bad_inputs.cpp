@@ -16,6 +16,7 @@ namespace {
 struct Row {
   std::string input;
   std::function<void()> run;
+  std::string printed; ///< without `run`: what a program run elsewhere prints (see printedBy)
 };
 struct Section {
   std::string title, intro;
@@ -65,6 +66,11 @@ Row adj(const std::string& text) {
 const Type F3{DType::f32, {3}}, F4{DType::f32, {4}}, I3{DType::i32, {3}};
 
 #define CPP(code) Row{#code, [] { code; }}
+
+/// A mistake made outside this process (a command line, an environment
+/// variable) and what it prints. The test named in the section's intro
+/// checks that the program prints exactly this: it greps for its output here.
+Row printedBy(const std::string& input, const std::string& printed) { return {input, nullptr, printed}; }
 
 std::vector<Section> sections() {
   return {
@@ -142,6 +148,40 @@ std::vector<Section> sections() {
            CPP(jit([](Tensor a) { debug_callback([](const std::vector<Array>&) { throw std::runtime_error("disk full"); }, {a}); return a; })(Array(1.0f))),
            CPP(Tensor t; (void)exp(t)),
        }},
+      {"The adjit command",
+       "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-argnums.adj`, "
+       "`cli-derived.adj` and `cli-help.adj` check that the command prints these lines; `model.adj` holds "
+       "`@f(x: f64[2], n: i32[], w: f64[2]) -> f64[]` and `@h() -> f64[]`.",
+       {
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0,3",
+                     "adjit: error: compile: --argnums '0,3' for --grad f: @f has 3 inputs, so expected 0 to 2, got 3"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0,2,0",
+                     "adjit: error: compile: --argnums '0,2,0' for --grad f: expected each input once, got 0 twice"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 1",
+                     "adjit: error: compile: --argnums '1' for --grad f: input 1 of @f is i32[], expected a floating-point input"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0,x",
+                     "adjit: error: compile: --argnums '0,x' for --grad f: expected input numbers separated by commas, such as "
+                     "0,2, got 'x' (see 'adjit --help')"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --argnums 0 --grad f",
+                     "adjit: error: --argnums '0' must follow the --grad it applies to, as in --grad f --argnums 0,2 (see "
+                     "'adjit --help')"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad f --argnums 0 --grad f",
+                     "adjit: error: compile: --grad f is given twice, with --argnums '0' and no --argnums: expected one set of "
+                     "inputs for its f_grad"),
+           printedBy("adjit compile model.adj -o m.o --header m.h --grad h --argnums 0",
+                     "adjit: error: compile: --argnums '0' for --grad h: @h has no inputs, got input 0"),
+           printedBy("adjit dump f.adj --emit=llvm --fn f.grad",
+                     "adjit: error: dump: no function named @f.grad (functions: @f); --passes='grad(f)' makes it"),
+           printedBy("adjit dump f.adj --emt=llvm",
+                     "adjit: error: unknown option '--emt=llvm'; did you mean '--emit'? (see 'adjit --help')"),
+           printedBy("adjit dmup f.adj", "adjit: error: unknown command 'dmup'; did you mean 'dump'? (see 'adjit --help')"),
+       }},
+      {"Environment variables",
+       "A value adjit cannot use is a warning on stderr, once per process, and the program runs on. "
+       "`test/debug/dump_and_log.sh` checks that these lines are printed.",
+       {
+           printedBy("ADJIT_LOG=pases", "adjit: warning: ADJIT_LOG: unknown value 'pases' ignored (known: compile, passes, all)"),
+       }},
   };
 }
 
@@ -153,10 +193,10 @@ std::string render() {
        "`ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"`.\n\n"
        "Every mistake is an `adjit::Error` (`what()` is the whole line, `message()` and `location()` its parts); "
        "`your.cpp:LINE` stands for the line of your code that made the call. Errors of the `adjit` command line are "
-       "pinned by `test/ir/cli-errors.adj`.\n";
+       "pinned by `test/ir/cli-*.adj`; *The adjit command* below shows some.\n";
   for (const Section& s : sections()) {
     o << "\n## " << s.title << "\n\n" << s.intro << "\n\n| input | error |\n| --- | --- |\n";
-    for (const Row& r : s.rows) o << "| " << cell(r.input) << " | " << cell(errorText(r.run)) << " |\n";
+    for (const Row& r : s.rows) o << "| " << cell(r.input) << " | " << cell(r.run ? errorText(r.run) : r.printed) << " |\n";
   }
   return o.str();
 }

@@ -1,9 +1,10 @@
 // tools/adjit — the adjit command: inspect, transform, run and compile `.adj`
 // IR files ahead of time.
 //   adjit opt     FILE [--passes=P,...] [--print-after-all]
-//   adjit dump    FILE --emit=KIND [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
-//   adjit run     FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
-//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
+//   adjit dump    FILE --emit=KIND [--passes=P,...] [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
+//   adjit run     FILE [--passes=P,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
+//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
+//   adjit --version
 #include "autodiff/Reverse.h"
 #include "ir/Dot.h"
 #include "ir/Text.h"
@@ -16,12 +17,17 @@
 #include <adjit/adjit.h>
 
 #include <fmt/format.h>
+#include <llvm/Config/llvm-config.h> // LLVM_VERSION_STRING
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -30,14 +36,50 @@ using namespace adjit;
 
 // ---- arguments ----------------------------------------------------------------
 
+/// A --grad NAME and the --argnums that followed it, if any.
+struct GradFlag {
+  std::string name;
+  std::optional<std::string> argnums;
+};
+
 struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu;
-  std::vector<std::string> fns, grads, jvps, vjps, values;
-  bool printAfterAll = false, help = false, passesGiven = false, threads = false;
+  std::vector<std::string> fns, jvps, vjps, values;
+  std::vector<GradFlag> grads;
+  bool printAfterAll = false, help = false, version = false, passesGiven = false, threads = false;
   int opt = 2;
 };
 
 [[noreturn]] void usageError(const std::string& msg) { throw Error(msg + " (see 'adjit --help')"); }
+
+/// The edit distance between two words: how many letters to insert, delete,
+/// replace or swap with their neighbour ("dmup" is one edit from "dump").
+std::size_t editDistance(std::string_view a, std::string_view b) {
+  // d[i][j]: the distance between the first i letters of a and the first j of b.
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+/// "; did you mean 'X'?" for the known word nearest to `word`, when it is
+/// near enough to be a typing mistake (one edit per three letters, at least
+/// one), else "". One-letter words (-o) are never suggested: any letter is one edit away.
+std::string suggestion(std::string_view word, const std::vector<std::string_view>& known) {
+  std::string_view best;
+  std::size_t bestDistance = SIZE_MAX;
+  for (std::string_view k : known) {
+    const std::size_t letters = k.size() - std::min(k.find_first_not_of('-'), k.size());
+    const std::size_t d = editDistance(word, k);
+    if (letters > 1 && d <= std::max<std::size_t>(1, letters / 3) && d < bestDistance) best = k, bestDistance = d;
+  }
+  return best.empty() ? "" : fmt::format("; did you mean '{}'?", best);
+}
 
 Args parseArgs(int argc, char** argv) {
   Args a;
@@ -46,30 +88,42 @@ Args parseArgs(int argc, char** argv) {
   a.command = av[0];
   for (std::size_t i = 1; i < av.size(); ++i) {
     const std::string& s = av[i];
+    std::vector<std::string_view> known; // every option tried below, for suggestions
+    auto is = [&](std::string_view flag) {
+      known.push_back(flag);
+      return s == flag;
+    };
     // --flag=VALUE or --flag VALUE
-    auto value = [&](const std::string& flag) -> std::optional<std::string> {
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      known.push_back(flag);
       if (s == flag) {
-        if (i + 1 >= av.size()) usageError("option " + flag + " needs a value");
+        if (i + 1 >= av.size()) usageError("option " + s + " needs a value");
         return av[++i];
       }
-      if (s.rfind(flag + "=", 0) == 0) return s.substr(flag.size() + 1);
+      if (s.size() > flag.size() && s.starts_with(flag) && s[flag.size()] == '=') return s.substr(flag.size() + 1);
       return std::nullopt;
     };
-    if (s == "--help" || s == "-h") a.help = true;
+    if (is("--help") || is("-h")) a.help = true;
+    else if (is("--version")) a.version = true;
     else if (auto v = value("--passes")) a.passes = *v, a.passesGiven = true;
-    else if (s == "--print-after-all") a.printAfterAll = true;
-    else if (s == "--threads") a.threads = true;
+    else if (is("--print-after-all")) a.printAfterAll = true;
+    else if (is("--threads")) a.threads = true;
     else if (auto v = value("--emit")) a.emit = *v;
     else if (auto v = value("--fn")) a.fns.push_back(*v);
-    else if (auto v = value("--grad")) a.grads.push_back(*v);
-    else if (auto v = value("--vjp")) a.vjps.push_back(*v);
+    else if (auto v = value("--grad")) a.grads.push_back({*v, std::nullopt});
+    else if (auto v = value("--argnums")) {
+      if (a.grads.empty()) usageError("--argnums '" + *v + "' must follow the --grad it applies to, as in --grad f --argnums 0,2");
+      if (a.grads.back().argnums) usageError("--argnums is given twice for --grad " + a.grads.back().name);
+      a.grads.back().argnums = *v;
+    } else if (auto v = value("--vjp")) a.vjps.push_back(*v);
     else if (auto v = value("--jvp")) a.jvps.push_back(*v);
     else if (auto v = value("--arg")) a.values.push_back(*v);
     else if (auto v = value("--header")) a.header = *v;
     else if (auto v = value("--target-cpu")) a.cpu = *v;
     else if (auto v = value("-o")) a.output = *v;
     else if (s.size() == 3 && s[0] == '-' && s[1] == 'O' && s[2] >= '0' && s[2] <= '3') a.opt = s[2] - '0';
-    else if (!s.empty() && s[0] == '-') usageError("unknown option '" + s + "'");
+    else if (!s.empty() && s[0] == '-') // (--emt=llvm is compared as --emt)
+      usageError("unknown option '" + s + "'" + suggestion(std::string_view(s).substr(0, s.find('=')), known));
     else if (a.file.empty()) a.file = s;
     else usageError("unexpected argument '" + s + "'");
   }
@@ -107,15 +161,42 @@ std::string functionNames(const Module& m) {
   return names;
 }
 
+/// The pass that adds a function named @F.<suffix> to a module with @F.
+const char* derivingPass(std::string_view suffix) {
+  static const std::pair<std::string_view, const char*> kDerived[] = {
+      {"grad", "grad"}, {"jvp", "jvp"}, {"vjp", "vjp"}, {"fwd", "vjp-split"},
+      {"bwd", "vjp-split"}, {"primal", "linearize"}, {"linear", "linearize"}};
+  for (const auto& [s, pass] : kDerived)
+    if (s == suffix) return pass;
+  return nullptr;
+}
+
 std::string pickFunction(const Module& m, const std::vector<std::string>& fns, const char* cmd) {
   if (fns.size() > 1) usageError(std::string(cmd) + ": one --fn, please");
   if (fns.empty()) {
     if (m.function_names().empty()) throw Error(std::string(cmd) + ": the module has no functions");
     return m.function_names().front();
   }
-  if (!m.impl().lookup(fns[0]))
-    throw Error(fmt::format("{}: no function named @{} (functions: {})", cmd, fns[0], functionNames(m)));
-  return fns[0];
+  const std::string& name = fns[0];
+  if (!m.impl().lookup(name)) {
+    // @f.grad and its kin exist once their pass has run: say which.
+    std::string hint;
+    if (auto dot = name.rfind('.'); dot != std::string::npos && m.impl().lookup(name.substr(0, dot)))
+      if (const char* pass = derivingPass(std::string_view(name).substr(dot + 1)))
+        hint = fmt::format("; --passes='{}({})' makes it", pass, name.substr(0, dot));
+    throw Error(fmt::format("{}: no function named @{} (functions: {}){}", cmd, name, functionNames(m), hint));
+  }
+  return name;
+}
+
+/// Runs --passes, if given, before a command picks its function: --fn may
+/// then name a function they add (@f.grad after grad(f)).
+void runRequestedPasses(Module& m, const Args& a) {
+  if (!a.passesGiven) return;
+  transforms::PipelineOptions o;
+  o.verifyEach = true;
+  o.subject = a.file;
+  transforms::runPipeline(m.impl(), splitPasses(a.passes), o);
 }
 
 /// Writes files atomically: each goes to a temporary file beside it, renamed
@@ -190,7 +271,10 @@ const char* kUsage =
     "  run      run a function through the JIT and print its outputs\n"
     "  compile  compile functions to an object file and a C header\n"
     "\n"
-    "Run 'adjit <command> --help' for a command's options.\n";
+    "Run 'adjit <command> --help' for a command's options, 'adjit --version' for adjit's and LLVM's versions.\n";
+
+/// adjit's version (CMake's project version) and the LLVM it was built with.
+void printVersion() { std::printf("adjit %s\nLLVM %s\n", ADJIT_VERSION, LLVM_VERSION_STRING); }
 
 int runOpt(const Args& a) {
   if (a.help) {
@@ -205,6 +289,7 @@ int runOpt(const Args& a) {
   o.printAfterAll = a.printAfterAll;
   o.verifyEach = true; // a pass producing invalid IR is named, with the offending op
   o.print = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
+  o.subject = a.file;
   // Passes are verified after each run; a failure names the offending op.
   transforms::runPipeline(m.impl(), passes, o);
   ir::verify(m.impl());
@@ -214,7 +299,9 @@ int runOpt(const Args& a) {
 
 int runDump(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit dump FILE --emit=KIND [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\nkinds, in pipeline order:\n");
+    std::printf("usage: adjit dump FILE --emit=KIND [--passes=P1,P2,...] [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\n"
+                "--passes runs first (as in 'adjit opt'), so --fn may name a function they add:\n"
+                "--passes='grad(f)' --fn f.grad.\n\nkinds, in pipeline order:\n");
     for (const EmitKind& k : kEmitKinds) std::printf("  %-9s %-5s %s\n", k.name, k.extension, k.description);
     return 0;
   }
@@ -226,6 +313,7 @@ int runDump(const Args& a) {
   }
   if (!kind) usageError("dump: unknown --emit kind '" + a.emit + "' (known: " + known + ")");
   Module m = loadModule(a, "dump");
+  runRequestedPasses(m, a);
   const std::string emit = kind->name;
   if (emit == "adj") {
     if (!a.fns.empty()) pickFunction(m, a.fns, "dump"); // a named function must exist
@@ -280,12 +368,14 @@ Array parseArg(const std::string& spec) {
 
 int runRun(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit run FILE --fn NAME --arg VALUES:TYPE ... [-O0..-O3]\n\n"
+    std::printf("usage: adjit run FILE [--passes=P1,P2,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]\n\n"
                 "Runs @NAME through the JIT and prints each output. Each --arg is comma-separated\n"
-                "values and a type, as in --arg 1,2,3:f32[3] or --arg 2.5:f64[].\n");
+                "values and a type, as in --arg 1,2,3:f32[3] or --arg 2.5:f64[]. --passes runs first,\n"
+                "so --fn may name a function they add: --passes='grad(f)' --fn f.grad.\n");
     return 0;
   }
   Module m = loadModule(a, "run");
+  runRequestedPasses(m, a);
   std::string fn = pickFunction(m, a.fns, "run");
   const ir::Function& f = *m.impl().lookup(fn);
   std::vector<Array> args;
@@ -305,14 +395,49 @@ int runRun(const Args& a) {
   return 0;
 }
 
+/// The inputs of --argnums SPEC ("0,2") for --grad `name`, checked against
+/// @name's parameters when the module has it (else compileAot says it does not).
+std::vector<std::size_t> parseArgnums(const std::string& spec, const std::string& name, const Module& m) {
+  const std::string flag = fmt::format("compile: --argnums '{}' for --grad {}", spec, name);
+  std::vector<std::size_t> argnums;
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    std::size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(pos, end - pos);
+    std::size_t i = 0;
+    const auto [stop, ec] = std::from_chars(item.data(), item.data() + item.size(), i);
+    if (item.empty() || ec != std::errc() || stop != item.data() + item.size())
+      usageError(fmt::format("{}: expected input numbers separated by commas, such as 0,2, got '{}'", flag, item));
+    if (std::find(argnums.begin(), argnums.end(), i) != argnums.end())
+      throw Error(fmt::format("{}: expected each input once, got {} twice", flag, i));
+    argnums.push_back(i);
+    pos = end + 1;
+  }
+  const ir::Function* f = m.impl().lookup(name);
+  if (!f) return argnums;
+  for (std::size_t i : argnums) {
+    if (i >= f->params.size())
+      throw Error(f->params.empty() ? fmt::format("{}: @{} has no inputs, got input {}", flag, name, i)
+                                    : fmt::format("{}: @{} has {} input{}, so expected 0 to {}, got {}", flag, name, f->params.size(),
+                                                  f->params.size() > 1 ? "s" : "", f->params.size() - 1, i));
+    const Type& t = f->type(f->params[i]);
+    if (!is_floating(t.dtype))
+      throw Error(fmt::format("{}: input {} of @{} is {}, expected a floating-point input", flag, i, name, t.str()));
+  }
+  return argnums;
+}
+
 int runCompile(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME]... [--jvp NAME]...\n"
-                "                     [--vjp NAME]...\n"
+    std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]...\n"
+                "                     [--jvp NAME]... [--vjp NAME]...\n"
                 "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU] [--threads]\n\n"
                 "Compiles functions of FILE into a relocatable object and a C header declaring them.\n"
                 "  --fn NAME    export @NAME (default: every function, unless --grad, --jvp or --vjp is given)\n"
                 "  --grad NAME  also export NAME_grad(x..., dx...), the gradient of a scalar-valued @NAME\n"
+                "  --argnums L  after --grad NAME: differentiate only the inputs of @NAME in the list L, such\n"
+                "               as 0,2 (counted from 0; floating ones); NAME_grad's dx are theirs, in that order\n"
                 "  --jvp NAME   also export NAME_jvp(x..., tx..., y..., ty...), forward mode: @NAME's outputs\n"
                 "               and their tangents along the tangents tx of its floating inputs\n"
                 "  --vjp NAME   export a gradient bundle: NAME, NAME_fwd (also filling a NAME_residuals\n"
@@ -331,7 +456,18 @@ int runCompile(const Args& a) {
   engine::AotRequest r;
   r.functions = a.fns;
   if (r.functions.empty() && a.grads.empty() && a.jvps.empty() && a.vjps.empty()) r.functions = m.function_names();
-  r.grads = a.grads;
+  for (const GradFlag& g : a.grads) {
+    std::optional<std::vector<std::size_t>> argnums;
+    if (g.argnums) argnums = parseArgnums(*g.argnums, g.name, m);
+    // One NAME_grad per name: the same --grad twice must ask for the same inputs.
+    auto same = std::find_if(a.grads.begin(), a.grads.end(), [&](const GradFlag& o) { return o.name == g.name; });
+    if (same->argnums != g.argnums)
+      throw Error(fmt::format("compile: --grad {} is given twice, with {} and {}: expected one set of inputs for its {}_grad",
+                              g.name, same->argnums ? "--argnums '" + *same->argnums + "'" : "no --argnums",
+                              g.argnums ? "--argnums '" + *g.argnums + "'" : "no --argnums", engine::cName(g.name)));
+    r.grads.push_back(g.name);
+    if (argnums) r.argnums[g.name] = *argnums;
+  }
   r.jvps = a.jvps;
   r.vjps = a.vjps;
   r.optLevel = a.opt;
@@ -355,12 +491,20 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
+    if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
+      printVersion();
+      return 0;
+    }
     Args a = parseArgs(argc, argv);
+    if (a.version) {
+      printVersion();
+      return 0;
+    }
     if (a.command == "opt") return runOpt(a);
     if (a.command == "dump") return runDump(a);
     if (a.command == "run") return runRun(a);
     if (a.command == "compile") return runCompile(a);
-    usageError("unknown command '" + a.command + "'");
+    usageError("unknown command '" + a.command + "'" + suggestion(a.command, {"opt", "dump", "run", "compile"}));
   } catch (const Error& e) {
     std::fprintf(stderr, "adjit: %s\n", e.what());
     return 1;
