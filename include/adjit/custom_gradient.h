@@ -32,9 +32,11 @@ using ForwardBody = std::function<std::vector<Tensor>(std::span<const Tensor>, G
 /// Traces the forward body into a function, registers its grad_fn for lazy
 /// tracing, and records the custom_vjp call site in the current trace.
 /// With `variablesAreConstants` (grad_pass_through), variables the forward
-/// reads get no gradient and grad_fn need not take them.
+/// reads get no gradient and grad_fn need not take them. With
+/// `exactGradient` (recompute_grad), grad_fn is the forward's own derivative:
+/// forward mode differentiates the forward instead of transposing grad_fn.
 std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body, std::source_location loc,
-                                       bool variablesAreConstants = false);
+                                       bool variablesAreConstants = false, bool exactGradient = false);
 
 /// Number of Tensor leaves of a structure whose size is fixed at compile time (-1 otherwise).
 template <class T> struct StaticLeaves : std::integral_constant<int, -1> {};
@@ -115,8 +117,8 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
 template <class F> class CustomGradientFn {
 public:
   /// Made by custom_gradient, grad_pass_through and recompute_grad.
-  CustomGradientFn(F f, std::source_location loc, bool variablesAreConstants = false)
-      : f_(std::move(f)), loc_(loc), variablesAreConstants_(variablesAreConstants),
+  CustomGradientFn(F f, std::source_location loc, bool variablesAreConstants = false, bool exactGradient = false)
+      : f_(std::move(f)), loc_(loc), variablesAreConstants_(variablesAreConstants), exactGradient_(exactGradient),
         core_(std::make_shared<detail::JitCore>(JitOptions{.name = "custom_gradient"})) {}
 
   /// With Tensors inside a trace: records the call site. With Arrays or
@@ -159,7 +161,7 @@ private:
       };
       return flatten(r.first);
     };
-    std::vector<Tensor> outs = customGradientCall(c.tensors, body, loc_, variablesAreConstants_);
+    std::vector<Tensor> outs = customGradientCall(c.tensors, body, loc_, variablesAreConstants_, exactGradient_);
     const Tensor* it = outs.data();
     return OutTensors<Ys>::rebuild(*skeleton, it);
   }
@@ -167,6 +169,7 @@ private:
   F f_;
   std::source_location loc_;
   bool variablesAreConstants_;
+  bool exactGradient_;
   std::shared_ptr<detail::JitCore> core_;
 };
 
@@ -246,12 +249,13 @@ template <class F, class... X> struct Recompute {
 /// The recomputation lives in the VJP function, so no optimisation can merge
 /// it with the original forward. Variables are read again for the
 /// recomputation: assigning one between the forward and its gradient is an error.
+/// Forward mode (jvp, linearize, ForwardAccumulator) has nothing to
+/// recompute: it differentiates f once, directly.
 template <class F> auto recompute_grad(F&& f, std::source_location loc = std::source_location::current()) {
-  return custom_gradient(
-      [f = std::forward<F>(f)](const auto&... xs) {
-        return std::make_pair(f(xs...), detail::Recompute<std::decay_t<F>, std::decay_t<decltype(xs)>...>{f, {xs...}});
-      },
-      loc);
+  auto body = [f = std::forward<F>(f)](const auto&... xs) {
+    return std::make_pair(f(xs...), detail::Recompute<std::decay_t<F>, std::decay_t<decltype(xs)>...>{f, {xs...}});
+  };
+  return CustomGradientFn<decltype(body)>(std::move(body), loc, /*variablesAreConstants=*/false, /*exactGradient=*/true);
 }
 
 namespace detail {

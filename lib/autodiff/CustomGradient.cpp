@@ -192,6 +192,10 @@ static const ir::LazyVjp* lazyOf(const ir::Module& m, const ir::Op& site) {
 }
 
 void customVjpJvp(const JvpCtx& c) {
+  // recompute_grad: the VJP function is the forward's own derivative, so
+  // forward mode differentiates the forward once, as a call (nothing to
+  // recompute, no transpose, no linearity check of the loops inside).
+  if (recomputes(c.op)) return calleeJvp(c);
   detail::TraceState& s = *detail::currentTrace();
   ir::Function& f = *s.fn;
   const ir::LazyVjp* lazy = lazyOf(*s.module, f.ops[c.opIndex]);
@@ -290,7 +294,7 @@ std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vec
 namespace detail {
 
 std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body, std::source_location l,
-                                       bool variablesAreConstants) {
+                                       bool variablesAreConstants, bool exactGradient) {
   Location loc = Location::from(l);
   TraceState* outer = currentTrace();
   if (!outer)
@@ -355,6 +359,7 @@ std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const Forw
   attrs.set("outputs", static_cast<int64_t>(lazy->outputs));
   if (lazy->assigns) attrs.set("assigns", static_cast<int64_t>(lazy->assigns));
   if (!lazy->variableOperands.empty()) attrs.set("variables", lazy->variableOperands);
+  if (exactGradient) attrs.set("recompute", true);
   std::vector<ir::ValueId> results = outer->builder.create(ir::OpKind::CustomVjp, operands, std::move(attrs), {fwdName}, loc);
   // Assignments in the forward take effect in the enclosing (outermost) trace.
   for (std::size_t i = 0; i < assigned.size(); ++i) {

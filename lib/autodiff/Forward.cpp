@@ -121,6 +121,10 @@ void transposeRule(const JvpCtx& c, const VjpRule& rule) {
 
 void callJvp(const JvpCtx& c) {
   if (!recomputes(c.op) || c.op.callees.size() != 1) return transposedJvp(c);
+  calleeJvp(c);
+}
+
+void calleeJvp(const JvpCtx& c) {
   detail::TraceState& s = currentState();
   const std::string jname = jvpFunction(s.module, c.op.callees[0]);
   std::vector<ir::ValueId> args = c.op.operands.vec();

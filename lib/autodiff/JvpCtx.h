@@ -59,12 +59,18 @@ void transposeRule(const JvpCtx& c, const VjpRule& rule);
 /// keeping its intermediates. Other calls keep their residuals: the
 /// transpose of their split VJP (transposedJvp).
 void callJvp(const JvpCtx& c);
+/// The JVP of an op whose operands and results are its first callee's
+/// parameters and results: a call of that callee's JVP function (which
+/// computes the primal again next to the tangents).
+void calleeJvp(const JvpCtx& c);
 /// custom_vjp (a custom gradient's call site): the transpose of the user's
 /// VJP function (transposedJvp), once checkLinear has shown it linear in the
 /// output gradients; otherwise an Error at the custom_gradient's line naming
 /// the op that is not. (TensorFlow builds forward mode from backward
-/// functions the same way; recompute_grad and grad_pass_through come out
-/// right: their VJPs are the function's own and the identity.)
+/// functions the same way; grad_pass_through comes out right: its VJP is
+/// the identity.) A recompute_grad site ({recompute = true}) is
+/// differentiated through its forward instead (calleeJvp): its VJP is the
+/// forward's own derivative, so there is nothing to recompute or transpose.
 void customVjpJvp(const JvpCtx& c);
 /// custom_jvp (a user's forward rule): dy = the rule's tangent outputs, the
 /// rule inlined on (x, dx) with zeros for missing dx. An input captured from

@@ -18,7 +18,9 @@ using ir::InferCtx;
 /// floating output..., residuals...) and returns a dx for each floating
 /// operand among the first K (the others are captured constants). Attribute
 /// `residuals` says where each residual comes from: an operand index, or -1
-/// for the next of fwd's extra results.
+/// for the next of fwd's extra results. `recompute = true` (recompute_grad)
+/// says the VJP function is the forward's own derivative: forward mode
+/// differentiates @fwd directly.
 std::vector<Type> inferCustomVjp(const InferCtx& c) {
   if (c.callees.empty() || c.callees.size() > 2) c.fail("expected a forward and a VJP function, got {} callees", c.callees.size());
   const ir::Function& fwd = *c.callees[0];
@@ -27,6 +29,7 @@ std::vector<Type> inferCustomVjp(const InferCtx& c) {
   const int64_t a = c.attrs.has("assigns") ? c.integer("assigns") : 0;
   const std::vector<int64_t> residuals = c.attrs.has("residuals") ? c.ints("residuals") : std::vector<int64_t>{};
   const std::vector<int64_t> variables = c.attrs.has("variables") ? c.ints("variables") : std::vector<int64_t>{};
+  c.boolean("recompute", false); // recompute_grad's sites: the VJP is the forward's derivative
   const std::vector<Type> results = fwd.resultTypes();
   if (k < 0 || static_cast<std::size_t>(k) > c.operands.size() || n < 0 || static_cast<std::size_t>(n) > results.size())
     c.fail("inputs = {} and outputs = {} do not fit @{} {}", k, n, fwd.name, fwd.signature());

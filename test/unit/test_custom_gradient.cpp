@@ -499,6 +499,49 @@ TEST_CASE("forward mode through grad_pass_through and recompute_grad") {
   ADJIT_CHECK_CLOSE(hessian([&](Tensor x) { return rblock(x); })(x), hessian(block)(x), 1e-12);
 }
 
+TEST_CASE("forward mode through recompute_grad differentiates the region directly, loops included") {
+  // Nothing to recompute in forward mode: the region runs once for its value
+  // and once in its JVP function (it ran three times, through the transposed
+  // gradient function), and a loop inside needs no linearity check.
+  int runs = 0;
+  auto region = recompute_grad([&](Tensor x) {
+    debug_callback([&](const std::vector<Array>&) { ++runs; }, {x});
+    return sin(x) * x;
+  });
+  auto f = [&](Tensor x) { return region(x) * 2.0; };
+  const double x0 = 0.5, want = 2 * (std::sin(x0) + x0 * std::cos(x0));
+  CHECK(scalar(jvp(f, std::tuple{Array(x0)}, std::tuple{Array(1.0)}).second) == doctest::Approx(want));
+  CHECK(runs == 2);
+  runs = 0;
+  auto [y, lin] = linearize(f, Array(x0));
+  CHECK(runs == 1);
+  CHECK(scalar(lin(Array(1.0))) == doctest::Approx(want));
+  runs = 0;
+  const Array t = jit([&](Tensor x, Tensor v) {
+    ForwardAccumulator acc(x, v);
+    return *acc.jvp(f(x));
+  })(Array(x0), Array(1.0));
+  CHECK(scalar(t) == doctest::Approx(want));
+  CHECK(runs == 2);
+  // A while_loop (and a scan) in the region: jvp, linearize and
+  // ForwardAccumulator, against the region without recompute_grad.
+  auto loops = [](Tensor x) {
+    Tensor w = while_loop([](Tensor t) { return t < 10.0; }, [](Tensor t) { return t * 1.5 + sin(t) * 0.1; }, x);
+    auto [c, ys] = scan([](Tensor c, Tensor s) { return std::pair{c * s, c}; }, w, full({3}, 0.9, DType::f64));
+    return c + sum(ys);
+  };
+  auto rloops = recompute_grad(loops);
+  for (const double x1 : {1.0, 2.5}) {
+    INFO("x = " << x1);
+    const double plain = scalar(jvp(loops, std::tuple{Array(x1)}, std::tuple{Array(1.0)}).second);
+    CHECK(scalar(jvp([&](Tensor x) { return rloops(x); }, std::tuple{Array(x1)}, std::tuple{Array(1.0)}).second) ==
+          doctest::Approx(plain));
+    auto [y1, lin1] = linearize([&](Tensor x) { return rloops(x); }, Array(x1));
+    CHECK(scalar(lin1(Array(1.0))) == doctest::Approx(plain));
+    CHECK(scalar(grad([&](Tensor x) { return rloops(x); })(Array(x1))) == doctest::Approx(plain));
+  }
+}
+
 TEST_CASE("a custom_gradient object as grad_fn: TensorFlow's grad_grad_fn pattern, in reverse and forward mode") {
   // x^3 whose grad_fn is itself a custom_gradient: dy -> dy * 3x^2, with its
   // own gradient (grad_grad_fn) g -> g * 100, deliberately not 3x^2, to show
