@@ -11,8 +11,10 @@
 
 namespace adjit {
 
-/// A host array: dtype, shape, and contiguous row-major data it owns.
-/// Copying an Array copies its data; moving is cheap.
+/// A host array: dtype, shape, and contiguous row-major data it owns, or,
+/// made by Array::view, data of the caller's that it only points to.
+/// Copying an Array copies its data (a copy of a view owns its copy); moving
+/// is cheap.
 class Array {
 public:
   /// An f32 scalar 0.
@@ -51,6 +53,23 @@ public:
 
   /// An array whose data is left uninitialised (to be overwritten).
   static Array uninitialized(Type type) { return Array(std::move(type), false); }
+
+  /// A view of `data`, which the caller keeps alive and row-major and
+  /// contiguous, of type `type`: nothing is copied. Passed to a jitted
+  /// function it is read in place; given to `Jitted::into` it is written in
+  /// place. A view of const data is read-only (`into` refuses it). Buffers
+  /// given to one call must not overlap (`into` checks its outputs).
+  static Array view(void* data, Type type) { return Array(data, std::move(type), false); }
+  static Array view(const void* data, Type type) { return Array(const_cast<void*>(data), std::move(type), true); }
+  /// A typed view: `Array::view(ptr, {rows, cols})` (bool or uint8_t data for i1).
+  template <class T> static Array view(T* data, Shape shape) {
+    using U = std::remove_const_t<T>;
+    return view(data, Type{std::is_same_v<U, bool> || std::is_same_v<U, uint8_t> ? DType::i1 : dtype_of<U>(), std::move(shape)});
+  }
+  /// Whether this array points to a caller's buffer (Array::view).
+  bool is_view() const { return view_; }
+  /// Whether this is a view of const data.
+  bool is_read_only() const { return readOnly_; }
 
   /// The dtype and shape.
   const Type& type() const { return type_; }
@@ -91,10 +110,12 @@ public:
 
 private:
   Array(Type type, bool zero);
+  Array(void* data, Type type, bool readOnly);
   void check(DType asked) const;
   void release() {
-    if (data_ && !small()) releaseHeap();
+    if (data_ && !small() && !view_) releaseHeap();
     data_ = nullptr;
+    view_ = readOnly_ = false;
   }
   void releaseHeap();
   /// Takes o's data (copying it when it lives inline); o becomes an f32 scalar 0.
@@ -105,6 +126,9 @@ private:
     } else {
       data_ = o.data_;
     }
+    view_ = o.view_;
+    readOnly_ = o.readOnly_;
+    o.view_ = o.readOnly_ = false;
     o.type_.dtype = DType::f32;
     o.type_.shape.clear();
     o.data_ = o.small_;
@@ -114,6 +138,7 @@ private:
   static constexpr std::size_t kSmallBytes = 16; ///< scalars and tiny arrays live inline
   Type type_;
   void* data_ = nullptr;
+  bool view_ = false, readOnly_ = false;
   alignas(16) unsigned char small_[kSmallBytes];
 };
 

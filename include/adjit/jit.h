@@ -101,6 +101,9 @@ public:
   /// if needed. Fills `outs` and returns the output structure's skeleton.
   const std::shared_ptr<void>& call(uint64_t key, std::span<const Leaf> args, const Body& body,
                                     std::vector<Array>& outs);
+  /// Runs the kernel writing its results into `outs` (the caller's buffers,
+  /// one per result, of the results' types); allocates nothing for them.
+  void callInto(uint64_t key, std::span<const Leaf> args, const Body& body, std::span<const Leaf> outs);
   /// Inside another trace: records a call of this function into that trace.
   std::vector<Tensor> callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,
                                   std::shared_ptr<void>& skeleton);
@@ -203,6 +206,36 @@ template <bool InTrace, class F, class... Args> auto call(JitCore& core, const F
   }
 }
 
+/// Collects the output Arrays given to Jitted::into.
+struct OutCollector final : LeafSink {
+  std::vector<Leaf> leaves;
+  void array(const Array& a) override {
+    if (a.is_read_only())
+      throw Error("into: output " + std::to_string(leaves.size()) + " is a view of const data; it cannot be written");
+    leaves.push_back({a.raw(), &a.type()});
+  }
+  void scalar(const Type&, const void*) override {
+    throw Error("into: output " + std::to_string(leaves.size()) + " is a C++ scalar; outputs must be Arrays");
+  }
+  void type(const Type&) override {}
+  void tensor(const Tensor&) override { throw Error("into: outputs must be Arrays, not Tensors"); }
+  void size(std::size_t) override {}
+};
+
+/// Runs f compiled for the arguments' signature, writing its results into `outs`.
+template <class F, class Outs, class... Args> void callInto(JitCore& core, const F& f, Outs& outs, const Args&... args) {
+  static_assert(!std::disjunction_v<HasTensor<std::decay_t<Args>>...>, "into: arguments must be Arrays or C++ scalars");
+  static_assert(std::is_invocable_v<const F&, tensor_type_t<Args>...>,
+                "jit: the function cannot be called with these arguments (wrong number or structure)");
+  ArgCollector c;
+  (In<Args>::visit(args, c), ...);
+  static const std::size_t structure = typeid(std::tuple<Args...>).hash_code();
+  c.mix(structure);
+  OutCollector o;
+  In<Outs>::visit(outs, o);
+  core.callInto(c.hash, c.leaves(), traceBody(f, args...), o.leaves);
+}
+
 template <class F, class... Args> auto callCompiled(JitCore& core, const F& f, const Args&... args) {
   return call<false>(core, f, args...);
 }
@@ -232,6 +265,15 @@ public:
   /// Tensors inside a trace: records a call to this function in that trace.
   template <class... Args> auto operator()(const Args&... args) const {
     return detail::call<std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>>(*core_, f_, args...);
+  }
+
+  /// Runs the compiled function and writes its results into `outs`, an
+  /// Array or a structure of Arrays like f's results (flattened in the same
+  /// order), of the results' types: usually views of the caller's buffers
+  /// (Array::view), so nothing is allocated or copied. Outputs must not
+  /// overlap each other or the arguments (an Error says which do).
+  template <class Outs, class... Args> void into(Outs&& outs, const Args&... args) const {
+    detail::callInto(*core_, f_, outs, args...);
   }
 
   /// The text of every compilation stage for arguments like `args` (Arrays,

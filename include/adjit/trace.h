@@ -106,6 +106,9 @@ template <class A, class B> struct In<std::pair<A, B>> {
   }
 };
 
+/// References in a structure (std::tie of outputs for Jitted::into) are their referents.
+template <class A> struct In<A&> : In<A> {};
+
 template <class A> using tensor_type_t = typename In<std::decay_t<A>>::tensor_type;
 
 // ---- outputs: structures of Tensors become the same structures of Arrays ------------

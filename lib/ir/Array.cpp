@@ -90,6 +90,17 @@ Array::Array(Type type, bool zero) : type_(std::move(type)) {
   if (zero) std::memset(data_, 0, n);
 }
 
+Array::Array(void* data, Type type, bool readOnly) : type_(std::move(type)), data_(data), view_(true), readOnly_(readOnly) {
+  for (int64_t d : type_.shape)
+    if (d < 0) throw Error("Array::view: negative dimension in shape " + shape_str(type_.shape));
+  try {
+    type_.bytes();
+  } catch (const Error& e) {
+    throw Error("Array::view: " + e.message());
+  }
+  if (!data && type_.size() > 0) throw Error("Array::view: a null pointer for " + type_.str());
+}
+
 void Array::releaseHeap() { blocks().give(data_, BlockCache::rounded(type_.bytes())); }
 
 Array::Array(const Array& o) : Array(o.type_, false) { std::memcpy(data_, o.data_, o.bytes()); }

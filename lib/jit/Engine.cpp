@@ -499,6 +499,23 @@ struct ArenaSlice {
 } // namespace
 
 void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs, int threads) {
+  outs.clear();
+  outs.reserve(k.outputs.size());
+  for (const Type& t : k.outputs) outs.push_back(Array::uninitialized(t));
+  constexpr std::size_t kInline = 16;
+  void* inlinePtrs[kInline];
+  std::vector<void*> heapPtrs;
+  void** ptrs = inlinePtrs;
+  if (outs.size() > kInline) {
+    heapPtrs.resize(outs.size());
+    ptrs = heapPtrs.data();
+  }
+  for (std::size_t i = 0; i < outs.size(); ++i) ptrs[i] = outs[i].raw();
+  runInto(k, args, {ptrs, outs.size()}, threads);
+}
+
+void runInto(const Kernel& k, std::span<const detail::Leaf> args, std::span<void* const> outs, int threads) {
+  ADJIT_ASSERT(outs.size() == k.outputs.size(), "runInto: one buffer per output");
   std::optional<CallThreads> scope;
   if (threads > 0) scope.emplace(threads);
   constexpr std::size_t kInline = 16;
@@ -510,11 +527,8 @@ void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>
     heapPtrs.resize(n);
     ptrs = heapPtrs.data();
   }
-  outs.clear();
-  outs.reserve(k.outputs.size());
-  for (const Type& t : k.outputs) outs.push_back(Array::uninitialized(t));
   for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = const_cast<void*>(args[i].data);
-  for (std::size_t i = 0; i < outs.size(); ++i) ptrs[args.size() + i] = outs[i].raw();
+  for (std::size_t i = 0; i < outs.size(); ++i) ptrs[args.size() + i] = outs[i];
   if (k.scratchBytes == 0) {
     ptrs[n - 1] = nullptr;
     k.packed(ptrs);

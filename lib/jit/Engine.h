@@ -61,5 +61,8 @@ std::size_t liveKernels();
 /// With `threads` > 0, the kernel's split loops use at most that many threads
 /// (0: ADJIT_NUM_THREADS or the hardware's concurrency).
 void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>& outs, int threads = 0);
+/// The same, writing output i into `outs[i]` (a buffer of the kernel's
+/// output type i, overlapping no argument and no other output).
+void runInto(const Kernel& k, std::span<const detail::Leaf> args, std::span<void* const> outs, int threads = 0);
 
 } // namespace adjit::engine

@@ -4,6 +4,8 @@
 #include "jit/Engine.h"
 #include "trace/Tracer.h"
 
+#include <fmt/format.h>
+
 #include <adjit/jit.h>
 
 #include <algorithm>
@@ -142,6 +144,54 @@ const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> a
   for (std::size_t i = 0; i < e->variables.writes.size(); ++i) e->variables.writes[i]->value = std::move(outs[nUser + i]);
   outs.resize(nUser);
   return e->skeleton;
+}
+
+void JitCore::callInto(uint64_t key, std::span<const Leaf> args, const Body& body, std::span<const Leaf> outs) {
+  Entry* e = impl_->last.load(std::memory_order_acquire);
+  if (!e || e->key != key || !matches(*e, args)) {
+    e = entryFor(*impl_, opts_, key, args, body);
+    impl_->last.store(e, std::memory_order_release);
+  }
+  const std::size_t nUser = e->kernel->outputs.size() - e->variables.writes.size();
+  if (outs.size() != nUser)
+    throw Error(fmt::format("{}.into: the function returns {} array{}, but {} output{} given", opts_.name, nUser,
+                            nUser == 1 ? "" : "s", outs.size(), outs.size() == 1 ? " was" : "s were"));
+  for (std::size_t i = 0; i < nUser; ++i)
+    if (*outs[i].type != e->kernel->outputs[i])
+      throw Error(fmt::format("{}.into: output {} is {}, but the function returns {} there", opts_.name, i,
+                              outs[i].type->str(), e->kernel->outputs[i].str()));
+  // Compiled code assumes its buffers do not overlap: an output sharing
+  // bytes with an argument or another output would give wrong values.
+  auto overlap = [](const Leaf& a, const Leaf& b) {
+    const auto* p = static_cast<const char*>(a.data);
+    const auto* q = static_cast<const char*>(b.data);
+    return a.type->bytes() > 0 && b.type->bytes() > 0 && p < q + b.type->bytes() && q < p + a.type->bytes();
+  };
+  for (std::size_t i = 0; i < nUser; ++i) {
+    for (std::size_t j = 0; j < args.size(); ++j)
+      if (overlap(outs[i], args[j]))
+        throw Error(fmt::format("{}.into: output {} overlaps argument {}; buffers must not overlap", opts_.name, i, j));
+    for (std::size_t j = 0; j < i; ++j)
+      if (overlap(outs[i], outs[j]))
+        throw Error(fmt::format("{}.into: outputs {} and {} overlap; buffers must not overlap", opts_.name, j, i));
+  }
+  std::vector<void*> ptrs;
+  for (const Leaf& o : outs) ptrs.push_back(const_cast<void*>(o.data));
+  if (e->variables.reads.empty()) return engine::runInto(*e->kernel, args, ptrs, opts_.threads);
+  std::vector<VariableState*> locked;
+  for (const auto& v : e->variables.reads) locked.push_back(v.get());
+  std::sort(locked.begin(), locked.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (VariableState* v : locked) locks.emplace_back(v->m);
+  std::vector<Leaf> all(args.begin(), args.end());
+  for (const auto& v : e->variables.reads) all.push_back({v->value.raw(), &v->value.type()});
+  std::vector<Array> written;
+  for (std::size_t i = nUser; i < e->kernel->outputs.size(); ++i) {
+    written.push_back(Array::uninitialized(e->kernel->outputs[i]));
+    ptrs.push_back(written.back().raw());
+  }
+  engine::runInto(*e->kernel, all, ptrs, opts_.threads);
+  for (std::size_t i = 0; i < e->variables.writes.size(); ++i) e->variables.writes[i]->value = std::move(written[i]);
 }
 
 std::vector<Tensor> JitCore::callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,

@@ -559,3 +559,52 @@ TEST_CASE("small loops stay on one thread") {
   auto plan = jit([](Tensor x) { return sum(exp(x)); }).lower(Array(std::vector<float>(10000, 1.0f))).plan;
   CHECK(plan.find("chunks of") == std::string::npos);
 }
+
+TEST_CASE("Array::view and into: a caller's buffers are read and written in place, checked") {
+  auto f = jit([](Tensor x, Tensor y) { return std::pair{x * 2.0f + y, sum(x * y)}; });
+  std::vector<float> x{1, 2, 3, 4, 5, 6}, y{6, 5, 4, 3, 2, 1}, out(6, -1);
+  float total = -1;
+  // Inputs: views of the caller's data (read in place; a const view is read-only).
+  const float* cx = x.data();
+  const Array vx = Array::view(cx, {2, 3}), vy = Array::view(y.data(), {2, 3});
+  CHECK(vx.is_view());
+  CHECK(vx.is_read_only());
+  CHECK(!vy.is_read_only());
+  CHECK(vx.raw() == x.data());
+  auto [a, s] = f(vx, vy);
+  CHECK(a.to_vector<float>() == std::vector<float>{8, 9, 10, 11, 12, 13});
+  // Outputs: written straight into views (a structure of them, or std::tie).
+  f.into(std::pair{Array::view(out.data(), {2, 3}), Array::view(&total, {})}, vx, vy);
+  CHECK(out == std::vector<float>{8, 9, 10, 11, 12, 13});
+  CHECK(total == 56);
+  Array o1 = Array::view(out.data(), {2, 3}), o2(Type{DType::f32, {}});
+  x[0] = 10; // the view reads the buffer as it is now
+  f.into(std::tie(o1, o2), vx, vy);
+  CHECK(out[0] == 26);
+  CHECK(o2.item<float>() == 110);
+  // Copies own their data; moves keep the view.
+  Array copy = vy;
+  CHECK(!copy.is_view());
+  CHECK(copy.raw() != y.data());
+  Array moved = std::move(o1);
+  CHECK(moved.is_view());
+  CHECK(moved.raw() == out.data());
+  // Mistakes: the wrong count or type, a read-only output, overlaps.
+  std::vector<double> wide(6);
+  CHECK_THROWS_WITH_AS(f.into(Array::view(out.data(), {2, 3}), vx, vy),
+                       "error: f.into: the function returns 2 arrays, but 1 output was given", Error);
+  CHECK_THROWS_WITH_AS(f.into(std::pair{Array::view(wide.data(), {2, 3}), Array::view(&total, {})}, vx, vy),
+                       "error: f.into: output 0 is f64[2,3], but the function returns f32[2,3] there", Error);
+  CHECK_THROWS_WITH_AS(f.into(std::pair{Array::view(cx, {2, 3}), Array::view(&total, {})}, vx, vy),
+                       "error: into: output 0 is a view of const data; it cannot be written", Error);
+  CHECK_THROWS_WITH_AS(f.into(std::pair{Array::view(y.data(), {2, 3}), Array::view(&total, {})}, vx, vy),
+                       "error: f.into: output 0 overlaps argument 1; buffers must not overlap", Error);
+  CHECK_THROWS_WITH_AS(f.into(std::pair{Array::view(out.data(), {2, 3}), Array::view(out.data() + 5, {})}, vx, vy),
+                       "error: f.into: outputs 0 and 1 overlap; buffers must not overlap", Error);
+  CHECK_THROWS_WITH_AS(Array::view(static_cast<float*>(nullptr), {3}), "error: Array::view: a null pointer for f32[3]", Error);
+  // Gradients and other transforms take views like any Array.
+  auto g = grad([](Tensor x) { return sum(x * x); });
+  std::vector<double> p{1, 2, 3}, dp(3);
+  jit(g).into(Array::view(dp.data(), {3}), Array::view(p.data(), {3}));
+  CHECK(dp == std::vector<double>{2, 4, 6});
+}
