@@ -86,6 +86,53 @@ template <class T> T rebuildLike(const T& skeleton, const std::vector<Tensor>& f
   return OutTensors<T>::rebuild(skeleton, it);
 }
 
+/// The containers of a structure of Tensors, nested as written, with their
+/// sizes (which a vector's C++ type does not fix); a leaf has no children.
+struct Tree {
+  enum class Kind : uint8_t { leaf, vector, array, tuple, pair };
+  Kind kind = Kind::leaf;
+  std::vector<Tree> children;
+  friend bool operator==(const Tree&, const Tree&) = default;
+};
+/// A structure of Tensors as a loop checks its carry: the Tree and the leaves' types in order.
+struct Structure {
+  Tree tree;
+  std::vector<Type> leaves;
+  friend bool operator==(const Structure&, const Structure&) = default;
+};
+inline void nestingOf(const Tensor& t, Tree&, std::vector<Type>& leaves) { leaves.push_back(t.type()); }
+template <class T> void nestingOf(const std::vector<T>& v, Tree& node, std::vector<Type>& leaves);
+template <class T, std::size_t N> void nestingOf(const std::array<T, N>& v, Tree& node, std::vector<Type>& leaves);
+template <class... T> void nestingOf(const std::tuple<T...>& v, Tree& node, std::vector<Type>& leaves);
+template <class A, class B> void nestingOf(const std::pair<A, B>& v, Tree& node, std::vector<Type>& leaves);
+template <class... T> void nestingOfEach(Tree::Kind k, Tree& node, std::vector<Type>& leaves, const T&... xs) {
+  node.kind = k;
+  (nestingOf(xs, node.children.emplace_back(), leaves), ...);
+}
+template <class T> void nestingOf(const std::vector<T>& v, Tree& node, std::vector<Type>& leaves) {
+  node.kind = Tree::Kind::vector;
+  for (const T& x : v) nestingOf(x, node.children.emplace_back(), leaves);
+}
+template <class T, std::size_t N> void nestingOf(const std::array<T, N>& v, Tree& node, std::vector<Type>& leaves) {
+  node.kind = Tree::Kind::array;
+  for (const T& x : v) nestingOf(x, node.children.emplace_back(), leaves);
+}
+template <class... T> void nestingOf(const std::tuple<T...>& v, Tree& node, std::vector<Type>& leaves) {
+  std::apply([&](const auto&... x) { nestingOfEach(Tree::Kind::tuple, node, leaves, x...); }, v);
+}
+template <class A, class B> void nestingOf(const std::pair<A, B>& v, Tree& node, std::vector<Type>& leaves) {
+  nestingOfEach(Tree::Kind::pair, node, leaves, v.first, v.second);
+}
+/// The Structure of `s` (Tensors of the current trace, or of one it may capture).
+template <class T> Structure structureOf(const T& s) {
+  Structure r;
+  nestingOf(s, r.tree, r.leaves);
+  return r;
+}
+/// An Error at `loc` unless the carry a loop body returned (`got`) has the
+/// initial carry's structure, dtypes and shapes (`want`), naming both.
+void expectCarry(const Structure& got, const Structure& want, const char* api, const Location& loc);
+
 /// A cond predicate: a Tensor. A C++ bool is known while tracing: use an `if`.
 struct Predicate {
   Tensor t;
@@ -247,6 +294,7 @@ auto plainScan(const Body& body, const C& init, const X& xs, ScanOptions opts, s
   const std::size_t nc = flatInit.size();
   FlatFn fn = [&](const std::vector<Tensor>& ps) {
     R r = body(rebuildLike(init, ps), rebuildLike(xs, ps, nc));
+    expectCarry(structureOf(r.first), structureOf(init), "scan", Location::from(sl));
     skeleton = std::make_shared<Y>(r.second);
     std::vector<Tensor> out;
     Out<C>::flatten(r.first, out);
@@ -362,14 +410,19 @@ C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& 
             std::source_location sl = std::source_location::current()) {
   static_assert(std::is_same_v<C, std::decay_t<std::invoke_result_t<const Body&, const Tensor&, const C&>>>,
                 "fori_loop: the body must return a carry of the same structure type as init");
+  auto checkedBody = [&](const Tensor& i, const C& c) {
+    C next = body(i, c);
+    detail::expectCarry(detail::structureOf(next), detail::structureOf(init), "fori_loop", Location::from(sl));
+    return next;
+  };
   auto fn = [&](const Tensor& i, const std::vector<Tensor>& carry) {
     std::vector<Tensor> out;
-    detail::Out<C>::flatten(body(i, detail::rebuildLike(init, carry)), out);
+    detail::Out<C>::flatten(checkedBody(i, detail::rebuildLike(init, carry)), out);
     return out;
   };
   if (opts.checkpoint.policy != Checkpoint::Policy::all) { // a scan over the step indices
     const auto [lo, hi] = detail::staticBounds(lower, upper, opts.max_iterations, Location::from(sl));
-    auto step = [&](const C& c, const Tensor& i) { return std::pair{body(i, c), std::tuple<>{}}; };
+    auto step = [&](const C& c, const Tensor& i) { return std::pair{checkedBody(i, c), std::tuple<>{}}; };
     return scan(step, init, add(iota({hi - lo}), full({}, static_cast<double>(lo), DType::i32)), ScanOptions{.checkpoint = opts.checkpoint}, sl).first;
   }
   return detail::rebuildLike(init, detail::foriCall(lower, upper, fn, detail::leavesOf(init), opts.max_iterations, Location::from(sl)));
@@ -397,8 +450,10 @@ C while_loop(const Cond& cond_fn, const Body& body_fn, const C& init, LoopOption
                 Location::from(sl));
   detail::FlatFn c = [&](const std::vector<Tensor>& ps) { return std::vector<Tensor>{cond_fn(detail::rebuildLike(init, ps))}; };
   detail::FlatFn b = [&](const std::vector<Tensor>& ps) {
+    C next = body_fn(detail::rebuildLike(init, ps));
+    detail::expectCarry(detail::structureOf(next), detail::structureOf(init), "while_loop", Location::from(sl));
     std::vector<Tensor> out;
-    detail::Out<C>::flatten(body_fn(detail::rebuildLike(init, ps)), out);
+    detail::Out<C>::flatten(next, out);
     return out;
   };
   return detail::rebuildLike(init, detail::whileCall(c, b, detail::leavesOf(init), opts.max_iterations, "while_loop", Location::from(sl)));

@@ -113,6 +113,17 @@ std::vector<Section> sections() {
            CPP(trace([](Tensor a) { return exp(a); }, I3)),
            CPP(trace([](Tensor a) { return a + full({4294967296, 4294967296}, 1); }, F3)),
        }},
+      {"Control flow",
+       "cond and switch_case branches must return the same structure of the same dtypes and shapes, and a loop body "
+       "(scan, fori_loop, while_loop) the structure of its initial carry: the error is at the call's line.",
+       {
+           CPP(trace([](Tensor a) { return scan([](std::vector<Tensor> c, Tensor x) { c.push_back(c[0]); return std::pair{c, x}; }, std::vector<Tensor>{a, a}, a).first[0]; }, F3)),
+           CPP(trace([](Tensor a) {
+             using V = std::vector<Tensor>;
+             return fori_loop(0, 3, [](Tensor, std::pair<V, V> c) { return std::pair{c.second, c.first}; }, std::pair{V{a, a}, V{a}}).first[0];
+           }, F3)),
+           CPP(trace([](Tensor a) { return while_loop([](Tensor c) { return sum(c) < 10.0f; }, [](Tensor c) { return cast(c, DType::f64); }, a); }, F3)),
+       }},
       {"Gradients",
        "grad, vjp, gradients, GradientTape and custom_gradient. Mistakes in the number of arguments are "
        "compile-time errors instead (test/compile_fail).",
