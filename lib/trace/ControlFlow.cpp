@@ -187,6 +187,16 @@ std::string render(const Structure& s) {
   return render(s.tree, s.leaves, next);
 }
 
+/// Where the op that made leaf `i` of `r`'s result was called (unknown for a
+/// leaf the region did not make: an operand or a captured tensor returned as is).
+Location madeAt(const TraceState& s, const Region& r, std::size_t i) {
+  const ir::Function* f = s.module->lookup(r.name);
+  if (!f || i >= f->outputs.size()) return {};
+  for (auto op = f->ops.rbegin(); op != f->ops.rend(); ++op)
+    if (std::find(op->results.begin(), op->results.end(), f->outputs[i]) != op->results.end()) return op->loc;
+  return {};
+}
+
 } // namespace
 
 void expectCarry(const Structure& got, const Structure& want, const char* api, const Location& loc) {
@@ -222,7 +232,16 @@ std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& b
   std::vector<Region> rs;
   for (std::size_t b = 0; b < branches.size(); ++b) {
     rs.push_back(traceRegion(s, std::string(api) + "." + std::to_string(b), params, branches[b]));
-    if (b) expectLeaves(rs[b].outputs, rs[0].outputs, "the result of " + names[0], "the result of " + names[b], api, loc);
+    if (!b) continue;
+    auto m = leafMismatch(rs[b].outputs, rs[0].outputs, "the result of " + names[0], "the result of " + names[b], api);
+    if (!m) continue;
+    // Name the line in each branch that made the leaf, so the user sees which lambda to fix.
+    const std::size_t leaf = m->second;
+    std::vector<std::string> made;
+    for (std::size_t k : {b, std::size_t{0}})
+      if (const Location at = madeAt(s, rs[k], std::min(leaf, rs[k].outputs.size() - 1)); at.known())
+        made.push_back(fmt::format("{}'s{} at {}", names[k], made.empty() ? " result made" : "", at.str()));
+    throw Error(made.empty() ? m->first : fmt::format("{} ({})", m->first, joined(made)), loc);
   }
   const std::vector<ir::ValueId> captured = unionOf(rs);
   std::vector<std::string> callees;

@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 
 using namespace adjit;
@@ -22,8 +23,9 @@ struct Section {
   std::vector<Row> rows;
 };
 
-/// The error text as a user sees it; a location in this file is the user's
-/// line, shown as `your.cpp:LINE` so the table does not change with this file.
+/// The error text as a user sees it; a location in this file (the error's, or
+/// one its message names) is the user's line, shown as `your.cpp:LINE` so the
+/// table does not change with this file.
 std::string errorText(const std::function<void()>& run) {
   try {
     run();
@@ -32,7 +34,8 @@ std::string errorText(const std::function<void()>& run) {
     std::string where;
     if (l.known() && l.file.find("test_bad_inputs.cpp") != std::string::npos) where = "your.cpp:LINE: ";
     else if (l.known()) where = l.str() + ": ";
-    return where + "error: " + e.message();
+    static const std::regex here(R"([^ ]*test_bad_inputs\.cpp:[0-9]+:[0-9]+)");
+    return where + "error: " + std::regex_replace(e.message(), here, "your.cpp:LINE");
   } catch (const std::exception& e) {
     return std::string("NOT AN adjit::Error: ") + e.what();
   }
@@ -115,8 +118,10 @@ std::vector<Section> sections() {
        }},
       {"Control flow",
        "cond and switch_case branches must return the same structure of the same dtypes and shapes, and a loop body "
-       "(scan, fori_loop, while_loop) the structure of its initial carry: the error is at the call's line.",
+       "(scan, fori_loop, while_loop) the structure of its initial carry: the error is at the call's line, and names "
+       "the line in each branch that made the leaf that differs.",
        {
+           CPP(trace([](Tensor a) { return cond(sum(a) > 0.0f, [](Tensor x) { return concatenate({x, x}); }, [](Tensor x) { return x * 2.0f; }, a); }, F3)),
            CPP(trace([](Tensor a) { return scan([](std::vector<Tensor> c, Tensor x) { c.push_back(c[0]); return std::pair{c, x}; }, std::vector<Tensor>{a, a}, a).first[0]; }, F3)),
            CPP(trace([](Tensor a) {
              using V = std::vector<Tensor>;

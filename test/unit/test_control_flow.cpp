@@ -247,6 +247,26 @@ TEST_CASE("a loop body that changes its carry's structure is an error naming bot
   CHECK_NOTHROW(trace([](Tensor a) { return scan([](V c, Tensor x) { return std::pair{V{c[1], c[0] + x}, x}; }, V{a, a}, a).first[1]; }, f64x4));
 }
 
+TEST_CASE("branches that disagree are reported at the cond call, naming the line in each branch that made the leaf") {
+  const int trueLine = __LINE__ + 2, falseLine = __LINE__ + 3, condLine = __LINE__ + 1;
+  auto f = [](Tensor x) { return cond(sum(x) > 0.0,
+                                      [](Tensor a) { return concatenate({a, a}); },
+                                      [](Tensor a) { return a * 2.0; }, x); };
+  const std::string msg = errorAt(condLine, [&] { trace(f, Type{DType::f64, {3}}); });
+  CHECK(msg.starts_with("cond: leaf 0 of the result of true_fn is f64[6], but leaf 0 of the result of false_fn is f64[3] (true_fn's result made at "));
+  CHECK(msg.find("test_control_flow.cpp:" + std::to_string(trueLine) + ":") != std::string::npos);
+  CHECK(msg.find(", false_fn's at ") != std::string::npos);
+  CHECK(msg.find("test_control_flow.cpp:" + std::to_string(falseLine) + ":") != std::string::npos);
+  // A branch that returns an operand as it is made nothing: only the other is named.
+  const int switchLine = __LINE__ + 1;
+  auto g = [](Tensor i, Tensor x) { return switch_case(i, std::tuple{[](Tensor a) { return a; }, [](Tensor a) { return cast(a, DType::f32); }}, x); };
+  const std::string other = errorAt(switchLine, [&] { trace(g, Type{DType::i32, {}}, Type{DType::f64, {3}}); });
+  CHECK(other.starts_with("switch_case: leaf 0 of the result of branch 1 is f32[3], but leaf 0 of the result of branch 0 is f64[3] "
+                          "(branch 1's result made at "));
+  CHECK(other.find("test_control_flow.cpp:" + std::to_string(switchLine) + ":") != std::string::npos);
+  CHECK(other.find("branch 0's") == std::string::npos);
+}
+
 TEST_CASE("cond errors: mismatched branches and a predicate of several elements") {
   auto mismatch = [](Tensor x) { return cond(gt(x, 0.0), [](Tensor a) { return a; }, [](Tensor a) { return cast(a, DType::f32); }, x); };
   CHECK_THROWS_WITH_AS(jit(mismatch)(1.0), doctest::Contains("leaf 0 of the result of true_fn is f64[], but leaf 0 of the result of false_fn is f32[]"), Error);
