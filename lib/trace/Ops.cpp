@@ -723,8 +723,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o, SrcLoc l) {
   const std::size_t xr = xsh.size(), yr = ysh.size();
   const int64_t m = o.transpose_a ? xsh[xr - 1] : xsh[xr - 2], xk = o.transpose_a ? xsh[xr - 2] : xsh[xr - 1];
   const int64_t n = o.transpose_b ? ysh[yr - 2] : ysh[yr - 1], yk = o.transpose_b ? ysh[yr - 1] : ysh[yr - 2];
-  if (xk != yk)
-    throw Error(fmt::format("matmul: incompatible shapes {} and {}{}", a.type().str(), b.type().str(), flags()), loc);
+  if (xk != yk) { // name the axes in the operands as given (a 1-D operand's only axis)
+    const int64_t ak = a.rank() == 1 ? 0 : a.rank() - (o.transpose_a ? 2 : 1);
+    const int64_t bk = b.rank() == 1 ? 0 : b.rank() - (o.transpose_b ? 1 : 2);
+    throw Error(fmt::format("matmul: the contracting axes disagree: axis {} of {}{} has {}, but axis {} of {}{} has {}", ak,
+                            a.type().str(), o.transpose_a ? " (transpose_a)" : "", xk, bk, b.type().str(),
+                            o.transpose_b ? " (transpose_b)" : "", yk),
+                loc);
+  }
   // Broadcast batch dimensions.
   Shape xb(xsh.begin(), xsh.end() - 2), yb(ysh.begin(), ysh.end() - 2);
   std::size_t rank = std::max(xb.size(), yb.size());

@@ -59,9 +59,24 @@ TEST_CASE("out-of-range axes and indices") {
         "transpose: axis 1 is out of range for rank 1");
 }
 
-TEST_CASE("matmul shapes") {
-  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return matmul(a, b); }, Type{DType::f32, {2, 3}}, Type{DType::f32, {2, 3}}); })
-            .message() == "matmul: incompatible shapes f32[2,3] and f32[2,3]");
+TEST_CASE("matmul shapes: the contracting axes that disagree, in the operands as given") {
+  auto mm = [](Shape a, Shape b, MatmulOptions o = {}) {
+    return errorOf([&] { trace([&](Tensor x, Tensor y) { return matmul(x, y, o); }, Type{DType::f32, a}, Type{DType::f32, b}); })
+        .message();
+  };
+  CHECK(mm({32, 100}, {784, 128}) == "matmul: the contracting axes disagree: axis 1 of f32[32,100] has 100, but axis 0 of f32[784,128] has 784");
+  CHECK(mm({100, 32}, {784, 128}, {.transpose_a = true}) ==
+        "matmul: the contracting axes disagree: axis 0 of f32[100,32] (transpose_a) has 100, but axis 0 of f32[784,128] has 784");
+  CHECK(mm({32, 100}, {128, 784}, {.transpose_b = true}) ==
+        "matmul: the contracting axes disagree: axis 1 of f32[32,100] has 100, but axis 1 of f32[128,784] (transpose_b) has 784");
+  CHECK(mm({5, 32, 100}, {784}) == "matmul: the contracting axes disagree: axis 2 of f32[5,32,100] has 100, but axis 0 of f32[784] has 784");
+  // The same rule in IR text, where both operands have one rank.
+  Error e = errorOf([] {
+    Module::parse("func @f(%a: f32[32,100], %b: f32[128,784]) -> (f32[32,128]) {\n"
+                  "  %c = matmul(%a, %b) {transpose_b = true} : f32[32,128]\n  return %c\n}");
+  });
+  CHECK(e.message() == "matmul: the contracting axes disagree: axis 1 of f32[32,100] has 100, but axis 1 of f32[128,784] (transpose_b) has 784");
+  CHECK(e.location().line == 2);
 }
 
 TEST_CASE("jitted function called with the wrong kind of arguments") {
