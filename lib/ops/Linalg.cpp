@@ -111,7 +111,7 @@ void defineLinalgOps(Table& t) {
   set(t, OpKind::Matmul, {
       .infer = [](const InferCtx& c) {
         const Type &a = c.operands[0], &b = c.operands[1];
-        if (a.dtype != b.dtype) c.fail("mismatched dtypes {} and {}", a.str(), b.str());
+        c.expectSameDtype(a, b);
         if (a.dtype == DType::i1) c.fail("expected numeric operands, got {}", a.str());
         if (a.rank() < 2 || a.rank() != b.rank())
           c.fail("expected operands of equal rank >= 2, got {} and {}", a.str(), b.str());

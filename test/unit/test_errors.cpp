@@ -30,8 +30,16 @@ TEST_CASE("shape mismatch names the op, both types and the source line") {
 
 TEST_CASE("dtype mismatch") {
   Error e = errorOf([] { trace([](Tensor a, Tensor b) { return mul(a, b); }, F3, Type{DType::f64, {3}}); });
-  CHECK(e.message() == "mul: mismatched dtypes f32[3] and f64[3]");
+  CHECK(e.message() == "mul: mismatched dtypes f32[3] and f64[3]; use cast(x, DType::f64) to convert one of them");
   CHECK(e.location().line == __LINE__ - 2);
+  // The hint names the dtype that holds both: floating over integer, then the wider.
+  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return a < b; }, Type{DType::i64, {3}}, F3); }).message() ==
+        "lt: mismatched dtypes i64[3] and f32[3]; use cast(x, DType::f32) to convert one of them");
+  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return matmul(a, b); }, Type{DType::f64, {2, 3}}, Type{DType::f32, {3, 2}}); })
+            .message() == "matmul: mismatched dtypes f64[2,3] and f32[3,2]; use cast(x, DType::f64) to convert one of them");
+  // Logical ops need i1 operands: no hint to cast one to the other's dtype.
+  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return logical_and(a > 0.0f, b); }, F3, F3); }).message() ==
+        "and: expected i1 operands, got f32[3]");
 }
 
 TEST_CASE("float op on integers, float scalar with integer tensor") {
@@ -82,7 +90,8 @@ TEST_CASE("matmul shapes: the contracting axes that disagree, in the operands as
 TEST_CASE("jitted function called with the wrong kind of arguments") {
   // The wrong number is a compile-time error (test/compile_fail/jit_arity.cpp).
   auto f = jit([](Tensor a, Tensor b) { return a + b; }, {.name = "plus"});
-  CHECK(errorOf([&] { f(Array(1.0f), Array(2.0)); }).message() == "add: mismatched dtypes f32[] and f64[]");
+  CHECK(errorOf([&] { f(Array(1.0f), Array(2.0)); }).message() ==
+        "add: mismatched dtypes f32[] and f64[]; use cast(x, DType::f64) to convert one of them");
 }
 
 TEST_CASE("grad's mistakes found while tracing point at the line that called grad") {
