@@ -96,6 +96,7 @@ std::vector<Section> sections() {
            adj("func @f(%x: f32[4294967296,4294967296]) -> () {\n  return\n}"),
            adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) : f32[3]"),
            adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) $ f32[3]\n  return %y\n}"),
+           adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) : f32[3]\n  %z = neg(%y) : f32[\n  return %z\n}"),
        }},
       {"Shapes and dtypes",
        "Ops called on Tensors while tracing: the op (by the name of the function you called), what it expected, "
