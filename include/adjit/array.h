@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <source_location>
 #include <span>
 #include <vector>
 
@@ -17,9 +18,11 @@ class Array {
 public:
   /// An f32 scalar 0.
   Array() : Array(Type{DType::f32, {}}) {}
-  /// Zero-filled array of the given type.
-  explicit Array(Type type);
-  Array(DType dtype, Shape shape) : Array(Type{dtype, std::move(shape)}) {}
+  /// Zero-filled array of the given type. Errors (a negative dimension, more
+  /// than 2^62 bytes) name `loc`, the caller's line, as for every constructor here.
+  explicit Array(Type type, std::source_location loc = std::source_location::current());
+  Array(DType dtype, Shape shape, std::source_location loc = std::source_location::current())
+      : Array(Type{dtype, std::move(shape)}, loc) {}
 
   /// Scalars: `Array(2.0f)` is f32, `Array(2.0)` f64, `Array(int32_t{2})` i32,
   /// `Array(int64_t{2})` i64, `Array(true)` i1.
@@ -31,7 +34,9 @@ public:
 
   /// From a vector and a shape (the shape defaults to 1-D). Throws adjit::Error
   /// when the shape's element count differs from the vector's size.
-  template <class T> Array(const std::vector<T>& values, Shape shape);
+  template <class T>
+  Array(const std::vector<T>& values, Shape shape, std::source_location loc = std::source_location::current());
+  // (No location here: it cannot fail, and `Array(v, {})` would be ambiguous.)
   template <class T> Array(const std::vector<T>& values)
       : Array(values, Shape{static_cast<int64_t>(values.size())}) {}
 
@@ -90,7 +95,7 @@ public:
   bool identical(const Array& o) const;
 
 private:
-  Array(Type type, bool zero);
+  Array(Type type, bool zero, const Location& where = {});
   void check(DType asked) const;
   void release() {
     if (data_ && !small()) releaseHeap();
@@ -117,11 +122,12 @@ private:
   alignas(16) unsigned char small_[kSmallBytes];
 };
 
-template <class T> Array::Array(const std::vector<T>& values, Shape shape)
-    : Array(Type{dtype_of<T>(), std::move(shape)}) {
+template <class T> Array::Array(const std::vector<T>& values, Shape shape, std::source_location loc)
+    : Array(Type{dtype_of<T>(), std::move(shape)}, loc) {
   if (static_cast<std::size_t>(size()) != values.size())
     throw Error("Array: shape " + shape_str(this->shape()) + " has " + std::to_string(size()) +
-                " elements, but " + std::to_string(values.size()) + " values were given");
+                " elements, but " + std::to_string(values.size()) + " values were given",
+                Location::from(loc));
   if constexpr (std::is_same_v<T, bool>) {
     for (std::size_t i = 0; i < values.size(); ++i) data<uint8_t>()[i] = values[i];
   } else {

@@ -142,8 +142,16 @@ TEST_CASE("tensors outside their trace") {
 }
 
 TEST_CASE("Array misuse") {
-  CHECK(errorOf([] { Array(std::vector<float>{1, 2, 3}, {2, 2}); }).message() ==
-        "Array: shape [2,2] has 4 elements, but 3 values were given");
+  Error e = errorOf([] { Array(std::vector<float>{1, 2, 3}, {2, 2}); });
+  CHECK(e.message() == "Array: shape [2,2] has 4 elements, but 3 values were given");
+  CHECK(e.location().line == __LINE__ - 2); // the constructors name the caller's line
+  CHECK(std::string(e.location().file).find("test_errors.cpp") != std::string::npos);
+  CHECK(errorOf([] { Array(DType::f32, {2, -1}); }).location().line == __LINE__);
+  CHECK(errorOf([] { Array(Type{DType::i32, {-3}}); }).location().line == __LINE__);
+  // Which also keeps every way of writing an Array unambiguous.
+  CHECK(Array(std::vector<float>{7}, {}).type() == Type{DType::f32, {}});
+  CHECK(Array(std::vector<int32_t>{1, 2}).type() == Type{DType::i32, {2}});
+  CHECK(Array(DType::f64, {}).type() == Type{DType::f64, {}});
   CHECK(errorOf([] { Array(1.0f).data<double>(); }).message() == "Array: data of f32[] requested as f64");
   CHECK(errorOf([] { Array(std::vector<float>{1, 2}).item<float>(); }).message() ==
         "Array::item: array of type f32[2] does not have exactly one element");
@@ -151,10 +159,11 @@ TEST_CASE("Array misuse") {
 
 TEST_CASE("absurd shapes are errors naming the op and shape, never a crash or a silent zero") {
   // The byte size used to wrap: a segfault, or "0 elements" and a sum of 0.
-  CHECK(errorOf([] { Array a(DType::f32, {4611686018427387903}); }).message() ==
-        "Array: f32[4611686018427387903] takes more than 2^62 bytes");
+  Error e = errorOf([] { Array a(DType::f32, {4611686018427387903}); });
+  CHECK(e.message() == "Array: f32[4611686018427387903] takes more than 2^62 bytes");
+  CHECK(e.location().line == __LINE__ - 2);
   const int64_t big = int64_t{1} << 32;
-  Error e = errorOf([&] { jit([&](Tensor x) { return sum(broadcast_to(x, {big, big})); })(1.0f); });
+  e = errorOf([&] { jit([&](Tensor x) { return sum(broadcast_to(x, {big, big})); })(1.0f); });
   CHECK(e.message() == "broadcast_to: shape [4294967296,4294967296] has more than 2^62 elements");
   CHECK(e.location().line == __LINE__ - 2);
   CHECK(errorOf([&] { trace([](Tensor x) { return x; }, Type{DType::f64, {big, big}}); }).message() ==
