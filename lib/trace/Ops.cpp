@@ -217,6 +217,20 @@ Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, L(l)
 Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, L(l)); }
 Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, L(l)); }
 Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, L(l)); }
+Tensor operator!(const Tensor& x) {
+  try {
+    return unary("not", OpKind::Not, x, {});
+  } catch (const Error& e) { // `!` cannot know its line (tensor.h): the line that made x is the nearest known
+    Location made;
+    if (const TraceState* s = detail::currentTrace(); s && x.valid() && x.trace() == s->id)
+      for (auto op = s->fn->ops.rbegin(); op != s->fn->ops.rend(); ++op)
+        if (std::find(op->results.begin(), op->results.end(), x.id()) != op->results.end()) {
+          made = op->loc;
+          break;
+        }
+    throw Error(e.message(), made);
+  }
+}
 
 Tensor where(const Tensor& c, const Tensor& a0, const Tensor& b0, SrcLoc l) {
   Location loc = L(l);
