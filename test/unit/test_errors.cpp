@@ -183,4 +183,17 @@ TEST_CASE("errors name the function the user called, at the user's line") {
   e = errorOf([] { trace([](Tensor x, Tensor i) { return take(x, i); }, F3, Type{DType::f32, {2}}); });
   CHECK(e.message() == "take: indices must be i32 or i64, got f32[2]");
   CHECK(e.location().line == __LINE__ - 2);
+  // `!x` cannot capture its own line (Tensor's bool conversion, which rejects
+  // `if (x)`, rules out operator!(At)): it names the line that made x.
+  int made = 0;
+  e = errorOf([&] {
+    trace([&](Tensor x) {
+      made = __LINE__ + 1;
+      Tensor twice = x * 2.0f;
+      return !twice;
+    }, F3);
+  });
+  CHECK(e.message() == "not: expected an i1 operand, got f32[3]");
+  CHECK(e.location().line == static_cast<uint32_t>(made));
+  CHECK(errorOf([] { trace([](Tensor x) { return !x; }, F3); }).message() == "not: expected an i1 operand, got f32[3]");
 }
