@@ -55,10 +55,13 @@ namespace detail {
 /// A branch or body on the flattened leaves of its arguments.
 using FlatFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+struct Structure;
 /// Records `switch` over the branches (traced in order on `operands`' types);
-/// `names` name them in errors ("true_fn"). Returns the results' leaves.
+/// `names` name them in errors ("true_fn"); each branch adds its result's
+/// structure to `results` as it is traced. Returns the results' leaves.
 std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& branches, const std::vector<std::string>& names,
-                               const std::vector<Tensor>& operands, const char* api, const Location& loc);
+                               const std::vector<Structure>& results, const std::vector<Tensor>& operands, const char* api,
+                               const Location& loc);
 /// cond's index: the one-element i1 predicate as an i32 scalar (an error otherwise).
 Tensor predicateIndex(const Tensor& pred, const Location& loc);
 /// Records `scan`; `body` takes (carry..., x...) and returns (carry..., y...).
@@ -172,6 +175,7 @@ template <class... Ops> struct Branches {
   std::tuple<const Ops&...> operands;
   std::vector<FlatFn> fns;
   std::shared_ptr<void> skeleton;
+  std::vector<Structure> results; ///< of each branch traced so far
 
   template <class Fn> void add(const Fn& fn) {
     using R = std::decay_t<std::invoke_result_t<const Fn&, const Ops&...>>;
@@ -186,6 +190,7 @@ template <class... Ops> struct Branches {
       R r = std::apply([&](const auto&... op) { return std::apply(fn, std::tuple<std::decay_t<decltype(op)>...>{rebuildOne(op)...}); },
                        operands);
       if (!skeleton) skeleton = std::make_shared<R>(r);
+      results.push_back(structureOf(r));
       std::vector<Tensor> out;
       Out<R>::flatten(r, out);
       return out;
@@ -226,11 +231,11 @@ auto cond(detail::Predicate pred, const T& true_fn, const F& false_fn, const Ops
   static_assert(std::is_same_v<R, std::decay_t<std::invoke_result_t<const F&, const Ops&...>>>,
                 "cond: true_fn and false_fn must return the same structure type");
   const Location loc = Location::from(pred.loc);
-  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  detail::Branches<Ops...> b{{operands...}, {}, {}, {}};
   b.add(false_fn);
   b.add(true_fn);
   return b.template result<R>(
-      detail::switchCall(detail::predicateIndex(pred.t, loc), b.fns, {"false_fn", "true_fn"}, b.flatOperands(), "cond", loc));
+      detail::switchCall(detail::predicateIndex(pred.t, loc), b.fns, {"false_fn", "true_fn"}, b.results, b.flatOperands(), "cond", loc));
 }
 
 /// switch_case(index, {branch0, branch1, ...}, operands...): branch
@@ -240,23 +245,23 @@ auto cond(detail::Predicate pred, const T& true_fn, const F& false_fn, const Ops
 template <class B, class... Ops>
 auto switch_case(detail::CaseIndex index, std::initializer_list<B> branches, const Ops&... operands) {
   using R = std::decay_t<std::invoke_result_t<const B&, const Ops&...>>;
-  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  detail::Branches<Ops...> b{{operands...}, {}, {}, {}};
   std::vector<std::string> names;
   for (const B& fn : branches) {
     b.add(fn);
     names.push_back("branch " + std::to_string(names.size()));
   }
-  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
+  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.results, b.flatOperands(), "switch_case", Location::from(index.loc)));
 }
 template <class... Bs, class... Ops>
 auto switch_case(detail::CaseIndex index, const std::tuple<Bs...>& branches, const Ops&... operands) {
   using R = std::decay_t<std::invoke_result_t<const std::tuple_element_t<0, std::tuple<Bs...>>&, const Ops&...>>;
   static_assert((std::is_same_v<R, std::decay_t<std::invoke_result_t<const Bs&, const Ops&...>>> && ...),
                 "switch_case: every branch must return the same structure type");
-  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  detail::Branches<Ops...> b{{operands...}, {}, {}, {}};
   std::vector<std::string> names;
   std::apply([&](const auto&... fn) { ((b.add(fn), names.push_back("branch " + std::to_string(names.size()))), ...); }, branches);
-  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
+  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.results, b.flatOperands(), "switch_case", Location::from(index.loc)));
 }
 
 /// Options of scan.

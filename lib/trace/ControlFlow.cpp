@@ -220,7 +220,8 @@ Tensor predicateIndex(const Tensor& pred, const Location& loc) {
 }
 
 std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& branches, const std::vector<std::string>& names,
-                               const std::vector<Tensor>& operands, const char* api, const Location& loc) {
+                               const std::vector<Structure>& results, const std::vector<Tensor>& operands, const char* api,
+                               const Location& loc) {
   TraceState& s = enclosing(api, loc);
   Tensor idx = index;
   const Type it = idx.type();
@@ -234,7 +235,11 @@ std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& b
     rs.push_back(traceRegion(s, std::string(api) + "." + std::to_string(b), params, branches[b]));
     if (!b) continue;
     auto m = leafMismatch(rs[b].outputs, rs[0].outputs, "the result of " + names[0], "the result of " + names[b], api);
-    if (!m) continue;
+    if (!m) { // the same leaves may still be nested otherwise (vectors of other lengths)
+      if (b < results.size() && results[b].tree != results[0].tree)
+        throw Error(fmt::format("{}: {} returned {}, but {} returned {}", api, names[b], render(results[b]), names[0], render(results[0])), loc);
+      continue;
+    }
     // Name the line in each branch that made the leaf, so the user sees which lambda to fix.
     const std::size_t leaf = m->second;
     std::vector<std::string> made;

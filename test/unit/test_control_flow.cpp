@@ -265,6 +265,14 @@ TEST_CASE("branches that disagree are reported at the cond call, naming the line
                           "(branch 1's result made at "));
   CHECK(other.find("test_control_flow.cpp:" + std::to_string(switchLine) + ":") != std::string::npos);
   CHECK(other.find("branch 0's") == std::string::npos);
+  // The same leaves nested otherwise were taken in the first branch's nesting.
+  using V = std::vector<Tensor>;
+  using P = std::pair<V, V>;
+  const int nestLine = __LINE__ + 1;
+  auto h = [](Tensor x) { return cond(sum(x) > 0.0, [](Tensor a) { return P{V{a, a}, V{a}}; }, [](Tensor a) { return P{V{a}, V{a, a}}; }, x).first[0]; };
+  CHECK(errorAt(nestLine, [&] { trace(h, Type{DType::f64, {3}}); }) ==
+        "cond: true_fn returned pair of (vector of 2 f64[3], vector of 1 f64[3]), but false_fn returned pair of (vector of 1 f64[3], "
+        "vector of 2 f64[3])");
 }
 
 TEST_CASE("cond errors: mismatched branches and a predicate of several elements") {
