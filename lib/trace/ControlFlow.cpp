@@ -189,12 +189,9 @@ std::string render(const Structure& s) {
 
 /// Where the op that made leaf `i` of `r`'s result was called (unknown for a
 /// leaf the region did not make: an operand or a captured tensor returned as is).
-Location madeAt(const TraceState& s, const Region& r, std::size_t i) {
+Location resultMadeAt(const TraceState& s, const Region& r, std::size_t i) {
   const ir::Function* f = s.module->lookup(r.name);
-  if (!f || i >= f->outputs.size()) return {};
-  for (auto op = f->ops.rbegin(); op != f->ops.rend(); ++op)
-    if (std::find(op->results.begin(), op->results.end(), f->outputs[i]) != op->results.end()) return op->loc;
-  return {};
+  return f && i < f->outputs.size() ? madeAt(*f, f->outputs[i]) : Location{};
 }
 
 } // namespace
@@ -244,7 +241,7 @@ std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& b
     const std::size_t leaf = m->second;
     std::vector<std::string> made;
     for (std::size_t k : {b, std::size_t{0}})
-      if (const Location at = madeAt(s, rs[k], std::min(leaf, rs[k].outputs.size() - 1)); at.known())
+      if (const Location at = resultMadeAt(s, rs[k], std::min(leaf, rs[k].outputs.size() - 1)); at.known())
         made.push_back(fmt::format("{}'s{} at {}", names[k], made.empty() ? " result made" : "", at.str()));
     throw Error(made.empty() ? m->first : fmt::format("{} ({})", m->first, joined(made)), loc);
   }

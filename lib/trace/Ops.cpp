@@ -221,14 +221,8 @@ Tensor operator!(const Tensor& x) {
   try {
     return unary("not", OpKind::Not, x, {});
   } catch (const Error& e) { // `!` cannot know its line (tensor.h): the line that made x is the nearest known
-    Location made;
-    if (const TraceState* s = detail::currentTrace(); s && x.valid() && x.trace() == s->id)
-      for (auto op = s->fn->ops.rbegin(); op != s->fn->ops.rend(); ++op)
-        if (std::find(op->results.begin(), op->results.end(), x.id()) != op->results.end()) {
-          made = op->loc;
-          break;
-        }
-    throw Error(e.message(), made);
+    const TraceState* s = detail::currentTrace();
+    throw Error(e.message(), s && x.valid() && x.trace() == s->id ? detail::madeAt(*s->fn, x.id()) : Location{});
   }
 }
 
