@@ -18,8 +18,9 @@ class Array {
 public:
   /// An f32 scalar 0.
   Array() : Array(Type{DType::f32, {}}) {}
-  /// Zero-filled array of the given type. Errors (a negative dimension, more
-  /// than 2^62 bytes) name `loc`, the caller's line, as for every constructor here.
+  /// Zero-filled array of the given type. An error (a negative dimension, more
+  /// than 2^62 bytes) names `loc`, the caller's line; so do those of the other
+  /// constructors that can fail.
   explicit Array(Type type, std::source_location loc = std::source_location::current());
   Array(DType dtype, Shape shape, std::source_location loc = std::source_location::current())
       : Array(Type{dtype, std::move(shape)}, loc) {}
