@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <source_location>
 #include <span>
 #include <vector>
 
@@ -19,9 +20,12 @@ class Array {
 public:
   /// An f32 scalar 0.
   Array() : Array(Type{DType::f32, {}}) {}
-  /// Zero-filled array of the given type.
-  explicit Array(Type type);
-  Array(DType dtype, Shape shape) : Array(Type{dtype, std::move(shape)}) {}
+  /// Zero-filled array of the given type. An error (a negative dimension, more
+  /// than 2^62 bytes) names `loc`, the caller's line; so do those of the other
+  /// constructors that can fail.
+  explicit Array(Type type, std::source_location loc = std::source_location::current());
+  Array(DType dtype, Shape shape, std::source_location loc = std::source_location::current())
+      : Array(Type{dtype, std::move(shape)}, loc) {}
 
   /// Scalars: `Array(2.0f)` is f32, `Array(2.0)` f64, `Array(int32_t{2})` i32,
   /// `Array(int64_t{2})` i64, `Array(true)` i1.
@@ -33,7 +37,9 @@ public:
 
   /// From a vector and a shape (the shape defaults to 1-D). Throws adjit::Error
   /// when the shape's element count differs from the vector's size.
-  template <class T> Array(const std::vector<T>& values, Shape shape);
+  template <class T>
+  Array(const std::vector<T>& values, Shape shape, std::source_location loc = std::source_location::current());
+  // (No location here: it cannot fail, and `Array(v, {})` would be ambiguous.)
   template <class T> Array(const std::vector<T>& values)
       : Array(values, Shape{static_cast<int64_t>(values.size())}) {}
 
@@ -59,12 +65,17 @@ public:
   /// function it is read in place; given to `Jitted::into` it is written in
   /// place. A view of const data is read-only (`into` refuses it). Buffers
   /// given to one call must not overlap (`into` checks its outputs).
-  static Array view(void* data, Type type) { return Array(data, std::move(type), false); }
-  static Array view(const void* data, Type type) { return Array(const_cast<void*>(data), std::move(type), true); }
+  static Array view(void* data, Type type, std::source_location loc = std::source_location::current()) {
+    return Array(data, std::move(type), false, Location::from(loc));
+  }
+  static Array view(const void* data, Type type, std::source_location loc = std::source_location::current()) {
+    return Array(const_cast<void*>(data), std::move(type), true, Location::from(loc));
+  }
   /// A typed view: `Array::view(ptr, {rows, cols})` (bool or uint8_t data for i1).
-  template <class T> static Array view(T* data, Shape shape) {
+  template <class T> static Array view(T* data, Shape shape, std::source_location loc = std::source_location::current()) {
     using U = std::remove_const_t<T>;
-    return view(data, Type{std::is_same_v<U, bool> || std::is_same_v<U, uint8_t> ? DType::i1 : dtype_of<U>(), std::move(shape)});
+    return view(data, Type{std::is_same_v<U, bool> || std::is_same_v<U, uint8_t> ? DType::i1 : dtype_of<U>(), std::move(shape)},
+                loc);
   }
   /// Whether this array points to a caller's buffer (Array::view).
   bool is_view() const { return view_; }
@@ -109,8 +120,8 @@ public:
   bool identical(const Array& o) const;
 
 private:
-  Array(Type type, bool zero);
-  Array(void* data, Type type, bool readOnly);
+  Array(Type type, bool zero, const Location& where = {});
+  Array(void* data, Type type, bool readOnly, const Location& where);
   void check(DType asked) const;
   void release() {
     if (data_ && !small() && !view_) releaseHeap();
@@ -142,11 +153,12 @@ private:
   alignas(16) unsigned char small_[kSmallBytes];
 };
 
-template <class T> Array::Array(const std::vector<T>& values, Shape shape)
-    : Array(Type{dtype_of<T>(), std::move(shape)}) {
+template <class T> Array::Array(const std::vector<T>& values, Shape shape, std::source_location loc)
+    : Array(Type{dtype_of<T>(), std::move(shape)}, loc) {
   if (static_cast<std::size_t>(size()) != values.size())
     throw Error("Array: shape " + shape_str(this->shape()) + " has " + std::to_string(size()) +
-                " elements, but " + std::to_string(values.size()) + " values were given");
+                " elements, but " + std::to_string(values.size()) + " values were given",
+                Location::from(loc));
   if constexpr (std::is_same_v<T, bool>) {
     for (std::size_t i = 0; i < values.size(); ++i) data<uint8_t>()[i] = values[i];
   } else {

@@ -29,9 +29,6 @@ std::vector<std::optional<Tensor>> gradients(const std::vector<Tensor>& ys, cons
                                              std::source_location loc = std::source_location::current());
 
 namespace detail {
-/// For static_assert messages that depend on a template parameter.
-template <class...> inline constexpr bool kFalse = false;
-
 /// A source of GradientTape::gradient: a watched Tensor or a Variable.
 using SourceLeaf = std::variant<Tensor, Variable>;
 

@@ -55,10 +55,13 @@ namespace detail {
 /// A branch or body on the flattened leaves of its arguments.
 using FlatFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+struct Structure;
 /// Records `switch` over the branches (traced in order on `operands`' types);
-/// `names` name them in errors ("true_fn"). Returns the results' leaves.
+/// `names` name them in errors ("true_fn"); each branch adds its result's
+/// structure to `results` as it is traced. Returns the results' leaves.
 std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& branches, const std::vector<std::string>& names,
-                               const std::vector<Tensor>& operands, const char* api, const Location& loc);
+                               const std::vector<Structure>& results, const std::vector<Tensor>& operands, const char* api,
+                               const Location& loc);
 /// cond's index: the one-element i1 predicate as an i32 scalar (an error otherwise).
 Tensor predicateIndex(const Tensor& pred, const Location& loc);
 /// Records `scan`; `body` takes (carry..., x...) and returns (carry..., y...).
@@ -85,6 +88,53 @@ template <class T> T rebuildLike(const T& skeleton, const std::vector<Tensor>& f
   const Tensor* it = flat.data() + from;
   return OutTensors<T>::rebuild(skeleton, it);
 }
+
+/// The containers of a structure of Tensors, nested as written, with their
+/// sizes (which a vector's C++ type does not fix); a leaf has no children.
+struct Tree {
+  enum class Kind : uint8_t { leaf, vector, array, tuple, pair };
+  Kind kind = Kind::leaf;
+  std::vector<Tree> children;
+  friend bool operator==(const Tree&, const Tree&) = default;
+};
+/// A structure of Tensors as a loop checks its carry: the Tree and the leaves' types in order.
+struct Structure {
+  Tree tree;
+  std::vector<Type> leaves;
+  friend bool operator==(const Structure&, const Structure&) = default;
+};
+inline void nestingOf(const Tensor& t, Tree&, std::vector<Type>& leaves) { leaves.push_back(t.type()); }
+template <class T> void nestingOf(const std::vector<T>& v, Tree& node, std::vector<Type>& leaves);
+template <class T, std::size_t N> void nestingOf(const std::array<T, N>& v, Tree& node, std::vector<Type>& leaves);
+template <class... T> void nestingOf(const std::tuple<T...>& v, Tree& node, std::vector<Type>& leaves);
+template <class A, class B> void nestingOf(const std::pair<A, B>& v, Tree& node, std::vector<Type>& leaves);
+template <class... T> void nestingOfEach(Tree::Kind k, Tree& node, std::vector<Type>& leaves, const T&... xs) {
+  node.kind = k;
+  (nestingOf(xs, node.children.emplace_back(), leaves), ...);
+}
+template <class T> void nestingOf(const std::vector<T>& v, Tree& node, std::vector<Type>& leaves) {
+  node.kind = Tree::Kind::vector;
+  for (const T& x : v) nestingOf(x, node.children.emplace_back(), leaves);
+}
+template <class T, std::size_t N> void nestingOf(const std::array<T, N>& v, Tree& node, std::vector<Type>& leaves) {
+  node.kind = Tree::Kind::array;
+  for (const T& x : v) nestingOf(x, node.children.emplace_back(), leaves);
+}
+template <class... T> void nestingOf(const std::tuple<T...>& v, Tree& node, std::vector<Type>& leaves) {
+  std::apply([&](const auto&... x) { nestingOfEach(Tree::Kind::tuple, node, leaves, x...); }, v);
+}
+template <class A, class B> void nestingOf(const std::pair<A, B>& v, Tree& node, std::vector<Type>& leaves) {
+  nestingOfEach(Tree::Kind::pair, node, leaves, v.first, v.second);
+}
+/// The Structure of `s` (Tensors of the current trace, or of one it may capture).
+template <class T> Structure structureOf(const T& s) {
+  Structure r;
+  nestingOf(s, r.tree, r.leaves);
+  return r;
+}
+/// An Error at `loc` unless the carry a loop body returned (`got`) has the
+/// initial carry's structure, dtypes and shapes (`want`), naming both.
+void expectCarry(const Structure& got, const Structure& want, const char* api, const Location& loc);
 
 /// A cond predicate: a Tensor. A C++ bool is known while tracing: use an `if`.
 struct Predicate {
@@ -125,6 +175,7 @@ template <class... Ops> struct Branches {
   std::tuple<const Ops&...> operands;
   std::vector<FlatFn> fns;
   std::shared_ptr<void> skeleton;
+  std::vector<Structure> results; ///< of each branch traced so far
 
   template <class Fn> void add(const Fn& fn) {
     using R = std::decay_t<std::invoke_result_t<const Fn&, const Ops&...>>;
@@ -139,6 +190,7 @@ template <class... Ops> struct Branches {
       R r = std::apply([&](const auto&... op) { return std::apply(fn, std::tuple<std::decay_t<decltype(op)>...>{rebuildOne(op)...}); },
                        operands);
       if (!skeleton) skeleton = std::make_shared<R>(r);
+      results.push_back(structureOf(r));
       std::vector<Tensor> out;
       Out<R>::flatten(r, out);
       return out;
@@ -179,11 +231,11 @@ auto cond(detail::Predicate pred, const T& true_fn, const F& false_fn, const Ops
   static_assert(std::is_same_v<R, std::decay_t<std::invoke_result_t<const F&, const Ops&...>>>,
                 "cond: true_fn and false_fn must return the same structure type");
   const Location loc = Location::from(pred.loc);
-  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  detail::Branches<Ops...> b{{operands...}, {}, {}, {}};
   b.add(false_fn);
   b.add(true_fn);
   return b.template result<R>(
-      detail::switchCall(detail::predicateIndex(pred.t, loc), b.fns, {"false_fn", "true_fn"}, b.flatOperands(), "cond", loc));
+      detail::switchCall(detail::predicateIndex(pred.t, loc), b.fns, {"false_fn", "true_fn"}, b.results, b.flatOperands(), "cond", loc));
 }
 
 /// switch_case(index, {branch0, branch1, ...}, operands...): branch
@@ -193,23 +245,23 @@ auto cond(detail::Predicate pred, const T& true_fn, const F& false_fn, const Ops
 template <class B, class... Ops>
 auto switch_case(detail::CaseIndex index, std::initializer_list<B> branches, const Ops&... operands) {
   using R = std::decay_t<std::invoke_result_t<const B&, const Ops&...>>;
-  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  detail::Branches<Ops...> b{{operands...}, {}, {}, {}};
   std::vector<std::string> names;
   for (const B& fn : branches) {
     b.add(fn);
     names.push_back("branch " + std::to_string(names.size()));
   }
-  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
+  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.results, b.flatOperands(), "switch_case", Location::from(index.loc)));
 }
 template <class... Bs, class... Ops>
 auto switch_case(detail::CaseIndex index, const std::tuple<Bs...>& branches, const Ops&... operands) {
   using R = std::decay_t<std::invoke_result_t<const std::tuple_element_t<0, std::tuple<Bs...>>&, const Ops&...>>;
   static_assert((std::is_same_v<R, std::decay_t<std::invoke_result_t<const Bs&, const Ops&...>>> && ...),
                 "switch_case: every branch must return the same structure type");
-  detail::Branches<Ops...> b{{operands...}, {}, {}};
+  detail::Branches<Ops...> b{{operands...}, {}, {}, {}};
   std::vector<std::string> names;
   std::apply([&](const auto&... fn) { ((b.add(fn), names.push_back("branch " + std::to_string(names.size()))), ...); }, branches);
-  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.flatOperands(), "switch_case", Location::from(index.loc)));
+  return b.template result<R>(detail::switchCall(index.t, b.fns, names, b.results, b.flatOperands(), "switch_case", Location::from(index.loc)));
 }
 
 /// Options of scan.
@@ -247,6 +299,7 @@ auto plainScan(const Body& body, const C& init, const X& xs, ScanOptions opts, s
   const std::size_t nc = flatInit.size();
   FlatFn fn = [&](const std::vector<Tensor>& ps) {
     R r = body(rebuildLike(init, ps), rebuildLike(xs, ps, nc));
+    expectCarry(structureOf(r.first), structureOf(init), "scan", Location::from(sl));
     skeleton = std::make_shared<Y>(r.second);
     std::vector<Tensor> out;
     Out<C>::flatten(r.first, out);
@@ -362,14 +415,19 @@ C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& 
             std::source_location sl = std::source_location::current()) {
   static_assert(std::is_same_v<C, std::decay_t<std::invoke_result_t<const Body&, const Tensor&, const C&>>>,
                 "fori_loop: the body must return a carry of the same structure type as init");
+  auto checkedBody = [&](const Tensor& i, const C& c) {
+    C next = body(i, c);
+    detail::expectCarry(detail::structureOf(next), detail::structureOf(init), "fori_loop", Location::from(sl));
+    return next;
+  };
   auto fn = [&](const Tensor& i, const std::vector<Tensor>& carry) {
     std::vector<Tensor> out;
-    detail::Out<C>::flatten(body(i, detail::rebuildLike(init, carry)), out);
+    detail::Out<C>::flatten(checkedBody(i, detail::rebuildLike(init, carry)), out);
     return out;
   };
   if (opts.checkpoint.policy != Checkpoint::Policy::all) { // a scan over the step indices
     const auto [lo, hi] = detail::staticBounds(lower, upper, opts.max_iterations, Location::from(sl));
-    auto step = [&](const C& c, const Tensor& i) { return std::pair{body(i, c), std::tuple<>{}}; };
+    auto step = [&](const C& c, const Tensor& i) { return std::pair{checkedBody(i, c), std::tuple<>{}}; };
     return scan(step, init, add(iota({hi - lo}), full({}, static_cast<double>(lo), DType::i32)), ScanOptions{.checkpoint = opts.checkpoint}, sl).first;
   }
   return detail::rebuildLike(init, detail::foriCall(lower, upper, fn, detail::leavesOf(init), opts.max_iterations, Location::from(sl)));
@@ -397,8 +455,10 @@ C while_loop(const Cond& cond_fn, const Body& body_fn, const C& init, LoopOption
                 Location::from(sl));
   detail::FlatFn c = [&](const std::vector<Tensor>& ps) { return std::vector<Tensor>{cond_fn(detail::rebuildLike(init, ps))}; };
   detail::FlatFn b = [&](const std::vector<Tensor>& ps) {
+    C next = body_fn(detail::rebuildLike(init, ps));
+    detail::expectCarry(detail::structureOf(next), detail::structureOf(init), "while_loop", Location::from(sl));
     std::vector<Tensor> out;
-    detail::Out<C>::flatten(body_fn(detail::rebuildLike(init, ps)), out);
+    detail::Out<C>::flatten(next, out);
     return out;
   };
   return detail::rebuildLike(init, detail::whileCall(c, b, detail::leavesOf(init), opts.max_iterations, "while_loop", Location::from(sl)));

@@ -17,6 +17,11 @@ namespace adjit {
 /// One item of numpy-style indexing (defined below).
 struct IndexItem;
 
+namespace detail {
+/// For static_assert messages that depend on a template parameter.
+template <class...> inline constexpr bool kFalse = false;
+} // namespace detail
+
 /// A value of the function being traced: a statically shaped tensor.
 class Tensor {
 public:
@@ -33,6 +38,14 @@ public:
   int64_t size() const { return num_elements(shape()); }
   /// False for a default-constructed Tensor (which no op accepts).
   bool valid() const { return trace_ != 0; }
+  /// Not a bool: `if (sum(x) > 0.0)` runs while tracing, when the value is not
+  /// known. One short compile error says so (instead of a failed conversion).
+  template <std::same_as<bool> B> explicit operator B() const {
+    static_assert(detail::kFalse<B>, "Tensor: an `if`, `while` or `&&` on a traced value runs while tracing, when its "
+                                     "value is not known: branch with adjit::cond(pred, true_fn, false_fn, operands...), "
+                                     "or select elementwise with where");
+    return false;
+  }
 
   /// An index that remembers where it was written: `x[5]` reports errors at
   /// the user's line (operator[] cannot take a source_location of its own).
@@ -372,7 +385,11 @@ ADJIT_EQUALITY_OPERATOR(==, eq)
 ADJIT_EQUALITY_OPERATOR(!=, ne)
 #undef ADJIT_EQUALITY_OPERATOR
 inline Tensor operator-(At x) { return neg(x.t, x.loc); }
-inline Tensor operator!(At x) { return logical_not(x.t, x.loc); }
+/// !x, logical_not(x). It takes the Tensor itself, not an At: Tensor's
+/// conversion to bool (there only to reject `if (x)` at compile time) would
+/// make the built-in `!` tie with one taking an At. So an error names the
+/// line of the op that made x, not the line of the `!`.
+Tensor operator!(const Tensor& x);
 
 /// A scalar as a tensor of dtype `like` (throws if a float scalar meets an integer dtype).
 Tensor scalar_like(const Tensor& like, AtScalar s, const char* op);

@@ -70,35 +70,36 @@ void* allocate(std::size_t bytes) { return blocks().take(BlockCache::rounded(byt
 
 } // namespace
 
-Array::Array(Type type) : Array(std::move(type), true) {}
+Array::Array(Type type, std::source_location loc) : Array(std::move(type), true, Location::from(loc)) {}
 
-Array::Array(Type type, bool zero) : type_(std::move(type)) {
+Array::Array(Type type, bool zero, const Location& where) : type_(std::move(type)) {
   for (int64_t d : type_.shape)
-    if (d < 0) throw Error("Array: negative dimension in shape " + shape_str(type_.shape));
+    if (d < 0) throw Error("Array: negative dimension in shape " + shape_str(type_.shape), where);
   const std::size_t n = [&] {
     try {
       return type_.bytes();
     } catch (const Error& e) {
-      throw Error("Array: " + e.message());
+      throw Error("Array: " + e.message(), where);
     }
   }();
   try {
     data_ = n <= kSmallBytes ? static_cast<void*>(small_) : allocate(n);
   } catch (const std::bad_alloc&) {
-    throw Error(fmt::format("Array: cannot allocate {} bytes for {}", n, type_.str()));
+    throw Error(fmt::format("Array: cannot allocate {} bytes for {}", n, type_.str()), where);
   }
   if (zero) std::memset(data_, 0, n);
 }
 
-Array::Array(void* data, Type type, bool readOnly) : type_(std::move(type)), data_(data), view_(true), readOnly_(readOnly) {
+Array::Array(void* data, Type type, bool readOnly, const Location& where)
+    : type_(std::move(type)), data_(data), view_(true), readOnly_(readOnly) {
   for (int64_t d : type_.shape)
-    if (d < 0) throw Error("Array::view: negative dimension in shape " + shape_str(type_.shape));
+    if (d < 0) throw Error("Array::view: negative dimension in shape " + shape_str(type_.shape), where);
   try {
     type_.bytes();
   } catch (const Error& e) {
-    throw Error("Array::view: " + e.message());
+    throw Error("Array::view: " + e.message(), where);
   }
-  if (!data && type_.size() > 0) throw Error("Array::view: a null pointer for " + type_.str());
+  if (!data && type_.size() > 0) throw Error("Array::view: a null pointer for " + type_.str(), where);
 }
 
 void Array::releaseHeap() { blocks().give(data_, BlockCache::rounded(type_.bytes())); }

@@ -40,7 +40,8 @@ std::vector<Type> inferTypes(const Module& m, const Function& f, OpKind k, std::
     for (const Type& t : results) t.bytes(); // sizes past the limit are errors here, at the op
     return results;
   } catch (const Error& e) {
-    if (e.location().known()) throw;
+    // A type rule's own error already names the op (and has no location when the op has none).
+    if (e.location().known() || e.message().starts_with(name + ": ")) throw;
     throw Error(name + ": " + e.message(), loc); // an absurd shape, named with its op
   }
 }

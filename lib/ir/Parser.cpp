@@ -231,7 +231,26 @@ private:
   const Token& peek() const { return t_[p_]; }
   Token next() { return t_[p_ < t_.size() - 1 ? p_++ : p_]; }
   [[noreturn]] void expected(const std::string& what) const {
+    // A line left unfinished (an unclosed `f32[` at its end) is where the
+    // mistake is, not the first token of the next line.
+    if (p_ > 0 && t_[p_ - 1].loc.line < peek().loc.line && unfinished())
+      throw Error("expected " + what + " after " + describe(t_[p_ - 1]) + ", found " + describe(peek()) +
+                      (peek().kind == Tok::End ? "" : " on line " + std::to_string(peek().loc.line)),
+                  t_[p_ - 1].loc);
     throw Error("expected " + what + ", found " + describe(peek()), peek().loc);
+  }
+  /// Whether the tokens read so far leave a '(', '[' or '<' open, or end with a
+  /// separator: what follows must continue them.
+  bool unfinished() const {
+    int depth = 0;
+    for (std::size_t i = 0; i < p_; ++i)
+      if (t_[i].kind == Tok::Punct) {
+        const std::string& p = t_[i].text;
+        if (p == "(" || p == "[" || p == "<") ++depth;
+        else if ((p == ")" || p == "]" || p == ">") && depth > 0) --depth;
+      }
+    const Token& last = t_[p_ - 1];
+    return depth > 0 || (last.kind == Tok::Punct && (last.text == "," || last.text == ":" || last.text == "=" || last.text == "->"));
   }
   bool isPunct(std::string_view p) const { return peek().kind == Tok::Punct && peek().text == p; }
   bool accept(std::string_view p) {

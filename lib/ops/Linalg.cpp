@@ -28,9 +28,6 @@ constexpr int64_t kRegisterDepth = 8;
 /// A matmul's transposition flags (absent attributes are false).
 struct Form {
   bool ta = false, tb = false;
-  std::string str() const {
-    return std::string(ta ? " with transpose_a" : "") + (tb ? (ta ? " and transpose_b" : " with transpose_b") : "");
-  }
 };
 Form formOf(const ir::Attrs& attrs) {
   auto flag = [&](std::string_view n) { return attrs.has(n) && attrs.boolean(n); };
@@ -114,7 +111,7 @@ void defineLinalgOps(Table& t) {
   set(t, OpKind::Matmul, {
       .infer = [](const InferCtx& c) {
         const Type &a = c.operands[0], &b = c.operands[1];
-        if (a.dtype != b.dtype) c.fail("mismatched dtypes {} and {}", a.str(), b.str());
+        c.expectSameDtype(a, b);
         if (a.dtype == DType::i1) c.fail("expected numeric operands, got {}", a.str());
         if (a.rank() < 2 || a.rank() != b.rank())
           c.fail("expected operands of equal rank >= 2, got {} and {}", a.str(), b.str());
@@ -122,8 +119,11 @@ void defineLinalgOps(Table& t) {
         const std::size_t r = a.shape.size();
         const Dims d = dimsOf(a.shape, b.shape, f);
         const int64_t bk = f.tb ? b.shape[r - 1] : b.shape[r - 2];
-        if (!std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()) || d.k != bk)
-          c.fail("incompatible shapes {} and {}{}", a.str(), b.str(), f.str());
+        if (!std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin()))
+          c.fail("incompatible batch shapes {} and {}", a.str(), b.str());
+        if (d.k != bk)
+          c.fail("the contracting axes disagree: axis {} of {}{} has {}, but axis {} of {}{} has {}", r - (f.ta ? 2 : 1), a.str(),
+                 f.ta ? " (transpose_a)" : "", d.k, r - (f.tb ? 1 : 2), b.str(), f.tb ? " (transpose_b)" : "", bk);
         Shape out(a.shape.begin(), a.shape.end() - 2);
         out.push_back(d.m);
         out.push_back(d.n);

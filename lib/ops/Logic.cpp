@@ -19,8 +19,9 @@ std::vector<Type> inferCompare(const InferCtx& c) {
 }
 
 std::vector<Type> inferLogical(const InferCtx& c) {
+  for (const Type& t : c.operands) // before expectSameTypes, whose hint to cast to the other dtype would not help
+    if (t.dtype != DType::i1) c.fail("expected i1 operands, got {}", t.str());
   c.expectSameTypes();
-  if (c.operands[0].dtype != DType::i1) c.fail("expected i1 operands, got {}", c.operands[0].str());
   return {c.operands[0]};
 }
 

@@ -209,10 +209,17 @@ void InferCtx::expectFloat(std::size_t i) const {
     fail("expected a floating-point operand, got {}", operands[i].str());
 }
 
+void InferCtx::expectSameDtype(const Type& a, const Type& b) const {
+  if (a.dtype == b.dtype) return;
+  // Suggest the dtype that holds both best: floating over integer, then the wider.
+  auto order = [](DType d) { return d == DType::i1 ? 0 : d == DType::i32 ? 1 : d == DType::i64 ? 2 : d == DType::f32 ? 3 : 4; };
+  const DType to = order(a.dtype) > order(b.dtype) ? a.dtype : b.dtype;
+  fail("mismatched dtypes {} and {}; use cast(x, DType::{}) to convert one of them", a.str(), b.str(), name_of(to));
+}
+
 void InferCtx::expectSameTypes() const {
   for (std::size_t i = 1; i < operands.size(); ++i) {
-    if (operands[i].dtype != operands[0].dtype)
-      fail("mismatched dtypes {} and {}", operands[0].str(), operands[i].str());
+    expectSameDtype(operands[0], operands[i]);
     if (operands[i].shape != operands[0].shape)
       fail("incompatible shapes {} and {}", operands[0].str(), operands[i].str());
   }

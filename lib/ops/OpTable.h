@@ -123,6 +123,9 @@ struct InferCtx {
   void expectFloat(std::size_t i) const;
   /// Checks all operands have the same type.
   void expectSameTypes() const;
+  /// Checks `a` and `b` have one dtype ("mismatched dtypes f32[3] and f64[3];
+  /// use cast(x, DType::f64) to convert one of them").
+  void expectSameDtype(const Type& a, const Type& b) const;
 };
 
 /// What a reference evaluation sees: the op, the argument arrays, result types,

@@ -142,17 +142,71 @@ std::vector<Tensor> wrapAll(TraceState& s, const std::vector<ir::ValueId>& vs) {
   return r;
 }
 
-/// "the carry" / "leaf 2 of the carry" style checks of a returned structure against the expected leaves.
-void expectLeaves(const std::vector<Type>& got, const std::vector<Type>& want, const std::string& what, const std::string& from,
-                  const char* api, const Location& loc) {
+/// How the leaves `got` differ from `want`: "the result of true_fn has 3
+/// leaves, but ..." or "leaf 2 of ... is f32[], but leaf 2 of ... is f64[]",
+/// with the leaf that differs (the last one `got` has, for a count), or nothing.
+std::optional<std::pair<std::string, std::size_t>> leafMismatch(const std::vector<Type>& got, const std::vector<Type>& want,
+                                                                const std::string& what, const std::string& from, const char* api) {
   if (got.size() != want.size())
-    throw Error(fmt::format("{}: {} has {} leaves, but {} has {}", api, from, got.size(), what, want.size()), loc);
+    return std::pair{fmt::format("{}: {} has {} leaves, but {} has {}", api, from, got.size(), what, want.size()), got.size() - 1};
   for (std::size_t i = 0; i < got.size(); ++i)
     if (got[i] != want[i])
-      throw Error(fmt::format("{}: leaf {} of {} is {}, but leaf {} of {} is {}", api, i, from, got[i].str(), i, what, want[i].str()), loc);
+      return std::pair{fmt::format("{}: leaf {} of {} is {}, but leaf {} of {} is {}", api, i, from, got[i].str(), i, what, want[i].str()), i};
+  return std::nullopt;
+}
+
+/// An Error at `loc` unless the leaves `got` are those of `want` (see leafMismatch).
+void expectLeaves(const std::vector<Type>& got, const std::vector<Type>& want, const std::string& what, const std::string& from,
+                  const char* api, const Location& loc) {
+  if (auto m = leafMismatch(got, want, what, from, api)) throw Error(m->first, loc);
+}
+
+/// "a, b, c".
+std::string joined(const std::vector<std::string>& parts) {
+  std::string r;
+  for (const std::string& p : parts) r += (r.empty() ? "" : ", ") + p;
+  return r;
+}
+
+/// "vector of 3 f64[4]", "pair of (vector of 2 f64[4], f64[])": a Structure
+/// for error messages; `next` walks its leaves.
+std::string render(const Tree& t, const std::vector<Type>& leaves, std::size_t& next) {
+  if (t.kind == Tree::Kind::leaf) return next < leaves.size() ? leaves[next++].str() : "?";
+  std::vector<std::string> parts;
+  for (const Tree& c : t.children) parts.push_back(render(c, leaves, next));
+  const char* kind = t.kind == Tree::Kind::vector ? "vector" : t.kind == Tree::Kind::array ? "array"
+                   : t.kind == Tree::Kind::tuple  ? "tuple"
+                                                  : "pair";
+  const bool same = std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return p == parts[0]; });
+  if ((t.kind == Tree::Kind::vector || t.kind == Tree::Kind::array) && (parts.empty() || same))
+    return fmt::format("{} of {}{}", kind, parts.size(), parts.empty() ? "" : " " + parts[0]);
+  return fmt::format("{} of ({})", kind, joined(parts));
+}
+std::string render(const Structure& s) {
+  std::size_t next = 0;
+  return render(s.tree, s.leaves, next);
+}
+
+/// Where the op that made leaf `i` of `r`'s result was called (unknown for a
+/// leaf the region did not make: an operand or a captured tensor returned as is).
+Location resultMadeAt(const TraceState& s, const Region& r, std::size_t i) {
+  const ir::Function* f = s.module->lookup(r.name);
+  return f && i < f->outputs.size() ? madeAt(*f, f->outputs[i]) : Location{};
 }
 
 } // namespace
+
+void expectCarry(const Structure& got, const Structure& want, const char* api, const Location& loc) {
+  if (got == want) return;
+  const std::string g = render(got), w = render(want);
+  if (got.leaves.size() != want.leaves.size())
+    throw Error(fmt::format("{}: the body returned a carry of {} leaves ({}), but the initial carry has {} ({})", api,
+                            got.leaves.size(), g, want.leaves.size(), w),
+                loc);
+  if (got.tree != want.tree) throw Error(fmt::format("{}: the body returned the carry {}, but the initial carry is {}", api, g, w), loc);
+  auto m = leafMismatch(got.leaves, want.leaves, "the initial carry", "the carry the body returns", api);
+  throw Error(got.tree.kind == Tree::Kind::leaf ? m->first : fmt::format("{} (the body returned {}; the initial carry is {})", m->first, g, w), loc);
+}
 
 Tensor predicateIndex(const Tensor& pred, const Location& loc) {
   enclosing("cond", loc);
@@ -163,7 +217,8 @@ Tensor predicateIndex(const Tensor& pred, const Location& loc) {
 }
 
 std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& branches, const std::vector<std::string>& names,
-                               const std::vector<Tensor>& operands, const char* api, const Location& loc) {
+                               const std::vector<Structure>& results, const std::vector<Tensor>& operands, const char* api,
+                               const Location& loc) {
   TraceState& s = enclosing(api, loc);
   Tensor idx = index;
   const Type it = idx.type();
@@ -175,7 +230,20 @@ std::vector<Tensor> switchCall(const Tensor& index, const std::vector<FlatFn>& b
   std::vector<Region> rs;
   for (std::size_t b = 0; b < branches.size(); ++b) {
     rs.push_back(traceRegion(s, std::string(api) + "." + std::to_string(b), params, branches[b]));
-    if (b) expectLeaves(rs[b].outputs, rs[0].outputs, "the result of " + names[0], "the result of " + names[b], api, loc);
+    if (!b) continue;
+    auto m = leafMismatch(rs[b].outputs, rs[0].outputs, "the result of " + names[0], "the result of " + names[b], api);
+    if (!m) { // the same leaves may still be nested otherwise (vectors of other lengths)
+      if (b < results.size() && results[b].tree != results[0].tree)
+        throw Error(fmt::format("{}: {} returned {}, but {} returned {}", api, names[b], render(results[b]), names[0], render(results[0])), loc);
+      continue;
+    }
+    // Name the line in each branch that made the leaf, so the user sees which lambda to fix.
+    const std::size_t leaf = m->second;
+    std::vector<std::string> made;
+    for (std::size_t k : {b, std::size_t{0}})
+      if (const Location at = resultMadeAt(s, rs[k], std::min(leaf, rs[k].outputs.size() - 1)); at.known())
+        made.push_back(fmt::format("{}'s{} at {}", names[k], made.empty() ? " result made" : "", at.str()));
+    throw Error(made.empty() ? m->first : fmt::format("{} ({})", m->first, joined(made)), loc);
   }
   const std::vector<ir::ValueId> captured = unionOf(rs);
   std::vector<std::string> callees;

@@ -227,6 +227,14 @@ Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, L(l)
 Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, L(l)); }
 Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, L(l)); }
 Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, L(l)); }
+Tensor operator!(const Tensor& x) {
+  try {
+    return unary("not", OpKind::Not, x, {});
+  } catch (const Error& e) { // `!` cannot know its line (tensor.h): the line that made x is the nearest known
+    const TraceState* s = detail::currentTrace();
+    throw Error(e.message(), s && x.valid() && x.trace() == s->id ? detail::madeAt(*s->fn, x.id()) : Location{});
+  }
+}
 
 Tensor where(const Tensor& c, const Tensor& a0, const Tensor& b0, SrcLoc l) {
   Location loc = L(l);
@@ -739,8 +747,14 @@ Tensor matmul(const Tensor& a0, const Tensor& b0, MatmulOptions o, SrcLoc l) {
   const std::size_t xr = xsh.size(), yr = ysh.size();
   const int64_t m = o.transpose_a ? xsh[xr - 1] : xsh[xr - 2], xk = o.transpose_a ? xsh[xr - 2] : xsh[xr - 1];
   const int64_t n = o.transpose_b ? ysh[yr - 2] : ysh[yr - 1], yk = o.transpose_b ? ysh[yr - 1] : ysh[yr - 2];
-  if (xk != yk)
-    throw Error(fmt::format("matmul: incompatible shapes {} and {}{}", a.type().str(), b.type().str(), flags()), loc);
+  if (xk != yk) { // name the axes in the operands as given (a 1-D operand's only axis)
+    const int64_t ak = a.rank() == 1 ? 0 : a.rank() - (o.transpose_a ? 2 : 1);
+    const int64_t bk = b.rank() == 1 ? 0 : b.rank() - (o.transpose_b ? 1 : 2);
+    throw Error(fmt::format("matmul: the contracting axes disagree: axis {} of {}{} has {}, but axis {} of {}{} has {}", ak,
+                            a.type().str(), o.transpose_a ? " (transpose_a)" : "", xk, bk, b.type().str(),
+                            o.transpose_b ? " (transpose_b)" : "", yk),
+                loc);
+  }
   // Broadcast batch dimensions.
   Shape xb(xsh.begin(), xsh.end() - 2), yb(ysh.begin(), ysh.end() - 2);
   std::size_t rank = std::max(xb.size(), yb.size());

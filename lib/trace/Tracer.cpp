@@ -3,6 +3,7 @@
 
 #include <adjit/trace.h>
 
+#include <algorithm>
 #include <atomic>
 
 namespace adjit::detail {
@@ -101,6 +102,12 @@ Module traceModule(const std::string& name, const std::vector<Type>& params,
     scope.finish(outs);
   }
   return Module(std::move(m));
+}
+
+Location madeAt(const ir::Function& f, ir::ValueId v) {
+  for (auto op = f.ops.rbegin(); op != f.ops.rend(); ++op)
+    if (std::find(op->results.begin(), op->results.end(), v) != op->results.end()) return op->loc;
+  return {};
 }
 
 std::string describeArgs(const std::vector<Type>& types) {

@@ -127,4 +127,8 @@ VariableBinding& bindVariable(TraceState& root, const std::shared_ptr<VariableSt
 /// The value of the current trace `t` stands for (itself, or a capture).
 ir::ValueId valueOf(const Tensor& t, std::string_view op, const Location& loc);
 
+/// Where the op of `f` that made `v` was called; unknown for a parameter. A
+/// search from the end of `f`: for error messages, once there is an error.
+Location madeAt(const ir::Function& f, ir::ValueId v);
+
 } // namespace adjit::detail

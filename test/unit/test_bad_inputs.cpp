@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 
 using namespace adjit;
@@ -23,8 +24,9 @@ struct Section {
   std::vector<Row> rows;
 };
 
-/// The error text as a user sees it; a location in this file is the user's
-/// line, shown as `your.cpp:LINE` so the table does not change with this file.
+/// The error text as a user sees it; a location in this file (the error's, or
+/// one its message names) is the user's line, shown as `your.cpp:LINE` so the
+/// table does not change with this file.
 std::string errorText(const std::function<void()>& run) {
   try {
     run();
@@ -33,7 +35,8 @@ std::string errorText(const std::function<void()>& run) {
     std::string where;
     if (l.known() && l.file.find("test_bad_inputs.cpp") != std::string::npos) where = "your.cpp:LINE: ";
     else if (l.known()) where = l.str() + ": ";
-    return where + "error: " + e.message();
+    static const std::regex here(R"([^ ]*test_bad_inputs\.cpp:[0-9]+:[0-9]+)");
+    return where + "error: " + std::regex_replace(e.message(), here, "your.cpp:LINE");
   } catch (const std::exception& e) {
     return std::string("NOT AN adjit::Error: ") + e.what();
   }
@@ -99,6 +102,7 @@ std::vector<Section> sections() {
            adj("func @f(%x: f32[4294967296,4294967296]) -> () {\n  return\n}"),
            adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) : f32[3]"),
            adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) $ f32[3]\n  return %y\n}"),
+           adj("func @f(%x: f32[3]) -> (f32[3]) {\n  %y = neg(%x) : f32[3]\n  %z = neg(%y) : f32[\n  return %z\n}"),
        }},
       {"Shapes and dtypes",
        "Ops called on Tensors while tracing: the op (by the name of the function you called), what it expected, "
@@ -118,6 +122,19 @@ std::vector<Section> sections() {
            CPP(trace([](Tensor a) { return where(a, a, a); }, F3)),
            CPP(trace([](Tensor a) { return exp(a); }, I3)),
            CPP(trace([](Tensor a) { return a + full({4294967296, 4294967296}, 1); }, F3)),
+       }},
+      {"Control flow",
+       "cond and switch_case branches must return the same structure of the same dtypes and shapes, and a loop body "
+       "(scan, fori_loop, while_loop) the structure of its initial carry: the error is at the call's line, and names "
+       "the line in each branch that made the leaf that differs.",
+       {
+           CPP(trace([](Tensor a) { return cond(sum(a) > 0.0f, [](Tensor x) { return concatenate({x, x}); }, [](Tensor x) { return x * 2.0f; }, a); }, F3)),
+           CPP(trace([](Tensor a) { return scan([](std::vector<Tensor> c, Tensor x) { c.push_back(c[0]); return std::pair{c, x}; }, std::vector<Tensor>{a, a}, a).first[0]; }, F3)),
+           CPP(trace([](Tensor a) {
+             using V = std::vector<Tensor>;
+             return fori_loop(0, 3, [](Tensor, std::pair<V, V> c) { return std::pair{c.second, c.first}; }, std::pair{V{a, a}, V{a}}).first[0];
+           }, F3)),
+           CPP(trace([](Tensor a) { return while_loop([](Tensor c) { return sum(c) < 10.0f; }, [](Tensor c) { return cast(c, DType::f64); }, a); }, F3)),
        }},
       {"Gradients",
        "grad, vjp, gradients, GradientTape and custom_gradient. Mistakes in the number of arguments are "

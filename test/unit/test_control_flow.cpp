@@ -175,8 +175,104 @@ TEST_CASE("a carry that changes shape or dtype is an error naming the leaf") {
     return fori_loop(0, 3, [](Tensor, std::tuple<Tensor, Tensor> c) { return std::tuple{std::get<0>(c), cast(std::get<1>(c), DType::f32)}; },
                      std::tuple{c0, c0});
   };
+  // The leaf is counted in the user's carry (not after the loop's own counter).
   CHECK_THROWS_WITH_AS(jit([&](Tensor x) { return std::get<1>(f(x)); })(1.0),
-                       doctest::Contains("leaf 2 of the carry the body returns is f32[], but leaf 2 of the initial carry is f64[]"), Error);
+                       doctest::Contains("fori_loop: leaf 1 of the carry the body returns is f32[], but leaf 1 of the initial carry is "
+                                         "f64[] (the body returned tuple of (f64[], f32[]); the initial carry is tuple of (f64[], f64[]))"),
+                       Error);
+}
+
+namespace {
+/// The message of the Error `f` raises, checking it is reported at `line` of this file.
+template <class F> std::string errorAt(int line, const F& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+    CHECK(e.location().file.find("test_control_flow.cpp") != std::string::npos);
+    return e.message();
+  }
+  FAIL("no adjit::Error was raised");
+  return {};
+}
+} // namespace
+
+TEST_CASE("a loop body that changes its carry's structure is an error naming both structures, at the loop's line") {
+  using V = std::vector<Tensor>;
+  const Type f64x4{DType::f64, {4}};
+  auto grow = [](V c) {
+    c.push_back(c[0]);
+    return c;
+  };
+  // One more element used to be dropped silently (scan) or reported as a bare count.
+  int line = __LINE__ + 1;
+  auto scanned = [&](Tensor a) { return scan([&](V c, Tensor x) { return std::pair{grow(c), x}; }, V{a, a}, a).first[0]; };
+  CHECK(errorAt(line, [&] { trace(scanned, f64x4); }) ==
+        "scan: the body returned a carry of 3 leaves (vector of 3 f64[4]), but the initial carry has 2 (vector of 2 f64[4])");
+  line = __LINE__ + 1;
+  auto counted = [&](Tensor a) { return fori_loop(0, 3, [&](Tensor, V c) { return grow(c); }, V{a, a})[0]; };
+  CHECK(errorAt(line, [&] { trace(counted, f64x4); }) ==
+        "fori_loop: the body returned a carry of 3 leaves (vector of 3 f64[4]), but the initial carry has 2 (vector of 2 f64[4])");
+  line = __LINE__ + 1;
+  auto dynamic = [&](Tensor a, Tensor n) { return fori_loop(0, n, [&](Tensor, V c) { return grow(c); }, V{a, a})[0]; };
+  CHECK(errorAt(line, [&] { trace(dynamic, f64x4, Type{DType::i32, {}}); }).starts_with("fori_loop: the body returned a carry of 3 leaves"));
+  line = __LINE__ + 1;
+  auto checkpointed = [&](Tensor a) { return fori_loop(0, 4, [&](Tensor, V c) { return grow(c); }, V{a, a}, {.checkpoint = every(2)})[0]; };
+  CHECK(errorAt(line, [&] { trace(checkpointed, f64x4); }).starts_with("fori_loop: the body returned a carry of 3 leaves"));
+  line = __LINE__ + 1;
+  auto looped = [&](Tensor a) { return while_loop([](const V& c) { return sum(c[0]) < 10.0; }, grow, V{a, a})[0]; };
+  CHECK(errorAt(line, [&] { trace(looped, f64x4); }) ==
+        "while_loop: the body returned a carry of 3 leaves (vector of 3 f64[4]), but the initial carry has 2 (vector of 2 f64[4])");
+  // The same leaves, nested otherwise: a pair of vectors whose lengths trade places.
+  using P = std::pair<V, V>;
+  auto swap = [](const P& c) { return P{c.second, c.first}; };
+  const std::string swapped = "the body returned the carry pair of (vector of 1 f64[4], vector of 2 f64[4]), "
+                              "but the initial carry is pair of (vector of 2 f64[4], vector of 1 f64[4])";
+  line = __LINE__ + 1;
+  auto scanPair = [&](Tensor a) { return scan([&](P c, Tensor x) { return std::pair{swap(c), x}; }, P{V{a, a}, V{a}}, a).first.first[0]; };
+  CHECK(errorAt(line, [&] { trace(scanPair, f64x4); }) == "scan: " + swapped);
+  line = __LINE__ + 1;
+  auto foriPair = [&](Tensor a) { return fori_loop(0, 3, [&](Tensor, P c) { return swap(c); }, P{V{a, a}, V{a}}).first[0]; };
+  CHECK(errorAt(line, [&] { trace(foriPair, f64x4); }) == "fori_loop: " + swapped);
+  line = __LINE__ + 1;
+  auto whilePair = [&](Tensor a) { return while_loop([](const P& c) { return sum(c.second[0]) < 10.0; }, swap, P{V{a, a}, V{a}}).first[0]; };
+  CHECK(errorAt(line, [&] { trace(whilePair, f64x4); }) == "while_loop: " + swapped);
+  // A vector of carries that keeps its length but changes one leaf's shape.
+  line = __LINE__ + 1;
+  auto reshaped = [&](Tensor a) { return scan([](V c, Tensor x) { return std::pair{V{c[0], c[1](range(0, 2))}, x}; }, V{a, a}, a).first[0]; };
+  CHECK(errorAt(line, [&] { trace(reshaped, f64x4); }) ==
+        "scan: leaf 1 of the carry the body returns is f64[2], but leaf 1 of the initial carry is f64[4] "
+        "(the body returned vector of (f64[4], f64[2]); the initial carry is vector of 2 f64[4])");
+  // A body that keeps its carry traces as before.
+  CHECK_NOTHROW(trace([](Tensor a) { return scan([](V c, Tensor x) { return std::pair{V{c[1], c[0] + x}, x}; }, V{a, a}, a).first[1]; }, f64x4));
+}
+
+TEST_CASE("branches that disagree are reported at the cond call, naming the line in each branch that made the leaf") {
+  const int trueLine = __LINE__ + 2, falseLine = __LINE__ + 3, condLine = __LINE__ + 1;
+  auto f = [](Tensor x) { return cond(sum(x) > 0.0,
+                                      [](Tensor a) { return concatenate({a, a}); },
+                                      [](Tensor a) { return a * 2.0; }, x); };
+  const std::string msg = errorAt(condLine, [&] { trace(f, Type{DType::f64, {3}}); });
+  CHECK(msg.starts_with("cond: leaf 0 of the result of true_fn is f64[6], but leaf 0 of the result of false_fn is f64[3] (true_fn's result made at "));
+  CHECK(msg.find("test_control_flow.cpp:" + std::to_string(trueLine) + ":") != std::string::npos);
+  CHECK(msg.find(", false_fn's at ") != std::string::npos);
+  CHECK(msg.find("test_control_flow.cpp:" + std::to_string(falseLine) + ":") != std::string::npos);
+  // A branch that returns an operand as it is made nothing: only the other is named.
+  const int switchLine = __LINE__ + 1;
+  auto g = [](Tensor i, Tensor x) { return switch_case(i, std::tuple{[](Tensor a) { return a; }, [](Tensor a) { return cast(a, DType::f32); }}, x); };
+  const std::string other = errorAt(switchLine, [&] { trace(g, Type{DType::i32, {}}, Type{DType::f64, {3}}); });
+  CHECK(other.starts_with("switch_case: leaf 0 of the result of branch 1 is f32[3], but leaf 0 of the result of branch 0 is f64[3] "
+                          "(branch 1's result made at "));
+  CHECK(other.find("test_control_flow.cpp:" + std::to_string(switchLine) + ":") != std::string::npos);
+  CHECK(other.find("branch 0's") == std::string::npos);
+  // The same leaves nested otherwise were taken in the first branch's nesting.
+  using V = std::vector<Tensor>;
+  using P = std::pair<V, V>;
+  const int nestLine = __LINE__ + 1;
+  auto h = [](Tensor x) { return cond(sum(x) > 0.0, [](Tensor a) { return P{V{a, a}, V{a}}; }, [](Tensor a) { return P{V{a}, V{a, a}}; }, x).first[0]; };
+  CHECK(errorAt(nestLine, [&] { trace(h, Type{DType::f64, {3}}); }) ==
+        "cond: true_fn returned pair of (vector of 2 f64[3], vector of 1 f64[3]), but false_fn returned pair of (vector of 1 f64[3], "
+        "vector of 2 f64[3])");
 }
 
 TEST_CASE("cond errors: mismatched branches and a predicate of several elements") {

@@ -30,8 +30,16 @@ TEST_CASE("shape mismatch names the op, both types and the source line") {
 
 TEST_CASE("dtype mismatch") {
   Error e = errorOf([] { trace([](Tensor a, Tensor b) { return mul(a, b); }, F3, Type{DType::f64, {3}}); });
-  CHECK(e.message() == "mul: mismatched dtypes f32[3] and f64[3]");
+  CHECK(e.message() == "mul: mismatched dtypes f32[3] and f64[3]; use cast(x, DType::f64) to convert one of them");
   CHECK(e.location().line == __LINE__ - 2);
+  // The hint names the dtype that holds both: floating over integer, then the wider.
+  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return a < b; }, Type{DType::i64, {3}}, F3); }).message() ==
+        "lt: mismatched dtypes i64[3] and f32[3]; use cast(x, DType::f32) to convert one of them");
+  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return matmul(a, b); }, Type{DType::f64, {2, 3}}, Type{DType::f32, {3, 2}}); })
+            .message() == "matmul: mismatched dtypes f64[2,3] and f32[3,2]; use cast(x, DType::f64) to convert one of them");
+  // Logical ops need i1 operands: no hint to cast one to the other's dtype.
+  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return logical_and(a > 0.0f, b); }, F3, F3); }).message() ==
+        "and: expected i1 operands, got f32[3]");
 }
 
 TEST_CASE("float op on integers, float scalar with integer tensor") {
@@ -59,15 +67,31 @@ TEST_CASE("out-of-range axes and indices") {
         "transpose: axis 1 is out of range for rank 1");
 }
 
-TEST_CASE("matmul shapes") {
-  CHECK(errorOf([] { trace([](Tensor a, Tensor b) { return matmul(a, b); }, Type{DType::f32, {2, 3}}, Type{DType::f32, {2, 3}}); })
-            .message() == "matmul: incompatible shapes f32[2,3] and f32[2,3]");
+TEST_CASE("matmul shapes: the contracting axes that disagree, in the operands as given") {
+  auto mm = [](Shape a, Shape b, MatmulOptions o = {}) {
+    return errorOf([&] { trace([&](Tensor x, Tensor y) { return matmul(x, y, o); }, Type{DType::f32, a}, Type{DType::f32, b}); })
+        .message();
+  };
+  CHECK(mm({32, 100}, {784, 128}) == "matmul: the contracting axes disagree: axis 1 of f32[32,100] has 100, but axis 0 of f32[784,128] has 784");
+  CHECK(mm({100, 32}, {784, 128}, {.transpose_a = true}) ==
+        "matmul: the contracting axes disagree: axis 0 of f32[100,32] (transpose_a) has 100, but axis 0 of f32[784,128] has 784");
+  CHECK(mm({32, 100}, {128, 784}, {.transpose_b = true}) ==
+        "matmul: the contracting axes disagree: axis 1 of f32[32,100] has 100, but axis 1 of f32[128,784] (transpose_b) has 784");
+  CHECK(mm({5, 32, 100}, {784}) == "matmul: the contracting axes disagree: axis 2 of f32[5,32,100] has 100, but axis 0 of f32[784] has 784");
+  // The same rule in IR text, where both operands have one rank.
+  Error e = errorOf([] {
+    Module::parse("func @f(%a: f32[32,100], %b: f32[128,784]) -> (f32[32,128]) {\n"
+                  "  %c = matmul(%a, %b) {transpose_b = true} : f32[32,128]\n  return %c\n}");
+  });
+  CHECK(e.message() == "matmul: the contracting axes disagree: axis 1 of f32[32,100] has 100, but axis 1 of f32[128,784] (transpose_b) has 784");
+  CHECK(e.location().line == 2);
 }
 
 TEST_CASE("jitted function called with the wrong kind of arguments") {
   // The wrong number is a compile-time error (test/compile_fail/jit_arity.cpp).
   auto f = jit([](Tensor a, Tensor b) { return a + b; }, {.name = "plus"});
-  CHECK(errorOf([&] { f(Array(1.0f), Array(2.0)); }).message() == "add: mismatched dtypes f32[] and f64[]");
+  CHECK(errorOf([&] { f(Array(1.0f), Array(2.0)); }).message() ==
+        "add: mismatched dtypes f32[] and f64[]; use cast(x, DType::f64) to convert one of them");
 }
 
 TEST_CASE("grad's mistakes found while tracing point at the line that called grad") {
@@ -118,8 +142,16 @@ TEST_CASE("tensors outside their trace") {
 }
 
 TEST_CASE("Array misuse") {
-  CHECK(errorOf([] { Array(std::vector<float>{1, 2, 3}, {2, 2}); }).message() ==
-        "Array: shape [2,2] has 4 elements, but 3 values were given");
+  Error e = errorOf([] { Array(std::vector<float>{1, 2, 3}, {2, 2}); });
+  CHECK(e.message() == "Array: shape [2,2] has 4 elements, but 3 values were given");
+  CHECK(e.location().line == __LINE__ - 2); // the constructors name the caller's line
+  CHECK(std::string(e.location().file).find("test_errors.cpp") != std::string::npos);
+  CHECK(errorOf([] { Array(DType::f32, {2, -1}); }).location().line == __LINE__);
+  CHECK(errorOf([] { Array(Type{DType::i32, {-3}}); }).location().line == __LINE__);
+  // Which also keeps every way of writing an Array unambiguous.
+  CHECK(Array(std::vector<float>{7}, {}).type() == Type{DType::f32, {}});
+  CHECK(Array(std::vector<int32_t>{1, 2}).type() == Type{DType::i32, {2}});
+  CHECK(Array(DType::f64, {}).type() == Type{DType::f64, {}});
   CHECK(errorOf([] { Array(1.0f).data<double>(); }).message() == "Array: data of f32[] requested as f64");
   CHECK(errorOf([] { Array(std::vector<float>{1, 2}).item<float>(); }).message() ==
         "Array::item: array of type f32[2] does not have exactly one element");
@@ -127,10 +159,11 @@ TEST_CASE("Array misuse") {
 
 TEST_CASE("absurd shapes are errors naming the op and shape, never a crash or a silent zero") {
   // The byte size used to wrap: a segfault, or "0 elements" and a sum of 0.
-  CHECK(errorOf([] { Array a(DType::f32, {4611686018427387903}); }).message() ==
-        "Array: f32[4611686018427387903] takes more than 2^62 bytes");
+  Error e = errorOf([] { Array a(DType::f32, {4611686018427387903}); });
+  CHECK(e.message() == "Array: f32[4611686018427387903] takes more than 2^62 bytes");
+  CHECK(e.location().line == __LINE__ - 2);
   const int64_t big = int64_t{1} << 32;
-  Error e = errorOf([&] { jit([&](Tensor x) { return sum(broadcast_to(x, {big, big})); })(1.0f); });
+  e = errorOf([&] { jit([&](Tensor x) { return sum(broadcast_to(x, {big, big})); })(1.0f); });
   CHECK(e.message() == "broadcast_to: shape [4294967296,4294967296] has more than 2^62 elements");
   CHECK(e.location().line == __LINE__ - 2);
   CHECK(errorOf([&] { trace([](Tensor x) { return x; }, Type{DType::f64, {big, big}}); }).message() ==
@@ -150,4 +183,17 @@ TEST_CASE("errors name the function the user called, at the user's line") {
   e = errorOf([] { trace([](Tensor x, Tensor i) { return take(x, i); }, F3, Type{DType::f32, {2}}); });
   CHECK(e.message() == "take: indices must be i32 or i64, got f32[2]");
   CHECK(e.location().line == __LINE__ - 2);
+  // `!x` cannot capture its own line (Tensor's bool conversion, which rejects
+  // `if (x)`, rules out operator!(At)): it names the line that made x.
+  int made = 0;
+  e = errorOf([&] {
+    trace([&](Tensor x) {
+      made = __LINE__ + 1;
+      Tensor twice = x * 2.0f;
+      return !twice;
+    }, F3);
+  });
+  CHECK(e.message() == "not: expected an i1 operand, got f32[3]");
+  CHECK(e.location().line == static_cast<uint32_t>(made));
+  CHECK(errorOf([] { trace([](Tensor x) { return !x; }, F3); }).message() == "not: expected an i1 operand, got f32[3]");
 }

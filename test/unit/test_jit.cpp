@@ -601,7 +601,8 @@ TEST_CASE("Array::view and into: a caller's buffers are read and written in plac
                        "error: f.into: output 0 overlaps argument 1; buffers must not overlap", Error);
   CHECK_THROWS_WITH_AS(f.into(std::pair{Array::view(out.data(), {2, 3}), Array::view(out.data() + 5, {})}, vx, vy),
                        "error: f.into: outputs 0 and 1 overlap; buffers must not overlap", Error);
-  CHECK_THROWS_WITH_AS(Array::view(static_cast<float*>(nullptr), {3}), "error: Array::view: a null pointer for f32[3]", Error);
+  CHECK_THROWS_WITH_AS(Array::view(static_cast<float*>(nullptr), {3}), doctest::Contains("test_jit.cpp"), Error);
+  CHECK_THROWS_WITH_AS(Array::view(static_cast<float*>(nullptr), {3}), doctest::Contains("Array::view: a null pointer for f32[3]"), Error);
   // Gradients and other transforms take views like any Array.
   auto g = grad([](Tensor x) { return sum(x * x); });
   std::vector<double> p{1, 2, 3}, dp(3);

@@ -86,6 +86,21 @@ TEST_CASE("parse errors name line:column and what was expected") {
         "t.adj:4:6: error: redefinition of function @f");
 }
 
+TEST_CASE("a line left unfinished is the error's line, not the next one") {
+  // An unclosed `f32[` at the end of line 3 was reported at `return` on line 4.
+  const std::string head = "func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = neg(%0) : f32[2]\n";
+  CHECK(parseError(head + "  %2 = neg(%1) : f32[\n  return %2\n}") ==
+        "t.adj:3:21: error: expected an integer after '[', found 'return' on line 4");
+  CHECK(parseError(head + "  %2 = neg(%1) : f32[2\n  return %2\n}") ==
+        "t.adj:3:22: error: expected ']' after '2', found 'return' on line 4");
+  CHECK(parseError(head + "  %2 = add(%1,\n  return %2\n}") == "t.adj:3:14: error: expected an operand '%name' after ',', found 'return' on line 4");
+  CHECK(parseError(head + "  %2 = neg(%1) :\n") ==
+        "t.adj:3:16: error: expected a dtype (f32, f64, i32, i64, i1) after ':', found end of input");
+  // A finished line stays out of it: the mistake is the next line's.
+  CHECK(parseError(head + "}") == "t.adj:3:1: error: expected 'return', found '}'");
+  CHECK(parseError(head + "  %2 = neg(%1) : f32[2]\n  5\n}") == "t.adj:4:3: error: expected an op name, found '5'");
+}
+
 // The fuzzer's find: `concatenate {axis = -1}` of two constants passed the
 // type rule, and folding indexed its reference evaluation at -1. An op's hooks
 // index with the attribute as it stands, so the IR admits only 0 <= axis < rank.
