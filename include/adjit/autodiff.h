@@ -305,9 +305,7 @@ template <int... I> inline constexpr Argnums<I...> argnums{};
 template <class F, bool WithValue, int... I> class GradFn {
 public:
   /// Made by grad and value_and_grad; `loc` is where they were called.
-  GradFn(F f, std::source_location loc)
-      : f_(std::move(f)), loc_(Location::from(loc)),
-        core_(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"})) {}
+  GradFn(F f, std::source_location loc) : f_(std::move(f)), loc_(Location::from(loc)), core_(sharedCore()) {}
 
   /// With Tensors (inside a trace): the gradient ops join that trace. With
   /// Arrays or scalars: compiled through jit and run.
@@ -355,6 +353,20 @@ public:
   }
 
 private:
+  /// The signature cache. A function without state (a captureless lambda)
+  /// computes by its type alone, so every GradFn of that type shares one
+  /// cache for the process: `grad(f)(x)` written inline traces and compiles
+  /// once per signature, not on every call. As with jit, C++ globals the
+  /// function reads are constants of its trace.
+  static std::shared_ptr<detail::JitCore> sharedCore() {
+    if constexpr (std::is_empty_v<F> && std::is_trivially_copyable_v<F>) {
+      // Never destroyed, like the JIT it holds kernels of: no teardown order at exit.
+      static const auto* core = new std::shared_ptr<detail::JitCore>(std::make_shared<detail::JitCore>(JitOptions{.name = "grad"}));
+      return *core;
+    } else {
+      return std::make_shared<detail::JitCore>(JitOptions{.name = "grad"});
+    }
+  }
   template <class Tup, std::size_t... K> static Tup aliasArgs(const Tup& in, std::index_sequence<K...>) {
     return Tup{aliasIf<static_cast<int>(K)>(std::get<K>(in))...};
   }

@@ -609,3 +609,19 @@ TEST_CASE("Array::view and into: a caller's buffers are read and written in plac
   jit(g).into(Array::view(dp.data(), {3}), Array::view(p.data(), {3}));
   CHECK(dp == std::vector<double>{2, 4, 6});
 }
+
+TEST_CASE("grad(f)(x) written inline compiles once per signature for a function without state") {
+  // Each grad(...) is a new object; a captureless lambda's objects share one
+  // signature cache, so the later calls neither trace nor compile.
+  auto calls = [] {
+    double total = 0;
+    for (int i = 0; i < 3; ++i) total += grad([](Tensor x) { return sum(x * x * 31.0); })(f64({1, 2})).at(1);
+    return total;
+  };
+  const engine::Counters before = engine::counters();
+  CHECK(calls() == 3 * 124.0);
+  const engine::Counters after = engine::counters();
+  CHECK(after.passRuns + after.memoryHits + after.diskHits - before.passRuns - before.memoryHits - before.diskHits == 1);
+  // With state (a capture), each object traces for itself: the capture may differ.
+  for (double k : {1.0, 2.0}) CHECK(grad([k](Tensor x) { return sum(x * k); })(f64({1})).at(0) == k);
+}
