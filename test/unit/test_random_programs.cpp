@@ -1,5 +1,7 @@
 // test/unit/test_random_programs.cpp — 1,000 random compositions of ops and
-// control flow (cond, fori_loop, scan, while_loop; fixed seeds): each is
+// control flow (cond, switch_case, fori_loop, scan, while_loop, products with
+// transposed operands, structured carries, recompute_grad; fixed seeds),
+// compiled at -O0 to -O3 in turn (CTest runs them for each CPU level): each is
 // differentiated, checked against central finite differences, its compiled
 // gradient checked against the interpreter running the differentiated IR,
 // and its JVP checked against its VJP (<u, J v> = <J^T u, v>).
@@ -24,7 +26,7 @@ const int kPrograms = [] {
   const char* v = std::getenv("ADJIT_RANDOM_PROGRAMS");
   return v && std::atoi(v) > 0 ? std::atoi(v) : 1000;
 }();
-constexpr int kOpKinds = 21;
+constexpr int kOpKinds = 28;
 
 /// A value of the pool combined with another by op `kind` (all values are f64[4]).
 Tensor step(int kind, const Tensor& a, const Tensor& b) {
@@ -55,6 +57,43 @@ Tensor step(int kind, const Tensor& a, const Tensor& b) {
   case 19: // halve until small: the trip count depends on the data (max_iterations bounds it)
     return while_loop([](Tensor c) { return gt(sum(c * c), 0.5); }, [&](Tensor c) { return c * 0.5 + b * 0.01; }, a * 2.0,
                       {.max_iterations = 40});
+  // What random programs compared with PyTorch found wrong (issue 50):
+  case 21: { // a product with a transposed operand feeding a switch_case
+    Tensor m = matmul(reshape(a * a, {2, 2}), reshape(b, {2, 2}), {.transpose_b = true});
+    Tensor k = cast(gt(sum(a), sum(b)), DType::i32);
+    Tensor r = switch_case(k, std::tuple{[](Tensor t) { return t; }, [](Tensor t) { return sin(t); }}, m);
+    return reshape(matmul(r, reshape(a, {2, 2}), {.transpose_a = true}), {4});
+  }
+  case 22: { // a scan whose body multiplies by a captured matrix, transposed
+    Tensor w = reshape(b, {2, 2}) * 0.5;
+    auto [c, ys] = scan([&](Tensor c, Tensor x) { return std::pair{tanh(matmul(c, w, {.transpose_a = true}) + x), c}; },
+                        reshape(a, {2, 2}), full({2, 2, 2}, 0.1, DType::f64));
+    return reshape(c, {4}) + reshape(sum(ys, {0}), {4});
+  }
+  case 23: { // max and min over each axis of a fused transcendental
+    Tensor x = sin(reshape(a, {2, 2}) * 1.3 + reshape(b, {2, 2}));
+    return reshape(broadcast_to(max(x, {0}, true), {2, 2}) + broadcast_to(min(x, {1}, true), {2, 2}), {4}) +
+           broadcast_to(max(tanh(a + b), {0}, true), {4});
+  }
+  case 24: { // integer exponents of negative bases, a constant exponent captured by a loop body
+    Tensor two = full({}, 2.0, DType::f64);
+    auto [c, ys] = scan([&](Tensor c, Tensor s) { return std::pair{c, pow(a * s - 0.5, two) + pow(b - 1.0, 3.0) * 0.1}; },
+                        full({}, 0.0, DType::f64), full({2}, 1.0, DType::f64));
+    return sum(ys, {0}) + c;
+  }
+  case 25: { // a loop whose carry is a structure: a pair of a tensor and a vector of two
+    using C = std::pair<Tensor, std::vector<Tensor>>;
+    C out = fori_loop(0, 2, [&](Tensor, const C& c) {
+      return C{c.first * 0.5 + c.second[1], {sin(c.second[0]) + b * 0.1, c.first * c.second[0] * 0.3}};
+    }, C{a, {b, a * 0.5}});
+    return out.first + out.second[0] - out.second[1];
+  }
+  case 26: // a recompute_grad region (its forward mode differentiates the region)
+    return recompute_grad([](Tensor x, Tensor y) { return tanh(x) * y + exp(x * 0.3); })(a, b);
+  case 27: { // a while loop with a bound it does not reach (its gradient checks the bound)
+    return while_loop([](Tensor c) { return gt(sum(c * c), 0.5); }, [&](Tensor c) { return c * 0.6 + b * 0.01; }, a * 2.0,
+                      {.max_iterations = 60});
+  }
   default: { // the same without a bound (a counter ends it): reverse mode keeps a run-time stack
     using S = std::pair<Tensor, Tensor>;
     auto [c, k] = while_loop([](const S& s) { return logical_and(lt(s.second, full({}, 6, DType::i32)), gt(sum(s.first * s.first), 0.5)); },
@@ -209,8 +248,12 @@ TEST_CASE("random programs: gradients match finite differences, compiled code th
           const double fd = (gp[static_cast<std::size_t>(i)] - gm[static_cast<std::size_t>(i)]) / (2 * h);
           const double fd2 = (gp2[static_cast<std::size_t>(i)] - gm2[static_cast<std::size_t>(i)]) / (h / 5);
           if (!close(fd2, fd, 1e-3)) continue; // a kink: the difference is not a derivative here
-          INFO("program " << seed << " H[" << i << "][" << j << "]: " << hf[i * n + j] << " vs finite difference " << fd);
-          CHECK(close(hf[i * n + j], fd, 1e-4));
+          // Where the third derivative is large, fd's truncation error shows
+          // as its distance from fd2 (a tenth of the step: a hundredth of
+          // that error); the Hessian must then be as close to fd2.
+          INFO("program " << seed << " H[" << i << "][" << j << "]: " << hf[i * n + j] << " vs finite differences " << fd
+                          << " (step h) and " << fd2 << " (step h/10)");
+          CHECK((close(hf[i * n + j], fd, 1e-4) || std::fabs(hf[i * n + j] - fd2) <= std::fabs(fd - fd2)));
         }
       }
     }
