@@ -281,3 +281,75 @@ TEST_CASE("random programs: gradients match finite differences, compiled code th
   }
   CHECK(checked > kPrograms * 8);
 }
+
+namespace {
+
+/// A random program with PyTorch's float64 value, gradient and Hessian
+/// (test/unit/torch_reference.py wrote them; it builds the same step kinds).
+struct TorchCase {
+  std::vector<std::array<int, 3>> steps;
+  std::array<double, 9> inputs;
+  std::vector<double> expected; ///< value, gradient[9], Hessian[81] row-major
+};
+
+const std::vector<TorchCase>& torchCases() {
+  static const std::vector<TorchCase> cases = {
+#include "torch_expected.inc"
+  };
+  return cases;
+}
+
+} // namespace
+
+TEST_CASE("random programs agree with PyTorch's float64 autograd: values and gradients compiled, Hessians") {
+  const auto close = [](double got, double want) { return std::fabs(got - want) <= 1e-7 * std::max(1.0, std::fabs(want)); };
+  int index = 0;
+  for (const TorchCase& c : torchCases()) {
+    Program p;
+    p.steps = c.steps;
+    Module traced = traceProgram(p);
+    auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
+    const std::string vjp = autodiff::combinedVjp(m, "f");
+    std::vector<Array> args = {Array(std::vector<double>(c.inputs.begin(), c.inputs.begin() + 4)),
+                               Array(std::vector<double>(c.inputs.begin() + 4, c.inputs.begin() + 8)), Array(c.inputs[8])};
+    std::vector<Array> inputs = args;
+    inputs.push_back(Array(1.0));
+    // Value and gradient, compiled at each level in turn.
+    auto kernel = engine::compile({*m, vjp, index % 4, "", 0});
+    std::vector<detail::Leaf> leaves;
+    for (const Array& a : inputs) leaves.push_back({a.raw(), &a.type()});
+    std::vector<Array> compiled;
+    engine::run(*kernel, leaves, compiled);
+    std::vector<double> got = {compiled[0].at(0)};
+    for (std::size_t k = 1; k < compiled.size(); ++k)
+      for (int64_t i = 0; i < compiled[k].size(); ++i) got.push_back(compiled[k].at(i));
+    REQUIRE(got.size() == 10);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO("torch case " << index << (i ? " gradient " : " value ") << (i ? i - 1 : 0) << ": adjit " << got[i] << ", PyTorch "
+                         << c.expected[i]);
+      CHECK(close(got[i], c.expected[i]));
+    }
+    // The Hessian, forward over reverse, one column per input element.
+    const std::string gname = autodiff::gradFunction(m, "f");
+    const std::string fwd = autodiff::jvpFunction(m, gname);
+    for (int j = 0; j < 9; ++j) {
+      std::vector<Array> in = args;
+      int at = 0;
+      for (const Array& a : args) {
+        Array e(a.type());
+        for (int64_t i = 0; i < e.size(); ++i, ++at) e.set(i, at == j ? 1.0 : 0.0);
+        in.push_back(std::move(e));
+      }
+      const std::vector<Array> out = ir::interpret(*m, fwd, in);
+      int row = 0;
+      for (std::size_t k = args.size(); k < out.size(); ++k)
+        for (int64_t i = 0; i < out[k].size(); ++i, ++row) {
+          const double want = c.expected[static_cast<std::size_t>(10 + row * 9 + j)];
+          INFO("torch case " << index << " H[" << row << "][" << j << "]: adjit " << out[k].at(i) << ", PyTorch " << want);
+          CHECK(close(out[k].at(i), want));
+        }
+    }
+    ++index;
+  }
+  CHECK(index >= 300);
+}
