@@ -85,7 +85,7 @@ def step(kind, a, b):
             c = c * 0.5 + a[i]
         return torch.stack(ys).sum(0) + c
     if kind == 19:
-        return while_bounded(lambda c: (c * c).sum() > 0.5, lambda c: c * 0.5 + b * 0.01, a * 2.0, 40)
+        return while_bounded(lambda c: (c * c).sum() > 0.5, lambda c: c * 0.5 + torch.tanh(b) * 0.01, a * 2.0, 40)
     if kind == 21:
         m = (a * a).reshape(2, 2) @ b.reshape(2, 2).t()
         r = torch.sin(m) if a.sum() > b.sum() else m
@@ -113,7 +113,7 @@ def step(kind, a, b):
     if kind == 26:
         return torch.tanh(a) * b + torch.exp(a * 0.3)
     if kind == 27:
-        return while_bounded(lambda c: (c * c).sum() > 0.5, lambda c: c * 0.6 + b * 0.01, a * 2.0, 60)
+        return while_bounded(lambda c: (c * c).sum() > 0.5, lambda c: c * 0.6 + torch.tanh(b) * 0.01, a * 2.0, 80)
     # kind 20: a counter ends the loop too
     c, k = a * 2.0, 0
     while k < 6 and (c * c).sum() > 0.5:
