@@ -119,39 +119,57 @@ static JitCore::Entry* entryFor(JitCore::Impl& impl, const JitOptions& opts, uin
   return e;
 }
 
-const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,
-                                           std::vector<Array>& outs) {
-  Entry* e = impl_->last.load(std::memory_order_acquire);
+/// The entry for the arguments' signature: the last one used, or traced and
+/// compiled now (entryFor).
+static JitCore::Entry* entryOf(JitCore::Impl& impl, const JitOptions& opts, uint64_t key, std::span<const Leaf> args,
+                               const JitCore::Body& body) {
+  JitCore::Entry* e = impl.last.load(std::memory_order_acquire);
   if (!e || e->key != key || !matches(*e, args)) {
-    e = entryFor(*impl_, opts_, key, args, body);
-    impl_->last.store(e, std::memory_order_release);
+    e = entryFor(impl, opts, key, args, body);
+    impl.last.store(e, std::memory_order_release);
   }
-  if (e->variables.reads.empty()) {
-    engine::run(*e->kernel, args, outs, opts_.threads);
-    return e->skeleton;
-  }
-  // Variables: their storage is passed without copying, under their locks
-  // (taken in one global order), and assigned values are written back.
+  return e;
+}
+
+/// Runs the entry's kernel writing its user outputs into `outs`. Variables
+/// the function reads are passed without copying, under their locks (taken
+/// in one global order), and the values it assigns are written back.
+static void runEntry(const JitCore::Entry& e, std::span<const Leaf> args, std::vector<void*> outs, int threads) {
+  if (e.variables.reads.empty()) return engine::runInto(*e.kernel, args, outs, threads);
   std::vector<VariableState*> locked;
-  for (const auto& v : e->variables.reads) locked.push_back(v.get());
+  for (const auto& v : e.variables.reads) locked.push_back(v.get());
   std::sort(locked.begin(), locked.end());
   std::vector<std::unique_lock<std::mutex>> locks;
   for (VariableState* v : locked) locks.emplace_back(v->m);
   std::vector<Leaf> all(args.begin(), args.end());
-  for (const auto& v : e->variables.reads) all.push_back({v->value.raw(), &v->value.type()});
-  engine::run(*e->kernel, all, outs, opts_.threads);
-  const std::size_t nUser = outs.size() - e->variables.writes.size();
-  for (std::size_t i = 0; i < e->variables.writes.size(); ++i) e->variables.writes[i]->value = std::move(outs[nUser + i]);
-  outs.resize(nUser);
+  for (const auto& v : e.variables.reads) all.push_back({v->value.raw(), &v->value.type()});
+  std::vector<Array> written;
+  written.reserve(e.variables.writes.size());
+  for (std::size_t i = e.kernel->outputs.size() - e.variables.writes.size(); i < e.kernel->outputs.size(); ++i) {
+    written.push_back(Array::uninitialized(e.kernel->outputs[i]));
+    outs.push_back(written.back().raw());
+  }
+  engine::runInto(*e.kernel, all, outs, threads);
+  for (std::size_t i = 0; i < e.variables.writes.size(); ++i) e.variables.writes[i]->value = std::move(written[i]);
+}
+
+const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,
+                                           std::vector<Array>& outs) {
+  const Entry* e = entryOf(*impl_, opts_, key, args, body);
+  const std::size_t nUser = e->kernel->outputs.size() - e->variables.writes.size();
+  outs.clear();
+  outs.reserve(nUser);
+  std::vector<void*> ptrs;
+  for (std::size_t i = 0; i < nUser; ++i) {
+    outs.push_back(Array::uninitialized(e->kernel->outputs[i]));
+    ptrs.push_back(outs.back().raw());
+  }
+  runEntry(*e, args, std::move(ptrs), opts_.threads);
   return e->skeleton;
 }
 
 void JitCore::callInto(uint64_t key, std::span<const Leaf> args, const Body& body, std::span<const Leaf> outs) {
-  Entry* e = impl_->last.load(std::memory_order_acquire);
-  if (!e || e->key != key || !matches(*e, args)) {
-    e = entryFor(*impl_, opts_, key, args, body);
-    impl_->last.store(e, std::memory_order_release);
-  }
+  const Entry* e = entryOf(*impl_, opts_, key, args, body);
   const std::size_t nUser = e->kernel->outputs.size() - e->variables.writes.size();
   if (outs.size() != nUser)
     throw Error(fmt::format("{}.into: the function returns {} array{}, but {} output{} given", opts_.name, nUser,
@@ -177,21 +195,7 @@ void JitCore::callInto(uint64_t key, std::span<const Leaf> args, const Body& bod
   }
   std::vector<void*> ptrs;
   for (const Leaf& o : outs) ptrs.push_back(const_cast<void*>(o.data));
-  if (e->variables.reads.empty()) return engine::runInto(*e->kernel, args, ptrs, opts_.threads);
-  std::vector<VariableState*> locked;
-  for (const auto& v : e->variables.reads) locked.push_back(v.get());
-  std::sort(locked.begin(), locked.end());
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (VariableState* v : locked) locks.emplace_back(v->m);
-  std::vector<Leaf> all(args.begin(), args.end());
-  for (const auto& v : e->variables.reads) all.push_back({v->value.raw(), &v->value.type()});
-  std::vector<Array> written;
-  for (std::size_t i = nUser; i < e->kernel->outputs.size(); ++i) {
-    written.push_back(Array::uninitialized(e->kernel->outputs[i]));
-    ptrs.push_back(written.back().raw());
-  }
-  engine::runInto(*e->kernel, all, ptrs, opts_.threads);
-  for (std::size_t i = 0; i < e->variables.writes.size(); ++i) e->variables.writes[i]->value = std::move(written[i]);
+  runEntry(*e, args, std::move(ptrs), opts_.threads);
 }
 
 std::vector<Tensor> JitCore::callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,

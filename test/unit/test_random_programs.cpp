@@ -137,6 +137,27 @@ Module traceProgram(const Program& p) {
 
 double eval(const ir::Module& m, const std::vector<Array>& args) { return ir::interpret(m, "f", args)[0].at(0); }
 
+/// The elements of parts[from...], flattened in order.
+std::vector<double> flat(const std::vector<Array>& parts, std::size_t from) {
+  std::vector<double> v;
+  for (std::size_t k = from; k < parts.size(); ++k)
+    for (int64_t i = 0; i < parts[k].size(); ++i) v.push_back(parts[k].at(i));
+  return v;
+}
+
+/// `args` followed by one tangent per argument: the unit vector of element
+/// j, counting through the arguments' elements in order.
+std::vector<Array> withUnitTangent(const std::vector<Array>& args, int j) {
+  std::vector<Array> in = args;
+  int at = 0;
+  for (const Array& a : args) {
+    Array e(a.type());
+    for (int64_t i = 0; i < e.size(); ++i, ++at) e.set(i, at == j ? 1.0 : 0.0);
+    in.push_back(std::move(e));
+  }
+  return in;
+}
+
 } // namespace
 
 TEST_CASE("random programs: gradients match finite differences, compiled code the interpreter, jvp the vjp, "
@@ -198,22 +219,7 @@ TEST_CASE("random programs: gradients match finite differences, compiled code th
       const std::string gname = autodiff::gradFunction(m, "f");
       const std::string fwd = autodiff::jvpFunction(m, gname), rev = autodiff::combinedVjp(m, gname);
       constexpr int n = 9; // 4 + 4 + 1 input elements
-      auto flat = [](const std::vector<Array>& parts, std::size_t from) {
-        std::vector<double> v;
-        for (std::size_t k = from; k < parts.size(); ++k)
-          for (int64_t i = 0; i < parts[k].size(); ++i) v.push_back(parts[k].at(i));
-        return v;
-      };
-      auto withUnit = [&](int j) {
-        std::vector<Array> in = args;
-        int at = 0;
-        for (const Array& a : args) {
-          Array e(a.type());
-          for (int64_t i = 0; i < e.size(); ++i, ++at) e.set(i, at == j ? 1.0 : 0.0);
-          in.push_back(std::move(e));
-        }
-        return in;
-      };
+      auto withUnit = [&](int j) { return withUnitTangent(args, j); };
       std::vector<double> hf(n * n), hr(n * n);
       for (int j = 0; j < n; ++j) {
         const std::vector<double> col = flat(ir::interpret(*m, fwd, withUnit(j)), args.size());
@@ -334,21 +340,13 @@ TEST_CASE("random programs agree with PyTorch's float64 autograd: values and gra
     const std::string gname = autodiff::gradFunction(m, "f");
     const std::string fwd = autodiff::jvpFunction(m, gname);
     for (int j = 0; j < 9; ++j) {
-      std::vector<Array> in = args;
-      int at = 0;
-      for (const Array& a : args) {
-        Array e(a.type());
-        for (int64_t i = 0; i < e.size(); ++i, ++at) e.set(i, at == j ? 1.0 : 0.0);
-        in.push_back(std::move(e));
+      const std::vector<double> column = flat(ir::interpret(*m, fwd, withUnitTangent(args, j)), args.size());
+      REQUIRE(column.size() == 9);
+      for (std::size_t row = 0; row < 9; ++row) {
+        const double want = c.expected[10 + row * 9 + static_cast<std::size_t>(j)];
+        INFO("torch case " << index << " H[" << row << "][" << j << "]: adjit " << column[row] << ", PyTorch " << want);
+        CHECK(close(column[row], want));
       }
-      const std::vector<Array> out = ir::interpret(*m, fwd, in);
-      int row = 0;
-      for (std::size_t k = args.size(); k < out.size(); ++k)
-        for (int64_t i = 0; i < out[k].size(); ++i, ++row) {
-          const double want = c.expected[static_cast<std::size_t>(10 + row * 9 + j)];
-          INFO("torch case " << index << " H[" << row << "][" << j << "]: adjit " << out[k].at(i) << ", PyTorch " << want);
-          CHECK(close(out[k].at(i), want));
-        }
     }
     ++index;
   }
