@@ -135,6 +135,7 @@ std::vector<Section> sections() {
              return fori_loop(0, 3, [](Tensor, std::pair<V, V> c) { return std::pair{c.second, c.first}; }, std::pair{V{a, a}, V{a}}).first[0];
            }, F3)),
            CPP(trace([](Tensor a) { return while_loop([](Tensor c) { return sum(c) < 10.0f; }, [](Tensor c) { return cast(c, DType::f64); }, a); }, F3)),
+           CPP(grad([](Tensor x) { return while_loop([](Tensor t) { return t < 1000.0; }, [](Tensor t) { return t * 1.5; }, x, {.max_iterations = 12}); })(Array(1.0))),
        }},
       {"Gradients",
        "grad, vjp, gradients, GradientTape and custom_gradient. Mistakes in the number of arguments are "
