@@ -26,6 +26,12 @@ const int kPrograms = [] {
   const char* v = std::getenv("ADJIT_RANDOM_PROGRAMS");
   return v && std::atoi(v) > 0 ? std::atoi(v) : 1000;
 }();
+/// The first program: ADJIT_RANDOM_FIRST (to rerun one that failed, with
+/// ADJIT_RANDOM_PROGRAMS = it + 1), else 0. ADJIT_RANDOM_PRINT prints each program's IR.
+const int kFirstProgram = [] {
+  const char* v = std::getenv("ADJIT_RANDOM_FIRST");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 0;
+}();
 constexpr int kOpKinds = 28;
 
 /// A value of the pool combined with another by op `kind` (all values are f64[4]).
@@ -163,9 +169,10 @@ std::vector<Array> withUnitTangent(const std::vector<Array>& args, int j) {
 TEST_CASE("random programs: gradients match finite differences, compiled code the interpreter, jvp the vjp, "
           "jacfwd the jacrev of the gradient (a symmetric Hessian matching differences of the gradient)") {
   int checked = 0;
-  for (int seed = 0; seed < kPrograms; ++seed) {
+  for (int seed = kFirstProgram; seed < kPrograms; ++seed) {
     Program p = randomProgram(static_cast<unsigned>(seed));
     Module traced = traceProgram(p);
+    if (std::getenv("ADJIT_RANDOM_PRINT")) MESSAGE("program " << seed << ":\n" << traced.str());
     auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
     std::string vjp = autodiff::combinedVjp(m, "f");
     ir::verify(*m);
@@ -271,22 +278,26 @@ TEST_CASE("random programs: gradients match finite differences, compiled code th
         std::vector<Array> plus = args, minus = args;
         plus[p2].set(i, x + h);
         minus[p2].set(i, x - h);
-        const double fd = (eval(*m, plus) - eval(*m, minus)) / (2 * h);
+        const double fp = eval(*m, plus), fm = eval(*m, minus), fd = (fp - fm) / (2 * h);
         const double ad = g[1 + p2].at(i);
+        // The difference of two large values loses their last bits: a loss of
+        // 1e6 leaves the quotient uncertain by about 1e6 * eps / h = 2e-4.
+        const double tolerance = 1e-4 * std::max(1.0, std::fabs(fd)) + 16 * 2.3e-16 * std::max(std::fabs(fp), std::fabs(fm)) / h;
         // maximum and where have kinks: skip points within h of one (the FD straddles it).
-        if (std::fabs(fd - ad) > 1e-4 * std::max(1.0, std::fabs(fd))) {
+        if (std::fabs(fd - ad) > tolerance) {
           const double h2 = 1e-7;
           plus[p2].set(i, x + h2);
           minus[p2].set(i, x - h2);
           const double fd2 = (eval(*m, plus) - eval(*m, minus)) / (2 * h2);
           if (std::fabs(fd2 - fd) > 1e-3 * std::max(1.0, std::fabs(fd))) continue; // a kink: FD is not a derivative here
         }
-        INFO("program " << seed << " d/dx" << p2 << "[" << i << "]: vjp " << ad << " vs finite difference " << fd);
-        CHECK(std::fabs(fd - ad) <= 1e-4 * std::max(1.0, std::fabs(fd)));
+        INFO("program " << seed << " d/dx" << p2 << "[" << i << "]: vjp " << ad << " vs finite difference " << fd
+                        << " (loss " << fp << ")");
+        CHECK(std::fabs(fd - ad) <= tolerance);
         ++checked;
       }
   }
-  CHECK(checked > kPrograms * 8);
+  CHECK(checked > (kPrograms - kFirstProgram) * 8);
 }
 
 namespace {
