@@ -161,8 +161,9 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
   // result built from poison at -O2 on AVX-512 (test_codegen, "the SLP
   // vectoriser"). adjit's loops are vectorised by the loop vectoriser; SLP
   // only packed what full unrolling left straight-line. Measured without it
-  // (adjit_adbench, one thread, in a noisy minute): GMM unchanged, BA's and
-  // LSTM's derivatives 5-15% slower.
+  // (adjit_adbench and adjit_bench, one thread, old and new builds taking
+  // turns): BA's derivative 5-10% slower, everything else unchanged. Worth
+  // trying again with an LLVM that has the fixes.
   pto.SLPVectorization = false;
   // No late unrolling: after vectorisation, LLVM's LoopUnrollPass unrolls
   // loops of known trip count again (partially, by 4-8 on Zen 4) to fill the
