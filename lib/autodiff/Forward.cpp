@@ -5,6 +5,7 @@
 // Its output is ordinary IR appended to the same function.
 #include "autodiff/JvpCtx.h"
 #include "autodiff/Reverse.h"
+#include "ops/Effects.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 #include "trace/Tracer.h"
@@ -124,9 +125,45 @@ void callJvp(const JvpCtx& c) {
   calleeJvp(c);
 }
 
+namespace {
+
+/// `name` without its host callbacks: the same function where it has none,
+/// else a derived copy `@name.quiet` that drops them, through the calls,
+/// branches and loop bodies it runs (each such callee quieted first, once).
+/// A JVP that computes a primal again next to its tangents runs it quietly:
+/// the primal op it differentiates ran the callbacks already. (A custom
+/// gradient's forward inside keeps its own: its rules are bound to its name.)
+std::string quietFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, const ops::Effects& effects) {
+  if (!effects.functionEffectful(name)) return name;
+  std::unordered_map<std::string, std::string> quiet;
+  for (const ir::Op& op : m->lookup(name)->ops)
+    if (op.kind != ir::OpKind::CustomVjp && op.kind != ir::OpKind::CustomJvp)
+      for (const std::string& c : op.callees)
+        if (!quiet.count(c)) quiet[c] = quietFunction(m, c, effects);
+  return derive(m, "quiet", name, [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::unordered_map<ir::ValueId, ir::ValueId> map;
+    for (ir::ValueId p : g.params) map[p] = scope.param(g.type(p)).id();
+    for (const ir::Op& op : g.ops) {
+      if (op.kind == ir::OpKind::HostCallback) continue;
+      std::vector<ir::ValueId> operands;
+      for (ir::ValueId o : op.operands) operands.push_back(map.at(o));
+      std::vector<std::string> callees = op.callees;
+      for (std::string& c : callees)
+        if (auto it = quiet.find(c); it != quiet.end()) c = it->second;
+      const auto results = scope.state().builder.create(op.kind, operands, op.attrs, callees, op.loc);
+      for (std::size_t i = 0; i < results.size(); ++i) map[op.results[i]] = results[i];
+    }
+    std::vector<Tensor> outs;
+    for (ir::ValueId o : g.outputs) outs.push_back(detail::wrap(scope.state(), map.at(o)));
+    return outs;
+  });
+}
+
+} // namespace
+
 void calleeJvp(const JvpCtx& c) {
   detail::TraceState& s = currentState();
-  const std::string jname = jvpFunction(s.module, c.op.callees[0]);
+  const std::string jname = jvpFunction(s.module, quietFunction(s.module, c.op.callees[0], ops::Effects(*s.module)));
   std::vector<ir::ValueId> args = c.op.operands.vec();
   for (std::size_t i = 0; i < c.op.operands.size(); ++i)
     if (floatingValue(c.op.operands[i])) {

@@ -61,7 +61,8 @@ void transposeRule(const JvpCtx& c, const VjpRule& rule);
 void callJvp(const JvpCtx& c);
 /// The JVP of an op whose operands and results are its first callee's
 /// parameters and results: a call of that callee's JVP function (which
-/// computes the primal again next to the tangents).
+/// computes the primal again next to the tangents, without the host
+/// callbacks the op itself runs).
 void calleeJvp(const JvpCtx& c);
 /// custom_vjp (a custom gradient's call site): the transpose of the user's
 /// VJP function (transposedJvp), once checkLinear has shown it linear in the
