@@ -26,8 +26,11 @@ inline std::string elementwiseExample(std::string_view name, int arity) {
          ") : f64[3]\n  return %r\n}\n";
 }
 
-/// Op kinds seen in any module checked through `check3`.
+/// Op kinds seen in any module checked through `check3` (or `agrees`).
 std::set<ir::OpKind>& exercisedOps();
+/// The names of the ops of the table none of those checks has seen (main.cpp
+/// asks once every test case has run).
+std::vector<std::string_view> unexercisedOps();
 
 /// The bytes of an Array, for bitwise comparison.
 inline std::string bytesOf(const Array& a) { return std::string(static_cast<const char*>(a.raw()), a.bytes()); }
