@@ -34,7 +34,8 @@ void switchJvp(const JvpCtx& c);
 void scanJvp(const JvpCtx& c);
 void whileJvp(const JvpCtx& c);
 
-/// "while_loop: more than max_iterations = M iterations" (interpreter and compiled code).
+/// "while_loop: the loop did not end within max_iterations = M iterations"
+/// (the interpreter, compiled code, and loop_limit after a bounded reverse).
 std::string loopLimitMessage(int64_t limit);
 /// "while_loop: out of memory: ..." for a residual stack that cannot grow to `bytes`.
 std::string stackOverflowMessage(int64_t bytes);

@@ -153,7 +153,7 @@ void LowerCtx::callEpilogue(llvm::Value* matrix, llvm::Value* row0, llvm::Value*
 }
 
 llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
-llvm::Value* LowerCtx::fe_alloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
+llvm::Value* LowerCtx::entryAlloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
 
 void setLoopHints(llvm::Instruction* latch, std::initializer_list<llvm::Metadata*> hints) {
   std::vector<llvm::Metadata*> ops{nullptr};

@@ -125,7 +125,7 @@ struct LowerCtx : EmitBase {
   /// A stack slot for a scalar accumulator of dtype t.
   llvm::Value* scalarSlot(DType t) const;
   /// A stack array of `count` values of type t (in the entry block).
-  llvm::Value* fe_alloca(llvm::Type* t, uint64_t count) const;
+  llvm::Value* entryAlloca(llvm::Type* t, uint64_t count) const;
   /// `bytes` of temporary memory, 64-byte aligned from the scratch base, valid
   /// until the op's lowering returns (packing buffers); shared with callees.
   llvm::Value* workspace(uint64_t bytes) const;

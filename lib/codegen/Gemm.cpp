@@ -892,7 +892,7 @@ void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm:
     // chunks: on threads when there is enough work, else in order.
     llvm::Function* fn = dot ? dotGemmFunction(c.llvmModule(), s, unit, withEpilogue)
                              : directGemmFunction(c.llvmModule(), s, unit, withEpilogue);
-    llvm::Value* slots = c.fe_alloca(c.b.getInt64Ty(), kSlots);
+    llvm::Value* slots = c.entryAlloca(c.b.getInt64Ty(), kSlots);
     for (auto [slot, v] : {std::pair{sA, A}, std::pair{sB, B}, std::pair{sC, C}, std::pair{sEpi, epi}, std::pair{sEpiCtx, epiCtx}})
       c.b.CreateStore(v, c.b.CreateConstInBoundsGEP1_64(c.b.getInt64Ty(), slots, static_cast<uint64_t>(slot)));
     const int64_t width = dot ? dotTile(unit) : blockingFor(s.dtype, unit).nr, extent = dot ? s.m : s.n;

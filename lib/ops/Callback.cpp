@@ -28,7 +28,7 @@ void defineCallbackOps(Table& t) {
       .lower = [](codegen::LowerCtx& c) {
         const auto n = static_cast<int64_t>(c.op.operands.size());
         llvm::Type* ptrTy = c.b.getPtrTy();
-        llvm::Value* array = c.fe_alloca(ptrTy, static_cast<uint64_t>(std::max<int64_t>(n, 1)));
+        llvm::Value* array = c.entryAlloca(ptrTy, static_cast<uint64_t>(std::max<int64_t>(n, 1)));
         for (int64_t i = 0; i < n; ++i)
           c.b.CreateStore(c.operandBuffer(static_cast<std::size_t>(i)), c.b.CreateConstInBoundsGEP1_64(ptrTy, array, static_cast<uint64_t>(i)));
         llvm::Module& m = *c.b.GetInsertBlock()->getModule();

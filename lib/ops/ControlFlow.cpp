@@ -543,7 +543,7 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
         llvm::Type* ptr = c.b.getPtrTy();
         llvm::Value* count = c.scalarSlot(DType::i64);
         llvm::Value* cap = c.scalarSlot(DType::i64);
-        llvm::Value* data = c.fe_alloca(ptr, 1);
+        llvm::Value* data = c.entryAlloca(ptr, 1);
         c.b.CreateStore(c.i64(0), count);
         c.b.CreateStore(c.i64(0), cap);
         c.b.CreateStore(llvm::ConstantPointerNull::get(c.b.getPtrTy()), data);

@@ -1,6 +1,7 @@
 // ops/Math.cpp — transcendental and root functions on floats: exp log log1p expm1
-// sqrt rsqrt sin cos tanh sigmoid erf pow atan2. Lowered to libm calls marked side-effect
-// free; the codegen maps them to glibc's libmvec variants in vectorised loops.
+// sin cos tanh sqrt rsqrt sigmoid erf lgamma digamma atan2 pow. Lowered to libm
+// calls marked side-effect free (digamma to code of its own); the codegen maps
+// libm calls to glibc's libmvec variants in vectorised loops.
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"

@@ -1,5 +1,5 @@
 // ops/OpTable.h — one record of named hooks per op: its type rule, reference
-// evaluation, folding, lowering and (with autodiff) VJP. Generic code — printer,
+// evaluation, folding, lowering and planning facts, VJP and JVP. Generic code — printer,
 // parser, verifier, interpreter, passes, codegen driver — reads this table and
 // never switches on the op kind.
 #pragma once

@@ -1,7 +1,8 @@
 // ops/Reduce.cpp — reduce_sum, reduce_prod, reduce_max, reduce_min over `axes`,
-// with `keepdims`. Compiled reductions may reassociate (sums are vectorised
-// with several partial accumulators), so float results can differ from the
-// sequential reference in the last bits; max and min are exact and propagate NaN.
+// with `keepdims`; argmax and argmin, cumsum and cumprod along an axis.
+// Compiled reductions may reassociate (sums are vectorised with several
+// partial accumulators), so float results can differ from the sequential
+// reference in the last bits; max and min are exact and propagate NaN.
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"

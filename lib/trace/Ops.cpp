@@ -25,8 +25,6 @@ using ir::OpKind;
 
 namespace {
 
-Location L(const std::source_location& s) { return Location::from(s); }
-
 TraceState& stateOf(std::initializer_list<const Tensor*> ts, const char* op, const Location& loc) {
   TraceState* s = nullptr;
   for (const Tensor* t : ts) s = &detail::traceOf(*t, op, loc);
@@ -183,7 +181,7 @@ int64_t normalizeAxis(const char* op, int64_t axis, int64_t rank, const Location
 } // namespace
 
 Tensor scalar_like(const Tensor& like, AtScalar sc, const char* op) {
-  Location loc = L(sc.loc);
+  Location loc = Location::from(sc.loc);
   TraceState& s = stateOf({&like}, op, loc);
   DType t = like.dtype();
   if (is_integer(t) && !sc.integral)
@@ -192,41 +190,41 @@ Tensor scalar_like(const Tensor& like, AtScalar sc, const char* op) {
   return scalarConstant(s, t, sc.v, loc, true);
 }
 
-Tensor add(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("add", OpKind::Add, a, b, L(l)); }
-Tensor sub(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("sub", OpKind::Sub, a, b, L(l)); }
-Tensor mul(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("mul", OpKind::Mul, a, b, L(l)); }
-Tensor div(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("div", OpKind::Div, a, b, L(l)); }
-Tensor pow(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("pow", OpKind::Pow, a, b, L(l)); }
-Tensor atan2(const Tensor& y, const Tensor& x, SrcLoc l) { return binary("atan2", OpKind::Atan2, y, x, L(l)); }
-Tensor maximum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("maximum", OpKind::Maximum, a, b, L(l)); }
-Tensor minimum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("minimum", OpKind::Minimum, a, b, L(l)); }
-Tensor lt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("lt", OpKind::Lt, a, b, L(l)); }
-Tensor le(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("le", OpKind::Le, a, b, L(l)); }
-Tensor gt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("gt", OpKind::Gt, a, b, L(l)); }
-Tensor ge(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ge", OpKind::Ge, a, b, L(l)); }
-Tensor eq(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("eq", OpKind::Eq, a, b, L(l)); }
-Tensor ne(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ne", OpKind::Ne, a, b, L(l)); }
-Tensor logical_and(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("and", OpKind::And, a, b, L(l)); }
-Tensor logical_or(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("or", OpKind::Or, a, b, L(l)); }
+Tensor add(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("add", OpKind::Add, a, b, Location::from(l)); }
+Tensor sub(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("sub", OpKind::Sub, a, b, Location::from(l)); }
+Tensor mul(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("mul", OpKind::Mul, a, b, Location::from(l)); }
+Tensor div(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("div", OpKind::Div, a, b, Location::from(l)); }
+Tensor pow(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("pow", OpKind::Pow, a, b, Location::from(l)); }
+Tensor atan2(const Tensor& y, const Tensor& x, SrcLoc l) { return binary("atan2", OpKind::Atan2, y, x, Location::from(l)); }
+Tensor maximum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("maximum", OpKind::Maximum, a, b, Location::from(l)); }
+Tensor minimum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("minimum", OpKind::Minimum, a, b, Location::from(l)); }
+Tensor lt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("lt", OpKind::Lt, a, b, Location::from(l)); }
+Tensor le(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("le", OpKind::Le, a, b, Location::from(l)); }
+Tensor gt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("gt", OpKind::Gt, a, b, Location::from(l)); }
+Tensor ge(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ge", OpKind::Ge, a, b, Location::from(l)); }
+Tensor eq(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("eq", OpKind::Eq, a, b, Location::from(l)); }
+Tensor ne(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ne", OpKind::Ne, a, b, Location::from(l)); }
+Tensor logical_and(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("and", OpKind::And, a, b, Location::from(l)); }
+Tensor logical_or(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("or", OpKind::Or, a, b, Location::from(l)); }
 
-Tensor neg(const Tensor& x, SrcLoc l) { return unary("neg", OpKind::Neg, x, L(l)); }
-Tensor exp(const Tensor& x, SrcLoc l) { return unary("exp", OpKind::Exp, x, L(l)); }
-Tensor log(const Tensor& x, SrcLoc l) { return unary("log", OpKind::Log, x, L(l)); }
-Tensor log1p(const Tensor& x, SrcLoc l) { return unary("log1p", OpKind::Log1p, x, L(l)); }
-Tensor expm1(const Tensor& x, SrcLoc l) { return unary("expm1", OpKind::Expm1, x, L(l)); }
-Tensor sqrt(const Tensor& x, SrcLoc l) { return unary("sqrt", OpKind::Sqrt, x, L(l)); }
-Tensor rsqrt(const Tensor& x, SrcLoc l) { return unary("rsqrt", OpKind::Rsqrt, x, L(l)); }
-Tensor sin(const Tensor& x, SrcLoc l) { return unary("sin", OpKind::Sin, x, L(l)); }
-Tensor cos(const Tensor& x, SrcLoc l) { return unary("cos", OpKind::Cos, x, L(l)); }
-Tensor tanh(const Tensor& x, SrcLoc l) { return unary("tanh", OpKind::Tanh, x, L(l)); }
-Tensor sigmoid(const Tensor& x, SrcLoc l) { return unary("sigmoid", OpKind::Sigmoid, x, L(l)); }
-Tensor erf(const Tensor& x, SrcLoc l) { return unary("erf", OpKind::Erf, x, L(l)); }
-Tensor lgamma(const Tensor& x, SrcLoc l) { return unary("lgamma", OpKind::Lgamma, x, L(l)); }
-Tensor digamma(const Tensor& x, SrcLoc l) { return unary("digamma", OpKind::Digamma, x, L(l)); }
-Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, L(l)); }
-Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, L(l)); }
-Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, L(l)); }
-Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, L(l)); }
+Tensor neg(const Tensor& x, SrcLoc l) { return unary("neg", OpKind::Neg, x, Location::from(l)); }
+Tensor exp(const Tensor& x, SrcLoc l) { return unary("exp", OpKind::Exp, x, Location::from(l)); }
+Tensor log(const Tensor& x, SrcLoc l) { return unary("log", OpKind::Log, x, Location::from(l)); }
+Tensor log1p(const Tensor& x, SrcLoc l) { return unary("log1p", OpKind::Log1p, x, Location::from(l)); }
+Tensor expm1(const Tensor& x, SrcLoc l) { return unary("expm1", OpKind::Expm1, x, Location::from(l)); }
+Tensor sqrt(const Tensor& x, SrcLoc l) { return unary("sqrt", OpKind::Sqrt, x, Location::from(l)); }
+Tensor rsqrt(const Tensor& x, SrcLoc l) { return unary("rsqrt", OpKind::Rsqrt, x, Location::from(l)); }
+Tensor sin(const Tensor& x, SrcLoc l) { return unary("sin", OpKind::Sin, x, Location::from(l)); }
+Tensor cos(const Tensor& x, SrcLoc l) { return unary("cos", OpKind::Cos, x, Location::from(l)); }
+Tensor tanh(const Tensor& x, SrcLoc l) { return unary("tanh", OpKind::Tanh, x, Location::from(l)); }
+Tensor sigmoid(const Tensor& x, SrcLoc l) { return unary("sigmoid", OpKind::Sigmoid, x, Location::from(l)); }
+Tensor erf(const Tensor& x, SrcLoc l) { return unary("erf", OpKind::Erf, x, Location::from(l)); }
+Tensor lgamma(const Tensor& x, SrcLoc l) { return unary("lgamma", OpKind::Lgamma, x, Location::from(l)); }
+Tensor digamma(const Tensor& x, SrcLoc l) { return unary("digamma", OpKind::Digamma, x, Location::from(l)); }
+Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, Location::from(l)); }
+Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, Location::from(l)); }
+Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, Location::from(l)); }
+Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, Location::from(l)); }
 Tensor operator!(const Tensor& x) {
   try {
     return unary("not", OpKind::Not, x, {});
@@ -237,7 +235,7 @@ Tensor operator!(const Tensor& x) {
 }
 
 Tensor where(const Tensor& c, const Tensor& a0, const Tensor& b0, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&c, &a0, &b0}, "where", loc);
   Tensor a = a0, b = b0;
   meetDtypes(s, "where", {&a, &b}, loc);
@@ -248,7 +246,7 @@ Tensor where(const Tensor& c, const Tensor& a0, const Tensor& b0, SrcLoc l) {
 }
 
 Tensor clip(const Tensor& x0, const Tensor& lo0, const Tensor& hi0, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&x0, &lo0, &hi0}, "clip", loc);
   Tensor x = x0, lo = lo0, hi = hi0;
   meetDtypes(s, "clip", {&x, &lo, &hi}, loc);
@@ -262,16 +260,16 @@ Tensor clip(const Tensor& x, AtScalar lo, AtScalar hi) {
 }
 
 Tensor cast(const Tensor& x, DType to, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (x.dtype() == to) return x;
   ir::Attrs a;
   a.set("dtype", to);
   return emit(stateOf({&x}, "cast", loc), OpKind::Cast, {x}, std::move(a), loc);
 }
 
-Tensor stop_gradient(const Tensor& x, SrcLoc l) { return unary("stop_gradient", OpKind::StopGradient, x, L(l)); }
+Tensor stop_gradient(const Tensor& x, SrcLoc l) { return unary("stop_gradient", OpKind::StopGradient, x, Location::from(l)); }
 static Tensor triangle(const char* api, OpKind kind, const Tensor& x, int64_t k, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   ir::Attrs a;
   a.set("k", k);
   return emit(stateOf({&x}, api, loc), kind, {x}, std::move(a), loc);
@@ -280,7 +278,7 @@ Tensor tril(const Tensor& x, int64_t k, SrcLoc l) { return triangle("tril", OpKi
 Tensor triu(const Tensor& x, int64_t k, SrcLoc l) { return triangle("triu", OpKind::Triu, x, k, l); }
 
 Tensor prevent_gradient(const Tensor& x, std::string message, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   ir::Attrs a;
   a.set("message", std::move(message));
   return emit(stateOf({&x}, "prevent_gradient", loc), OpKind::PreventGradient, {x}, std::move(a), loc);
@@ -288,7 +286,7 @@ Tensor prevent_gradient(const Tensor& x, std::string message, SrcLoc l) {
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
            std::vector<int64_t> interior, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&x}, "pad", loc);
   if (interior.empty()) interior.assign(low.size(), 0);
   ir::Attrs a;
@@ -300,7 +298,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& low, const std::vector<i
 
 Tensor pad_sum(const std::vector<Tensor>& xs0, const Shape& shape, const std::vector<std::vector<int64_t>>& low,
                const std::vector<std::vector<int64_t>>& interior, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (xs0.empty()) throw Error("pad_sum: expected at least one tensor", loc);
   TraceState& s = stateOf({&xs0[0]}, "pad_sum", loc);
   for (const Tensor& x : xs0) detail::traceOf(x, "pad_sum", loc);
@@ -329,14 +327,14 @@ Tensor pad_sum(const std::vector<Tensor>& xs0, const Shape& shape, const std::ve
 }
 
 Tensor constant(const Array& value, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   ir::Attrs a;
   a.set("value", value);
   return emit(stateOf({}, "constant", loc), OpKind::Constant, {}, std::move(a), loc);
 }
 
 Tensor full(const Shape& shape, double value, DType dtype, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({}, "full", loc);
   for (int64_t d : shape)
     if (d < 0) throw Error("full: negative dimension in shape " + shape_str(shape), loc);
@@ -345,7 +343,7 @@ Tensor full(const Shape& shape, double value, DType dtype, SrcLoc l) {
 
 Tensor full(const Shape& shape, double value, SrcLoc l) {
   Tensor t = full(shape, value, DType::f32, l);
-  TraceState& s = stateOf({&t}, "full", L(l));
+  TraceState& s = stateOf({&t}, "full", Location::from(l));
   s.weak[t.id()] = value;
   return t;
 }
@@ -354,7 +352,7 @@ Tensor zeros_like(const Tensor& x, SrcLoc l) { return full(x.shape(), 0, x.dtype
 Tensor ones_like(const Tensor& x, SrcLoc l) { return full(x.shape(), 1, x.dtype(), l); }
 
 Tensor iota(const Shape& shape, int64_t axis, DType dtype, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   ir::Attrs a;
   a.set("shape", shape);
   a.set("axis", normalizeAxis("iota", axis, static_cast<int64_t>(shape.size()), loc));
@@ -363,7 +361,7 @@ Tensor iota(const Shape& shape, int64_t axis, DType dtype, SrcLoc l) {
 }
 
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&x}, "reshape", loc);
   Shape out = shape;
   int64_t known = 1, infer = -1;
@@ -389,7 +387,7 @@ Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, SrcLoc l) {
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&x}, "broadcast_to", loc);
   if (x.shape() == shape) return x;
   ir::Attrs a;
@@ -398,7 +396,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape, SrcLoc l) {
 }
 
 Tensor transpose(const Tensor& x, std::vector<int64_t> perm, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&x}, "transpose", loc);
   if (perm.empty()) {
     perm = allAxes(x.rank());
@@ -412,7 +410,7 @@ Tensor transpose(const Tensor& x, std::vector<int64_t> perm, SrcLoc l) {
 
 Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
              std::vector<int64_t> stride, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&x}, "slice", loc);
   if (stride.empty()) stride.assign(start.size(), 1);
   ir::Attrs a;
@@ -423,7 +421,7 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vect
 }
 
 Tensor concatenate(const std::vector<Tensor>& xs0, int64_t axis, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (xs0.empty()) throw Error("concatenate: expected at least one tensor", loc);
   TraceState& s = stateOf({&xs0[0]}, "concatenate", loc);
   for (const Tensor& x : xs0) detail::traceOf(x, "concatenate", loc);
@@ -435,7 +433,7 @@ Tensor concatenate(const std::vector<Tensor>& xs0, int64_t axis, SrcLoc l) {
 }
 
 Tensor stack(const std::vector<Tensor>& xs0, int64_t axis, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (xs0.empty()) throw Error("stack: expected at least one tensor", loc);
   const std::vector<Tensor> xs = metDtypes("stack", xs0, loc);
   int64_t ax = normalizeAxis("stack", axis, xs[0].rank() + 1, loc);
@@ -451,7 +449,7 @@ Tensor stack(const std::vector<Tensor>& xs0, int64_t axis, SrcLoc l) {
 }
 
 Tensor Tensor::at(int64_t i, std::source_location l) const {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (rank() == 0) throw Error("index: cannot index the scalar " + type().str(), loc);
   const int64_t n = shape()[0];
   if (i < -n || i >= n)
@@ -482,7 +480,7 @@ Tensor Tensor::operator()(const IndexItem& a, const IndexItem& b, const IndexIte
 
 Tensor Tensor::index(const std::vector<IndexItem>& items) const {
   const SrcLoc l = items.empty() ? std::source_location::current() : items[0].loc;
-  const Location loc = L(l);
+  const Location loc = Location::from(l);
   const Shape in = shape();
   const int64_t rank = static_cast<int64_t>(in.size());
   auto fail = [&](const std::string& why) { return Error("index: " + why + " (indexing " + type().str() + ")", loc); };
@@ -564,7 +562,7 @@ Tensor Tensor::index(const std::vector<IndexItem>& items) const {
 }
 
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   ir::Attrs a;
   a.set("axis", normalizeAxis("take", axis, x.rank(), loc));
   return emit(stateOf({&x, &indices}, "take", loc), OpKind::Gather, {x, indices}, std::move(a), loc, "take");
@@ -581,14 +579,14 @@ Tensor alongAxis(const char* op, OpKind k, const Tensor& x, int64_t axis, const 
 }
 } // namespace
 
-Tensor cumsum(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return alongAxis("cumsum", OpKind::Cumsum, x, axis, "reverse", reverse, L(l)); }
-Tensor cumprod(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return alongAxis("cumprod", OpKind::Cumprod, x, axis, "reverse", reverse, L(l)); }
+Tensor cumsum(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return alongAxis("cumsum", OpKind::Cumsum, x, axis, "reverse", reverse, Location::from(l)); }
+Tensor cumprod(const Tensor& x, int64_t axis, bool reverse, SrcLoc l) { return alongAxis("cumprod", OpKind::Cumprod, x, axis, "reverse", reverse, Location::from(l)); }
 
-Tensor argmax(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return alongAxis("argmax", OpKind::ArgMax, x, axis, "dtype", dtype, L(l)); }
-Tensor argmin(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return alongAxis("argmin", OpKind::ArgMin, x, axis, "dtype", dtype, L(l)); }
+Tensor argmax(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return alongAxis("argmax", OpKind::ArgMax, x, axis, "dtype", dtype, Location::from(l)); }
+Tensor argmin(const Tensor& x, int64_t axis, DType dtype, SrcLoc l) { return alongAxis("argmin", OpKind::ArgMin, x, axis, "dtype", dtype, Location::from(l)); }
 
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   ir::Attrs a;
   a.set("depth", depth);
   a.set("dtype", dtype);
@@ -596,20 +594,20 @@ Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype, SrcLoc l) {
 }
 
 Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   ir::Attrs a;
   a.set("axis", normalizeAxis("scatter_add", axis, x.rank(), loc));
   return emit(stateOf({&x, &indices, &updates}, "scatter_add", loc), OpKind::ScatterAdd, {x, indices, updates},
               std::move(a), loc);
 }
 
-Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_sum", OpKind::ReduceSum, x, std::move(axes), k, L(l)); }
-Tensor prod(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_prod", OpKind::ReduceProd, x, std::move(axes), k, L(l)); }
-Tensor max(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_max", OpKind::ReduceMax, x, std::move(axes), k, L(l)); }
-Tensor min(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_min", OpKind::ReduceMin, x, std::move(axes), k, L(l)); }
+Tensor sum(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_sum", OpKind::ReduceSum, x, std::move(axes), k, Location::from(l)); }
+Tensor prod(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_prod", OpKind::ReduceProd, x, std::move(axes), k, Location::from(l)); }
+Tensor max(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_max", OpKind::ReduceMax, x, std::move(axes), k, Location::from(l)); }
+Tensor min(const Tensor& x, std::vector<int64_t> axes, bool k, SrcLoc l) { return reduce("reduce_min", OpKind::ReduceMin, x, std::move(axes), k, Location::from(l)); }
 
 Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (axes.empty()) axes = allAxes(x.rank());
   int64_t count = 1;
   for (int64_t a : axes) count *= x.shape()[normalizeAxis("mean", a, x.rank(), loc)];
@@ -618,7 +616,7 @@ Tensor mean(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcLoc l)
 }
 
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes, bool keepdims, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (axes.empty()) axes = allAxes(x.rank());
   // Shift by the max where it is finite (an all -inf row stays -inf, not NaN).
   // The shift's gradient is exactly zero (1 - sum(softmax)), so it is not
@@ -645,7 +643,7 @@ Tensor log_softmax(const Tensor& x, std::vector<int64_t> axes, SrcLoc l) {
 }
 
 Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands0, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   const std::vector<Tensor> operands = metDtypes("einsum", operands0, loc);
   auto fail = [&](const std::string& why) -> Error { return Error(fmt::format("einsum \"{}\": {}", spec, why), loc); };
   if (spec.find("...") != std::string::npos) throw fail("'...' is not supported; name every axis");
@@ -727,7 +725,7 @@ Tensor einsum(const std::string& spec, const std::vector<Tensor>& operands0, Src
 Tensor matmul(const Tensor& a, const Tensor& b, SrcLoc l) { return matmul(a, b, MatmulOptions{}, l); }
 
 Tensor matmul(const Tensor& a0, const Tensor& b0, MatmulOptions o, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   TraceState& s = stateOf({&a0, &b0}, "matmul", loc);
   Tensor a = a0, b = b0;
   meetDtypes(s, "matmul", {&a, &b}, loc);
@@ -783,7 +781,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0, MatmulOptions o, SrcLoc l) {
 }
 
 Tensor dot(const Tensor& a, const Tensor& b, SrcLoc l) {
-  Location loc = L(l);
+  Location loc = Location::from(l);
   if (a.rank() == 1 && b.rank() == 1) {
     if (a.shape() != b.shape())
       throw Error(fmt::format("dot: incompatible shapes {} and {}", a.type().str(), b.type().str()), loc);
