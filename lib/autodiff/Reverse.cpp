@@ -40,12 +40,14 @@ namespace {
 
 /// In a fresh function of `m` named `name`: parameters like g's (then, with
 /// `withDy`, a cotangent per floating result), g's ops inlined, and the
-/// reverse pass from g's floating results to its floating parameters.
+/// reverse pass from g's floating results to its floating parameters (or,
+/// with `wrt`, to the parameters it lists, in its order).
 struct Differentiated {
   std::vector<Tensor> ys;
-  std::vector<Tensor> dxs; ///< per floating parameter; zeros where unconnected
+  std::vector<Tensor> dxs; ///< per floating parameter (or per `wrt`); zeros where unconnected
 };
-Differentiated differentiateInto(detail::TraceScope& scope, const ir::Function& g, bool withDy) {
+Differentiated differentiateInto(detail::TraceScope& scope, const ir::Function& g, bool withDy,
+                                 const std::vector<std::size_t>* wrt = nullptr) {
   std::vector<ir::ValueId> xs, dys;
   for (ir::ValueId p : g.params) xs.push_back(scope.param(g.type(p)).id());
   if (withDy)
@@ -60,8 +62,11 @@ Differentiated differentiateInto(detail::TraceScope& scope, const ir::Function& 
       req.targets.push_back(ys[i]);
       req.seeds.push_back(withDy ? std::optional<Tensor>(detail::wrap(scope.state(), dys[k++])) : std::nullopt);
     }
-  for (std::size_t i = 0; i < xs.size(); ++i)
-    if (is_floating(g.type(g.params[i]).dtype)) req.sources.push_back(xs[i]);
+  if (wrt)
+    for (std::size_t i : *wrt) req.sources.push_back(xs.at(i));
+  else
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      if (is_floating(g.type(g.params[i]).dtype)) req.sources.push_back(xs[i]);
   std::vector<std::optional<Tensor>> dx = reverse(req);
   Differentiated d;
   for (ir::ValueId y : ys) d.ys.push_back(detail::wrap(scope.state(), y));
@@ -339,17 +344,21 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
   });
 }
 
-std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
-  if (const ir::Function* done = derivedFunction(*m, "grad", name)) return done->name;
+std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name,
+                         const std::optional<std::vector<std::size_t>>& argnums) {
   const ir::Function* g = m->lookup(name);
   if (!g) throw Error("grad: no function named @" + name + " in the module");
   if (g->outputs.size() != 1 || g->type(g->outputs[0]).rank() != 0 || !is_floating(g->type(g->outputs[0]).dtype))
     throw Error("grad: @" + name + " must return one floating-point scalar, but returns " + g->signature());
-  detail::TraceScope scope(m, name + ".grad");
-  const std::string gname = scope.state().fn->name;
-  scope.finish(differentiateInto(scope, *g, /*withDy=*/false).dxs);
-  m->derived["grad @" + name] = gname;
-  return gname;
+  std::string variant;
+  if (argnums)
+    for (std::size_t i : *argnums) {
+      ADJIT_ASSERT(i < g->params.size() && is_floating(g->type(g->params[i]).dtype), "gradFunction: argnums checked by the caller");
+      variant += " " + std::to_string(i);
+    }
+  return derive(m, "grad", name, [&](detail::TraceScope& scope, const ir::Function& f) {
+    return differentiateInto(scope, f, /*withDy=*/false, argnums ? &*argnums : nullptr).dxs;
+  }, variant.empty() ? variant : " argnums" + variant);
 }
 
 std::vector<int64_t> residualParams(const ir::Function& fwd, std::size_t nY) {

@@ -120,7 +120,10 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
 
 /// The gradient of function `name` (one floating scalar result): a function
 /// `<name>.grad` (x...) -> (dx...) for its floating parameters.
-std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name);
+/// With `argnums`, with respect to those parameters only (floating ones), in
+/// that order: `<name>.grad` (x...) -> (dx per listed parameter).
+std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name,
+                         const std::optional<std::vector<std::size_t>>& argnums = std::nullopt);
 
 /// The split VJP of a function: `fwd` (x...) -> (y..., residuals...) and
 /// `bwd` (residuals..., dy...) -> (dx...), named `<name>.fwd` and `<name>.bwd`

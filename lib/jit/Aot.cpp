@@ -59,32 +59,6 @@ std::string listed(const std::vector<std::size_t>& argnums) {
   return s;
 }
 
-/// The gradient of @name (one floating scalar result) with respect to its
-/// inputs `argnums` only, in that order: (x...) -> (dx...). Without argnums,
-/// autodiff::gradFunction's: every floating input.
-std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::vector<std::size_t>* argnums) {
-  if (!argnums) return autodiff::gradFunction(m, name);
-  const ir::Function& g = *m->lookup(name);
-  if (g.outputs.size() != 1 || g.type(g.outputs[0]).rank() != 0 || !is_floating(g.type(g.outputs[0]).dtype))
-    throw Error("grad: @" + name + " must return one floating-point scalar, but returns " + g.signature());
-  auto body = [argnums](detail::TraceScope& scope, const ir::Function& g) {
-    std::vector<ir::ValueId> xs;
-    for (ir::ValueId p : g.params) xs.push_back(scope.param(g.type(p)).id());
-    const std::vector<ir::ValueId> ys = autodiff::inlineFunction(scope.state().builder, g, xs);
-    autodiff::Request req;
-    req.end = scope.state().fn->ops.size();
-    req.targets = {ys[0]};
-    req.seeds = {std::nullopt};
-    for (std::size_t i : *argnums) req.sources.push_back(xs[i]);
-    const std::vector<std::optional<Tensor>> dx = autodiff::reverse(req);
-    std::vector<Tensor> out;
-    for (std::size_t k = 0; k < dx.size(); ++k) // zeros where the result does not depend on the input
-      out.push_back(dx[k] ? *dx[k] : zeros_like(detail::wrap(scope.state(), req.sources[k])));
-    return out;
-  };
-  return autodiff::derive(m, "grad", name, body, " argnums " + listed(*argnums));
-}
-
 /// Rejects what cannot run outside the process.
 void checkExportable(const ir::Module& m) {
   for (const auto& f : m.functions)
@@ -281,7 +255,8 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   std::map<std::string, autodiff::SplitVjp> splitOf;
   for (const std::string& n : r.grads) {
     auto wrt = r.argnums.find(n);
-    gradOf[n] = gradFunction(m, need(n).name, wrt == r.argnums.end() ? nullptr : &wrt->second);
+    gradOf[n] = autodiff::gradFunction(m, need(n).name,
+                                       wrt == r.argnums.end() ? std::nullopt : std::optional(wrt->second));
   }
   for (const std::string& n : r.jvps) jvpOf[n] = autodiff::jvpFunction(m, need(n).name);
   for (const std::string& n : r.vjps) splitOf[n] = autodiff::splitVjp(m, need(n).name);
