@@ -13,17 +13,18 @@ namespace {
 using ir::EvalCtx;
 using codegen::ScalarCtx;
 
-struct ExpR { template <class T> T operator()(T x) const { return std::exp(x); } };
-struct LogR { template <class T> T operator()(T x) const { return std::log(x); } };
-struct Log1pR { template <class T> T operator()(T x) const { return std::log1p(x); } };
-struct Expm1R { template <class T> T operator()(T x) const { return std::expm1(x); } };
-struct SqrtR { template <class T> T operator()(T x) const { return std::sqrt(x); } };
-struct RsqrtR { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
-struct SinR { template <class T> T operator()(T x) const { return std::sin(x); } };
-struct CosR { template <class T> T operator()(T x) const { return std::cos(x); } };
-struct TanhR { template <class T> T operator()(T x) const { return std::tanh(x); } };
-struct SigmoidR { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
-struct ErfR { template <class T> T operator()(T x) const { return std::erf(x); } };
+// Reference evaluations (the interpreter's), one function object per op.
+struct ExpEval { template <class T> T operator()(T x) const { return std::exp(x); } };
+struct LogEval { template <class T> T operator()(T x) const { return std::log(x); } };
+struct Log1pEval { template <class T> T operator()(T x) const { return std::log1p(x); } };
+struct Expm1Eval { template <class T> T operator()(T x) const { return std::expm1(x); } };
+struct SqrtEval { template <class T> T operator()(T x) const { return std::sqrt(x); } };
+struct RsqrtEval { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
+struct SinEval { template <class T> T operator()(T x) const { return std::sin(x); } };
+struct CosEval { template <class T> T operator()(T x) const { return std::cos(x); } };
+struct TanhEval { template <class T> T operator()(T x) const { return std::tanh(x); } };
+struct SigmoidEval { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+struct ErfEval { template <class T> T operator()(T x) const { return std::erf(x); } };
 
 template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
   return {mapUnary(c.args[0], c.resultType().dtype, [](auto x) -> decltype(x) {
@@ -32,8 +33,8 @@ template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
   })};
 }
 
-struct PowR { template <class T> T operator()(T a, T b) const { return std::pow(a, b); } };
-struct Atan2R { template <class T> T operator()(T y, T x) const { return std::atan2(y, x); } };
+struct PowEval { template <class T> T operator()(T a, T b) const { return std::pow(a, b); } };
+struct Atan2Eval { template <class T> T operator()(T y, T x) const { return std::atan2(y, x); } };
 
 template <class R> std::vector<Array> evalBinaryWith(const EvalCtx& c) {
   return {mapBinary(c.args[0], c.args[1], c.resultType().dtype, [](auto a, auto b) -> decltype(a) {
@@ -110,13 +111,13 @@ struct IrMath {
   V select(V p, V a, V b) const { return ctx.b.CreateSelect(p, a, b); }
 };
 
-struct DigammaR {
+struct DigammaEval {
   template <class T> T operator()(T x) const {
     DoubleMath m;
     return static_cast<T>(digammaOf(m, static_cast<double>(x)));
   }
 };
-struct LgammaR {
+struct LgammaEval {
   template <class T> T operator()(T x) const {
     int sign; // lgamma_r: the sign goes here, not into the global signgam
     return static_cast<T>(lgamma_r(static_cast<double>(x), &sign));
@@ -151,29 +152,29 @@ llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(info(c.op.kind).hooks.li
 void defineMathOps(Table& t) {
   // exp(x) = e^x
   // d/dx e^x = e^x
-  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpR>, .fold = noFold, .scalar = libmCall, .libm = {"exp", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y(); }); }});
+  set(t, OpKind::Exp, {.infer = inferFloatUnary, .eval = evalWith<ExpEval>, .fold = noFold, .scalar = libmCall, .libm = {"exp", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y(); }); }});
   // log(x) = ln x
   // d/dx ln x = 1/x (inf at 0, as the true derivative)
-  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogR>, .fold = noFold, .scalar = libmCall, .libm = {"log", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / c.x(0); }); }});
+  set(t, OpKind::Log, {.infer = inferFloatUnary, .eval = evalWith<LogEval>, .fold = noFold, .scalar = libmCall, .libm = {"log", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / c.x(0); }); }});
   // log1p(x) = ln(1 + x), accurate near 0
   // d/dx ln(1 + x) = 1/(1 + x)
-  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pR>, .fold = noFold, .scalar = libmCall, .libm = {"log1p", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) + 1); }); }});
+  set(t, OpKind::Log1p, {.infer = inferFloatUnary, .eval = evalWith<Log1pEval>, .fold = noFold, .scalar = libmCall, .libm = {"log1p", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) + 1); }); }});
   // expm1(x) = e^x - 1, accurate near 0
   // d/dx (e^x - 1) = e^x
-  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1R>, .fold = noFold, .scalar = libmCall, .libm = {"expm1", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (c.y() + 1); }); }});
+  set(t, OpKind::Expm1, {.infer = inferFloatUnary, .eval = evalWith<Expm1Eval>, .fold = noFold, .scalar = libmCall, .libm = {"expm1", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (c.y() + 1); }); }});
   // sin(x), cos(x)
   // d/dx sin x = cos x
-  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinR>, .fold = noFold, .scalar = libmCall, .libm = {"sin", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cos(c.x(0)); }); }});
+  set(t, OpKind::Sin, {.infer = inferFloatUnary, .eval = evalWith<SinEval>, .fold = noFold, .scalar = libmCall, .libm = {"sin", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cos(c.x(0)); }); }});
   // d/dx cos x = -sin x
-  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosR>, .fold = noFold, .scalar = libmCall, .libm = {"cos", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy() * sin(c.x(0)); }); }});
+  set(t, OpKind::Cos, {.infer = inferFloatUnary, .eval = evalWith<CosEval>, .fold = noFold, .scalar = libmCall, .libm = {"cos", 1, true}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return -c.dy() * sin(c.x(0)); }); }});
   // tanh(x)
   // d/dx tanh x = 1 - tanh^2 x
-  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhR>, .fold = noFold, .scalar = libmCall, .libm = {"tanh", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 - c.y() * c.y()); }); }});
+  set(t, OpKind::Tanh, {.infer = inferFloatUnary, .eval = evalWith<TanhEval>, .fold = noFold, .scalar = libmCall, .libm = {"tanh", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 - c.y() * c.y()); }); }});
 
   // sqrt(x) = x^(1/2); a hardware instruction
   set(t, OpKind::Sqrt, {
       .infer = inferFloatUnary,
-      .eval = evalWith<SqrtR>,
+      .eval = evalWith<SqrtEval>,
       .fold = noFold,
       .scalar = [](ScalarCtx& c) { return c.intrinsic(llvm::Intrinsic::sqrt, c.args); },
       // d/dx sqrt x = 1 / (2 sqrt x) (inf at 0, as the true derivative)
@@ -183,7 +184,7 @@ void defineMathOps(Table& t) {
   // rsqrt(x) = 1 / sqrt(x)
   set(t, OpKind::Rsqrt, {
       .infer = inferFloatUnary,
-      .eval = evalWith<RsqrtR>,
+      .eval = evalWith<RsqrtEval>,
       .fold = noFold,
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         llvm::Value* s = c.intrinsic(llvm::Intrinsic::sqrt, c.args);
@@ -196,7 +197,7 @@ void defineMathOps(Table& t) {
   // sigmoid(x) = 1 / (1 + e^-x); saturates cleanly to 0 and 1
   set(t, OpKind::Sigmoid, {
       .infer = inferFloatUnary,
-      .eval = evalWith<SigmoidR>,
+      .eval = evalWith<SigmoidEval>,
       .fold = noFold,
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         DType dt = c.outType();
@@ -211,20 +212,20 @@ void defineMathOps(Table& t) {
 
   // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt
   // d/dx erf x = 2/sqrt(pi) e^(-x^2)
-  set(t, OpKind::Erf, {.infer = inferFloatUnary, .eval = evalWith<ErfR>, .fold = noFold, .scalar = libmCall, .libm = {"erf", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * (1.1283791670955126 * exp(-(x * x))); }); }});
+  set(t, OpKind::Erf, {.infer = inferFloatUnary, .eval = evalWith<ErfEval>, .fold = noFold, .scalar = libmCall, .libm = {"erf", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * (1.1283791670955126 * exp(-(x * x))); }); }});
 
   // lgamma(x) = ln |Gamma(x)|; +inf at the poles 0, -1, -2, ...
   // d/dx ln |Gamma(x)| = digamma(x). glibc has no vector lgamma: vector loops
   // call it per lane. (It also writes the global signgam, which nothing reads.)
-  set(t, OpKind::Lgamma, {.infer = inferFloatUnary, .eval = evalWith<LgammaR>, .fold = noFold, .scalar = libmCall, .libm = {"lgamma", 1, false, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * digamma(c.x(0)); }); }});
+  set(t, OpKind::Lgamma, {.infer = inferFloatUnary, .eval = evalWith<LgammaEval>, .fold = noFold, .scalar = libmCall, .libm = {"lgamma", 1, false, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * digamma(c.x(0)); }); }});
   // digamma(x) = d/dx ln Gamma(x) (the series above, in registers); NaN at the poles
   // d/dx digamma x = trigamma(x), from Tensor ops above
-  set(t, OpKind::Digamma, {.infer = inferFloatUnary, .eval = evalWith<DigammaR>, .fold = noFold, .scalar = [](ScalarCtx& c) { IrMath m{c, c.outType()}; return digammaOf(m, c.args[0]); }, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * trigamma(c.x(0)); }); }});
+  set(t, OpKind::Digamma, {.infer = inferFloatUnary, .eval = evalWith<DigammaEval>, .fold = noFold, .scalar = [](ScalarCtx& c) { IrMath m{c, c.outType()}; return digammaOf(m, c.args[0]); }, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * trigamma(c.x(0)); }); }});
 
   // atan2(y, x): the angle of the point (x, y), in (-pi, pi]
   set(t, OpKind::Atan2, {
       .infer = inferFloatBinary,
-      .eval = evalBinaryWith<Atan2R>,
+      .eval = evalBinaryWith<Atan2Eval>,
       .fold = noFold,
       .scalar = libmCall, .libm = {"atan2", 2, false},
       // d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
@@ -238,7 +239,7 @@ void defineMathOps(Table& t) {
   // pow(x, y) = x^y
   set(t, OpKind::Pow, {
       .infer = inferFloatBinary,
-      .eval = evalBinaryWith<PowR>,
+      .eval = evalBinaryWith<PowEval>,
       .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
         if (c.isSplat(1, 1)) return ir::Folded{c.op.operands[0]}; // x^1 = x
         return std::nullopt;
