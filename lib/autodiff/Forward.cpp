@@ -5,7 +5,6 @@
 // Its output is ordinary IR appended to the same function.
 #include "autodiff/JvpCtx.h"
 #include "autodiff/Reverse.h"
-#include "ops/Effects.h"
 #include "ops/OpTable.h"
 #include "support/Assert.h"
 #include "trace/Tracer.h"
@@ -16,6 +15,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace adjit::autodiff {
 namespace {
@@ -133,13 +133,32 @@ namespace {
 /// A JVP that computes a primal again next to its tangents runs it quietly:
 /// the primal op it differentiates ran the callbacks already. (A custom
 /// gradient's forward inside keeps its own: its rules are bound to its name.)
-std::string quietFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, const ops::Effects& effects) {
-  if (!effects.functionEffectful(name)) return name;
+/// Whether `name`, or a function it references, has an op that is not pure:
+/// a walk over the functions reachable from it only (not the whole module,
+/// which a program of many regions would walk once per region).
+bool reachesEffect(const ir::Module& m, const std::string& name) {
+  std::vector<const std::string*> work{&name};
+  std::unordered_set<std::string_view> seen{name};
+  while (!work.empty()) {
+    const ir::Function* f = m.lookup(*work.back());
+    work.pop_back();
+    if (!f) continue;
+    for (const ir::Op& op : f->ops) {
+      if (!ops::info(op.kind).has(ops::kPure)) return true;
+      for (const std::string& c : op.callees)
+        if (seen.insert(c).second) work.push_back(&c);
+    }
+  }
+  return false;
+}
+
+std::string quietFunction(const std::shared_ptr<ir::Module>& m, const std::string& name) {
+  if (!reachesEffect(*m, name)) return name;
   std::unordered_map<std::string, std::string> quiet;
   for (const ir::Op& op : m->lookup(name)->ops)
     if (op.kind != ir::OpKind::CustomVjp && op.kind != ir::OpKind::CustomJvp)
       for (const std::string& c : op.callees)
-        if (!quiet.count(c)) quiet[c] = quietFunction(m, c, effects);
+        if (!quiet.count(c)) quiet[c] = quietFunction(m, c);
   return derive(m, "quiet", name, [&](detail::TraceScope& scope, const ir::Function& g) {
     std::unordered_map<ir::ValueId, ir::ValueId> map;
     for (ir::ValueId p : g.params) map[p] = scope.param(g.type(p)).id();
@@ -163,7 +182,7 @@ std::string quietFunction(const std::shared_ptr<ir::Module>& m, const std::strin
 
 void calleeJvp(const JvpCtx& c) {
   detail::TraceState& s = currentState();
-  const std::string jname = jvpFunction(s.module, quietFunction(s.module, c.op.callees[0], ops::Effects(*s.module)));
+  const std::string jname = jvpFunction(s.module, quietFunction(s.module, c.op.callees[0]));
   std::vector<ir::ValueId> args = c.op.operands.vec();
   for (std::size_t i = 0; i < c.op.operands.size(); ++i)
     if (floatingValue(c.op.operands[i])) {
