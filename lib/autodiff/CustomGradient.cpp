@@ -7,7 +7,7 @@
 #include "autodiff/Reverse.h"
 
 #include "ir/Builder.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "support/Assert.h"
 
 #include <adjit/autodiff.h>

@@ -5,7 +5,8 @@
 // Its output is ordinary IR appended to the same function.
 #include "autodiff/JvpCtx.h"
 #include "autodiff/Reverse.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "autodiff/Rules.h"
 #include "support/Assert.h"
 #include "trace/Tracer.h"
 
@@ -144,7 +145,7 @@ bool reachesEffect(const ir::Module& m, const std::string& name) {
     work.pop_back();
     if (!f) continue;
     for (const ir::Op& op : f->ops) {
-      if (!ops::info(op.kind).has(ops::kPure)) return true;
+      if (!ir::info(op.kind).has(ir::kPure)) return true;
       for (const std::string& c : op.callees)
         if (seen.insert(c).second) work.push_back(&c);
     }
@@ -226,11 +227,11 @@ std::vector<std::optional<Tensor>> forward(const ForwardRequest& r) {
   for (std::size_t i = r.begin; i < r.end; ++i) {
     if (!opNeeded[i - r.begin]) continue;
     const ir::Op op = f.ops[i]; // a copy: rules append to f.ops
-    const ops::OpInfo& info = ops::info(op.kind);
-    if (info.has(ops::kNonDifferentiable)) continue;
+    const ir::OpInfo& info = ir::info(op.kind);
+    if (autodiff::rules(op.kind).has(autodiff::kNonDifferentiable)) continue;
     const bool any = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return tan.count(o) > 0; });
     if (!any) continue;
-    if (!info.hooks.jvp)
+    if (!autodiff::rules(op.kind).jvp)
       throw Error(fmt::format("No forward-mode derivative defined for operation '%{}' (op type: {})", op.results.at(0),
                               info.name), op.loc);
     LocScope loc(s, op.loc);
@@ -250,7 +251,7 @@ std::vector<std::optional<Tensor>> forward(const ForwardRequest& r) {
           if (is_floating(f.type(res).dtype) && !stopped.count(res)) tan.insert_or_assign(res, t);
         },
     };
-    info.hooks.jvp(ctx);
+    autodiff::rules(op.kind).jvp(ctx);
   }
   std::vector<std::optional<Tensor>> out;
   for (ir::ValueId v : r.targets) {
@@ -265,7 +266,7 @@ std::vector<char> tangentReach(const ir::Function& g, const std::vector<char>& i
   for (std::size_t i = 0; i < g.params.size(); ++i)
     has[static_cast<std::size_t>(g.params[i])] = in.at(i) && is_floating(g.type(g.params[i]).dtype);
   for (const ir::Op& op : g.ops) {
-    if (ops::info(op.kind).has(ops::kNonDifferentiable)) continue;
+    if (autodiff::rules(op.kind).has(autodiff::kNonDifferentiable)) continue;
     if (std::none_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return has[static_cast<std::size_t>(o)]; }))
       continue;
     for (ir::ValueId r : op.results) has[static_cast<std::size_t>(r)] = is_floating(g.type(r).dtype);

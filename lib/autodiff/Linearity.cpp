@@ -6,7 +6,8 @@
 // tangents. This proves it from op traits, or names the first op that
 // breaks it.
 #include "autodiff/Reverse.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "autodiff/Rules.h"
 
 #include <fmt/format.h>
 
@@ -36,19 +37,19 @@ public:
         count += in[i] ? 1 : 0;
       }
       if (!count) continue;
-      const ops::OpInfo& info = ops::info(op.kind);
+      const ir::OpInfo& info = ir::info(op.kind);
       for (std::size_t i = 0; i < op.operands.size(); ++i)
         if (in[i] && !is_floating(fn.type(op.operands[i]).dtype)) fail(fn, op, "reads an integer or boolean computed from them");
       std::vector<char> out(op.results.size(), 1);
-      if (info.has(ops::kLinear) || (info.has(ops::kLinearInEach) && count == 1) ||
-          (info.has(ops::kLinearInFirst) && count == 1 && in[0])) {
+      if (autodiff::rules(op.kind).has(autodiff::kLinear) || (autodiff::rules(op.kind).has(autodiff::kLinearInEach) && count == 1) ||
+          (autodiff::rules(op.kind).has(autodiff::kLinearInFirst) && count == 1 && in[0])) {
         // linear: every result varies with them
-      } else if (info.has(ops::kForwardsToCallee)) {
+      } else if (info.has(ir::kForwardsToCallee)) {
         const ir::Function* callee = m_.lookup(op.callees.at(0));
         out = run(*callee, in);
-      } else if (info.has(ops::kLinearInFirst) && !in[0]) {
+      } else if (autodiff::rules(op.kind).has(autodiff::kLinearInFirst) && !in[0]) {
         fail(fn, op, "divides by a value computed from them");
-      } else if (info.has(ops::kLinearInEach) || info.has(ops::kLinearInFirst)) {
+      } else if (autodiff::rules(op.kind).has(autodiff::kLinearInEach) || autodiff::rules(op.kind).has(autodiff::kLinearInFirst)) {
         fail(fn, op, "multiplies or divides two values computed from them");
       } else {
         fail(fn, op, "is not linear");
@@ -64,7 +65,7 @@ public:
 private:
   [[noreturn]] void fail(const ir::Function& fn, const ir::Op& op, const char* why) const {
     const std::string where = op.loc.known() ? fmt::format(" at {}", op.loc.str()) : std::string();
-    throw Error(fmt::format("{}: {}, but its op '{}'{} (in @{}) {}", what_, purpose_, ops::info(op.kind).name, where,
+    throw Error(fmt::format("{}: {}, but its op '{}'{} (in @{}) {}", what_, purpose_, ir::info(op.kind).name, where,
                             fn.name, why), site_);
   }
 

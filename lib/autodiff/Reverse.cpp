@@ -4,7 +4,8 @@
 #include "autodiff/CustomGradient.h"
 #include "autodiff/VjpCtx.h"
 #include "ir/Builder.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "autodiff/Rules.h"
 #include "support/Assert.h"
 #include "trace/Tracer.h"
 #include "transforms/Passes.h"
@@ -141,8 +142,8 @@ std::vector<std::optional<Tensor>> applyVjpRule(std::size_t opIndex, const std::
   detail::TraceState& s = *sp;
   ir::Function& f = *s.fn;
   const ir::Op op = f.ops[opIndex]; // a copy: the rule appends to f.ops
-  const ops::OpInfo& info = ops::info(op.kind);
-  if (!info.hooks.vjp)
+  const ir::OpInfo& info = ir::info(op.kind);
+  if (!autodiff::rules(op.kind).vjp)
     throw Error(fmt::format("No gradient defined for operation '%{}' (op type: {})", op.results.at(0), info.name), op.loc);
   LocScope loc(s, op.loc);
   std::vector<std::optional<Tensor>> g(op.operands.size());
@@ -167,7 +168,7 @@ std::vector<std::optional<Tensor>> applyVjpRule(std::size_t opIndex, const std::
       [opIndex](const std::vector<std::optional<Tensor>>& c) { return customVjp(opIndex, c); },
       opIndex,
   };
-  info.hooks.vjp(ctx);
+  autodiff::rules(op.kind).vjp(ctx);
   return g;
 }
 
@@ -191,13 +192,13 @@ static std::vector<ir::ValueId> identicalValues(const ir::Function& f, const Req
   std::vector<char> source(f.types.size());
   for (ir::ValueId v : r.sources) source[v] = 1;
   ADJIT_ASSERT(r.end < UINT32_MAX, "reverse: too many ops");
-  ops::IdentityTable table(r.end - r.begin);
+  ir::IdentityTable table(r.end - r.begin);
   for (std::size_t i = r.begin; i < r.end; ++i) {
     const ir::Op& op = f.ops[i];
     if (op.results.size() != 1) continue;
     const ir::ValueId v = op.results[0];
-    const ops::OpInfo& info = ops::info(op.kind);
-    if (!dep[v] || source[v] || !info.has(ops::kPure) || info.has(ops::kHasCallee)) continue;
+    const ir::OpInfo& info = ir::info(op.kind);
+    if (!dep[v] || source[v] || !info.has(ir::kPure) || info.has(ir::kHasCallee)) continue;
     auto added = [&](uint32_t k) -> const ir::Op& { return f.ops[k]; };
     if (auto first = table.findOrAdd(op, static_cast<uint32_t>(i), rep, added)) rep[v] = f.ops[*first].results[0];
   }
@@ -222,7 +223,7 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     if (floating(v)) dep[v] = 1;
   for (std::size_t i = r.begin; i < r.end; ++i) {
     const ir::Op& op = f.ops[i];
-    if (ops::info(op.kind).has(ops::kNonDifferentiable)) continue;
+    if (autodiff::rules(op.kind).has(autodiff::kNonDifferentiable)) continue;
     bool any = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] != 0; });
     if (any)
       for (ir::ValueId res : op.results)
@@ -284,12 +285,12 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     // Read in place until the rule runs: it appends to f.ops, and copying
     // every op (most are dead or constant) cost more than the rules.
     const ir::Op& op = f.ops[i];
-    const ops::OpInfo& info = ops::info(op.kind);
+    const ir::OpInfo& info = ir::info(op.kind);
     if (repeats(op)) continue; // its cotangent is the first value's
     bool live = std::any_of(op.results.begin(), op.results.end(),
                             [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct[static_cast<std::size_t>(v)]; });
     bool wantsAny = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return dep[o] && needed[o]; });
-    if (!live || !wantsAny || info.has(ops::kNonDifferentiable)) continue;
+    if (!live || !wantsAny || autodiff::rules(op.kind).has(autodiff::kNonDifferentiable)) continue;
     std::vector<std::optional<Tensor>> cts;
     for (ir::ValueId v : op.results) // a stopped value's cotangent does not flow through it
       cts.push_back(stopped[v] ? std::nullopt : ct[static_cast<std::size_t>(v)]);
@@ -393,7 +394,7 @@ static SplitVjp splitInTwo(const std::shared_ptr<ir::Module>& m, const std::stri
   std::vector<char> both(v.ops.size()), constant(v.types.size());
   for (std::size_t i = 0; i < v.ops.size(); ++i) {
     const ir::Op& op = v.ops[i];
-    both[i] = !late[i] && ops::info(op.kind).has(ops::kPure) &&
+    both[i] = !late[i] && ir::info(op.kind).has(ir::kPure) &&
               std::all_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return constant[o]; });
     for (ir::ValueId r : op.results) constant[r] = both[i];
   }

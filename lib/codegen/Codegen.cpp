@@ -9,8 +9,9 @@
 #include "codegen/FunctionEmitter.h"
 #include "codegen/FusionPlan.h"
 #include "codegen/Stats.h"
-#include "ops/Effects.h"
-#include "ops/OpTable.h"
+#include "ir/Effects.h"
+#include "ir/OpInfo.h"
+#include "codegen/Lowering.h"
 #include "support/Assert.h"
 
 #include <llvm/IR/Constants.h>
@@ -381,7 +382,7 @@ llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
   }
   case Storage::Constant: {
     const ir::Op& op = *producer_[static_cast<std::size_t>(v)];
-    return buf = constantGlobal(*ops::info(op.kind).hooks.data(op.attrs));
+    return buf = constantGlobal(*codegen::lowering(op.kind).data(op.attrs));
   }
   case Storage::Block: // set by the row group's kernel functions, the only ones that read it
   case Storage::Fused: break;
@@ -423,16 +424,16 @@ llvm::Value* FunctionEmitter::tileElement(ir::ValueId v, const Index& idx) {
 /// recursion through operands is bounded by the plan's body budget.
 llvm::Value* FunctionEmitter::compute(ir::ValueId v, const Index& idx) {
   const ir::Op& op = *producer_[static_cast<std::size_t>(v)];
-  const ops::OpInfo& info = ops::info(op.kind);
-  if (info.hooks.scalar) {
+  const ir::OpInfo& info = ir::info(op.kind);
+  if (codegen::lowering(op.kind).scalar) {
     std::vector<llvm::Value*> args;
     for (ir::ValueId o : op.operands) args.push_back(element(o, idx));
     ScalarCtx c{base(op), args};
-    return info.hooks.scalar(c);
+    return codegen::lowering(op.kind).scalar(c);
   }
-  ADJIT_ASSERT(info.hooks.element, std::string(info.name) + " must be materialised");
+  ADJIT_ASSERT(codegen::lowering(op.kind).element, std::string(info.name) + " must be materialised");
   ElementCtx c{base(op), idx};
-  return info.hooks.element(c);
+  return codegen::lowering(op.kind).element(c);
 }
 
 /// One loop nest for a kernel's roots: outer loops over the kept axes, an
@@ -530,7 +531,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         partials[i] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, offset);
         offset += tilePartialBytes(k, t);
       }
-      auto reducer = [&](std::size_t i) -> const ops::ReduceHooks& { return *ops::info(k.roots[i].op->kind).hooks.reduce; };
+      auto reducer = [&](std::size_t i) -> const codegen::ReduceHooks& { return *codegen::lowering(k.roots[i].op->kind).reduce; };
       auto dtype = [&](std::size_t i) { return f_.type(k.roots[i].value).dtype; };
       // Root i's buffered values of `n` rows, combined in order into slot i.
       auto reduceRows = [&](std::size_t i, llvm::Value* n, bool full) {
@@ -629,7 +630,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
     for (std::size_t i = 0; i < k.roots.size(); ++i)
       if (k.roots[i].reduction) {
         const DType t = f_.type(k.roots[i].value).dtype;
-        b_.CreateStore(ops::info(k.roots[i].op->kind).hooks.reduce->identity(c, t), slots[i]);
+        b_.CreateStore(codegen::lowering(k.roots[i].op->kind).reduce->identity(c, t), slots[i]);
       }
     if (chunk && k.partials && !k.flat) {
       c.rowNest(inner, body);
@@ -680,7 +681,7 @@ void FunctionEmitter::accumulate(const LoopRoot& r, llvm::Value* acc, llvm::Valu
   const DType t = f_.type(r.value).dtype;
   EmitBase eb = base(*r.op);
   llvm::Value* cur = b_.CreateLoad(eb.scalarType(t), acc);
-  b_.CreateStore(ops::info(r.op->kind).hooks.reduce->combine(eb, t, cur, x), acc);
+  b_.CreateStore(codegen::lowering(r.op->kind).reduce->combine(eb, t, cur, x), acc);
 }
 
 void FunctionEmitter::combinePartials(LowerCtx& c, const LoopRoot& r, llvm::Value* part, int64_t kept, int64_t each) {
@@ -688,7 +689,7 @@ void FunctionEmitter::combinePartials(LowerCtx& c, const LoopRoot& r, llvm::Valu
   llvm::Type* st = c.scalarType(t);
   llvm::Value* acc = entryAlloca(st, 1);
   c.loop(kept, [&](llvm::Value* o) {
-    b_.CreateStore(ops::info(r.op->kind).hooks.reduce->identity(c, t), acc);
+    b_.CreateStore(codegen::lowering(r.op->kind).reduce->identity(c, t), acc);
     c.loop(each, [&](llvm::Value* j) {
       accumulate(r, acc, b_.CreateLoad(st, b_.CreateInBoundsGEP(st, part, b_.CreateAdd(b_.CreateMul(o, c.i64(each)), j))));
     });
@@ -699,7 +700,7 @@ void FunctionEmitter::combinePartials(LowerCtx& c, const LoopRoot& r, llvm::Valu
 /// A reduction over axes that are not trailing: loops over the result, and
 /// for each result element an inner nest over the reduced axes.
 void FunctionEmitter::emitReduction(const ir::Op& op) {
-  const ops::ReduceHooks& rh = *ops::info(op.kind).hooks.reduce;
+  const codegen::ReduceHooks& rh = *codegen::lowering(op.kind).reduce;
   const Shape& in = f_.type(op.operands.at(0)).shape;
   const Type& rt = f_.type(op.results.at(0));
   std::vector<int64_t> axes = op.attrs.ints("axes");
@@ -746,7 +747,7 @@ void FunctionEmitter::emitKernel(const Kernel& k) {
     std::vector<llvm::Value*> results;
     for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
     LowerCtx c = lowerCtx(*k.op, results);
-    ops::info(k.op->kind).hooks.lower(c);
+    codegen::lowering(k.op->kind).lower(c);
     break;
   }
   }
@@ -905,7 +906,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
   for (const auto& fp : m.functions)
     for (const ir::Op& op : fp->ops)
       for (const std::string& c : op.callees) ++references[c];
-  const ops::Effects effects(m);
+  const ir::Effects effects(m);
   std::function<FunctionEmitter::Lowered(const ir::Function&, bool)> lower = [&](const ir::Function& f, bool isEntry) {
     auto it = done.find(f.name);
     if (it != done.end()) return it->second;

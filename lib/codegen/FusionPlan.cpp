@@ -109,7 +109,7 @@ void Planner::facts() {
   for (std::size_t i = 0; i < f_.ops.size(); ++i) {
     const ir::Op& op = f_.ops[i];
     // Data the op holds is read from memory, like a parameter (see Hooks::data).
-    if (const auto data = ops::info(op.kind).hooks.data; data && op.results.size() == 1 && data(op.attrs))
+    if (const auto data = codegen::lowering(op.kind).data; data && op.results.size() == 1 && data(op.attrs))
       initialMat_[at(op.results[0])] = inMemory_[at(op.results[0])] = 1;
     for (ValueId r : op.results) {
       producer_[at(r)] = &op;
@@ -117,12 +117,12 @@ void Planner::facts() {
     }
     // An elementwise op reading one value twice (x * x; a VJP's dy + dy)
     // computes it once per point: one use.
-    const bool elementwise = ops::info(op.kind).has(ops::kElementwise);
+    const bool elementwise = ir::info(op.kind).has(ir::kElementwise);
     for (std::size_t j = 0; j < op.operands.size(); ++j)
       if (!elementwise || std::find(op.operands.begin(), op.operands.begin() + static_cast<std::ptrdiff_t>(j),
                                     op.operands[j]) == op.operands.begin() + static_cast<std::ptrdiff_t>(j))
         ++uses_[at(op.operands[j])];
-    if (ops::info(op.kind).has(ops::kMaterializesOperands))
+    if (codegen::lowering(op.kind).has(codegen::kMaterializesOperands))
       for (ValueId o : op.operands) initialMat_[at(o)] = 1;
   }
   users_ = Users::of(f_);
@@ -152,14 +152,14 @@ void Planner::facts() {
       bool ok = !isOutput_[at(r)];
       for (const ir::Op* u : users_.of(r)) {
         if (!ok) break;
-        const ops::OpInfo& info = ops::info(u->kind);
-        if (info.hooks.reduce) continue;
+        const ir::OpInfo& info = ir::info(u->kind);
+        if (codegen::lowering(u->kind).reduce) continue;
         if (u->results.empty()) {
           ok = false;
           break;
         }
         const ValueId ur = u->results[0];
-        ok = info.has(ops::kElementwise) && (typeId_[at(ur)] == typeId_[at(r)] || f_.type(ur).shape == f_.type(r).shape) &&
+        ok = info.has(ir::kElementwise) && (typeId_[at(ur)] == typeId_[at(r)] || f_.type(ur).shape == f_.type(r).shape) &&
              (isOutput_[at(ur)] || sameDomain_[at(ur)]);
       }
       sameDomain_[at(r)] = ok;
@@ -221,20 +221,20 @@ void Planner::boundOperands(std::span<const ValueId> operands, int limit) {
 
 void Planner::materialize() {
   for (const ir::Op& op : f_.ops) {
-    const ops::OpInfo& info = ops::info(op.kind);
-    const bool writesWhole = info.hooks.lower || info.hooks.reduce;
+    const ir::OpInfo& info = ir::info(op.kind);
+    const bool writesWhole = codegen::lowering(op.kind).lower || codegen::lowering(op.kind).reduce;
     // The op's own loops (or its consumers' loop) compute its fused operands.
     // An op with a loop per operand computes each in a loop of its own, up
     // to kMaxOperandLoops of them; past that its operands get buffers, which
     // its code reads through one loop over a table (a thousand loops in one
     // function take LLVM seconds).
-    if (info.has(ops::kLoopPerOperand) && op.operands.size() > kMaxOperandLoops)
+    if (codegen::lowering(op.kind).has(codegen::kLoopPerOperand) && op.operands.size() > kMaxOperandLoops)
       for (ValueId o : op.operands) mat_[at(o)] = 1;
-    else if (info.has(ops::kLoopPerOperand))
+    else if (codegen::lowering(op.kind).has(codegen::kLoopPerOperand))
       for (ValueId o : op.operands) boundOperands(std::span<const ValueId>(&o, 1), budget_);
     else
       boundOperands(op.operands, writesWhole ? budget_ : budget_ - 1);
-    if (!writesWhole && info.has(ops::kRemapsIndex) && !op.results.empty()) {
+    if (!writesWhole && codegen::lowering(op.kind).has(codegen::kRemapsIndex) && !op.results.empty()) {
       // Each operand element is read size(result) / size(operand) times per
       // evaluation: recomputing a computed operand that often costs more than
       // one store and the loads. Cheap operands are still worth recomputing
@@ -246,8 +246,8 @@ void Planner::materialize() {
         if (fusedValue(o) && computes_[at(o)] && (reuse >= 4 || (reuse >= 2 && expensive_[at(o)]))) mat_[at(o)] = 1;
       }
     }
-    bool expensive = info.has(ops::kExpensive);
-    bool computes = !op.operands.empty() && !info.has(ops::kElementsFromOperand);
+    bool expensive = codegen::lowering(op.kind).has(codegen::kExpensive);
+    bool computes = !op.operands.empty() && !info.has(ir::kElementsFromOperand);
     for (ValueId o : op.operands)
       if (fusedValue(o)) {
         expensive = expensive || expensive_[at(o)];
@@ -272,11 +272,11 @@ void Planner::makeViews() {
   viewOf_.assign(f_.types.size(), -1);
   viewOffset_.assign(f_.types.size(), 0);
   auto consider = [&](const ir::Op& op) {
-    const ops::OpInfo& info = ops::info(op.kind);
-    if (!info.hooks.view || op.results.size() != 1 || op.operands.empty()) return;
+    const ir::OpInfo& info = ir::info(op.kind);
+    if (!codegen::lowering(op.kind).view || op.results.size() != 1 || op.operands.empty()) return;
     const ValueId r = op.results[0], o = op.operands[0];
     if (isView(r) || isOutput_[at(r)] || (!mat_[at(r)] && !mat_[at(o)])) return;
-    const std::optional<int64_t> offset = info.hooks.view(f_.type(o), f_.type(r), op.attrs);
+    const std::optional<int64_t> offset = codegen::lowering(op.kind).view(f_.type(o), f_.type(r), op.attrs);
     if (!offset) return;
     mat_[at(o)] = 1;
     mat_[at(r)] = 1;
@@ -297,12 +297,12 @@ void Planner::makeViews() {
 }
 
 std::optional<Unit> Planner::loopOf(const ir::Op& op) {
-  const ops::OpInfo& info = ops::info(op.kind);
+  const ir::OpInfo& info = ir::info(op.kind);
   const ValueId r = op.results.at(0);
   // The ops a point of this root computes now that materialisation is
   // decided (size_ was estimated before operands were cut).
   const int size = 1 + dagSize(op.operands, budget_ + 1);
-  if (!info.hooks.reduce) {
+  if (!codegen::lowering(op.kind).reduce) {
     const Shape& s = f_.type(r).shape;
     return Unit{&op, 0, {{&op, r, false}}, s, s.size(), size};
   }
@@ -338,7 +338,7 @@ const std::vector<Read>& Planner::readsOf(std::span<const ValueId> operands, boo
       continue;
     }
     const ir::Op& p = *producer_[at(v)];
-    const bool keeps = same && ops::info(p.kind).has(ops::kElementwise);
+    const bool keeps = same && ir::info(p.kind).has(ir::kElementwise);
     for (ValueId o : p.operands) walk_.push_back({o, keeps});
   }
   return reads_;
@@ -358,21 +358,21 @@ std::vector<Unit> Planner::schedule() {
   std::vector<int> levelOf(f_.types.size(), -1), unitOf(f_.types.size(), -1);
   int lastEffect = -1; // ops with side effects run in program order
   for (const ir::Op& op : f_.ops) {
-    const ops::OpInfo& info = ops::info(op.kind);
-    if (!info.hooks.lower && (op.results.empty() || !mat_[at(op.results[0])])) continue; // fused into its users
+    const ir::OpInfo& info = ir::info(op.kind);
+    if (!codegen::lowering(op.kind).lower && (op.results.empty() || !mat_[at(op.results[0])])) continue; // fused into its users
     if (!op.results.empty() && inMemory_[at(op.results[0])]) continue;                   // no code, like a parameter
     if (!op.results.empty() && isView(op.results[0])) { // no code: ready when the viewed buffer is
       levelOf[at(op.results[0])] = levelOf[at(viewOf_[at(op.results[0])])];
       continue;
     }
-    std::optional<Unit> root = info.hooks.lower ? std::nullopt : loopOf(op);
-    const bool pointwise = root && (root->roots[0].reduction || info.has(ops::kElementwise));
+    std::optional<Unit> root = codegen::lowering(op.kind).lower ? std::nullopt : loopOf(op);
+    const bool pointwise = root && (root->roots[0].reduction || info.has(ir::kElementwise));
     int level = 0;
     std::vector<int> shareUnits; // units this root may join: it reads them at its own index
     for (const Read& r : readsOf(op.operands, pointwise)) {
       const int u = unitOf[at(r.value)];
       const bool share = root && r.sameIndex && u >= 0 && !units[static_cast<std::size_t>(u)].roots.empty() &&
-                         f_.type(r.value).shape == root->domain && !ops::info(producer_[at(r.value)]->kind).hooks.reduce;
+                         f_.type(r.value).shape == root->domain && !codegen::lowering(producer_[at(r.value)]->kind).reduce;
       if (share) {
         level = std::max(level, levelOf[at(r.value)]);
         if (std::find(shareUnits.begin(), shareUnits.end(), u) == shareUnits.end()) shareUnits.push_back(u);
@@ -487,7 +487,7 @@ Kernel Planner::kernelOf(Unit u) {
   k.level = u.level;
   k.bodySize = u.size;
   if (u.roots.empty()) {
-    k.kind = ops::info(u.op->kind).hooks.lower ? Kernel::Kind::Lower : Kernel::Kind::Reduction;
+    k.kind = codegen::lowering(u.op->kind).lower ? Kernel::Kind::Lower : Kernel::Kind::Reduction;
     k.fused = fusedFrom(u.op->operands);
     return k;
   }
@@ -499,12 +499,12 @@ Kernel Planner::kernelOf(Unit u) {
     operands.insert(operands.end(), r.op->operands.begin(), r.op->operands.end());
     // An elementwise root computes its own op at the loop's index; an
     // `element` root remaps it.
-    if (!r.reduction && ops::info(r.op->kind).has(ops::kRemapsIndex)) k.flat = false;
+    if (!r.reduction && codegen::lowering(r.op->kind).has(codegen::kRemapsIndex)) k.flat = false;
   }
   k.fused = fusedFrom(operands);
   // One linear loop unless something computed inline needs a multi-dimensional index.
   for (ValueId v : k.fused)
-    if (ops::info(producer_[at(v)]->kind).has(ops::kRemapsIndex)) k.flat = false;
+    if (codegen::lowering(producer_[at(v)]->kind).has(codegen::kRemapsIndex)) k.flat = false;
   k.roots = std::move(u.roots);
   return k;
 }

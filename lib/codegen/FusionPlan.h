@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace adjit::ops { class Effects; }
+namespace adjit::ir { class Effects; }
 namespace adjit::codegen { struct VectorUnit; }
 
 namespace adjit::codegen {
@@ -205,7 +205,7 @@ struct PlanOptions {
   /// point in all (a single larger kernel gets a function of its own).
   int functionBudget = 384;
   /// Which ops have side effects (kept in program order); null: those not kPure.
-  const ops::Effects* effects = nullptr;
+  const ir::Effects* effects = nullptr;
   /// Split loops with enough work into chunks for threads (Kernel::chunks).
   bool parallel = false;
   /// The target's vector unit, which decides how some ops read their

@@ -3,7 +3,7 @@
 // fused ops and where each written value goes, then runs, views and globals.
 #include "codegen/FusionPlan.h"
 
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 
 #include <fmt/format.h>
 
@@ -23,7 +23,7 @@ std::string values(std::span<const ValueId> vs) {
 }
 
 std::string opText(const ir::Function& f, const ir::Op& op) {
-  return fmt::format("{} = {}({})", values(op.results), ops::info(op.kind).name, values(op.operands));
+  return fmt::format("{} = {}({})", values(op.results), ir::info(op.kind).name, values(op.operands));
 }
 
 std::string placeText(const Placement& p) {

@@ -13,14 +13,14 @@ namespace adjit::codegen::planning {
 bool Planner::keepsRows(const ir::Op& op, std::size_t i) const {
   const Type &in = f_.type(op.operands[i]), &out = f_.type(op.results.at(0));
   if (in.shape.empty() || out.shape.empty() || in.shape[0] != out.shape[0]) return false;
-  const ops::OpInfo& info = ops::info(op.kind);
-  if (info.has(ops::kElementwise)) return true;
-  if (info.hooks.reduce) {
+  const ir::OpInfo& info = ir::info(op.kind);
+  if (info.has(ir::kElementwise)) return true;
+  if (codegen::lowering(op.kind).reduce) {
     for (int64_t a : op.attrs.ints("axes"))
       if (a == 0 || a == -static_cast<int64_t>(in.shape.size())) return false;
     return true;
   }
-  return info.hooks.keepsRows && info.hooks.keepsRows(in, i, out, op.attrs);
+  return codegen::lowering(op.kind).keepsRows && codegen::lowering(op.kind).keepsRows(in, i, out, op.attrs);
 }
 
 bool Planner::readsOwnRows(const Kernel& k, int g) {
@@ -70,7 +70,7 @@ int64_t Planner::groupRows(const Kernel& k, std::span<const int> repeats, bool& 
   for (ValueId v : writtenBy(k, written)) bytes += static_cast<uint64_t>(f_.type(v).bytes());
   small = bytes < kGroupMinKernelBytes;
   if (k.kind == Kernel::Kind::Loop) return k.reduceFrom >= 1 ? k.domain[0] : 0;
-  if (k.kind != Kernel::Kind::Lower || !ops::info(k.op->kind).has(ops::kRowRanges) || k.op->results.size() != 1) return 0;
+  if (k.kind != Kernel::Kind::Lower || !codegen::lowering(k.op->kind).has(codegen::kRowRanges) || k.op->results.size() != 1) return 0;
   for (std::size_t i = 0; i < k.op->operands.size(); ++i)
     if (!keepsRows(*k.op, i)) return 0;
   return f_.type(k.op->results[0]).shape[0];
@@ -235,10 +235,10 @@ void Planner::tiles(FusionPlan& p) {
   for (std::size_t i = 0; i < n; ++i) {
     const Kernel& k = p.kernels[i];
     if (k.kind != Kernel::Kind::Lower || k.group >= 0) continue;
-    const ops::OpInfo& info = ops::info(k.op->kind);
-    const bool epilogue = info.has(ops::kTileEpilogue) && k.op->results.size() == 1 && f_.type(k.op->results[0]).rank() >= 2 &&
+    const ir::OpInfo& info = ir::info(k.op->kind);
+    const bool epilogue = codegen::lowering(k.op->kind).has(codegen::kTileEpilogue) && k.op->results.size() == 1 && f_.type(k.op->results[0]).rank() >= 2 &&
                           !isOutput_[at(k.op->results[0])];
-    if (!epilogue && !info.has(ops::kTilePrologue)) continue;
+    if (!epilogue && !codegen::lowering(k.op->kind).has(codegen::kTilePrologue)) continue;
     if (!known) { // facts about the whole plan, once a candidate is met
       known = true;
       readers.assign(f_.types.size(), 0);
@@ -279,12 +279,12 @@ void Planner::tiles(FusionPlan& p) {
           if (stamp_[at(v)] == gen_) return true;
       return false;
     };
-    if (info.has(ops::kTilePrologue) && unit_) {
+    if (codegen::lowering(k.op->kind).has(codegen::kTilePrologue) && unit_) {
       std::vector<Type> types;
       for (ValueId o : k.op->operands) types.push_back(f_.type(o));
       for (std::size_t o = 0; o < k.op->operands.size(); ++o) {
         const ValueId a = k.op->operands[o];
-        if (!info.hooks.tilesOperand(types, o, k.op->attrs, *unit_)) continue;
+        if (!codegen::lowering(k.op->kind).tilesOperand(types, o, k.op->attrs, *unit_)) continue;
         const int j = writer[at(a)];
         if (std::count(k.op->operands.begin(), k.op->operands.end(), a) != 1 || isOutput_[at(a)] || f_.type(a).rank() < 2 || j < 0 ||
             j >= static_cast<int>(i) || static_cast<int>(i) - j > kMaxEpilogueDistance || !tileLoop(j, a, false) ||
@@ -305,13 +305,13 @@ void Planner::tiles(FusionPlan& p) {
     if (unit_) {
       std::vector<Type> types;
       for (ValueId o : k.op->operands) types.push_back(f_.type(o));
-      grid = info.hooks.tileGrid(types, k.op->attrs, *unit_);
+      grid = codegen::lowering(k.op->kind).tileGrid(types, k.op->attrs, *unit_);
     }
     const bool reduces = grid.first > 0 && grid.second > 0 && grid.second <= kMaxTileColumns;
     if (j <= static_cast<int>(i) || j - static_cast<int>(i) > kMaxEpilogueDistance || !tileLoop(j, c, reduces)) continue;
     bool ownPoint = true;
     for (const LoopRoot& r : p.kernels[static_cast<std::size_t>(j)].roots) // (a reduction's loop runs over its operand's points)
-      for (const Read& read : readsOf(r.op->operands, r.reduction || ops::info(r.op->kind).has(ops::kElementwise)))
+      for (const Read& read : readsOf(r.op->operands, r.reduction || ir::info(r.op->kind).has(ir::kElementwise)))
         ownPoint = ownPoint && (read.value != c || read.sameIndex);
     if (!ownPoint || writesReadBy(i + 1, static_cast<std::size_t>(j), static_cast<std::size_t>(j))) continue;
     p.kernels[static_cast<std::size_t>(j)].tileRows = grid.first;

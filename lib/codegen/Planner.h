@@ -10,8 +10,9 @@
 #include "codegen/FusionPlan.h"
 #include "codegen/StepGroups.h"
 #include "ir/Text.h"
-#include "ops/Effects.h"
-#include "ops/OpTable.h"
+#include "ir/Effects.h"
+#include "codegen/Lowering.h"
+#include "ir/OpInfo.h"
 
 #include <fmt/format.h>
 
@@ -364,10 +365,10 @@ private:
 
   const ir::Function& f_;
   const int budget_, functionBudget_;
-  const ops::Effects* effects_;
+  const ir::Effects* effects_;
   const bool parallel_;
   const VectorUnit* unit_;
-  bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ops::info(op.kind).has(ops::kPure); }
+  bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ir::info(op.kind).has(ir::kPure); }
   std::vector<const ir::Op*> producer_;
   std::vector<int> position_; ///< index of the producing op
   /// Per value, its type's number among the function's distinct types: what

@@ -4,7 +4,8 @@
 // adjit_parallel_for, their partial results combined in chunk order), and
 // the block functions of row groups.
 #include "codegen/FunctionEmitter.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "codegen/Lowering.h"
 #include "support/Assert.h"
 
 #include <llvm/IR/Constants.h>
@@ -241,7 +242,7 @@ void FunctionEmitter::emitRowGroupFunctions() {
         LowerCtx c = lowerCtx(*k.op, results);
         c.rowBegin = fn->getArg(1);
         c.rowEnd = fn->getArg(2);
-        ops::info(k.op->kind).hooks.lower(c);
+        codegen::lowering(k.op->kind).lower(c);
       }
       finishAliasScopes(i);
       endFrame();
@@ -315,7 +316,7 @@ void FunctionEmitter::emitWithTiles(const Kernel& k) {
       c.prologue[o] = tileFn_[static_cast<std::size_t>(p)];
       c.prologueCtx[o] = storeContext(plan_.kernels[static_cast<std::size_t>(p)].buffers);
     }
-  ops::info(k.op->kind).hooks.lower(c);
+  codegen::lowering(k.op->kind).lower(c);
 }
 
 /// Kernels the plan found to repeat (Kernel::sameAs) are emitted once, as an

@@ -3,7 +3,8 @@
 // and the values carried across them. One pass; linear in the function.
 #include "codegen/StepGroups.h"
 
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "codegen/Lowering.h"
 #include "support/Hash.h"
 
 #include <algorithm>
@@ -96,13 +97,13 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
   std::vector<uint8_t> stored(f.types.size(), 0);
   for (std::size_t v = 0; v < stored.size(); ++v) stored[v] = storedBefore[v];
   for (auto op = f.ops.rbegin(); op != f.ops.rend(); ++op) {
-    const ops::OpInfo& info = ops::info(op->kind);
-    for (ValueId r : op->results) stored[at(r)] = stored[at(r)] || info.hooks.lower || info.hooks.reduce;
-    if (info.hooks.view && op->results.size() == 1 && !op->operands.empty() && stored[at(op->results[0])])
+    const ir::OpInfo& info = ir::info(op->kind);
+    for (ValueId r : op->results) stored[at(r)] = stored[at(r)] || codegen::lowering(op->kind).lower || codegen::lowering(op->kind).reduce;
+    if (codegen::lowering(op->kind).view && op->results.size() == 1 && !op->operands.empty() && stored[at(op->results[0])])
       stored[at(op->operands[0])] = 1;
   }
   for (const ir::Op& op : f.ops)
-    if (ops::info(op.kind).hooks.view && op.results.size() == 1 && !op.operands.empty() && stored[at(op.operands[0])])
+    if (codegen::lowering(op.kind).view && op.results.size() == 1 && !op.operands.empty() && stored[at(op.operands[0])])
       stored[at(op.results[0])] = 1;
   std::vector<int> crossing(static_cast<std::size_t>(n) + 1, 0);
   std::vector<uint8_t> fusedOps(static_cast<std::size_t>(n), 0); // per op: it makes a value a loop may fuse

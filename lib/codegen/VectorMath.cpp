@@ -5,7 +5,8 @@
 // `_ZGVdN8v_tanhf` instead of eight `tanhf` calls.
 #include "codegen/VectorMath.h"
 
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "codegen/Lowering.h"
 
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/TargetParser/Triple.h>
@@ -18,11 +19,11 @@ namespace adjit::codegen {
 namespace {
 
 /// Every libm function some op declares, once each, by name.
-std::vector<ops::MathFunction> mathFunctions() {
-  std::map<std::string, ops::MathFunction> byName;
-  for (ir::OpKind k : ops::allOps())
-    if (const ops::MathFunction& m = ops::info(k).hooks.libm; m.name) byName.emplace(m.name, m);
-  std::vector<ops::MathFunction> out;
+std::vector<codegen::MathFunction> mathFunctions() {
+  std::map<std::string, codegen::MathFunction> byName;
+  for (ir::OpKind k : ir::allOps())
+    if (const codegen::MathFunction& m = codegen::lowering(k).libm; m.name) byName.emplace(m.name, m);
+  std::vector<codegen::MathFunction> out;
   for (const auto& [name, m] : byName) out.push_back(m);
   return out;
 }
@@ -43,13 +44,13 @@ void addVectorMath(llvm::TargetLibraryInfoImpl& tlii, const llvm::Triple& triple
   static std::mutex m;
   std::lock_guard lock(m);
   auto keep = [](std::string s) -> llvm::StringRef { return strings.emplace_back(std::move(s)); };
-  static const std::vector<ops::MathFunction> kMathFunctions = mathFunctions();
+  static const std::vector<codegen::MathFunction> kMathFunctions = mathFunctions();
   std::vector<llvm::VecDesc> descs;
   for (const Isa& isa : kIsas) {
     // The subtarget, not the feature string: a named CPU (x86-64-v3) implies
     // features the string does not list.
     if (isa.letter != 'b' && !sti.checkFeatures(isa.feature)) continue;
-    for (const ops::MathFunction& fn : kMathFunctions) {
+    for (const codegen::MathFunction& fn : kMathFunctions) {
       if (!fn.vector) continue;
       for (bool f32 : {true, false}) {
         int lanes = isa.bits / (f32 ? 32 : 64);

@@ -1,19 +1,19 @@
 // ir/Builder.cpp — type-checked op creation.
 #include "ir/Builder.h"
 
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "support/Assert.h"
 
 namespace adjit::ir {
 
 std::vector<Type> inferTypes(const Module& m, const Function& f, OpKind k, std::span<const ValueId> operands,
                              const Attrs& attrs, const std::vector<std::string>& callees, const Location& loc) {
-  const ops::OpInfo& info = ops::info(k);
+  const ir::OpInfo& info = ir::info(k);
   const std::string name(info.name);
   if (info.arity >= 0 && static_cast<std::size_t>(info.arity) != operands.size())
     throw Error(fmt::format("{}: expected {} operand{}, got {}", name, info.arity, info.arity == 1 ? "" : "s",
                             operands.size()), loc);
-  if (!info.has(ops::kHasCallee) && !callees.empty())
+  if (!info.has(ir::kHasCallee) && !callees.empty())
     throw Error(name + ": does not reference functions, but names @" + callees[0], loc);
   std::vector<const Function*> fns;
   for (const std::string& c : callees) {
@@ -32,7 +32,7 @@ std::vector<Type> inferTypes(const Module& m, const Function& f, OpKind k, std::
   for (std::size_t i = 0; i < operands.size(); ++i) refs[i] = &f.type(operands[i]);
   InferCtx ctx{info.name, TypeRefs::of({refs, operands.size()}), attrs, fns, loc};
   try {
-    std::vector<Type> results = info.hooks.infer(ctx);
+    std::vector<Type> results = info.infer(ctx);
     const auto& entries = attrs.entries();
     for (std::size_t i = 0; i < entries.size(); ++i)
       if (i >= 64 || !(ctx.read >> i & 1))

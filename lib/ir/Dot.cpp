@@ -2,7 +2,7 @@
 #include "ir/Dot.h"
 
 #include "ir/Text.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 
 #include <fmt/format.h>
 
@@ -35,7 +35,7 @@ std::string toDot(const Module& m, const std::string& name) {
   for (std::size_t k = 0; k < f->ops.size(); ++k) {
     const Op& op = f->ops[k];
     const std::string id = fmt::format("op{}", k);
-    const std::string label = std::string(ops::info(op.kind).name);
+    const std::string label = std::string(ir::info(op.kind).name);
     if (op.callees.empty()) {
       s += fmt::format("  {} [shape=box, label=\"{}\"];\n", id, escape(label));
     } else {

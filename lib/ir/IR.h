@@ -20,11 +20,11 @@ namespace adjit::ir {
 
 enum class OpKind : uint16_t {
 #define ADJIT_OP(Id, name, arity, traits) Id,
-#include "ops/Ops.def"
+#include "ir/Ops.def"
 };
 inline constexpr std::size_t kNumOps = 0
 #define ADJIT_OP(Id, name, arity, traits) +1
-#include "ops/Ops.def"
+#include "ir/Ops.def"
     ;
 
 /// An attribute value. Doubles always print with a '.' or exponent so the

@@ -1,7 +1,7 @@
 // ir/Interpreter.cpp — evaluates functions op by op.
 #include "ir/Interpreter.h"
 
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "support/Assert.h"
 
 namespace adjit::ir {
@@ -24,11 +24,11 @@ std::vector<Array> interpret(const Module& m, std::string_view name, std::span<c
     in.reserve(op.operands.size());
     for (ValueId v : op.operands) in.push_back(*vals[v]);
     EvalCtx ctx{op, *f, in, call};
-    std::vector<Array> out = ops::info(op.kind).hooks.eval(ctx);
-    ADJIT_ASSERT(out.size() == op.results.size(), std::string(ops::info(op.kind).name) + ": eval result count");
+    std::vector<Array> out = ir::info(op.kind).eval(ctx);
+    ADJIT_ASSERT(out.size() == op.results.size(), std::string(ir::info(op.kind).name) + ": eval result count");
     for (std::size_t i = 0; i < out.size(); ++i) {
       ADJIT_ASSERT(out[i].type() == f->type(op.results[i]),
-                   std::string(ops::info(op.kind).name) + ": eval gave " + out[i].type().str());
+                   std::string(ir::info(op.kind).name) + ": eval gave " + out[i].type().str());
       vals[op.results[i]] = std::move(out[i]);
     }
   }

@@ -3,7 +3,7 @@
 // of each function is built after the functions it calls.
 #include "ir/Builder.h"
 #include "ir/Text.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 
 #include <fmt/format.h>
 
@@ -515,7 +515,7 @@ private:
         b.ret(operands);
         continue;
       }
-      auto kind = ops::lookup(o.mnemonic);
+      auto kind = ir::lookup(o.mnemonic);
       if (!kind) throw Error("unknown op '" + o.mnemonic + "'", o.loc);
       std::vector<std::string> callees;
       for (const Named& c : o.callees) callees.push_back(c.name);

@@ -2,7 +2,7 @@
 // %0, %1, ... in definition order, attributes are sorted, floats are printed
 // in the shortest form that reads back to the same bits.
 #include "ir/Text.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 
 #include <fmt/format.h>
 
@@ -53,7 +53,7 @@ std::string opText(const Function& f, const Op& op, const Names& name) {
   std::string s;
   for (std::size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + name(op.results[i]);
   if (!op.results.empty()) s += " = ";
-  s += ops::info(op.kind).name;
+  s += ir::info(op.kind).name;
   for (std::size_t i = 0; i < op.callees.size(); ++i) s += (i ? ", @" : " @") + op.callees[i];
   s += "(";
   for (std::size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + name(op.operands[i]);
@@ -129,7 +129,7 @@ void printTo(std::string& s, const Function& f, PrintOptions o) {
   for (const Op& op : f.ops) {
     s += "  ";
     s += opText(f, op, name);
-    if ((o.locations || (o.codeLocations && ops::info(op.kind).has(ops::kLocationInCode))) && op.loc.known())
+    if ((o.locations || (o.codeLocations && ir::info(op.kind).has(ir::kLocationInCode))) && op.loc.known())
       s += fmt::format("  ; loc({}:{}:{})", quote(op.loc.file), op.loc.line, op.loc.column);
     s += '\n';
   }
@@ -233,7 +233,7 @@ template <class Flush> void fingerprintTo(const Module& m, PrintOptions o, std::
         b.str(k);
         b.attr(v);
       }
-      const bool loc = (o.locations || (o.codeLocations && ops::info(op.kind).has(ops::kLocationInCode))) && op.loc.known();
+      const bool loc = (o.locations || (o.codeLocations && ir::info(op.kind).has(ir::kLocationInCode))) && op.loc.known();
       b.put<uint8_t>(loc);
       if (loc) {
         b.str(op.loc.file);

@@ -3,7 +3,7 @@
 
 #include "ir/Builder.h"
 #include "ir/Text.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 
 #include <cstdlib>
 #include <functional>

@@ -8,7 +8,7 @@
 #include "jit/DiskCache.h"
 #include "support/Log.h"
 #include "ir/Verifier.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "transforms/Passes.h"
 
 #include <fmt/format.h>
@@ -63,9 +63,9 @@ std::string listed(const std::vector<std::size_t>& argnums) {
 void checkExportable(const ir::Module& m) {
   for (const auto& f : m.functions)
     for (const ir::Op& op : f->ops) {
-      if (ops::info(op.kind).has(ops::kHostOnly))
+      if (ir::info(op.kind).has(ir::kHostOnly))
         throw Error(fmt::format("compile: @{} uses {}, which needs the adjit runtime and cannot be compiled ahead of time",
-                                f->name, ops::info(op.kind).name), op.loc);
+                                f->name, ir::info(op.kind).name), op.loc);
     }
 }
 

@@ -260,10 +260,6 @@ void defineArithOps(Table& t) {
         c.grad(1, [&] { return where(logical_and(below, logical_not(above)), dy, zero); });
         c.grad(2, [&] { return where(above, dy, zero); });
       },
-      .example = R"(func @f(%0: f64[4], %1: f64[4], %2: f64[4]) -> (f64[4]) {
-  %3 = clip(%0, %1, %2) : f64[4]
-  return %3
-})",
   });
 
   // minimum(x, y); NaN if either is NaN

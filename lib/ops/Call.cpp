@@ -52,19 +52,6 @@ void defineCallOps(Table& t) {
         for (std::size_t i = 0; i < xs.size(); ++i)
           if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
       },
-      .example = R"(func @f(%0: f64[3], %1: f64[3]) -> (f64[3]) {
-  %2, %3 = call @g(%0, %1) : f64[3], f64[]
-  %4 = broadcast_to(%3) {shape = [3]} : f64[3]
-  %5 = mul(%2, %4) : f64[3]
-  return %5
-}
-
-func @g(%0: f64[3], %1: f64[3]) -> (f64[3], f64[]) {
-  %2 = mul(%0, %1) : f64[3]
-  %3 = sin(%2) : f64[3]
-  %4 = reduce_sum(%0) {axes = [0], keepdims = false} : f64[]
-  return %3, %4
-})",
   });
 }
 

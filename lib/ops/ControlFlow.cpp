@@ -169,27 +169,6 @@ void defineControlFlowOps(Table& t) {
       // the branches' JVPs; see autodiff/ControlFlow.cpp.
       .jvp = autodiff::switchJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },
-      .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
-  %2 = constant() {value = dense<i32[], [1]>} : i32[]
-  %3, %4 = switch @neg, @scale(%2, %0, %1) : f64[3], i32[]
-  %5 = constant() {value = dense<i32[], [0]>} : i32[]
-  %6, %7 = switch @neg, @scale(%5, %3, %1) : f64[3], i32[]
-  return %6, %7
-}
-
-func @neg(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
-  %2 = neg(%0) : f64[3]
-  %3 = constant() {value = dense<i32[], [7]>} : i32[]
-  return %2, %3
-}
-
-func @scale(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
-  %2 = broadcast_to(%1) {shape = [3]} : f64[3]
-  %3 = mul(%0, %2) : f64[3]
-  %4 = sin(%3) : f64[3]
-  %5 = constant() {value = dense<i32[], [8]>} : i32[]
-  return %4, %5
-})",
   });
 
   set(t, OpKind::Scan, {
@@ -282,19 +261,6 @@ func @scale(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
       // the body's JVP carrying tangents; see autodiff/ControlFlow.cpp.
       .jvp = autodiff::scanJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
-      .example = R"(func @f(%0: f64[3], %1: f64[3], %2: f64[4, 3]) -> (f64[3], f64[4, 3]) {
-  %3, %4 = scan @step(%0, %1, %2) {carries = 1, consts = 1, length = 4, reverse = false} : f64[3], f64[4, 3]
-  %5, %6 = scan @step(%0, %3, %4) {carries = 1, consts = 1, length = 4, reverse = true} : f64[3], f64[4, 3]
-  return %5, %6
-}
-
-func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
-  %3 = mul(%1, %0) : f64[3]
-  %4 = sin(%2) : f64[3]
-  %5 = add(%3, %4) : f64[3]
-  %6 = mul(%5, %2) : f64[3]
-  return %5, %6
-})",
   });
 
   set(t, OpKind::While, {
@@ -380,26 +346,6 @@ func @step(%0: f64[3], %1: f64[3], %2: f64[3]) -> (f64[3], f64[3]) {
       // over the body's JVP (no bound needed); see autodiff/ControlFlow.cpp.
       .jvp = autodiff::whileJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
-      .example = R"(func @f(%0: f64[3], %1: f64[]) -> (f64[3], i32[]) {
-  %2 = constant() {value = dense<i32[], [0]>} : i32[]
-  %3, %4 = while @c, @b(%1, %0, %2) {consts = 1, max_iterations = 10} : f64[3], i32[]
-  return %3, %4
-}
-
-func @c(%0: f64[], %1: f64[3], %2: i32[]) -> (i1[]) {
-  %3 = constant() {value = dense<i32[], [3]>} : i32[]
-  %4 = lt(%2, %3) : i1[]
-  return %4
-}
-
-func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
-  %3 = broadcast_to(%0) {shape = [3]} : f64[3]
-  %4 = mul(%1, %3) : f64[3]
-  %5 = cos(%4) : f64[3]
-  %6 = constant() {value = dense<i32[], [1]>} : i32[]
-  %7 = add(%2, %6) : i32[]
-  return %5, %7
-})",
   });
 
   // while_vjp @cond, @fwd, @bwd(%const..., %init..., %dfinal...) {consts = K, carries = C}
@@ -440,10 +386,6 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
         c.b.CreateBr(done);
         c.b.SetInsertPoint(done);
       },
-      .example = R"(func @f(%0: i1[]) -> () {
-  loop_limit(%0) {max_iterations = 3}
-  return
-})",
   });
 
   set(t, OpKind::WhileVjp, {
@@ -622,37 +564,6 @@ func @b(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[]) {
       // Second order: the reverse of the loop's JVP, another while_vjp (autodiff/ControlFlow.cpp).
       .jvp = autodiff::whileVjpJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },
-      .example = R"(func @f(%0: f64[], %1: f64[3], %2: f64[3]) -> (f64[3], f64[]) {
-  %3 = constant() {value = dense<i32[], [0]>} : i32[]
-  %4, %5 = while_vjp @c, @fwd, @bwd(%0, %1, %3, %2) {carries = 2, consts = 1} : f64[3], f64[]
-  return %4, %5
-}
-
-func @c(%0: f64[], %1: f64[3], %2: i32[]) -> (i1[]) {
-  %3 = constant() {value = dense<i32[], [3]>} : i32[]
-  %4 = lt(%2, %3) : i1[]
-  return %4
-}
-
-func @fwd(%0: f64[], %1: f64[3], %2: i32[]) -> (f64[3], i32[], f64[3], f64[3]) {
-  %3 = broadcast_to(%0) {shape = [3]} : f64[3]
-  %4 = mul(%1, %3) : f64[3]
-  %5 = sin(%4) : f64[3]
-  %6 = constant() {value = dense<i32[], [1]>} : i32[]
-  %7 = add(%2, %6) : i32[]
-  return %5, %7, %1, %4
-}
-
-func @bwd(%0: f64[], %1: f64[3], %2: f64[], %3: f64[3], %4: f64[3]) -> (f64[3], f64[]) {
-  %5 = cos(%4) : f64[3]
-  %6 = mul(%1, %5) : f64[3]
-  %7 = broadcast_to(%0) {shape = [3]} : f64[3]
-  %8 = mul(%6, %7) : f64[3]
-  %9 = mul(%6, %3) : f64[3]
-  %10 = reduce_sum(%9) {axes = [0], keepdims = false} : f64[]
-  %11 = add(%2, %10) : f64[]
-  return %8, %11
-})",
   });
 }
 

@@ -120,11 +120,6 @@ void defineGradientOps(Table& t) {
         throw Error(fmt::format("No gradient defined for operation '%{}' (op type: prevent_gradient). Gradient explicitly "
                                 "disabled.{}{}", c.op.results.at(0), why.empty() ? "" : " Reason: ", why), c.op.loc);
       },
-      .example = R"(func @f(%0: f64[3]) -> (f64[3]) {
-  %1 = prevent_gradient(%0) {message = "an example"} : f64[3]
-  return %1
-}
-)",
   });
 
   // custom_vjp: forward = call @fwd; gradient = the attached VJP function, never
@@ -144,22 +139,6 @@ void defineGradientOps(Table& t) {
         for (std::size_t i = 0; i < dxs.size(); ++i)
           if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
       },
-      .example = R"(func @f(%0: f64[3]) -> (f64[3]) {
-  %1 = custom_vjp @sin.fwd, @sin.vjp(%0) {inputs = 1, outputs = 1, residuals = [0]} : f64[3]
-  return %1
-}
-
-func @sin.fwd(%0: f64[3]) -> (f64[3]) {
-  %1 = sin(%0) : f64[3]
-  return %1
-}
-
-func @sin.vjp(%0: f64[3], %1: f64[3]) -> (f64[3]) {
-  %2 = cos(%1) : f64[3]
-  %3 = mul(%0, %2) : f64[3]
-  return %3
-}
-)",
   });
 
   // custom_jvp (JAX's): forward = call @f; forward mode = the user's rule
@@ -175,25 +154,6 @@ func @sin.vjp(%0: f64[3], %1: f64[3]) -> (f64[3]) {
       // dx = the rule's tangent map transposed: reverse mode over the rule
       // with respect to its tangent inputs, seeded with dy
       .vjp = autodiff::customJvpVjp,
-      .example = R"(func @f(%0: f64[3]) -> (f64[3]) {
-  %1 = custom_jvp @softplus, @softplus.jvp(%0) {inputs = 1} : f64[3]
-  return %1
-}
-
-func @softplus(%0: f64[3]) -> (f64[3]) {
-  %1 = exp(%0) : f64[3]
-  %2 = log1p(%1) : f64[3]
-  return %2
-}
-
-func @softplus.jvp(%0: f64[3], %1: f64[3]) -> (f64[3], f64[3]) {
-  %2 = exp(%0) : f64[3]
-  %3 = log1p(%2) : f64[3]
-  %4 = sigmoid(%0) : f64[3]
-  %5 = mul(%4, %1) : f64[3]
-  return %3, %5
-}
-)",
   });
 }
 

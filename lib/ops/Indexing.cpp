@@ -151,11 +151,6 @@ void defineIndexingOps(Table& t) {
           return scatter_add(zeros_like(x), k, c.dy(), axis);
         });
       },
-      .example = R"(func @f(%0: f64[3,2]) -> (f64[4,2]) {
-  %1 = constant() {value = dense<i32[4], [2, 0, 2, -1]>} : i32[4]
-  %2 = gather(%0, %1) {axis = 0} : f64[4,2]
-  return %2
-})",
   });
 
   // scatter_add(x, idx, upd) {axis}: r = x; r[pre, idx[j...], post] += upd[pre, j..., post]
@@ -233,11 +228,6 @@ void defineIndexingOps(Table& t) {
           return where(mask, g, zeros_like(g));
         });
       },
-      .example = R"(func @f(%0: f64[3], %1: f64[4]) -> (f64[3]) {
-  %2 = constant() {value = dense<i32[4], [0, 2, 0, 7]>} : i32[4]
-  %3 = scatter_add(%0, %2, %1) {axis = 0} : f64[3]
-  return %3
-})",
   });
 }
 

@@ -88,14 +88,6 @@ template <bool Lower> Hooks triangle() {
           return Lower ? tril(c.dy(), k) : triu(c.dy(), k);
         });
       },
-      .example = Lower ? R"(func @f(%0: f64[2,3,4]) -> (f64[2,3,4]) {
-  %1 = tril(%0) {k = 1} : f64[2,3,4]
-  return %1
-})"
-                       : R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
-  %1 = triu(%0) {k = -1} : f64[3,4]
-  return %1
-})",
   };
 }
 
@@ -260,10 +252,6 @@ void defineLinalgOps(Table& t) {
                       : matmul(c.x(0), c.dy(), {.transpose_a = !f.ta});                    // dB = op(A)^T dC
         });
       },
-      .example = R"(func @f(%0: f64[2,3,4], %1: f64[2,4,2]) -> (f64[2,3,2]) {
-  %2 = matmul(%0, %1) : f64[2,3,2]
-  return %2
-})",
   });
 }
 

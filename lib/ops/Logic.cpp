@@ -133,11 +133,6 @@ void defineLogicOps(Table& t) {
         c.grad(1, [&] { return where(c.x(0), c.dy(), zeros_like(c.dy())); });
         c.grad(2, [&] { return where(c.x(0), zeros_like(c.dy()), c.dy()); });
       },
-      .example = R"(func @f(%0: f64[3], %1: f64[3]) -> (f64[3]) {
-  %2 = lt(%0, %1) : i1[3]
-  %3 = select(%2, %0, %1) : f64[3]
-  return %3
-})",
   });
 
   // cast(x) to attribute `dtype`: float->int saturates (NaN -> 0), x->i1 is x != 0
@@ -174,11 +169,6 @@ void defineLogicOps(Table& t) {
       .vjp = [](const autodiff::VjpCtx& c) {
         if (is_floating(c.y().dtype())) c.grad(0, [&] { return cast(c.dy(), c.x(0).dtype()); });
       },
-      .example = R"(func @f(%0: f64[3]) -> (f64[3], f32[3]) {
-  %1 = cast(%0) {dtype = f64} : f64[3]
-  %2 = cast(%0) {dtype = f32} : f32[3]
-  return %1, %2
-})",
   });
 }
 

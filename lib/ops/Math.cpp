@@ -145,7 +145,7 @@ Tensor trigamma(const Tensor& x) {
 
 /// Scalar body that calls the libm function its op's block declares in
 /// `.libm` (e.g. "exp" -> expf / exp).
-llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(info(c.op.kind).hooks.libm.name, c.outType(), c.args); }
+llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(codegen::lowering(c.op.kind).libm.name, c.outType(), c.args); }
 
 } // namespace
 
@@ -202,7 +202,7 @@ void defineMathOps(Table& t) {
       .scalar = [](ScalarCtx& c) -> llvm::Value* {
         DType dt = c.outType();
         llvm::Value* negx = c.b.CreateFNeg(c.args[0]);
-        llvm::Value* e = c.callMath(info(c.op.kind).hooks.libm.name, dt, {{negx}});
+        llvm::Value* e = c.callMath(codegen::lowering(c.op.kind).libm.name, dt, {{negx}});
         return c.b.CreateFDiv(c.constant(dt, 1), c.b.CreateFAdd(c.constant(dt, 1), e));
       },
       .libm = {"exp", 1, true},

@@ -1,5 +1,6 @@
-// ops/OpTable.cpp — assembles the op table from Ops.def and the family files,
-// and the generic helpers of the hook contexts.
+// ops/OpTable.cpp — hands each layer its part of every op's block (the IR its
+// semantics, autodiff its derivative rules, codegen its lowering), and the
+// helpers the family files share.
 #include "ops/Common.h"
 
 #include "ir/Text.h"
@@ -11,90 +12,46 @@
 
 namespace adjit::ops {
 
-static Table buildTable() {
-  Table t{{
-#define ADJIT_OP(Id, mnemonic, arity, traits) OpInfo{mnemonic, arity, traits, {}},
-#include "ops/Ops.def"
-  }};
-  defineArithOps(t);
-  defineMathOps(t);
-  defineLogicOps(t);
-  defineCreationOps(t);
-  defineShapeOps(t);
-  defineIndexingOps(t);
-  defineReduceOps(t);
-  defineLinalgOps(t);
-  defineCallOps(t);
-  defineControlFlowOps(t);
-  defineGradientOps(t);
-  defineCallbackOps(t);
-  return t;
-}
-
-static Table& table() {
-  static Table t = buildTable();
-  return t;
-}
-
-const OpInfo& info(OpKind k) { return table()[static_cast<std::size_t>(k)]; }
-
-IdentityTable::IdentityTable(std::size_t ops) {
-  std::size_t capacity = 16;
-  while (capacity < 2 * ops) capacity *= 2;
-  slots_.assign(capacity, Slot{});
-  mask_ = capacity - 1;
-}
-
-void identityKey(std::string& key, const ir::Op& op, const std::vector<ir::ValueId>& map) {
-  auto appendRaw = [&](const void* p, std::size_t n) { key.append(static_cast<const char*>(p), n); };
-  key.clear();
-  const auto kind = static_cast<uint32_t>(op.kind);
-  appendRaw(&kind, sizeof kind);
-  const auto count = static_cast<uint32_t>(op.operands.size());
-  appendRaw(&count, sizeof count);
-  const std::size_t at = key.size();
-  for (ir::ValueId o : op.operands) appendRaw(&map[static_cast<std::size_t>(o)], sizeof(ir::ValueId));
-  if (count == 2 && info(op.kind).has(kCommutative)) {
-    ir::ValueId pair[2];
-    std::memcpy(pair, key.data() + at, sizeof pair);
-    if (pair[1] < pair[0]) {
-      std::swap(pair[0], pair[1]);
-      std::memcpy(key.data() + at, pair, sizeof pair);
+void registerAll() {
+  static const bool once = [] {
+    static constexpr std::array<Traits, ir::kNumOps> traits{{
+#define ADJIT_OP(Id, mnemonic, arity, traits) traits,
+#include "ir/Ops.def"
+    }};
+    Table t{};
+    defineArithOps(t);
+    defineMathOps(t);
+    defineLogicOps(t);
+    defineCreationOps(t);
+    defineShapeOps(t);
+    defineIndexingOps(t);
+    defineReduceOps(t);
+    defineLinalgOps(t);
+    defineCallOps(t);
+    defineControlFlowOps(t);
+    defineGradientOps(t);
+    defineCallbackOps(t);
+    // Each layer gets its part of every op's block.
+    for (OpKind k : ir::allOps()) {
+      const Hooks& h = t[static_cast<std::size_t>(k)];
+      const Traits& tr = traits[static_cast<std::size_t>(k)];
+      ir::define(k, tr.ir, h.infer, h.eval, h.fold);
+      autodiff::define(k, {.traits = tr.autodiff, .jvp = h.jvp, .vjp = h.vjp});
+      codegen::define(k, {.traits = tr.codegen, .scalar = h.scalar, .element = h.element, .lower = h.lower,
+                          .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
+                          .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid, .data = h.data});
     }
-  }
-  for (const auto& c : op.callees) {
-    key += '@';
-    key += c;
-    key += '\0';
-  }
-  for (const auto& [k, v] : op.attrs.entries()) {
-    key += k;
-    key += '=';
-    ir::appendAttrBytes(key, v);
-  }
-}
-
-std::optional<OpKind> lookup(std::string_view mnemonic) {
-  static const std::unordered_map<std::string_view, OpKind> byName = [] {
-    std::unordered_map<std::string_view, OpKind> m;
-    for (std::size_t i = 0; i < ir::kNumOps; ++i) m.emplace(table()[i].name, static_cast<OpKind>(i));
-    return m;
+    return true;
   }();
-  auto it = byName.find(mnemonic);
-  if (it == byName.end()) return std::nullopt;
-  return it->second;
+  (void)once;
 }
 
-std::span<const OpKind> allOps() {
-  static const std::array<OpKind, ir::kNumOps> all = [] {
-    std::array<OpKind, ir::kNumOps> a{};
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<OpKind>(i);
-    return a;
-  }();
-  return all;
-}
-
-std::optional<ir::Folded> noFold(const ir::FoldCtx&) { return std::nullopt; }
+namespace {
+// The tables are filled when the library is loaded, before any code that
+// could read them runs: every entry point of the library is reached from
+// outside it, after its static initialisers.
+const bool gRegistered = (registerAll(), true);
+} // namespace
 
 std::optional<ir::Folded> foldIfSameType(const ir::FoldCtx& c) {
   if (c.type(c.op.operands[0]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[0]};
@@ -160,71 +117,3 @@ std::vector<int64_t> readAxes(const ir::InferCtx& c, int64_t rank) {
 }
 
 } // namespace adjit::ops
-
-namespace adjit::ir {
-
-void InferCtx::failMessage(const std::string& msg) const {
-  throw Error(std::string(opName) + ": " + msg, loc);
-}
-
-static const Attr& need(const InferCtx& c, std::string_view name) {
-  const auto& entries = c.attrs.entries();
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].first != name) continue;
-    if (i < 64) c.read |= uint64_t{1} << i;
-    return entries[i].second;
-  }
-  c.fail("missing attribute '{}'", name);
-}
-
-template <class T> static const T& needAs(const InferCtx& c, std::string_view name, const char* what) {
-  const Attr& a = need(c, name);
-  if (!std::holds_alternative<T>(a)) c.fail("attribute '{}' must be {}", name, what);
-  return std::get<T>(a);
-}
-
-int64_t InferCtx::integer(std::string_view name) const { return needAs<int64_t>(*this, name, "an integer"); }
-bool InferCtx::boolean(std::string_view name, std::optional<bool> dflt) const {
-  if (dflt && !attrs.has(name)) return *dflt;
-  return needAs<bool>(*this, name, "true or false");
-}
-const std::vector<int64_t>& InferCtx::ints(std::string_view name) const {
-  return needAs<std::vector<int64_t>>(*this, name, "a list of integers");
-}
-DType InferCtx::dtype(std::string_view name) const { return needAs<DType>(*this, name, "a dtype"); }
-const Array& InferCtx::array(std::string_view name) const { return needAs<Array>(*this, name, "a dense array"); }
-const std::string& InferCtx::string(std::string_view name) const { return needAs<std::string>(*this, name, "a string"); }
-
-int64_t InferCtx::axis(std::string_view name, int64_t rank) const {
-  const int64_t a = integer(name);
-  if (a < 0 || a >= rank)
-    fail("{} {} is out of range for an operand of rank {}: expected 0 <= {} < {} (the tracer counts negative axes "
-         "from the end; the IR holds them counted from the front)",
-         name, a, rank, name, rank);
-  return a;
-}
-
-void InferCtx::expectFloat(std::size_t i) const {
-  if (!is_floating(operands[i].dtype))
-    fail("expected a floating-point operand, got {}", operands[i].str());
-}
-
-void InferCtx::expectSameDtype(const Type& a, const Type& b) const {
-  if (a.dtype == b.dtype) return;
-  // Suggest the dtype that holds both best: floating over integer, then the wider.
-  auto order = [](DType d) { return d == DType::i1 ? 0 : d == DType::i32 ? 1 : d == DType::i64 ? 2 : d == DType::f32 ? 3 : 4; };
-  const DType to = order(a.dtype) > order(b.dtype) ? a.dtype : b.dtype;
-  fail("mismatched dtypes {} and {}; use cast(x, DType::{}) to convert one of them", a.str(), b.str(), name_of(to));
-}
-
-void InferCtx::expectSameTypes() const {
-  for (std::size_t i = 1; i < operands.size(); ++i) {
-    expectSameDtype(operands[0], operands[i]);
-    if (operands[i].shape != operands[0].shape)
-      fail("incompatible shapes {} and {}", operands[0].str(), operands[i].str());
-  }
-}
-
-bool FoldCtx::isSplat(std::size_t i, double v) const { return i < splats.size() && splats[i] && *splats[i] == v; }
-
-} // namespace adjit::ir

@@ -348,16 +348,6 @@ template <bool Product> Hooks cumulative() {
         if (!Product) return c.grad(0, [&] { return cumsum(c.dy(), axis, !reverse); });
         c.grad(0, [&] { return cumprodGrad(c.x(0), c.y(), c.dy(), axis, reverse); });
       },
-      .example = Product ? R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
-  %1 = cumprod(%0) {axis = 1, reverse = false} : f64[3,4]
-  %2 = cumprod(%1) {axis = 0, reverse = true} : f64[3,4]
-  return %2
-})"
-                         : R"(func @f(%0: f64[3,4]) -> (f64[3,4]) {
-  %1 = cumsum(%0) {axis = 0, reverse = false} : f64[3,4]
-  %2 = cumsum(%1) {axis = 1, reverse = true} : f64[3,4]
-  return %2
-})",
   };
 }
 
@@ -366,8 +356,8 @@ void defineReduceOps(Table& t) {
   set(t, OpKind::Cumsum, cumulative<false>());
   set(t, OpKind::Cumprod, cumulative<true>());
 
-  t[static_cast<std::size_t>(OpKind::ArgMax)].hooks = argReduce<true>();
-  t[static_cast<std::size_t>(OpKind::ArgMin)].hooks = argReduce<false>();
+  set(t, OpKind::ArgMax, argReduce<true>());
+  set(t, OpKind::ArgMin, argReduce<false>());
   // reduce_sum {axes, keepdims}: sum over axes
   set(t, OpKind::ReduceSum, {
       .infer = inferReduce,
@@ -377,11 +367,6 @@ void defineReduceOps(Table& t) {
       // d sum(x) = the cotangent broadcast over the summed axes
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); },
-      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
-  %1 = reduce_sum(%0) {axes = [1], keepdims = false} : f64[2]
-  %2 = reduce_sum(%0) {axes = [0], keepdims = true} : f64[1,3]
-  return %1, %2
-})",
   });
 
   // reduce_prod {axes, keepdims}: product over axes
@@ -406,11 +391,6 @@ void defineReduceOps(Table& t) {
           return spread(c, c.dy()) * others;
         });
       },
-      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
-  %1 = reduce_prod(%0) {axes = [1], keepdims = false} : f64[2]
-  %2 = reduce_prod(%0) {axes = [0], keepdims = true} : f64[1,3]
-  return %1, %2
-})",
   });
 
   // reduce_max {axes, keepdims}: maximum over axes (-inf for an empty axis)
@@ -421,11 +401,6 @@ void defineReduceOps(Table& t) {
       .reduce = reducer<kMax>(),
       .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
-      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
-  %1 = reduce_max(%0) {axes = [1], keepdims = false} : f64[2]
-  %2 = reduce_max(%0) {axes = [0], keepdims = true} : f64[1,3]
-  return %1, %2
-})",
   });
 
   // reduce_min {axes, keepdims}: minimum over axes (+inf for an empty axis)
@@ -436,11 +411,6 @@ void defineReduceOps(Table& t) {
       .reduce = reducer<kMin>(),
       .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
-      .example = R"(func @f(%0: f64[2,3]) -> (f64[2], f64[1,3]) {
-  %1 = reduce_min(%0) {axes = [1], keepdims = false} : f64[2]
-  %2 = reduce_min(%0) {axes = [0], keepdims = true} : f64[1,3]
-  return %1, %2
-})",
   });
 }
 

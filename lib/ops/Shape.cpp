@@ -225,10 +225,6 @@ void defineShapeOps(Table& t) {
       // d reshape = reshape back
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
-      .example = R"(func @f(%0: f64[2,3]) -> (f64[3,2]) {
-  %1 = reshape(%0) {shape = [3, 2]} : f64[3,2]
-  return %1
-})",
   });
 
   // broadcast_to {shape}: numpy broadcasting, dimensions aligned on the right
@@ -278,10 +274,6 @@ void defineShapeOps(Table& t) {
           return reshape(sum(c.dy(), axes, true), in);
         });
       },
-      .example = R"(func @f(%0: f64[2,1]) -> (f64[3,2,4]) {
-  %1 = broadcast_to(%0) {shape = [3, 2, 4]} : f64[3,2,4]
-  return %1
-})",
   });
 
   // transpose {perm}: result dim i is operand dim perm[i]
@@ -328,10 +320,6 @@ void defineShapeOps(Table& t) {
           return transpose(c.dy(), inv);
         });
       },
-      .example = R"(func @f(%0: f64[2,3,4]) -> (f64[4,2,3]) {
-  %1 = transpose(%0) {perm = [2, 0, 1]} : f64[4,2,3]
-  return %1
-})",
   });
 
   // slice {start, limit, stride}: elements start + k*stride < limit along each axis
@@ -405,10 +393,6 @@ void defineShapeOps(Table& t) {
           return pad(c.dy(), lo, hi, it);
         });
       },
-      .example = R"(func @f(%0: f64[5,4]) -> (f64[2,2]) {
-  %1 = slice(%0) {limit = [5, 3], start = [1, 0], stride = [2, 2]} : f64[2,2]
-  return %1
-})",
   });
 
   // pad {low, high, interior}: zeros around (low/high) and between (interior) elements
@@ -464,11 +448,6 @@ void defineShapeOps(Table& t) {
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return unpad(c.dy(), c.x(0).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior")); });
       },
-      .example = R"(func @f(%0: f64[2,3]) -> (f64[4,6]) {
-  %1 = pad(%0) {high = [1, 0], interior = [0, 1], low = [1, 1]} : f64[4,6]
-  return %1
-}
-)",
   });
 
   // pad_sum {shape, low, interior}: the sum of the operands, each zero-padded
@@ -554,10 +533,6 @@ void defineShapeOps(Table& t) {
         for (std::size_t k = 0; k < c.op.operands.size(); ++k)
           c.grad(k, [&] { return unpad(c.dy(), c.x(k).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior"), k); });
       },
-      .example = R"(func @f(%0: f64[2,3], %1: f64[1,2]) -> (f64[3,5]) {
-  %2 = pad_sum(%0, %1, %1) {interior = [0, 1, 0, 0, 0, 2], low = [0, 0, 1, 1, 2, 0], shape = [3, 5]} : f64[3,5]
-  return %2
-})",
   });
 
   // concatenate {axis}: operands joined along `axis`
@@ -625,10 +600,6 @@ void defineShapeOps(Table& t) {
           offset += s[axis];
         }
       },
-      .example = R"(func @f(%0: f64[2,3], %1: f64[2,1]) -> (f64[2,4]) {
-  %2 = concatenate(%0, %1) {axis = 1} : f64[2,4]
-  return %2
-})",
   });
 }
 

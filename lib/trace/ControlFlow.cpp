@@ -2,7 +2,7 @@
 // while_loop: each branch or body is traced into a function of the module
 // (tensors it captures from the enclosing trace become extra operands), and
 // one switch, scan or while op calls it.
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "trace/Tracer.h"
 
 #include <adjit/control_flow.h>
@@ -80,8 +80,8 @@ void hoistInvariants(TraceState& outer, Region& r, std::size_t own) {
   std::set<ir::ValueId> moved; // results of the ops that move out
   for (std::size_t i = 0; i < f.ops.size(); ++i) {
     const ir::Op& op = f.ops[i];
-    const ops::OpInfo& info = ops::info(op.kind);
-    if (!info.has(ops::kPure) || info.has(ops::kHasCallee)) continue;
+    const ir::OpInfo& info = ir::info(op.kind);
+    if (!info.has(ir::kPure) || info.has(ir::kHasCallee)) continue;
     if (!std::all_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId v) { return outerOf.count(v) != 0; })) continue;
     std::vector<ir::ValueId> operands;
     for (ir::ValueId v : op.operands) operands.push_back(outerOf.at(v));

@@ -2,7 +2,7 @@
 // current trace; numpy broadcasting is made explicit with broadcast_to ops
 // here, so IR ops are shape-exact. Composite ops (mean, logsumexp, stack,
 // dot, indexing) are written in terms of IR ops.
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "trace/Tracer.h"
 
 #include <adjit/tensor.h>
@@ -44,7 +44,7 @@ Tensor emit(TraceState& s, OpKind k, const std::vector<Tensor>& in, ir::Attrs at
   try {
     return detail::wrap(s, s.builder.create1(k, std::move(ids), std::move(attrs), s.locOverride ? *s.locOverride : loc));
   } catch (const Error& e) {
-    const std::string prefix = std::string(ops::info(k).name) + ": ";
+    const std::string prefix = std::string(ir::info(k).name) + ": ";
     if (api.empty() || e.message().rfind(prefix, 0) != 0) throw;
     throw Error(std::string(api) + ": " + e.message().substr(prefix.size()), e.location());
   }

@@ -1,6 +1,6 @@
 // transforms/CSE.cpp — common subexpression elimination of ops without side effects.
-#include "ops/Effects.h"
-#include "ops/OpTable.h"
+#include "ir/Effects.h"
+#include "ir/OpInfo.h"
 #include "support/Assert.h"
 #include "transforms/Passes.h"
 
@@ -17,12 +17,12 @@ constexpr std::size_t kLookahead = 8;
 } // namespace
 
 void cse(ir::Module& m) {
-  const ops::Effects effects(m);
+  const ir::Effects effects(m);
   for (auto& fp : m.functions) {
     ir::Function& f = *fp;
     std::vector<ir::ValueId> map(f.types.size());
     for (std::size_t v = 0; v < map.size(); ++v) map[v] = static_cast<ir::ValueId>(v);
-    ops::IdentityTable table(f.ops.size());
+    ir::IdentityTable table(f.ops.size());
     // Kept ops are compacted in place (f.ops[0, w)): no second op list. An
     // op's number in the table is its place there.
     std::size_t w = 0;

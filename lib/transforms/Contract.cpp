@@ -8,7 +8,7 @@
 // Before: verified IR. After: the same results; the replaced mul and
 // broadcasts may be dead (run dce).
 #include "ir/Builder.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "transforms/Passes.h"
 
 #include <algorithm>

@@ -1,11 +1,11 @@
 // transforms/DCE.cpp — dead code elimination of ops without side effects.
-#include "ops/Effects.h"
+#include "ir/Effects.h"
 #include "transforms/Passes.h"
 
 namespace adjit::transforms {
 
 void dce(ir::Module& m) {
-  const ops::Effects effects(m);
+  const ir::Effects effects(m);
   for (auto& fp : m.functions) {
     ir::Function& f = *fp;
     std::vector<bool> live(f.types.size());

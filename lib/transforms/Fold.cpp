@@ -1,7 +1,7 @@
 // transforms/Fold.cpp — constant folding through each op's reference `eval`,
 // and algebraic identities through each op's `fold` hook.
 #include "ir/Builder.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 #include "support/Assert.h"
 #include "transforms/Passes.h"
 
@@ -50,7 +50,7 @@ void fold(ir::Module& m) {
     // could fold into several constants, which may need more room than it
     // leaves.
     const bool inPlace = std::none_of(f.ops.begin(), f.ops.end(), [](const ir::Op& op) {
-      return op.results.size() > 1 && ops::info(op.kind).has(ops::kPure) && !ops::info(op.kind).has(ops::kHasCallee);
+      return op.results.size() > 1 && ir::info(op.kind).has(ir::kPure) && !ir::info(op.kind).has(ir::kHasCallee);
     });
     std::vector<ir::Op> out;
     if (!inPlace) out.reserve(f.ops.size());
@@ -70,7 +70,7 @@ void fold(ir::Module& m) {
     for (; at < f.ops.size(); ++at) {
       ir::Op& op = f.ops[at];
       for (ir::ValueId& o : op.operands) o = map[o];
-      const ops::OpInfo& info = ops::info(op.kind);
+      const ir::OpInfo& info = ir::info(op.kind);
       args.clear();
       vals.clear();
       splats.clear();
@@ -81,11 +81,11 @@ void fold(ir::Module& m) {
       }
       bool small = true;
       for (ir::ValueId r : op.results) small = small && f.type(r).size() <= kMaxFoldedElements;
-      if (allConst && small && info.has(ops::kPure) && !info.has(ops::kHasCallee)) {
+      if (allConst && small && info.has(ir::kPure) && !info.has(ir::kHasCallee)) {
         std::vector<Array> in;
         for (const Array* a : args) in.push_back(*a);
         ir::EvalCtx ec{op, f, in, nullptr};
-        vals = info.hooks.eval(ec);
+        vals = info.eval(ec);
         // Folding never makes code larger: a result with more elements than
         // its constant operands together is kept as the op (a broadcast of a
         // scalar costs nothing in a fused loop) unless all its elements are one.
@@ -110,10 +110,10 @@ void fold(ir::Module& m) {
         continue;
       }
       for (ir::ValueId o : op.operands) splats.push_back(splat[o]);
-      if (info.has(ops::kElementsFromOperand) && splat[op.operands[0]])
+      if (info.has(ir::kElementsFromOperand) && splat[op.operands[0]])
         for (ir::ValueId r : op.results) splat[r] = splat[op.operands[0]];
       ir::FoldCtx fc{op, f, args, splats};
-      if (auto r = info.hooks.fold(fc)) {
+      if (auto r = info.fold(fc)) {
         ir::ValueId res = op.results[0];
         if (auto* v = std::get_if<ir::ValueId>(&*r)) {
           map[res] = *v;

@@ -14,7 +14,7 @@ namespace adjit::transforms {
 /// `eval`), and applies each op's `fold` identities (x*1 -> x, ...).
 /// Before: verified IR. After: same results; dead ops may remain (run dce).
 void fold(ir::Module& m);
-/// Merges ops without side effects (ops::Effects: a call is effectful if its
+/// Merges ops without side effects (ir::Effects: a call is effectful if its
 /// callee is) with the same kind, operands, callees and attributes.
 /// Before: verified IR. After: each such value computed once.
 void cse(ir::Module& m);

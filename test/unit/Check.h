@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace adjit::test {
@@ -24,6 +25,17 @@ inline std::string elementwiseExample(std::string_view name, int arity) {
   }
   return "func @f(" + params + ") -> (f64[3]) {\n  %r = " + std::string(name) + "(" + args +
          ") : f64[3]\n  return %r\n}\n";
+}
+
+/// The table tests' example for op `name`: a small .adj module whose function
+/// @f (f64 parameters) uses the op (op_examples.inc), or null where the op has
+/// none (plain floating elementwise ops get elementwiseExample).
+inline const char* opExample(std::string_view name) {
+  static const std::map<std::string_view, const char*> examples = {
+#include "op_examples.inc"
+  };
+  auto it = examples.find(name);
+  return it == examples.end() ? nullptr : it->second;
 }
 
 /// Op kinds seen in any module checked through `check3` (or `agrees`).

@@ -10,7 +10,8 @@
 #include "codegen/Gemm.h"
 #include "codegen/Target.h"
 #include "jit/Engine.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "codegen/Lowering.h"
 #include "transforms/Passes.h"
 
 #include "../../bench/UnrolledLstm.h"
@@ -739,11 +740,11 @@ TEST_CASE("every libm function an op declares is vectorised through libmvec") {
   // compiled for AVX2, a loop of the op calls the 8-lane f32 variant, not
   // eight scalar calls. A new math op that forgot its declaration fails here.
   int checked = 0;
-  for (ir::OpKind k : ops::allOps()) {
-    const ops::OpInfo& info = ops::info(k);
-    if (!info.hooks.libm.name || !info.hooks.libm.vector) continue;
+  for (ir::OpKind k : ir::allOps()) {
+    const ir::OpInfo& info = ir::info(k);
+    if (!codegen::lowering(k).libm.name || !codegen::lowering(k).libm.vector) continue;
     CAPTURE(info.name);
-    REQUIRE(info.has(ops::kElementwise));
+    REQUIRE(info.has(ir::kElementwise));
     std::string params, operands;
     for (int i = 0; i < info.arity; ++i) {
       params += (i ? ", " : "") + std::string("%") + std::to_string(i) + ": f32[1024]";
@@ -755,7 +756,7 @@ TEST_CASE("every libm function an op declares is vectorised through libmvec") {
     CompiledStages stages;
     engine::compile({m.impl(), "f", 2, "x86-64-v3", 0}, &stages);
     const std::string variant =
-        "_ZGVdN8" + std::string(static_cast<std::size_t>(info.hooks.libm.arity), 'v') + "_" + info.hooks.libm.name + "f";
+        "_ZGVdN8" + std::string(static_cast<std::size_t>(codegen::lowering(k).libm.arity), 'v') + "_" + codegen::lowering(k).libm.name + "f";
     CHECK_MESSAGE(stages.assembly.find(variant) != std::string::npos, "no call of " << variant);
     ++checked;
   }
@@ -789,7 +790,7 @@ TEST_CASE("rows and reshapes of buffers are views: read in place, no copies, sam
   const ir::Function& fn = *m.impl().lookup("f");
   std::vector<std::string_view> opOf(fn.types.size());
   for (const ir::Op& op : fn.ops)
-    for (ir::ValueId r : op.results) opOf[static_cast<std::size_t>(r)] = ops::info(op.kind).name;
+    for (ir::ValueId r : op.results) opOf[static_cast<std::size_t>(r)] = ir::info(op.kind).name;
   for (const codegen::Kernel& k : plan.kernels)
     for (ir::ValueId v : k.fused) CHECK(opOf[static_cast<std::size_t>(v)] != "slice");
   const std::vector<Array> want = m.interpret("f", {w, xs});

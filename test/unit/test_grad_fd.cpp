@@ -7,7 +7,8 @@
 #include "ir/Text.h"
 #include "ir/Verifier.h"
 #include "jit/Engine.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "autodiff/Rules.h"
 #include "Check.h"
 
 #include <doctest/doctest.h>
@@ -113,14 +114,14 @@ namespace {
 /// Calls check(kind, info, example) for every differentiable op, with its
 /// table example or, for a plain elementwise op, a synthesised one.
 template <class Check> void forEachDifferentiableOp(Check check) {
-  for (ir::OpKind k : ops::allOps()) {
-    const ops::OpInfo& info = ops::info(k);
-    if (info.has(ops::kNonDifferentiable)) continue;
+  for (ir::OpKind k : ir::allOps()) {
+    const ir::OpInfo& info = ir::info(k);
+    if (autodiff::rules(k).has(autodiff::kNonDifferentiable)) continue;
     std::string text;
-    if (info.hooks.example) text = info.hooks.example;
-    else if (info.has(ops::kElementwise) && info.arity >= 1) text = test::elementwiseExample(info.name, info.arity);
+    if (const char* example = test::opExample(info.name)) text = example;
+    else if (info.has(ir::kElementwise) && info.arity >= 1) text = test::elementwiseExample(info.name, info.arity);
     INFO("op " << info.name);
-    REQUIRE_MESSAGE(!text.empty(), "op " << info.name << " needs an `example` in its table entry");
+    REQUIRE_MESSAGE(!text.empty(), "op " << info.name << " needs an example in test/unit/op_examples.inc");
     check(k, info, text);
   }
 }
@@ -129,8 +130,8 @@ template <class Check> void forEachDifferentiableOp(Check check) {
 
 TEST_CASE("every differentiable op's VJP matches finite differences") {
   unsigned seed = 1;
-  forEachDifferentiableOp([&](ir::OpKind, const ops::OpInfo& info, const std::string& text) {
-    if (info.has(ops::kGradientIsError)) {
+  forEachDifferentiableOp([&](ir::OpKind k, const ir::OpInfo& info, const std::string& text) {
+    if (autodiff::rules(k).has(autodiff::kGradientIsError)) {
       CHECK_THROWS_WITH_AS(checkVjp(std::string(info.name), text, seed++), doctest::Contains("No gradient defined"), Error);
       return;
     }
@@ -199,8 +200,8 @@ void checkJvp(const std::string& name, const std::string& text, unsigned seed) {
 
 TEST_CASE("every differentiable op's JVP matches finite differences") {
   unsigned seed = 101;
-  forEachDifferentiableOp([&](ir::OpKind, const ops::OpInfo& info, const std::string& text) {
-    if (info.has(ops::kGradientIsError)) {
+  forEachDifferentiableOp([&](ir::OpKind k, const ir::OpInfo& info, const std::string& text) {
+    if (autodiff::rules(k).has(autodiff::kGradientIsError)) {
       CHECK_THROWS_WITH_AS(checkJvp(std::string(info.name), text, seed++), doctest::Contains("No gradient defined"), Error);
       return;
     }
@@ -216,8 +217,8 @@ TEST_CASE("ops the table marks linear are linear: op(a + 2b) = op(a) + 2 op(b)")
   std::mt19937 rng(4242);
   std::uniform_real_distribution<double> d(-2, 2);
   int checked = 0;
-  forEachDifferentiableOp([&](ir::OpKind k, const ops::OpInfo& info, const std::string& text) {
-    const bool joint = info.has(ops::kLinear), each = info.has(ops::kLinearInEach), first = info.has(ops::kLinearInFirst);
+  forEachDifferentiableOp([&](ir::OpKind k, const ir::OpInfo& info, const std::string& text) {
+    const bool joint = autodiff::rules(k).has(autodiff::kLinear), each = autodiff::rules(k).has(autodiff::kLinearInEach), first = autodiff::rules(k).has(autodiff::kLinearInFirst);
     if (!joint && !each && !first) return;
     Module m = Module::parse(text);
     const ir::Function& f = *m.impl().lookup("f");

@@ -2,7 +2,7 @@
 // interpreter, JIT at -O2 and -O0), with broadcasting, in f32 and f64.
 #include "Check.h"
 
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 
 using namespace adjit;
 using namespace adjit::test;
@@ -16,8 +16,8 @@ std::set<ir::OpKind>& exercisedOps() {
 
 std::vector<std::string_view> unexercisedOps() {
   std::vector<std::string_view> missing;
-  for (ir::OpKind k : ops::allOps())
-    if (!exercisedOps().count(k)) missing.push_back(ops::info(k).name);
+  for (ir::OpKind k : ir::allOps())
+    if (!exercisedOps().count(k)) missing.push_back(ir::info(k).name);
   return missing;
 }
 } // namespace adjit::test

@@ -4,7 +4,9 @@
 #include "ir/Interpreter.h"
 #include "ir/Verifier.h"
 #include "jit/Engine.h"
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
+#include "autodiff/Rules.h"
+#include "codegen/Lowering.h"
 
 #include <adjit/adjit.h>
 
@@ -17,32 +19,34 @@
 using namespace adjit;
 
 TEST_CASE("every op has its hooks") {
-  for (ir::OpKind k : ops::allOps()) {
-    const ops::OpInfo& info = ops::info(k);
+  for (ir::OpKind k : ir::allOps()) {
+    const ir::OpInfo& info = ir::info(k);
     INFO("op " << info.name);
     CHECK(!info.name.empty());
-    CHECK(bool(info.hooks.infer));
-    CHECK(bool(info.hooks.eval));
-    CHECK(bool(info.hooks.fold));
+    CHECK(bool(info.infer));
+    CHECK(bool(info.eval));
+    CHECK(bool(info.fold));
+    const codegen::Lowering& low = codegen::lowering(k);
+    const autodiff::Rules& ad = autodiff::rules(k);
     // Exactly one lowering hook, and `scalar` exactly for elementwise ops.
-    int lowerings = (info.hooks.scalar != nullptr) + (info.hooks.element != nullptr) + (info.hooks.lower != nullptr) +
-                    (info.hooks.reduce != nullptr);
+    int lowerings = (low.scalar != nullptr) + (low.element != nullptr) + (low.lower != nullptr) +
+                    (low.reduce != nullptr);
     CHECK(lowerings == 1);
-    CHECK((info.hooks.scalar != nullptr) == info.has(ops::kElementwise));
+    CHECK((low.scalar != nullptr) == info.has(ir::kElementwise));
     // Ops that read operand buffers must write whole results.
-    if (info.has(ops::kMaterializesOperands)) CHECK(bool(info.hooks.lower));
+    if (low.has(codegen::kMaterializesOperands)) CHECK(bool(low.lower));
     // Ops that fuse loops into their tiles write whole results; a prologue
     // needs to know which operands are read by tiles, a reducing epilogue
     // the grid of the tiles.
-    if (info.has(ops::kTileEpilogue) || info.has(ops::kTilePrologue)) CHECK(bool(info.hooks.lower));
-    CHECK(info.has(ops::kTilePrologue) == (info.hooks.tilesOperand != nullptr));
-    CHECK(info.has(ops::kTileEpilogue) == (info.hooks.tileGrid != nullptr));
+    if (low.has(codegen::kTileEpilogue) || low.has(codegen::kTilePrologue)) CHECK(bool(low.lower));
+    CHECK(low.has(codegen::kTilePrologue) == (low.tilesOperand != nullptr));
+    CHECK(low.has(codegen::kTileEpilogue) == (low.tileGrid != nullptr));
     // VJP and JVP rules unless the op's results carry no gradient.
-    if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.vjp));
-    if (!info.has(ops::kNonDifferentiable)) CHECK(bool(info.hooks.jvp));
+    if (!ad.has(autodiff::kNonDifferentiable)) CHECK(bool(ad.vjp));
+    if (!ad.has(autodiff::kNonDifferentiable)) CHECK(bool(ad.jvp));
     // The mnemonic parses back to the same kind.
-    REQUIRE(ops::lookup(info.name).has_value());
-    CHECK(*ops::lookup(info.name) == k);
+    REQUIRE(ir::lookup(info.name).has_value());
+    CHECK(*ir::lookup(info.name) == k);
   }
 }
 
@@ -75,9 +79,9 @@ TEST_CASE("type rules see operand types alike by reference and by value") {
 }
 
 TEST_CASE("mnemonics are unique and unknown names are rejected") {
-  CHECK(!ops::lookup("no_such_op").has_value());
+  CHECK(!ir::lookup("no_such_op").has_value());
   std::set<std::string_view> names;
-  for (ir::OpKind k : ops::allOps()) CHECK(names.insert(ops::info(k).name).second);
+  for (ir::OpKind k : ir::allOps()) CHECK(names.insert(ir::info(k).name).second);
 }
 
 TEST_CASE("an op's keepsRows claim holds: perturbing one row of the operand changes that row of the result only") {
@@ -113,8 +117,8 @@ TEST_CASE("an op's keepsRows claim holds: perturbing one row of the operand chan
     const ir::Function& f = *m.impl().lookup("f");
     REQUIRE(f.ops.size() == 1);
     const ir::Op& op = f.ops[0];
-    const ops::OpInfo& info = ops::info(op.kind);
-    REQUIRE(bool(info.hooks.keepsRows));
+    const ir::OpInfo& info = ir::info(op.kind);
+    REQUIRE(bool(codegen::lowering(op.kind).keepsRows));
     const Type& out = f.type(op.results[0]);
     std::vector<Array> args;
     for (std::size_t i = 0; i < op.operands.size(); ++i) {
@@ -125,7 +129,7 @@ TEST_CASE("an op's keepsRows claim holds: perturbing one row of the operand chan
     const Array base = m.interpret("f", args)[0];
     for (std::size_t i = 0; i < op.operands.size(); ++i) {
       const Type& in = f.type(op.operands[i]);
-      const bool claim = !in.shape.empty() && in.shape[0] == out.shape[0] && info.hooks.keepsRows(in, i, out, op.attrs);
+      const bool claim = !in.shape.empty() && in.shape[0] == out.shape[0] && codegen::lowering(op.kind).keepsRows(in, i, out, op.attrs);
       CHECK(claim == c.keeps[i]);
       if (!claim) continue;
       // Perturb each row of operand i: only that row of the result may change.
@@ -148,15 +152,15 @@ namespace {
 /// floating types rewritten to `dtype`, or, for an elementwise op without an
 /// example, the op applied to `dtype[3]` parameters (its result type from its
 /// type rule). Null where the parser or the type rule rejects the variant.
-std::shared_ptr<ir::Module> dtypeVariant(const ops::OpInfo& info, ir::OpKind k, DType dtype) {
+std::shared_ptr<ir::Module> dtypeVariant(const ir::OpInfo& info, ir::OpKind k, DType dtype) {
   try {
-    if (info.hooks.example) {
+    if (const char* example = test::opExample(info.name)) {
       static const std::regex floatType("f(32|64)\\[");
-      auto m = std::shared_ptr<ir::Module>(ir::parse(std::regex_replace(info.hooks.example, floatType, std::string(name_of(dtype)) + "["), "variant"));
+      auto m = std::shared_ptr<ir::Module>(ir::parse(std::regex_replace(example, floatType, std::string(name_of(dtype)) + "["), "variant"));
       ir::verify(*m);
       return m;
     }
-    if (!info.has(ops::kElementwise) || info.arity < 1) return nullptr;
+    if (!info.has(ir::kElementwise) || info.arity < 1) return nullptr;
     auto m = std::make_shared<ir::Module>();
     ir::Function& f = m->add("f");
     ir::Builder b(*m, f);
@@ -174,9 +178,9 @@ std::shared_ptr<ir::Module> dtypeVariant(const ops::OpInfo& info, ir::OpKind k, 
 
 TEST_CASE("every op, on every dtype its type rule accepts, computes compiled what the interpreter computes") {
   int compiled = 0;
-  for (ir::OpKind k : ops::allOps()) {
-    const ops::OpInfo& info = ops::info(k);
-    if (info.has(ops::kHostOnly)) continue;
+  for (ir::OpKind k : ir::allOps()) {
+    const ir::OpInfo& info = ir::info(k);
+    if (info.has(ir::kHostOnly)) continue;
     for (const DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::i1}) {
       const std::shared_ptr<ir::Module> m = dtypeVariant(info, k, dtype);
       if (!m) continue;

@@ -1,9 +1,9 @@
-// ops/Effects.cpp — side effects of ops, through the functions they reference.
-#include "ops/Effects.h"
+// ir/Effects.cpp — side effects of ops, through the functions they reference.
+#include "ir/Effects.h"
 
-#include "ops/OpTable.h"
+#include "ir/OpInfo.h"
 
-namespace adjit::ops {
+namespace adjit::ir {
 
 Effects::Effects(const ir::Module& m) {
   // callers[g]: the functions with an op referencing g. A worklist spreads
@@ -47,4 +47,4 @@ bool Effects::effectful(const ir::Op& op) const {
   return false;
 }
 
-} // namespace adjit::ops
+} // namespace adjit::ir

@@ -1,4 +1,4 @@
-// ops/Effects.h — which ops have side effects. An op is effectful when its
+// ir/Effects.h — which ops have side effects. An op is effectful when its
 // table entry is not kPure, or when it references a function that contains an
 // effectful op, transitively (as MLIR's recursive memory effects): a call of a
 // jitted function that runs a debug_callback is as effectful as the callback.
@@ -9,7 +9,7 @@
 
 #include <unordered_map>
 
-namespace adjit::ops {
+namespace adjit::ir {
 
 class Effects {
 public:
@@ -24,4 +24,4 @@ private:
   std::unordered_map<std::string, bool> fn_;
 };
 
-} // namespace adjit::ops
+} // namespace adjit::ir

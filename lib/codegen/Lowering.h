@@ -1,0 +1,125 @@
+// codegen/Lowering.h — each op's lowering and the facts the fusion planner
+// reads: how its results are computed (a scalar body, an element, a
+// reduction's accumulator, or a whole-result lowering), which libm function it
+// calls, whether its result is a view, which rows and tiles it reads, and what
+// makes it worth materialising. Owned here, by the code generator that uses
+// them; filled by the op's block in lib/ops at start-up (ops/OpTable.cpp).
+// Exactly one of `scalar` (elementwise ops), `element` (ops that compute one
+// result element from operand elements), `reduce` (reductions) or `lower` (ops
+// that write whole results) is set for every op that can be compiled.
+#pragma once
+
+#include "ir/IR.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+
+namespace llvm { class Value; }
+
+namespace adjit::codegen {
+
+struct EmitBase;
+struct ScalarCtx;
+struct ElementCtx;
+struct LowerCtx;
+struct VectorUnit;
+
+/// What the code generator and planner know of an op kind.
+enum Trait : uint32_t {
+  kExpensive = 1u << 0,            ///< worth materialising rather than recomputing when reused
+  kRemapsIndex = 1u << 1,          ///< reads operand elements at other indices than the result's
+  kMaterializesOperands = 1u << 2, ///< its lowering reads operands from buffers, not fused
+  kLoopPerOperand = 1u << 3,       ///< its lowering reads each operand in a loop of its own: the fusion budget bounds each operand, not their sum
+  /// Its `lower` hook honours LowerCtx::rowBegin/rowEnd: it then writes those
+  /// rows of its result only, reading those rows of its operands (which keep
+  /// rows: `keepsRows`), so it can run block by block in a row group.
+  kRowRanges = 1u << 4,
+  /// Its `lower` hook calls LowerCtx::epilogue, when set, on every tile of its
+  /// (single) result once the tile's elements are final: each element in
+  /// exactly one tile, a tile being rows [row0, row1) and columns [col0, col1)
+  /// of the last two axes of matrix `matrix` (the leading axes, linearised).
+  /// The planner then runs an elementwise consumer of the result on each tile
+  /// while it is in cache (FusionPlan.h, Kernel::epilogue).
+  kTileEpilogue = 1u << 5,
+  /// Its `lower` hook computes operand i on the tiles it reads (matmul's
+  /// packing) through LowerCtx::prologue[i], when set, instead of reading it.
+  /// The planner sets it for an elementwise producer of an operand where the
+  /// `tilesOperand` hook says the lowering reads that operand by tiles; the
+  /// operand then never goes through memory (Kernel::prologueOf).
+  kTilePrologue = 1u << 6,
+};
+
+/// Reductions over the attribute `axes` (with `keepdims`): the codegen driver
+/// emits their loops itself, fusing them with other loops over the same
+/// domain; the op supplies the accumulator's identity and combine step.
+struct ReduceHooks {
+  /// The accumulator's start, a constant of dtype t (kept in t: INT64_MAX is
+  /// not a double).
+  llvm::Value* (*identity)(EmitBase&, DType t);
+  llvm::Value* (*combine)(EmitBase&, DType, llvm::Value* acc, llvm::Value* x);
+};
+
+/// A libm function an op's scalar lowering calls: `name` for f64, `name`+"f"
+/// for f32. Declared in the op's block, so the code generator registers its
+/// glibc libmvec variants with the loop vectorizer (codegen/VectorMath.cpp).
+struct MathFunction {
+  const char* name = nullptr; ///< null: the op calls no libm function
+  int arity = 1;
+  bool hasIntrinsic = false; ///< llvm.<name>.f32/.f64 exists and maps to the same vector variants
+  bool vector = true;        ///< glibc's libmvec has variants (lgamma has none: vector loops call it per lane)
+};
+
+/// The lowering rules and planning facts of an op kind.
+struct Lowering {
+  uint32_t traits = 0; ///< Trait bits
+  llvm::Value* (*scalar)(ScalarCtx&) = nullptr;
+  llvm::Value* (*element)(ElementCtx&) = nullptr;
+  void (*lower)(LowerCtx&) = nullptr;
+  const ReduceHooks* reduce = nullptr;
+  /// The libm function `scalar` calls, if any (see MathFunction).
+  MathFunction libm = {};
+  /// For ops whose result is a contiguous run of operand 0's elements in the
+  /// same row-major order (a reshape; a slice of whole trailing rows): the
+  /// element offset where that run starts, or nullopt when this op's result is
+  /// not such a run. The fusion plan then gives the result no buffer of its
+  /// own: it reads the operand's buffer from that offset, copying nothing.
+  std::optional<int64_t> (*view)(const Type& operand, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook: whether result elements [r, ...] read
+  /// operand `i` at elements [r, ...] only, for every row r, given that both
+  /// have the same extent on axis 0 (a slice or pad that keeps axis 0 whole,
+  /// a transpose that keeps it first, a gather's indices along axis 0). Loops
+  /// over the same rows that read each other's values only so may run block
+  /// by block (codegen's RowGroup). Null: reads may be at any row.
+  bool (*keepsRows)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with kTilePrologue: whether the lowering for this vector unit
+  /// reads operand `i` tile by tile (matmul's packed kernel packs both), so
+  /// that a prologue can compute it there; else the planner leaves its
+  /// producer a loop of its own (which may run on threads).
+  bool (*tilesOperand)(std::span<const Type> operands, std::size_t i, const ir::Attrs&, const VectorUnit&) = nullptr;
+  /// For ops with kTileEpilogue: the grid the lowering for this vector unit
+  /// cuts each matrix of its result into, {rows, columns}: every tile it
+  /// passes to the epilogue is one cell, rows [i·rows, (i+1)·rows) and
+  /// columns [j·columns, (j+1)·columns) clipped to the matrix, and every cell
+  /// is one tile. An epilogue that reduces then folds each cell (each row of
+  /// a cell, when rows are kept) into a partial result of its own: no two
+  /// threads write one, and they combine in the grid's order, so results do
+  /// not depend on how the lowering shares cells among threads.
+  std::pair<int64_t, int64_t> (*tileGrid)(std::span<const Type> operands, const ir::Attrs&, const VectorUnit&) = nullptr;
+  /// For ops whose result is data held in an attribute (a constant): that
+  /// data, or null when the op computes its elements more cheaply than a load
+  /// (a splat: one repeated element, an immediate). The fusion plan reads the
+  /// data from a global like a parameter's buffer: no loop computes it, slices
+  /// of it are views, and code reading different rows of it is shared (an
+  /// unrolled loop over a constant sequence).
+  const Array* (*data)(const ir::Attrs&) = nullptr;
+  bool has(Trait t) const { return (traits & t) != 0; }
+};
+
+/// The lowering of op kind k.
+const Lowering& lowering(ir::OpKind k);
+/// Sets op kind k's lowering: called once per op, at start-up (ops/OpTable.cpp).
+void define(ir::OpKind k, const Lowering& l);
+
+} // namespace adjit::codegen
