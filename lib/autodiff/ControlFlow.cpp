@@ -21,15 +21,6 @@
 
 namespace adjit::autodiff {
 
-std::string loopLimitMessage(int64_t limit) {
-  return fmt::format("while_loop: the loop did not end within max_iterations = {} iterations", limit);
-}
-
-std::string stackOverflowMessage(int64_t bytes) {
-  return fmt::format("while_loop: out of memory: the residual stack of the loop's reverse pass could not grow to {} bytes "
-                     "(does the loop end?)", bytes);
-}
-
 namespace {
 
 using detail::TraceState;

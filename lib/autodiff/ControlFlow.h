@@ -34,10 +34,5 @@ void switchJvp(const JvpCtx& c);
 void scanJvp(const JvpCtx& c);
 void whileJvp(const JvpCtx& c);
 
-/// "while_loop: the loop did not end within max_iterations = M iterations"
-/// (the interpreter, compiled code, and loop_limit after a bounded reverse).
-std::string loopLimitMessage(int64_t limit);
-/// "while_loop: out of memory: ..." for a residual stack that cannot grow to `bytes`.
-std::string stackOverflowMessage(int64_t bytes);
 
 } // namespace adjit::autodiff

@@ -30,7 +30,7 @@ inline constexpr const char* kCompilePartAttribute = "adjit-compile-part";
 /// With `packed` false, no `<symbol>.packed` entry point is emitted (ahead-of-time use).
 /// With `plans`, the fusion plan of every lowered function is appended to it.
 /// With `parallel`, loops with enough work are split into chunks run through
-/// adjit_parallel_for (jit/ThreadPool.h); without, the code calls nothing.
+/// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
 /// With `planMs`, the milliseconds spent planning are added to it (the rest
 /// is emission; ADJIT_LOG=compile shows both).
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,

@@ -1,6 +1,6 @@
 // jit/Engine.cpp — the compile pipeline and the process-wide LLJIT.
 #include "jit/Engine.h"
-#include "jit/ThreadPool.h"
+#include "runtime/ThreadPool.h"
 
 #include <optional>
 
@@ -8,7 +8,7 @@
 #include <llvm/Support/Timer.h>
 
 #include "codegen/Codegen.h"
-#include "jit/Callbacks.h"
+#include "runtime/Callbacks.h"
 #include "jit/DiskCache.h"
 #include "jit/Partition.h"
 #include "codegen/Target.h"
@@ -516,7 +516,7 @@ void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>
 
 void runInto(const Kernel& k, std::span<const detail::Leaf> args, std::span<void* const> outs, int threads) {
   ADJIT_ASSERT(outs.size() == k.outputs.size(), "runInto: one buffer per output");
-  std::optional<CallThreads> scope;
+  std::optional<runtime::CallThreads> scope;
   if (threads > 0) scope.emplace(threads);
   constexpr std::size_t kInline = 16;
   void* inlinePtrs[kInline];
@@ -537,7 +537,7 @@ void runInto(const Kernel& k, std::span<const detail::Leaf> args, std::span<void
     ptrs[n - 1] = scratch.ptr;
     k.packed(ptrs);
   }
-  rethrowCallbackFailure(); // a host callback that threw: its error, now that compiled code has returned
+  runtime::rethrowCallbackFailure(); // a host callback that threw: its error, now that compiled code has returned
 }
 
 } // namespace adjit::engine

@@ -5,7 +5,7 @@
 #include "codegen/Emitter.h"
 
 #include <llvm/IR/Module.h>
-#include "jit/Callbacks.h"
+#include "runtime/Callbacks.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
@@ -14,14 +14,14 @@ void defineCallbackOps(Table& t) {
   set(t, OpKind::HostCallback, {
       .infer = [](const ir::InferCtx& c) {
         const int64_t id = c.integer("id");
-        auto types = engine::callbackTypes(id);
+        auto types = runtime::callbackTypes(id);
         if (!types) c.fail("no host callback with id {} in this process", id);
         if (std::vector<Type>(c.operands.begin(), c.operands.end()) != *types)
           c.fail("operands do not match the types callback {} was registered with", id);
         return std::vector<Type>{};
       },
       .eval = [](const ir::EvalCtx& c) {
-        engine::runCallback(c.op.attrs.integer("id"), std::vector<Array>(c.args.begin(), c.args.end()));
+        runtime::runCallback(c.op.attrs.integer("id"), std::vector<Array>(c.args.begin(), c.args.end()));
         return std::vector<Array>{};
       },
       .fold = noFold,

@@ -18,6 +18,7 @@
 #include "autodiff/JvpCtx.h"
 #include "codegen/Emitter.h"
 #include "ops/Common.h"
+#include "runtime/Callbacks.h"
 
 #include <llvm/IR/Module.h>
 
@@ -288,7 +289,7 @@ void defineControlFlowOps(Table& t) {
         std::vector<Array> args(c.args.begin(), c.args.end());
         for (int64_t i = 0;; ++i) {
           if (scalarOf(c.call(c.op.callees[0], args)[0]) == 0) break;
-          if (i == limit) throw Error(autodiff::loopLimitMessage(limit), c.op.loc);
+          if (i == limit) throw Error(runtime::loopLimitMessage(limit), c.op.loc);
           std::vector<Array> out = c.call(c.op.callees[1], args);
           for (std::size_t j = 0; j < out.size(); ++j) args[k + j] = std::move(out[j]);
         }
@@ -372,7 +373,7 @@ void defineControlFlowOps(Table& t) {
         return std::vector<Type>{};
       },
       .eval = [](const EvalCtx& c) {
-        if (scalarOf(c.args[0]) != 0) throw Error(autodiff::loopLimitMessage(c.op.attrs.integer("max_iterations")), c.op.loc);
+        if (scalarOf(c.args[0]) != 0) throw Error(runtime::loopLimitMessage(c.op.attrs.integer("max_iterations")), c.op.loc);
         return std::vector<Array>{};
       },
       .fold = noFold,

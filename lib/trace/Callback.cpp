@@ -1,5 +1,5 @@
 // trace/Callback.cpp — debug_callback and debug_print: host_callback ops.
-#include "jit/Callbacks.h"
+#include "runtime/Callbacks.h"
 #include "trace/Tracer.h"
 
 #include <adjit/debug.h>
@@ -20,7 +20,7 @@ void debug_callback(std::function<void(const std::vector<Array>&)> fn, const std
     types.push_back(t.type());
   }
   ir::Attrs a;
-  a.set("id", engine::registerCallback(std::move(fn), std::move(types)));
+  a.set("id", runtime::registerCallback(std::move(fn), std::move(types)));
   s->builder.create(ir::OpKind::HostCallback, operands, std::move(a), {}, loc);
 }
 

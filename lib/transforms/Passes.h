@@ -42,6 +42,9 @@ struct Pass {
 
 /// Every registered pass, in the order `--help` lists them.
 const std::vector<Pass>& allPasses();
+/// Adds a pass to the registry: a layer that defines passes calls it from a
+/// static initialiser, before any pipeline runs (autodiff/Passes.cpp).
+void registerPass(Pass pass);
 
 struct PipelineOptions {
   bool printAfterAll = false;                 ///< print the IR after each pass

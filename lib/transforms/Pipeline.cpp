@@ -1,8 +1,9 @@
-// transforms/Pipeline.cpp — the pass registry and the pipeline runner.
+// transforms/Pipeline.cpp — the pass registry and the pipeline runner. The
+// clean-up passes are registered here; a layer above that defines passes
+// (autodiff: grad, jvp, vjp, ...) registers its own at start-up.
 #include "ir/Text.h"
 #include "ir/Verifier.h"
 #include "support/Log.h"
-#include "autodiff/Reverse.h"
 #include "transforms/Passes.h"
 
 #include <fmt/format.h>
@@ -11,10 +12,8 @@
 
 namespace adjit::transforms {
 
-const std::vector<Pass>& allPasses() {
-  // Autodiff passes build functions by tracing, which needs shared ownership.
-  auto shared = [](ir::Module& m) { return std::shared_ptr<ir::Module>(&m, [](ir::Module*) {}); };
-  static const std::vector<Pass> passes = {
+static std::vector<Pass>& registry() {
+  static std::vector<Pass> passes = {
       {"fold", "constant folding and algebraic identities (x*1, x+0, ...)", [](ir::Module& m, const std::string&) { fold(m); }},
       {"simplify", "the same as fold", [](ir::Module& m, const std::string&) { fold(m); }},
       {"cse", "common subexpression elimination", [](ir::Module& m, const std::string&) { cse(m); }},
@@ -23,20 +22,13 @@ const std::vector<Pass>& allPasses() {
       {"pad-sum", "a sum of pads becomes one pad_sum: each group of addends with one region is added into it once",
        [](ir::Module& m, const std::string&) { padSum(m); }},
       {"dce", "dead code elimination", [](ir::Module& m, const std::string&) { dce(m); }},
-      {"grad", "grad(F): add @F.grad (x...) -> (dx...) for a scalar-valued @F",
-       [shared](ir::Module& m, const std::string& f) { autodiff::gradFunction(shared(m), f); }, true},
-      {"jvp", "jvp(F): add @F.jvp (x..., dx...) -> (y..., dy...), forward mode",
-       [shared](ir::Module& m, const std::string& f) { autodiff::jvpFunction(shared(m), f); }, true},
-      {"vjp", "vjp(F): add @F.vjp (x..., dy...) -> (y..., dx...), forward and backward together",
-       [shared](ir::Module& m, const std::string& f) { autodiff::combinedVjp(shared(m), f); }, true},
-      {"vjp-split", "vjp-split(F): add @F.fwd (x...) -> (y..., residuals...) and @F.bwd (residuals..., dy...) -> (dx...)",
-       [shared](ir::Module& m, const std::string& f) { autodiff::splitVjp(shared(m), f); }, true},
-      {"linearize", "linearize(F): add @F.primal (x...) -> (y..., residuals...), what reads no tangent, and @F.linear "
-                    "(residuals..., dx...) -> (dy...), linear in dx",
-       [shared](ir::Module& m, const std::string& f) { autodiff::splitJvp(shared(m), f); }, true},
   };
   return passes;
 }
+
+const std::vector<Pass>& allPasses() { return registry(); }
+
+void registerPass(Pass pass) { registry().push_back(std::move(pass)); }
 
 const std::vector<std::string>& defaultPipeline() {
   static const std::vector<std::string> p = {"fold", "cse", "contract", "pad-sum", "dce"};

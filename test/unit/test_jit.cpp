@@ -3,7 +3,7 @@
 #include "Check.h"
 
 #include "jit/Engine.h"
-#include "jit/ThreadPool.h"
+#include "runtime/ThreadPool.h"
 #include "jit/Partition.h"
 
 #include <llvm/AsmParser/Parser.h>
@@ -523,7 +523,7 @@ TEST_CASE("the pool runs every chunk once, whatever the chunk and thread counts"
       CAPTURE(threads);
       CAPTURE(chunks);
       std::vector<std::atomic<int>> runs(static_cast<std::size_t>(chunks));
-      const engine::CallThreads scope(threads);
+      const runtime::CallThreads scope(threads);
       adjit_parallel_for([](void* ctx, int64_t c) { static_cast<std::atomic<int>*>(ctx)[c].fetch_add(1); }, runs.data(), chunks);
       int64_t once = 0;
       for (const auto& r : runs) once += r.load() == 1;
@@ -540,7 +540,7 @@ TEST_CASE("each thread starts at its own contiguous share of the chunks") {
     std::thread::id caller = std::this_thread::get_id();
     std::atomic<int64_t> firstElsewhere{-1};
   } st;
-  const engine::CallThreads scope(2);
+  const runtime::CallThreads scope(2);
   adjit_parallel_for(
       [](void* ctx, int64_t c) {
         auto& s = *static_cast<State*>(ctx);

@@ -1,8 +1,9 @@
-// jit/Callbacks.cpp — the host-callback registry and its C entry point.
-#include "jit/Callbacks.h"
+// runtime/Callbacks.cpp — the host-callback registry and its C entry point.
+#include "runtime/Callbacks.h"
 
-#include "autodiff/ControlFlow.h"
 #include "support/Assert.h"
+
+#include <fmt/format.h>
 
 #include <cstring>
 #include <exception>
@@ -11,7 +12,17 @@
 #include <deque>
 #include <mutex>
 
-namespace adjit::engine {
+namespace adjit::runtime {
+
+std::string loopLimitMessage(int64_t limit) {
+  return fmt::format("while_loop: the loop did not end within max_iterations = {} iterations", limit);
+}
+
+std::string stackOverflowMessage(int64_t bytes) {
+  return fmt::format("while_loop: out of memory: the residual stack of the loop's reverse pass could not grow to {} bytes "
+                     "(does the loop end?)", bytes);
+}
+
 namespace {
 
 struct Entry {
@@ -92,37 +103,37 @@ void runCallback(int64_t id, const std::vector<Array>& args) {
   fn(args);
 }
 
-} // namespace adjit::engine
+} // namespace adjit::runtime
 
 extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) noexcept {
   using namespace adjit;
-  if (engine::failure) return; // an earlier callback of this kernel call failed
+  if (runtime::failure) return; // an earlier callback of this kernel call failed
   try {
-    std::vector<Type> types = *engine::callbackTypes(id);
+    std::vector<Type> types = *runtime::callbackTypes(id);
     std::vector<Array> args;
     for (int64_t i = 0; i < n; ++i) {
       Array a = Array::uninitialized(types[static_cast<std::size_t>(i)]);
       std::memcpy(a.raw(), buffers[i], a.bytes());
       args.push_back(std::move(a));
     }
-    engine::runCallback(id, args);
+    runtime::runCallback(id, args);
   } catch (...) {
-    engine::failure = std::current_exception();
+    runtime::failure = std::current_exception();
   }
 }
 
 extern "C" void adjit_loop_limit(int64_t limit, const char* file, int64_t line, int64_t column) noexcept {
   using namespace adjit;
-  engine::keepRuntimeError([&] {
-    return Error(autodiff::loopLimitMessage(limit), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
+  runtime::keepRuntimeError([&] {
+    return Error(adjit::runtime::loopLimitMessage(limit), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
   });
 }
 
 extern "C" void adjit_out_of_memory(int64_t bytes, const char* file, int64_t line, int64_t column) noexcept {
   using namespace adjit;
-  engine::keepRuntimeError([&] {
-    return Error(autodiff::stackOverflowMessage(bytes), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
+  runtime::keepRuntimeError([&] {
+    return Error(adjit::runtime::stackOverflowMessage(bytes), Location{file, static_cast<uint32_t>(line), static_cast<uint32_t>(column)});
   });
 }
 
-extern "C" void adjit_stack_pushed(int64_t bytes) noexcept { adjit::engine::stackBytes += bytes; }
+extern "C" void adjit_stack_pushed(int64_t bytes) noexcept { adjit::runtime::stackBytes += bytes; }

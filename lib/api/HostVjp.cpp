@@ -2,7 +2,7 @@
 // that returns its residuals, and a compiled second half that consumes them
 // (the VJP's backward; linearize's linear function).
 #include "autodiff/Reverse.h"
-#include "jit/Callbacks.h"
+#include "runtime/Callbacks.h"
 #include "jit/Engine.h"
 #include "support/Assert.h"
 #include "support/Log.h"
@@ -105,9 +105,9 @@ std::vector<Array> VjpBackward::operator()(const Array& cotangent, std::source_l
   for (const Array& r : s.residuals) leaves.push_back({r.raw(), &r.type()});
   if (is_floating(output.dtype)) leaves.push_back({cotangent.raw(), &cotangent.type()});
   std::vector<Array> dx;
-  const int64_t before = engine::stackBytesPushed();
+  const int64_t before = runtime::stackBytesPushed();
   engine::run(*s.backward, leaves, dx);
-  state_->lastStackBytes = engine::stackBytesPushed() - before;
+  state_->lastStackBytes = runtime::stackBytesPushed() - before;
   std::vector<Array> out;
   std::size_t k = 0;
   for (std::size_t i = 0; i < s.primals.size(); ++i)

@@ -1,10 +1,10 @@
-// jit/ThreadPool.h — the persistent thread pool compiled kernels split their
+// runtime/ThreadPool.h — the persistent thread pool compiled kernels split their
 // large loops over (adjit_parallel_for), and how many threads a call may use.
 #pragma once
 
 #include <cstdint>
 
-namespace adjit::engine {
+namespace adjit::runtime {
 
 /// ADJIT_NUM_THREADS if set (a positive integer), else the hardware's concurrency.
 int defaultThreads();
@@ -22,7 +22,7 @@ private:
   int saved_;
 };
 
-} // namespace adjit::engine
+} // namespace adjit::runtime
 
 /// Runs fn(ctx, c) for every chunk c < chunks, on the pool's threads and the
 /// caller's, and returns when all are done. Which thread runs which chunk

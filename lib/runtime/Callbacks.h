@@ -1,13 +1,15 @@
-// jit/Callbacks.h — host callbacks run by compiled code (debug_callback):
+// runtime/Callbacks.h — host callbacks run by compiled code (debug_callback):
 // a process-wide registry by id, and the C entry point kernels call.
 #pragma once
+
+#include <string>
 
 #include <adjit/array.h>
 
 #include <functional>
 #include <optional>
 
-namespace adjit::engine {
+namespace adjit::runtime {
 
 using HostFn = std::function<void(const std::vector<Array>&)>;
 
@@ -27,7 +29,13 @@ void rethrowCallbackFailure();
 /// started (a running total: the difference around a call is that call's).
 int64_t stackBytesPushed();
 
-} // namespace adjit::engine
+/// "while_loop: the loop did not end within max_iterations = M iterations"
+/// (the interpreter, compiled code, and loop_limit after a bounded reverse).
+std::string loopLimitMessage(int64_t limit);
+/// "while_loop: out of memory: ..." for a residual stack that cannot grow to `bytes`.
+std::string stackOverflowMessage(int64_t bytes);
+
+} // namespace adjit::runtime
 
 /// Called by compiled code: runs callback `id` on `n` buffers (copied into Arrays).
 extern "C" void adjit_host_callback(int64_t id, int64_t n, void* const* buffers) noexcept;

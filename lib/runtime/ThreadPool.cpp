@@ -1,8 +1,8 @@
-// jit/ThreadPool.cpp — a pool of threads that sleep on a condition variable
+// runtime/ThreadPool.cpp — a pool of threads that sleep on a condition variable
 // between jobs; one job at a time, which the calling thread works on too.
 // Threads are started on demand, up to what calls ask for, and never stopped
 // (kernels may run during static destruction).
-#include "jit/ThreadPool.h"
+#include "runtime/ThreadPool.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace adjit::engine {
+namespace adjit::runtime {
 namespace {
 
 /// Chunks [begin, end) of a job, claimed from the front through `next`; on a
@@ -175,15 +175,15 @@ int defaultThreads() {
 CallThreads::CallThreads(int threads) : saved_(callThreads) { callThreads = threads; }
 CallThreads::~CallThreads() { callThreads = saved_; }
 
-} // namespace adjit::engine
+} // namespace adjit::runtime
 
 extern "C" int64_t adjit_parallel_threads() noexcept {
-  using namespace adjit::engine;
+  using namespace adjit::runtime;
   return Pool::inPool ? 1 : (callThreads > 0 ? callThreads : defaultThreads());
 }
 
 extern "C" void adjit_parallel_for(void (*fn)(void*, int64_t), void* ctx, int64_t chunks) noexcept {
-  using namespace adjit::engine;
+  using namespace adjit::runtime;
   const int threads = std::min<int64_t>(adjit_parallel_threads(), chunks);
   if (threads > 1 && !Pool::inPool) {
     Job job;
