@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
+  // [snippet:trace-and-save]
   auto log1pexp = custom_gradient([](Tensor x) {
     Tensor e = exp(x);
     return std::make_pair(log(1 + e), [e](Tensor dy) { return dy * (1 - 1 / (1 + e)); });
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
 
   Module m = trace_named("f", f, Type{DType::f32, {4}}, Type{DType::f32, {}});
   m.save(dir + "/model.adj");
+  // [/snippet:trace-and-save]
 
   Array x(std::vector<float>{0.5f, -1.0f, 2.0f, 30.0f}), w(1.5f);
   const double y = jit(f)(x, w).item<double>();

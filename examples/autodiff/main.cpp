@@ -21,6 +21,7 @@ int main() {
   std::printf("loss = %g, dloss/dw = [%g, %g], dloss/dy = [%g, %g]\n", value.item<double>(), dw.at(0), dw.at(1),
               dy.at(0), dy.at(1));
 
+  // [snippet:tape-and-gradients]
   // Inside a trace: GradientTape and gradients(), as in TensorFlow.
   auto traced = jit([](Tensor a, Tensor b) {
     GradientTape tape;
@@ -32,12 +33,15 @@ int main() {
   });
   auto [dcda, dcdb] = traced(0.0, 3.0);
   std::printf("dc/da = %g, dc/db with b stopped = %g\n", dcda.item<double>(), dcdb.item<double>());
+  // [/snippet:tape-and-gradients]
 
+  // [snippet:vjp]
   // vjp on Arrays: the forward keeps only what the backward needs.
   auto [out, back] = vjp([](Tensor v) { return tanh(v) * 2.0; }, Array(std::vector<double>{0, 1}));
   std::vector<Array> cot = back(Array(std::vector<double>{1, 1}));
   std::printf("vjp: y = [%g, %.4f], dy/dv = [%g, %.4f], residuals %zu bytes\n", out.at(0), out.at(1), cot[0].at(0),
               cot[0].at(1), back.residual_bytes());
+  // [/snippet:vjp]
 
   // The gradient is IR: print it.
   std::printf("%s", jit(grad([](Tensor v) { return sum(v * v); })).lower(Type{DType::f32, {3}}).optimized_adj.c_str());

@@ -12,6 +12,7 @@
 using namespace adjit;
 
 int main() {
+  // [snippet:solve]
   // The real root of F(x, p) = x^3 + p x - 1.
   auto solve = [](Tensor p) {
     auto F = [&](const Tensor& x) { return x * x * x + p * x - 1.0; };
@@ -24,6 +25,7 @@ int main() {
         std::pair{full({}, 1.0, DType::f64), full({}, 0, DType::i32)});
     return std::pair{x, iterations};
   };
+  // [/snippet:solve]
   for (double p : {0.5, 2.0, 10.0}) {
     auto [x, n] = jit(solve)(p);
     const double dx = grad([&](Tensor q) { return solve(q).first; })(p).item<double>();
@@ -39,6 +41,7 @@ int main() {
     std::printf("          d2x/dp2 through the loop %.8f, implicit %.8f, agree: %s\n", ddx, ift2,
                 std::fabs(ddx - ift2) < 1e-8 ? "yes" : "NO");
   }
+  // [snippet:max-iterations]
   // With max_iterations, a loop that does not end within it is an error, not a wrong answer.
   try {
     jit([](Tensor x) { return while_loop([](Tensor v) { return gt(v, 0.0); }, [](Tensor v) { return v - 1.0; }, x,
@@ -46,5 +49,6 @@ int main() {
   } catch (const Error& e) {
     std::printf("error: %s\n", e.message().c_str());
   }
+  // [/snippet:max-iterations]
   return 0;
 }

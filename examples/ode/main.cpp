@@ -20,6 +20,7 @@ Tensor deriv(const Tensor& s, const Tensor& p) {
   return stack({omega, domega});
 }
 
+// [snippet:integrate]
 /// The state after kSteps RK4 steps from s0; `cp` says what the gradient keeps.
 Tensor integrate(const Tensor& s0, const Tensor& p, Checkpoint cp = {}) {
   auto step = [&](Tensor s, std::tuple<>) {
@@ -31,6 +32,7 @@ Tensor integrate(const Tensor& s0, const Tensor& p, Checkpoint cp = {}) {
   };
   return scan(step, s0, std::tuple<>{}, {.length = kSteps, .checkpoint = cp}).first;
 }
+// [/snippet:integrate]
 
 } // namespace
 
@@ -58,6 +60,7 @@ int main() {
   }
   std::printf("gradient matches finite differences to 1e-6: %s\n", worst < 1e-6 ? "yes" : "NO");
 
+  // [snippet:checkpoint]
   // What the backward keeps: every step's residuals; with every(32) the state
   // at the start of each block of 32 steps (the blocks run again); with
   // binomial(8) at most 8 states, recomputing by the revolve schedule.
@@ -69,5 +72,6 @@ int main() {
     std::printf("%-13s residuals %7zu bytes for %d steps, same gradient: %s\n", (cp.str() + ":").c_str(), back.residual_bytes(), kSteps,
                 diff < 1e-12 && value.item<double>() == theta.item<double>() ? "yes" : "NO");
   }
+  // [/snippet:checkpoint]
   return 0;
 }

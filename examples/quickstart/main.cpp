@@ -6,6 +6,7 @@
 int main() {
   using namespace adjit;
 
+  // [snippet:quickstart]
   // softplus summed: sum(log(1 + exp(x))), plus a broadcast scale.
   auto f = [](Tensor x, Tensor scale) { return sum(log1p(exp(x)) * scale); };
 
@@ -22,6 +23,7 @@ int main() {
   // 3. The reference interpreter agrees.
   Array ref = m.interpret("f", {x, Array(2.0f)})[0];
   std::printf("interpreter = %.6f\n", ref.item<double>());
+  // [/snippet:quickstart]
 
   // 4. Mistakes are reported at your source line.
   try {

@@ -17,6 +17,7 @@ int main() {
   Array h(std::vector<float>(kN * kN, 0.5f), {kN, kN});
 
   int runs = 0;
+  // [snippet:block]
   auto block = [&runs](Tensor x, std::vector<Tensor> w) {
     debug_callback([&runs](const std::vector<Array>&) { ++runs; }, {x}); // counts executions
     for (const Tensor& wi : w) x = tanh(matmul(wi, x));
@@ -29,6 +30,7 @@ int main() {
     }
     return sum(x);
   };
+  // [/snippet:block]
   for (bool recompute : {false, true}) {
     runs = 0;
     auto [y, back] = vjp([&](Tensor x, std::vector<Tensor> w) { return net(x, w, recompute); }, h, ws);

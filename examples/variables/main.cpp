@@ -6,6 +6,7 @@
 using namespace adjit;
 
 int main() {
+  // [snippet:train]
   // A linear model trained by gradient descent: the weights are variables,
   // read as implicit inputs of the compiled step and written back after it.
   Variable w("w", Array(std::vector<double>{0.0, 0.0}));
@@ -29,7 +30,9 @@ int main() {
   Array wv = w.value();
   std::printf("loss %.4f -> %.6f after %g steps\n", first, last, steps.value().item<double>());
   std::printf("w = [%.4f, %.4f], b = %.4f\n", wv.at(0), wv.at(1), b.value().item<double>());
+  // [/snippet:train]
 
+  // [snippet:custom-gradient-variables]
   // A custom gradient that reads a variable takes `variables` too.
   Variable weights("weights", Array(std::vector<float>{1, 1}));
   auto linearPoly = custom_gradient([weights](Tensor t) {
@@ -46,6 +49,7 @@ int main() {
     return std::make_pair(p, *tape.gradient(p, weights));
   });
   auto [p, dw] = poly(Array(std::vector<float>{1, 2, 3}));
+  // [/snippet:custom-gradient-variables]
   std::printf("poly = [%g, %g, %g], d/dweights = [%g, %g]\n", p.at(0), p.at(1), p.at(2), dw.at(0), dw.at(1));
   return 0;
 }

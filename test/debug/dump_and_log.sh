@@ -40,7 +40,7 @@ named=$(grep -cE '^\[adjit:passes\] f\(f32\[4\], f32\[\]\) -> \(f32\[\]\): [a-z-
 ADJIT_LOG=pases "$quickstart" >/dev/null 2>"$dir.unknown"
 [ "$(cat "$dir.unknown")" = "adjit: warning: ADJIT_LOG: unknown value 'pases' ignored (known: compile, passes, all)" ] ||
   { echo "expected one warning for ADJIT_LOG=pases"; cat "$dir.unknown"; exit 1; }
-grep -qFf "$dir.unknown" "$(dirname "$0")/../../docs/errors.md" || { echo "docs/errors.md does not show the ADJIT_LOG warning"; exit 1; }
+grep -qFf "$dir.unknown" "$(dirname "$0")/../../docs/guide/errors.md" || { echo "docs/guide/errors.md does not show the ADJIT_LOG warning"; exit 1; }
 ADJIT_LOG=compile,bogus,nope "$autodiff" >/dev/null 2>"$dir.unknown"
 [ "$(grep -c 'adjit: warning: ADJIT_LOG' "$dir.unknown")" = 1 ] &&
   grep -q "^adjit: warning: ADJIT_LOG: unknown values 'bogus', 'nope' ignored (known: compile, passes, all)$" "$dir.unknown" &&

@@ -1,4 +1,4 @@
-// test/unit/test_bad_inputs.cpp — the bad-input table in docs/errors.md. Each
+// test/unit/test_bad_inputs.cpp — the bad-input table in docs/guide/errors.md. Each
 // row runs a mistake and records the adjit::Error it raises; the test fails if
 // the file differs from what the rows produce, so the table cannot go stale.
 // Regenerate it with: ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc="*bad-input table*"
@@ -205,9 +205,27 @@ std::vector<Section> sections() {
 
 std::string render() {
   std::ostringstream o;
-  o << "# What adjit says when an input is wrong\n\n"
-       "Every row was run by `test/unit/test_bad_inputs.cpp`, which fails when this file differs from what the "
-       "rows produce: the table cannot go stale. Regenerate it after changing a message with\n"
+  o << "# Errors: what adjit says when an input is wrong\n\n"
+       "Every user mistake raises `adjit::Error`, never an abort. The message names the op and what was expected "
+       "and got; `what()` starts with your source line, captured with `std::source_location` when the op was "
+       "traced:\n\n"
+       "```\nexamples/quickstart/main.cpp:30:43: error: add: incompatible shapes f32[3] and f32[2]\n```\n\n"
+       "Malformed `.adj` text reports `file:line:column` and what was expected; an attribute an op does not know is "
+       "an error, not silently kept. `grad` and `value_and_grad` errors found while tracing (a non-scalar result, "
+       "an integer argument) point at the line that called `grad`; a `vjp` cotangent of the wrong type, at the line "
+       "that passed it. Internal invariant failures throw `adjit::InternalError` naming adjit's file and line: those "
+       "are bugs.\n\n"
+       "Mistakes the compiler can see are compile-time errors, one `static_assert` each, and the compiler's "
+       "\"required from here\" names your line: calling a jitted function, `grad` or `custom_gradient` with the "
+       "wrong number of arguments, an argnum past the last argument, `grad(f, {0, 1})` (write `argnums<0, 1>`), a "
+       "`grad_fn` of the wrong arity, a `cond` on a C++ `bool`, an `if`, `while` or `&&` on a Tensor (the error "
+       "points to `cond`), a `custom_jvp` rule of the wrong signature, and a `scan`, `fori_loop` or `while_loop` "
+       "carry (or `xs`) that is not a structure of Tensors, such as an `Array` (`while_loop: the carry must be "
+       "Tensors, or tuples, pairs, vectors or arrays of them (make an Array a Tensor with constant(a))`). "
+       "`test/compile_fail/` holds one file per case, compiled by the `compile_fail` test.\n\n"
+       "The tables below list what adjit says for about fifty bad inputs. Every row was run by "
+       "`test/unit/test_bad_inputs.cpp`, which fails when this file differs from what the rows produce: the tables "
+       "cannot go stale. Regenerate the file after changing a message with\n"
        "`ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"`.\n\n"
        "Every mistake is an `adjit::Error` (`what()` is the whole line, `message()` and `location()` its parts); "
        "`your.cpp:LINE` stands for the line of your code that made the call. Errors of the `adjit` command line are "
@@ -221,8 +239,8 @@ std::string render() {
 
 } // namespace
 
-TEST_CASE("the bad-input table in docs/errors.md is what adjit says") {
-  const std::string path = std::string(ADJIT_SOURCE_DIR) + "/docs/errors.md";
+TEST_CASE("the bad-input table in docs/guide/errors.md is what adjit says") {
+  const std::string path = std::string(ADJIT_SOURCE_DIR) + "/docs/guide/errors.md";
   const std::string now = render();
   CHECK(now.find("NO ERROR") == std::string::npos);
   CHECK(now.find("NOT AN adjit::Error") == std::string::npos);
@@ -234,6 +252,6 @@ TEST_CASE("the bad-input table in docs/errors.md is what adjit says") {
   std::ifstream in(path, std::ios::binary);
   std::stringstream was;
   was << in.rdbuf();
-  INFO("docs/errors.md is stale; regenerate it with ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"");
+  INFO("docs/guide/errors.md is stale; regenerate it with ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"");
   CHECK(was.str() == now);
 }

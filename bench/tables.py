@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Writes docs/benchmarks.md from the benchmarks' output.
+
+Runs adjit_bench, adjit_compile_bench, adjit_adbench and (where it was built)
+adjit_matmul_bench from BUILD_DIR, one after the other, and writes their
+current numbers as markdown tables under a header naming the date, the commit,
+the CPU and its core count. Lines a parser does not know are kept verbatim
+under their section, so nothing a benchmark prints is lost. History lives in
+git, not in this file.
+
+usage: bench/tables.py BUILD_DIR [--out FILE] [--quick] [--from DIR]
+  --out FILE  where to write (default: docs/benchmarks.md of this repository)
+  --quick     adjit_compile_bench --quick, adjit_adbench --smallest, adjit_matmul_bench --quick
+  --from DIR  read DIR/<binary>.txt instead of running the binaries (output captured
+              elsewhere, or samples to test the parsers); BUILD_DIR is then unused
+"""
+import datetime
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+NUM = r'(-?[\d.]+(?:e[-+]?\d+)?)'
+
+
+def table(header, rows):
+    out = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    out += ['| ' + ' | '.join(str(c) for c in r) + ' |' for r in rows]
+    return out
+
+
+def verbatim(lines):
+    return ['```'] + lines + ['```'] if lines else []
+
+
+class Parser:
+    """Matches lines against (name, regex) pairs; collects rows per name and the rest."""
+
+    def __init__(self, patterns):
+        self.patterns = [(name, re.compile(rx)) for name, rx in patterns]
+        self.rows = {name: [] for name, _ in patterns}
+        self.other = []
+
+    def feed(self, text, skip=()):
+        for line in text.splitlines():
+            if not line.strip() or any(line.startswith(s) for s in skip):
+                continue
+            for name, rx in self.patterns:
+                m = rx.match(line)
+                if m:
+                    self.rows[name].append(m.groups())
+                    break
+            else:
+                self.other.append(line)
+        return self
+
+
+def ms(x):
+    """A time as the benchmark printed it."""
+    return f'{x} ms'
+
+
+def bench_section(text):
+    p = Parser([
+        ('grad', rf'^(G\d)\s+adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{NUM}x\s+vs own forward\s+{NUM}x\s+'
+                 rf'cold compile\s+{NUM} ms'),
+        ('b0', rf'^B0\s+adjit\s+{NUM} ns per call.*cold compile\s+{NUM} ms'),
+        ('fwd', rf'^(B\d)\s+adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{NUM}x\s+cold compile\s+{NUM} ms'),
+        ('jvp', rf'^(F\d|H4)\s+(?:jvp|hvp)\s+{NUM} ms\s+forward\s+{NUM} ms\s+ratio\s+{NUM}x \(target <= {NUM}\)\s+'
+                rf'cold\s+{NUM} ms'),
+        ('jac', rf'^J\s+jacfwd\s+{NUM} ms\s+jacrev\s+{NUM} ms\s+jacrev/jacfwd\s+{NUM}x.*cold {NUM} / {NUM} ms'),
+        ('threads', rf'^(\w+)\s+1 thread\s+{NUM} ms\s+(\d+) threads\s+{NUM} ms\s+speedup\s+{NUM}x\s+'
+                    rf'baseline\s+{NUM}x \({NUM} / {NUM} ms\)\s+\(results ([^)]*)\)'),
+        ('ode_ckpt', rf'^ODE\s+value\+gradient, checkpoint (\S+?):?\s+adjit\s+{NUM} ms\s+ratio\s+{NUM}x\s+'
+                     rf'cold compile\s+{NUM} ms\s+residuals (\d+) bytes'),
+        ('ode', rf'^ODE\s+(forward|value\+gradient)\s+adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{NUM}x '
+                rf'\(target <= {NUM}x\)\s+cold compile\s+{NUM} ms(?:.*residuals (\d+) bytes)?'),
+    ]).feed(text, skip=('adjit benchmarks', 'gradients (', 'threads (', 'forward mode (', 'ODE ('))
+    r = p.rows
+    out = ['## Run time against hand-written C++', '',
+           '`adjit_bench` times compiled code against hand-written C++ compiled with `-O3 -march=native '
+           '-ffast-math -fopenmp-simd` and libmvec, in the same process: medians of runs, ratio = adjit / '
+           'baseline, lower is better. adjit uses all cores (its default) and the baselines one; B4\'s '
+           'baseline is plain i-k-j loops, not a BLAS. "Cold compile" is the first call: tracing, passes, '
+           'LLVM and one run.', '']
+    if r['fwd'] or r['b0']:
+        rows = [(n, f'{ms(a)}', f'{ms(b)}', f'{q}x', ms(c)) for n, a, b, q, c in r['fwd']]
+        rows += [('B0 (call overhead)', f'{ns} ns/call', '', 'target < 100 ns', ms(c)) for ns, c in r['b0']]
+        out += table(['', 'adjit', 'baseline', 'ratio', 'cold compile'], rows) + ['']
+    if r['grad']:
+        out += ['Value and gradient against a hand-written analytic gradient, and against adjit\'s own forward:', '']
+        out += table(['', 'adjit', 'hand-written', 'ratio', 'vs own forward', 'cold compile'],
+                     [(n, ms(a), ms(b), f'{q}x', f'{f}x', ms(c)) for n, a, b, q, f, c in r['grad']])
+        out += ['']
+    if r['jvp'] or r['jac']:
+        out += ['Forward mode against adjit\'s own forward (F1–F3: the tangent of B1–B3 along a random '
+                'direction; H4: a Hessian-vector product of G4\'s loss, forward over reverse; J: the Jacobian '
+                'of R^16 → R^1000 by `jacfwd` against `jacrev`):', '']
+        rows = [(n, ms(a), ms(f), f'{q}x', f'≤ {t}x', ms(c)) for n, a, f, q, t, c in r['jvp']]
+        rows += [('J', ms(a), f'{ms(b)} (jacrev)', f'{q}x faster', '', f'{c1} / {c2} ms')
+                 for a, b, q, c1, c2 in r['jac']]
+        out += table(['', 'adjit', 'forward', 'ratio', 'target', 'cold compile'], rows) + ['']
+    if r['threads']:
+        out += ['One thread against all, the two alternating so the machine\'s drifts hit both alike, next to '
+                'the hand-written baseline threaded with OpenMP over row ranges (what the machine gives two '
+                'threads on the same work at that moment):', '']
+        out += table(['', '1 thread', 'all threads', 'speedup', 'OpenMP baseline speedup', 'results'],
+                     [(n, ms(a), f'{ms(b)} ({t} threads)', f'{s}x', f'{bs}x', res)
+                      for n, a, t, b, s, bs, _, _, res in r['threads']])
+        out += ['']
+    if r['ode'] or r['ode_ckpt']:
+        out += ['`examples/ode`: RK4 on a damped, driven pendulum, 1,000 steps of `scan`, in f64, against a '
+                'hand-written RK4 loop and a discrete adjoint that keeps each step\'s state and recomputes the '
+                'stages:', '']
+        out += table(['', 'adjit', 'hand-written', 'ratio', 'target', 'cold compile', 'residuals'],
+                     [(n, ms(a), ms(b), f'{q}x', f'≤ {t}x', ms(c), f'{res} bytes' if res else '')
+                      for n, a, b, q, t, c, res in r['ode']])
+        out += ['']
+        if r['ode_ckpt']:
+            out += ['Value and gradient with `.checkpoint` policies (see '
+                    '[control flow](guide/control-flow.md#checkpointing-a-scan)):', '']
+            out += table(['policy', 'adjit', 'vs hand-written', 'cold compile', 'residuals'],
+                         [(f'`{n}`', ms(a), f'{q}x', ms(c), f'{res} bytes') for n, a, q, c, res in r['ode_ckpt']])
+            out += ['']
+    if p.other:
+        out += ['Other lines of the output:', ''] + verbatim(p.other) + ['']
+    return out
+
+
+def adbench_section(text):
+    p = Parser([('row', rf'^(.+?)\s+(ok |BAD) \(([^)]*)\)\s+compile\s+{NUM} s\s+objective\s+{NUM} ms \(Manual\s+{NUM},'
+                        rf'\s+{NUM}x\)\s+derivative\s+{NUM} ms \(Manual\s+{NUM},\s+{NUM}x\)\s+d/o\s+{NUM}'),
+                ('problem', r'^(GMM|BA|LSTM) \((.*)$')])
+    p.feed(text, skip=("ADBench with adjit", "times are medians", "d/o = ", "  "))
+    out = ['## ADBench', '',
+           '`adjit_adbench` runs ADBench\'s objectives (GMM, BA, LSTM; the data set\'s README defines them) '
+           'written with adjit in f64, checks every value against ADBench\'s hand-written module (Manual) with '
+           'ADBench\'s criterion (|x − y| / max(1, |x| + |y|) ≤ 1e-8), and times them against Manual\'s timings '
+           'on the same machine kind (one core, g++ -O3). `d/o` is adjit\'s derivative time over its objective '
+           'time; `compile` is the first calls (tracing, compiling, one run of each). The code is '
+           '`bench/adbench.cpp`.', '']
+    if p.rows['row']:
+        out += table(['input', 'check', 'compile', 'objective', 'Manual', 'ratio', 'derivative', 'Manual', 'ratio', 'd/o'],
+                     [(n.strip(), ok.strip(), f'{c} s', ms(o), ms(om), f'{oq}x', ms(d), ms(dm),
+                       f'{dq}x', f'{do}') for n, ok, _, c, o, om, oq, d, dm, dq, do in p.rows['row']])
+        out += ['']
+    if p.other:
+        out += ['Other lines of the output:', ''] + verbatim(p.other) + ['']
+    return out
+
+
+def compile_section(text):
+    p = Parser([('row', rf'^(.+?)\s+(\d+) ops\s+trace\s+{NUM}\s+passes\s+{NUM}\s+llvm\s+{NUM}\s+total\s+{NUM} ms(.*)$')])
+    p.feed(text, skip=('compile time of the first call',))
+    out = ['## Compile time', '',
+           '`adjit_compile_bench` times the first call of each program: tracing, adjit\'s passes and LLVM '
+           '(planning, lowering, optimisation, code generation). It includes chains of up to 100,000 '
+           'elementwise ops and their gradients, unrolled recurrences and LSTM cells, ADBench\'s GMM objective '
+           'in einsum and matmul form, BA\'s full Jacobian, and a disk-cache hit in a fresh process. LLVM\'s '
+           'work is split across all cores for large modules.', '']
+    if p.rows['row']:
+        out += table(['program', 'ops', 'trace', 'passes', 'llvm', 'total', ''],
+                     [(n.strip(), o, ms(t), ms(ps), ms(l), ms(tot), extra.strip()) for n, o, t, ps, l, tot, extra in p.rows['row']])
+        out += ['']
+    if p.other:
+        out += ['Other lines of the output:', ''] + verbatim(p.other) + ['']
+    return out
+
+
+def matmul_section(text):
+    return ['## Matrix products', '',
+            '`adjit_matmul_bench` prints adjit\'s matrix products next to OpenBLAS, one thread each (ratio = '
+            'adjit speed / OpenBLAS speed), then adjit on all cores; `--layers` times products with fused '
+            'epilogues and prologues against OpenBLAS plus a separate pass.', ''] + verbatim(text.splitlines()) + ['']
+
+
+BENCHES = [  # binary, arguments, --quick arguments, section
+    ('adjit_bench', [], [], bench_section),
+    ('adjit_compile_bench', [], ['--quick'], compile_section),
+    ('adjit_adbench', [], ['--smallest'], adbench_section),
+    ('adjit_matmul_bench', [], ['--quick'], matmul_section),
+]
+
+
+def cpu_model():
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return 'unknown CPU'
+
+
+def main(argv):
+    args, out_path, quick, source = [], os.path.join(REPO, 'docs', 'benchmarks.md'), False, None
+    it = iter(argv[1:])
+    for a in it:
+        if a == '--out':
+            out_path = next(it)
+        elif a == '--quick':
+            quick = True
+        elif a == '--from':
+            source = next(it)
+        elif a in ('-h', '--help'):
+            print(__doc__)
+            return 0
+        else:
+            args.append(a)
+    if not args and not source:
+        print(__doc__)
+        return 2
+    build = os.path.abspath(args[0]) if args else None
+    commit = subprocess.run(['git', '-C', REPO, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    body, ran = [], []
+    for binary, plain, quick_args, section in BENCHES:
+        cmd_args = quick_args if quick else plain
+        if source:
+            path = os.path.join(source, binary + '.txt')
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding='utf-8') as f:
+                text = f.read()
+            ran.append(f'`{binary}` (captured in `{path}`)')
+        else:
+            exe = os.path.join(build, binary)
+            if not os.path.exists(exe):
+                print(f'tables.py: {exe} is not built; its section is left out', file=sys.stderr)
+                continue
+            print(f'tables.py: running {binary} {" ".join(cmd_args)}', file=sys.stderr)
+            r = subprocess.run([exe] + cmd_args, capture_output=True, text=True, cwd=build)
+            text = r.stdout
+            if r.returncode not in (0, 77):
+                text += f'\n(exit status {r.returncode})\n' + r.stderr
+            ran.append('`' + ' '.join([binary] + cmd_args) + '`')
+        body += section(text)
+    head = ['# Benchmarks', '',
+            f'Measured on {datetime.date.today().isoformat()} at commit `{commit or "unknown"}`, on {cpu_model()} '
+            f'with {os.cpu_count()} cores, by {", ".join(ran) or "nothing"}. Regenerate this file with '
+            '`python3 bench/tables.py BUILD_DIR` (a Release build with `-DADJIT_BUILD_BENCH=ON`, the default); '
+            'older numbers are in git\'s history of this file.', '',
+            'Method: one benchmark process at a time on an otherwise idle machine; medians of repeated calls; '
+            'where two variants are compared (one thread against all, adjit against a baseline), their runs '
+            'are interleaved so that the machine\'s drifts hit both alike, and the table gives ratios.', '']
+    with open(out_path, 'w', encoding='utf-8') as f:
+        f.write('\n'.join(head + body).rstrip('\n') + '\n')
+    print(f'tables.py: wrote {out_path}', file=sys.stderr)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
