@@ -7,7 +7,8 @@
 // body does not use gets zeros, not "no gradient".
 //
 // Operands, carries and scanned values are nested structures of Tensors
-// (std::tuple, std::pair, std::array, std::vector). Tensors of the enclosing
+// (std::tuple, std::pair, std::array, std::vector, structs registered with
+// ADJIT_TREE; see adjit/tree.h). Tensors of the enclosing
 // trace may be used inside branches and bodies: they become extra operands.
 #pragma once
 
@@ -78,22 +79,24 @@ std::vector<Tensor> rematCall(const FlatFn& fn, const std::vector<Tensor>& args,
 std::vector<Tensor> whileCall(const FlatFn& cond, const FlatFn& body, const std::vector<Tensor>& init,
                               std::optional<int64_t> maxIterations, const char* api, const Location& loc);
 
+/// The Tensor leaves of a structure, in order.
 template <class T> std::vector<Tensor> leavesOf(const T& s) {
   std::vector<Tensor> out;
-  auto push = [&](const Tensor& t) { out.push_back(t); };
-  Map<T>::each(s, push);
+  appendLeaves(s, out);
   return out;
 }
+/// `skeleton`'s structure with the leaves flat[from], flat[from + 1], ...
 template <class T> T rebuildLike(const T& skeleton, const std::vector<Tensor>& flat, std::size_t from = 0) {
   const Tensor* it = flat.data() + from;
-  return OutTensors<T>::rebuild(skeleton, it);
+  return rebuild<Tensor>(skeleton, it);
 }
 
 /// The containers of a structure of Tensors, nested as written, with their
 /// sizes (which a vector's C++ type does not fix); a leaf has no children.
 struct Tree {
-  enum class Kind : uint8_t { leaf, vector, array, tuple, pair };
+  using Kind = TreeKind;
   Kind kind = Kind::leaf;
+  std::string_view name; ///< a registered struct's name ("Params"); empty otherwise
   std::vector<Tree> children;
   friend bool operator==(const Tree&, const Tree&) = default;
 };
@@ -103,28 +106,15 @@ struct Structure {
   std::vector<Type> leaves;
   friend bool operator==(const Structure&, const Structure&) = default;
 };
-inline void nestingOf(const Tensor& t, Tree&, std::vector<Type>& leaves) { leaves.push_back(t.type()); }
-template <class T> void nestingOf(const std::vector<T>& v, Tree& node, std::vector<Type>& leaves);
-template <class T, std::size_t N> void nestingOf(const std::array<T, N>& v, Tree& node, std::vector<Type>& leaves);
-template <class... T> void nestingOf(const std::tuple<T...>& v, Tree& node, std::vector<Type>& leaves);
-template <class A, class B> void nestingOf(const std::pair<A, B>& v, Tree& node, std::vector<Type>& leaves);
-template <class... T> void nestingOfEach(Tree::Kind k, Tree& node, std::vector<Type>& leaves, const T&... xs) {
-  node.kind = k;
-  (nestingOf(xs, node.children.emplace_back(), leaves), ...);
-}
-template <class T> void nestingOf(const std::vector<T>& v, Tree& node, std::vector<Type>& leaves) {
-  node.kind = Tree::Kind::vector;
-  for (const T& x : v) nestingOf(x, node.children.emplace_back(), leaves);
-}
-template <class T, std::size_t N> void nestingOf(const std::array<T, N>& v, Tree& node, std::vector<Type>& leaves) {
-  node.kind = Tree::Kind::array;
-  for (const T& x : v) nestingOf(x, node.children.emplace_back(), leaves);
-}
-template <class... T> void nestingOf(const std::tuple<T...>& v, Tree& node, std::vector<Type>& leaves) {
-  std::apply([&](const auto&... x) { nestingOfEach(Tree::Kind::tuple, node, leaves, x...); }, v);
-}
-template <class A, class B> void nestingOf(const std::pair<A, B>& v, Tree& node, std::vector<Type>& leaves) {
-  nestingOfEach(Tree::Kind::pair, node, leaves, v.first, v.second);
+/// Fills `node` with the containers of `s` and appends its leaves' types.
+template <class T> void nestingOf(const T& s, Tree& node, std::vector<Type>& leaves) {
+  if constexpr (kindOf<T> == TreeKind::leaf) {
+    leaves.push_back(s.type());
+  } else {
+    node.kind = kindOf<T>;
+    if constexpr (kindOf<T> == TreeKind::record) node.name = Traits<T>::name();
+    Traits<T>::each(s, [&](const auto& c) { nestingOf(c, node.children.emplace_back(), leaves); });
+  }
 }
 /// The Structure of `s` (Tensors of the current trace, or of one it may capture).
 template <class T> Structure structureOf(const T& s) {
@@ -155,20 +145,12 @@ struct CaseIndex {
   CaseIndex(const Tensor& i, std::source_location l = std::source_location::current()) : t(i), loc(l) {}
 };
 
-/// Whether T is a structure a loop can carry: Tensors in tuples, pairs,
-/// vectors and arrays (an Array is data, not a traced value).
-template <class T> struct IsTensorTree : std::false_type {};
-template <> struct IsTensorTree<Tensor> : std::true_type {};
-template <class T> struct IsTensorTree<std::vector<T>> : IsTensorTree<T> {};
-template <class T, std::size_t N> struct IsTensorTree<std::array<T, N>> : IsTensorTree<T> {};
-template <class... T> struct IsTensorTree<std::tuple<T...>> : std::bool_constant<(IsTensorTree<T>::value && ...)> {};
-template <class A, class B>
-struct IsTensorTree<std::pair<A, B>> : std::bool_constant<IsTensorTree<A>::value && IsTensorTree<B>::value> {};
-/// A structure of Tensors (see IsTensorTree).
-template <class T> concept TensorTree = IsTensorTree<std::decay_t<T>>::value;
+/// A structure a loop can carry: Tensors in tuples, pairs, vectors, arrays
+/// and registered structs (an Array is data, not a traced value).
+template <class T> concept TensorTree = allLeaves<std::decay_t<T>, IsTensor>();
 #define ADJIT_NOT_A_TENSOR_TREE(api, what)                                                                         \
-  api ": " what " must be Tensors, or tuples, pairs, vectors or arrays of them (make an Array a Tensor with "      \
-      "constant(a))"
+  api ": " what " must be Tensors, or tuples, pairs, vectors, arrays or ADJIT_TREE structs of them (make an "   \
+      "Array a Tensor with constant(a))"
 
 /// The branches called on the operands' structure; all must return the same structure.
 template <class... Ops> struct Branches {
@@ -192,7 +174,7 @@ template <class... Ops> struct Branches {
       if (!skeleton) skeleton = std::make_shared<R>(r);
       results.push_back(structureOf(r));
       std::vector<Tensor> out;
-      Out<R>::flatten(r, out);
+      appendLeaves(r, out);
       return out;
     });
   }
@@ -302,8 +284,8 @@ auto plainScan(const Body& body, const C& init, const X& xs, ScanOptions opts, s
     expectCarry(structureOf(r.first), structureOf(init), "scan", Location::from(sl));
     skeleton = std::make_shared<Y>(r.second);
     std::vector<Tensor> out;
-    Out<C>::flatten(r.first, out);
-    Out<Y>::flatten(r.second, out);
+    appendLeaves(r.first, out);
+    appendLeaves(r.second, out);
     return out;
   };
   auto [carry, ys] = scanCall(fn, flatInit, leavesOf(xs), opts.length, opts.reverse, snapshots, "scan", Location::from(sl));
@@ -343,8 +325,8 @@ auto checkpointedScan(const Body& body, const C& init, const X& xs, ScanOptions 
     return reshape(leadingRows(t, 0, mainSteps), shape);
   };
   auto tailOf = [&](const Tensor& t) { return leadingRows(t, mainSteps, n); };
-  const X mainXs = Map<X>::apply(xs, toBlocks);
-  const X tailXs = Map<X>::apply(xs, tailOf);
+  const X mainXs = mapLeaves<Tensor>(xs, toBlocks);
+  const X tailXs = mapLeaves<Tensor>(xs, tailOf);
   // Each block is traced once into a function whose call recomputes it in the backward.
   using Y = std::decay_t<typename std::decay_t<std::invoke_result_t<const Body&, const C&, const X&>>::second_type>;
   auto outerBody = [&](const C& c, const X& xb) {
@@ -353,7 +335,7 @@ auto checkpointedScan(const Body& body, const C& init, const X& xs, ScanOptions 
       auto r = plainScan(body, rebuildLike(c, ps), rebuildLike(xb, ps, leavesOf(c).size()), ScanOptions{.length = k, .reverse = opts.reverse}, sl);
       skeleton = std::make_shared<std::pair<C, Y>>(r);
       std::vector<Tensor> out;
-      Out<std::pair<C, Y>>::flatten(r, out);
+      appendLeaves(r, out);
       return out;
     };
     std::vector<Tensor> args = leavesOf(c), xl = leavesOf(xb);
@@ -422,7 +404,7 @@ C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& 
   };
   auto fn = [&](const Tensor& i, const std::vector<Tensor>& carry) {
     std::vector<Tensor> out;
-    detail::Out<C>::flatten(checkedBody(i, detail::rebuildLike(init, carry)), out);
+    detail::appendLeaves(checkedBody(i, detail::rebuildLike(init, carry)), out);
     return out;
   };
   if (opts.checkpoint.policy != Checkpoint::Policy::all) { // a scan over the step indices
@@ -458,7 +440,7 @@ C while_loop(const Cond& cond_fn, const Body& body_fn, const C& init, LoopOption
     C next = body_fn(detail::rebuildLike(init, ps));
     detail::expectCarry(detail::structureOf(next), detail::structureOf(init), "while_loop", Location::from(sl));
     std::vector<Tensor> out;
-    detail::Out<C>::flatten(next, out);
+    detail::appendLeaves(next, out);
     return out;
   };
   return detail::rebuildLike(init, detail::whileCall(c, b, detail::leavesOf(init), opts.max_iterations, "while_loop", Location::from(sl)));

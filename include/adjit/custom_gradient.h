@@ -21,8 +21,10 @@ struct GradResult {
 /// std::optional<Tensor> (std::nullopt: no gradient, TensorFlow's None).
 template <class R> std::vector<std::optional<Tensor>> flattenGrads(const R& r) {
   std::vector<std::optional<Tensor>> out;
-  auto push = [&](const auto& leaf) { out.emplace_back(leaf); };
-  Map<std::decay_t<R>>::each(r, push);
+  tree_for_each(r, [&](const auto& leaf) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(leaf)>, std::nullopt_t>) out.emplace_back();
+    else out.emplace_back(leaf);
+  });
   return out;
 }
 using GradFnErased = std::function<GradResult(const std::vector<Tensor>&, const std::vector<Variable>&)>;
@@ -38,18 +40,10 @@ using ForwardBody = std::function<std::vector<Tensor>(std::span<const Tensor>, G
 std::vector<Tensor> customGradientCall(const std::vector<Tensor>& xs, const ForwardBody& body, std::source_location loc,
                                        bool variablesAreConstants = false, bool exactGradient = false);
 
-/// Number of Tensor leaves of a structure whose size is fixed at compile time (-1 otherwise).
-template <class T> struct StaticLeaves : std::integral_constant<int, -1> {};
-template <> struct StaticLeaves<Tensor> : std::integral_constant<int, 1> {};
-template <class... T> struct StaticLeaves<std::tuple<T...>>
-    : std::integral_constant<int, ((StaticLeaves<T>::value < 0) || ...) ? -1 : (StaticLeaves<T>::value + ... + 0)> {};
-template <class A, class B> struct StaticLeaves<std::pair<A, B>> : StaticLeaves<std::tuple<A, B>> {};
-template <class T, std::size_t N> struct StaticLeaves<std::array<T, N>>
-    : std::integral_constant<int, StaticLeaves<T>::value < 0 ? -1 : StaticLeaves<T>::value * static_cast<int>(N)> {};
-
+/// The Tensor leaves of a result structure, in order.
 template <class R> std::vector<Tensor> flatten(const R& r) {
   std::vector<Tensor> out;
-  Out<std::decay_t<R>>::flatten(r, out);
+  appendLeaves(r, out);
   return out;
 }
 
@@ -65,7 +59,7 @@ template <class G> constexpr bool takesVariableVector() {
   else return std::is_invocable_v<const G&, const std::vector<Tensor>&, const std::vector<Variable>&>;
 }
 template <class Ys, class G> constexpr bool acceptsVariables() {
-  constexpr int n = StaticLeaves<Ys>::value;
+  constexpr int n = tree_static_leaves_v<Ys>;
   if constexpr (IsCustomGradientFn<G>::value)
     return false;
   else if constexpr (takesVariableVector<G>())
@@ -83,7 +77,7 @@ template <class Ys, class G> constexpr bool acceptsVariables() {
 /// (it then returns std::pair{grad_xs, grad_vars}); flattens what it returns.
 template <class Ys, class G>
 GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vector<Variable>& vars) {
-  constexpr int n = StaticLeaves<Ys>::value;
+  constexpr int n = tree_static_leaves_v<Ys>;
   constexpr bool withVars = acceptsVariables<Ys, G>();
   auto finish = [](const auto& r) {
     if constexpr (withVars) return GradResult{flattenGrads(r.first), flattenGrads(r.second)};
@@ -147,12 +141,12 @@ private:
     using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
     using Ys = std::decay_t<typename R::first_type>;
     ArgCollector c;
-    (In<Args>::visit(args, c), ...);
+    (visitLeaves(args, c), ...);
     std::shared_ptr<Ys> skeleton;
     using G = std::decay_t<typename R::second_type>;
     ForwardBody body = [&](std::span<const Tensor> params, GradFnErased& gradFn, bool& takesVariables) {
       const Tensor* it = params.data();
-      std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
+      std::tuple<tensor_type_t<Args>...> targs{toTensors(args, it)...};
       R r = std::apply(f_, targs);
       skeleton = std::make_shared<Ys>(r.first);
       takesVariables = acceptsVariables<Ys, G>();
@@ -163,7 +157,7 @@ private:
     };
     std::vector<Tensor> outs = customGradientCall(c.tensors, body, loc_, variablesAreConstants_, exactGradient_);
     const Tensor* it = outs.data();
-    return OutTensors<Ys>::rebuild(*skeleton, it);
+    return rebuild<Tensor>(*skeleton, it);
   }
 
   F f_;
@@ -225,12 +219,12 @@ template <class F, class... X> struct Recompute {
     std::size_t mark = traceMark();
     auto aliasOne = [](const Tensor& t) { return alias(t); };
     std::tuple<X...> again = std::apply([&](const auto&... x) {
-      return std::tuple<X...>{Map<std::decay_t<decltype(x)>>::apply(x, aliasOne)...};
+      return std::tuple<X...>{mapLeaves<Tensor>(x, aliasOne)...};
     }, xs);
     std::vector<Tensor> ys = flatten(std::apply(f, again));
     std::vector<Tensor> sources;
     auto collect = [&](const Tensor& t) { sources.push_back(t); };
-    std::apply([&](const auto&... x) { (Map<std::decay_t<decltype(x)>>::each(x, collect), ...); }, again);
+    std::apply([&](const auto&... x) { (tree_for_each(x, collect), ...); }, again);
     const std::size_t nx = sources.size();
     for (const Variable& v : vars) sources.push_back(v.read());
     std::vector<std::optional<Tensor>> g = differentiateAll(mark, ys, {dys.begin(), dys.end()}, sources);
@@ -299,12 +293,12 @@ public:
     } else {
       using Ys = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
       ArgCollector c;
-      (In<Args>::visit(args, c), ...);
+      (visitLeaves(args, c), ...);
       std::shared_ptr<Ys> skeleton;
       CustomJvpBodies bodies;
       bodies.primal = [&](std::span<const Tensor> ps) {
         const Tensor* it = ps.data();
-        P targs{In<Args>::build(args, it)...};
+        P targs{toTensors(args, it)...};
         Ys ys = std::apply(f_, targs);
         skeleton = std::make_shared<Ys>(ys);
         return flatten(ys);
@@ -312,14 +306,14 @@ public:
       bodies.rule = [&](std::span<const Tensor> ps, std::span<const Tensor> ts) {
         const Tensor* ip = ps.data();
         const Tensor* it = ts.data();
-        const P primals{In<Args>::build(args, ip)...};
-        const P tangents{In<Args>::build(args, it)...};
+        const P primals{toTensors(args, ip)...};
+        const P tangents{toTensors(args, it)...};
         const auto r = rule_(primals, tangents);
         return std::make_pair(flatten(std::get<0>(r)), flatten(std::get<1>(r)));
       };
       std::vector<Tensor> outs = customJvpCall(c.tensors, bodies, loc_);
       const Tensor* it = outs.data();
-      return OutTensors<Ys>::rebuild(*skeleton, it);
+      return rebuild<Tensor>(*skeleton, it);
     }
   }
 

@@ -119,43 +119,8 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-template <class R> struct OutTensors;
-template <> struct OutTensors<Tensor> {
-  static Tensor rebuild(const Tensor&, const Tensor*& it) { return *it++; }
-};
-template <class R> struct OutTensors<std::vector<R>> {
-  static std::vector<R> rebuild(const std::vector<R>& v, const Tensor*& it) {
-    std::vector<R> r;
-    for (const R& x : v) r.push_back(OutTensors<R>::rebuild(x, it));
-    return r;
-  }
-};
-template <class R, std::size_t N> struct OutTensors<std::array<R, N>> {
-  static std::array<R, N> rebuild(const std::array<R, N>& v, const Tensor*& it) {
-    std::array<R, N> r;
-    for (std::size_t i = 0; i < N; ++i) r[i] = OutTensors<R>::rebuild(v[i], it);
-    return r;
-  }
-};
-template <class... R> struct OutTensors<std::tuple<R...>> {
-  static std::tuple<R...> rebuild(const std::tuple<R...>& v, const Tensor*& it) {
-    return std::apply([&](const auto&... x) { return std::tuple<R...>{OutTensors<std::decay_t<decltype(x)>>::rebuild(x, it)...}; }, v);
-  }
-};
-template <class A, class B> struct OutTensors<std::pair<A, B>> {
-  static std::pair<A, B> rebuild(const std::pair<A, B>& v, const Tensor*& it) {
-    auto a = OutTensors<A>::rebuild(v.first, it);
-    auto b = OutTensors<B>::rebuild(v.second, it);
-    return {std::move(a), std::move(b)};
-  }
-};
-
-template <class A> struct HasTensor : std::false_type {};
-template <> struct HasTensor<Tensor> : std::true_type {};
-template <class A> struct HasTensor<std::vector<A>> : HasTensor<A> {};
-template <class A, std::size_t N> struct HasTensor<std::array<A, N>> : HasTensor<A> {};
-template <class... A> struct HasTensor<std::tuple<A...>> : std::disjunction<HasTensor<A>...> {};
-template <class A, class B> struct HasTensor<std::pair<A, B>> : std::disjunction<HasTensor<A>, HasTensor<B>> {};
+/// Whether a structure holds a Tensor (then a call joins the current trace).
+template <class A> inline constexpr bool hasTensor = anyLeaf<A, IsTensor>();
 
 /// The trace body for f called on arguments like `args`: builds f's tensor
 /// arguments from the parameters, calls f, keeps its output structure.
@@ -163,10 +128,10 @@ template <class F, class... Args> JitCore::Body traceBody(const F& f, const Args
   using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
   return [&](std::span<const Tensor> params, std::shared_ptr<void>& skel) {
     const Tensor* it = params.data();
-    std::tuple<tensor_type_t<Args>...> targs{In<Args>::build(args, it)...};
+    std::tuple<tensor_type_t<Args>...> targs{toTensors(args, it)...};
     R r = std::apply(f, targs);
     std::vector<Tensor> outs;
-    Out<R>::flatten(r, outs);
+    appendLeaves(r, outs);
     skel = std::make_shared<R>(std::move(r));
     return outs;
   };
@@ -178,15 +143,21 @@ template <class F, class... Args> JitCore::Body traceBody(const F& f, const Args
 /// (or Tensors).
 template <bool InTrace, class F, class... Args> auto call(JitCore& core, const F& f, const Args&... args) {
   ArgCollector c;
-  (In<Args>::visit(args, c), ...);
+  (visitLeaves(args, c), ...);
   if constexpr (!std::is_invocable_v<const F&, tensor_type_t<Args>...>) {
     // Known at compile time; the compiler's "required from here" names the
     // caller's line. The other branch is discarded, so this is the only error.
     static_assert(std::is_invocable_v<const F&, tensor_type_t<Args>...>,
                   "jit: the function cannot be called with these arguments (wrong number or structure; "
-                  "Arrays and C++ scalars become Tensors, std::vector/std::array/std::tuple/std::pair keep their shape)");
+                  "Arrays and C++ scalars become Tensors, std::vector/std::array/std::tuple/std::pair and structs "
+                  "registered with ADJIT_TREE keep their shape)");
     if constexpr (InTrace) return Tensor{};
     else return Array{};
+  } else if constexpr (!InTrace && !rebindable<std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>, Array>()) {
+    static_assert(InTrace, "jit: the function returns a struct registered with ADJIT_TREE, whose members are Tensors: "
+                           "a compiled call returns Arrays, so register a class template with ADJIT_TREE_TEMPLATE "
+                           "(template <class T> struct S { T w, b; }) or return a std::tuple");
+    return Array{};
   } else {
     using R = std::decay_t<std::invoke_result_t<const F&, tensor_type_t<Args>...>>;
     static const std::size_t structure = typeid(std::tuple<Args...>).hash_code(); // hashes a name: once
@@ -196,12 +167,12 @@ template <bool InTrace, class F, class... Args> auto call(JitCore& core, const F
       std::shared_ptr<void> skel;
       std::vector<Tensor> outs = core.callInTrace(c.hash, c.tensors, body, skel);
       const Tensor* it = outs.data();
-      return OutTensors<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+      return rebuild<Tensor>(*static_cast<const R*>(skel.get()), it);
     } else {
       std::vector<Array> outs;
       const std::shared_ptr<void>& skel = core.call(c.hash, c.leaves(), body, outs);
       Array* it = outs.data();
-      return Out<R>::rebuild(*static_cast<const R*>(skel.get()), it);
+      return rebuild<Array>(*static_cast<const R*>(skel.get()), it);
     }
   }
 }
@@ -224,15 +195,15 @@ struct OutCollector final : LeafSink {
 
 /// Runs f compiled for the arguments' signature, writing its results into `outs`.
 template <class F, class Outs, class... Args> void callInto(JitCore& core, const F& f, Outs& outs, const Args&... args) {
-  static_assert(!std::disjunction_v<HasTensor<std::decay_t<Args>>...>, "into: arguments must be Arrays or C++ scalars");
+  static_assert(!(hasTensor<Args> || ...), "into: arguments must be Arrays or C++ scalars");
   static_assert(std::is_invocable_v<const F&, tensor_type_t<Args>...>,
                 "jit: the function cannot be called with these arguments (wrong number or structure)");
   ArgCollector c;
-  (In<Args>::visit(args, c), ...);
+  (visitLeaves(args, c), ...);
   static const std::size_t structure = typeid(std::tuple<Args...>).hash_code();
   c.mix(structure);
   OutCollector o;
-  In<Outs>::visit(outs, o);
+  visitLeaves(outs, o);
   core.callInto(c.hash, c.leaves(), traceBody(f, args...), o.leaves);
 }
 
@@ -244,7 +215,7 @@ template <class F, class... Args> auto callCompiled(JitCore& core, const F& f, c
 /// a trace, `self.traced(args...)` joins that trace; with Arrays or scalars it
 /// is compiled through `core` and run.
 template <class Self, class... Args> auto tracedOrCompiled(const Self& self, JitCore& core, const Args&... args) {
-  if constexpr (std::disjunction_v<HasTensor<std::decay_t<Args>>...>) {
+  if constexpr ((hasTensor<Args> || ...)) {
     return self.traced(args...);
   } else {
     return callCompiled(core, [self](const auto&... ts) { return self.traced(ts...); }, args...);
@@ -264,7 +235,7 @@ public:
   /// compiled function and returns Arrays in f's output structure. Called with
   /// Tensors inside a trace: records a call to this function in that trace.
   template <class... Args> auto operator()(const Args&... args) const {
-    return detail::call<std::disjunction_v<detail::HasTensor<std::decay_t<Args>>...>>(*core_, f_, args...);
+    return detail::call<(detail::hasTensor<Args> || ...)>(*core_, f_, args...);
   }
 
   /// Runs the compiled function and writes its results into `outs`, an
@@ -291,7 +262,7 @@ public:
 private:
   template <class... Args> static std::vector<Type> types(const Args&... args) {
     detail::TypeCollector tc;
-    (detail::In<Args>::visit(args, tc), ...);
+    (detail::visitLeaves(args, tc), ...);
     return tc.types;
   }
   F f_;

@@ -1,10 +1,10 @@
-// adjit/trace.h — nested structures of tensors (the C++ form of TensorFlow's
-// nests: Tensor, std::tuple, std::pair, std::array, std::vector, nested) and
-// adjit::trace, which records a function into an IR module.
+// adjit/trace.h — adjit::trace, which records a function into an IR module,
+// and the walk that hands a call's arguments (trees, see adjit/tree.h) to it.
 #pragma once
 
 #include <adjit/module.h>
 #include <adjit/tensor.h>
+#include <adjit/tree.h>
 
 #include <array>
 #include <functional>
@@ -30,139 +30,49 @@ struct LeafSink {
   virtual ~LeafSink() = default;
 };
 
-template <class A> struct In;
-
-template <> struct In<Array> {
-  using tensor_type = Tensor;
-  static void visit(const Array& a, LeafSink& s) { s.array(a); }
-  static Tensor build(const Array&, const Tensor*& it) { return *it++; }
-};
-template <> struct In<Type> {
-  using tensor_type = Tensor;
-  static void visit(const Type& t, LeafSink& s) { s.type(t); }
-  static Tensor build(const Type&, const Tensor*& it) { return *it++; }
-};
-template <> struct In<Tensor> {
-  using tensor_type = Tensor;
-  static void visit(const Tensor& t, LeafSink& s) { s.tensor(t); }
-  static Tensor build(const Tensor&, const Tensor*& it) { return *it++; }
-};
 /// The rank-0 type of a dtype (static storage).
 const Type& scalar_type(DType t);
 
-template <class S>
-  requires std::is_arithmetic_v<S>
-struct In<S> {
-  static_assert(std::is_same_v<S, float> || std::is_same_v<S, double> || std::is_same_v<S, int32_t> ||
-                    std::is_same_v<S, int64_t> || std::is_same_v<S, bool>,
-                "scalar arguments must be float, double, int32_t, int64_t or bool");
-  using tensor_type = Tensor;
-  static void visit(const S& v, LeafSink& s) { s.scalar(scalar_type(dtype_of<S>()), &v); }
-  static Tensor build(const S&, const Tensor*& it) { return *it++; }
-};
-template <class A> struct In<std::vector<A>> {
-  using tensor_type = std::vector<typename In<A>::tensor_type>;
-  static void visit(const std::vector<A>& v, LeafSink& s) {
-    s.size(v.size());
-    for (const A& a : v) In<A>::visit(a, s);
+/// Gives each leaf of an argument structure to `s` in order, and each
+/// std::vector's length (which its C++ type does not fix).
+template <class A> void visitLeaves(const A& a, LeafSink& s) {
+  using L = std::remove_cvref_t<A>;
+  if constexpr (kindOf<L> == TreeKind::leaf) {
+    if constexpr (std::is_same_v<L, Array>) {
+      s.array(a);
+    } else if constexpr (std::is_same_v<L, Type>) {
+      s.type(a);
+    } else if constexpr (std::is_same_v<L, Tensor>) {
+      s.tensor(a);
+    } else if constexpr (std::is_arithmetic_v<L>) {
+      static_assert(std::is_same_v<L, float> || std::is_same_v<L, double> || std::is_same_v<L, int32_t> ||
+                        std::is_same_v<L, int64_t> || std::is_same_v<L, bool>,
+                    "scalar arguments must be float, double, int32_t, int64_t or bool");
+      s.scalar(scalar_type(dtype_of<L>()), &a);
+    } else {
+      static_assert(kFalse<L>, "arguments are Arrays, C++ scalars, adjit::Types or Tensors, in structures of them");
+    }
+  } else {
+    static_assert(kindOf<L> != TreeKind::none,
+                  "arguments are Arrays, C++ scalars, adjit::Types or Tensors, in std::tuple, std::pair, std::array, "
+                  "std::vector or structs registered with ADJIT_TREE");
+    if constexpr (kindOf<L> == TreeKind::vector) s.size(a.size());
+    if constexpr (kindOf<L> != TreeKind::none) Traits<L>::each(a, [&](const auto& c) { visitLeaves(c, s); });
   }
-  static tensor_type build(const std::vector<A>& v, const Tensor*& it) {
-    tensor_type r;
-    r.reserve(v.size());
-    for (const A& a : v) r.push_back(In<A>::build(a, it));
-    return r;
-  }
-};
-template <class A, std::size_t N> struct In<std::array<A, N>> {
-  using tensor_type = std::array<typename In<A>::tensor_type, N>;
-  static void visit(const std::array<A, N>& v, LeafSink& s) {
-    for (const A& a : v) In<A>::visit(a, s);
-  }
-  static tensor_type build(const std::array<A, N>& v, const Tensor*& it) {
-    tensor_type r;
-    for (std::size_t i = 0; i < N; ++i) r[i] = In<A>::build(v[i], it);
-    return r;
-  }
-};
-template <class... A> struct In<std::tuple<A...>> {
-  using tensor_type = std::tuple<typename In<A>::tensor_type...>;
-  static void visit(const std::tuple<A...>& v, LeafSink& s) {
-    std::apply([&](const auto&... a) { (In<std::decay_t<decltype(a)>>::visit(a, s), ...); }, v);
-  }
-  static tensor_type build(const std::tuple<A...>& v, const Tensor*& it) {
-    return std::apply([&](const auto&... a) { return tensor_type{In<std::decay_t<decltype(a)>>::build(a, it)...}; }, v);
-  }
-};
-template <class A, class B> struct In<std::pair<A, B>> {
-  using tensor_type = std::pair<typename In<A>::tensor_type, typename In<B>::tensor_type>;
-  static void visit(const std::pair<A, B>& v, LeafSink& s) {
-    In<A>::visit(v.first, s);
-    In<B>::visit(v.second, s);
-  }
-  static tensor_type build(const std::pair<A, B>& v, const Tensor*& it) {
-    auto a = In<A>::build(v.first, it);
-    auto b = In<B>::build(v.second, it);
-    return {std::move(a), std::move(b)};
-  }
-};
+}
 
-/// References in a structure (std::tie of outputs for Jitted::into) are their referents.
-template <class A> struct In<A&> : In<A> {};
+/// The structure of a traced function's argument for an argument `A` of the
+/// call: the same containers with Tensor leaves.
+template <class A> using tensor_type_t = tree_rebind_t<A, Tensor>;
 
-template <class A> using tensor_type_t = typename In<std::decay_t<A>>::tensor_type;
+/// The Tensors standing for argument `a` in a trace: its structure, leaves
+/// taken from `it` in order.
+template <class A> tensor_type_t<A> toTensors(const A& a, const Tensor*& it) { return rebuild<Tensor>(a, it); }
 
-// ---- outputs: structures of Tensors become the same structures of Arrays ------------
-
-template <class R> struct Out;
-template <> struct Out<Tensor> {
-  using array_type = Array;
-  static void flatten(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
-  static Array rebuild(const Tensor&, Array*& it) { return std::move(*it++); }
-};
-template <class R> struct Out<std::vector<R>> {
-  using array_type = std::vector<typename Out<R>::array_type>;
-  static void flatten(const std::vector<R>& v, std::vector<Tensor>& out) {
-    for (const R& r : v) Out<R>::flatten(r, out);
-  }
-  static array_type rebuild(const std::vector<R>& v, Array*& it) {
-    array_type a;
-    a.reserve(v.size());
-    for (const R& r : v) a.push_back(Out<R>::rebuild(r, it));
-    return a;
-  }
-};
-template <class R, std::size_t N> struct Out<std::array<R, N>> {
-  using array_type = std::array<typename Out<R>::array_type, N>;
-  static void flatten(const std::array<R, N>& v, std::vector<Tensor>& out) {
-    for (const R& r : v) Out<R>::flatten(r, out);
-  }
-  static array_type rebuild(const std::array<R, N>& v, Array*& it) {
-    array_type a;
-    for (std::size_t i = 0; i < N; ++i) a[i] = Out<R>::rebuild(v[i], it);
-    return a;
-  }
-};
-template <class... R> struct Out<std::tuple<R...>> {
-  using array_type = std::tuple<typename Out<R>::array_type...>;
-  static void flatten(const std::tuple<R...>& v, std::vector<Tensor>& out) {
-    std::apply([&](const auto&... r) { (Out<std::decay_t<decltype(r)>>::flatten(r, out), ...); }, v);
-  }
-  static array_type rebuild(const std::tuple<R...>& v, Array*& it) {
-    return std::apply([&](const auto&... r) { return array_type{Out<std::decay_t<decltype(r)>>::rebuild(r, it)...}; }, v);
-  }
-};
-template <class A, class B> struct Out<std::pair<A, B>> {
-  using array_type = std::pair<typename Out<A>::array_type, typename Out<B>::array_type>;
-  static void flatten(const std::pair<A, B>& v, std::vector<Tensor>& out) {
-    Out<A>::flatten(v.first, out);
-    Out<B>::flatten(v.second, out);
-  }
-  static array_type rebuild(const std::pair<A, B>& v, Array*& it) {
-    auto a = Out<A>::rebuild(v.first, it);
-    auto b = Out<B>::rebuild(v.second, it);
-    return {std::move(a), std::move(b)};
-  }
-};
+/// Appends the Tensor leaves of a result structure to `out`.
+template <class R> void appendLeaves(const R& r, std::vector<Tensor>& out) {
+  tree_for_each(r, [&](const Tensor& t) { out.push_back(t); });
+}
 
 struct VariableState;
 
@@ -197,10 +107,10 @@ std::string describeArgs(const std::vector<Type>& types);
 /// supported structure) into a module holding one function named `name`.
 template <class F, class... Types> Module trace_named(const std::string& name, F&& f, const Types&... types) {
   detail::TypeCollector tc;
-  (detail::In<Types>::visit(types, tc), ...);
+  (detail::visitLeaves(types, tc), ...);
   return detail::traceModule(name, tc.types, [&](std::span<const Tensor> params) {
     const Tensor* it = params.data();
-    std::tuple<detail::tensor_type_t<Types>...> args{detail::In<Types>::build(types, it)...};
+    std::tuple<detail::tensor_type_t<Types>...> args{detail::toTensors(types, it)...};
     if constexpr (!std::is_invocable_v<F&, detail::tensor_type_t<Types>...>) {
       static_assert(std::is_invocable_v<F&, detail::tensor_type_t<Types>...>,
                     "trace: the function cannot be called with arguments of these types (wrong number or structure)");
@@ -208,7 +118,7 @@ template <class F, class... Types> Module trace_named(const std::string& name, F
       using R = std::decay_t<std::invoke_result_t<F&, detail::tensor_type_t<Types>...>>;
       R r = std::apply(f, args);
       std::vector<Tensor> outs;
-      detail::Out<R>::flatten(r, outs);
+      detail::appendLeaves(r, outs);
       return outs;
     }
   });

@@ -168,15 +168,18 @@ std::string joined(const std::vector<std::string>& parts) {
   return r;
 }
 
-/// "vector of 3 f64[4]", "pair of (vector of 2 f64[4], f64[])": a Structure
+/// "vector of 3 f64[4]", "pair of (vector of 2 f64[4], f64[])", "Params of
+/// (f32[3], f32[])" (a registered struct): a Structure
 /// for error messages; `next` walks its leaves.
 std::string render(const Tree& t, const std::vector<Type>& leaves, std::size_t& next) {
   if (t.kind == Tree::Kind::leaf) return next < leaves.size() ? leaves[next++].str() : "?";
   std::vector<std::string> parts;
   for (const Tree& c : t.children) parts.push_back(render(c, leaves, next));
-  const char* kind = t.kind == Tree::Kind::vector ? "vector" : t.kind == Tree::Kind::array ? "array"
-                   : t.kind == Tree::Kind::tuple  ? "tuple"
-                                                  : "pair";
+  const std::string kind = t.kind == Tree::Kind::record ? std::string(t.name)
+                          : t.kind == Tree::Kind::vector ? "vector"
+                          : t.kind == Tree::Kind::array  ? "array"
+                          : t.kind == Tree::Kind::tuple  ? "tuple"
+                                                         : "pair";
   const bool same = std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return p == parts[0]; });
   if ((t.kind == Tree::Kind::vector || t.kind == Tree::Kind::array) && (parts.empty() || same))
     return fmt::format("{} of {}{}", kind, parts.size(), parts.empty() ? "" : " " + parts[0]);

@@ -1,5 +1,5 @@
 // scan over an Array of inputs: one clear error naming scan.
-// expect: scan: init and xs must be Tensors, or tuples, pairs, vectors or arrays of them (make an Array a Tensor with constant(a))
+// expect: scan: init and xs must be Tensors, or tuples, pairs, vectors, arrays or ADJIT_TREE structs of them (make an Array a Tensor with constant(a))
 #include <adjit/adjit.h>
 int main() {
   auto f = [](adjit::Tensor h) {
