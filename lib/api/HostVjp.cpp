@@ -48,9 +48,9 @@ runFirstHalf(const char* api, const std::vector<Type>& types, std::span<const Le
                             vars.reads[0]->name));
   auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
   const autodiff::SplitVjp halves = split(m, api);
-  auto first = engine::compile({*m, halves.fwd, 2, "", 0});
+  auto first = engine::compile({*m, halves.fwd});
   auto state = std::make_shared<HostVjp>();
-  state->backward = engine::compile({*m, halves.bwd, 2, "", 0});
+  state->backward = engine::compile({*m, halves.bwd});
   state->primals = types;
   for (const Type& t : types) state->floating.push_back(is_floating(t.dtype));
   std::vector<Array> outs;

@@ -3,6 +3,8 @@
 // and options give byte-identical outputs.
 #pragma once
 
+#include "jit/Pipeline.h"
+
 #include "ir/IR.h"
 
 #include <map>
@@ -20,9 +22,10 @@ struct AotRequest {
   std::map<std::string, std::vector<std::size_t>> argnums;
   std::vector<std::string> jvps;      ///< NAME: also NAME_jvp (x..., dx...) -> (y..., dy...), forward mode
   std::vector<std::string> vjps;      ///< NAME: a gradient bundle NAME_fwd / NAME_bwd / NAME_residuals
-  int optLevel = 2;
-  std::string cpu;                    ///< empty: the host's
-  bool threads = false;               ///< split large loops, run through the header's adjit_parallel_for_hook
+  /// How code is generated: threads split large loops through the header's
+  /// adjit_parallel_for_hook (off by default); objects have no packed entry
+  /// points and are one part (both forced).
+  CompileOptions options{.threads = false};
   std::string headerGuard = "ADJIT_MODEL_H";
   std::string source = "model.adj";   ///< named in the header's comment
 };

@@ -1,4 +1,5 @@
-// jit/Engine.cpp — the compile pipeline and the process-wide LLJIT.
+// jit/Engine.cpp — the JIT: the cache lookup around the compile pipeline
+// (Pipeline.h), the process-wide LLJIT that loads its objects, and calls.
 #include "jit/Engine.h"
 #include "runtime/ThreadPool.h"
 
@@ -10,7 +11,7 @@
 #include "codegen/Codegen.h"
 #include "runtime/Callbacks.h"
 #include "jit/DiskCache.h"
-#include "jit/Partition.h"
+#include "jit/Pipeline.h"
 #include "codegen/Target.h"
 #include "ir/Text.h"
 #include "ir/Verifier.h"
@@ -21,10 +22,8 @@
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/MC/MCAsmInfo.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <fmt/format.h>
@@ -177,115 +176,29 @@ std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std:
   return kernel;
 }
 
-/// Modules with at least this many instructions are compiled in partitions,
-/// one per core (up to kMaxPartitions): below it, the bitcode hand-off and
-/// thread start cost more than they save. A loop's callee stays with its
-/// caller (partsOf), so calls between parts cost no run time (before that
-/// rule, a threshold of 600 cut a scan's step from its loop: the ODE's value
-/// and gradient, 0.13 -> 0.18-0.26 ms). Measured against 2,000 on two cores:
-/// B4's first call 70-72 -> 41-43 ms, an unrolled LSTM's forward over 64 steps
-/// (1,590 instructions) 36-37 -> 24 ms, no program slower, every run time the
-/// same; 500 gained nothing more.
-/// A module holding functions a fusion plan cut out of large code to compile
-/// in parallel (kCompilePartAttribute) is partitioned whatever its size: the
-/// plan cuts only code doing enough work per call that calls between parts
-/// cost nothing measurable. (A 100-op chain's gradient, 456 instructions:
-/// 36 -> 23 ms in LLVM; cut but compiled on one core it took 36 ms, against
-/// 32 ms uncut.)
-constexpr std::size_t kParallelInstructions = 1000;
-constexpr unsigned kMaxPartitions = 4;
-
-/// Constant tables of at least this many bytes are compiled into an object
-/// of their own (separateLargeConstants).
-constexpr uint64_t kSeparateConstantBytes = 4096;
-
-/// Moves the large constant tables of `lm` (a gather's index table, a
-/// program's data) into a module of their own and leaves declarations in
-/// `lm`. Returns null when there are none. Loads from such tables are at
-/// indices known only at run time, so the optimiser loses nothing, and the
-/// tables skip the bitcode hand-off of module partitions, which writes and
-/// reads a record element per byte (20-30 ms for a 200k-row problem).
-std::unique_ptr<llvm::Module> separateLargeConstants(llvm::Module& lm, const std::string& symbol) {
-  std::unique_ptr<llvm::Module> data;
-  int count = 0;
-  for (llvm::GlobalVariable& g : lm.globals()) {
-    if (!g.isConstant() || !g.hasInitializer()) continue;
-    const auto* table = llvm::dyn_cast<llvm::ConstantDataSequential>(g.getInitializer());
-    if (!table || table->getRawDataValues().size() < kSeparateConstantBytes) continue;
-    if (!data) {
-      data = std::make_unique<llvm::Module>(lm.getName().str() + ".data", lm.getContext());
-      data->setDataLayout(lm.getDataLayout());
-      data->setTargetTriple(lm.getTargetTriple());
+/// Every stage of a compilation as text, for a sink: Jitted::lower()'s
+/// stages and ADJIT_DUMP's files. The optimised LLVM module is also
+/// rendered as assembly, from a copy (code generation changes the module).
+class StageText final : public Instrumentation {
+public:
+  using Sink = std::function<void(Stage, const std::string& text)>;
+  /// `locations`: the IR after the passes keeps its source locations (dumps).
+  StageText(Sink sink, bool locations) : sink_(std::move(sink)), locations_(locations) {}
+  bool inspects() const override { return true; }
+  void after(const StageArtifact& a) override {
+    if (a.module) sink_(a.stage, ir::print(*a.module, {.locations = a.stage == Stage::traced || locations_}));
+    if (a.plan) sink_(a.stage, *a.plan);
+    if (a.llvm) sink_(a.stage, codegen::printLLVM(*a.llvm));
+    if (a.llvm && a.stage == Stage::optimize) {
+      auto copy = llvm::CloneModule(*a.llvm);
+      sink_(Stage::codegen, codegen::emitAssembly(*copy, *a.target));
     }
-    // The same initializer (the emitter writes tables as bytes): one context.
-    const std::string name = symbol + ".data" + std::to_string(count++);
-    auto* def = new llvm::GlobalVariable(*data, g.getValueType(), true, llvm::GlobalValue::ExternalLinkage,
-                                         g.getInitializer(), name);
-    def->setAlignment(g.getAlign());
-    g.setInitializer(nullptr);
-    g.setLinkage(llvm::GlobalValue::ExternalLinkage);
-    g.setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::None);
-    g.setName(name);
   }
-  return data;
-}
 
-/// Optimises and compiles `lm` into object files. With several cores and a
-/// large module, or one holding a plan's parts, the module is split
-/// (jit/Partition.h) and each part is optimised and compiled in its own LLVM
-/// context on its own thread; `partitions` says how many. `optMs` and
-/// `emitMs` time the optimiser and code generator (partitioned: both in `optMs`).
-std::vector<std::string> compileObjects(llvm::Module& lm, const CompileRequest& r, llvm::TargetMachine& tm,
-                                        const std::string& symbol, unsigned& partitions, double& optMs, double& emitMs) {
-  std::size_t instructions = 0, functions = 0, parts = 0;
-  for (const llvm::Function& f : lm)
-    if (!f.isDeclaration()) {
-      instructions += f.getInstructionCount();
-      ++functions;
-      parts += f.hasFnAttribute(codegen::kCompilePartAttribute);
-    }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  partitions = instructions >= kParallelInstructions || parts > 1
-                   ? static_cast<unsigned>(std::min<std::size_t>({cores, kMaxPartitions, functions}))
-                   : 1;
-  auto t0 = Clock::now();
-  std::vector<std::string> objects;
-  if (std::unique_ptr<llvm::Module> data = separateLargeConstants(lm, symbol)) objects.push_back(codegen::emitObject(*data, tm));
-  std::vector<std::string> bitcode;
-  if (partitions > 1) bitcode = splitModule(lm, partitions, symbol);
-  partitions = std::max<unsigned>(1, static_cast<unsigned>(bitcode.size()));
-  if (bitcode.empty()) {
-    codegen::optimize(lm, tm, r.optLevel);
-    optMs = msSince(t0);
-    t0 = Clock::now();
-    objects.push_back(codegen::emitObject(lm, tm));
-    emitMs = msSince(t0);
-    return objects;
-  }
-  const std::size_t first = objects.size();
-  objects.resize(first + bitcode.size());
-  std::vector<std::exception_ptr> errors(bitcode.size());
-  auto work = [&](std::size_t i) {
-    try {
-      llvm::LLVMContext ctx;
-      auto part = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i], "partition"), ctx);
-      if (!part) throw InternalError("jit: cannot read a partition back: " + llvm::toString(part.takeError()));
-      auto ptm = codegen::createTargetMachine({r.optLevel, r.cpu});
-      codegen::optimize(**part, *ptm, r.optLevel);
-      objects[first + i] = codegen::emitObject(**part, *ptm);
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < bitcode.size(); ++i) threads.emplace_back(work, i);
-  work(0);
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-  optMs = msSince(t0);
-  return objects;
-}
+private:
+  Sink sink_;
+  bool locations_;
+};
 
 } // namespace
 
@@ -322,14 +235,13 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   auto t0 = Clock::now();
   LongHash material;
   ir::fingerprint(r.module, {.codeLocations = true}, material);
-  material.update(fmt::format("\n@{}\n{} O{}\n{}", r.function, targetKeyFor(r.cpu), r.optLevel, buildIdentity()));
+  const CompileOptions& o = r.options;
+  material.update(fmt::format("\n@{}\n{} O{} threads {} packed {}\n{}", r.function, targetKeyFor(o.cpu), o.optLevel, o.threads,
+                              o.packed, buildIdentity()));
   const CacheKey ck = CacheKey::of(material);
   const uint64_t key = ck.hash;
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
-  // Each dump file opens with a comment (in its own syntax) naming what was compiled.
-  auto dumpStage = [&](const std::string& stage, std::string_view comment, const std::string& text) {
-    dumpFile(dumpLabel + "." + stage, fmt::format("{} adjit dump {}: {}{}, kernel {}\n{}", comment, dumpLabel, r.function, sig, symbol, text));
-  };
+
   std::string disk;
   if (cached) {
     {
@@ -364,58 +276,38 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   }
 
   const double keyMs = msSince(t0);
-  // The traced text is printed before the passes run on what may be the
-  // traced module itself.
-  if (stages) stages->traced_adj = ir::print(r.module, {.locations = true});
-  if (dump) dumpStage("1-traced.adj", "//", ir::print(r.module, {.locations = true}));
-  t0 = Clock::now();
+  // What watches the stages: Jitted::lower() and ADJIT_DUMP read their text.
+  std::vector<std::unique_ptr<Instrumentation>> watching;
+  if (stages)
+    watching.push_back(std::make_unique<StageText>(
+        [stages](Stage s, const std::string& text) {
+          std::string* field[] = {&stages->traced_adj, &stages->optimized_adj,     &stages->plan,
+                                  &stages->llvm_ir,    &stages->optimized_llvm_ir, &stages->assembly};
+          *field[static_cast<std::size_t>(s)] = text;
+        },
+        false));
+  if (dump)
+    watching.push_back(std::make_unique<StageText>(
+        [&](Stage s, const std::string& text) {
+          static constexpr const char* kFiles[] = {"1-traced.adj", "2-optimized.adj", "3-plan.txt", "4-llvm.ll", "5-llvm-opt.ll", "6-asm.s"};
+          const bool adj = s <= Stage::plan;
+          dumpFile(fmt::format("{}.{}", dumpLabel, kFiles[static_cast<std::size_t>(s)]),
+                   fmt::format("{} adjit dump {}: {}{}, kernel {}\n{}", adj ? "//" : s == Stage::codegen ? "#" : ";", dumpLabel,
+                               r.function, sig, symbol, text));
+        },
+        true));
+  std::vector<Instrumentation*> instruments;
+  for (auto& w : watching) instruments.push_back(w.get());
+
+  Compilation c(label, symbol, r.options, instruments);
   std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
-  if (ir::verifyAfterPasses()) ir::verify(*m);
-  transforms::PipelineOptions passes;
-  passes.subject = r.function + sig; // names the function in ADJIT_LOG=passes lines
-  transforms::runPipeline(*m, transforms::defaultPipeline(), passes);
+  c.runPasses(*m, r.function + sig); // the subject names the function in ADJIT_LOG=passes lines
   ++passRuns;
   fn = m->lookup(r.function); // r.module's may be gone; the passes keep its signature
   ADJIT_ASSERT(fn, "compile: the passes removed @" + r.function);
-  double passMs = msSince(t0);
-  if (stages) stages->optimized_adj = ir::print(*m);
-  if (dump) dumpStage("2-optimized.adj", "//", ir::print(*m, {.locations = true}));
-
-  auto t1 = Clock::now();
-  auto tm = codegen::createTargetMachine({r.optLevel, r.cpu});
-  llvm::LLVMContext ctx;
-  llvm::Module lm(label, ctx);
-  std::string plans;
-  double planMs = 0;
-  const uint64_t scratch = codegen::lowerFunction(*m, r.function, symbol, lm, codegen::vectorUnit(*tm), true, (stages || dump) ? &plans : nullptr,
-                                                  /*parallel=*/true, &planMs);
-  if (stages) stages->plan = plans;
-  if (dump) dumpStage("3-plan.txt", "//", plans);
-  codegen::configureModule(lm, *tm);
-  const double lowerMs = msSince(t1);
-  if (stages) stages->llvm_ir = codegen::printLLVM(lm);
-  if (dump) dumpStage("4-llvm.ll", ";", codegen::printLLVM(lm));
+  const uint64_t scratch = c.lower(*m, r.function, symbol);
   ++llvmRuns;
-  std::vector<std::string> objects;
-  double optMs = 0, emitMs = 0;
-  unsigned partitions = 1;
-  if (stages || dump) { // every stage's text, from one module
-    auto tOpt = Clock::now();
-    codegen::optimize(lm, *tm, r.optLevel);
-    optMs = msSince(tOpt);
-    if (stages) stages->optimized_llvm_ir = codegen::printLLVM(lm);
-    if (dump) dumpStage("5-llvm-opt.ll", ";", codegen::printLLVM(lm));
-    auto clone = llvm::CloneModule(lm);
-    std::string s = codegen::emitAssembly(*clone, *tm);
-    if (stages) stages->assembly = s;
-    if (dump) dumpStage("6-asm.s", tm->getMCAsmInfo()->getCommentString(), s);
-    auto tEmit = Clock::now();
-    objects.push_back(codegen::emitObject(lm, *tm));
-    emitMs = msSince(tEmit);
-  } else {
-    objects = compileObjects(lm, r, *tm, symbol, partitions, optMs, emitMs);
-  }
-  double llvmMs = msSince(t1);
+  const std::vector<std::string> objects = c.emit();
   // ADJIT_LLVM_ARGS=-time-passes: LLVM's per-pass times of this compilation, on stderr.
   if (llvm::TimePassesIsEnabled) llvm::reportAndResetTimings(&llvm::errs());
   if (cached) {
@@ -427,13 +319,14 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   auto t2 = Clock::now();
   std::shared_ptr<Kernel> kernel = load(objects, symbol, label, key, scratch, *fn);
   const double linkMs = msSince(t2);
-  notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, passMs, llvmMs, linkMs});
+  const Compilation::Times& t = c.times();
+  notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, t.passes, t.llvm(), linkMs});
   if (log)
     logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (plan {:.2f}, lower {:.2f}, {}), "
                                    "link {:.2f} ms, cache miss{}{}",
-                                   r.function, sig, r.traceMs, keyMs, passMs, llvmMs, planMs, lowerMs - planMs,
-                                   partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", optMs, partitions)
-                                                  : fmt::format("optimise {:.2f}, codegen {:.2f}", optMs, emitMs),
+                                   r.function, sig, r.traceMs, keyMs, t.passes, t.llvm(), t.plan, t.lower,
+                                   t.partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", t.optimize, t.partitions)
+                                                    : fmt::format("optimise {:.2f}, codegen {:.2f}", t.optimize, t.codegen),
                                    linkMs, disk, dump ? ", dump " + dumpLabel : ""));
   return kernel;
 }

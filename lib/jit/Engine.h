@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ir/IR.h"
+#include "jit/Pipeline.h"
 
 #include <adjit/jit.h>
 
@@ -27,8 +28,9 @@ struct Kernel {
 struct CompileRequest {
   const ir::Module& module; ///< as traced
   std::string function;
-  int optLevel = 2;
-  std::string cpu;
+  /// How code is generated (the JIT's defaults: threads, packed entry
+  /// points, large modules in parts). Part of the cache key.
+  CompileOptions options = {};
   double traceMs = 0; ///< for the compile log
   /// `module` itself, when the caller has no further use for it: a
   /// compilation then takes its functions instead of copying them (a

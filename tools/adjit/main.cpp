@@ -333,7 +333,7 @@ int runDump(const Args& a) {
   }
   ADJIT_ASSERT(kind->stage, std::string("no stage for --emit=") + kind->name);
   CompiledStages s;
-  engine::compile({m.impl(), fn, a.opt, a.cpu, 0}, &s);
+  engine::compile({m.impl(), fn, {.optLevel = a.opt, .cpu = a.cpu}}, &s);
   std::fputs((s.*(kind->stage)).c_str(), stdout);
   return 0;
 }
@@ -388,7 +388,7 @@ int runRun(const Args& a) {
       throw Error(fmt::format("run: argument {} of @{} must be {}, got {}", i, fn, f.type(f.params[i]).str(), args[i].type().str()));
     leaves.push_back({args[i].raw(), &args[i].type()});
   }
-  auto kernel = engine::compile({m.impl(), fn, a.opt, a.cpu, 0});
+  auto kernel = engine::compile({m.impl(), fn, {.optLevel = a.opt, .cpu = a.cpu}});
   std::vector<Array> outs;
   engine::run(*kernel, leaves, outs);
   for (const Array& o : outs) std::printf("%s\n", o.str(1 << 20).c_str());
@@ -470,9 +470,7 @@ int runCompile(const Args& a) {
   }
   r.jvps = a.jvps;
   r.vjps = a.vjps;
-  r.optLevel = a.opt;
-  r.cpu = a.cpu;
-  r.threads = a.threads;
+  r.options = {.optLevel = a.opt, .cpu = a.cpu, .threads = a.threads};
   r.source = std::filesystem::path(a.file).filename().string();
   std::string guard = "ADJIT_" + engine::cName(std::filesystem::path(a.header).stem().string()) + "_H";
   for (char& c : guard) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -1,0 +1,211 @@
+// jit/Pipeline.cpp — the stages of a compilation (Pipeline.h), their timing,
+// and the partitioned optimisation and code generation of large modules.
+#include "jit/Pipeline.h"
+
+#include "codegen/Codegen.h"
+#include "codegen/Target.h"
+#include "ir/Verifier.h"
+#include "jit/Partition.h"
+#include "support/Assert.h"
+#include "transforms/Passes.h"
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <thread>
+
+namespace adjit::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+/// Modules with at least this many instructions are compiled in partitions,
+/// one per core (up to kMaxPartitions): below it, the bitcode hand-off and
+/// thread start cost more than they save. A loop's callee stays with its
+/// caller (partsOf), so calls between parts cost no run time (before that
+/// rule, a threshold of 600 cut a scan's step from its loop: the ODE's value
+/// and gradient, 0.13 -> 0.18-0.26 ms). Measured against 2,000 on two cores:
+/// B4's first call 70-72 -> 41-43 ms, an unrolled LSTM's forward over 64 steps
+/// (1,590 instructions) 36-37 -> 24 ms, no program slower, every run time the
+/// same; 500 gained nothing more.
+/// A module holding functions a fusion plan cut out of large code to compile
+/// in parallel (kCompilePartAttribute) is partitioned whatever its size: the
+/// plan cuts only code doing enough work per call that calls between parts
+/// cost nothing measurable. (A 100-op chain's gradient, 456 instructions:
+/// 36 -> 23 ms in LLVM; cut but compiled on one core it took 36 ms, against
+/// 32 ms uncut.)
+constexpr std::size_t kParallelInstructions = 1000;
+constexpr unsigned kMaxPartitions = 4;
+
+/// Constant tables of at least this many bytes are compiled into an object
+/// of their own (separateLargeConstants).
+constexpr uint64_t kSeparateConstantBytes = 4096;
+
+/// Moves the large constant tables of `lm` (a gather's index table, a
+/// program's data) into a module of their own and leaves declarations in
+/// `lm`. Returns null when there are none. Loads from such tables are at
+/// indices known only at run time, so the optimiser loses nothing, and the
+/// tables skip the bitcode hand-off of module partitions, which writes and
+/// reads a record element per byte (20-30 ms for a 200k-row problem).
+std::unique_ptr<llvm::Module> separateLargeConstants(llvm::Module& lm, const std::string& symbol) {
+  std::unique_ptr<llvm::Module> data;
+  int count = 0;
+  for (llvm::GlobalVariable& g : lm.globals()) {
+    if (!g.isConstant() || !g.hasInitializer()) continue;
+    const auto* table = llvm::dyn_cast<llvm::ConstantDataSequential>(g.getInitializer());
+    if (!table || table->getRawDataValues().size() < kSeparateConstantBytes) continue;
+    if (!data) {
+      data = std::make_unique<llvm::Module>(lm.getName().str() + ".data", lm.getContext());
+      data->setDataLayout(lm.getDataLayout());
+      data->setTargetTriple(lm.getTargetTriple());
+    }
+    // The same initializer (the emitter writes tables as bytes): one context.
+    const std::string name = symbol + ".data" + std::to_string(count++);
+    auto* def = new llvm::GlobalVariable(*data, g.getValueType(), true, llvm::GlobalValue::ExternalLinkage,
+                                         g.getInitializer(), name);
+    def->setAlignment(g.getAlign());
+    g.setInitializer(nullptr);
+    g.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    g.setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::None);
+    g.setName(name);
+  }
+  return data;
+}
+
+/// How many parts to compile `lm` in: one unless it is large or holds a
+/// plan's parts, and there are cores for more.
+unsigned partitionsFor(const llvm::Module& lm) {
+  std::size_t instructions = 0, functions = 0, parts = 0;
+  for (const llvm::Function& f : lm)
+    if (!f.isDeclaration()) {
+      instructions += f.getInstructionCount();
+      ++functions;
+      parts += f.hasFnAttribute(codegen::kCompilePartAttribute);
+    }
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return instructions >= kParallelInstructions || parts > 1
+             ? static_cast<unsigned>(std::min<std::size_t>({cores, kMaxPartitions, functions}))
+             : 1;
+}
+
+/// Optimises and compiles each part of `bitcode` in its own LLVM context on
+/// its own thread, into objects[first + i].
+void compileParts(const std::vector<std::string>& bitcode, const CompileOptions& o, std::vector<std::string>& objects,
+                  std::size_t first) {
+  std::vector<std::exception_ptr> errors(bitcode.size());
+  auto work = [&](std::size_t i) {
+    try {
+      llvm::LLVMContext ctx;
+      auto part = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i], "partition"), ctx);
+      if (!part) throw InternalError("jit: cannot read a partition back: " + llvm::toString(part.takeError()));
+      auto ptm = codegen::createTargetMachine({o.optLevel, o.cpu});
+      codegen::optimize(**part, *ptm, o.optLevel);
+      objects[first + i] = codegen::emitObject(**part, *ptm);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < bitcode.size(); ++i) threads.emplace_back(work, i);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+} // namespace
+
+std::string_view stageName(Stage s) {
+  switch (s) {
+  case Stage::traced: return "traced";
+  case Stage::passes: return "passes";
+  case Stage::plan: return "plan";
+  case Stage::lower: return "lower";
+  case Stage::optimize: return "optimize";
+  case Stage::codegen: return "codegen";
+  }
+  ADJIT_UNREACHABLE("bad stage");
+}
+
+Compilation::Compilation(std::string name, std::string symbol, CompileOptions options, std::vector<Instrumentation*> instruments)
+    : name_(std::move(name)), symbol_(std::move(symbol)), options_(std::move(options)), instruments_(std::move(instruments)),
+      target_(codegen::createTargetMachine({options_.optLevel, options_.cpu})),
+      context_(std::make_unique<llvm::LLVMContext>()), module_(std::make_unique<llvm::Module>(name_, *context_)) {}
+
+Compilation::~Compilation() = default;
+
+void Compilation::report(const StageArtifact& a) {
+  for (Instrumentation* i : instruments_) i->after(a);
+}
+
+bool Compilation::inspected() const {
+  return std::any_of(instruments_.begin(), instruments_.end(), [](const Instrumentation* i) { return i->inspects(); });
+}
+
+void Compilation::runPasses(ir::Module& m, const std::string& subject) {
+  report({.stage = Stage::traced, .module = &m});
+  const auto t0 = Clock::now();
+  if (ir::verifyAfterPasses()) ir::verify(m);
+  transforms::PipelineOptions passes;
+  passes.subject = subject;
+  transforms::runPipeline(m, transforms::defaultPipeline(), passes);
+  times_.passes += msSince(t0);
+  report({.stage = Stage::passes, .ms = times_.passes, .module = &m});
+}
+
+uint64_t Compilation::lower(const ir::Module& m, const std::string& function, const std::string& symbol) {
+  const auto t0 = Clock::now();
+  double planMs = 0;
+  const uint64_t scratch = codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_), options_.packed,
+                                                  instruments_.empty() ? nullptr : &plans_, options_.threads, &planMs);
+  times_.plan += planMs;
+  times_.lower += msSince(t0) - planMs;
+  return scratch;
+}
+
+std::vector<std::string> Compilation::emit() {
+  auto t0 = Clock::now();
+  codegen::configureModule(*module_, *target_);
+  times_.lower += msSince(t0);
+  report({.stage = Stage::plan, .ms = times_.plan, .plan = &plans_});
+  report({.stage = Stage::lower, .ms = times_.lower, .llvm = module_.get(), .target = target_.get()});
+
+  t0 = Clock::now();
+  std::vector<std::string> objects;
+  const unsigned parts = options_.partition && !inspected() ? partitionsFor(*module_) : 1;
+  if (parts > 1) {
+    if (std::unique_ptr<llvm::Module> data = separateLargeConstants(*module_, symbol_))
+      objects.push_back(codegen::emitObject(*data, *target_));
+    std::vector<std::string> bitcode = splitModule(*module_, parts, symbol_);
+    if (!bitcode.empty()) {
+      // Each part is optimised and compiled on its thread: one time for both.
+      times_.partitions = static_cast<unsigned>(bitcode.size());
+      const std::size_t first = objects.size();
+      objects.resize(first + bitcode.size());
+      compileParts(bitcode, options_, objects, first);
+      times_.optimize += msSince(t0);
+      report({.stage = Stage::optimize, .ms = times_.optimize});
+      report({.stage = Stage::codegen});
+      return objects;
+    }
+  }
+  codegen::optimize(*module_, *target_, options_.optLevel);
+  times_.optimize += msSince(t0);
+  report({.stage = Stage::optimize, .ms = times_.optimize, .llvm = module_.get(), .target = target_.get()});
+  t0 = Clock::now();
+  objects.push_back(codegen::emitObject(*module_, *target_));
+  times_.codegen += msSince(t0);
+  report({.stage = Stage::codegen, .ms = times_.codegen});
+  return objects;
+}
+
+} // namespace adjit::engine

@@ -1,0 +1,123 @@
+// jit/Pipeline.h — the one compile pipeline, shared by the JIT (Engine.cpp),
+// ahead-of-time objects (Aot.cpp) and everything built on them. Its stages,
+// in order: traced → passes → plan → lower → optimise → codegen; the JIT then
+// loads the objects, AOT writes them with a header. What watches a
+// compilation (dumps, Jitted::lower()'s stages, logs) is an Instrumentation
+// around the stages, as MLIR's PassInstrumentation, never a branch inside
+// them: inspection runs the production path. The cache lookup wraps the
+// pipeline (Engine.cpp, Aot.cpp).
+#pragma once
+
+#include "ir/IR.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+} // namespace llvm
+
+namespace adjit::engine {
+
+/// How code is generated.
+struct CompileOptions {
+  int optLevel = 2; ///< LLVM's optimisation level, 0 to 3
+  std::string cpu;  ///< the CPU to generate code for ("" is the host; names as LLVM's -mcpu)
+  /// Loops with enough work are split into chunks run on threads through
+  /// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
+  bool threads = true;
+  /// Each lowered function gets a `<symbol>.packed(void**)` entry point, which
+  /// the JIT calls; objects for C callers have the plain entry points only.
+  bool packed = true;
+  /// Large modules may be optimised and compiled in parts on threads of their
+  /// own, one object per part (the JIT). Off: one object (AOT).
+  bool partition = true;
+};
+
+/// The stages of a compilation, in order.
+enum class Stage : uint8_t { traced, passes, plan, lower, optimize, codegen };
+/// "traced", "passes", "plan", "lower", "optimize", "codegen".
+std::string_view stageName(Stage s);
+
+/// What a stage made, for instrumentation to read (never to change).
+struct StageArtifact {
+  Stage stage;
+  double ms = 0;                      ///< the stage's time
+  const ir::Module* module = nullptr; ///< traced, passes: the IR
+  const std::string* plan = nullptr;  ///< plan: every lowered function's fusion plan, as text
+  llvm::Module* llvm = nullptr;       ///< lower, optimize: the LLVM module
+  llvm::TargetMachine* target = nullptr; ///< lower, optimize: the target (for assembly)
+};
+
+/// Watches the stages of a compilation.
+class Instrumentation {
+public:
+  virtual ~Instrumentation() = default;
+  /// Whether this instrument reads the LLVM module after optimisation: the
+  /// module is then compiled whole, in one part (the same passes on the same
+  /// code, on one thread), so that there is one module to read.
+  virtual bool inspects() const { return false; }
+  /// After each stage, with what it made.
+  virtual void after(const StageArtifact& a) = 0;
+};
+
+/// One compilation: a module's functions lowered into one LLVM module, then
+/// optimised and compiled to objects. Stages run in order: passes (optional),
+/// lower (once per exported function), emit.
+class Compilation {
+public:
+  /// `name` names the LLVM module and the objects; `symbol` prefixes the
+  /// symbols the pipeline makes itself (large constant tables).
+  Compilation(std::string name, std::string symbol, CompileOptions options, std::vector<Instrumentation*> instruments = {});
+  ~Compilation();
+  Compilation(const Compilation&) = delete;
+  Compilation& operator=(const Compilation&) = delete;
+
+  const CompileOptions& options() const { return options_; }
+  llvm::TargetMachine& target() { return *target_; }
+  llvm::LLVMContext& context() { return *context_; }
+  /// The LLVM module lowered functions go to (callers may add their own
+  /// wrappers to it before emit).
+  llvm::Module& module() { return *module_; }
+
+  /// Stage "traced" (reports `m` as it is) then "passes": adjit's default
+  /// pipeline on `m`, in place. `subject` starts each ADJIT_LOG=passes line.
+  void runPasses(ir::Module& m, const std::string& subject);
+  /// Stages "plan" and "lower" for `function` of `m` (and the functions it
+  /// calls): its code joins module() under the external name `symbol`.
+  /// Returns the scratch bytes a call needs.
+  uint64_t lower(const ir::Module& m, const std::string& function, const std::string& symbol);
+  /// Stages "optimize" and "codegen": the object files (one unless the
+  /// options allow partitions and the module is large). Reports "plan" and
+  /// "lower" first, for every function lowered.
+  std::vector<std::string> emit();
+
+  /// Milliseconds per stage so far, and how many parts were compiled.
+  struct Times {
+    double passes = 0, plan = 0, lower = 0, optimize = 0, codegen = 0;
+    unsigned partitions = 1;
+    double llvm() const { return plan + lower + optimize + codegen; }
+  };
+  const Times& times() const { return times_; }
+
+private:
+  void report(const StageArtifact& a);
+  bool inspected() const;
+
+  std::string name_, symbol_;
+  CompileOptions options_;
+  std::vector<Instrumentation*> instruments_;
+  std::unique_ptr<llvm::TargetMachine> target_;
+  std::unique_ptr<llvm::LLVMContext> context_;
+  std::unique_ptr<llvm::Module> module_;
+  std::string plans_;
+  Times times_;
+};
+
+} // namespace adjit::engine
