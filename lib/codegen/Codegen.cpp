@@ -14,6 +14,7 @@
 #include "codegen/Lowering.h"
 #include "support/Assert.h"
 
+#include <fmt/format.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/MDBuilder.h>
@@ -898,7 +899,8 @@ static llvm::Function* declareKernel(llvm::Module& out, const ir::Function& f, c
 }
 
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       const VectorUnit& unit, bool packed, std::string* plans, bool parallel, double* planMs) {
+                       const VectorUnit& unit, const LowerOptions& o) {
+  const bool parallel = o.parallel;
   const ir::Function* ef = m.lookup(entry);
   if (!ef) throw Error("codegen: no function named @" + entry);
   std::map<std::string, FunctionEmitter::Lowered> done;
@@ -917,9 +919,14 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     // inlined there, so a loop keeps its carry in registers.
     if (!isEntry && references[f.name] > 1) fn->addFnAttr(llvm::Attribute::NoInline);
     const auto t0 = std::chrono::steady_clock::now();
-    FusionPlan plan = planFusion(f, {.effects = &effects, .parallel = parallel, .unit = &unit});
-    if (planMs) *planMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (plans) *plans += plan.str();
+    PlanOptions po{.effects = &effects, .parallel = parallel, .unit = &unit};
+    if (o.plans && !o.planAfter.empty()) {
+      po.observeAfter = o.planAfter;
+      po.observe = [&](std::string_view step, const std::string& text) { *o.plans += fmt::format("// after {}\n{}", step, text); };
+    }
+    FusionPlan plan = planFusion(f, po);
+    if (o.planMs) *o.planMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (o.plans && o.planAfter.empty()) *o.plans += plan.str();
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel);
     FunctionEmitter::Lowered l{fn, fe.emit(), &f};
     done[f.name] = l;
@@ -946,7 +953,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     b.CreateRetVoid();
   }
   // void <symbol>.packed(ptr args): args = {in..., out..., scratch}.
-  if (packed) {
+  if (o.packed) {
     auto* packed = llvm::Function::Create(llvm::FunctionType::get(voidTy, {ptrTy}, false),
                                           llvm::GlobalValue::ExternalLinkage, symbol + ".packed", out);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", packed));
@@ -966,7 +973,7 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
 LoweringStats measureLowering(const ir::Module& m, const std::string& entry) {
   llvm::LLVMContext ctx;
   llvm::Module out("measure", ctx);
-  lowerFunction(m, entry, "measured", out, VectorUnit{}, false);
+  lowerFunction(m, entry, "measured", out, VectorUnit{}, {.packed = false});
   LoweringStats s;
   std::set<llvm::MDNode*> nodes; // distinct metadata nodes: that is what LLVM stores
   for (llvm::Function& f : out) {

@@ -24,17 +24,27 @@ namespace adjit::codegen {
 /// holding them whatever its size (jit/Engine.cpp).
 inline constexpr const char* kCompilePartAttribute = "adjit-compile-part";
 
+/// How lowerFunction lowers, and what it reports.
+struct LowerOptions {
+  /// A `<symbol>.packed(void**)` entry point (the JIT's); objects for C callers go without.
+  bool packed = true;
+  /// Loops with enough work are split into chunks run through
+  /// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
+  bool parallel = false;
+  /// Where the fusion plan of every lowered function is appended, if anywhere.
+  std::string* plans = nullptr;
+  /// With `plans`: the plan as it stands after this step ("all": after each;
+  /// see planSteps in FusionPlan.h), in place of the finished plan.
+  std::string planAfter;
+  /// Where the milliseconds spent planning are added, if anywhere (the rest
+  /// is emission; ADJIT_LOG=compile shows both).
+  double* planMs = nullptr;
+};
+
 /// Adds the lowering of `m`'s function `entry` (and the functions it calls) to
 /// `out` under the external name `symbol`; returns the scratch bytes it needs.
 /// Register-blocked kernels are sized for `unit` (see vectorUnit in Target.h).
-/// With `packed` false, no `<symbol>.packed` entry point is emitted (ahead-of-time use).
-/// With `plans`, the fusion plan of every lowered function is appended to it.
-/// With `parallel`, loops with enough work are split into chunks run through
-/// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
-/// With `planMs`, the milliseconds spent planning are added to it (the rest
-/// is emission; ADJIT_LOG=compile shows both).
 uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std::string& symbol, llvm::Module& out,
-                       const VectorUnit& unit, bool packed = true, std::string* plans = nullptr, bool parallel = false,
-                       double* planMs = nullptr);
+                       const VectorUnit& unit, const LowerOptions& o = {});
 
 } // namespace adjit::codegen

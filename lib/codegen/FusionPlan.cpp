@@ -70,13 +70,32 @@ FusionPlan Planner::draft() {
   return p;
 }
 
+namespace {
+constexpr std::string_view kStepNames[] = {"draft", "group", "tiles", "chunk", "runs", "split", "place"};
+} // namespace
+
 FusionPlan Planner::finish(FusionPlan p) {
-  group(p);
-  tiles(p);
-  if (parallel_) chunk(p);
-  findRuns(p);
-  split(p);
-  place(p);
+  // The steps after "draft", in kStepNames' order.
+  struct Step {
+    std::string_view name;
+    void (*run)(Planner&, FusionPlan&);
+  };
+  static constexpr Step kSteps[] = {
+      {"group", [](Planner& q, FusionPlan& p) { q.group(p); }},
+      {"tiles", [](Planner& q, FusionPlan& p) { q.tiles(p); }},
+      {"chunk", [](Planner& q, FusionPlan& p) { if (q.parallel_) q.chunk(p); }}, // no threads: no chunks
+      {"runs", [](Planner&, FusionPlan& p) { findRuns(p); }},
+      {"split", [](Planner& q, FusionPlan& p) { q.split(p); }},
+      {"place", [](Planner& q, FusionPlan& p) { q.place(p); }},
+  };
+  auto observe = [&](std::string_view step) {
+    if (options_.observe && (options_.observeAfter == step || options_.observeAfter == "all")) options_.observe(step, p.str());
+  };
+  observe("draft");
+  for (const Step& s : kSteps) {
+    s.run(*this, p);
+    observe(s.name);
+  }
   return p;
 }
 
@@ -663,6 +682,8 @@ namespace adjit::codegen {
 
 using planning::kConcurrentDraftOps;
 using planning::Planner;
+
+std::span<const std::string_view> planSteps() { return planning::kStepNames; }
 
 FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
   // Step groups pay off where the budget's cuts drift against the steps (an

@@ -12,7 +12,10 @@
 
 #include "ir/IR.h"
 
+#include <functional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace adjit::ir { class Effects; }
@@ -214,9 +217,21 @@ struct PlanOptions {
   /// A large function may be drafted on two threads (see planFusion); the
   /// plan is the same either way.
   bool concurrent = true;
+  /// Called with the plan as text after the step named `observeAfter` ("all":
+  /// after every step; see planSteps): `adjit dump --emit=plan
+  /// --print-plan-after=STEP`.
+  std::string observeAfter;
+  std::function<void(std::string_view step, const std::string& plan)> observe;
 };
 
 /// Plans `f`. Linear in the number of ops (times the body budget).
 FusionPlan planFusion(const ir::Function& f, const PlanOptions& o = {});
+/// The steps that make a plan, in order: "draft" (the kernels, fused values
+/// and buffers, drafted with and without step groups, the one with less
+/// code kept), then the steps that finish it: "group" (row groups), "tiles"
+/// (tile epilogues and prologues), "chunk" (chunks for threads), "runs"
+/// (repeated kernels), "split" (LLVM functions) and "place" (every buffer's
+/// place in scratch or the outputs).
+std::span<const std::string_view> planSteps();
 
 } // namespace adjit::codegen

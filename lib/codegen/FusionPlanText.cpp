@@ -58,6 +58,7 @@ std::string FusionPlan::str() const {
     return first == static_cast<int>(k) ? ", code shared" : fmt::format(", code of #{}", first);
   };
   auto where = [&](std::span<const ValueId> vs) {
+    if (place.empty()) return std::string("(not placed yet)"); // a plan before its "place" step
     std::string w;
     for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
     return w;
@@ -120,7 +121,7 @@ std::string FusionPlan::str() const {
   for (std::size_t v = 0; v < place.size(); ++v)
     if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
     else if (place[v].where == Storage::Constant) s += fmt::format("  global {}\n", opText(f, *producer[v]));
-  for (std::size_t i = 0; i < f.outputs.size(); ++i) {
+  for (std::size_t i = 0; i < f.outputs.size() && !place.empty(); ++i) {
     const Placement& p = place[at(f.outputs[i])];
     if (p.where != Storage::Output || p.index != i) s += fmt::format("  output {} = copy of %{}\n", i, f.outputs[i]);
   }

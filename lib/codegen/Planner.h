@@ -133,7 +133,7 @@ class Planner {
 public:
   Planner(const ir::Function& f, const PlanOptions& o)
       : f_(f), budget_(std::max(o.bodyBudget, 1)), functionBudget_(std::max(o.functionBudget, 1)), effects_(o.effects),
-        parallel_(o.parallel), unit_(o.unit) {}
+        parallel_(o.parallel), unit_(o.unit), options_(o) {}
 
   /// Finds the step groups of unrolled loops (findSteps); true if any.
   bool findStepGroups();
@@ -367,6 +367,7 @@ private:
   const int budget_, functionBudget_;
   const ir::Effects* effects_;
   const bool parallel_;
+  const PlanOptions& options_; ///< planFusion's, which outlive the planner
   const VectorUnit* unit_;
   bool effectful(const ir::Op& op) const { return effects_ ? effects_->effectful(op) : !ir::info(op.kind).has(ir::kPure); }
   std::vector<const ir::Op*> producer_;

@@ -300,6 +300,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   for (auto& w : watching) instruments.push_back(w.get());
 
   Compilation c(label, symbol, r.options, instruments);
+  if (stages) c.showPlanAfter(r.planAfter);
   std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
   c.runPasses(*m, r.function + sig); // the subject names the function in ADJIT_LOG=passes lines
   ++passRuns;

@@ -36,6 +36,9 @@ struct CompileRequest {
   /// compilation then takes its functions instead of copying them (a
   /// 200,000-op gradient: 35 ms). Left empty.
   ir::Module* spent = nullptr;
+  /// With `stages`: CompiledStages::plan shows the plan after this planning
+  /// step ("all": after each; codegen::planSteps) instead of the finished one.
+  std::string planAfter;
 };
 
 /// Compiles the request's function, or finds it in the process-wide cache or

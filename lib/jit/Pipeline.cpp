@@ -165,8 +165,10 @@ void Compilation::runPasses(ir::Module& m, const std::string& subject) {
 uint64_t Compilation::lower(const ir::Module& m, const std::string& function, const std::string& symbol) {
   const auto t0 = Clock::now();
   double planMs = 0;
-  const uint64_t scratch = codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_), options_.packed,
-                                                  instruments_.empty() ? nullptr : &plans_, options_.threads, &planMs);
+  const uint64_t scratch =
+      codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_),
+                             {.packed = options_.packed, .parallel = options_.threads, .plans = instruments_.empty() ? nullptr : &plans_,
+                              .planAfter = planAfter_, .planMs = &planMs});
   times_.plan += planMs;
   times_.lower += msSince(t0) - planMs;
   return scratch;

@@ -106,6 +106,11 @@ public:
   };
   const Times& times() const { return times_; }
 
+  /// The "plan" stage shows each plan as it stands after this planning step
+  /// ("all": after each; codegen::planSteps), not finished: for inspection
+  /// (`adjit dump --emit=plan --print-plan-after=STEP`); the code is the same.
+  void showPlanAfter(std::string step) { planAfter_ = std::move(step); }
+
 private:
   void report(const StageArtifact& a);
   bool inspected() const;
@@ -116,7 +121,7 @@ private:
   std::unique_ptr<llvm::TargetMachine> target_;
   std::unique_ptr<llvm::LLVMContext> context_;
   std::unique_ptr<llvm::Module> module_;
-  std::string plans_;
+  std::string plans_, planAfter_;
   Times times_;
 };
 

@@ -6,6 +6,7 @@
 //   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
 //   adjit --version
 #include "autodiff/Reverse.h"
+#include "codegen/FusionPlan.h"
 #include "ir/Dot.h"
 #include "ir/Text.h"
 #include "ir/Verifier.h"
@@ -43,7 +44,7 @@ struct GradFlag {
 };
 
 struct Args {
-  std::string command, file, output, header, emit = "adj", passes, cpu;
+  std::string command, file, output, header, emit = "adj", passes, cpu, planAfter;
   std::vector<std::string> fns, jvps, vjps, values;
   std::vector<GradFlag> grads;
   bool printAfterAll = false, help = false, version = false, passesGiven = false, threads = false;
@@ -109,6 +110,7 @@ Args parseArgs(int argc, char** argv) {
     else if (is("--print-after-all")) a.printAfterAll = true;
     else if (is("--threads")) a.threads = true;
     else if (auto v = value("--emit")) a.emit = *v;
+    else if (auto v = value("--print-plan-after")) a.planAfter = *v;
     else if (auto v = value("--fn")) a.fns.push_back(*v);
     else if (auto v = value("--grad")) a.grads.push_back({*v, std::nullopt});
     else if (auto v = value("--argnums")) {
@@ -299,10 +301,15 @@ int runOpt(const Args& a) {
 
 int runDump(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit dump FILE --emit=KIND [--passes=P1,P2,...] [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n\n"
+    std::printf("usage: adjit dump FILE --emit=KIND [--passes=P1,P2,...] [--fn NAME] [-O0|-O1|-O2|-O3] [--target-cpu=CPU]\n"
+                "                 [--print-plan-after=STEP]\n\n"
                 "--passes runs first (as in 'adjit opt'), so --fn may name a function they add:\n"
                 "--passes='grad(f)' --fn f.grad.\n\nkinds, in pipeline order:\n");
     for (const EmitKind& k : kEmitKinds) std::printf("  %-9s %-5s %s\n", k.name, k.extension, k.description);
+    std::string steps;
+    for (std::string_view s : codegen::planSteps()) steps += (steps.empty() ? "" : ", ") + std::string(s);
+    std::printf("\n--print-plan-after=STEP (with --emit=plan): the plan as it stands after planning step STEP\n"
+                "of each function, or after each with 'all'; steps, in order: %s.\n", steps.c_str());
     return 0;
   }
   const EmitKind* kind = nullptr;
@@ -312,6 +319,16 @@ int runDump(const Args& a) {
     known += (known.empty() ? "" : ", ") + std::string(k.name);
   }
   if (!kind) usageError("dump: unknown --emit kind '" + a.emit + "' (known: " + known + ")");
+  if (!a.planAfter.empty()) {
+    if (a.emit != "plan") usageError("dump: --print-plan-after applies to --emit=plan, not --emit=" + a.emit);
+    std::string steps;
+    bool known = a.planAfter == "all";
+    for (std::string_view s : codegen::planSteps()) {
+      steps += (steps.empty() ? "" : ", ") + std::string(s);
+      known = known || a.planAfter == s;
+    }
+    if (!known) usageError("dump: unknown planning step '" + a.planAfter + "' for --print-plan-after (steps: " + steps + ", or all)");
+  }
   Module m = loadModule(a, "dump");
   runRequestedPasses(m, a);
   const std::string emit = kind->name;
@@ -333,7 +350,7 @@ int runDump(const Args& a) {
   }
   ADJIT_ASSERT(kind->stage, std::string("no stage for --emit=") + kind->name);
   CompiledStages s;
-  engine::compile({m.impl(), fn, {.optLevel = a.opt, .cpu = a.cpu}}, &s);
+  engine::compile({.module = m.impl(), .function = fn, .options = {.optLevel = a.opt, .cpu = a.cpu}, .planAfter = a.planAfter}, &s);
   std::fputs((s.*(kind->stage)).c_str(), stdout);
   return 0;
 }
