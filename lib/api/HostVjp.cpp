@@ -48,9 +48,9 @@ runFirstHalf(const char* api, const std::vector<Type>& types, std::span<const Le
                             vars.reads[0]->name));
   auto m = std::shared_ptr<ir::Module>(traced.impl().clone());
   const autodiff::SplitVjp halves = split(m, api);
-  auto first = engine::compile({*m, halves.fwd});
+  auto first = engine::compile({.module = *m, .function = halves.fwd});
   auto state = std::make_shared<HostVjp>();
-  state->backward = engine::compile({*m, halves.bwd});
+  state->backward = engine::compile({.module = *m, .function = halves.bwd});
   state->primals = types;
   for (const Type& t : types) state->floating.push_back(is_floating(t.dtype));
   std::vector<Array> outs;

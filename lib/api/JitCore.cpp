@@ -98,7 +98,8 @@ static JitCore::Entry* entryFor(JitCore::Impl& impl, const JitOptions& opts, uin
     Module traced = traceModule(opts.name, e->types, [&](std::span<const Tensor> ps) { return body(ps, e->skeleton); },
                                 &e->variables);
     double traceMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    e->kernel = engine::compile({traced.impl(), opts.name, {.optLevel = opts.opt_level, .cpu = opts.cpu}, traceMs, &traced.impl()});
+    e->kernel = engine::compile({.module = traced.impl(), .function = opts.name, .options = {.optLevel = opts.opt_level, .cpu = opts.cpu},
+                                  .traceMs = traceMs, .spent = &traced.impl()});
   } catch (...) {
     // Waiters hold their own copy of the future: they get this error and never
     // touch the entry, which is removed so a later call tries again.
@@ -238,7 +239,7 @@ Module JitCore::module(const std::vector<Type>& types, const Body& body) {
 CompiledStages JitCore::stages(const std::vector<Type>& types, const Body& body) {
   Module traced = module(types, body);
   CompiledStages s;
-  engine::compile({traced.impl(), opts_.name, {.optLevel = opts_.opt_level, .cpu = opts_.cpu}}, &s);
+  engine::compile({.module = traced.impl(), .function = opts_.name, .options = {.optLevel = opts_.opt_level, .cpu = opts_.cpu}}, &s);
   return s;
 }
 

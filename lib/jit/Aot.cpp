@@ -227,18 +227,14 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   const bool cacheable = m->lazyVjps.empty();
   CacheKey key;
   if (cacheable) {
-    LongHash hash;
-    hash.update("aot\n");
-    ir::fingerprint(*m, {.codeLocations = true}, hash);
-    std::string material;
-    for (const std::string& n : r.functions) material += "\nfunction " + n;
+    std::string what = "ahead of time";
+    for (const std::string& n : r.functions) what += "\nfunction " + n;
     for (const std::string& n : r.grads)
-      material += "\ngrad " + n + (r.argnums.count(n) ? " argnums " + listed(r.argnums.at(n)) : "");
-    for (const std::string& n : r.jvps) material += "\njvp " + n;
-    for (const std::string& n : r.vjps) material += "\nvjp " + n;
-    material += fmt::format("\nO{} guard {} source {} threads {}\n{}\n{}", options.optLevel, r.headerGuard, r.source, options.threads,
-                            codegen::targetKey(c.target()), buildIdentity());
-    key = CacheKey::of(hash.update(material));
+      what += "\ngrad " + n + (r.argnums.count(n) ? " argnums " + listed(r.argnums.at(n)) : "");
+    for (const std::string& n : r.jvps) what += "\njvp " + n;
+    for (const std::string& n : r.vjps) what += "\nvjp " + n;
+    what += fmt::format("\nguard {} source {}", r.headerGuard, r.source);
+    key = compileKey(*m, what, options);
     if (auto parts = diskLoad(key); parts && parts->size() == 2) {
       if (logEnabled("compile")) logLine("compile", "ahead of time: disk hit");
       return {std::move((*parts)[0]), std::move((*parts)[1])};

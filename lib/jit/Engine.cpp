@@ -130,15 +130,6 @@ std::atomic<uint64_t> memoryHits{0}, diskHits{0}, passRuns{0}, llvmRuns{0};
 /// Compilations dumped so far (ADJIT_DUMP): each one's files carry its number.
 std::atomic<uint64_t> dumps{0};
 
-/// The target part of cache keys for a CPU name (empty: the host), computed once.
-std::string targetKeyFor(const std::string& cpu) {
-  static std::mutex m;
-  static std::map<std::string, std::string> keys;
-  std::lock_guard lock(m);
-  auto it = keys.find(cpu);
-  if (it == keys.end()) it = keys.emplace(cpu, codegen::targetKey(*codegen::createTargetMachine({2, cpu}))).first;
-  return it->second;
-}
 
 /// Links `object` into the JIT and makes it the cached kernel for `key`; if
 /// another thread loaded that key first, returns its kernel instead.
@@ -233,12 +224,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   // a while loop's limit error names its line), the target and adjit's
   // build: a hit skips adjit's passes and LLVM entirely.
   auto t0 = Clock::now();
-  LongHash material;
-  ir::fingerprint(r.module, {.codeLocations = true}, material);
-  const CompileOptions& o = r.options;
-  material.update(fmt::format("\n@{}\n{} O{} threads {} packed {}\n{}", r.function, targetKeyFor(o.cpu), o.optLevel, o.threads,
-                              o.packed, buildIdentity()));
-  const CacheKey ck = CacheKey::of(material);
+  const CacheKey ck = compileKey(r.module, "@" + r.function, r.options);
   const uint64_t key = ck.hash;
   const std::string symbol = "adjit_" + hex(key) + "_" + r.function;
 

@@ -38,7 +38,7 @@ struct CompileRequest {
   ir::Module* spent = nullptr;
   /// With `stages`: CompiledStages::plan shows the plan after this planning
   /// step ("all": after each; codegen::planSteps) instead of the finished one.
-  std::string planAfter;
+  std::string planAfter = {};
 };
 
 /// Compiles the request's function, or finds it in the process-wide cache or

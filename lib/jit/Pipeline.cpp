@@ -4,11 +4,13 @@
 
 #include "codegen/Codegen.h"
 #include "codegen/Target.h"
+#include "ir/Text.h"
 #include "ir/Verifier.h"
 #include "jit/Partition.h"
 #include "support/Assert.h"
 #include "transforms/Passes.h"
 
+#include <fmt/format.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/GlobalVariable.h>
@@ -20,6 +22,8 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <thread>
 
 namespace adjit::engine {
@@ -122,7 +126,25 @@ void compileParts(const std::vector<std::string>& bitcode, const CompileOptions&
     if (e) std::rethrow_exception(e);
 }
 
+/// The target part of cache keys for a CPU name (empty: the host), computed once.
+std::string targetKeyFor(const std::string& cpu) {
+  static std::mutex m;
+  static std::map<std::string, std::string> keys;
+  std::lock_guard lock(m);
+  auto it = keys.find(cpu);
+  if (it == keys.end()) it = keys.emplace(cpu, codegen::targetKey(*codegen::createTargetMachine({2, cpu}))).first;
+  return it->second;
+}
+
 } // namespace
+
+CacheKey compileKey(const ir::Module& m, std::string_view what, const CompileOptions& o) {
+  LongHash h;
+  ir::fingerprint(m, {.codeLocations = true}, h);
+  h.update(fmt::format("\n{}\n{} O{} threads {} packed {} partition {}\n{}", what, targetKeyFor(o.cpu), o.optLevel, o.threads,
+                       o.packed, o.partition, buildIdentity()));
+  return CacheKey::of(h);
+}
 
 std::string_view stageName(Stage s) {
   switch (s) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "ir/IR.h"
+#include "jit/DiskCache.h"
 
 #include <cstdint>
 #include <memory>
@@ -28,7 +29,7 @@ namespace adjit::engine {
 /// How code is generated.
 struct CompileOptions {
   int optLevel = 2; ///< LLVM's optimisation level, 0 to 3
-  std::string cpu;  ///< the CPU to generate code for ("" is the host; names as LLVM's -mcpu)
+  std::string cpu = {}; ///< the CPU to generate code for ("" is the host; names as LLVM's -mcpu)
   /// Loops with enough work are split into chunks run on threads through
   /// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
   bool threads = true;
@@ -39,6 +40,14 @@ struct CompileOptions {
   /// own, one object per part (the JIT). Off: one object (AOT).
   bool partition = true;
 };
+
+/// The key of a compilation in the process-wide and disk caches: the IR
+/// (with the locations compiled code reports: a while loop's limit error
+/// names its line), `what` is compiled from it (the JIT: "@f"; objects: their
+/// exports and header), the options, the target and adjit's build. The JIT
+/// and ahead-of-time compilation key through here: what one depends on, the
+/// other does.
+CacheKey compileKey(const ir::Module& m, std::string_view what, const CompileOptions& o);
 
 /// The stages of a compilation, in order.
 enum class Stage : uint8_t { traced, passes, plan, lower, optimize, codegen };

@@ -754,7 +754,7 @@ TEST_CASE("every libm function an op declares is vectorised through libmvec") {
                              operands + ") : f32[1024]\n  return %r\n}\n";
     Module m = Module::parse(text);
     CompiledStages stages;
-    engine::compile({m.impl(), "f", {.cpu = "x86-64-v3"}}, &stages);
+    engine::compile({.module = m.impl(), .function = "f", .options = {.optLevel = 2, .cpu = "x86-64-v3"}}, &stages);
     const std::string variant =
         "_ZGVdN8" + std::string(static_cast<std::size_t>(codegen::lowering(k).libm.arity), 'v') + "_" + codegen::lowering(k).libm.name + "f";
     CHECK_MESSAGE(stages.assembly.find(variant) != std::string::npos, "no call of " << variant);

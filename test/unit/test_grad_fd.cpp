@@ -62,7 +62,7 @@ void checkVjp(const std::string& name, const std::string& text, unsigned seed) {
   double fdTolerance = kFdToleranceF64;
   for (ir::ValueId o : f.outputs)
     if (f.type(o).dtype == DType::f32) fdTolerance = kFdToleranceF32;
-  std::shared_ptr<engine::Kernel> kernel = engine::compile({*m, vjp, {.optLevel = 1}});
+  std::shared_ptr<engine::Kernel> kernel = engine::compile({.module = *m, .function = vjp, .options = {.optLevel = 1}});
   std::mt19937 rng(seed);
   for (int point = 0; point < 3; ++point) {
     std::vector<Array> args = randomArgs(f, rng);
@@ -153,7 +153,7 @@ void checkJvp(const std::string& name, const std::string& text, unsigned seed) {
   double fdTolerance = kFdToleranceF64;
   for (ir::ValueId o : f.outputs)
     if (f.type(o).dtype == DType::f32) fdTolerance = kFdToleranceF32;
-  std::shared_ptr<engine::Kernel> kernel = engine::compile({*m, jvp, {.optLevel = 1}});
+  std::shared_ptr<engine::Kernel> kernel = engine::compile({.module = *m, .function = jvp, .options = {.optLevel = 1}});
   std::mt19937 rng(seed);
   for (int point = 0; point < 3; ++point) {
     const std::vector<Array> args = randomArgs(f, rng);

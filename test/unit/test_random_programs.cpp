@@ -186,7 +186,7 @@ TEST_CASE("random programs: gradients match finite differences, compiled code th
     std::vector<Array> g = ir::interpret(*m, vjp, inputs);
     // Compiled gradient against the interpreter, at each optimisation level
     // in turn (CTest runs this for each ADJIT_CPU level the host can run).
-    auto kernel = engine::compile({*m, vjp, {.optLevel = static_cast<int>(seed % 4)}});
+    auto kernel = engine::compile({.module = *m, .function = vjp, .options = {.optLevel = static_cast<int>(seed % 4)}});
     std::vector<detail::Leaf> leaves;
     for (const Array& a : inputs) leaves.push_back({a.raw(), &a.type()});
     std::vector<Array> compiled;
@@ -333,7 +333,7 @@ TEST_CASE("random programs agree with PyTorch's float64 autograd: values and gra
     std::vector<Array> inputs = args;
     inputs.push_back(Array(1.0));
     // Value and gradient, compiled at each level in turn.
-    auto kernel = engine::compile({*m, vjp, {.optLevel = static_cast<int>(index % 4)}});
+    auto kernel = engine::compile({.module = *m, .function = vjp, .options = {.optLevel = static_cast<int>(index % 4)}});
     std::vector<detail::Leaf> leaves;
     for (const Array& a : inputs) leaves.push_back({a.raw(), &a.type()});
     std::vector<Array> compiled;

@@ -196,7 +196,7 @@ TEST_CASE("every op, on every dtype its type rule accepts, computes compiled wha
         }
         args.push_back(std::move(a));
       }
-      std::shared_ptr<engine::Kernel> kernel = engine::compile({*m, "f"});
+      std::shared_ptr<engine::Kernel> kernel = engine::compile({.module = *m, .function = "f"});
       std::vector<detail::Leaf> leaves;
       for (const Array& a : args) leaves.push_back({a.raw(), &a.type()});
       std::vector<Array> want, got;

@@ -405,7 +405,7 @@ int runRun(const Args& a) {
       throw Error(fmt::format("run: argument {} of @{} must be {}, got {}", i, fn, f.type(f.params[i]).str(), args[i].type().str()));
     leaves.push_back({args[i].raw(), &args[i].type()});
   }
-  auto kernel = engine::compile({m.impl(), fn, {.optLevel = a.opt, .cpu = a.cpu}});
+  auto kernel = engine::compile({.module = m.impl(), .function = fn, .options = {.optLevel = a.opt, .cpu = a.cpu}});
   std::vector<Array> outs;
   engine::run(*kernel, leaves, outs);
   for (const Array& o : outs) std::printf("%s\n", o.str(1 << 20).c_str());
