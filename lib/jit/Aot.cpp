@@ -221,10 +221,14 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   CompileOptions options = r.options;
   options.packed = false;
   options.partition = false;
-  Compilation c("adjit", "adjit_" + cName(r.headerGuard), options);
+  // ADJIT_DUMP writes every stage, as for the JIT (inspection always compiles).
+  const bool dump = !dumpDirectory().empty();
+  std::unique_ptr<Instrumentation> dumper;
+  if (dump) dumper = dumpStages("aot." + cName(r.source), "ahead of time " + r.source);
+  Compilation c("adjit", "adjit_" + cName(r.headerGuard), options, dumper ? std::vector{dumper.get()} : std::vector<Instrumentation*>{});
   // The disk cache (shared with the JIT) keys on everything the outputs depend
   // on. A module with custom-gradient VJPs still to be traced is not all text.
-  const bool cacheable = m->lazyVjps.empty();
+  const bool cacheable = m->lazyVjps.empty() && !dump;
   CacheKey key;
   if (cacheable) {
     std::string what = "ahead of time";

@@ -167,30 +167,6 @@ std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std:
   return kernel;
 }
 
-/// Every stage of a compilation as text, for a sink: Jitted::lower()'s
-/// stages and ADJIT_DUMP's files. The optimised LLVM module is also
-/// rendered as assembly, from a copy (code generation changes the module).
-class StageText final : public Instrumentation {
-public:
-  using Sink = std::function<void(Stage, const std::string& text)>;
-  /// `locations`: the IR after the passes keeps its source locations (dumps).
-  StageText(Sink sink, bool locations) : sink_(std::move(sink)), locations_(locations) {}
-  bool inspects() const override { return true; }
-  void after(const StageArtifact& a) override {
-    if (a.module) sink_(a.stage, ir::print(*a.module, {.locations = a.stage == Stage::traced || locations_}));
-    if (a.plan) sink_(a.stage, *a.plan);
-    if (a.llvm) sink_(a.stage, codegen::printLLVM(*a.llvm));
-    if (a.llvm && a.stage == Stage::optimize) {
-      auto copy = llvm::CloneModule(*a.llvm);
-      sink_(Stage::codegen, codegen::emitAssembly(*copy, *a.target));
-    }
-  }
-
-private:
-  Sink sink_;
-  bool locations_;
-};
-
 } // namespace
 
 std::mutex listenerMutex;
@@ -264,24 +240,8 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   const double keyMs = msSince(t0);
   // What watches the stages: Jitted::lower() and ADJIT_DUMP read their text.
   std::vector<std::unique_ptr<Instrumentation>> watching;
-  if (stages)
-    watching.push_back(std::make_unique<StageText>(
-        [stages](Stage s, const std::string& text) {
-          std::string* field[] = {&stages->traced_adj, &stages->optimized_adj,     &stages->plan,
-                                  &stages->llvm_ir,    &stages->optimized_llvm_ir, &stages->assembly};
-          *field[static_cast<std::size_t>(s)] = text;
-        },
-        false));
-  if (dump)
-    watching.push_back(std::make_unique<StageText>(
-        [&](Stage s, const std::string& text) {
-          static constexpr const char* kFiles[] = {"1-traced.adj", "2-optimized.adj", "3-plan.txt", "4-llvm.ll", "5-llvm-opt.ll", "6-asm.s"};
-          const bool adj = s <= Stage::plan;
-          dumpFile(fmt::format("{}.{}", dumpLabel, kFiles[static_cast<std::size_t>(s)]),
-                   fmt::format("{} adjit dump {}: {}{}, kernel {}\n{}", adj ? "//" : s == Stage::codegen ? "#" : ";", dumpLabel,
-                               r.function, sig, symbol, text));
-        },
-        true));
+  if (stages) watching.push_back(collectStages(*stages));
+  if (dump) watching.push_back(dumpStages(dumpLabel, fmt::format("{}{}, kernel {}", r.function, sig, symbol)));
   std::vector<Instrumentation*> instruments;
   for (auto& w : watching) instruments.push_back(w.get());
 

@@ -8,6 +8,7 @@
 #include "ir/Verifier.h"
 #include "jit/Partition.h"
 #include "support/Assert.h"
+#include "support/Log.h"
 #include "transforms/Passes.h"
 
 #include <fmt/format.h>
@@ -18,10 +19,12 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -144,6 +147,55 @@ CacheKey compileKey(const ir::Module& m, std::string_view what, const CompileOpt
   h.update(fmt::format("\n{}\n{} O{} threads {} packed {} partition {}\n{}", what, targetKeyFor(o.cpu), o.optLevel, o.threads,
                        o.packed, o.partition, buildIdentity()));
   return CacheKey::of(h);
+}
+
+namespace {
+
+/// Every stage of a compilation as text, for a sink. The optimised LLVM
+/// module is also rendered as assembly, from a copy (code generation changes
+/// the module).
+class StageText final : public Instrumentation {
+public:
+  using Sink = std::function<void(Stage, const std::string& text)>;
+  /// `locations`: the IR after the passes keeps its source locations (dumps).
+  StageText(Sink sink, bool locations) : sink_(std::move(sink)), locations_(locations) {}
+  bool inspects() const override { return true; }
+  void after(const StageArtifact& a) override {
+    if (a.module) sink_(a.stage, ir::print(*a.module, {.locations = a.stage == Stage::traced || locations_}));
+    if (a.plan) sink_(a.stage, *a.plan);
+    if (a.llvm) sink_(a.stage, codegen::printLLVM(*a.llvm));
+    if (a.llvm && a.stage == Stage::optimize) {
+      auto copy = llvm::CloneModule(*a.llvm);
+      sink_(Stage::codegen, codegen::emitAssembly(*copy, *a.target));
+    }
+  }
+
+private:
+  Sink sink_;
+  bool locations_;
+};
+
+} // namespace
+
+std::unique_ptr<Instrumentation> collectStages(CompiledStages& stages) {
+  return std::make_unique<StageText>(
+      [&stages](Stage s, const std::string& text) {
+        std::string* field[] = {&stages.traced_adj, &stages.optimized_adj,     &stages.plan,
+                                &stages.llvm_ir,    &stages.optimized_llvm_ir, &stages.assembly};
+        *field[static_cast<std::size_t>(s)] = text;
+      },
+      false);
+}
+
+std::unique_ptr<Instrumentation> dumpStages(std::string label, std::string subject) {
+  return std::make_unique<StageText>(
+      [label = std::move(label), subject = std::move(subject)](Stage s, const std::string& text) {
+        static constexpr const char* kFiles[] = {"1-traced.adj", "2-optimized.adj", "3-plan.txt", "4-llvm.ll", "5-llvm-opt.ll", "6-asm.s"};
+        const char* comment = s <= Stage::plan ? "//" : s == Stage::codegen ? "#" : ";";
+        dumpFile(fmt::format("{}.{}", label, kFiles[static_cast<std::size_t>(s)]),
+                 fmt::format("{} adjit dump {}: {}\n{}", comment, label, subject, text));
+      },
+      true);
 }
 
 std::string_view stageName(Stage s) {

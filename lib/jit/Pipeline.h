@@ -11,6 +11,8 @@
 #include "ir/IR.h"
 #include "jit/DiskCache.h"
 
+#include <adjit/jit.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -75,6 +77,12 @@ public:
   /// After each stage, with what it made.
   virtual void after(const StageArtifact& a) = 0;
 };
+
+/// Fills `stages` with every stage's text (Jitted::lower(), `adjit dump`).
+std::unique_ptr<Instrumentation> collectStages(CompiledStages& stages);
+/// Writes every stage's text to ADJIT_DUMP's directory, as `<label>.1-traced.adj`
+/// to `<label>.6-asm.s`, each opening with a comment naming `subject`.
+std::unique_ptr<Instrumentation> dumpStages(std::string label, std::string subject);
 
 /// One compilation: a module's functions lowered into one LLVM module, then
 /// optimised and compiled to objects. Stages run in order: passes (optional),
