@@ -17,6 +17,7 @@
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/Utils/Cloning.h>
@@ -175,6 +176,22 @@ private:
   bool locations_;
 };
 
+/// Verifies what each stage made (ADJIT_VERIFY=1, and debug builds): the IR as
+/// it enters the pipeline and after the passes, the LLVM module after lowering
+/// and after LLVM's optimiser.
+class VerifyStages final : public Instrumentation {
+public:
+  void after(const StageArtifact& a) override {
+    if (a.module) ir::verify(*a.module);
+    if (a.llvm) {
+      std::string err;
+      llvm::raw_string_ostream os(err);
+      ADJIT_ASSERT(!llvm::verifyModule(*a.llvm, &os),
+                   fmt::format("the {} stage made invalid LLVM IR: {}", stageName(a.stage), err));
+    }
+  }
+};
+
 } // namespace
 
 std::unique_ptr<Instrumentation> collectStages(CompiledStages& stages) {
@@ -213,7 +230,12 @@ std::string_view stageName(Stage s) {
 Compilation::Compilation(std::string name, std::string symbol, CompileOptions options, std::vector<Instrumentation*> instruments)
     : name_(std::move(name)), symbol_(std::move(symbol)), options_(std::move(options)), instruments_(std::move(instruments)),
       target_(codegen::createTargetMachine({options_.optLevel, options_.cpu})),
-      context_(std::make_unique<llvm::LLVMContext>()), module_(std::make_unique<llvm::Module>(name_, *context_)) {}
+      context_(std::make_unique<llvm::LLVMContext>()), module_(std::make_unique<llvm::Module>(name_, *context_)) {
+  if (ir::verifyAfterPasses()) {
+    verifier_ = std::make_unique<VerifyStages>();
+    instruments_.insert(instruments_.begin(), verifier_.get());
+  }
+}
 
 Compilation::~Compilation() = default;
 
@@ -228,7 +250,6 @@ bool Compilation::inspected() const {
 void Compilation::runPasses(ir::Module& m, const std::string& subject) {
   report({.stage = Stage::traced, .module = &m});
   const auto t0 = Clock::now();
-  if (ir::verifyAfterPasses()) ir::verify(m);
   transforms::PipelineOptions passes;
   passes.subject = subject;
   transforms::runPipeline(m, transforms::defaultPipeline(), passes);

@@ -91,6 +91,8 @@ class Compilation {
 public:
   /// `name` names the LLVM module and the objects; `symbol` prefixes the
   /// symbols the pipeline makes itself (large constant tables).
+  /// With ADJIT_VERIFY=1 (and in debug builds), an instrument of its own
+  /// verifies every stage's artifact.
   Compilation(std::string name, std::string symbol, CompileOptions options, std::vector<Instrumentation*> instruments = {});
   ~Compilation();
   Compilation(const Compilation&) = delete;
@@ -135,6 +137,7 @@ private:
   std::string name_, symbol_;
   CompileOptions options_;
   std::vector<Instrumentation*> instruments_;
+  std::unique_ptr<Instrumentation> verifier_; ///< ADJIT_VERIFY: checks every stage's artifact
   std::unique_ptr<llvm::TargetMachine> target_;
   std::unique_ptr<llvm::LLVMContext> context_;
   std::unique_ptr<llvm::Module> module_;
