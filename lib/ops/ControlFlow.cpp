@@ -2,7 +2,7 @@
 // functions of the module: the branches of a switch, the body of a scan, the
 // condition and body of a while. They are compiled to real branches and loops
 // that call those functions (never unrolled), and differentiated by rules in
-// autodiff/ControlFlow.cpp.
+// autodiff/ControlFlow.cpp (reverse) and ControlFlowJvp.cpp (forward).
 //
 //   %r...          = switch @b0, @b1, ...(%index, %x...)            {residuals = R}
 //   %c..., %ys...  = scan @body(%const..., %init..., %xs...)        {consts = K, carries = C, length = N, reverse = b}
@@ -167,7 +167,7 @@ void defineControlFlowOps(Table& t) {
         c.b.SetInsertPoint(done);
       },
       // Each branch's VJP on the taken branch's residuals, and a switch over
-      // the branches' JVPs; see autodiff/ControlFlow.cpp.
+      // the branches' JVPs; see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::switchJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },
   });
@@ -259,7 +259,7 @@ void defineControlFlowOps(Table& t) {
         });
       },
       // A reverse scan of the body's VJP over stacked residuals, and a scan of
-      // the body's JVP carrying tangents; see autodiff/ControlFlow.cpp.
+      // the body's JVP carrying tangents; see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::scanJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
   });
@@ -344,7 +344,7 @@ void defineControlFlowOps(Table& t) {
         c.b.SetInsertPoint(exit);
       },
       // Differentiated through a bounded reverse loop, and forward by a while
-      // over the body's JVP (no bound needed); see autodiff/ControlFlow.cpp.
+      // over the body's JVP (no bound needed); see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::whileJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
   });
@@ -562,7 +562,7 @@ void defineControlFlowOps(Table& t) {
         c.b.CreateBr(done);
         c.b.SetInsertPoint(done);
       },
-      // Second order: the reverse of the loop's JVP, another while_vjp (autodiff/ControlFlow.cpp).
+      // Second order: the reverse of the loop's JVP, another while_vjp (autodiff/ControlFlowJvp.cpp).
       .jvp = autodiff::whileVjpJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },
   });
