@@ -2,11 +2,8 @@
 #include "jit/Aot.h"
 
 #include "autodiff/Reverse.h"
-#include "codegen/Codegen.h"
 #include "jit/Pipeline.h"
 #include "support/Assert.h"
-#include "codegen/Target.h"
-#include "ir/Text.h"
 #include "jit/DiskCache.h"
 #include "support/Log.h"
 #include "ir/Verifier.h"

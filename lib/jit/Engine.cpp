@@ -6,25 +6,21 @@
 #include <optional>
 
 #include <llvm/IR/PassTimingInfo.h>
+#include <llvm/Pass.h> // TimePassesIsEnabled
 #include <llvm/Support/Timer.h>
 
-#include "codegen/Codegen.h"
 #include "runtime/Callbacks.h"
 #include "jit/DiskCache.h"
 #include "jit/Pipeline.h"
 #include "codegen/Target.h"
-#include "ir/Text.h"
-#include "ir/Verifier.h"
 #include "support/Assert.h"
 #include "support/Hash.h"
 #include "support/Log.h"
-#include "transforms/Passes.h"
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Transforms/Utils/Cloning.h>
 
 #include <fmt/format.h>
 

@@ -262,7 +262,7 @@ uint64_t Compilation::lower(const ir::Module& m, const std::string& function, co
   double planMs = 0;
   const uint64_t scratch =
       codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_),
-                             {.packed = options_.packed, .parallel = options_.threads, .plans = instruments_.empty() ? nullptr : &plans_,
+                             {.packed = options_.packed, .parallel = options_.threads, .plans = inspected() ? &plans_ : nullptr,
                               .planAfter = planAfter_, .planMs = &planMs});
   times_.plan += planMs;
   times_.lower += msSince(t0) - planMs;

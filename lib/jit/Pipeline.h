@@ -70,9 +70,10 @@ struct StageArtifact {
 class Instrumentation {
 public:
   virtual ~Instrumentation() = default;
-  /// Whether this instrument reads the LLVM module after optimisation: the
-  /// module is then compiled whole, in one part (the same passes on the same
-  /// code, on one thread), so that there is one module to read.
+  /// Whether this instrument reads the stages' text (the fusion plans, the
+  /// LLVM module after optimisation): plans are then rendered, and the module
+  /// is compiled whole, in one part (the same passes on the same code, on one
+  /// thread), so that there is one module to read.
   virtual bool inspects() const { return false; }
   /// After each stage, with what it made.
   virtual void after(const StageArtifact& a) = 0;

@@ -12,41 +12,38 @@
 
 namespace adjit::ops {
 
+namespace {
+
 void registerAll() {
-  static const bool once = [] {
-    static constexpr std::array<Traits, ir::kNumOps> traits{{
+  static constexpr std::array<Traits, ir::kNumOps> traits{{
 #define ADJIT_OP(Id, mnemonic, arity, traits) traits,
 #include "ir/Ops.def"
-    }};
-    Table t{};
-    defineArithOps(t);
-    defineMathOps(t);
-    defineLogicOps(t);
-    defineCreationOps(t);
-    defineShapeOps(t);
-    defineIndexingOps(t);
-    defineReduceOps(t);
-    defineLinalgOps(t);
-    defineCallOps(t);
-    defineControlFlowOps(t);
-    defineGradientOps(t);
-    defineCallbackOps(t);
-    // Each layer gets its part of every op's block.
-    for (OpKind k : ir::allOps()) {
-      const Hooks& h = t[static_cast<std::size_t>(k)];
-      const Traits& tr = traits[static_cast<std::size_t>(k)];
-      ir::define(k, tr.ir, h.infer, h.eval, h.fold);
-      autodiff::define(k, {.traits = tr.autodiff, .jvp = h.jvp, .vjp = h.vjp});
-      codegen::define(k, {.traits = tr.codegen, .scalar = h.scalar, .element = h.element, .lower = h.lower,
-                          .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
-                          .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid, .data = h.data});
-    }
-    return true;
-  }();
-  (void)once;
+  }};
+  Table t{};
+  defineArithOps(t);
+  defineMathOps(t);
+  defineLogicOps(t);
+  defineCreationOps(t);
+  defineShapeOps(t);
+  defineIndexingOps(t);
+  defineReduceOps(t);
+  defineLinalgOps(t);
+  defineCallOps(t);
+  defineControlFlowOps(t);
+  defineGradientOps(t);
+  defineCallbackOps(t);
+  // Each layer gets its part of every op's block.
+  for (OpKind k : ir::allOps()) {
+    const Hooks& h = t[static_cast<std::size_t>(k)];
+    const Traits& tr = traits[static_cast<std::size_t>(k)];
+    ir::define(k, tr.ir, h.infer, h.eval, h.fold);
+    autodiff::define(k, {.traits = tr.autodiff, .jvp = h.jvp, .vjp = h.vjp});
+    codegen::define(k, {.traits = tr.codegen, .scalar = h.scalar, .element = h.element, .lower = h.lower,
+                        .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
+                        .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid, .data = h.data});
+  }
 }
 
-namespace {
 // The tables are filled when the library is loaded, before any code that
 // could read them runs: every entry point of the library is reached from
 // outside it, after its static initialisers.

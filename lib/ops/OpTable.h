@@ -124,7 +124,4 @@ void defineControlFlowOps(Table&);
 void defineGradientOps(Table&);
 void defineCallbackOps(Table&);
 
-/// Fills every layer's table (once; OpTable.cpp also runs it at start-up).
-void registerAll();
-
 } // namespace adjit::ops
