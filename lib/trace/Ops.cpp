@@ -574,7 +574,11 @@ Tensor Tensor::index(const std::vector<IndexItem>& items) const {
   Tensor r = slice(*this, start, limit, stride, l);
   if (std::any_of(dynStart.begin(), dynStart.end(), [](const std::optional<Tensor>& t) { return t.has_value(); })) {
     std::vector<StartIndex> starts;
-    for (const std::optional<Tensor>& t : dynStart) starts.push_back(t ? StartIndex(*t) : StartIndex(0));
+    const Shape sliced = r.shape();
+    for (std::size_t a = 0; a < dynStart.size(); ++a) {
+      starts.push_back(dynStart[a] ? StartIndex(*dynStart[a]) : StartIndex(0));
+      if (!dynStart[a]) dynSize[a] = sliced[a]; // the static slice's extent
+    }
     r = dynamic_slice(r, starts, dynSize, l);
   }
   for (auto& [axis, idx] : reversed) {
