@@ -341,3 +341,15 @@ TEST_CASE("sorting errors name the op") {
   CHECK_THROWS_WITH_AS(trace([](Tensor a, Tensor v) { return searchsorted(a, v); }, Type{DType::f32, {3, 2}}, Type{DType::f32, {}}),
                        doctest::Contains("searchsorted: the sorted sequence must be 1-D, got f32[3,2]"), Error);
 }
+
+TEST_CASE("sorting edge cases: empty axes, k = 0, boolean payloads, length-one rows") {
+  auto f = [](Tensor x) { return sort(x, 0); };
+  CHECK(jit(f)(Array(DType::f32, {0})).size() == 0);
+  CHECK(jit(f)(Array(DType::f64, {0, 3})).shape() == Shape{0, 3});
+  bothWays([](Tensor x) { return sort(x, 1, true); }, Array(std::vector<double>{3, 1, 2}, Shape{3, 1}));
+  CHECK(jit([](Tensor x) { return top_k(x, 0).indices; })(f32({1, 2})).shape() == Shape{0});
+  auto mask = [](Tensor k, Tensor m) { return sort_key_val(k, m).second; };
+  Array keys = f64({0.5, -1, 2, -3});
+  Array m = i1({true, false, false, true});
+  CHECK(bothWays(mask, keys, m).to_vector<bool>() == std::vector<bool>{true, false, true, false});
+}
