@@ -243,6 +243,19 @@ TEST_CASE("a sliding window in fori_loop and while_loop: dynamic_slice at the lo
   for (int i = 0; i < 5; ++i) wsum += std::pow(x.to_vector<double>()[i], 2) + std::pow(x.to_vector<double>()[i + 1], 2);
   CHECK(jit(wl)(x).item<double>() == doctest::Approx(wsum).epsilon(1e-12));
   check_grads(wl, x, {.order = 2, .modes = {"rev", "fwd"}});
+  // without max_iterations: reverse mode keeps each step's window offset on a run-time stack
+  auto unbounded = [](Tensor x) {
+    auto [last, acc] = while_loop([&](const std::pair<Tensor, Tensor>& s) { return lt(s.second, full({}, 2.0, DType::f64)); },
+                                  [&](const std::pair<Tensor, Tensor>& s) {
+                                    Tensor w = x(dslice(s.first, 3));
+                                    return std::pair{s.first + full({}, 1, DType::i32), s.second + sum(w * w)};
+                                  },
+                                  std::pair{full({}, 0, DType::i32), full({}, 0.0, DType::f64)});
+    (void)last;
+    return acc;
+  };
+  CHECK(jit(unbounded)(x).item<double>() == doctest::Approx(trace(unbounded, x.type()).interpret("f", {x}).at(0).item<double>()).epsilon(1e-12));
+  check_grads(unbounded, x);
 }
 
 // ---- sorting ------------------------------------------------------------------------------------
