@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <optional>
 #include <source_location>
+#include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -61,9 +63,14 @@ public:
   /// numpy indexing, one item per axis: an integer (negative counts from the
   /// end; the axis is dropped), `all` (numpy's `:`), `range(start, stop,
   /// step)` (any step but 0), `newaxis`, one `ellipsis` for the axes not
-  /// named, and one integer Tensor (its elements pick along the axis, as
-  /// `take`). Axes left over at the end are kept whole:
-  /// `x(all, 2)`, `x(range(1, {}, 2), newaxis)`, `x(ellipsis, -1)`, `x(idx)`.
+  /// named, integer scalar Tensors (run-time integers: negative counts from
+  /// the end, out of range is clamped; the axis is dropped), `dslice(start,
+  /// size)` (`size` elements from a run-time `start`, clamped so the window
+  /// fits, as dynamic_slice), and one integer Tensor of rank >= 1 (its
+  /// elements pick along the axis, as `take`). Axes left over at the end are
+  /// kept whole: `x(all, 2)`, `x(range(1, {}, 2), newaxis)`, `x(ellipsis,
+  /// -1)`, `x(i, range(0, 3))`, `x(dslice(i, 4))`, `x(idx)`. Run-time
+  /// integers and dslices are one dynamic_slice.
   Tensor operator()(const IndexItem& a) const;
   Tensor operator()(const IndexItem& a, const IndexItem& b) const;
   Tensor operator()(const IndexItem& a, const IndexItem& b, const IndexItem& c) const;
@@ -109,9 +116,20 @@ inline Range range(std::optional<int64_t> start, std::optional<int64_t> stop, in
   return Range{start, stop, step};
 }
 
+/// `size` elements from the run-time index `start` (an integer scalar
+/// Tensor) along one axis; see dslice.
+struct DynamicRange {
+  Tensor start;
+  int64_t size;
+};
+/// dslice(i, k) for Tensor::operator(): elements [i, i + k) of an axis, with i
+/// a scalar integer Tensor known at run time (Pallas' `pl.dslice`; `x[i:i+k]`
+/// in numpy). The start is clamped into [0, n - k] as dynamic_slice does.
+inline DynamicRange dslice(const Tensor& start, int64_t size) { return DynamicRange{start, size}; }
+
 /// One item of Tensor::operator(), remembering the line it was written on.
 struct IndexItem {
-  std::variant<int64_t, All, Range, NewAxis, Ellipsis, Tensor> what;
+  std::variant<int64_t, All, Range, NewAxis, Ellipsis, Tensor, DynamicRange> what;
   std::source_location loc;
   template <std::integral I>
   IndexItem(I i, std::source_location l = std::source_location::current()) : what(static_cast<int64_t>(i)), loc(l) {}
@@ -120,6 +138,16 @@ struct IndexItem {
   IndexItem(NewAxis n, std::source_location l = std::source_location::current()) : what(n), loc(l) {}
   IndexItem(Ellipsis e, std::source_location l = std::source_location::current()) : what(e), loc(l) {}
   IndexItem(const Tensor& t, std::source_location l = std::source_location::current()) : what(t), loc(l) {}
+  IndexItem(DynamicRange r, std::source_location l = std::source_location::current()) : what(r), loc(l) {}
+};
+
+/// A start index of dynamic_slice and dynamic_update_slice: an integer scalar
+/// Tensor (known at run time) or a C++ integer.
+struct StartIndex {
+  std::variant<int64_t, Tensor> what;
+  template <std::integral I>
+  StartIndex(I i) : what(static_cast<int64_t>(i)) {} // NOLINT: implicit, as in {i, 0}
+  StartIndex(const Tensor& t) : what(t) {}           // NOLINT
 };
 
 /// A C++ arithmetic scalar used next to a tensor: it takes the tensor's dtype.
@@ -312,6 +340,16 @@ Tensor argmin(const Tensor& x, int64_t axis, DType dtype = DType::i64, ADJIT_HER
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis = 0, ADJIT_HERE);
 /// x with `updates` added at `indices` along `axis` (out-of-range indices are dropped).
 Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis = 0, ADJIT_HERE);
+/// The window of x of shape `sizes` starting at `starts`, one start per axis
+/// (integer scalar Tensors or C++ integers, as JAX's lax.dynamic_slice:
+/// `dynamic_slice(x, {i, 0}, {3, 4})`; a 1-D index tensor s is passed as
+/// `{s[0], s[1]}`). Each start is clamped into [0, n - size] as XLA does, so
+/// the window always lies inside x (a negative start is 0, not counted from
+/// the end). Its gradient puts the cotangent back in place in zeros.
+Tensor dynamic_slice(const Tensor& x, const std::vector<StartIndex>& starts, const std::vector<int64_t>& sizes, ADJIT_HERE);
+/// x with the window at `starts` (clamped as dynamic_slice's, so the whole
+/// update lands inside x) replaced by `update`, which has x's dtype and rank.
+Tensor dynamic_update_slice(const Tensor& x, const Tensor& update, const std::vector<StartIndex>& starts, ADJIT_HERE);
 
 // ---- reductions (axes empty = all axes) ------------------------------------------
 /// The sum over `axes` (reduced axes kept with size 1 if `keepdims`).
@@ -331,6 +369,41 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> axes = {}, bool keepdims 
 Tensor softmax(const Tensor& x, std::vector<int64_t> axes = {-1}, ADJIT_HERE);
 /// x - logsumexp(x) over `axes` (default: the last), stable for large |x|.
 Tensor log_softmax(const Tensor& x, std::vector<int64_t> axes = {-1}, ADJIT_HERE);
+
+// ---- sorting and selection -------------------------------------------------------------
+/// x sorted along `axis` (default: the last), stably, in numpy's order: NaNs
+/// last, -0.0 and 0.0 equal. `descending` reverses the order exactly (NaNs
+/// first, larger first) while equal elements keep their original order, as
+/// JAX's and PyTorch's `descending=True`. The gradient moves the cotangent
+/// back through the permutation.
+Tensor sort(const Tensor& x, int64_t axis = -1, bool descending = false, ADJIT_HERE);
+/// JAX's lax.sort over several operands of one shape: all sorted along `axis`
+/// by the order of operands[0] (the keys; stable, as sort), the others moved
+/// with it. Returns the sorted operands in order.
+std::vector<Tensor> sort(const std::vector<Tensor>& operands, int64_t axis = -1, bool descending = false, ADJIT_HERE);
+/// The positions that sort x along `axis` (stable: ties in their original
+/// order), as i64 (numpy's) or i32. Not differentiable.
+Tensor argsort(const Tensor& x, int64_t axis = -1, bool descending = false, DType dtype = DType::i64, ADJIT_HERE);
+/// Keys sorted along `axis` and values (of the keys' shape, any dtype) moved
+/// with them: {sorted keys, values in that order}, as JAX's lax.sort_key_val.
+std::pair<Tensor, Tensor> sort_key_val(const Tensor& keys, const Tensor& values, int64_t axis = -1,
+                                       bool descending = false, ADJIT_HERE);
+/// The k largest elements along the last axis and their positions.
+struct TopK {
+  Tensor values;  ///< [..., k], largest first (NaN counts as largest)
+  Tensor indices; ///< their positions along the last axis; equal values keep the lower position first
+};
+/// The k largest elements of the last axis, as JAX's lax.top_k (indices i32
+/// by default, as JAX's and TensorFlow's). Gradients flow to the picked
+/// elements.
+TopK top_k(const Tensor& x, int64_t k, DType dtype = DType::i32, ADJIT_HERE);
+/// Where each element of `values` would be inserted into the sorted 1-D
+/// `sorted` to keep it sorted, as numpy's searchsorted: the number of
+/// elements that sort before it (side "left") or not after it ("right"), in
+/// sort's order (NaN last). `sorted` must be sorted; values has any shape;
+/// i64 by default. Not differentiable.
+Tensor searchsorted(const Tensor& sorted, const Tensor& values, std::string_view side = "left",
+                    DType dtype = DType::i64, ADJIT_HERE);
 
 // ---- linear algebra -------------------------------------------------------------------
 /// Matrix product; 1-D operands are promoted like numpy; batch dims broadcast.

@@ -1,7 +1,10 @@
-// ops/Indexing.cpp — gather (take along an axis) and scatter_add.
-// Index semantics, shared by both: a negative index i counts from the end
-// (i + n); gather clamps what is still out of range to [0, n-1], scatter_add
-// drops updates whose index is out of range.
+// ops/Indexing.cpp — gather (take along an axis) and scatter_add; dynamic_slice
+// and dynamic_update_slice (a window at run-time offsets).
+// Index semantics of gather and scatter_add: a negative index i counts from
+// the end (i + n); gather clamps what is still out of range to [0, n-1],
+// scatter_add drops updates whose index is out of range. The dynamic slices
+// clamp each start into [0, n - size] as XLA does (a negative start is 0), so
+// the window always lies inside the operand.
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
@@ -53,9 +56,151 @@ Tensor effectiveIndices(const Tensor& idx, int64_t n) {
   return minimum(maximum(k, zeros_like(k)), full(k.shape(), static_cast<double>(n - 1), k.dtype()));
 }
 
+/// The integer scalar starts of a dynamic slice, operands [first, first + rank).
+void expectStarts(const InferCtx& c, std::size_t first, int64_t rank) {
+  if (c.operands.size() != first + static_cast<std::size_t>(rank))
+    c.fail("expected {} start indices (one per axis of {}), got {}", rank, c.operands[0].str(),
+           c.operands.size() - first);
+  for (std::size_t i = first; i < c.operands.size(); ++i) {
+    const Type& t = c.operands[i];
+    if ((t.dtype != DType::i32 && t.dtype != DType::i64) || t.rank() != 0)
+      c.fail("start index {} must be an i32 or i64 scalar, got {}", i - first, t.str());
+  }
+}
+
+/// The clamped starts of a window of `size` in `shape` (reference evaluation).
+std::vector<int64_t> clampedStarts(const EvalCtx& c, std::size_t first, const Shape& shape, const Shape& size) {
+  std::vector<int64_t> s(shape.size());
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    s[d] = std::clamp<int64_t>(c.args[first + d].get<int64_t>(0), 0, shape[d] - size[d]);
+  return s;
+}
+
+/// The clamped starts in generated code: max(0, min(start, n - size)) per axis.
+std::vector<llvm::Value*> emitStarts(codegen::EmitBase& c, const std::function<llvm::Value*(std::size_t)>& start,
+                                     const Shape& shape, const Shape& size) {
+  std::vector<llvm::Value*> s(shape.size());
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    llvm::Value* k = c.b.CreateSExt(start(d), c.b.getInt64Ty());
+    k = c.intrinsic(llvm::Intrinsic::smin, {{k, c.i64(shape[d] - size[d])}});
+    s[d] = c.intrinsic(llvm::Intrinsic::smax, {{k, c.i64(0)}});
+  }
+  return s;
+}
+
+/// The start operands of a dynamic slice op, as Tensors (for derivative rules).
+std::vector<StartIndex> startsOf(const autodiff::VjpCtx& c, std::size_t first) {
+  std::vector<StartIndex> s;
+  for (std::size_t i = first; i < c.op.operands.size(); ++i) s.push_back(c.x(i));
+  return s;
+}
+
 } // namespace
 
 void defineIndexingOps(Table& t) {
+  // dynamic_slice(x, s_0, ..., s_{r-1}) {sizes}: r[i] = x[i + clamp(s, 0, shape - sizes)]
+  set(t, OpKind::DynamicSlice, {
+      .infer = [](const InferCtx& c) {
+        if (c.operands.empty()) c.fail("expected an operand and its start indices, got none");
+        const Type& x = c.operands[0];
+        expectStarts(c, 1, x.rank());
+        const std::vector<int64_t>& sizes = c.ints("sizes");
+        if (static_cast<int64_t>(sizes.size()) != x.rank())
+          c.fail("expected {} sizes (one per axis of {}), got {}", x.rank(), x.str(), shape_str(sizes));
+        for (std::size_t d = 0; d < sizes.size(); ++d)
+          if (sizes[d] < 0 || sizes[d] > x.shape[d])
+            c.fail("size {} along axis {} does not fit in {}", sizes[d], d, x.str());
+        return std::vector<Type>{Type{x.dtype, sizes}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array& x = c.args[0];
+        Array r(c.resultType());
+        const std::vector<int64_t> s = clampedStarts(c, 1, x.shape(), r.shape());
+        const std::size_t w = size_of(x.dtype());
+        for (int64_t i = 0; i < r.size(); ++i) {
+          std::vector<int64_t> at = unravel(i, r.shape());
+          for (std::size_t d = 0; d < at.size(); ++d) at[d] += s[d];
+          std::memcpy(static_cast<char*>(r.raw()) + i * w, static_cast<const char*>(x.raw()) + ravel(at, x.shape()) * w, w);
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      // a window as large as the operand starts at 0: it is the operand
+      .fold = foldIfSameType,
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const Shape& xs = c.operandType(0).shape;
+        const Shape& rs = c.resultType().shape;
+        const auto& o = c.dims(c.index, rs);
+        std::vector<llvm::Value*> s = emitStarts(c, [&](std::size_t d) { return c.operand(1 + d, Index::ofLinear(c.i64(0))); }, xs, rs);
+        std::vector<llvm::Value*> at(o.size());
+        for (std::size_t d = 0; d < o.size(); ++d) at[d] = c.b.CreateAdd(o[d], s[d]);
+        return c.operand(0, Index::ofDims(std::move(at)));
+      },
+      // the window's cotangent put back in place in zeros: the same clamped starts
+      .jvp = autodiff::linearJvp,
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return dynamic_update_slice(zeros_like(c.x(0)), c.dy(), startsOf(c, 1)); });
+      },
+  });
+
+  // dynamic_update_slice(x, u, s_0, ..., s_{r-1}): r = x with the window at
+  // clamp(s, 0, shape - u.shape) replaced by u
+  set(t, OpKind::DynamicUpdateSlice, {
+      .infer = [](const InferCtx& c) {
+        if (c.operands.size() < 2) c.fail("expected an operand, an update and start indices, got {} operands", c.operands.size());
+        const Type &x = c.operands[0], &u = c.operands[1];
+        if (u.dtype != x.dtype || u.rank() != x.rank())
+          c.fail("the update must have the operand's dtype and rank, got {} for {}", u.str(), x.str());
+        for (std::size_t d = 0; d < u.shape.size(); ++d)
+          if (u.shape[d] > x.shape[d]) c.fail("the update {} does not fit in {}", u.str(), x.str());
+        expectStarts(c, 2, x.rank());
+        return std::vector<Type>{x};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array& u = c.args[1];
+        Array r = c.args[0];
+        const std::vector<int64_t> s = clampedStarts(c, 2, r.shape(), u.shape());
+        const std::size_t w = size_of(r.dtype());
+        for (int64_t i = 0; i < u.size(); ++i) {
+          std::vector<int64_t> at = unravel(i, u.shape());
+          for (std::size_t d = 0; d < at.size(); ++d) at[d] += s[d];
+          std::memcpy(static_cast<char*>(r.raw()) + ravel(at, r.shape()) * w, static_cast<const char*>(u.raw()) + i * w, w);
+        }
+        return std::vector<Array>{std::move(r)};
+      },
+      // an update as large as the operand replaces all of it
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (c.type(c.op.operands[1]) == c.type(c.op.results[0])) return ir::Folded{c.op.operands[1]};
+        return std::nullopt;
+      },
+      // Each element is the update's inside the window and the operand's
+      // outside; the update is read at an index clamped into it (never out
+      // of bounds), and the select keeps the loop branch-free.
+      .element = [](ElementCtx& c) -> llvm::Value* {
+        const Shape& xs = c.resultType().shape;
+        const Shape& us = c.operandType(1).shape;
+        const auto& o = c.dims(c.index, xs);
+        std::vector<llvm::Value*> s = emitStarts(c, [&](std::size_t d) { return c.operand(2 + d, Index::ofLinear(c.i64(0))); }, xs, us);
+        std::vector<llvm::Value*> ui(o.size());
+        llvm::Value* inside = c.b.getTrue();
+        for (std::size_t d = 0; d < o.size(); ++d) {
+          llvm::Value* k = c.b.CreateSub(o[d], s[d]);
+          inside = c.b.CreateAnd(inside, c.b.CreateICmpULT(k, c.i64(us[d])));
+          k = c.intrinsic(llvm::Intrinsic::smax, {{k, c.i64(0)}});
+          ui[d] = c.intrinsic(llvm::Intrinsic::smin, {{k, c.i64(std::max<int64_t>(us[d] - 1, 0))}});
+        }
+        llvm::Value* x = c.operand(0, c.index);
+        if (num_elements(us) == 0) return x;
+        return c.b.CreateSelect(inside, c.operand(1, Index::ofDims(std::move(ui))), x);
+      },
+      // d r = dynamic_update_slice(dx, du, s): x's cotangent with the window
+      // zeroed, the update's the window of the cotangent
+      .jvp = autodiff::linearJvp,
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { return dynamic_update_slice(c.dy(), zeros_like(c.x(1)), startsOf(c, 2)); });
+        c.grad(1, [&] { return dynamic_slice(c.dy(), startsOf(c, 2), c.x(1).shape()); });
+      },
+  });
+
   // one_hot(indices) {depth, dtype}: r[..., j] = indices[...] == j ? 1 : 0.
   // An index outside [0, depth) gives a row of zeros (TensorFlow, JAX).
   set(t, OpKind::OneHot, {

@@ -489,10 +489,10 @@ Tensor Tensor::index(const std::vector<IndexItem>& items) const {
   for (const IndexItem& it : items) {
     if (std::holds_alternative<Ellipsis>(it.what)) ++ellipses;
     else if (!std::holds_alternative<NewAxis>(it.what)) ++named;
-    if (std::holds_alternative<Tensor>(it.what)) ++tensors;
+    if (const Tensor* t = std::get_if<Tensor>(&it.what); t && (!t->valid() || t->rank() > 0)) ++tensors;
   }
   if (ellipses > 1) throw fail("more than one ellipsis");
-  if (tensors > 1) throw fail("more than one Tensor index (index one axis at a time)");
+  if (tensors > 1) throw fail("more than one Tensor index of rank >= 1 (index one axis at a time)");
   if (named > rank) throw fail(fmt::format("{} axes named, but the tensor has {}", named, rank));
   std::vector<IndexItem> full;
   for (const IndexItem& it : items) {
@@ -504,12 +504,15 @@ Tensor Tensor::index(const std::vector<IndexItem>& items) const {
   }
   if (!ellipses)
     for (int64_t k = named; k < rank; ++k) full.push_back(IndexItem(all, l));
-  // One strided slice for integers and positive steps; reversed ranges and a
-  // Tensor index are takes along their axis; then a reshape drops the
-  // integer axes and inserts the new ones.
+  // One strided slice for integers and positive steps; one dynamic_slice for
+  // run-time integers and dslices; reversed ranges and a Tensor index are
+  // takes along their axis; then a reshape drops the integer axes and
+  // inserts the new ones.
   std::vector<int64_t> start(in.size(), 0), limit = in, stride(in.size(), 1);
   std::vector<std::pair<int64_t, std::vector<int32_t>>> reversed; // axis, indices
   std::optional<std::pair<int64_t, Tensor>> picked;
+  std::vector<std::optional<Tensor>> dynStart(in.size());
+  std::vector<int64_t> dynSize = in;
   Shape out;
   int64_t d = 0;
   for (const IndexItem& it : full) {
@@ -545,20 +548,147 @@ Tensor Tensor::index(const std::vector<IndexItem>& items) const {
       out.push_back(count);
     } else if (const Tensor* t = std::get_if<Tensor>(&it.what)) {
       if (!is_integer(t->dtype())) throw fail("a Tensor index must be i32 or i64, got " + t->type().str());
-      picked = {d, *t};
-      for (int64_t e : t->shape()) out.push_back(e);
+      if (t->rank() == 0) {
+        // a run-time integer: negative counts from the end, then clamped
+        dynStart[static_cast<std::size_t>(d)] = where(lt(*t, scalar_like(*t, 0, "index"), it.loc),
+                                                      add(*t, scalar_like(*t, n, "index"), it.loc), *t, it.loc);
+        dynSize[static_cast<std::size_t>(d)] = 1;
+      } else {
+        picked = {d, *t};
+        for (int64_t e : t->shape()) out.push_back(e);
+      }
+    } else if (const DynamicRange* r = std::get_if<DynamicRange>(&it.what)) {
+      if (!r->start.valid() || !is_integer(r->start.dtype()) || r->start.rank() != 0)
+        throw fail("a dslice start must be an i32 or i64 scalar Tensor, got " +
+                   (r->start.valid() ? r->start.type().str() : std::string("an empty Tensor")));
+      if (r->size < 0 || r->size > n)
+        throw fail(fmt::format("dslice of size {} along axis {} of size {}", r->size, d, n));
+      dynStart[static_cast<std::size_t>(d)] = r->start;
+      dynSize[static_cast<std::size_t>(d)] = r->size;
+      out.push_back(r->size);
     } else {
       out.push_back(n);
     }
     ++d;
   }
   Tensor r = slice(*this, start, limit, stride, l);
+  if (std::any_of(dynStart.begin(), dynStart.end(), [](const std::optional<Tensor>& t) { return t.has_value(); })) {
+    std::vector<StartIndex> starts;
+    const Shape sliced = r.shape();
+    for (std::size_t a = 0; a < dynStart.size(); ++a) {
+      starts.push_back(dynStart[a] ? StartIndex(*dynStart[a]) : StartIndex(0));
+      if (!dynStart[a]) dynSize[a] = sliced[a]; // the static slice's extent
+    }
+    r = dynamic_slice(r, starts, dynSize, l);
+  }
   for (auto& [axis, idx] : reversed) {
     const int64_t count = static_cast<int64_t>(idx.size());
     r = take(r, constant(Array(std::move(idx), {count}), l), axis, l);
   }
   if (picked) r = take(r, picked->second, picked->first, l);
   return reshape(r, out, l);
+}
+
+namespace {
+/// An integer scalar start index as a Tensor of the trace (a C++ integer as an i64 constant).
+Tensor startTensor(const char* op, const StartIndex& s, std::size_t axis, const SrcLoc& l) {
+  if (const int64_t* i = std::get_if<int64_t>(&s.what)) return full({}, static_cast<double>(*i), DType::i64, l);
+  const Tensor& t = std::get<Tensor>(s.what);
+  if (!t.valid()) throw Error(fmt::format("{}: start index {} is an empty Tensor", op, axis), Location::from(l));
+  if (!is_integer(t.dtype()) || t.rank() != 0)
+    throw Error(fmt::format("{}: start index {} must be an i32 or i64 scalar, got {}", op, axis, t.type().str()),
+                Location::from(l));
+  return t;
+}
+} // namespace
+
+Tensor dynamic_slice(const Tensor& x, const std::vector<StartIndex>& starts, const std::vector<int64_t>& sizes, SrcLoc l) {
+  Location loc = Location::from(l);
+  if (static_cast<int64_t>(starts.size()) != x.rank())
+    throw Error(fmt::format("dynamic_slice: expected {} start indices (one per axis of {}), got {}", x.rank(),
+                            x.type().str(), starts.size()), loc);
+  std::vector<Tensor> in{x};
+  for (std::size_t d = 0; d < starts.size(); ++d) in.push_back(startTensor("dynamic_slice", starts[d], d, l));
+  ir::Attrs a;
+  a.set("sizes", sizes);
+  return emit(stateOf({&x}, "dynamic_slice", loc), OpKind::DynamicSlice, in, std::move(a), loc);
+}
+
+Tensor dynamic_update_slice(const Tensor& x, const Tensor& update, const std::vector<StartIndex>& starts, SrcLoc l) {
+  Location loc = Location::from(l);
+  if (static_cast<int64_t>(starts.size()) != x.rank())
+    throw Error(fmt::format("dynamic_update_slice: expected {} start indices (one per axis of {}), got {}", x.rank(),
+                            x.type().str(), starts.size()), loc);
+  TraceState& s = stateOf({&x, &update}, "dynamic_update_slice", loc);
+  Tensor xx = x, u = update;
+  meetDtypes(s, "dynamic_update_slice", {&xx, &u}, loc);
+  std::vector<Tensor> in{xx, u};
+  for (std::size_t d = 0; d < starts.size(); ++d) in.push_back(startTensor("dynamic_update_slice", starts[d], d, l));
+  return emit(s, OpKind::DynamicUpdateSlice, in, {}, loc);
+}
+
+std::vector<Tensor> sort(const std::vector<Tensor>& operands, int64_t axis, bool descending, SrcLoc l) {
+  Location loc = Location::from(l);
+  if (operands.empty()) throw Error("sort: expected at least one operand (the keys), got none", loc);
+  const Tensor& k = operands[0];
+  TraceState& s = stateOf({&k}, "sort", loc);
+  if (k.rank() == 0) throw Error("sort: expected keys of rank >= 1, got " + k.type().str(), loc);
+  ir::Attrs a;
+  a.set("axis", normalizeAxis("sort", axis, k.rank(), loc));
+  a.set("descending", descending);
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : operands) ids.push_back(detail::valueOf(t, "sort", loc));
+  std::vector<Tensor> out;
+  for (ir::ValueId v : s.builder.create(OpKind::Sort, ids, std::move(a), {}, s.locOverride ? *s.locOverride : loc))
+    out.push_back(detail::wrap(s, v));
+  return out;
+}
+
+Tensor sort(const Tensor& x, int64_t axis, bool descending, SrcLoc l) {
+  return sort(std::vector<Tensor>{x}, axis, descending, l)[0];
+}
+
+Tensor argsort(const Tensor& x, int64_t axis, bool descending, DType dtype, SrcLoc l) {
+  Location loc = Location::from(l);
+  if (dtype != DType::i32 && dtype != DType::i64)
+    throw Error(fmt::format("argsort: dtype must be i32 or i64, got {}", name_of(dtype)), loc);
+  if (x.valid() && x.rank() == 0) throw Error("argsort: expected a tensor of rank >= 1, got " + x.type().str(), loc);
+  const int64_t ax = normalizeAxis("argsort", axis, x.rank(), loc);
+  return sort({x, iota(x.shape(), ax, dtype, l)}, ax, descending, l)[1];
+}
+
+std::pair<Tensor, Tensor> sort_key_val(const Tensor& keys, const Tensor& values, int64_t axis, bool descending, SrcLoc l) {
+  std::vector<Tensor> r = sort({keys, values}, axis, descending, l);
+  return {r[0], r[1]};
+}
+
+TopK top_k(const Tensor& x, int64_t k, DType dtype, SrcLoc l) {
+  Location loc = Location::from(l);
+  if (x.valid() && x.rank() == 0) throw Error("top_k: expected a tensor of rank >= 1, got " + x.type().str(), loc);
+  const int64_t n = x.valid() ? x.shape().back() : 0;
+  if (k < 0 || k > n)
+    throw Error(fmt::format("top_k: k must be in [0, {}] (the last axis of {}), got {}", n, x.type().str(), k), loc);
+  if (dtype != DType::i32 && dtype != DType::i64)
+    throw Error(fmt::format("top_k: dtype must be i32 or i64, got {}", name_of(dtype)), loc);
+  // a stable descending sort: larger first, ties by position
+  std::vector<Tensor> r = sort({x, iota(x.shape(), -1, dtype, l)}, -1, true, l);
+  std::vector<int64_t> start(static_cast<std::size_t>(x.rank()), 0);
+  std::vector<int64_t> limit = x.shape();
+  limit.back() = k;
+  return {slice(r[0], start, limit, {}, l), slice(r[1], start, limit, {}, l)};
+}
+
+Tensor searchsorted(const Tensor& sorted, const Tensor& values, std::string_view side, DType dtype, SrcLoc l) {
+  Location loc = Location::from(l);
+  if (side != "left" && side != "right")
+    throw Error(fmt::format("searchsorted: side must be \"left\" or \"right\", got \"{}\"", side), loc);
+  TraceState& s = stateOf({&sorted, &values}, "searchsorted", loc);
+  Tensor a = sorted, v = values;
+  meetDtypes(s, "searchsorted", {&a, &v}, loc);
+  ir::Attrs at;
+  at.set("right", side == "right");
+  at.set("dtype", dtype);
+  return emit(s, OpKind::SearchSorted, {a, v}, std::move(at), loc);
 }
 
 Tensor take(const Tensor& x, const Tensor& indices, int64_t axis, SrcLoc l) {

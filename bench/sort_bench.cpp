@@ -1,0 +1,65 @@
+// bench/sort_bench.cpp — adjit's generated sort next to std::sort and
+// std::stable_sort in the same process, one thread: 10^6 random f32 (and a
+// batch of short rows), runs interleaved so both see the same machine load;
+// prints times and the ratio. Not a test. `--n N` sorts N elements.
+// On the shared 2-core development machine under load (2026-11-27): 10^6 f32
+// 174 ms against std::sort's 188 ms (0.93), 10,000 rows of 100 45 ms against
+// 61 ms (0.74); the timings are inflated by the load, the ratios less so.
+#include <adjit/adjit.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace adjit;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Best of `reps` interleaved runs of adjit's sort and the standard library's
+/// on rows x n random floats.
+void row(int64_t rows, int64_t n, int reps) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> data(static_cast<std::size_t>(rows * n));
+  for (float& v : data) v = normal(rng);
+  const Array x(data, rows == 1 ? Shape{n} : Shape{rows, n});
+  auto f = jit([](Tensor t) { return sort(t); }, {.threads = 1});
+  Array y = f(x); // compiles
+  double tAdjit = 1e30, tStd = 1e30, tStable = 1e30;
+  std::vector<float> buf;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    y = f(x);
+    tAdjit = std::min(tAdjit, seconds(t0));
+    buf = data;
+    t0 = Clock::now();
+    for (int64_t i = 0; i < rows; ++i) std::sort(buf.begin() + i * n, buf.begin() + (i + 1) * n);
+    tStd = std::min(tStd, seconds(t0));
+    buf = data;
+    t0 = Clock::now();
+    for (int64_t i = 0; i < rows; ++i) std::stable_sort(buf.begin() + i * n, buf.begin() + (i + 1) * n);
+    tStable = std::min(tStable, seconds(t0));
+  }
+  const bool same = std::memcmp(buf.data(), y.raw(), buf.size() * sizeof(float)) == 0;
+  std::printf("sort f32 %6lld x %-8lld adjit %8.3f ms  std::sort %8.3f ms  std::stable_sort %8.3f ms  "
+              "adjit/std::sort %.2f%s\n",
+              static_cast<long long>(rows), static_cast<long long>(n), tAdjit * 1e3, tStd * 1e3, tStable * 1e3,
+              tAdjit / tStd, same ? "" : "  (RESULTS DIFFER)");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int64_t n = 1000000;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--n") == 0) n = std::atoll(argv[i + 1]);
+  row(1, n, 5);
+  row(10000, 100, 5);
+  return 0;
+}
