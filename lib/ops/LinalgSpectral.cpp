@@ -1,0 +1,923 @@
+// ops/LinalgSpectral.cpp — the decompositions of (batches of) matrices:
+// qr (reduced, Householder), eigh (symmetric eigenproblem, cyclic Jacobi)
+// and svd (reduced, one-sided Jacobi). Each algorithm is written twice with
+// the same steps, in C++ for the interpreter (`eval`) and as generated code
+// (`lower`, no library calls); their derivatives are matrix expressions over
+// the results, written with differentiable ops, never the loops'.
+//
+// Conventions (deterministic, the interpreter's and the JIT's alike):
+// - qr: R's diagonal has LAPACK's signs (dgeqrf: R_jj = -sign(a_jj') |x|,
+//   where a_jj' is the column's leading element when it is reflected).
+// - eigh reads (A + Aᵀ)/2 (jnp.linalg.eigh's symmetrize_input): eigenvalues
+//   ascending; each eigenvector's largest-magnitude component (the first of
+//   equal ones) is positive.
+// - svd: singular values descending; each column of u has its
+//   largest-magnitude component positive (row of vt flipped with it).
+//   Columns of u for zero singular values are zero (LAPACK would complete
+//   them to an orthonormal basis).
+// - eigh and svd of a matrix with a NaN or inf entry: every result NaN
+//   (qr's reflections spread NaNs on their own).
+#include "codegen/Emitter.h"
+#include "autodiff/JvpCtx.h"
+#include "autodiff/VjpCtx.h"
+#include "ops/Common.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace adjit::ops {
+namespace {
+
+using codegen::LowerCtx;
+using ir::EvalCtx;
+using ir::InferCtx;
+
+/// Bound on Jacobi sweeps. Both Jacobi methods converge quadratically, in 6
+/// to 12 sweeps for n up to a few hundred; the bound only stops inputs that
+/// never converge (NaNs stop at once: their tests are false).
+constexpr int64_t kMaxSweeps = 40;
+
+template <class T> constexpr T kEps = std::numeric_limits<T>::epsilon();
+
+/// The matrix dimensions of a [..., m, n] type and the batch size.
+struct Mat {
+  int64_t batch, m, n;
+};
+Mat matOf(const Shape& s) {
+  return {num_elements(Shape(s.begin(), s.end() - 2)), s[s.size() - 2], s[s.size() - 1]};
+}
+
+/// Checks a floating operand of rank >= 2 (square when `square`).
+void expectMatrix(const InferCtx& c, bool square) {
+  const Type& a = c.operands[0];
+  if (!is_floating(a.dtype)) c.fail("expected a floating-point matrix (or a batch of them), got {}", a.str());
+  if (a.rank() < 2) c.fail("expected a matrix (or a batch of them) of rank >= 2, got {}", a.str());
+  if (square && a.shape[a.rank() - 1] != a.shape[a.rank() - 2])
+    c.fail("expected square matrices, got {}", a.str());
+}
+
+/// `a`'s batch shape followed by `tail`.
+Type withTail(const Type& a, std::initializer_list<int64_t> tail) {
+  Shape s(a.shape.begin(), a.shape.end() - 2);
+  s.insert(s.end(), tail);
+  return Type{a.dtype, s};
+}
+
+// ---------------------------------------------------------------------------
+// Reference algorithms (one matrix, row-major). The lowerings below follow
+// them step by step.
+
+/// Householder QR of the m×n matrix a: q (m×k) with orthonormal columns and
+/// r (k×n) upper triangular, a = q r. Reflector j maps column j of the
+/// remaining rows x to beta e_1: beta = -sign(x_0) |x|, tau = (beta - x_0) /
+/// beta, v = (1, x_1.. / (x_0 - beta)); a column already zero below its
+/// diagonal gets tau = 0 (the identity), as LAPACK's dlarfg.
+template <class T> void qrMatrix(const T* a, int64_t m, int64_t n, T* q, T* r) {
+  const int64_t k = std::min(m, n);
+  std::vector<T> w(a, a + m * n), tau(static_cast<std::size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const T alpha = w[j * n + j];
+    T xnorm2 = 0;
+    for (int64_t i = j + 1; i < m; ++i) xnorm2 += w[i * n + j] * w[i * n + j];
+    const bool zero = xnorm2 == 0;
+    const T beta = zero ? alpha : -std::copysign(std::sqrt(alpha * alpha + xnorm2), alpha);
+    const T tj = zero ? T(0) : (beta - alpha) / beta;
+    const T scale = zero ? T(0) : T(1) / (alpha - beta);
+    tau[static_cast<std::size_t>(j)] = tj;
+    for (int64_t i = j + 1; i < m; ++i) w[i * n + j] *= scale;
+    w[j * n + j] = beta;
+    for (int64_t col = j + 1; col < n; ++col) { // (I - tau v vᵀ) applied to the remaining columns
+      T s = w[j * n + col];
+      for (int64_t i = j + 1; i < m; ++i) s += w[i * n + j] * w[i * n + col];
+      s *= tj;
+      w[j * n + col] -= s;
+      for (int64_t i = j + 1; i < m; ++i) w[i * n + col] -= s * w[i * n + j];
+    }
+  }
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t col = 0; col < n; ++col) r[i * n + col] = col >= i ? w[i * n + col] : T(0);
+  // q = H_0 ... H_{k-1} I[:, :k], applied from the last reflector back.
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t col = 0; col < k; ++col) q[i * k + col] = i == col ? T(1) : T(0);
+  for (int64_t jj = 0; jj < k; ++jj) {
+    const int64_t j = k - 1 - jj;
+    const T tj = tau[static_cast<std::size_t>(j)];
+    for (int64_t col = j; col < k; ++col) {
+      T s = q[j * k + col];
+      for (int64_t i = j + 1; i < m; ++i) s += w[i * n + j] * q[i * k + col];
+      s *= tj;
+      q[j * k + col] -= s;
+      for (int64_t i = j + 1; i < m; ++i) q[i * k + col] -= s * w[i * n + j];
+    }
+  }
+}
+
+/// The Jacobi rotation (c, s) that zeroes entry (p, q) of a symmetric matrix
+/// with diagonal app, aqq and off-diagonal apq (apq != 0): theta = (aqq - app)
+/// / (2 apq), t = sign(theta) / (|theta| + sqrt(theta² + 1)) (the smaller
+/// root of t² + 2 theta t - 1 = 0), c = 1 / sqrt(t² + 1), s = t c. The
+/// one-sided SVD uses it with alpha = |a_p|², beta = |a_q|², gamma = a_p·a_q.
+template <class T> std::pair<T, T> rotation(T app, T aqq, T apq) {
+  const T theta = (aqq - app) / (T(2) * apq);
+  const T t = std::copysign(T(1), theta) / (std::abs(theta) + std::sqrt(theta * theta + T(1)));
+  const T c = T(1) / std::sqrt(t * t + T(1));
+  return {c, t * c};
+}
+
+/// Columns p, q of the rows×cols matrix x become c x_p - s x_q, s x_p + c x_q.
+template <class T> void rotateColumns(T* x, int64_t rows, int64_t cols, int64_t p, int64_t q, T c, T s) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const T xp = x[i * cols + p], xq = x[i * cols + q];
+    x[i * cols + p] = c * xp - s * xq;
+    x[i * cols + q] = s * xp + c * xq;
+  }
+}
+
+/// Makes the largest-magnitude entry (the first of equal ones) of column j
+/// of x (rows×cols) positive; flips column j of y (yrows×cols) with it.
+template <class T> void normaliseSign(T* x, int64_t rows, int64_t cols, int64_t j, T* y, int64_t yrows) {
+  int64_t best = 0;
+  T bestAbs = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    if (std::abs(x[i * cols + j]) > bestAbs) {
+      bestAbs = std::abs(x[i * cols + j]);
+      best = i;
+    }
+  if (!(x[best * cols + j] < 0)) return;
+  for (int64_t i = 0; i < rows; ++i) x[i * cols + j] = -x[i * cols + j];
+  for (int64_t i = 0; i < yrows; ++i) y[i * cols + j] = -y[i * cols + j];
+}
+
+/// Swaps columns i and j of the rows×cols matrix x.
+template <class T> void swapColumns(T* x, int64_t rows, int64_t cols, int64_t i, int64_t j) {
+  for (int64_t r = 0; r < rows; ++r) std::swap(x[r * cols + i], x[r * cols + j]);
+}
+
+/// Eigenvalues w (ascending) and eigenvectors v (columns) of (a + aᵀ)/2, a
+/// n×n. Cyclic Jacobi: sweeps of rotations over every pair p < q with a
+/// nonzero entry, until off(S)² = Σ_{p<q} s_pq² <= eps² ||S||²_F.
+template <class T> void eighMatrix(const T* a, int64_t n, T* w, T* v) {
+  std::vector<T> s(static_cast<std::size_t>(n * n));
+  T norm2 = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      s[i * n + j] = (a[i * n + j] + a[j * n + i]) * T(0.5);
+      norm2 += s[i * n + j] * s[i * n + j];
+      v[i * n + j] = i == j ? T(1) : T(0);
+    }
+  for (int64_t sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    T off = 0;
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t q = p + 1; q < n; ++q) off += s[p * n + q] * s[p * n + q];
+    if (!(off > kEps<T> * kEps<T> * norm2)) break;
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t q = p + 1; q < n; ++q) {
+        const T apq = s[p * n + q];
+        if (!(apq != 0)) continue;
+        const auto [c, sn] = rotation(s[p * n + p], s[q * n + q], apq);
+        rotateColumns(s.data(), n, n, p, q, c, sn); // S J
+        for (int64_t i = 0; i < n; ++i) {           // Jᵀ (S J)
+          const T sp = s[p * n + i], sq = s[q * n + i];
+          s[p * n + i] = c * sp - sn * sq;
+          s[q * n + i] = sn * sp + c * sq;
+        }
+        s[p * n + q] = 0;
+        s[q * n + p] = 0;
+        rotateColumns(v, n, n, p, q, c, sn); // V J
+      }
+  }
+  for (int64_t i = 0; i < n; ++i) w[i] = s[i * n + i];
+  if (!(norm2 < std::numeric_limits<T>::infinity())) { // a NaN or inf entry: all NaN
+    std::fill(w, w + n, std::numeric_limits<T>::quiet_NaN());
+    std::fill(v, v + n * n, std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) { // selection sort, ascending (the first of equal ones)
+    int64_t best = i;
+    for (int64_t j = i + 1; j < n; ++j)
+      if (w[j] < w[best]) best = j;
+    std::swap(w[i], w[best]);
+    swapColumns(v, n, n, i, best);
+  }
+  for (int64_t j = 0; j < n; ++j) normaliseSign(v, n, n, j, v, 0);
+}
+
+/// Reduced SVD of the m×n matrix a: u (m×k), s (k, descending), vt (k×n).
+/// One-sided Jacobi (Hestenes) on W = a (m >= n) or aᵀ (m < n), rows×k:
+/// rotations of column pairs, accumulated in V (k×k), until every pair is
+/// orthogonal to |w_p·w_q| <= sqrt(rows) eps |w_p| |w_q|; then s_j = |w_j|,
+/// W's columns normalised. a = W V ᵀ, so u = W, vt = Vᵀ (or u = V, vt = Wᵀ).
+template <class T> void svdMatrix(const T* a, int64_t m, int64_t n, T* u, T* s, T* vt) {
+  const bool tall = m >= n;
+  const int64_t rows = std::max(m, n), k = std::min(m, n);
+  std::vector<T> W(static_cast<std::size_t>(rows * k)), V(static_cast<std::size_t>(k * k));
+  T norm2 = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      W[i * k + j] = tall ? a[i * n + j] : a[j * n + i];
+      norm2 += W[i * k + j] * W[i * k + j];
+    }
+  if (!(norm2 < std::numeric_limits<T>::infinity())) { // a NaN or inf entry: all NaN
+    std::fill(u, u + m * k, std::numeric_limits<T>::quiet_NaN());
+    std::fill(s, s + k, std::numeric_limits<T>::quiet_NaN());
+    std::fill(vt, vt + k * n, std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < k; ++j) V[i * k + j] = i == j ? T(1) : T(0);
+  const T tol = kEps<T> * std::sqrt(static_cast<T>(rows));
+  for (int64_t sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    bool rotated = false;
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t q = p + 1; q < k; ++q) {
+        T alpha = 0, beta = 0, gamma = 0;
+        for (int64_t i = 0; i < rows; ++i) {
+          alpha += W[i * k + p] * W[i * k + p];
+          beta += W[i * k + q] * W[i * k + q];
+          gamma += W[i * k + p] * W[i * k + q];
+        }
+        if (!(std::abs(gamma) > tol * std::sqrt(alpha) * std::sqrt(beta))) continue;
+        rotated = true;
+        const auto [c, sn] = rotation(alpha, beta, gamma);
+        rotateColumns(W.data(), rows, k, p, q, c, sn);
+        rotateColumns(V.data(), k, k, p, q, c, sn);
+      }
+    if (!rotated) break;
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    T n2 = 0;
+    for (int64_t i = 0; i < rows; ++i) n2 += W[i * k + j] * W[i * k + j];
+    s[j] = std::sqrt(n2);
+  }
+  for (int64_t i = 0; i < k; ++i) { // selection sort, descending
+    int64_t best = i;
+    for (int64_t j = i + 1; j < k; ++j)
+      if (s[j] > s[best]) best = j;
+    std::swap(s[i], s[best]);
+    swapColumns(W.data(), rows, k, i, best);
+    swapColumns(V.data(), k, k, i, best);
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    const T scale = s[j] == 0 ? T(1) : T(1) / s[j];
+    for (int64_t i = 0; i < rows; ++i) W[i * k + j] *= scale;
+  }
+  // u's columns: W's when tall, V's otherwise.
+  for (int64_t j = 0; j < k; ++j) {
+    if (tall) normaliseSign(W.data(), rows, k, j, V.data(), k);
+    else normaliseSign(V.data(), k, k, j, W.data(), rows);
+  }
+  const T* U = tall ? W.data() : V.data();
+  const T* Vr = tall ? V.data() : W.data(); // n×k
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) u[i * k + j] = U[i * k + j];
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t i = 0; i < n; ++i) vt[j * n + i] = Vr[i * k + j];
+}
+
+/// Runs `one(T*-typed arrays, batch index)` for each matrix of operand 0.
+template <class F> std::vector<Array> perMatrix(const EvalCtx& c, std::size_t nResults, F one) {
+  const Array& a = c.args[0];
+  std::vector<Array> out;
+  for (std::size_t i = 0; i < nResults; ++i) out.emplace_back(c.resultType(i));
+  const Mat d = matOf(a.shape());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      for (int64_t b = 0; b < d.batch; ++b) one(elems<T>(a) + b * d.m * d.n, d, out, b, T{});
+    }
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Generated code: the same algorithms, emitted with the lowering API.
+
+/// Scalar arithmetic, variables and control flow for the lowerings.
+struct Gen {
+  LowerCtx& c;
+  DType t;
+
+  llvm::Type* ty() const { return c.scalarType(t); }
+  llvm::Value* k(double v) const { return c.constant(t, v); }
+  llvm::Value* i64(int64_t v) const { return c.i64(v); }
+  // index arithmetic
+  llvm::Value* at(llvm::Value* i, int64_t stride, llvm::Value* j) const { return c.b.CreateAdd(c.b.CreateMul(i, i64(stride)), j); }
+  llvm::Value* iadd(llvm::Value* a, int64_t v) const { return c.b.CreateAdd(a, i64(v)); }
+  llvm::Value* isub(int64_t v, llvm::Value* a) const { return c.b.CreateSub(i64(v), a); }
+  llvm::Value* offset(llvm::Value* buf, llvm::Value* bt, int64_t size) const {
+    return c.b.CreateInBoundsGEP(ty(), buf, c.b.CreateMul(bt, i64(size)));
+  }
+  // memory
+  llvm::Value* ld(llvm::Value* buf, llvm::Value* i) const { return c.load(t, buf, i); }
+  void st(llvm::Value* v, llvm::Value* buf, llvm::Value* i) const { c.store(t, v, buf, i); }
+  llvm::Value* var(llvm::Value* init) const {
+    llvm::Value* s = c.entryAlloca(init->getType(), 1);
+    c.b.CreateStore(init, s);
+    return s;
+  }
+  llvm::Value* get(llvm::Value* slot, llvm::Type* type) const { return c.b.CreateLoad(type, slot); }
+  llvm::Value* get(llvm::Value* slot) const { return get(slot, ty()); }
+  llvm::Value* geti(llvm::Value* slot) const { return get(slot, c.b.getInt64Ty()); }
+  void set(llvm::Value* slot, llvm::Value* v) const { c.b.CreateStore(v, slot); }
+  // arithmetic (no fast-math: the interpreter's results, up to contraction)
+  llvm::Value* add(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFAdd(a, b); }
+  llvm::Value* sub(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFSub(a, b); }
+  llvm::Value* mul(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFMul(a, b); }
+  llvm::Value* div(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFDiv(a, b); }
+  llvm::Value* neg(llvm::Value* a) const { return c.b.CreateFNeg(a); }
+  llvm::Value* sqrt(llvm::Value* a) const { return c.intrinsic(llvm::Intrinsic::sqrt, {{a}}); }
+  llvm::Value* abs(llvm::Value* a) const { return c.intrinsic(llvm::Intrinsic::fabs, {{a}}); }
+  llvm::Value* copysign(llvm::Value* mag, llvm::Value* sgn) const { return c.intrinsic(llvm::Intrinsic::copysign, {{mag, sgn}}); }
+  llvm::Value* select(llvm::Value* cond, llvm::Value* a, llvm::Value* b) const { return c.b.CreateSelect(cond, a, b); }
+  /// sum += x
+  void accumulate(llvm::Value* slot, llvm::Value* x) const { set(slot, add(get(slot), x)); }
+
+  /// if (cond) body();
+  void ifThen(llvm::Value* cond, const std::function<void()>& body) const {
+    llvm::Function* f = c.b.GetInsertBlock()->getParent();
+    auto* then = llvm::BasicBlock::Create(c.ctx(), "then", f);
+    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
+    c.b.CreateCondBr(cond, then, done);
+    c.b.SetInsertPoint(then);
+    body();
+    c.b.CreateBr(done);
+    c.b.SetInsertPoint(done);
+  }
+  /// if (cond) then(); else otherwise();
+  void ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
+    llvm::Function* f = c.b.GetInsertBlock()->getParent();
+    auto* thenBB = llvm::BasicBlock::Create(c.ctx(), "then", f);
+    auto* elseBB = llvm::BasicBlock::Create(c.ctx(), "else", f);
+    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
+    c.b.CreateCondBr(cond, thenBB, elseBB);
+    c.b.SetInsertPoint(thenBB);
+    then();
+    c.b.CreateBr(done);
+    c.b.SetInsertPoint(elseBB);
+    otherwise();
+    c.b.CreateBr(done);
+    c.b.SetInsertPoint(done);
+  }
+  /// for (i = begin; i < end; ++i) body(i)
+  void range(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
+    c.loopRange(begin, end, body);
+  }
+
+  /// rotateColumns: columns p, q of x (rows×cols) rotated by (cs, sn).
+  void rotateColumns(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* p, llvm::Value* q, llvm::Value* cs,
+                     llvm::Value* sn) const {
+    c.loop(rows, [&](llvm::Value* i) {
+      llvm::Value *ip = at(i, cols, p), *iq = at(i, cols, q);
+      llvm::Value *xp = ld(x, ip), *xq = ld(x, iq);
+      st(sub(mul(cs, xp), mul(sn, xq)), x, ip);
+      st(add(mul(sn, xp), mul(cs, xq)), x, iq);
+    });
+  }
+  /// rotation(app, aqq, apq) -> (c, s).
+  std::pair<llvm::Value*, llvm::Value*> rotation(llvm::Value* app, llvm::Value* aqq, llvm::Value* apq) const {
+    llvm::Value* theta = div(sub(aqq, app), mul(k(2), apq));
+    llvm::Value* tt = div(copysign(k(1), theta), add(abs(theta), sqrt(add(mul(theta, theta), k(1)))));
+    llvm::Value* cs = div(k(1), sqrt(add(mul(tt, tt), k(1))));
+    return {cs, mul(tt, cs)};
+  }
+  void swapColumns(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* i, llvm::Value* j) const {
+    c.loop(rows, [&](llvm::Value* r) {
+      llvm::Value *a = at(r, cols, i), *b = at(r, cols, j);
+      llvm::Value *xa = ld(x, a), *xb = ld(x, b);
+      st(xb, x, a);
+      st(xa, x, b);
+    });
+  }
+  /// normaliseSign: column j of x (rows×cols), and of y (yrows×cols) with it.
+  void normaliseSign(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* j, llvm::Value* y, int64_t yrows) const {
+    llvm::Value* best = var(i64(0));
+    llvm::Value* bestAbs = var(k(0));
+    c.loop(rows, [&](llvm::Value* i) {
+      llvm::Value* a = abs(ld(x, at(i, cols, j)));
+      ifThen(c.b.CreateFCmpOGT(a, get(bestAbs)), [&] {
+        set(bestAbs, a);
+        set(best, i);
+      });
+    });
+    ifThen(c.b.CreateFCmpOLT(ld(x, at(geti(best), cols, j)), k(0)), [&] {
+      c.loop(rows, [&](llvm::Value* i) { st(neg(ld(x, at(i, cols, j))), x, at(i, cols, j)); });
+      c.loop(yrows, [&](llvm::Value* i) { st(neg(ld(y, at(i, cols, j))), y, at(i, cols, j)); });
+    });
+  }
+  /// Selection sort of vals[0, n) (ascending, or descending), swapping the
+  /// columns of each of `mats` (rows×n) alike.
+  void sortWithColumns(llvm::Value* vals, int64_t n, bool ascending, std::initializer_list<std::pair<llvm::Value*, int64_t>> mats) const {
+    c.loop(n, [&](llvm::Value* i) {
+      llvm::Value* best = var(i);
+      llvm::Value* bestVal = var(ld(vals, i));
+      range(iadd(i, 1), i64(n), [&](llvm::Value* j) {
+        llvm::Value* vj = ld(vals, j);
+        ifThen(ascending ? c.b.CreateFCmpOLT(vj, get(bestVal)) : c.b.CreateFCmpOGT(vj, get(bestVal)), [&] {
+          set(best, j);
+          set(bestVal, vj);
+        });
+      });
+      llvm::Value* b = geti(best);
+      llvm::Value* vi = ld(vals, i);
+      st(ld(vals, b), vals, i);
+      st(vi, vals, b);
+      for (auto [m, rows] : mats) swapColumns(m, rows, n, i, b);
+    });
+  }
+};
+
+void lowerQr(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t m = d.m, n = d.n, kk = std::min(m, n);
+  if (d.batch == 0 || kk == 0) return;
+  const Gen g{c, c.resultType(0).dtype};
+  const uint64_t es = size_of(g.t);
+  llvm::Value* w = c.workspace(static_cast<uint64_t>(m * n + kk) * es); // the reflectors, then tau
+  llvm::Value* tauBuf = c.b.CreateInBoundsGEP(g.ty(), w, g.i64(m * n));
+  c.loop(d.batch, [&](llvm::Value* bt) {
+    llvm::Value* a = g.offset(c.operandBuffer(0), bt, m * n);
+    llvm::Value* q = g.offset(c.results[0], bt, m * kk);
+    llvm::Value* r = g.offset(c.results[1], bt, kk * n);
+    c.loop(m * n, [&](llvm::Value* i) { g.st(g.ld(a, i), w, i); });
+    c.loop(kk, [&](llvm::Value* j) {
+      llvm::Value* jj = g.at(j, n, j);
+      llvm::Value* alpha = g.ld(w, jj);
+      llvm::Value* xnorm2 = g.var(g.k(0));
+      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+        llvm::Value* x = g.ld(w, g.at(i, n, j));
+        g.accumulate(xnorm2, g.mul(x, x));
+      });
+      llvm::Value* x2 = g.get(xnorm2);
+      llvm::Value* zero = c.b.CreateFCmpOEQ(x2, g.k(0));
+      llvm::Value* beta = g.select(zero, alpha, g.neg(g.copysign(g.sqrt(g.add(g.mul(alpha, alpha), x2)), alpha)));
+      llvm::Value* tj = g.select(zero, g.k(0), g.div(g.sub(beta, alpha), beta));
+      llvm::Value* scale = g.select(zero, g.k(0), g.div(g.k(1), g.sub(alpha, beta)));
+      g.st(tj, tauBuf, j);
+      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+        llvm::Value* ij = g.at(i, n, j);
+        g.st(g.mul(g.ld(w, ij), scale), w, ij);
+      });
+      g.st(beta, w, jj);
+      g.range(g.iadd(j, 1), g.i64(n), [&](llvm::Value* col) {
+        llvm::Value* s = g.var(g.ld(w, g.at(j, n, col)));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) { g.accumulate(s, g.mul(g.ld(w, g.at(i, n, j)), g.ld(w, g.at(i, n, col)))); });
+        llvm::Value* st = g.mul(g.get(s), tj);
+        g.st(g.sub(g.ld(w, g.at(j, n, col)), st), w, g.at(j, n, col));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+          llvm::Value* ic = g.at(i, n, col);
+          g.st(g.sub(g.ld(w, ic), g.mul(st, g.ld(w, g.at(i, n, j)))), w, ic);
+        });
+      });
+    });
+    c.loop(kk, [&](llvm::Value* i) {
+      c.loop(n, [&](llvm::Value* col) {
+        llvm::Value* ic = g.at(i, n, col);
+        g.st(g.select(c.b.CreateICmpSGE(col, i), g.ld(w, ic), g.k(0)), r, ic);
+      });
+    });
+    c.loop(m, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* col) { g.st(g.select(c.b.CreateICmpEQ(i, col), g.k(1), g.k(0)), q, g.at(i, kk, col)); });
+    });
+    c.loop(kk, [&](llvm::Value* jr) {
+      llvm::Value* j = g.isub(kk - 1, jr);
+      llvm::Value* tj = g.ld(tauBuf, j);
+      g.range(j, g.i64(kk), [&](llvm::Value* col) {
+        llvm::Value* s = g.var(g.ld(q, g.at(j, kk, col)));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) { g.accumulate(s, g.mul(g.ld(w, g.at(i, n, j)), g.ld(q, g.at(i, kk, col)))); });
+        llvm::Value* st = g.mul(g.get(s), tj);
+        g.st(g.sub(g.ld(q, g.at(j, kk, col)), st), q, g.at(j, kk, col));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+          llvm::Value* ic = g.at(i, kk, col);
+          g.st(g.sub(g.ld(q, ic), g.mul(st, g.ld(w, g.at(i, n, j)))), q, ic);
+        });
+      });
+    });
+  });
+}
+
+void lowerEigh(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t n = d.n;
+  if (d.batch == 0 || n == 0) return;
+  const Gen g{c, c.resultType(0).dtype};
+  const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
+  llvm::Value* s = c.workspace(static_cast<uint64_t>(n * n) * size_of(g.t));
+  c.loop(d.batch, [&](llvm::Value* bt) {
+    llvm::Value* a = g.offset(c.operandBuffer(0), bt, n * n);
+    llvm::Value* w = g.offset(c.results[0], bt, n);
+    llvm::Value* v = g.offset(c.results[1], bt, n * n);
+    llvm::Value* norm2 = g.var(g.k(0));
+    c.loop(n, [&](llvm::Value* i) {
+      c.loop(n, [&](llvm::Value* j) {
+        llvm::Value* x = g.mul(g.add(g.ld(a, g.at(i, n, j)), g.ld(a, g.at(j, n, i))), g.k(0.5));
+        g.st(x, s, g.at(i, n, j));
+        g.accumulate(norm2, g.mul(x, x));
+        g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), v, g.at(i, n, j));
+      });
+    });
+    llvm::Value* bound = g.mul(g.k(eps * eps), g.get(norm2));
+    llvm::Value* done = g.var(c.b.getFalse());
+    c.loop(kMaxSweeps, [&](llvm::Value*) {
+      g.ifThen(c.b.CreateNot(g.get(done, c.b.getInt1Ty())), [&] {
+        llvm::Value* off = g.var(g.k(0));
+        c.loop(n, [&](llvm::Value* p) {
+          g.range(g.iadd(p, 1), g.i64(n), [&](llvm::Value* q) {
+            llvm::Value* x = g.ld(s, g.at(p, n, q));
+            g.accumulate(off, g.mul(x, x));
+          });
+        });
+        llvm::Value* more = c.b.CreateFCmpOGT(g.get(off), bound);
+        g.set(done, c.b.CreateNot(more));
+        g.ifThen(more, [&] {
+          c.loop(n, [&](llvm::Value* p) {
+            g.range(g.iadd(p, 1), g.i64(n), [&](llvm::Value* q) {
+              llvm::Value* apq = g.ld(s, g.at(p, n, q));
+              g.ifThen(c.b.CreateFCmpONE(apq, g.k(0)), [&] {
+                auto [cs, sn] = g.rotation(g.ld(s, g.at(p, n, p)), g.ld(s, g.at(q, n, q)), apq);
+                g.rotateColumns(s, n, n, p, q, cs, sn);
+                c.loop(n, [&](llvm::Value* i) {
+                  llvm::Value *pi = g.at(p, n, i), *qi = g.at(q, n, i);
+                  llvm::Value *sp = g.ld(s, pi), *sq = g.ld(s, qi);
+                  g.st(g.sub(g.mul(cs, sp), g.mul(sn, sq)), s, pi);
+                  g.st(g.add(g.mul(sn, sp), g.mul(cs, sq)), s, qi);
+                });
+                g.st(g.k(0), s, g.at(p, n, q));
+                g.st(g.k(0), s, g.at(q, n, p));
+                g.rotateColumns(v, n, n, p, q, cs, sn);
+              });
+            });
+          });
+        });
+      });
+    });
+    c.loop(n, [&](llvm::Value* i) { g.st(g.ld(s, g.at(i, n, i)), w, i); });
+    llvm::Value* finite = c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL));
+    g.ifElse(finite, [&] {
+      g.sortWithColumns(w, n, /*ascending=*/true, {{v, n}});
+      c.loop(n, [&](llvm::Value* j) { g.normaliseSign(v, n, n, j, v, 0); });
+    }, [&] { // a NaN or inf entry: all NaN
+      c.loop(n, [&](llvm::Value* i) { g.st(g.k(NAN), w, i); });
+      c.loop(n * n, [&](llvm::Value* i) { g.st(g.k(NAN), v, i); });
+    });
+  });
+}
+
+void lowerSvd(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t m = d.m, n = d.n, kk = std::min(m, n), rows = std::max(m, n);
+  if (d.batch == 0 || kk == 0) return;
+  const bool tall = m >= n;
+  const Gen g{c, c.resultType(0).dtype};
+  const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
+  const uint64_t es = size_of(g.t);
+  llvm::Value* ws = c.workspace(static_cast<uint64_t>(rows * kk + kk * kk) * es);
+  llvm::Value* W = ws;
+  llvm::Value* V = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk));
+  c.loop(d.batch, [&](llvm::Value* bt) {
+    llvm::Value* a = g.offset(c.operandBuffer(0), bt, m * n);
+    llvm::Value* u = g.offset(c.results[0], bt, m * kk);
+    llvm::Value* s = g.offset(c.results[1], bt, kk);
+    llvm::Value* vt = g.offset(c.results[2], bt, kk * n);
+    llvm::Value* norm2 = g.var(g.k(0));
+    c.loop(rows, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* j) {
+        llvm::Value* x = g.ld(a, tall ? g.at(i, n, j) : g.at(j, n, i));
+        g.st(x, W, g.at(i, kk, j));
+        g.accumulate(norm2, g.mul(x, x));
+      });
+    });
+    c.loop(kk, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* j) { g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), V, g.at(i, kk, j)); });
+    });
+    llvm::Value* tol = g.k(eps * std::sqrt(static_cast<double>(rows)));
+    llvm::Value* done = g.var(c.b.getFalse());
+    c.loop(kMaxSweeps, [&](llvm::Value*) {
+      g.ifThen(c.b.CreateNot(g.get(done, c.b.getInt1Ty())), [&] {
+        llvm::Value* rotated = g.var(c.b.getFalse());
+        c.loop(kk, [&](llvm::Value* p) {
+          g.range(g.iadd(p, 1), g.i64(kk), [&](llvm::Value* q) {
+            llvm::Value *alpha = g.var(g.k(0)), *beta = g.var(g.k(0)), *gamma = g.var(g.k(0));
+            c.loop(rows, [&](llvm::Value* i) {
+              llvm::Value *wp = g.ld(W, g.at(i, kk, p)), *wq = g.ld(W, g.at(i, kk, q));
+              g.accumulate(alpha, g.mul(wp, wp));
+              g.accumulate(beta, g.mul(wq, wq));
+              g.accumulate(gamma, g.mul(wp, wq));
+            });
+            llvm::Value *al = g.get(alpha), *be = g.get(beta), *ga = g.get(gamma);
+            g.ifThen(c.b.CreateFCmpOGT(g.abs(ga), g.mul(g.mul(tol, g.sqrt(al)), g.sqrt(be))), [&] {
+              g.set(rotated, c.b.getTrue());
+              auto [cs, sn] = g.rotation(al, be, ga);
+              g.rotateColumns(W, rows, kk, p, q, cs, sn);
+              g.rotateColumns(V, kk, kk, p, q, cs, sn);
+            });
+          });
+        });
+        g.set(done, c.b.CreateNot(g.get(rotated, c.b.getInt1Ty())));
+      });
+    });
+    c.loop(kk, [&](llvm::Value* j) {
+      llvm::Value* n2 = g.var(g.k(0));
+      c.loop(rows, [&](llvm::Value* i) {
+        llvm::Value* x = g.ld(W, g.at(i, kk, j));
+        g.accumulate(n2, g.mul(x, x));
+      });
+      g.st(g.sqrt(g.get(n2)), s, j);
+    });
+    g.sortWithColumns(s, kk, /*ascending=*/false, {{W, rows}, {V, kk}});
+    c.loop(kk, [&](llvm::Value* j) {
+      llvm::Value* sj = g.ld(s, j);
+      llvm::Value* scale = g.select(c.b.CreateFCmpOEQ(sj, g.k(0)), g.k(1), g.div(g.k(1), sj));
+      c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(W, g.at(i, kk, j)), scale), W, g.at(i, kk, j)); });
+    });
+    c.loop(kk, [&](llvm::Value* j) {
+      if (tall) g.normaliseSign(W, rows, kk, j, V, kk);
+      else g.normaliseSign(V, kk, kk, j, W, rows);
+    });
+    llvm::Value* U = tall ? W : V;
+    llvm::Value* Vr = tall ? V : W;
+    c.loop(m * kk, [&](llvm::Value* i) { g.st(g.ld(U, i), u, i); });
+    c.loop(kk, [&](llvm::Value* j) {
+      c.loop(n, [&](llvm::Value* i) { g.st(g.ld(Vr, g.at(i, kk, j)), vt, g.at(j, n, i)); });
+    });
+    g.ifThen(c.b.CreateNot(c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL))), [&] { // a NaN or inf entry: all NaN
+      c.loop(m * kk, [&](llvm::Value* i) { g.st(g.k(NAN), u, i); });
+      c.loop(kk, [&](llvm::Value* i) { g.st(g.k(NAN), s, i); });
+      c.loop(kk * n, [&](llvm::Value* i) { g.st(g.k(NAN), vt, i); });
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Derivative helpers: matrix expressions with differentiable ops.
+
+/// x with its last two axes swapped.
+Tensor mT(const Tensor& x) {
+  std::vector<int64_t> perm(x.shape().size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return transpose(x, perm);
+}
+/// The n×n identity of dtype t.
+Tensor eye(int64_t n, DType t) { return cast(eq(iota({n, n}, 0), iota({n, n}, 1)), t); }
+/// [..., n] -> [..., 1, n]
+Tensor rowVec(const Tensor& v) {
+  const Shape shape = v.shape();
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  s.insert(s.end() - 1, 1);
+  return reshape(v, s);
+}
+/// [..., n] -> [..., n, 1]
+Tensor colVec(const Tensor& v) {
+  const Shape shape = v.shape();
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  s.push_back(1);
+  return reshape(v, s);
+}
+/// diag(v) for v [..., n]: [..., n, n].
+Tensor diagEmbed(const Tensor& v) { return rowVec(v) * eye(v.shape().back(), v.dtype()); }
+/// The diagonal of x [..., n, n]: [..., n].
+Tensor diagPart(const Tensor& x) { return sum(x * eye(x.shape().back(), x.dtype()), {-1}); }
+/// x[..., r0:r1, c0:c1]
+Tensor block(const Tensor& x, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const Shape s = x.shape();
+  std::vector<int64_t> lo(s.size(), 0), hi(s.begin(), s.end());
+  lo[s.size() - 2] = r0, hi[s.size() - 2] = r1, lo[s.size() - 1] = c0, hi[s.size() - 1] = c1;
+  return slice(x, lo, hi);
+}
+Tensor cols(const Tensor& x, int64_t c0, int64_t c1) { return block(x, 0, x.shape()[x.shape().size() - 2], c0, c1); }
+/// acc += t, where acc may be absent (a symbolic zero).
+void plus(std::optional<Tensor>& acc, const Tensor& t) { acc = acc ? *acc + t : t; }
+
+/// F_ij = 1/(E_ij) off the diagonal, 0 on it, built as 1/(E + I) - I: JAX's
+/// guard, which keeps the diagonal finite. Where E_ij = 0 off the diagonal
+/// (repeated eigen- or singular values) F_ij is ±inf, and derivatives
+/// through the vectors are inf or NaN there: they are not defined.
+Tensor inverseGaps(const Tensor& e) {
+  const Tensor i = eye(e.shape().back(), e.dtype());
+  return 1.0 / (e + i) - i;
+}
+
+/// X with X T = B, for T [..., n, n] upper or lower triangular, B [..., m, n]:
+/// substitution by halves (recursion depth log2 n), slices and matmuls.
+Tensor solveRight(const Tensor& b, const Tensor& t, bool upper) {
+  const int64_t n = t.shape().back();
+  if (n == 1) return b / t;
+  const int64_t h = n / 2;
+  const Tensor t11 = block(t, 0, h, 0, h), t22 = block(t, h, n, h, n);
+  const Tensor b1 = cols(b, 0, h), b2 = cols(b, h, n);
+  if (upper) { // [X1 X2] [T11 T12; 0 T22] = [B1 B2]
+    const Tensor x1 = solveRight(b1, t11, true);
+    const Tensor x2 = solveRight(b2 - matmul(x1, block(t, 0, h, h, n)), t22, true);
+    return concatenate({x1, x2}, static_cast<int64_t>(b.shape().size()) - 1);
+  }
+  // [X1 X2] [T11 0; T21 T22] = [B1 B2]
+  const Tensor x2 = solveRight(b2, t22, false);
+  const Tensor x1 = solveRight(b1 - matmul(x2, block(t, h, n, 0, h)), t11, false);
+  return concatenate({x1, x2}, static_cast<int64_t>(b.shape().size()) - 1);
+}
+
+/// QR's tangents for square R (m >= n): with C = Qᵀ dA R⁻¹ and
+/// Ω = L - Lᵀ, L = tril(C, -1) (Qᵀ dQ, antisymmetric on the square part):
+///   dR = (C - Ω) R  (upper triangular),  dQ = dA R⁻¹ - Q (C - Ω).
+std::pair<Tensor, Tensor> qrTangents(const Tensor& q, const Tensor& r, const Tensor& da) {
+  const Tensor dar = solveRight(da, r, /*upper=*/true);
+  const Tensor cm = matmul(q, dar, {.transpose_a = true});
+  const Tensor l = tril(cm, -1);
+  const Tensor cmo = cm - l + mT(l); // C - Ω
+  return {dar - matmul(q, cmo), matmul(cmo, r)};
+}
+
+/// QR's cotangent of A for square R (m >= n), the transpose of qrTangents:
+///   N = gR Rᵀ - Qᵀ gQ,  Z = triu(N) + triu(N, 1)ᵀ,  gA = (gQ + Q Z) R⁻ᵀ.
+Tensor qrCotangent(const Tensor& q, const Tensor& r, const std::optional<Tensor>& gq, const std::optional<Tensor>& gr) {
+  std::optional<Tensor> nm;
+  if (gr) plus(nm, matmul(*gr, r, {.transpose_b = true}));
+  if (gq) plus(nm, -matmul(q, *gq, {.transpose_a = true}));
+  const Tensor z = triu(*nm) + mT(triu(*nm, 1));
+  std::optional<Tensor> b = gq;
+  plus(b, matmul(q, z));
+  return solveRight(*b, mT(r), /*upper=*/false); // X Rᵀ = B
+}
+
+} // namespace
+
+void defineSpectralOps(Table& t) {
+  // qr(a) -> q [..., m, k], r [..., k, n], k = min(m, n), a = q r, qᵀq = I,
+  // r upper triangular with LAPACK's diagonal signs. Derivatives (R square
+  // and invertible, m >= n; see qrTangents/qrCotangent). For m < n, A = [X Y]
+  // with X m×m: X = Q R1 is a square QR and R2 = Qᵀ Y, so dQ, dR1 come from X,
+  // dR2 = dQᵀ Y + Qᵀ dY; and gQ' = gQ + Y gR2ᵀ, gX from (gQ', gR1), gY = Q gR2.
+  // Where R has a zero on its diagonal (rank-deficient A) they are inf/NaN.
+  set(t, OpKind::Qr, {
+      .infer = [](const InferCtx& c) {
+        expectMatrix(c, false);
+        const Type& a = c.operands[0];
+        const int64_t m = a.shape[a.rank() - 2], n = a.shape[a.rank() - 1], k = std::min(m, n);
+        return std::vector<Type>{withTail(a, {m, k}), withTail(a, {k, n})};
+      },
+      .eval = [](const EvalCtx& c) {
+        return perMatrix(c, 2, [](const auto* a, const Mat& d, std::vector<Array>& out, int64_t b, auto tag) {
+          using T = decltype(tag);
+          const int64_t k = std::min(d.m, d.n);
+          qrMatrix<T>(a, d.m, d.n, elems<T>(out[0]) + b * d.m * k, elems<T>(out[1]) + b * k * d.n);
+        });
+      },
+      .fold = noFold,
+      .lower = lowerQr,
+      .jvp = [](const autodiff::JvpCtx& c) {
+        const std::optional<Tensor> da = c.dx(0);
+        if (!da) return;
+        const Tensor q = c.y(0), r = c.y(1);
+        const int64_t m = q.shape()[q.shape().size() - 2], n = r.shape().back();
+        if (m >= n) {
+          auto [dq, dr] = qrTangents(q, r, *da);
+          c.tangent(0, dq);
+          c.tangent(1, dr);
+          return;
+        }
+        auto [dq, dr1] = qrTangents(q, cols(r, 0, m), cols(*da, 0, m));
+        const Tensor dr2 = matmul(dq, cols(c.x(0), m, n), {.transpose_a = true}) + matmul(q, cols(*da, m, n), {.transpose_a = true});
+        c.tangent(0, dq);
+        c.tangent(1, concatenate({dr1, dr2}, static_cast<int64_t>(r.shape().size()) - 1));
+      },
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          const Tensor q = c.y(0), r = c.y(1);
+          const std::optional<Tensor> gq = c.ct(0), gr = c.ct(1);
+          const int64_t m = q.shape()[q.shape().size() - 2], n = r.shape().back();
+          if (m >= n) return qrCotangent(q, r, gq, gr);
+          std::optional<Tensor> gq1 = gq, gr1;
+          std::optional<Tensor> gy;
+          if (gr) {
+            const Tensor gr2 = cols(*gr, m, n);
+            plus(gq1, matmul(cols(c.x(0), m, n), gr2, {.transpose_b = true}));
+            gr1 = cols(*gr, 0, m);
+            gy = matmul(q, gr2);
+          }
+          const Tensor gx = qrCotangent(q, cols(r, 0, m), gq1, gr1);
+          return concatenate({gx, gy ? *gy : zeros_like(cols(c.x(0), m, n))}, static_cast<int64_t>(r.shape().size()) - 1);
+        });
+      },
+  });
+
+  // eigh(a) -> w [..., n] ascending, v [..., n, n]: S = (a + aᵀ)/2 = v diag(w) vᵀ.
+  // With dS = (dA + dAᵀ)/2 and P = vᵀ dS v:
+  //   dw = diag(P),  dv = v (F ∘ P),  F_ij = 1/(w_j - w_i) (i != j), F_ii = 0
+  // (inverseGaps: inf where eigenvalues repeat, so only dv is undefined there).
+  // Transposed: gS = v (diag(gw) + F ∘ (vᵀ gv)) vᵀ, gA = (gS + gSᵀ)/2; without
+  // gv, F is never built: eigenvalue gradients are defined everywhere.
+  set(t, OpKind::Eigh, {
+      .infer = [](const InferCtx& c) {
+        expectMatrix(c, true);
+        const Type& a = c.operands[0];
+        Shape ws(a.shape.begin(), a.shape.end() - 1);
+        return std::vector<Type>{Type{a.dtype, ws}, a};
+      },
+      .eval = [](const EvalCtx& c) {
+        return perMatrix(c, 2, [](const auto* a, const Mat& d, std::vector<Array>& out, int64_t b, auto tag) {
+          using T = decltype(tag);
+          eighMatrix<T>(a, d.n, elems<T>(out[0]) + b * d.n, elems<T>(out[1]) + b * d.n * d.n);
+        });
+      },
+      .fold = noFold,
+      .lower = lowerEigh,
+      .jvp = [](const autodiff::JvpCtx& c) {
+        const std::optional<Tensor> da = c.dx(0);
+        if (!da) return;
+        const Tensor w = c.y(0), v = c.y(1);
+        const Tensor ds = (*da + mT(*da)) * 0.5;
+        const Tensor p = matmul(v, matmul(ds, v), {.transpose_a = true});
+        c.tangent(0, diagPart(p));
+        c.tangent(1, matmul(v, inverseGaps(rowVec(w) - colVec(w)) * p));
+      },
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          const Tensor w = c.y(0), v = c.y(1);
+          std::optional<Tensor> inner;
+          if (const auto gw = c.ct(0)) plus(inner, diagEmbed(*gw));
+          if (const auto gv = c.ct(1)) plus(inner, inverseGaps(rowVec(w) - colVec(w)) * matmul(v, *gv, {.transpose_a = true}));
+          const Tensor gs = matmul(matmul(v, *inner), v, {.transpose_b = true});
+          return (gs + mT(gs)) * 0.5;
+        });
+      },
+  });
+
+  // svd(a) -> u [..., m, k], s [..., k] descending, vt [..., k, n]: a = u diag(s) vt.
+  // With V = vtᵀ, dP = uᵀ dA V, F_ij = 1/(s_j² - s_i²) (i != j), 0 on the diagonal:
+  //   ds = diag(dP)
+  //   du = u (F ∘ (dP S + S dPᵀ)) + (I - u uᵀ) dA V S⁻¹      (second term when m > k)
+  //   dV = V (F ∘ (S dP + dPᵀ S)) + (I - V Vᵀ) dAᵀ u S⁻¹     (second term when n > k)
+  // Transposed, with X = F ∘ (uᵀ gu), Y = F ∘ (Vᵀ gV):
+  //   gA = u (diag(gs) + (X + Xᵀ) S + S (Y + Yᵀ)) vt
+  //        + (I - u uᵀ) gu S⁻¹ vt + u S⁻¹ gvt (I - V Vᵀ)
+  // The vectors' derivatives are defined where singular values are distinct
+  // (else F is inf) and, for m != n, nonzero (else S⁻¹ is): inf/NaN otherwise.
+  // Gradients of s alone are u diag(gs) vt, defined everywhere.
+  set(t, OpKind::Svd, {
+      .infer = [](const InferCtx& c) {
+        expectMatrix(c, false);
+        const Type& a = c.operands[0];
+        const int64_t m = a.shape[a.rank() - 2], n = a.shape[a.rank() - 1], k = std::min(m, n);
+        Shape ss(a.shape.begin(), a.shape.end() - 2);
+        ss.push_back(k);
+        return std::vector<Type>{withTail(a, {m, k}), Type{a.dtype, ss}, withTail(a, {k, n})};
+      },
+      .eval = [](const EvalCtx& c) {
+        return perMatrix(c, 3, [](const auto* a, const Mat& d, std::vector<Array>& out, int64_t b, auto tag) {
+          using T = decltype(tag);
+          const int64_t k = std::min(d.m, d.n);
+          svdMatrix<T>(a, d.m, d.n, elems<T>(out[0]) + b * d.m * k, elems<T>(out[1]) + b * k, elems<T>(out[2]) + b * k * d.n);
+        });
+      },
+      .fold = noFold,
+      .lower = lowerSvd,
+      .jvp = [](const autodiff::JvpCtx& c) {
+        const std::optional<Tensor> da = c.dx(0);
+        if (!da) return;
+        const Tensor u = c.y(0), s = c.y(1), vt = c.y(2);
+        const int64_t m = u.shape()[u.shape().size() - 2], k = s.shape().back(), n = vt.shape().back();
+        const Tensor v = mT(vt);
+        const Tensor dav = matmul(*da, vt, {.transpose_b = true});
+        const Tensor dp = matmul(u, dav, {.transpose_a = true});
+        const Tensor sr = rowVec(s), sc = colVec(s);
+        const Tensor f = inverseGaps(sr * sr - sc * sc);
+        const Tensor dps = dp * sr, sdp = sc * dp;
+        Tensor du = matmul(u, f * (dps + mT(dps)));
+        Tensor dv = matmul(v, f * (sdp + mT(sdp)));
+        if (m > k) du = du + (dav - matmul(u, dp)) / sr;
+        if (n > k) dv = dv + (matmul(*da, u, {.transpose_a = true}) - matmul(v, dp, {.transpose_b = true})) / sr;
+        c.tangent(0, du);
+        c.tangent(1, diagPart(dp));
+        c.tangent(2, mT(dv));
+      },
+      .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] {
+          const Tensor u = c.y(0), s = c.y(1), vt = c.y(2);
+          const int64_t m = u.shape()[u.shape().size() - 2], k = s.shape().back(), n = vt.shape().back();
+          const std::optional<Tensor> gu = c.ct(0), gs = c.ct(1), gvt = c.ct(2);
+          const Tensor sr = rowVec(s), sc = colVec(s);
+          std::optional<Tensor> gp;
+          if (gs) plus(gp, diagEmbed(*gs));
+          if (gu || gvt) {
+            const Tensor f = inverseGaps(sr * sr - sc * sc);
+            if (gu) {
+              const Tensor x = f * matmul(u, *gu, {.transpose_a = true});
+              plus(gp, (x + mT(x)) * sr);
+            }
+            if (gvt) {
+              const Tensor y = f * matmul(vt, *gvt, {.transpose_b = true}); // Vᵀ gV = vt gvtᵀ
+              plus(gp, sc * (y + mT(y)));
+            }
+          }
+          std::optional<Tensor> ga;
+          if (gp) ga = matmul(matmul(u, *gp), vt);
+          if (gu && m > k) plus(ga, matmul((*gu - matmul(u, matmul(u, *gu, {.transpose_a = true}))) / sr, vt));
+          if (gvt && n > k) plus(ga, matmul(u, (*gvt - matmul(matmul(*gvt, vt, {.transpose_b = true}), vt)) / sc));
+          return *ga;
+        });
+      },
+  });
+}
+
+} // namespace adjit::ops
