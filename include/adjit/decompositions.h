@@ -37,7 +37,7 @@ Eigh eigh(const Tensor& a, std::source_location loc = std::source_location::curr
 
 /// The reduced singular value decomposition.
 struct SVD {
-  Tensor u;  ///< [..., m, k], orthonormal columns (zero columns for zero singular values)
+  Tensor u;  ///< [..., m, k], orthonormal columns
   Tensor s;  ///< [..., k], descending, k = min(m, n)
   Tensor vt; ///< [..., k, n], orthonormal rows
 };

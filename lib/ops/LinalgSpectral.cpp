@@ -13,8 +13,8 @@
 //   equal ones) is positive.
 // - svd: singular values descending; each column of u has its
 //   largest-magnitude component positive (row of vt flipped with it).
-//   Columns of u for zero singular values are zero (LAPACK would complete
-//   them to an orthonormal basis).
+//   Singular vectors for zero singular values complete the others to an
+//   orthonormal set (completeColumns), as LAPACK's do.
 // - eigh and svd of a matrix with a NaN or inf entry: every result NaN
 //   (qr's reflections spread NaNs on their own).
 #include "codegen/Emitter.h"
@@ -203,6 +203,37 @@ template <class T> void eighMatrix(const T* a, int64_t n, T* w, T* v) {
   for (int64_t j = 0; j < n; ++j) normaliseSign(v, n, n, j, v, 0);
 }
 
+/// Replaces the zero columns of W (rows×k; those j with s_j = 0) by unit
+/// vectors orthogonal to every other column: the first candidates e_c (c
+/// rising, never revisited) whose part orthogonal to the columns (Gram-Schmidt,
+/// twice) has |x|² >= 1/(2 rows). Such a candidate exists: over all c the
+/// parts sum to rows - rank >= 1 in |x|², and skipped ones (which only shrink
+/// as columns are added) to less than 1/2.
+template <class T> void completeColumns(T* W, int64_t rows, int64_t k, const T* s) {
+  std::vector<T> x(static_cast<std::size_t>(rows));
+  const T threshold = T(0.5) / static_cast<T>(rows);
+  int64_t c = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    if (s[j] != 0) continue;
+    bool found = false;
+    for (; c < rows && !found; ++c) {
+      for (int64_t i = 0; i < rows; ++i) x[i] = i == c ? T(1) : T(0);
+      for (int pass = 0; pass < 2; ++pass)
+        for (int64_t l = 0; l < k; ++l) { // column j (and later zero ones) are zero: no change
+          T d = 0;
+          for (int64_t i = 0; i < rows; ++i) d += W[i * k + l] * x[i];
+          for (int64_t i = 0; i < rows; ++i) x[i] -= d * W[i * k + l];
+        }
+      T n2 = 0;
+      for (int64_t i = 0; i < rows; ++i) n2 += x[i] * x[i];
+      if (!(n2 >= threshold)) continue;
+      const T scale = T(1) / std::sqrt(n2);
+      for (int64_t i = 0; i < rows; ++i) W[i * k + j] = x[i] * scale;
+      found = true;
+    }
+  }
+}
+
 /// Reduced SVD of the m×n matrix a: u (m×k), s (k, descending), vt (k×n).
 /// One-sided Jacobi (Hestenes) on W = a (m >= n) or aᵀ (m < n), rows×k:
 /// rotations of column pairs, accumulated in V (k×k), until every pair is
@@ -262,6 +293,7 @@ template <class T> void svdMatrix(const T* a, int64_t m, int64_t n, T* u, T* s, 
     const T scale = s[j] == 0 ? T(1) : T(1) / s[j];
     for (int64_t i = 0; i < rows; ++i) W[i * k + j] *= scale;
   }
+  completeColumns(W.data(), rows, k, s);
   // u's columns: W's when tall, V's otherwise.
   for (int64_t j = 0; j < k; ++j) {
     if (tall) normaliseSign(W.data(), rows, k, j, V.data(), k);
@@ -571,9 +603,10 @@ void lowerSvd(LowerCtx& c) {
   const Gen g{c, c.resultType(0).dtype};
   const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
   const uint64_t es = size_of(g.t);
-  llvm::Value* ws = c.workspace(static_cast<uint64_t>(rows * kk + kk * kk) * es);
+  llvm::Value* ws = c.workspace(static_cast<uint64_t>(rows * kk + kk * kk + rows) * es);
   llvm::Value* W = ws;
   llvm::Value* V = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk));
+  llvm::Value* x = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk + kk * kk)); // completeColumns' candidate
   c.loop(d.batch, [&](llvm::Value* bt) {
     llvm::Value* a = g.offset(c.operandBuffer(0), bt, m * n);
     llvm::Value* u = g.offset(c.results[0], bt, m * kk);
@@ -629,6 +662,34 @@ void lowerSvd(LowerCtx& c) {
       llvm::Value* sj = g.ld(s, j);
       llvm::Value* scale = g.select(c.b.CreateFCmpOEQ(sj, g.k(0)), g.k(1), g.div(g.k(1), sj));
       c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(W, g.at(i, kk, j)), scale), W, g.at(i, kk, j)); });
+    });
+    // completeColumns
+    llvm::Value* next = g.var(g.i64(0));
+    c.loop(kk, [&](llvm::Value* j) {
+      g.ifThen(c.b.CreateFCmpOEQ(g.ld(s, j), g.k(0)), [&] {
+        llvm::Value* found = g.var(c.b.getFalse());
+        g.range(g.geti(next), g.i64(rows), [&](llvm::Value* cand) {
+          g.ifThen(c.b.CreateNot(g.get(found, c.b.getInt1Ty())), [&] {
+            g.set(next, g.iadd(cand, 1));
+            c.loop(rows, [&](llvm::Value* i) { g.st(g.select(c.b.CreateICmpEQ(i, cand), g.k(1), g.k(0)), x, i); });
+            c.loop(2, [&](llvm::Value*) {
+              c.loop(kk, [&](llvm::Value* l) {
+                llvm::Value* dot = g.var(g.k(0));
+                c.loop(rows, [&](llvm::Value* i) { g.accumulate(dot, g.mul(g.ld(W, g.at(i, kk, l)), g.ld(x, i))); });
+                llvm::Value* d = g.get(dot);
+                c.loop(rows, [&](llvm::Value* i) { g.st(g.sub(g.ld(x, i), g.mul(d, g.ld(W, g.at(i, kk, l)))), x, i); });
+              });
+            });
+            llvm::Value* n2 = g.var(g.k(0));
+            c.loop(rows, [&](llvm::Value* i) { g.accumulate(n2, g.mul(g.ld(x, i), g.ld(x, i))); });
+            g.ifThen(c.b.CreateFCmpOGE(g.get(n2), g.k(0.5 / static_cast<double>(rows))), [&] {
+              llvm::Value* scale = g.div(g.k(1), g.sqrt(g.get(n2)));
+              c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(x, i), scale), W, g.at(i, kk, j)); });
+              g.set(found, c.b.getTrue());
+            });
+          });
+        });
+      });
     });
     c.loop(kk, [&](llvm::Value* j) {
       if (tall) g.normaliseSign(W, rows, kk, j, V, kk);

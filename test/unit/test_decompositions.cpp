@@ -119,11 +119,11 @@ void checkEigh(const Array& a, const Array& w, const Array& v) {
 
 /// Checks u, s, vt of a: u diag(s) vt = a, uᵀu = I, vt vtᵀ = I, s descending
 /// and nonnegative, u's columns with their largest-magnitude component positive.
-void checkSvd(const Array& a, const Array& u, const Array& s, const Array& vt, bool fullRank = true) {
+void checkSvd(const Array& a, const Array& u, const Array& s, const Array& vt) {
   const Dims d = dimsOf(a);
   const int64_t k = std::min(d.m, d.n);
   const double tol = tolOf(a.dtype()) * 20 * static_cast<double>(std::max(d.m, d.n));
-  if (fullRank) CHECK(columnOrthoError(u) < tol);
+  CHECK(columnOrthoError(u) < tol);
   // rows of vt orthonormal: columns of vtᵀ
   double ortho = 0, recon = 0;
   for (int64_t b = 0; b < d.batch; ++b) {
@@ -245,11 +245,22 @@ TEST_CASE("svd: known singular values, rank deficiency, zeros") {
   for (const auto& res : {ri, rj}) {
     CHECK(res[1].at(0) == doctest::Approx(15.0).epsilon(1e-14));
     CHECK(std::abs(res[1].at(1)) < 1e-14);
-    checkSvd(r1, res[0], res[1], res[2], /*fullRank=*/false);
+    checkSvd(r1, res[0], res[1], res[2]);
   }
-  // Zeros: s = 0, no NaN; u's columns are zero (documented), vt = I.
+  // Wide and rank two, batched with a zero matrix: the singular vectors of zero singular values
+  // complete the others to orthonormal sets.
+  std::vector<double> wide = {1, 2, 3, 4, 2, 4, 6, 8, 0, 1, 0, 1};
+  wide.resize(24, 0.0);
+  const Array r2 = f64(wide, {2, 3, 4});
+  auto [wi, wj] = bothWays([](const Tensor& x) { auto [u, s, vt] = linalg::svd(x); return V{u, s, vt}; }, r2);
+  for (const auto& res : {wi, wj}) {
+    CHECK(std::abs(res[1].at(2)) < 1e-14);
+    checkSvd(r2, res[0], res[1], res[2]);
+  }
+  // Zeros: s = 0, no NaN, u = vt = I.
   auto [zi, zj] = bothWays([](const Tensor& x) { auto [u, s, vt] = linalg::svd(x); return V{u, s, vt}; }, f64({0, 0, 0, 0}, {2, 2}));
   for (const auto& res : {zi, zj}) {
+    ADJIT_CHECK_CLOSE(res[0], f64({1, 0, 0, 1}, {2, 2}), 0);
     ADJIT_CHECK_CLOSE(res[1], f64({0, 0}), 0);
     ADJIT_CHECK_CLOSE(res[2], f64({1, 0, 0, 1}, {2, 2}), 0);
   }
