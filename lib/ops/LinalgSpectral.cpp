@@ -23,6 +23,7 @@
 #include "ops/Common.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <numeric>
 
@@ -118,11 +119,11 @@ template <class T> void qrMatrix(const T* a, int64_t m, int64_t n, T* q, T* r) {
 /// / (2 apq), t = sign(theta) / (|theta| + sqrt(theta² + 1)) (the smaller
 /// root of t² + 2 theta t - 1 = 0), c = 1 / sqrt(t² + 1), s = t c. The
 /// one-sided SVD uses it with alpha = |a_p|², beta = |a_q|², gamma = a_p·a_q.
-template <class T> std::pair<T, T> rotation(T app, T aqq, T apq) {
+template <class T> std::array<T, 3> rotation(T app, T aqq, T apq) {
   const T theta = (aqq - app) / (T(2) * apq);
   const T t = std::copysign(T(1), theta) / (std::abs(theta) + std::sqrt(theta * theta + T(1)));
   const T c = T(1) / std::sqrt(t * t + T(1));
-  return {c, t * c};
+  return {c, t * c, t};
 }
 
 /// Columns p, q of the rows×cols matrix x become c x_p - s x_q, s x_p + c x_q.
@@ -175,13 +176,22 @@ template <class T> void eighMatrix(const T* a, int64_t n, T* w, T* v) {
       for (int64_t q = p + 1; q < n; ++q) {
         const T apq = s[p * n + q];
         if (!(apq != 0)) continue;
-        const auto [c, sn] = rotation(s[p * n + p], s[q * n + q], apq);
-        rotateColumns(s.data(), n, n, p, q, c, sn); // S J
-        for (int64_t i = 0; i < n; ++i) {           // Jᵀ (S J)
+        const T app = s[p * n + p], aqq = s[q * n + q];
+        const auto [c, sn, t] = rotation(app, aqq, apq);
+        // S' = Jᵀ S J: rows p, q of S rotated (contiguous), mirrored into
+        // columns p, q (S' is symmetric), then the 2×2 block, where the
+        // rotation makes s_pq zero: s_pp - t s_pq, s_qq + t s_pq.
+        for (int64_t i = 0; i < n; ++i) {
           const T sp = s[p * n + i], sq = s[q * n + i];
           s[p * n + i] = c * sp - sn * sq;
           s[q * n + i] = sn * sp + c * sq;
         }
+        for (int64_t i = 0; i < n; ++i) {
+          s[i * n + p] = s[p * n + i];
+          s[i * n + q] = s[q * n + i];
+        }
+        s[p * n + p] = app - t * apq;
+        s[q * n + q] = aqq + t * apq;
         s[p * n + q] = 0;
         s[q * n + p] = 0;
         rotateColumns(v, n, n, p, q, c, sn); // V J
@@ -270,7 +280,7 @@ template <class T> void svdMatrix(const T* a, int64_t m, int64_t n, T* u, T* s, 
         }
         if (!(std::abs(gamma) > tol * std::sqrt(alpha) * std::sqrt(beta))) continue;
         rotated = true;
-        const auto [c, sn] = rotation(alpha, beta, gamma);
+        const auto [c, sn, t] = rotation(alpha, beta, gamma);
         rotateColumns(W.data(), rows, k, p, q, c, sn);
         rotateColumns(V.data(), k, k, p, q, c, sn);
       }
@@ -406,12 +416,21 @@ struct Gen {
       st(add(mul(sn, xp), mul(cs, xq)), x, iq);
     });
   }
-  /// rotation(app, aqq, apq) -> (c, s).
-  std::pair<llvm::Value*, llvm::Value*> rotation(llvm::Value* app, llvm::Value* aqq, llvm::Value* apq) const {
+  /// rotation(app, aqq, apq) -> (c, s, t).
+  std::array<llvm::Value*, 3> rotation(llvm::Value* app, llvm::Value* aqq, llvm::Value* apq) const {
     llvm::Value* theta = div(sub(aqq, app), mul(k(2), apq));
     llvm::Value* tt = div(copysign(k(1), theta), add(abs(theta), sqrt(add(mul(theta, theta), k(1)))));
     llvm::Value* cs = div(k(1), sqrt(add(mul(tt, tt), k(1))));
-    return {cs, mul(tt, cs)};
+    return {cs, mul(tt, cs), tt};
+  }
+  /// Rows p, q of x (rows×cols) rotated like rotateColumns' columns (contiguous).
+  void rotateRows(llvm::Value* x, int64_t cols, llvm::Value* p, llvm::Value* q, llvm::Value* cs, llvm::Value* sn) const {
+    c.loop(cols, [&](llvm::Value* i) {
+      llvm::Value *pi = at(p, cols, i), *qi = at(q, cols, i);
+      llvm::Value *xp = ld(x, pi), *xq = ld(x, qi);
+      st(sub(mul(cs, xp), mul(sn, xq)), x, pi);
+      st(add(mul(sn, xp), mul(cs, xq)), x, qi);
+    });
   }
   void swapColumns(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* i, llvm::Value* j) const {
     c.loop(rows, [&](llvm::Value* r) {
@@ -566,17 +585,18 @@ void lowerEigh(LowerCtx& c) {
             g.range(g.iadd(p, 1), g.i64(n), [&](llvm::Value* q) {
               llvm::Value* apq = g.ld(s, g.at(p, n, q));
               g.ifThen(c.b.CreateFCmpONE(apq, g.k(0)), [&] {
-                auto [cs, sn] = g.rotation(g.ld(s, g.at(p, n, p)), g.ld(s, g.at(q, n, q)), apq);
-                g.rotateColumns(s, n, n, p, q, cs, sn);
+                llvm::Value *app = g.ld(s, g.at(p, n, p)), *aqq = g.ld(s, g.at(q, n, q));
+                auto [cs, sn, tt] = g.rotation(app, aqq, apq);
+                g.rotateRows(s, n, p, q, cs, sn);
                 c.loop(n, [&](llvm::Value* i) {
-                  llvm::Value *pi = g.at(p, n, i), *qi = g.at(q, n, i);
-                  llvm::Value *sp = g.ld(s, pi), *sq = g.ld(s, qi);
-                  g.st(g.sub(g.mul(cs, sp), g.mul(sn, sq)), s, pi);
-                  g.st(g.add(g.mul(sn, sp), g.mul(cs, sq)), s, qi);
+                  g.st(g.ld(s, g.at(p, n, i)), s, g.at(i, n, p));
+                  g.st(g.ld(s, g.at(q, n, i)), s, g.at(i, n, q));
                 });
+                g.st(g.sub(app, g.mul(tt, apq)), s, g.at(p, n, p));
+                g.st(g.add(aqq, g.mul(tt, apq)), s, g.at(q, n, q));
                 g.st(g.k(0), s, g.at(p, n, q));
                 g.st(g.k(0), s, g.at(q, n, p));
-                g.rotateColumns(v, n, n, p, q, cs, sn);
+                g.rotateRows(v, n, p, q, cs, sn); // Vᵀ kept by rows: contiguous
               });
             });
           });
@@ -584,6 +604,14 @@ void lowerEigh(LowerCtx& c) {
       });
     });
     c.loop(n, [&](llvm::Value* i) { g.st(g.ld(s, g.at(i, n, i)), w, i); });
+    c.loop(n, [&](llvm::Value* i) { // Vᵀ -> V in place
+      g.range(g.iadd(i, 1), g.i64(n), [&](llvm::Value* j) {
+        llvm::Value *ij = g.at(i, n, j), *ji = g.at(j, n, i);
+        llvm::Value *a1 = g.ld(v, ij), *a2 = g.ld(v, ji);
+        g.st(a2, v, ij);
+        g.st(a1, v, ji);
+      });
+    });
     llvm::Value* finite = c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL));
     g.ifElse(finite, [&] {
       g.sortWithColumns(w, n, /*ascending=*/true, {{v, n}});
@@ -640,7 +668,7 @@ void lowerSvd(LowerCtx& c) {
             llvm::Value *al = g.get(alpha), *be = g.get(beta), *ga = g.get(gamma);
             g.ifThen(c.b.CreateFCmpOGT(g.abs(ga), g.mul(g.mul(tol, g.sqrt(al)), g.sqrt(be))), [&] {
               g.set(rotated, c.b.getTrue());
-              auto [cs, sn] = g.rotation(al, be, ga);
+              auto [cs, sn, tt] = g.rotation(al, be, ga);
               g.rotateColumns(W, rows, kk, p, q, cs, sn);
               g.rotateColumns(V, kk, kk, p, q, cs, sn);
             });
