@@ -1,5 +1,5 @@
 // ops/LinalgSpectral.cpp — the decompositions of (batches of) matrices:
-// qr (reduced, Householder), eigh (symmetric eigenproblem, cyclic Jacobi)
+// qr (reduced, Householder), eigh (symmetric eigenproblem, Jacobi)
 // and svd (reduced, one-sided Jacobi). Each algorithm is written twice with
 // the same steps, in C++ for the interpreter (`eval`) and as generated code
 // (`lower`, no library calls); their derivatives are matrix expressions over
@@ -155,10 +155,27 @@ template <class T> void swapColumns(T* x, int64_t rows, int64_t cols, int64_t i,
   for (int64_t r = 0; r < rows; ++r) std::swap(x[r * cols + i], x[r * cols + j]);
 }
 
+/// Pair k of round r of a round robin over N (even) indices, as (min, max):
+/// index 0 meets the player at position 0 of a circle of the other N - 1,
+/// position k the one at N - 1 - k; the circle turns by one each round, so
+/// N - 1 rounds meet every pair once.
+inline std::pair<int64_t, int64_t> roundRobin(int64_t k, int64_t r, int64_t N) {
+  auto player = [&](int64_t pos) { return 1 + (pos + r) % (N - 1); };
+  const int64_t a = k == 0 ? 0 : player(k), b = k == 0 ? player(0) : player(N - 1 - k);
+  return {std::min(a, b), std::max(a, b)};
+}
+
+/// A rotation of a round: the pair, (c, s), and the new diagonal entries.
+template <class T> struct Pair {
+  int64_t p, q;
+  T c, s, pp, qq;
+};
+
 /// Eigenvalues w (ascending) and eigenvectors v (columns) of (a + aᵀ)/2, a
-/// n×n. Cyclic Jacobi: sweeps of rotations over every pair p < q with a
-/// nonzero entry, until off(S)² = Σ_{p<q} s_pq² <= eps² ||S||²_F.
+/// n×n. Jacobi in round-robin order: sweeps of rotations over every pair
+/// p < q with a nonzero entry, until off(S)² = Σ_{p<q} s_pq² <= eps² ||S||²_F.
 template <class T> void eighMatrix(const T* a, int64_t n, T* w, T* v) {
+  const int64_t N = n + (n & 1);
   std::vector<T> s(static_cast<std::size_t>(n * n));
   T norm2 = 0;
   for (int64_t i = 0; i < n; ++i)
@@ -172,30 +189,41 @@ template <class T> void eighMatrix(const T* a, int64_t n, T* w, T* v) {
     for (int64_t p = 0; p < n; ++p)
       for (int64_t q = p + 1; q < n; ++q) off += s[p * n + q] * s[p * n + q];
     if (!(off > kEps<T> * kEps<T> * norm2)) break;
-    for (int64_t p = 0; p < n; ++p)
-      for (int64_t q = p + 1; q < n; ++q) {
+    // A sweep: N - 1 rounds of disjoint pairs (round robin; N = n rounded
+    // up to even, pairs with the extra index skipped). A round's rotations
+    // commute: each zeroes its own s_pq exactly, and S' = Jᵀ S J is applied
+    // as a pass over rows for S J (every row in cache) and rotations of rows
+    // p, q; the 2×2 blocks are then s_pp - t s_pq, s_qq + t s_pq, 0.
+    for (int64_t round = 0; round < N - 1; ++round) {
+      std::vector<Pair<T>> pairs;
+      for (int64_t k = 0; k < N / 2; ++k) {
+        const auto [p, q] = roundRobin(k, round, N);
+        if (q >= n) continue;
         const T apq = s[p * n + q];
         if (!(apq != 0)) continue;
         const T app = s[p * n + p], aqq = s[q * n + q];
         const auto [c, sn, t] = rotation(app, aqq, apq);
-        // S' = Jᵀ S J: rows p, q of S rotated (contiguous), mirrored into
-        // columns p, q (S' is symmetric), then the 2×2 block, where the
-        // rotation makes s_pq zero: s_pp - t s_pq, s_qq + t s_pq.
-        for (int64_t i = 0; i < n; ++i) {
-          const T sp = s[p * n + i], sq = s[q * n + i];
-          s[p * n + i] = c * sp - sn * sq;
-          s[q * n + i] = sn * sp + c * sq;
-        }
-        for (int64_t i = 0; i < n; ++i) {
-          s[i * n + p] = s[p * n + i];
-          s[i * n + q] = s[q * n + i];
-        }
-        s[p * n + p] = app - t * apq;
-        s[q * n + q] = aqq + t * apq;
-        s[p * n + q] = 0;
-        s[q * n + p] = 0;
-        rotateColumns(v, n, n, p, q, c, sn); // V J
+        pairs.push_back({p, q, c, sn, app - t * apq, aqq + t * apq});
       }
+      for (int64_t i = 0; i < n; ++i) // S J, row by row
+        for (const Pair<T>& r : pairs) {
+          const T xp = s[i * n + r.p], xq = s[i * n + r.q];
+          s[i * n + r.p] = r.c * xp - r.s * xq;
+          s[i * n + r.q] = r.s * xp + r.c * xq;
+        }
+      for (const Pair<T>& r : pairs) { // Jᵀ (S J), and V J
+        for (int64_t i = 0; i < n; ++i) {
+          const T sp = s[r.p * n + i], sq = s[r.q * n + i];
+          s[r.p * n + i] = r.c * sp - r.s * sq;
+          s[r.q * n + i] = r.s * sp + r.c * sq;
+        }
+        s[r.p * n + r.p] = r.pp;
+        s[r.q * n + r.q] = r.qq;
+        s[r.p * n + r.q] = 0;
+        s[r.q * n + r.p] = 0;
+        rotateColumns(v, n, n, r.p, r.q, r.c, r.s);
+      }
+    }
   }
   for (int64_t i = 0; i < n; ++i) w[i] = s[i * n + i];
   if (!(norm2 < std::numeric_limits<T>::infinity())) { // a NaN or inf entry: all NaN
@@ -553,7 +581,15 @@ void lowerEigh(LowerCtx& c) {
   if (d.batch == 0 || n == 0) return;
   const Gen g{c, c.resultType(0).dtype};
   const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
-  llvm::Value* s = c.workspace(static_cast<uint64_t>(n * n) * size_of(g.t));
+  const int64_t N = n + (n & 1), half = N / 2;
+  const int64_t es = static_cast<int64_t>(size_of(g.t));
+  // Workspace: a round's pairs (p, q as i64), their c, s and new diagonal entries, then S.
+  llvm::Value* ws = c.workspace(static_cast<uint64_t>(16 * half + 4 * es * half + n * n * es));
+  auto part = [&](int64_t byteOffset) { return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), ws, g.i64(byteOffset)); };
+  llvm::Value *pp = part(0), *qq = part(8 * half);
+  llvm::Value *pc = part(16 * half), *ps = part(16 * half + es * half), *ppp = part(16 * half + 2 * es * half),
+              *pqq = part(16 * half + 3 * es * half);
+  llvm::Value* s = part(16 * half + 4 * es * half);
   c.loop(d.batch, [&](llvm::Value* bt) {
     llvm::Value* a = g.offset(c.operandBuffer(0), bt, n * n);
     llvm::Value* w = g.offset(c.results[0], bt, n);
@@ -581,23 +617,51 @@ void lowerEigh(LowerCtx& c) {
         llvm::Value* more = c.b.CreateFCmpOGT(g.get(off), bound);
         g.set(done, c.b.CreateNot(more));
         g.ifThen(more, [&] {
-          c.loop(n, [&](llvm::Value* p) {
-            g.range(g.iadd(p, 1), g.i64(n), [&](llvm::Value* q) {
-              llvm::Value* apq = g.ld(s, g.at(p, n, q));
-              g.ifThen(c.b.CreateFCmpONE(apq, g.k(0)), [&] {
-                llvm::Value *app = g.ld(s, g.at(p, n, p)), *aqq = g.ld(s, g.at(q, n, q));
-                auto [cs, sn, tt] = g.rotation(app, aqq, apq);
-                g.rotateRows(s, n, p, q, cs, sn);
-                c.loop(n, [&](llvm::Value* i) {
-                  g.st(g.ld(s, g.at(p, n, i)), s, g.at(i, n, p));
-                  g.st(g.ld(s, g.at(q, n, i)), s, g.at(i, n, q));
+          c.loop(N - 1, [&](llvm::Value* round) { // eighMatrix's rounds
+            llvm::Value* count = g.var(g.i64(0));
+            c.loop(N / 2, [&](llvm::Value* k) {
+              auto player = [&](llvm::Value* pos) { return g.iadd(c.b.CreateURem(c.b.CreateAdd(pos, round), g.i64(N - 1)), 1); };
+              llvm::Value* first = c.b.CreateICmpEQ(k, g.i64(0));
+              llvm::Value* x = c.b.CreateSelect(first, g.i64(0), player(k));
+              llvm::Value* y = c.b.CreateSelect(first, player(g.i64(0)), player(g.isub(N - 1, k)));
+              llvm::Value* p = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), x, y);
+              llvm::Value* q = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), y, x);
+              g.ifThen(c.b.CreateICmpSLT(q, g.i64(n)), [&] {
+                llvm::Value* apq = g.ld(s, g.at(p, n, q));
+                g.ifThen(c.b.CreateFCmpONE(apq, g.k(0)), [&] {
+                  llvm::Value *app = g.ld(s, g.at(p, n, p)), *aqq = g.ld(s, g.at(q, n, q));
+                  auto [cs, sn, tt] = g.rotation(app, aqq, apq);
+                  llvm::Value* at = g.geti(count);
+                  c.store(DType::i64, p, pp, at);
+                  c.store(DType::i64, q, qq, at);
+                  g.st(cs, pc, at);
+                  g.st(sn, ps, at);
+                  g.st(g.sub(app, g.mul(tt, apq)), ppp, at);
+                  g.st(g.add(aqq, g.mul(tt, apq)), pqq, at);
+                  g.set(count, g.iadd(at, 1));
                 });
-                g.st(g.sub(app, g.mul(tt, apq)), s, g.at(p, n, p));
-                g.st(g.add(aqq, g.mul(tt, apq)), s, g.at(q, n, q));
-                g.st(g.k(0), s, g.at(p, n, q));
-                g.st(g.k(0), s, g.at(q, n, p));
-                g.rotateRows(v, n, p, q, cs, sn); // Vᵀ kept by rows: contiguous
               });
+            });
+            llvm::Value* m = g.geti(count);
+            c.loop(n, [&](llvm::Value* i) { // S J, row by row
+              g.range(g.i64(0), m, [&](llvm::Value* r) {
+                llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
+                llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
+                llvm::Value *ip = g.at(i, n, p), *iq = g.at(i, n, q);
+                llvm::Value *xp = g.ld(s, ip), *xq = g.ld(s, iq);
+                g.st(g.sub(g.mul(cs, xp), g.mul(sn, xq)), s, ip);
+                g.st(g.add(g.mul(sn, xp), g.mul(cs, xq)), s, iq);
+              });
+            });
+            g.range(g.i64(0), m, [&](llvm::Value* r) { // Jᵀ (S J), and Vᵀ kept by rows
+              llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
+              llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
+              g.rotateRows(s, n, p, q, cs, sn);
+              g.st(g.ld(ppp, r), s, g.at(p, n, p));
+              g.st(g.ld(pqq, r), s, g.at(q, n, q));
+              g.st(g.k(0), s, g.at(p, n, q));
+              g.st(g.k(0), s, g.at(q, n, p));
+              g.rotateRows(v, n, p, q, cs, sn);
             });
           });
         });
