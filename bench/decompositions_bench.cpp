@@ -1,7 +1,8 @@
 // bench/decompositions_bench.cpp — adjit's eigh (cyclic Jacobi in generated
 // code) next to LAPACK's dsyevd (OpenBLAS, one thread) in the same process,
-// runs interleaved: a batch of 32×32 and one 512×512 matrix, f64, forward
-// only. Not a test. `--quick` runs the small sizes only.
+// runs interleaved: batches of 8×8 and 32×32 and one 512×512 matrix, f64,
+// forward only; svd against dgesdd likewise for the batches. Not a test.
+// `--quick` runs the small sizes only.
 #include <adjit/adjit.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <vector>
 
 extern "C" void openblas_set_num_threads(int);
+extern "C" void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s, double* u, const int* ldu,
+                        double* vt, const int* ldvt, double* work, const int* lwork, int* iwork, int* info);
 extern "C" void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work,
                         const int* lwork, int* iwork, const int* liwork, int* info);
 
@@ -65,10 +68,38 @@ static void row(int64_t batch, int64_t n, int reps) {
               tAdjit / tLapack, maxDiff);
 }
 
+/// svd of a batch of n×n matrices against dgesdd (jobz = 'S'), interleaved.
+static void svdRow(int64_t batch, int64_t n, int reps) {
+  const std::vector<double> a = symmetric(batch, n); // any matrix will do; singular values are |eigenvalues|
+  const Array A(a, Shape{batch, n, n});
+  auto f = jit([](const Tensor& x) { auto [u, s, vt] = linalg::svd(x); return std::tuple{u, s, vt}; }, {.threads = 1});
+  f(A); // compiles
+  const int ni = static_cast<int>(n);
+  std::vector<double> copy(a), s(static_cast<std::size_t>(n)), u(static_cast<std::size_t>(n * n)), vt(u), work(1);
+  std::vector<int> iwork(static_cast<std::size_t>(8 * n));
+  int lwork = -1, info = 0;
+  dgesdd_("S", &ni, &ni, copy.data(), &ni, s.data(), u.data(), &ni, vt.data(), &ni, work.data(), &lwork, iwork.data(), &info);
+  lwork = static_cast<int>(work[0]);
+  work.resize(static_cast<std::size_t>(lwork));
+  double tAdjit = 1e30, tLapack = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    tAdjit = std::min(tAdjit, seconds([&] { f(A); }));
+    tLapack = std::min(tLapack, seconds([&] {
+      std::memcpy(copy.data(), a.data(), a.size() * sizeof(double));
+      for (int64_t b = 0; b < batch; ++b)
+        dgesdd_("S", &ni, &ni, copy.data() + b * n * n, &ni, s.data(), u.data(), &ni, vt.data(), &ni, work.data(), &lwork, iwork.data(), &info);
+    }));
+  }
+  std::printf("svd  f64 %4lld x [%3lld x %3lld]   adjit %9.3f ms   dgesdd %9.3f ms   ratio %5.2f\n", static_cast<long long>(batch),
+              static_cast<long long>(n), static_cast<long long>(n), tAdjit * 1e3, tLapack * 1e3, tAdjit / tLapack);
+}
+
 int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   row(256, 8, 7);
   row(64, 32, 5);
+  svdRow(256, 8, 7);
+  svdRow(64, 32, 5);
   if (!quick) row(1, 512, 3);
 }

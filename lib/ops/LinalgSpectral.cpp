@@ -434,16 +434,6 @@ struct Gen {
     c.loopRange(begin, end, body);
   }
 
-  /// rotateColumns: columns p, q of x (rows×cols) rotated by (cs, sn).
-  void rotateColumns(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* p, llvm::Value* q, llvm::Value* cs,
-                     llvm::Value* sn) const {
-    c.loop(rows, [&](llvm::Value* i) {
-      llvm::Value *ip = at(i, cols, p), *iq = at(i, cols, q);
-      llvm::Value *xp = ld(x, ip), *xq = ld(x, iq);
-      st(sub(mul(cs, xp), mul(sn, xq)), x, ip);
-      st(add(mul(sn, xp), mul(cs, xq)), x, iq);
-    });
-  }
   /// rotation(app, aqq, apq) -> (c, s, t).
   std::array<llvm::Value*, 3> rotation(llvm::Value* app, llvm::Value* aqq, llvm::Value* apq) const {
     llvm::Value* theta = div(sub(aqq, app), mul(k(2), apq));
@@ -451,7 +441,7 @@ struct Gen {
     llvm::Value* cs = div(k(1), sqrt(add(mul(tt, tt), k(1))));
     return {cs, mul(tt, cs), tt};
   }
-  /// Rows p, q of x (rows×cols) rotated like rotateColumns' columns (contiguous).
+  /// Rows p, q of x (rows×cols) rotated as rotateColumns rotates columns (contiguous).
   void rotateRows(llvm::Value* x, int64_t cols, llvm::Value* p, llvm::Value* q, llvm::Value* cs, llvm::Value* sn) const {
     c.loop(cols, [&](llvm::Value* i) {
       llvm::Value *pi = at(p, cols, i), *qi = at(q, cols, i);
@@ -484,9 +474,28 @@ struct Gen {
       c.loop(yrows, [&](llvm::Value* i) { st(neg(ld(y, at(i, cols, j))), y, at(i, cols, j)); });
     });
   }
+  /// normaliseSign for matrices stored transposed: row j of x (len entries),
+  /// and row j of y (ylen entries) with it.
+  void normaliseSignRow(llvm::Value* x, int64_t len, llvm::Value* j, llvm::Value* y, int64_t ylen) const {
+    llvm::Value* best = var(i64(0));
+    llvm::Value* bestAbs = var(k(0));
+    c.loop(len, [&](llvm::Value* i) {
+      llvm::Value* a = abs(ld(x, at(j, len, i)));
+      ifThen(c.b.CreateFCmpOGT(a, get(bestAbs)), [&] {
+        set(bestAbs, a);
+        set(best, i);
+      });
+    });
+    ifThen(c.b.CreateFCmpOLT(ld(x, at(j, len, geti(best))), k(0)), [&] {
+      c.loop(len, [&](llvm::Value* i) { st(neg(ld(x, at(j, len, i))), x, at(j, len, i)); });
+      c.loop(ylen, [&](llvm::Value* i) { st(neg(ld(y, at(j, ylen, i))), y, at(j, ylen, i)); });
+    });
+  }
   /// Selection sort of vals[0, n) (ascending, or descending), swapping the
-  /// columns of each of `mats` (rows×n) alike.
-  void sortWithColumns(llvm::Value* vals, int64_t n, bool ascending, std::initializer_list<std::pair<llvm::Value*, int64_t>> mats) const {
+  /// columns of each of `mats` (rows×n) alike; or their rows, where they are
+  /// stored transposed (n×rows).
+  void sortWithColumns(llvm::Value* vals, int64_t n, bool ascending, std::initializer_list<std::pair<llvm::Value*, int64_t>> mats,
+                       bool transposed = false) const {
     c.loop(n, [&](llvm::Value* i) {
       llvm::Value* best = var(i);
       llvm::Value* bestVal = var(ld(vals, i));
@@ -501,7 +510,18 @@ struct Gen {
       llvm::Value* vi = ld(vals, i);
       st(ld(vals, b), vals, i);
       st(vi, vals, b);
-      for (auto [m, rows] : mats) swapColumns(m, rows, n, i, b);
+      for (auto [m, rows] : mats) {
+        if (!transposed) {
+          swapColumns(m, rows, n, i, b);
+          continue;
+        }
+        c.loop(rows, [&](llvm::Value* r) {
+          llvm::Value *ia = at(i, rows, r), *ib = at(b, rows, r);
+          llvm::Value *xa = ld(m, ia), *xb = ld(m, ib);
+          st(xb, m, ia);
+          st(xa, m, ib);
+        });
+      }
     });
   }
 };
@@ -696,6 +716,8 @@ void lowerSvd(LowerCtx& c) {
   const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
   const uint64_t es = size_of(g.t);
   llvm::Value* ws = c.workspace(static_cast<uint64_t>(rows * kk + kk * kk + rows) * es);
+  // svdMatrix's W and V, each stored transposed (Wt: k×rows, Vt: k×k) so
+  // that its columns, which the rotations and dot products read, are rows.
   llvm::Value* W = ws;
   llvm::Value* V = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk));
   llvm::Value* x = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk + kk * kk)); // completeColumns' candidate
@@ -708,12 +730,12 @@ void lowerSvd(LowerCtx& c) {
     c.loop(rows, [&](llvm::Value* i) {
       c.loop(kk, [&](llvm::Value* j) {
         llvm::Value* x = g.ld(a, tall ? g.at(i, n, j) : g.at(j, n, i));
-        g.st(x, W, g.at(i, kk, j));
+        g.st(x, W, g.at(j, rows, i));
         g.accumulate(norm2, g.mul(x, x));
       });
     });
     c.loop(kk, [&](llvm::Value* i) {
-      c.loop(kk, [&](llvm::Value* j) { g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), V, g.at(i, kk, j)); });
+      c.loop(kk, [&](llvm::Value* j) { g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), V, g.at(j, kk, i)); });
     });
     llvm::Value* tol = g.k(eps * std::sqrt(static_cast<double>(rows)));
     llvm::Value* done = g.var(c.b.getFalse());
@@ -724,7 +746,7 @@ void lowerSvd(LowerCtx& c) {
           g.range(g.iadd(p, 1), g.i64(kk), [&](llvm::Value* q) {
             llvm::Value *alpha = g.var(g.k(0)), *beta = g.var(g.k(0)), *gamma = g.var(g.k(0));
             c.loop(rows, [&](llvm::Value* i) {
-              llvm::Value *wp = g.ld(W, g.at(i, kk, p)), *wq = g.ld(W, g.at(i, kk, q));
+              llvm::Value *wp = g.ld(W, g.at(p, rows, i)), *wq = g.ld(W, g.at(q, rows, i));
               g.accumulate(alpha, g.mul(wp, wp));
               g.accumulate(beta, g.mul(wq, wq));
               g.accumulate(gamma, g.mul(wp, wq));
@@ -733,8 +755,8 @@ void lowerSvd(LowerCtx& c) {
             g.ifThen(c.b.CreateFCmpOGT(g.abs(ga), g.mul(g.mul(tol, g.sqrt(al)), g.sqrt(be))), [&] {
               g.set(rotated, c.b.getTrue());
               auto [cs, sn, tt] = g.rotation(al, be, ga);
-              g.rotateColumns(W, rows, kk, p, q, cs, sn);
-              g.rotateColumns(V, kk, kk, p, q, cs, sn);
+              g.rotateRows(W, rows, p, q, cs, sn);
+              g.rotateRows(V, kk, p, q, cs, sn);
             });
           });
         });
@@ -744,16 +766,16 @@ void lowerSvd(LowerCtx& c) {
     c.loop(kk, [&](llvm::Value* j) {
       llvm::Value* n2 = g.var(g.k(0));
       c.loop(rows, [&](llvm::Value* i) {
-        llvm::Value* x = g.ld(W, g.at(i, kk, j));
+        llvm::Value* x = g.ld(W, g.at(j, rows, i));
         g.accumulate(n2, g.mul(x, x));
       });
       g.st(g.sqrt(g.get(n2)), s, j);
     });
-    g.sortWithColumns(s, kk, /*ascending=*/false, {{W, rows}, {V, kk}});
+    g.sortWithColumns(s, kk, /*ascending=*/false, {{W, rows}, {V, kk}}, /*transposed=*/true);
     c.loop(kk, [&](llvm::Value* j) {
       llvm::Value* sj = g.ld(s, j);
       llvm::Value* scale = g.select(c.b.CreateFCmpOEQ(sj, g.k(0)), g.k(1), g.div(g.k(1), sj));
-      c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(W, g.at(i, kk, j)), scale), W, g.at(i, kk, j)); });
+      c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(W, g.at(j, rows, i)), scale), W, g.at(j, rows, i)); });
     });
     // completeColumns
     llvm::Value* next = g.var(g.i64(0));
@@ -767,16 +789,16 @@ void lowerSvd(LowerCtx& c) {
             c.loop(2, [&](llvm::Value*) {
               c.loop(kk, [&](llvm::Value* l) {
                 llvm::Value* dot = g.var(g.k(0));
-                c.loop(rows, [&](llvm::Value* i) { g.accumulate(dot, g.mul(g.ld(W, g.at(i, kk, l)), g.ld(x, i))); });
+                c.loop(rows, [&](llvm::Value* i) { g.accumulate(dot, g.mul(g.ld(W, g.at(l, rows, i)), g.ld(x, i))); });
                 llvm::Value* d = g.get(dot);
-                c.loop(rows, [&](llvm::Value* i) { g.st(g.sub(g.ld(x, i), g.mul(d, g.ld(W, g.at(i, kk, l)))), x, i); });
+                c.loop(rows, [&](llvm::Value* i) { g.st(g.sub(g.ld(x, i), g.mul(d, g.ld(W, g.at(l, rows, i)))), x, i); });
               });
             });
             llvm::Value* n2 = g.var(g.k(0));
             c.loop(rows, [&](llvm::Value* i) { g.accumulate(n2, g.mul(g.ld(x, i), g.ld(x, i))); });
             g.ifThen(c.b.CreateFCmpOGE(g.get(n2), g.k(0.5 / static_cast<double>(rows))), [&] {
               llvm::Value* scale = g.div(g.k(1), g.sqrt(g.get(n2)));
-              c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(x, i), scale), W, g.at(i, kk, j)); });
+              c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(x, i), scale), W, g.at(j, rows, i)); });
               g.set(found, c.b.getTrue());
             });
           });
@@ -784,15 +806,15 @@ void lowerSvd(LowerCtx& c) {
       });
     });
     c.loop(kk, [&](llvm::Value* j) {
-      if (tall) g.normaliseSign(W, rows, kk, j, V, kk);
-      else g.normaliseSign(V, kk, kk, j, W, rows);
+      if (tall) g.normaliseSignRow(W, rows, j, V, kk);
+      else g.normaliseSignRow(V, kk, j, W, rows);
     });
-    llvm::Value* U = tall ? W : V;
-    llvm::Value* Vr = tall ? V : W;
-    c.loop(m * kk, [&](llvm::Value* i) { g.st(g.ld(U, i), u, i); });
-    c.loop(kk, [&](llvm::Value* j) {
-      c.loop(n, [&](llvm::Value* i) { g.st(g.ld(Vr, g.at(i, kk, j)), vt, g.at(j, n, i)); });
+    llvm::Value* Ut = tall ? W : V; // k×m
+    llvm::Value* Vrt = tall ? V : W; // k×n: vt itself
+    c.loop(m, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* j) { g.st(g.ld(Ut, g.at(j, m, i)), u, g.at(i, kk, j)); });
     });
+    c.loop(kk * n, [&](llvm::Value* i) { g.st(g.ld(Vrt, i), vt, i); });
     g.ifThen(c.b.CreateNot(c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL))), [&] { // a NaN or inf entry: all NaN
       c.loop(m * kk, [&](llvm::Value* i) { g.st(g.k(NAN), u, i); });
       c.loop(kk, [&](llvm::Value* i) { g.st(g.k(NAN), s, i); });
