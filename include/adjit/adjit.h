@@ -8,6 +8,7 @@
 #include <adjit/control_flow.h>
 #include <adjit/custom_gradient.h>
 #include <adjit/debug.h>
+#include <adjit/decompositions.h>
 #include <adjit/dtype.h>
 #include <adjit/error.h>
 #include <adjit/jit.h>

@@ -33,6 +33,7 @@ void registerAll() {
   defineControlFlowOps(t);
   defineGradientOps(t);
   defineCallbackOps(t);
+  defineSpectralOps(t);
   // Each layer gets its part of every op's block.
   for (OpKind k : ir::allOps()) {
     const Hooks& h = t[static_cast<std::size_t>(k)];

@@ -124,5 +124,6 @@ void defineCallOps(Table&);
 void defineControlFlowOps(Table&);
 void defineGradientOps(Table&);
 void defineCallbackOps(Table&);
+void defineSpectralOps(Table&);
 
 } // namespace adjit::ops

@@ -1,0 +1,34 @@
+// ops/LinalgSpectral.h — what the decompositions' two files share: the
+// bound on Jacobi sweeps, matrix dimensions, and the lowerings (generated
+// code, LinalgSpectralLowering.cpp) that the op blocks of
+// LinalgSpectral.cpp name.
+#pragma once
+
+#include "codegen/Emitter.h"
+
+#include <limits>
+
+namespace adjit::ops::spectral {
+
+/// Bound on Jacobi sweeps. Both Jacobi methods converge quadratically, in 6
+/// to 12 sweeps for n up to a few hundred; the bound only stops inputs that
+/// never converge (NaNs stop at once: their tests are false).
+constexpr int64_t kMaxSweeps = 40;
+
+template <class T> constexpr T kEps = std::numeric_limits<T>::epsilon();
+
+/// The matrix dimensions of a [..., m, n] type and the batch size.
+struct Mat {
+  int64_t batch, m, n;
+};
+inline Mat matOf(const Shape& s) {
+  return {num_elements(Shape(s.begin(), s.end() - 2)), s[s.size() - 2], s[s.size() - 1]};
+}
+
+/// The generated-code versions of qrMatrix, eighMatrix and svdMatrix
+/// (LinalgSpectral.cpp), step for step, over every matrix of the batch.
+void lowerQr(codegen::LowerCtx& c);
+void lowerEigh(codegen::LowerCtx& c);
+void lowerSvd(codegen::LowerCtx& c);
+
+} // namespace adjit::ops::spectral

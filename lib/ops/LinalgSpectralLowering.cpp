@@ -1,0 +1,481 @@
+// ops/LinalgSpectralLowering.cpp — the decompositions' algorithms as
+// generated code: Householder QR, Jacobi eigh in round-robin rounds,
+// one-sided Jacobi SVD; the same steps as the reference versions in
+// LinalgSpectral.cpp (which say why each step is there), with no library
+// calls. Working matrices live in the op's workspace.
+#include "ops/LinalgSpectral.h"
+
+#include "support/Assert.h"
+
+#include <array>
+#include <cmath>
+#include <functional>
+
+namespace adjit::ops::spectral {
+namespace {
+
+using codegen::LowerCtx;
+
+/// Scalar arithmetic, variables and control flow for the lowerings.
+struct Gen {
+  LowerCtx& c;
+  DType t;
+
+  llvm::Type* ty() const { return c.scalarType(t); }
+  llvm::Value* k(double v) const { return c.constant(t, v); }
+  llvm::Value* i64(int64_t v) const { return c.i64(v); }
+  // index arithmetic
+  llvm::Value* at(llvm::Value* i, int64_t stride, llvm::Value* j) const { return c.b.CreateAdd(c.b.CreateMul(i, i64(stride)), j); }
+  llvm::Value* iadd(llvm::Value* a, int64_t v) const { return c.b.CreateAdd(a, i64(v)); }
+  llvm::Value* isub(int64_t v, llvm::Value* a) const { return c.b.CreateSub(i64(v), a); }
+  llvm::Value* offset(llvm::Value* buf, llvm::Value* bt, int64_t size) const {
+    return c.b.CreateInBoundsGEP(ty(), buf, c.b.CreateMul(bt, i64(size)));
+  }
+  // memory
+  llvm::Value* ld(llvm::Value* buf, llvm::Value* i) const { return c.load(t, buf, i); }
+  void st(llvm::Value* v, llvm::Value* buf, llvm::Value* i) const { c.store(t, v, buf, i); }
+  llvm::Value* var(llvm::Value* init) const {
+    llvm::Value* s = c.entryAlloca(init->getType(), 1);
+    c.b.CreateStore(init, s);
+    return s;
+  }
+  llvm::Value* get(llvm::Value* slot, llvm::Type* type) const { return c.b.CreateLoad(type, slot); }
+  llvm::Value* get(llvm::Value* slot) const { return get(slot, ty()); }
+  llvm::Value* geti(llvm::Value* slot) const { return get(slot, c.b.getInt64Ty()); }
+  void set(llvm::Value* slot, llvm::Value* v) const { c.b.CreateStore(v, slot); }
+  // arithmetic (no fast-math: the interpreter's results, up to contraction)
+  llvm::Value* add(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFAdd(a, b); }
+  llvm::Value* sub(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFSub(a, b); }
+  llvm::Value* mul(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFMul(a, b); }
+  llvm::Value* div(llvm::Value* a, llvm::Value* b) const { return c.b.CreateFDiv(a, b); }
+  llvm::Value* neg(llvm::Value* a) const { return c.b.CreateFNeg(a); }
+  llvm::Value* sqrt(llvm::Value* a) const { return c.intrinsic(llvm::Intrinsic::sqrt, {{a}}); }
+  llvm::Value* abs(llvm::Value* a) const { return c.intrinsic(llvm::Intrinsic::fabs, {{a}}); }
+  llvm::Value* copysign(llvm::Value* mag, llvm::Value* sgn) const { return c.intrinsic(llvm::Intrinsic::copysign, {{mag, sgn}}); }
+  llvm::Value* select(llvm::Value* cond, llvm::Value* a, llvm::Value* b) const { return c.b.CreateSelect(cond, a, b); }
+  /// sum += x
+  void accumulate(llvm::Value* slot, llvm::Value* x) const { set(slot, add(get(slot), x)); }
+
+  /// if (cond) body();
+  void ifThen(llvm::Value* cond, const std::function<void()>& body) const {
+    llvm::Function* f = c.b.GetInsertBlock()->getParent();
+    auto* then = llvm::BasicBlock::Create(c.ctx(), "then", f);
+    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
+    c.b.CreateCondBr(cond, then, done);
+    c.b.SetInsertPoint(then);
+    body();
+    c.b.CreateBr(done);
+    c.b.SetInsertPoint(done);
+  }
+  /// if (cond) then(); else otherwise();
+  void ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
+    llvm::Function* f = c.b.GetInsertBlock()->getParent();
+    auto* thenBB = llvm::BasicBlock::Create(c.ctx(), "then", f);
+    auto* elseBB = llvm::BasicBlock::Create(c.ctx(), "else", f);
+    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
+    c.b.CreateCondBr(cond, thenBB, elseBB);
+    c.b.SetInsertPoint(thenBB);
+    then();
+    c.b.CreateBr(done);
+    c.b.SetInsertPoint(elseBB);
+    otherwise();
+    c.b.CreateBr(done);
+    c.b.SetInsertPoint(done);
+  }
+  /// for (i = begin; i < end; ++i) body(i)
+  void range(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
+    c.loopRange(begin, end, body);
+  }
+
+  /// rotation(app, aqq, apq) -> (c, s, t).
+  std::array<llvm::Value*, 3> rotation(llvm::Value* app, llvm::Value* aqq, llvm::Value* apq) const {
+    llvm::Value* theta = div(sub(aqq, app), mul(k(2), apq));
+    llvm::Value* tt = div(copysign(k(1), theta), add(abs(theta), sqrt(add(mul(theta, theta), k(1)))));
+    llvm::Value* cs = div(k(1), sqrt(add(mul(tt, tt), k(1))));
+    return {cs, mul(tt, cs), tt};
+  }
+  /// Rows p, q of x (rows×cols) rotated as rotateColumns rotates columns (contiguous).
+  void rotateRows(llvm::Value* x, int64_t cols, llvm::Value* p, llvm::Value* q, llvm::Value* cs, llvm::Value* sn) const {
+    c.loop(cols, [&](llvm::Value* i) {
+      llvm::Value *pi = at(p, cols, i), *qi = at(q, cols, i);
+      llvm::Value *xp = ld(x, pi), *xq = ld(x, qi);
+      st(sub(mul(cs, xp), mul(sn, xq)), x, pi);
+      st(add(mul(sn, xp), mul(cs, xq)), x, qi);
+    });
+  }
+  void swapColumns(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* i, llvm::Value* j) const {
+    c.loop(rows, [&](llvm::Value* r) {
+      llvm::Value *a = at(r, cols, i), *b = at(r, cols, j);
+      llvm::Value *xa = ld(x, a), *xb = ld(x, b);
+      st(xb, x, a);
+      st(xa, x, b);
+    });
+  }
+  /// normaliseSign: column j of x (rows×cols), and of y (yrows×cols) with it.
+  void normaliseSign(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* j, llvm::Value* y, int64_t yrows) const {
+    llvm::Value* best = var(i64(0));
+    llvm::Value* bestAbs = var(k(0));
+    c.loop(rows, [&](llvm::Value* i) {
+      llvm::Value* a = abs(ld(x, at(i, cols, j)));
+      ifThen(c.b.CreateFCmpOGT(a, get(bestAbs)), [&] {
+        set(bestAbs, a);
+        set(best, i);
+      });
+    });
+    ifThen(c.b.CreateFCmpOLT(ld(x, at(geti(best), cols, j)), k(0)), [&] {
+      c.loop(rows, [&](llvm::Value* i) { st(neg(ld(x, at(i, cols, j))), x, at(i, cols, j)); });
+      c.loop(yrows, [&](llvm::Value* i) { st(neg(ld(y, at(i, cols, j))), y, at(i, cols, j)); });
+    });
+  }
+  /// normaliseSign for matrices stored transposed: row j of x (len entries),
+  /// and row j of y (ylen entries) with it.
+  void normaliseSignRow(llvm::Value* x, int64_t len, llvm::Value* j, llvm::Value* y, int64_t ylen) const {
+    llvm::Value* best = var(i64(0));
+    llvm::Value* bestAbs = var(k(0));
+    c.loop(len, [&](llvm::Value* i) {
+      llvm::Value* a = abs(ld(x, at(j, len, i)));
+      ifThen(c.b.CreateFCmpOGT(a, get(bestAbs)), [&] {
+        set(bestAbs, a);
+        set(best, i);
+      });
+    });
+    ifThen(c.b.CreateFCmpOLT(ld(x, at(j, len, geti(best))), k(0)), [&] {
+      c.loop(len, [&](llvm::Value* i) { st(neg(ld(x, at(j, len, i))), x, at(j, len, i)); });
+      c.loop(ylen, [&](llvm::Value* i) { st(neg(ld(y, at(j, ylen, i))), y, at(j, ylen, i)); });
+    });
+  }
+  /// Selection sort of vals[0, n) (ascending, or descending), swapping the
+  /// columns of each of `mats` (rows×n) alike; or their rows, where they are
+  /// stored transposed (n×rows).
+  void sortWithColumns(llvm::Value* vals, int64_t n, bool ascending, std::initializer_list<std::pair<llvm::Value*, int64_t>> mats,
+                       bool transposed = false) const {
+    c.loop(n, [&](llvm::Value* i) {
+      llvm::Value* best = var(i);
+      llvm::Value* bestVal = var(ld(vals, i));
+      range(iadd(i, 1), i64(n), [&](llvm::Value* j) {
+        llvm::Value* vj = ld(vals, j);
+        ifThen(ascending ? c.b.CreateFCmpOLT(vj, get(bestVal)) : c.b.CreateFCmpOGT(vj, get(bestVal)), [&] {
+          set(best, j);
+          set(bestVal, vj);
+        });
+      });
+      llvm::Value* b = geti(best);
+      llvm::Value* vi = ld(vals, i);
+      st(ld(vals, b), vals, i);
+      st(vi, vals, b);
+      for (auto [m, rows] : mats) {
+        if (!transposed) {
+          swapColumns(m, rows, n, i, b);
+          continue;
+        }
+        c.loop(rows, [&](llvm::Value* r) {
+          llvm::Value *ia = at(i, rows, r), *ib = at(b, rows, r);
+          llvm::Value *xa = ld(m, ia), *xb = ld(m, ib);
+          st(xb, m, ia);
+          st(xa, m, ib);
+        });
+      }
+    });
+  }
+};
+
+} // namespace
+
+void lowerQr(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t m = d.m, n = d.n, kk = std::min(m, n);
+  if (d.batch == 0 || kk == 0) return;
+  const Gen g{c, c.resultType(0).dtype};
+  const uint64_t es = size_of(g.t);
+  llvm::Value* w = c.workspace(static_cast<uint64_t>(m * n + kk) * es); // the reflectors, then tau
+  llvm::Value* tauBuf = c.b.CreateInBoundsGEP(g.ty(), w, g.i64(m * n));
+  c.loop(d.batch, [&](llvm::Value* bt) {
+    llvm::Value* a = g.offset(c.operandBuffer(0), bt, m * n);
+    llvm::Value* q = g.offset(c.results[0], bt, m * kk);
+    llvm::Value* r = g.offset(c.results[1], bt, kk * n);
+    c.loop(m * n, [&](llvm::Value* i) { g.st(g.ld(a, i), w, i); });
+    c.loop(kk, [&](llvm::Value* j) {
+      llvm::Value* jj = g.at(j, n, j);
+      llvm::Value* alpha = g.ld(w, jj);
+      llvm::Value* xnorm2 = g.var(g.k(0));
+      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+        llvm::Value* x = g.ld(w, g.at(i, n, j));
+        g.accumulate(xnorm2, g.mul(x, x));
+      });
+      llvm::Value* x2 = g.get(xnorm2);
+      llvm::Value* zero = c.b.CreateFCmpOEQ(x2, g.k(0));
+      llvm::Value* beta = g.select(zero, alpha, g.neg(g.copysign(g.sqrt(g.add(g.mul(alpha, alpha), x2)), alpha)));
+      llvm::Value* tj = g.select(zero, g.k(0), g.div(g.sub(beta, alpha), beta));
+      llvm::Value* scale = g.select(zero, g.k(0), g.div(g.k(1), g.sub(alpha, beta)));
+      g.st(tj, tauBuf, j);
+      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+        llvm::Value* ij = g.at(i, n, j);
+        g.st(g.mul(g.ld(w, ij), scale), w, ij);
+      });
+      g.st(beta, w, jj);
+      g.range(g.iadd(j, 1), g.i64(n), [&](llvm::Value* col) {
+        llvm::Value* s = g.var(g.ld(w, g.at(j, n, col)));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) { g.accumulate(s, g.mul(g.ld(w, g.at(i, n, j)), g.ld(w, g.at(i, n, col)))); });
+        llvm::Value* st = g.mul(g.get(s), tj);
+        g.st(g.sub(g.ld(w, g.at(j, n, col)), st), w, g.at(j, n, col));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+          llvm::Value* ic = g.at(i, n, col);
+          g.st(g.sub(g.ld(w, ic), g.mul(st, g.ld(w, g.at(i, n, j)))), w, ic);
+        });
+      });
+    });
+    c.loop(kk, [&](llvm::Value* i) {
+      c.loop(n, [&](llvm::Value* col) {
+        llvm::Value* ic = g.at(i, n, col);
+        g.st(g.select(c.b.CreateICmpSGE(col, i), g.ld(w, ic), g.k(0)), r, ic);
+      });
+    });
+    c.loop(m, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* col) { g.st(g.select(c.b.CreateICmpEQ(i, col), g.k(1), g.k(0)), q, g.at(i, kk, col)); });
+    });
+    c.loop(kk, [&](llvm::Value* jr) {
+      llvm::Value* j = g.isub(kk - 1, jr);
+      llvm::Value* tj = g.ld(tauBuf, j);
+      g.range(j, g.i64(kk), [&](llvm::Value* col) {
+        llvm::Value* s = g.var(g.ld(q, g.at(j, kk, col)));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) { g.accumulate(s, g.mul(g.ld(w, g.at(i, n, j)), g.ld(q, g.at(i, kk, col)))); });
+        llvm::Value* st = g.mul(g.get(s), tj);
+        g.st(g.sub(g.ld(q, g.at(j, kk, col)), st), q, g.at(j, kk, col));
+        g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+          llvm::Value* ic = g.at(i, kk, col);
+          g.st(g.sub(g.ld(q, ic), g.mul(st, g.ld(w, g.at(i, n, j)))), q, ic);
+        });
+      });
+    });
+  });
+}
+
+void lowerEigh(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t n = d.n;
+  if (d.batch == 0 || n == 0) return;
+  const Gen g{c, c.resultType(0).dtype};
+  const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
+  const int64_t N = n + (n & 1), half = N / 2;
+  const int64_t es = static_cast<int64_t>(size_of(g.t));
+  // Workspace: a round's pairs (p, q as i64), their c, s and new diagonal entries, then S.
+  llvm::Value* ws = c.workspace(static_cast<uint64_t>(16 * half + 4 * es * half + n * n * es));
+  auto part = [&](int64_t byteOffset) { return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), ws, g.i64(byteOffset)); };
+  llvm::Value *pp = part(0), *qq = part(8 * half);
+  llvm::Value *pc = part(16 * half), *ps = part(16 * half + es * half), *ppp = part(16 * half + 2 * es * half),
+              *pqq = part(16 * half + 3 * es * half);
+  llvm::Value* s = part(16 * half + 4 * es * half);
+  c.loop(d.batch, [&](llvm::Value* bt) {
+    llvm::Value* a = g.offset(c.operandBuffer(0), bt, n * n);
+    llvm::Value* w = g.offset(c.results[0], bt, n);
+    llvm::Value* v = g.offset(c.results[1], bt, n * n);
+    llvm::Value* norm2 = g.var(g.k(0));
+    c.loop(n, [&](llvm::Value* i) {
+      c.loop(n, [&](llvm::Value* j) {
+        llvm::Value* x = g.mul(g.add(g.ld(a, g.at(i, n, j)), g.ld(a, g.at(j, n, i))), g.k(0.5));
+        g.st(x, s, g.at(i, n, j));
+        g.accumulate(norm2, g.mul(x, x));
+        g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), v, g.at(i, n, j));
+      });
+    });
+    llvm::Value* bound = g.mul(g.k(eps * eps), g.get(norm2));
+    llvm::Value* done = g.var(c.b.getFalse());
+    c.loop(kMaxSweeps, [&](llvm::Value*) {
+      g.ifThen(c.b.CreateNot(g.get(done, c.b.getInt1Ty())), [&] {
+        llvm::Value* off = g.var(g.k(0));
+        c.loop(n, [&](llvm::Value* p) {
+          g.range(g.iadd(p, 1), g.i64(n), [&](llvm::Value* q) {
+            llvm::Value* x = g.ld(s, g.at(p, n, q));
+            g.accumulate(off, g.mul(x, x));
+          });
+        });
+        llvm::Value* more = c.b.CreateFCmpOGT(g.get(off), bound);
+        g.set(done, c.b.CreateNot(more));
+        g.ifThen(more, [&] {
+          c.loop(N - 1, [&](llvm::Value* round) { // eighMatrix's rounds
+            llvm::Value* count = g.var(g.i64(0));
+            c.loop(N / 2, [&](llvm::Value* k) {
+              auto player = [&](llvm::Value* pos) { return g.iadd(c.b.CreateURem(c.b.CreateAdd(pos, round), g.i64(N - 1)), 1); };
+              llvm::Value* first = c.b.CreateICmpEQ(k, g.i64(0));
+              llvm::Value* x = c.b.CreateSelect(first, g.i64(0), player(k));
+              llvm::Value* y = c.b.CreateSelect(first, player(g.i64(0)), player(g.isub(N - 1, k)));
+              llvm::Value* p = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), x, y);
+              llvm::Value* q = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), y, x);
+              g.ifThen(c.b.CreateICmpSLT(q, g.i64(n)), [&] {
+                llvm::Value* apq = g.ld(s, g.at(p, n, q));
+                g.ifThen(c.b.CreateFCmpONE(apq, g.k(0)), [&] {
+                  llvm::Value *app = g.ld(s, g.at(p, n, p)), *aqq = g.ld(s, g.at(q, n, q));
+                  auto [cs, sn, tt] = g.rotation(app, aqq, apq);
+                  llvm::Value* at = g.geti(count);
+                  c.store(DType::i64, p, pp, at);
+                  c.store(DType::i64, q, qq, at);
+                  g.st(cs, pc, at);
+                  g.st(sn, ps, at);
+                  g.st(g.sub(app, g.mul(tt, apq)), ppp, at);
+                  g.st(g.add(aqq, g.mul(tt, apq)), pqq, at);
+                  g.set(count, g.iadd(at, 1));
+                });
+              });
+            });
+            llvm::Value* m = g.geti(count);
+            c.loop(n, [&](llvm::Value* i) { // S J, row by row
+              g.range(g.i64(0), m, [&](llvm::Value* r) {
+                llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
+                llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
+                llvm::Value *ip = g.at(i, n, p), *iq = g.at(i, n, q);
+                llvm::Value *xp = g.ld(s, ip), *xq = g.ld(s, iq);
+                g.st(g.sub(g.mul(cs, xp), g.mul(sn, xq)), s, ip);
+                g.st(g.add(g.mul(sn, xp), g.mul(cs, xq)), s, iq);
+              });
+            });
+            g.range(g.i64(0), m, [&](llvm::Value* r) { // Jᵀ (S J), and Vᵀ kept by rows
+              llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
+              llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
+              g.rotateRows(s, n, p, q, cs, sn);
+              g.st(g.ld(ppp, r), s, g.at(p, n, p));
+              g.st(g.ld(pqq, r), s, g.at(q, n, q));
+              g.st(g.k(0), s, g.at(p, n, q));
+              g.st(g.k(0), s, g.at(q, n, p));
+              g.rotateRows(v, n, p, q, cs, sn);
+            });
+          });
+        });
+      });
+    });
+    c.loop(n, [&](llvm::Value* i) { g.st(g.ld(s, g.at(i, n, i)), w, i); });
+    c.loop(n, [&](llvm::Value* i) { // Vᵀ -> V in place
+      g.range(g.iadd(i, 1), g.i64(n), [&](llvm::Value* j) {
+        llvm::Value *ij = g.at(i, n, j), *ji = g.at(j, n, i);
+        llvm::Value *a1 = g.ld(v, ij), *a2 = g.ld(v, ji);
+        g.st(a2, v, ij);
+        g.st(a1, v, ji);
+      });
+    });
+    llvm::Value* finite = c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL));
+    g.ifElse(finite, [&] {
+      g.sortWithColumns(w, n, /*ascending=*/true, {{v, n}});
+      c.loop(n, [&](llvm::Value* j) { g.normaliseSign(v, n, n, j, v, 0); });
+    }, [&] { // a NaN or inf entry: all NaN
+      c.loop(n, [&](llvm::Value* i) { g.st(g.k(NAN), w, i); });
+      c.loop(n * n, [&](llvm::Value* i) { g.st(g.k(NAN), v, i); });
+    });
+  });
+}
+
+void lowerSvd(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t m = d.m, n = d.n, kk = std::min(m, n), rows = std::max(m, n);
+  if (d.batch == 0 || kk == 0) return;
+  const bool tall = m >= n;
+  const Gen g{c, c.resultType(0).dtype};
+  const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
+  const uint64_t es = size_of(g.t);
+  llvm::Value* ws = c.workspace(static_cast<uint64_t>(rows * kk + kk * kk + rows) * es);
+  // svdMatrix's W and V, each stored transposed (Wt: k×rows, Vt: k×k) so
+  // that its columns, which the rotations and dot products read, are rows.
+  llvm::Value* W = ws;
+  llvm::Value* V = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk));
+  llvm::Value* x = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk + kk * kk)); // completeColumns' candidate
+  c.loop(d.batch, [&](llvm::Value* bt) {
+    llvm::Value* a = g.offset(c.operandBuffer(0), bt, m * n);
+    llvm::Value* u = g.offset(c.results[0], bt, m * kk);
+    llvm::Value* s = g.offset(c.results[1], bt, kk);
+    llvm::Value* vt = g.offset(c.results[2], bt, kk * n);
+    llvm::Value* norm2 = g.var(g.k(0));
+    c.loop(rows, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* j) {
+        llvm::Value* x = g.ld(a, tall ? g.at(i, n, j) : g.at(j, n, i));
+        g.st(x, W, g.at(j, rows, i));
+        g.accumulate(norm2, g.mul(x, x));
+      });
+    });
+    c.loop(kk, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* j) { g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), V, g.at(j, kk, i)); });
+    });
+    llvm::Value* tol = g.k(eps * std::sqrt(static_cast<double>(rows)));
+    llvm::Value* done = g.var(c.b.getFalse());
+    c.loop(kMaxSweeps, [&](llvm::Value*) {
+      g.ifThen(c.b.CreateNot(g.get(done, c.b.getInt1Ty())), [&] {
+        llvm::Value* rotated = g.var(c.b.getFalse());
+        c.loop(kk, [&](llvm::Value* p) {
+          g.range(g.iadd(p, 1), g.i64(kk), [&](llvm::Value* q) {
+            llvm::Value *alpha = g.var(g.k(0)), *beta = g.var(g.k(0)), *gamma = g.var(g.k(0));
+            c.loop(rows, [&](llvm::Value* i) {
+              llvm::Value *wp = g.ld(W, g.at(p, rows, i)), *wq = g.ld(W, g.at(q, rows, i));
+              g.accumulate(alpha, g.mul(wp, wp));
+              g.accumulate(beta, g.mul(wq, wq));
+              g.accumulate(gamma, g.mul(wp, wq));
+            });
+            llvm::Value *al = g.get(alpha), *be = g.get(beta), *ga = g.get(gamma);
+            g.ifThen(c.b.CreateFCmpOGT(g.abs(ga), g.mul(g.mul(tol, g.sqrt(al)), g.sqrt(be))), [&] {
+              g.set(rotated, c.b.getTrue());
+              auto [cs, sn, tt] = g.rotation(al, be, ga);
+              g.rotateRows(W, rows, p, q, cs, sn);
+              g.rotateRows(V, kk, p, q, cs, sn);
+            });
+          });
+        });
+        g.set(done, c.b.CreateNot(g.get(rotated, c.b.getInt1Ty())));
+      });
+    });
+    c.loop(kk, [&](llvm::Value* j) {
+      llvm::Value* n2 = g.var(g.k(0));
+      c.loop(rows, [&](llvm::Value* i) {
+        llvm::Value* x = g.ld(W, g.at(j, rows, i));
+        g.accumulate(n2, g.mul(x, x));
+      });
+      g.st(g.sqrt(g.get(n2)), s, j);
+    });
+    g.sortWithColumns(s, kk, /*ascending=*/false, {{W, rows}, {V, kk}}, /*transposed=*/true);
+    c.loop(kk, [&](llvm::Value* j) {
+      llvm::Value* sj = g.ld(s, j);
+      llvm::Value* scale = g.select(c.b.CreateFCmpOEQ(sj, g.k(0)), g.k(1), g.div(g.k(1), sj));
+      c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(W, g.at(j, rows, i)), scale), W, g.at(j, rows, i)); });
+    });
+    // completeColumns
+    llvm::Value* next = g.var(g.i64(0));
+    c.loop(kk, [&](llvm::Value* j) {
+      g.ifThen(c.b.CreateFCmpOEQ(g.ld(s, j), g.k(0)), [&] {
+        llvm::Value* found = g.var(c.b.getFalse());
+        g.range(g.geti(next), g.i64(rows), [&](llvm::Value* cand) {
+          g.ifThen(c.b.CreateNot(g.get(found, c.b.getInt1Ty())), [&] {
+            g.set(next, g.iadd(cand, 1));
+            c.loop(rows, [&](llvm::Value* i) { g.st(g.select(c.b.CreateICmpEQ(i, cand), g.k(1), g.k(0)), x, i); });
+            c.loop(2, [&](llvm::Value*) {
+              c.loop(kk, [&](llvm::Value* l) {
+                llvm::Value* dot = g.var(g.k(0));
+                c.loop(rows, [&](llvm::Value* i) { g.accumulate(dot, g.mul(g.ld(W, g.at(l, rows, i)), g.ld(x, i))); });
+                llvm::Value* d = g.get(dot);
+                c.loop(rows, [&](llvm::Value* i) { g.st(g.sub(g.ld(x, i), g.mul(d, g.ld(W, g.at(l, rows, i)))), x, i); });
+              });
+            });
+            llvm::Value* n2 = g.var(g.k(0));
+            c.loop(rows, [&](llvm::Value* i) { g.accumulate(n2, g.mul(g.ld(x, i), g.ld(x, i))); });
+            g.ifThen(c.b.CreateFCmpOGE(g.get(n2), g.k(0.5 / static_cast<double>(rows))), [&] {
+              llvm::Value* scale = g.div(g.k(1), g.sqrt(g.get(n2)));
+              c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(x, i), scale), W, g.at(j, rows, i)); });
+              g.set(found, c.b.getTrue());
+            });
+          });
+        });
+      });
+    });
+    c.loop(kk, [&](llvm::Value* j) {
+      if (tall) g.normaliseSignRow(W, rows, j, V, kk);
+      else g.normaliseSignRow(V, kk, j, W, rows);
+    });
+    llvm::Value* Ut = tall ? W : V; // k×m
+    llvm::Value* Vrt = tall ? V : W; // k×n: vt itself
+    c.loop(m, [&](llvm::Value* i) {
+      c.loop(kk, [&](llvm::Value* j) { g.st(g.ld(Ut, g.at(j, m, i)), u, g.at(i, kk, j)); });
+    });
+    c.loop(kk * n, [&](llvm::Value* i) { g.st(g.ld(Vrt, i), vt, i); });
+    g.ifThen(c.b.CreateNot(c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL))), [&] { // a NaN or inf entry: all NaN
+      c.loop(m * kk, [&](llvm::Value* i) { g.st(g.k(NAN), u, i); });
+      c.loop(kk, [&](llvm::Value* i) { g.st(g.k(NAN), s, i); });
+      c.loop(kk * n, [&](llvm::Value* i) { g.st(g.k(NAN), vt, i); });
+    });
+  });
+}
+
+} // namespace adjit::ops::spectral
