@@ -168,6 +168,14 @@ Tensor trigamma(const Tensor& x) {
 /// `.libm` (e.g. "exp" -> expf / exp).
 llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(codegen::lowering(c.op.kind).libm.name, c.outType(), c.args); }
 
+/// The hooks of an op computing libm's `name` of one floating operand: `R`
+/// in the interpreter, the libm call (libmvec's variant in vector loops)
+/// compiled, and the VJP `vjp` (the JVP is its diagonal).
+template <class R> Hooks unaryLibm(const char* name, bool intrinsic, void (*vjp)(const autodiff::VjpCtx&)) {
+  return {.infer = inferFloatUnary, .eval = evalWith<R>, .fold = noFold, .scalar = libmCall,
+          .libm = {name, 1, intrinsic}, .jvp = autodiff::diagonalJvp, .vjp = vjp};
+}
+
 /// Scalar body of x * f(y), 0 where x is 0 (xlogy, xlog1py): f is the libm
 /// function the op's block declares.
 llvm::Value* timesLibmUnlessZero(ScalarCtx& c) {
@@ -300,44 +308,57 @@ void defineMathOps(Table& t) {
   // atanh at +-1; cbrt at 0); the functions' own NaN outside their domains
   // propagates.
   // d/dx tan x = 1 + tan^2 x
-  set(t, OpKind::Tan, {.infer = inferFloatUnary, .eval = evalWith<TanEval>, .fold = noFold, .scalar = libmCall, .libm = {"tan", 1, false},
-                       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * (1 + c.y() * c.y()); }); }});
+  set(t, OpKind::Tan, unaryLibm<TanEval>("tan", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * (1 + c.y() * c.y()); });
+  }));
   // d/dx asin x = 1 / sqrt(1 - x^2)
-  set(t, OpKind::Asin, {.infer = inferFloatUnary, .eval = evalWith<AsinEval>, .fold = noFold, .scalar = libmCall, .libm = {"asin", 1, false},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt(1 - x * x); }); }});
+  set(t, OpKind::Asin, unaryLibm<AsinEval>("asin", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt(1 - x * x); });
+  }));
   // d/dx acos x = -1 / sqrt(1 - x^2)
-  set(t, OpKind::Acos, {.infer = inferFloatUnary, .eval = evalWith<AcosEval>, .fold = noFold, .scalar = libmCall, .libm = {"acos", 1, false},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return -c.dy() * rsqrt(1 - x * x); }); }});
+  set(t, OpKind::Acos, unaryLibm<AcosEval>("acos", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return -c.dy() * rsqrt(1 - x * x); });
+  }));
   // d/dx atan x = 1 / (1 + x^2)
-  set(t, OpKind::Atan, {.infer = inferFloatUnary, .eval = evalWith<AtanEval>, .fold = noFold, .scalar = libmCall, .libm = {"atan", 1, false},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() / (1 + x * x); }); }});
+  set(t, OpKind::Atan, unaryLibm<AtanEval>("atan", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() / (1 + x * x); });
+  }));
   // d/dx sinh x = cosh x
-  set(t, OpKind::Sinh, {.infer = inferFloatUnary, .eval = evalWith<SinhEval>, .fold = noFold, .scalar = libmCall, .libm = {"sinh", 1, false},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * cosh(c.x(0)); }); }});
+  set(t, OpKind::Sinh, unaryLibm<SinhEval>("sinh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * cosh(c.x(0)); });
+  }));
   // d/dx cosh x = sinh x
-  set(t, OpKind::Cosh, {.infer = inferFloatUnary, .eval = evalWith<CoshEval>, .fold = noFold, .scalar = libmCall, .libm = {"cosh", 1, false},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * sinh(c.x(0)); }); }});
+  set(t, OpKind::Cosh, unaryLibm<CoshEval>("cosh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * sinh(c.x(0)); });
+  }));
   // d/dx asinh x = 1 / sqrt(x^2 + 1)
-  set(t, OpKind::Asinh, {.infer = inferFloatUnary, .eval = evalWith<AsinhEval>, .fold = noFold, .scalar = libmCall, .libm = {"asinh", 1, false},
-                         .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt(x * x + 1); }); }});
+  set(t, OpKind::Asinh, unaryLibm<AsinhEval>("asinh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt(x * x + 1); });
+  }));
   // d/dx acosh x = 1 / sqrt((x - 1)(x + 1)) (factored: no cancellation near 1)
-  set(t, OpKind::Acosh, {.infer = inferFloatUnary, .eval = evalWith<AcoshEval>, .fold = noFold, .scalar = libmCall, .libm = {"acosh", 1, false},
-                         .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt((x - 1) * (x + 1)); }); }});
+  set(t, OpKind::Acosh, unaryLibm<AcoshEval>("acosh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt((x - 1) * (x + 1)); });
+  }));
   // d/dx atanh x = 1 / (1 - x^2)
-  set(t, OpKind::Atanh, {.infer = inferFloatUnary, .eval = evalWith<AtanhEval>, .fold = noFold, .scalar = libmCall, .libm = {"atanh", 1, false},
-                         .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() / (1 - x * x); }); }});
+  set(t, OpKind::Atanh, unaryLibm<AtanhEval>("atanh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() / (1 - x * x); });
+  }));
   // d/dx log2 x = 1 / (x ln 2)
-  set(t, OpKind::Log2, {.infer = inferFloatUnary, .eval = evalWith<Log2Eval>, .fold = noFold, .scalar = libmCall, .libm = {"log2", 1, true},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) * 0.69314718055994530942); }); }});
+  set(t, OpKind::Log2, unaryLibm<Log2Eval>("log2", true, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() / (c.x(0) * 0.69314718055994530942); });
+  }));
   // d/dx log10 x = 1 / (x ln 10)
-  set(t, OpKind::Log10, {.infer = inferFloatUnary, .eval = evalWith<Log10Eval>, .fold = noFold, .scalar = libmCall, .libm = {"log10", 1, true},
-                         .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (c.x(0) * 2.30258509299404568402); }); }});
+  set(t, OpKind::Log10, unaryLibm<Log10Eval>("log10", true, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() / (c.x(0) * 2.30258509299404568402); });
+  }));
   // d/dx 2^x = 2^x ln 2
-  set(t, OpKind::Exp2, {.infer = inferFloatUnary, .eval = evalWith<Exp2Eval>, .fold = noFold, .scalar = libmCall, .libm = {"exp2", 1, true},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * c.y() * 0.69314718055994530942; }); }});
+  set(t, OpKind::Exp2, unaryLibm<Exp2Eval>("exp2", true, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * c.y() * 0.69314718055994530942; });
+  }));
   // d/dx x^(1/3) = 1 / (3 cbrt(x)^2), written with the result so that it is +inf at 0 (not 0/0)
-  set(t, OpKind::Cbrt, {.infer = inferFloatUnary, .eval = evalWith<CbrtEval>, .fold = noFold, .scalar = libmCall, .libm = {"cbrt", 1, false},
-                        .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() / (3 * c.y() * c.y()); }); }});
+  set(t, OpKind::Cbrt, unaryLibm<CbrtEval>("cbrt", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() / (3 * c.y() * c.y()); });
+  }));
 
   // hypot(x, y) = sqrt(x^2 + y^2) without overflow or underflow in the squares
   set(t, OpKind::Hypot, {
