@@ -431,9 +431,10 @@ void defineArithOps(Table& t) {
   set(t, OpKind::Fmod, {
       .infer = inferNumericBinary,
       .eval = [](const EvalCtx& c) {
-        return binary(c, [](auto a, auto b) {
-          if constexpr (isInt<decltype(a)>) return intFmod(a, b);
-          else return std::fmod(a, b);
+        return binary(c, [](auto a, auto b) -> decltype(a) {
+          if constexpr (std::is_floating_point_v<decltype(a)>) return std::fmod(a, b);
+          else if constexpr (isInt<decltype(a)>) return intFmod(a, b);
+          else ADJIT_UNREACHABLE("i1 operands");
         });
       },
       .fold = noFold,
@@ -454,9 +455,10 @@ void defineArithOps(Table& t) {
   set(t, OpKind::Mod, {
       .infer = inferNumericBinary,
       .eval = [](const EvalCtx& c) {
-        return binary(c, [](auto a, auto b) {
-          if constexpr (isInt<decltype(a)>) return intMod(a, b);
-          else return floatMod(a, b);
+        return binary(c, [](auto a, auto b) -> decltype(a) {
+          if constexpr (std::is_floating_point_v<decltype(a)>) return floatMod(a, b);
+          else if constexpr (isInt<decltype(a)>) return intMod(a, b);
+          else ADJIT_UNREACHABLE("i1 operands");
         });
       },
       .fold = noFold,
@@ -484,9 +486,10 @@ void defineArithOps(Table& t) {
   set(t, OpKind::FloorDivide, {
       .infer = inferNumericBinary,
       .eval = [](const EvalCtx& c) {
-        return binary(c, [](auto a, auto b) {
-          if constexpr (isInt<decltype(a)>) return intFloorDivide(a, b);
-          else return floatFloorDivide(a, b);
+        return binary(c, [](auto a, auto b) -> decltype(a) {
+          if constexpr (std::is_floating_point_v<decltype(a)>) return floatFloorDivide(a, b);
+          else if constexpr (isInt<decltype(a)>) return intFloorDivide(a, b);
+          else ADJIT_UNREACHABLE("i1 operands");
         });
       },
       .fold = noFold, // not x // 1 = x: floats round down
