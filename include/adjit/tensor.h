@@ -193,6 +193,34 @@ Tensor atan2(const Tensor& y, const Tensor& x, ADJIT_HERE);
 Tensor maximum(const Tensor& a, const Tensor& b, ADJIT_HERE);
 /// The smaller of a and b (NaN if either is NaN).
 Tensor minimum(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// The remainder of a / b truncated toward zero, with a's sign (C's fmod;
+/// integers: 0 where b is 0).
+Tensor fmod(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// Python's a % b (numpy's mod): the remainder of floor_divide, with b's sign,
+/// so that a = b * floor_divide(a, b) + mod(a, b). Floats: NaN where b is 0;
+/// integers: 0 where b is 0.
+Tensor mod(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// The same as mod (numpy's name).
+Tensor remainder(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// Python's a // b (numpy's floor_divide): the quotient rounded toward minus
+/// infinity. Floats: a / b where b is 0; integers: 0 where b is 0 (as div),
+/// MIN // -1 wraps to MIN.
+Tensor floor_divide(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// sqrt(a^2 + b^2) without overflow or underflow in the squares (floating).
+Tensor hypot(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// |a| with the sign bit of b (-0 counts as negative) (floating).
+Tensor copysign(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// The next representable number after a in the direction of b (b where a == b;
+/// floating). Its derivative is 1 in a and 0 in b.
+Tensor nextafter(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// log(e^a + e^b) without overflow (floating).
+Tensor logaddexp(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// log2(2^a + 2^b) without overflow (floating).
+Tensor logaddexp2(const Tensor& a, const Tensor& b, ADJIT_HERE);
+/// x * log(y), and 0 where x is 0 whatever y is (floating).
+Tensor xlogy(const Tensor& x, const Tensor& y, ADJIT_HERE);
+/// x * log(1 + y), and 0 where x is 0 whatever y is (floating).
+Tensor xlog1py(const Tensor& x, const Tensor& y, ADJIT_HERE);
 /// -x.
 Tensor neg(const Tensor& x, ADJIT_HERE);
 /// e^x.
@@ -228,6 +256,69 @@ Tensor abs(const Tensor& x, ADJIT_HERE);
 Tensor sign(const Tensor& x, ADJIT_HERE);
 /// The largest integer not greater than x.
 Tensor floor(const Tensor& x, ADJIT_HERE);
+/// The smallest integer not less than x.
+Tensor ceil(const Tensor& x, ADJIT_HERE);
+/// x rounded toward zero.
+Tensor trunc(const Tensor& x, ADJIT_HERE);
+/// x rounded to the nearest integer, halfway cases away from zero (C's round;
+/// numpy's round is rint).
+Tensor round(const Tensor& x, ADJIT_HERE);
+/// x rounded to the nearest integer, halfway cases to even (numpy's rint and round).
+Tensor rint(const Tensor& x, ADJIT_HERE);
+/// The tangent (radians).
+Tensor tan(const Tensor& x, ADJIT_HERE);
+/// The arcsine, in [-pi/2, pi/2] (NaN outside [-1, 1]).
+Tensor asin(const Tensor& x, ADJIT_HERE);
+/// The arccosine, in [0, pi] (NaN outside [-1, 1]).
+Tensor acos(const Tensor& x, ADJIT_HERE);
+/// The arctangent, in [-pi/2, pi/2].
+Tensor atan(const Tensor& x, ADJIT_HERE);
+/// The hyperbolic sine.
+Tensor sinh(const Tensor& x, ADJIT_HERE);
+/// The hyperbolic cosine.
+Tensor cosh(const Tensor& x, ADJIT_HERE);
+/// The inverse hyperbolic sine.
+Tensor asinh(const Tensor& x, ADJIT_HERE);
+/// The inverse hyperbolic cosine (NaN below 1).
+Tensor acosh(const Tensor& x, ADJIT_HERE);
+/// The inverse hyperbolic tangent (+-inf at +-1, NaN beyond).
+Tensor atanh(const Tensor& x, ADJIT_HERE);
+/// The base-2 logarithm.
+Tensor log2(const Tensor& x, ADJIT_HERE);
+/// The base-10 logarithm.
+Tensor log10(const Tensor& x, ADJIT_HERE);
+/// 2^x.
+Tensor exp2(const Tensor& x, ADJIT_HERE);
+/// The cube root (negative for negative x).
+Tensor cbrt(const Tensor& x, ADJIT_HERE);
+/// x * x.
+Tensor square(const Tensor& x, ADJIT_HERE);
+/// 1 / x.
+Tensor reciprocal(const Tensor& x, ADJIT_HERE);
+/// x^n for a constant integer n by repeated squaring (about 2 log2 |n|
+/// multiplications, exact for integers, which wrap): lax.integer_pow. x^0 is
+/// 1; a negative n gives 1 / x^-n and needs a floating x.
+Tensor integer_pow(const Tensor& x, int64_t n, ADJIT_HERE);
+/// True where x is NaN (false for integers); not differentiable.
+Tensor isnan(const Tensor& x, ADJIT_HERE);
+/// True where x is +inf or -inf (false for integers); not differentiable.
+Tensor isinf(const Tensor& x, ADJIT_HERE);
+/// True where x is neither NaN nor infinite (true for integers); not differentiable.
+Tensor isfinite(const Tensor& x, ADJIT_HERE);
+/// max(x, 0); its derivative at 0 is 0 (as JAX), and NaN stays NaN.
+Tensor relu(const Tensor& x, ADJIT_HERE);
+/// x * sigmoid(x) (also called swish).
+Tensor silu(const Tensor& x, ADJIT_HERE);
+/// log(1 + e^x), computed as max(x, 0) + log1p(e^-|x|) so it neither
+/// overflows nor loses small values.
+Tensor softplus(const Tensor& x, ADJIT_HERE);
+/// The Gaussian error linear unit x * Phi(x): exactly, 0.5 x (1 + erf(x /
+/// sqrt 2)) (PyTorch's default), or with `approximate` the tanh form 0.5 x (1 +
+/// tanh(sqrt(2/pi) (x + 0.044715 x^3))) (JAX's default).
+Tensor gelu(const Tensor& x, bool approximate = false, ADJIT_HERE);
+/// The normalised sinc, sin(pi x) / (pi x), and 1 at 0; a Taylor polynomial
+/// near 0 keeps its derivatives of every order right there.
+Tensor sinc(const Tensor& x, ADJIT_HERE);
 /// Comparisons give i1 tensors.
 Tensor lt(const Tensor& a, const Tensor& b, ADJIT_HERE);
 /// a <= b.
@@ -249,7 +340,8 @@ Tensor logical_not(const Tensor& x, ADJIT_HERE);
 /// The binary functions that also take a C++ scalar on either side, as an
 /// X-macro list (lib/trace/Ops.cpp defines them from the same list).
 #define ADJIT_SCALAR_BINARY_FUNCTIONS(X) X(add) X(sub) X(mul) X(div) X(pow) X(atan2) X(maximum) X(minimum) \
-  X(lt) X(le) X(gt) X(ge) X(eq) X(ne)
+  X(lt) X(le) X(gt) X(ge) X(eq) X(ne) X(fmod) X(mod) X(remainder) X(floor_divide) X(hypot) X(copysign) X(nextafter) \
+  X(logaddexp) X(logaddexp2) X(xlogy) X(xlog1py)
 /// The binary functions with a C++ scalar on either side, `pow(x, 2)` or
 /// `maximum(0.0, x)`: the scalar takes the tensor's dtype, as with operators.
 #define ADJIT_SCALAR_FUNCTION(FN)                                                              \
@@ -257,6 +349,12 @@ Tensor logical_not(const Tensor& x, ADJIT_HERE);
   Tensor FN(AtScalar a, const Tensor& b);
 ADJIT_SCALAR_BINARY_FUNCTIONS(ADJIT_SCALAR_FUNCTION)
 #undef ADJIT_SCALAR_FUNCTION
+/// pow(x, n) with a C++ integer n is integer_pow (repeated squaring, exact
+/// for integer x); with a floating scalar or a tensor exponent it is pow.
+template <std::integral I>
+Tensor pow(const Tensor& x, I n, std::source_location loc = std::source_location::current()) {
+  return integer_pow(x, static_cast<int64_t>(n), loc);
+}
 /// x limited to [lo, hi] elementwise, broadcasting all three (numpy's clip:
 /// hi where lo > hi; NaN stays NaN). The gradient goes to whichever of x, lo
 /// and hi was taken: TensorFlow's clip_by_value gradient when lo <= hi.

@@ -1,5 +1,7 @@
 // ops/Math.cpp — transcendental and root functions on floats: exp log log1p expm1
-// sin cos tanh sqrt rsqrt sigmoid erf lgamma digamma atan2 pow. Lowered to libm
+// sin cos tanh sqrt rsqrt sigmoid erf lgamma digamma tan asin acos atan sinh cosh
+// asinh acosh atanh log2 log10 exp2 cbrt atan2 pow hypot copysign nextafter
+// xlogy xlog1py. Lowered to libm
 // calls marked side-effect free (digamma to code of its own); the codegen maps
 // libm calls to glibc's libmvec variants in vectorised loops.
 #include "codegen/Emitter.h"
@@ -25,6 +27,19 @@ struct CosEval { template <class T> T operator()(T x) const { return std::cos(x)
 struct TanhEval { template <class T> T operator()(T x) const { return std::tanh(x); } };
 struct SigmoidEval { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
 struct ErfEval { template <class T> T operator()(T x) const { return std::erf(x); } };
+struct TanEval { template <class T> T operator()(T x) const { return std::tan(x); } };
+struct AsinEval { template <class T> T operator()(T x) const { return std::asin(x); } };
+struct AcosEval { template <class T> T operator()(T x) const { return std::acos(x); } };
+struct AtanEval { template <class T> T operator()(T x) const { return std::atan(x); } };
+struct SinhEval { template <class T> T operator()(T x) const { return std::sinh(x); } };
+struct CoshEval { template <class T> T operator()(T x) const { return std::cosh(x); } };
+struct AsinhEval { template <class T> T operator()(T x) const { return std::asinh(x); } };
+struct AcoshEval { template <class T> T operator()(T x) const { return std::acosh(x); } };
+struct AtanhEval { template <class T> T operator()(T x) const { return std::atanh(x); } };
+struct Log2Eval { template <class T> T operator()(T x) const { return std::log2(x); } };
+struct Log10Eval { template <class T> T operator()(T x) const { return std::log10(x); } };
+struct Exp2Eval { template <class T> T operator()(T x) const { return std::exp2(x); } };
+struct CbrtEval { template <class T> T operator()(T x) const { return std::cbrt(x); } };
 
 template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
   return {mapUnary(c.args[0], c.resultType().dtype, [](auto x) -> decltype(x) {
@@ -35,6 +50,12 @@ template <class R> std::vector<Array> evalWith(const EvalCtx& c) {
 
 struct PowEval { template <class T> T operator()(T a, T b) const { return std::pow(a, b); } };
 struct Atan2Eval { template <class T> T operator()(T y, T x) const { return std::atan2(y, x); } };
+struct HypotEval { template <class T> T operator()(T x, T y) const { return std::hypot(x, y); } };
+struct CopysignEval { template <class T> T operator()(T x, T y) const { return std::copysign(x, y); } };
+struct NextafterEval { template <class T> T operator()(T x, T y) const { return std::nextafter(x, y); } };
+// 0 wherever x is 0, whatever y is (NaN and inf included), as JAX.
+struct XlogyEval { template <class T> T operator()(T x, T y) const { return x == 0 ? T(0) : x * std::log(y); } };
+struct Xlog1pyEval { template <class T> T operator()(T x, T y) const { return x == 0 ? T(0) : x * std::log1p(y); } };
 
 template <class R> std::vector<Array> evalBinaryWith(const EvalCtx& c) {
   return {mapBinary(c.args[0], c.args[1], c.resultType().dtype, [](auto a, auto b) -> decltype(a) {
@@ -146,6 +167,24 @@ Tensor trigamma(const Tensor& x) {
 /// Scalar body that calls the libm function its op's block declares in
 /// `.libm` (e.g. "exp" -> expf / exp).
 llvm::Value* libmCall(ScalarCtx& c) { return c.callMath(codegen::lowering(c.op.kind).libm.name, c.outType(), c.args); }
+
+/// The hooks of an op computing libm's `name` of one floating operand: `R`
+/// in the interpreter, the libm call (libmvec's variant in vector loops)
+/// compiled, and the VJP `vjp` (the JVP is its diagonal).
+template <class R> Hooks unaryLibm(const char* name, bool intrinsic, void (*vjp)(const autodiff::VjpCtx&)) {
+  return {.infer = inferFloatUnary, .eval = evalWith<R>, .fold = noFold, .scalar = libmCall,
+          .libm = {name, 1, intrinsic}, .jvp = autodiff::diagonalJvp, .vjp = vjp};
+}
+
+/// Scalar body of x * f(y), 0 where x is 0 (xlogy, xlog1py): f is the libm
+/// function the op's block declares.
+llvm::Value* timesLibmUnlessZero(ScalarCtx& c) {
+  const DType t = c.outType();
+  llvm::Value *x = c.args[0], *y = c.args[1];
+  llvm::Value* f = c.callMath(codegen::lowering(c.op.kind).libm.name, t, {&y, 1});
+  llvm::Value* zero = c.constant(t, 0);
+  return c.b.CreateSelect(c.b.CreateFCmpOEQ(x, zero), zero, c.b.CreateFMul(x, f));
+}
 
 } // namespace
 
@@ -260,6 +299,135 @@ void defineMathOps(Table& t) {
           Tensor x = c.x(0), positive = x > 0;
           return where(positive, c.dy() * log(where(positive, x, ones_like(x))) * c.y(), zeros_like(x));
         });
+      },
+  });
+
+  // ---- inverse trigonometric, hyperbolic, base-2 and base-10 functions, cube root ----
+  // Each calls its libm function (libmvec's variant in vector loops). Derivatives
+  // are the true ones, infinite where those are (asin, acos at +-1; acosh at 1;
+  // atanh at +-1; cbrt at 0); the functions' own NaN outside their domains
+  // propagates.
+  // d/dx tan x = 1 + tan^2 x
+  set(t, OpKind::Tan, unaryLibm<TanEval>("tan", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * (1 + c.y() * c.y()); });
+  }));
+  // d/dx asin x = 1 / sqrt(1 - x^2)
+  set(t, OpKind::Asin, unaryLibm<AsinEval>("asin", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt(1 - x * x); });
+  }));
+  // d/dx acos x = -1 / sqrt(1 - x^2)
+  set(t, OpKind::Acos, unaryLibm<AcosEval>("acos", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return -c.dy() * rsqrt(1 - x * x); });
+  }));
+  // d/dx atan x = 1 / (1 + x^2)
+  set(t, OpKind::Atan, unaryLibm<AtanEval>("atan", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() / (1 + x * x); });
+  }));
+  // d/dx sinh x = cosh x
+  set(t, OpKind::Sinh, unaryLibm<SinhEval>("sinh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * cosh(c.x(0)); });
+  }));
+  // d/dx cosh x = sinh x
+  set(t, OpKind::Cosh, unaryLibm<CoshEval>("cosh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * sinh(c.x(0)); });
+  }));
+  // d/dx asinh x = 1 / sqrt(x^2 + 1)
+  set(t, OpKind::Asinh, unaryLibm<AsinhEval>("asinh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt(x * x + 1); });
+  }));
+  // d/dx acosh x = 1 / sqrt((x - 1)(x + 1)) (factored: no cancellation near 1)
+  set(t, OpKind::Acosh, unaryLibm<AcoshEval>("acosh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * rsqrt((x - 1) * (x + 1)); });
+  }));
+  // d/dx atanh x = 1 / (1 - x^2)
+  set(t, OpKind::Atanh, unaryLibm<AtanhEval>("atanh", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { Tensor x = c.x(0); return c.dy() / (1 - x * x); });
+  }));
+  // d/dx log2 x = 1 / (x ln 2)
+  set(t, OpKind::Log2, unaryLibm<Log2Eval>("log2", true, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() / (c.x(0) * 0.69314718055994530942); });
+  }));
+  // d/dx log10 x = 1 / (x ln 10)
+  set(t, OpKind::Log10, unaryLibm<Log10Eval>("log10", true, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() / (c.x(0) * 2.30258509299404568402); });
+  }));
+  // d/dx 2^x = 2^x ln 2
+  set(t, OpKind::Exp2, unaryLibm<Exp2Eval>("exp2", true, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() * c.y() * 0.69314718055994530942; });
+  }));
+  // d/dx x^(1/3) = 1 / (3 cbrt(x)^2), written with the result so that it is +inf at 0 (not 0/0)
+  set(t, OpKind::Cbrt, unaryLibm<CbrtEval>("cbrt", false, [](const autodiff::VjpCtx& c) {
+    c.grad(0, [&] { return c.dy() / (3 * c.y() * c.y()); });
+  }));
+
+  // hypot(x, y) = sqrt(x^2 + y^2) without overflow or underflow in the squares
+  set(t, OpKind::Hypot, {
+      .infer = inferFloatBinary,
+      .eval = evalBinaryWith<HypotEval>,
+      .fold = noFold,
+      .scalar = libmCall, .libm = {"hypot", 2, false},
+      // d hypot(x, y) = (x dx + y dy) / hypot(x, y); at the origin (no derivative)
+      // 0, a subgradient, as abs: the division reads 1 there, so neither this
+      // rule nor its own derivative is 0/0.
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
+        Tensor h = c.y(), safe = where(h == 0, ones_like(h), h);
+        c.grad(0, [&] { return c.dy() * c.x(0) / safe; });
+        c.grad(1, [&] { return c.dy() * c.x(1) / safe; });
+      },
+  });
+
+  // copysign(x, y) = |x| with the sign bit of y (so -0 and -NaN count as negative)
+  set(t, OpKind::Copysign, {
+      .infer = inferFloatBinary,
+      .eval = evalBinaryWith<CopysignEval>,
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) { return c.intrinsic(llvm::Intrinsic::copysign, c.args); },
+      // d copysign(x, y) = sign(x) copysign(1, y) dx (0 at x = 0, as abs); the
+      // sign of y is piecewise constant: no cotangent for y
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * sign(x) * copysign(ones_like(x), c.x(1)); });
+      },
+  });
+
+  // nextafter(x, y): the next representable number after x towards y (y where x == y)
+  set(t, OpKind::Nextafter, {
+      .infer = inferFloatBinary,
+      .eval = evalBinaryWith<NextafterEval>,
+      .fold = noFold,
+      // glibc has no vector nextafter: vector loops call it per lane
+      .scalar = libmCall, .libm = {"nextafter", 2, false, false},
+      // nextafter(x, y) - x is one ulp at most, piecewise constant: d = dx,
+      // and y's direction has no derivative (no cotangent)
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy(); }); },
+  });
+
+  // xlogy(x, y) = x log y, and 0 where x = 0 (whatever y is)
+  set(t, OpKind::Xlogy, {
+      .infer = inferFloatBinary,
+      .eval = evalBinaryWith<XlogyEval>,
+      .fold = noFold,
+      .scalar = timesLibmUnlessZero, .libm = {"log", 1, true},
+      // d xlogy = log(y) dx + x/y dy. At x = 0 the function is 0 for every y:
+      // its y-derivative is 0 there (the division reads y = 1, so 0/0 never
+      // happens); its x-derivative is log y (JAX's), -inf at y = 0.
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
+        Tensor x = c.x(0), y = c.x(1);
+        c.grad(0, [&] { return c.dy() * log(y); });
+        c.grad(1, [&] { return c.dy() * x / where(x == 0, ones_like(y), y); });
+      },
+  });
+
+  // xlog1py(x, y) = x log(1 + y), and 0 where x = 0 (whatever y is)
+  set(t, OpKind::Xlog1py, {
+      .infer = inferFloatBinary,
+      .eval = evalBinaryWith<Xlog1pyEval>,
+      .fold = noFold,
+      .scalar = timesLibmUnlessZero, .libm = {"log1p", 1, false},
+      // d xlog1py = log(1 + y) dx + x/(1 + y) dy, the y-derivative 0 at x = 0 as xlogy's
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
+        Tensor x = c.x(0), y = c.x(1);
+        c.grad(0, [&] { return c.dy() * log1p(y); });
+        c.grad(1, [&] { return c.dy() * x / where(x == 0, ones_like(y), 1 + y); });
       },
   });
 }

@@ -136,7 +136,7 @@ Tensor binary(const char* op, OpKind k, const Tensor& a0, const Tensor& b0, cons
   Tensor a = a0, b = b0;
   meetDtypes(s, op, {&a, &b}, loc);
   Shape shape = broadcastShape(op, {&a, &b}, loc);
-  return emit(s, k, {broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc);
+  return emit(s, k, {broadcastTo(s, a, shape, loc), broadcastTo(s, b, shape, loc)}, {}, loc, op);
 }
 
 Tensor scalarConstant(TraceState& s, DType t, double v, const Location& loc, bool shared) {
@@ -198,6 +198,17 @@ Tensor pow(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("pow", Op
 Tensor atan2(const Tensor& y, const Tensor& x, SrcLoc l) { return binary("atan2", OpKind::Atan2, y, x, Location::from(l)); }
 Tensor maximum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("maximum", OpKind::Maximum, a, b, Location::from(l)); }
 Tensor minimum(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("minimum", OpKind::Minimum, a, b, Location::from(l)); }
+Tensor fmod(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("fmod", OpKind::Fmod, a, b, Location::from(l)); }
+Tensor mod(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("mod", OpKind::Mod, a, b, Location::from(l)); }
+Tensor remainder(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("remainder", OpKind::Mod, a, b, Location::from(l)); }
+Tensor floor_divide(const Tensor& a, const Tensor& b, SrcLoc l) {
+  return binary("floor_divide", OpKind::FloorDivide, a, b, Location::from(l));
+}
+Tensor hypot(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("hypot", OpKind::Hypot, a, b, Location::from(l)); }
+Tensor copysign(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("copysign", OpKind::Copysign, a, b, Location::from(l)); }
+Tensor nextafter(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("nextafter", OpKind::Nextafter, a, b, Location::from(l)); }
+Tensor xlogy(const Tensor& x, const Tensor& y, SrcLoc l) { return binary("xlogy", OpKind::Xlogy, x, y, Location::from(l)); }
+Tensor xlog1py(const Tensor& x, const Tensor& y, SrcLoc l) { return binary("xlog1py", OpKind::Xlog1py, x, y, Location::from(l)); }
 Tensor lt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("lt", OpKind::Lt, a, b, Location::from(l)); }
 Tensor le(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("le", OpKind::Le, a, b, Location::from(l)); }
 Tensor gt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("gt", OpKind::Gt, a, b, Location::from(l)); }
@@ -224,6 +235,121 @@ Tensor digamma(const Tensor& x, SrcLoc l) { return unary("digamma", OpKind::Diga
 Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, Location::from(l)); }
 Tensor sign(const Tensor& x, SrcLoc l) { return unary("sign", OpKind::Sign, x, Location::from(l)); }
 Tensor floor(const Tensor& x, SrcLoc l) { return unary("floor", OpKind::Floor, x, Location::from(l)); }
+Tensor ceil(const Tensor& x, SrcLoc l) { return unary("ceil", OpKind::Ceil, x, Location::from(l)); }
+Tensor trunc(const Tensor& x, SrcLoc l) { return unary("trunc", OpKind::Trunc, x, Location::from(l)); }
+Tensor round(const Tensor& x, SrcLoc l) { return unary("round", OpKind::Round, x, Location::from(l)); }
+Tensor rint(const Tensor& x, SrcLoc l) { return unary("rint", OpKind::Rint, x, Location::from(l)); }
+Tensor tan(const Tensor& x, SrcLoc l) { return unary("tan", OpKind::Tan, x, Location::from(l)); }
+Tensor asin(const Tensor& x, SrcLoc l) { return unary("asin", OpKind::Asin, x, Location::from(l)); }
+Tensor acos(const Tensor& x, SrcLoc l) { return unary("acos", OpKind::Acos, x, Location::from(l)); }
+Tensor atan(const Tensor& x, SrcLoc l) { return unary("atan", OpKind::Atan, x, Location::from(l)); }
+Tensor sinh(const Tensor& x, SrcLoc l) { return unary("sinh", OpKind::Sinh, x, Location::from(l)); }
+Tensor cosh(const Tensor& x, SrcLoc l) { return unary("cosh", OpKind::Cosh, x, Location::from(l)); }
+Tensor asinh(const Tensor& x, SrcLoc l) { return unary("asinh", OpKind::Asinh, x, Location::from(l)); }
+Tensor acosh(const Tensor& x, SrcLoc l) { return unary("acosh", OpKind::Acosh, x, Location::from(l)); }
+Tensor atanh(const Tensor& x, SrcLoc l) { return unary("atanh", OpKind::Atanh, x, Location::from(l)); }
+Tensor log2(const Tensor& x, SrcLoc l) { return unary("log2", OpKind::Log2, x, Location::from(l)); }
+Tensor log10(const Tensor& x, SrcLoc l) { return unary("log10", OpKind::Log10, x, Location::from(l)); }
+Tensor exp2(const Tensor& x, SrcLoc l) { return unary("exp2", OpKind::Exp2, x, Location::from(l)); }
+Tensor cbrt(const Tensor& x, SrcLoc l) { return unary("cbrt", OpKind::Cbrt, x, Location::from(l)); }
+
+Tensor integer_pow(const Tensor& x, int64_t n, SrcLoc l) {
+  Location loc = Location::from(l);
+  ir::Attrs a;
+  a.set("y", n);
+  return emit(stateOf({&x}, "integer_pow", loc), OpKind::IntegerPow, {x}, std::move(a), loc);
+}
+
+// ---- composites of the ops above -------------------------------------------------
+namespace {
+
+/// For composites whose ops would name themselves in the error: names the function the user called.
+void expectFloating(const char* op, const Tensor& x, SrcLoc l) {
+  if (!x.valid()) throw Error(fmt::format("{}: got an invalid (default-constructed) Tensor", op), Location::from(l));
+  if (!is_floating(x.dtype()))
+    throw Error(fmt::format("{}: expected a floating-point operand, got {}", op, x.type().str()), Location::from(l));
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+} // namespace
+
+Tensor square(const Tensor& x, SrcLoc l) { return mul(x, x, l); }
+Tensor reciprocal(const Tensor& x, SrcLoc l) { return div(scalar_like(x, AtScalar(1, l), "reciprocal"), x, l); }
+
+// isnan(x) = x != x; isinf(x) = |x| == inf; isfinite(x) = |x| < inf (NaN compares
+// false). Integers are never NaN nor infinite. Comparisons: i1, no gradient.
+Tensor isnan(const Tensor& x, SrcLoc l) { return ne(x, x, l); }
+Tensor isinf(const Tensor& x, SrcLoc l) {
+  if (!is_floating(x.dtype())) return ne(x, x, l);
+  return eq(abs(x, l), AtScalar(std::numeric_limits<double>::infinity(), l));
+}
+Tensor isfinite(const Tensor& x, SrcLoc l) {
+  if (!is_floating(x.dtype())) return eq(x, x, l);
+  return lt(abs(x, l), AtScalar(std::numeric_limits<double>::infinity(), l));
+}
+
+// relu(x) = x where x > 0, else 0: a select, whose derivative at 0 is 0 (JAX's
+// choice; maximum's would split the tie). NaN <= 0 is false: NaN stays NaN.
+Tensor relu(const Tensor& x, SrcLoc l) { return where(le(x, AtScalar(0, l)), zeros_like(x, l), x, l); }
+
+// silu(x) = x sigmoid(x); d/dx = s(x) (1 + x (1 - s(x)))
+Tensor silu(const Tensor& x, SrcLoc l) {
+  expectFloating("silu", x, l);
+  return mul(x, sigmoid(x, l), l);
+}
+
+// softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|). Its derivative is
+// sigmoid(x) everywhere, 1/2 at 0 too: maximum splits the tie, and d|x| = 0 there.
+Tensor softplus(const Tensor& x, SrcLoc l) {
+  expectFloating("softplus", x, l);
+  return add(maximum(x, AtScalar(0, l)), log1p(exp(neg(abs(x, l), l), l), l), l);
+}
+
+// gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), or the tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x, bool approximate, SrcLoc l) {
+  expectFloating("gelu", x, l);
+  Tensor inner = approximate ? tanh(mul(add(x, mul(integer_pow(x, 3, l), AtScalar(0.044715, l)), l),
+                                        AtScalar(0.79788456080286535588, l)), l)
+                             : erf(mul(x, AtScalar(0.70710678118654752440, l)), l);
+  return mul(mul(x, AtScalar(0.5, l)), add(inner, AtScalar(1, l)), l);
+}
+
+// logaddexp(a, b) = max(a, b) + log1p(e^-|a - b|); d/da = e^(a - result) =
+// sigmoid(a - b), 1/2 each at a = b (maximum's tie, and d|d| = 0 at 0). Where
+// a - b is NaN (a NaN, or equal infinities) the answer is a + b: NaN, or that
+// infinity.
+Tensor logaddexp(const Tensor& a, const Tensor& b, SrcLoc l) {
+  Tensor d = sub(a, b, l);
+  expectFloating("logaddexp", d, l);
+  Tensor r = add(maximum(a, b, l), log1p(exp(neg(abs(d, l), l), l), l), l);
+  return where(isnan(d, l), add(a, b, l), r, l);
+}
+
+// logaddexp2(a, b) = max(a, b) + log1p(2^-|a - b|) / ln 2, as logaddexp.
+Tensor logaddexp2(const Tensor& a, const Tensor& b, SrcLoc l) {
+  Tensor d = sub(a, b, l);
+  expectFloating("logaddexp2", d, l);
+  Tensor r = add(maximum(a, b, l), div(log1p(exp2(neg(abs(d, l), l), l), l), AtScalar(0.69314718055994530942, l)), l);
+  return where(isnan(d, l), add(a, b, l), r, l);
+}
+
+// sinc(x) = sin(pi x) / (pi x), 1 at 0. For |pi x| < 0.05 it is the Taylor
+// polynomial 1 - z/6 + z^2/120 - z^3/5040 in z = (pi x)^2 (the next term is
+// below 1e-16 there): so every derivative at and near 0 is right (d/dx = 0 and
+// d^2/dx^2 = -pi^2/3 at 0), with no 0/0 (the quotient reads 1 there).
+Tensor sinc(const Tensor& x, SrcLoc l) {
+  expectFloating("sinc", x, l);
+  Tensor px = mul(x, AtScalar(kPi, l)), z = mul(px, px, l);
+  Tensor small = lt(abs(px, l), AtScalar(0.05, l));
+  Tensor poly = mul(z, AtScalar(-1.0 / 5040, l));
+  poly = mul(z, add(poly, AtScalar(1.0 / 120, l)), l);
+  poly = mul(z, add(poly, AtScalar(-1.0 / 6, l)), l);
+  poly = add(poly, AtScalar(1, l));
+  Tensor safe = where(small, ones_like(px, l), px, l);
+  return where(small, poly, div(sin(safe, l), safe, l), l);
+}
 Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, Location::from(l)); }
 Tensor operator!(const Tensor& x) {
   try {

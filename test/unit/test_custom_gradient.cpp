@@ -568,7 +568,7 @@ TEST_CASE("a custom_gradient object as grad_fn: TensorFlow's grad_grad_fn patter
 namespace {
 
 /// log(1 + e^x) with the stable forward rule dx * sigmoid(x) (JAX's example).
-auto softplus = custom_jvp([](Tensor x) { return log1p(exp(x)); },
+auto custom_softplus = custom_jvp([](Tensor x) { return log1p(exp(x)); },
                            [](const std::tuple<Tensor>& primals, const std::tuple<Tensor>& tangents) {
                              const auto& [x] = primals;
                              const auto& [dx] = tangents;
@@ -579,17 +579,17 @@ auto softplus = custom_jvp([](Tensor x) { return log1p(exp(x)); },
 
 TEST_CASE("custom_jvp: forward mode runs the rule, reverse mode transposes it") {
   // Finite at 800, where the plain derivative e^x / (1 + e^x) is inf / inf.
-  auto [y, t] = jvp([](Tensor x) { return softplus(x); }, std::tuple{Array(800.0)}, std::tuple{Array(2.0)});
+  auto [y, t] = jvp([](Tensor x) { return custom_softplus(x); }, std::tuple{Array(800.0)}, std::tuple{Array(2.0)});
   CHECK(scalar(t) == 2.0);
-  CHECK(scalar(grad(softplus)(800.0)) == 1.0);
+  CHECK(scalar(grad(custom_softplus)(800.0)) == 1.0);
   CHECK(std::isnan(scalar(grad([](Tensor x) { return log1p(exp(x)); })(800.0))));
-  CHECK(scalar(grad(softplus)(0.3)) == doctest::Approx(1 / (1 + std::exp(-0.3))).epsilon(1e-14));
+  CHECK(scalar(grad(custom_softplus)(0.3)) == doctest::Approx(1 / (1 + std::exp(-0.3))).epsilon(1e-14));
   // Called with Arrays: compiled, the function itself.
-  CHECK(scalar(softplus(Array(0.0))) == doctest::Approx(std::log(2.0)));
-  auto vec = [](Tensor x) { return softplus(x) * x; };
+  CHECK(scalar(custom_softplus(Array(0.0))) == doctest::Approx(std::log(2.0)));
+  auto vec = [](Tensor x) { return custom_softplus(x) * x; };
   const Array xs = f64({-1, 0.5, 2});
   ADJIT_CHECK_CLOSE(jacfwd(vec)(xs), jacrev(vec)(xs), 1e-14);
-  check_grads([](Tensor x) { return sum(softplus(x) * x); }, xs, {.order = 2, .modes = {"fwd", "rev"}});
+  check_grads([](Tensor x) { return sum(custom_softplus(x) * x); }, xs, {.order = 2, .modes = {"fwd", "rev"}});
 }
 
 TEST_CASE("custom_jvp: the user's rule is trusted: a deliberately wrong one is what both modes return") {
@@ -710,12 +710,12 @@ TEST_CASE("custom_jvp: captured tensors are constants; differentiating through t
 
 TEST_CASE("custom_jvp: linearize keeps the rule's residuals, and the call site prints and parses") {
   const Array x = f64({-2, 0, 3});
-  auto [y, lin] = linearize([](Tensor x) { return sum(softplus(x)); }, x);
+  auto [y, lin] = linearize([](Tensor x) { return sum(custom_softplus(x)); }, x);
   const Array dx = f64({1, 1, 1});
   double want = 0;
   for (double v : {-2.0, 0.0, 3.0}) want += 1 / (1 + std::exp(-v));
   CHECK(scalar(lin({dx})) == doctest::Approx(want).epsilon(1e-14));
-  Module m = trace([](Tensor x) { return sum(softplus(x)); }, Type{DType::f64, {3}});
+  Module m = trace([](Tensor x) { return sum(custom_softplus(x)); }, Type{DType::f64, {3}});
   const std::string text = m.str();
   CHECK(text.find("custom_jvp @custom_jvp, @custom_jvp.jvp(%0) {inputs = 1} : f64[3]") != std::string::npos);
   CHECK(Module::parse(text).str() == text);
