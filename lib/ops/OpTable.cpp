@@ -28,6 +28,7 @@ void registerAll() {
   defineIndexingOps(t);
   defineReduceOps(t);
   defineLinalgOps(t);
+  defineLinalgSolveOps(t);
   defineCallOps(t);
   defineControlFlowOps(t);
   defineGradientOps(t);

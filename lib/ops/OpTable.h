@@ -119,6 +119,7 @@ void defineShapeOps(Table&);
 void defineIndexingOps(Table&);
 void defineReduceOps(Table&);
 void defineLinalgOps(Table&);
+void defineLinalgSolveOps(Table&);
 void defineCallOps(Table&);
 void defineControlFlowOps(Table&);
 void defineGradientOps(Table&);
