@@ -181,8 +181,11 @@ TEST_CASE("lu: a known factorisation, and P a = L U for a batch, f32 and f64") {
 }
 
 TEST_CASE("lu, slogdet: structures a jitted function returns") {
-  auto f = jit([](const Tensor& a) { return la::lu(a); });
-  const la::LU<Array> r = f(f64({1, 2, 3, 4}, {2, 2}));
+  const Array a = f64({1, 2, 3, 4}, {2, 2});
+  // [snippet:lu-structure]
+  auto f = jit([](const Tensor& a) { return linalg::lu(a); });
+  linalg::LU<Array> r = f(a);  // r.lu, r.pivots, r.permutation
+  // [/snippet:lu-structure]
   CHECK(r.lu.at(0) == 3);
   CHECK(r.pivots.dtype() == DType::i32);
   CHECK(r.permutation.at(0) == 1);
@@ -386,4 +389,25 @@ TEST_CASE("linalg values and gradients agree with PyTorch float64") {
     ADJIT_CHECK_CLOSE(ga, f64(c.ga, {4, 4}), 1e-9);
     ADJIT_CHECK_CLOSE(gb, f64(c.gb, {4, 2}), 1e-9);
   }
+}
+
+TEST_CASE("guide: a Gaussian process's negative log marginal likelihood and its gradient") {
+  const Array x(std::vector<double>{0.0, 0.4, 1.1, 1.5, 2.3}), y(std::vector<double>{0.1, 0.5, 0.9, 1.0, 0.7});
+  // [snippet:gp]
+  // -log p(y | x) for a Gaussian process with a squared-exponential kernel of
+  // length scale `ell` and noise 0.1, up to a constant; and its gradient in ell.
+  auto nll = [](const Tensor& x, const Tensor& y, const Tensor& ell) {
+    const Tensor d = reshape(x, {-1, 1}) - reshape(x, {1, -1});
+    const Tensor k = exp(-0.5 * d * d / (ell * ell)) + 0.1 * linalg::diag(ones_like(x));
+    const Tensor L = linalg::cholesky(k);           // k = L L^T
+    const Tensor alpha = linalg::cho_solve(L, y);   // k^-1 y
+    return 0.5 * sum(y * alpha) + sum(log(linalg::diagonal(L)));  // log det k = 2 sum log diag L
+  };
+  auto [value, dell] = value_and_grad(nll, argnums<2>)(x, y, Array(0.7));
+  // [/snippet:gp]
+  auto f = jit(nll);
+  const double h = 1e-6;
+  const double fd = (f(x, y, Array(0.7 + h)).at(0) - f(x, y, Array(0.7 - h)).at(0)) / (2 * h);
+  CHECK(value.at(0) == doctest::Approx(f(x, y, Array(0.7)).at(0)));
+  CHECK(dell.at(0) == doctest::Approx(fd).epsilon(1e-6));
 }
