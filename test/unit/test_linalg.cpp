@@ -411,3 +411,12 @@ TEST_CASE("guide: a Gaussian process's negative log marginal likelihood and its 
   CHECK(value.at(0) == doctest::Approx(f(x, y, Array(0.7)).at(0)));
   CHECK(dell.at(0) == doctest::Approx(fd).epsilon(1e-6));
 }
+
+TEST_CASE("linalg: empty matrices and empty batches") {
+  check3([](V x) { return la::cholesky(x[0]); }, {Array(Type{DType::f64, {0, 0}})}, Array(Type{DType::f64, {0, 0}}));
+  check3([](V x) { return la::cholesky(x[0]); }, {Array(Type{DType::f64, {0, 3, 3}})}, Array(Type{DType::f64, {0, 3, 3}}));
+  check3([](V x) { return la::lu(x[0]).lu; }, {Array(Type{DType::f32, {2, 0, 0}})}, Array(Type{DType::f32, {2, 0, 0}}));
+  check3([](V x) { return la::triangular_solve(x[0], x[1], {.lower = true, .left_side = true}); },
+         {f64({2, 0, 1, 4}, {2, 2}), Array(Type{DType::f64, {2, 0}})}, Array(Type{DType::f64, {2, 0}}));
+  check3([](V x) { return la::det(x[0]); }, {Array(Type{DType::f64, {0, 0}})}, f64({1}));
+}
