@@ -11,10 +11,10 @@
 // emitted (Loops below). Measured by bench/linalg_bench.cpp against OpenBLAS's
 // LAPACK, f64, one thread, on a shared 2-core machine (noisy; LAPACK time /
 // adjit time, above 1 is faster):
-//   1000 × 8×8 cholesky + cho_solve   3.5×  (0.79× before unrolling)
-//   100 × 32×32 cholesky + cho_solve  0.6×  (unrolled at 32: 0.8×, but 7.7 s of LLVM)
+//   1000 × 8×8 cholesky + cho_solve   4.4×  (0.79× before unrolling)
+//   100 × 32×32 cholesky + cho_solve  0.65× (unrolled at 32: 0.8×, but 7.7 s of LLVM)
 //   512×512 cholesky                  0.6×
-//   512×512 solve (lu + 2 solves)     0.3×
+//   512×512 solve (lu + 2 solves)     0.4×
 // Not done: vectorising across the batch for small matrices, and blocked
 // factorisations around the packed matmul for large ones (what LAPACK does;
 // these unblocked loops are bound by memory there).
@@ -182,7 +182,7 @@ struct Loops {
   void range(llvm::Value* lo, llvm::Value* hi, const std::function<void(llvm::Value*)>& body) const {
     const auto* l = llvm::dyn_cast<llvm::ConstantInt>(lo);
     const auto* h = llvm::dyn_cast<llvm::ConstantInt>(hi);
-    if (unroll && l && h && h->getSExtValue() - l->getSExtValue() <= kMaxUnrolled) {
+    if (l && h && (h->getSExtValue() - l->getSExtValue() <= 1 || (unroll && h->getSExtValue() - l->getSExtValue() <= kMaxUnrolled))) {
       for (int64_t k = l->getSExtValue(); k < h->getSExtValue(); ++k) body(c.i64(k));
       return;
     }
@@ -328,7 +328,8 @@ void defineLinalgSolveOps(Table& t) {
       },
       .fold = noFold,
       // Left side: whole rows of x updated by rows of x already solved (the
-      // inner loop runs along a row: contiguous). Right side: one row of x
+      // inner loop runs along a row: contiguous); for one column, dot products
+      // along rows of a instead. Right side: one row of x
       // at a time, as dot products along rows of a (transpose_a) or as
       // updates by rows of a (otherwise), whichever reads a's rows.
       .lower = [](LowerCtx& c) {
@@ -350,6 +351,18 @@ void defineLinalgSolveOps(Table& t) {
             llvm::Value* idx = c.b.CreateAdd(xBase, e);
             c.store(t, c.load(t, B, idx), X, idx);
           });
+          if (f.left && n == 1) { // one column: x[i] = (b[i] - <M[i, :], x>) / M[i, i], a dot product
+            lp.loop(m, [&](llvm::Value* ii) {
+              llvm::Value* i = fwd ? ii : c.b.CreateSub(c.i64(m - 1), ii);
+              llvm::Value* acc = dot(lp, t, fwd ? c.i64(0) : add(c, i, 1), fwd ? i : c.i64(m), [&](llvm::Value* k) {
+                return std::pair{M(i, k), c.load(t, X, c.b.CreateAdd(xBase, k))};
+              });
+              llvm::Value* xi = c.b.CreateAdd(xBase, i);
+              llvm::Value* r = c.b.CreateFSub(c.load(t, X, xi), acc);
+              c.store(t, f.unit ? r : c.b.CreateFDiv(r, M(i, i)), X, xi);
+            });
+            return;
+          }
           if (f.left) {
             auto xAt = [&](llvm::Value* i, llvm::Value* j) { return c.b.CreateAdd(xBase, mulAdd(c, i, n, j)); };
             lp.loop(m, [&](llvm::Value* ii) {
