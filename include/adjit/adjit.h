@@ -12,6 +12,7 @@
 #include <adjit/dtype.h>
 #include <adjit/error.h>
 #include <adjit/jit.h>
+#include <adjit/linalg.h>
 #include <adjit/module.h>
 #include <adjit/tensor.h>
 #include <adjit/trace.h>

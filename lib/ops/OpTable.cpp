@@ -29,6 +29,7 @@ void registerAll() {
   defineReduceOps(t);
   defineSortOps(t);
   defineLinalgOps(t);
+  defineLinalgSolveOps(t);
   defineCallOps(t);
   defineControlFlowOps(t);
   defineGradientOps(t);

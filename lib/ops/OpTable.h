@@ -120,6 +120,7 @@ void defineIndexingOps(Table&);
 void defineReduceOps(Table&);
 void defineSortOps(Table&);
 void defineLinalgOps(Table&);
+void defineLinalgSolveOps(Table&);
 void defineCallOps(Table&);
 void defineControlFlowOps(Table&);
 void defineGradientOps(Table&);

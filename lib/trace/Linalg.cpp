@@ -1,0 +1,292 @@
+// trace/Linalg.cpp — adjit::linalg: recording cholesky, triangular_solve and
+// lu (ops of their own, lib/ops/LinalgSolve.cpp), and the composites built on
+// them and on existing ops (solve, inv, det, slogdet, cho_solve,
+// matrix_power, trace, diagonal, diag, outer, kron, norm), whose derivatives
+// follow from their parts.
+#include "ir/OpInfo.h"
+#include "support/Assert.h"
+#include "trace/Tracer.h"
+
+#include <adjit/linalg.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace adjit::linalg {
+namespace {
+
+/// Records op k on `in` and returns its results.
+std::vector<Tensor> record(std::string_view api, ir::OpKind k, const std::vector<Tensor>& in, ir::Attrs attrs,
+                           const Location& loc) {
+  detail::TraceState* s = nullptr;
+  for (const Tensor& t : in) s = &detail::traceOf(t, api, loc);
+  ADJIT_ASSERT(s, "linalg ops take operands");
+  ir::ValueList ids;
+  for (const Tensor& t : in) ids.push_back(detail::valueOf(t, api, loc));
+  const ir::ValueList res = s->builder.create(k, std::move(ids), std::move(attrs), {}, s->locOverride ? *s->locOverride : loc);
+  std::vector<Tensor> out;
+  for (ir::ValueId v : res) out.push_back(detail::wrap(*s, v));
+  return out;
+}
+
+/// Checks `a` is a floating matrix or batch of them, square unless `square` is false.
+void expectMatrices(std::string_view api, const Tensor& a, const Location& loc, bool square = true) {
+  detail::traceOf(a, api, loc);
+  const Shape s = a.shape();
+  if (!is_floating(a.dtype()) || s.size() < 2 || (square && s[s.size() - 1] != s[s.size() - 2]))
+    throw Error(fmt::format("{}: expected a floating-point {}matrix (or a batch of them), got {}", api,
+                            square ? "square " : "", a.type().str()),
+                loc);
+}
+
+/// x with its last two axes swapped.
+Tensor mT(const Tensor& x, std::source_location l) {
+  std::vector<int64_t> perm(static_cast<std::size_t>(x.rank()));
+  for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return transpose(x, perm, l);
+}
+
+Shape batchShape(const Tensor& x) {
+  const Shape s = x.shape();
+  return Shape(s.begin(), s.end() - 2);
+}
+
+/// numpy's broadcast of two batch shapes, or an error naming both operands.
+Shape broadcastBatch(std::string_view api, const Tensor& a, const Tensor& b, const Location& loc) {
+  const Shape x = batchShape(a), y = batchShape(b);
+  Shape out(std::max(x.size(), y.size()), 1);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const int64_t u = k < out.size() - x.size() ? 1 : x[k - (out.size() - x.size())];
+    const int64_t v = k < out.size() - y.size() ? 1 : y[k - (out.size() - y.size())];
+    if (u != v && u != 1 && v != 1)
+      throw Error(fmt::format("{}: the batch axes of {} and {} do not broadcast", api, a.type().str(), b.type().str()), loc);
+    out[k] = u == 1 ? v : u;
+  }
+  return out;
+}
+
+/// x broadcast to `batch` followed by its own last two axes.
+Tensor withBatch(const Tensor& x, const Shape& batch, std::source_location l) {
+  Shape s = batch;
+  const Shape xs = x.shape();
+  s.insert(s.end(), xs.end() - 2, xs.end());
+  return xs == s ? x : broadcast_to(x, s, l);
+}
+
+/// The identity matrix of dtype t, [n, n].
+Tensor eye(int64_t n, DType t, std::source_location l) {
+  Array a(Type{t, {n, n}});
+  for (int64_t i = 0; i < n; ++i) a.set(i * n + i, 1.0);
+  return constant(a, l);
+}
+
+/// The sign of the permutation given by LAPACK-style `pivots` ([..., n] i32): ±1 in dtype t.
+Tensor pivotSign(const Tensor& pivots, DType t, std::source_location l) {
+  const Tensor swapped = cast(ne(pivots, iota(pivots.shape(), -1, DType::i32, l), l), t, l);
+  const Tensor swaps = sum(swapped, {-1}, false, l);
+  const Tensor odd = swaps - 2.0 * floor(swaps * 0.5, l);
+  return 1.0 - 2.0 * odd;
+}
+
+/// b as a batch of matrices for solve-like functions: a 1-D b is one column.
+struct Rhs {
+  Tensor m;
+  bool vector;
+};
+Rhs asMatrix(std::string_view api, const Tensor& b, int64_t n, const Location& loc, std::source_location l) {
+  if (b.rank() == 0) throw Error(fmt::format("{}: expected b of rank >= 1, got {}", api, b.type().str()), loc);
+  const Tensor m = b.rank() == 1 ? reshape(b, {b.shape()[0], 1}, l) : b;
+  if (m.shape()[static_cast<std::size_t>(m.rank() - 2)] != n)
+    throw Error(fmt::format("{}: a has {} rows but b {} has {}", api, n, b.type().str(), m.shape()[static_cast<std::size_t>(m.rank() - 2)]),
+                loc);
+  return {m, b.rank() == 1};
+}
+
+} // namespace
+
+Tensor cholesky(const Tensor& a, bool symmetrize_input, std::source_location l) {
+  const Location loc = Location::from(l);
+  expectMatrices("cholesky", a, loc);
+  const Tensor s = symmetrize_input ? (a + mT(a, l)) * 0.5 : a;
+  return record("cholesky", ir::OpKind::Cholesky, {s}, {}, loc)[0];
+}
+
+Tensor triangular_solve(const Tensor& a, const Tensor& b, TriangularSolveOptions o, std::source_location l) {
+  const Location loc = Location::from(l);
+  expectMatrices("triangular_solve", a, loc);
+  if (b.rank() < 2)
+    throw Error(fmt::format("triangular_solve: expected b to be a matrix (or a batch of them), got {}", b.type().str()), loc);
+  const Shape batch = broadcastBatch("triangular_solve", a, b, loc);
+  ir::Attrs attrs;
+  attrs.set("lower", o.lower);
+  attrs.set("left_side", o.left_side);
+  attrs.set("transpose_a", o.transpose_a);
+  attrs.set("unit_diagonal", o.unit_diagonal);
+  return record("triangular_solve", ir::OpKind::TriangularSolve, {withBatch(a, batch, l), withBatch(b, batch, l)},
+                std::move(attrs), loc)[0];
+}
+
+LU<> lu(const Tensor& a, std::source_location l) {
+  const Location loc = Location::from(l);
+  expectMatrices("lu", a, loc);
+  std::vector<Tensor> r = record("lu", ir::OpKind::Lu, {a}, {}, loc);
+  return {r[0], r[1], r[2]};
+}
+
+Tensor solve(const Tensor& a, const Tensor& b, std::source_location l) {
+  const Location loc = Location::from(l);
+  expectMatrices("solve", a, loc);
+  const int64_t n = a.shape().back();
+  const Rhs r = asMatrix("solve", b, n, loc, l);
+  const LU<> f = lu(a, l);
+  // P b, then L^-1 and U^-1 (L's unit diagonal not stored).
+  const Tensor pb = matmul(one_hot(f.permutation, n, a.dtype(), l), r.m, l);
+  const Tensor y = triangular_solve(f.lu, pb, {.lower = true, .left_side = true, .unit_diagonal = true}, l);
+  const Tensor x = triangular_solve(f.lu, y, {.lower = false, .left_side = true}, l);
+  if (!r.vector) return x;
+  Shape s = x.shape();
+  s.pop_back();
+  return reshape(x, std::vector<int64_t>(s.begin(), s.end()), l);
+}
+
+Tensor inv(const Tensor& a, std::source_location l) {
+  expectMatrices("inv", a, Location::from(l));
+  return solve(a, broadcast_to(eye(a.shape().back(), a.dtype(), l), a.shape(), l), l);
+}
+
+Tensor det(const Tensor& a, std::source_location l) {
+  expectMatrices("det", a, Location::from(l));
+  const LU<> f = lu(a, l);
+  return pivotSign(f.pivots, a.dtype(), l) * prod(diagonal(f.lu, 0, -2, -1, l), {-1}, false, l);
+}
+
+SlogDet<> slogdet(const Tensor& a, std::source_location l) {
+  expectMatrices("slogdet", a, Location::from(l));
+  const LU<> f = lu(a, l);
+  const Tensor d = diagonal(f.lu, 0, -2, -1, l);
+  return {pivotSign(f.pivots, a.dtype(), l) * prod(sign(d, l), {-1}, false, l), sum(log(abs(d, l), l), {-1}, false, l)};
+}
+
+Tensor cho_solve(const Tensor& c, const Tensor& b, bool lower, std::source_location l) {
+  const Location loc = Location::from(l);
+  expectMatrices("cho_solve", c, loc);
+  const Rhs r = asMatrix("cho_solve", b, c.shape().back(), loc, l);
+  // c c^T x = b (lower) or c^T c x = b (upper): the factor whose transpose is not taken goes first.
+  const Tensor y = triangular_solve(c, r.m, {.lower = lower, .left_side = true, .transpose_a = !lower}, l);
+  const Tensor x = triangular_solve(c, y, {.lower = lower, .left_side = true, .transpose_a = lower}, l);
+  if (!r.vector) return x;
+  Shape s = x.shape();
+  s.pop_back();
+  return reshape(x, std::vector<int64_t>(s.begin(), s.end()), l);
+}
+
+Tensor matrix_power(const Tensor& a, int64_t n, std::source_location l) {
+  expectMatrices("matrix_power", a, Location::from(l));
+  if (n == 0) return broadcast_to(eye(a.shape().back(), a.dtype(), l), a.shape(), l);
+  Tensor base = n < 0 ? inv(a, l) : a;
+  uint64_t e = n < 0 ? static_cast<uint64_t>(-(n + 1)) + 1 : static_cast<uint64_t>(n);
+  std::optional<Tensor> result;
+  while (true) { // a^e by squaring: one product per bit, and one per set bit
+    if (e & 1) result = result ? matmul(*result, base, l) : base;
+    e >>= 1;
+    if (!e) break;
+    base = matmul(base, base, l);
+  }
+  return *result;
+}
+
+Tensor trace(const Tensor& x, int64_t offset, std::source_location l) {
+  return sum(diagonal(x, offset, -2, -1, l), {-1}, false, l);
+}
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t axis1, int64_t axis2, std::source_location l) {
+  const Location loc = Location::from(l);
+  detail::traceOf(x, "diagonal", loc);
+  const int64_t rank = x.rank();
+  auto axisOf = [&](int64_t a) {
+    if (a < -rank || a >= rank) throw Error(fmt::format("diagonal: axis {} is out of range for {}", a, x.type().str()), loc);
+    return a < 0 ? a + rank : a;
+  };
+  if (rank < 2) throw Error(fmt::format("diagonal: expected an operand of rank >= 2, got {}", x.type().str()), loc);
+  const int64_t a1 = axisOf(axis1), a2 = axisOf(axis2);
+  if (a1 == a2) throw Error(fmt::format("diagonal: axis1 and axis2 are both axis {} of {}", a1, x.type().str()), loc);
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != a1 && d != a2) perm.push_back(d);
+  perm.push_back(a1);
+  perm.push_back(a2);
+  const Tensor m = std::is_sorted(perm.begin(), perm.end()) ? x : transpose(x, perm, l);
+  Shape s = m.shape();
+  const int64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
+  const int64_t r0 = offset < 0 ? -offset : 0, c0 = offset > 0 ? offset : 0;
+  const int64_t d = std::max<int64_t>(0, std::min(rows - r0, cols - c0));
+  std::vector<int64_t> start(s.size(), 0), limit(s.begin(), s.end());
+  start[s.size() - 2] = std::min(r0, rows);
+  start[s.size() - 1] = std::min(c0, cols);
+  limit[s.size() - 2] = start[s.size() - 2] + d;
+  limit[s.size() - 1] = start[s.size() - 1] + d;
+  const Tensor sq = slice(m, start, limit, {}, l); // [..., d, d]
+  std::vector<int64_t> flat(s.begin(), s.end() - 2);
+  flat.push_back(d * d);
+  const Tensor f = reshape(sq, flat, l);
+  if (d <= 1) return f;
+  std::vector<int64_t> fs(flat.size(), 0), fl = flat, st(flat.size(), 1);
+  st.back() = d + 1;
+  return slice(f, fs, fl, st, l);
+}
+
+Tensor diag(const Tensor& x, int64_t k, std::source_location l) {
+  const Location loc = Location::from(l);
+  detail::traceOf(x, "diag", loc);
+  if (x.rank() == 2) return diagonal(x, k, 0, 1, l);
+  if (x.rank() != 1) throw Error(fmt::format("diag: expected a 1-D or 2-D operand, got {}", x.type().str()), loc);
+  const int64_t n = x.shape()[0], N = n + (k < 0 ? -k : k);
+  if (n == 0) return full({N, N}, 0, x.dtype(), l);
+  // x's elements at start + i (N + 1) of the flattened N x N matrix.
+  const int64_t start = k >= 0 ? k : -k * N;
+  const int64_t high = N * N - start - (n - 1) * (N + 1) - 1;
+  return reshape(pad(x, {start}, {high}, {N}, l), {N, N}, l);
+}
+
+Tensor outer(const Tensor& a, const Tensor& b, std::source_location l) {
+  const Tensor u = reshape(a, {-1, 1}, l), v = reshape(b, {1, -1}, l);
+  return mul(u, v, l);
+}
+
+Tensor kron(const Tensor& a, const Tensor& b, std::source_location l) {
+  const std::size_t r = static_cast<std::size_t>(std::max(a.rank(), b.rank()));
+  Shape as = a.shape(), bs = b.shape();
+  as.insert(as.begin(), r - as.size(), 1);
+  bs.insert(bs.begin(), r - bs.size(), 1);
+  std::vector<int64_t> ai, bi, out;
+  for (std::size_t d = 0; d < r; ++d) {
+    ai.insert(ai.end(), {as[d], 1});
+    bi.insert(bi.end(), {1, bs[d]});
+    out.push_back(as[d] * bs[d]);
+  }
+  return reshape(mul(reshape(a, ai, l), reshape(b, bi, l), l), out, l);
+}
+
+Tensor norm(const Tensor& x, double ord, std::vector<int64_t> axes, bool keepdims, std::source_location l) {
+  const Location loc = Location::from(l);
+  detail::traceOf(x, "norm", loc);
+  if (!is_floating(x.dtype())) throw Error(fmt::format("norm: expected a floating-point operand, got {}", x.type().str()), loc);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (ord == 1) return sum(abs(x, l), axes, keepdims, l);
+  if (ord == inf) return max(abs(x, l), axes, keepdims, l);
+  if (ord == -inf) return min(abs(x, l), axes, keepdims, l);
+  if (ord != 2) throw Error(fmt::format("norm: expected ord 1, 2, inf or -inf, got {}", ord), loc);
+  // sqrt(s) with s = sum of squares; where s is 0, sqrt's derivative would be
+  // infinite (0 · inf = NaN): the gradient there is taken as 0 instead (a
+  // subgradient), by never taking sqrt of the 0 that is differentiated.
+  const Tensor s = sum(x * x, axes, keepdims, l);
+  const Tensor positive = gt(s, AtScalar(0.0, l));
+  const Tensor safe = where(positive, s, ones_like(s, l), l);
+  return where(positive, sqrt(safe, l), zeros_like(s, l), l);
+}
+
+} // namespace adjit::linalg
