@@ -12,6 +12,7 @@
 #include <adjit/error.h>
 #include <adjit/jit.h>
 #include <adjit/module.h>
+#include <adjit/random.h>
 #include <adjit/tensor.h>
 #include <adjit/trace.h>
 #include <adjit/variable.h>
