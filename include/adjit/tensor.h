@@ -190,7 +190,7 @@ Tensor sigmoid(const Tensor& x, ADJIT_HERE);
 /// The error function, 2/sqrt(pi) times the integral of e^(-t^2) from 0 to x.
 Tensor erf(const Tensor& x, ADJIT_HERE);
 /// The inverse error function: y with erf(y) = x, for x in [-1, 1] (+-inf at
-/// +-1, NaN outside). Relative error about 2e-7 in f32 (Giles' approximation,
+/// +-1, NaN outside). Relative error below 3e-7 in f32 (Giles' approximation,
 /// as XLA) and 6e-16 in f64 (Wichura's AS 241); it calls no libm function, so
 /// its bits do not depend on the CPU's vector width. Its derivative is
 /// sqrt(pi)/2 e^(erf_inv(x)^2).

@@ -128,15 +128,18 @@ struct IrMath {
   V eq(V a, V b) const { return ctx.b.CreateFCmpOEQ(a, b); }
   V and_(V a, V b) const { return ctx.b.CreateAnd(a, b); }
   V select(V p, V a, V b) const { return ctx.b.CreateSelect(p, a, b); }
-  /// frexp of a positive normal f64 from its bits: the exponent field less
-  /// 1022, and the mantissa under the exponent of 1/2 (exact, as std::frexp).
+  /// frexp of a positive normal float from its bits: the exponent field less
+  /// the bias - 1, and the mantissa under the exponent of 1/2 (exact, as std::frexp).
   std::pair<V, V> frexp(V a) const {
     auto& b = ctx.b;
-    ADJIT_ASSERT(t == DType::f64, "IrMath::frexp is for f64");
-    V bits = b.CreateBitCast(a, b.getInt64Ty());
-    V e = b.CreateSub(b.CreateLShr(bits, 52), b.getInt64(1022));
-    V mant = b.CreateOr(b.CreateAnd(bits, b.getInt64(0x000FFFFFFFFFFFFFull)), b.getInt64(0x3FE0000000000000ull));
-    return {b.CreateBitCast(mant, b.getDoubleTy()), b.CreateSIToFP(e, b.getDoubleTy())};
+    const bool f64 = t == DType::f64;
+    llvm::Type* intTy = f64 ? b.getInt64Ty() : b.getInt32Ty();
+    auto k = [&](uint64_t v) { return llvm::ConstantInt::get(intTy, v); };
+    V bits = b.CreateBitCast(a, intTy);
+    V e = b.CreateSub(b.CreateLShr(bits, f64 ? 52 : 23), k(f64 ? 1022 : 126));
+    V mant = b.CreateOr(b.CreateAnd(bits, k(f64 ? 0x000FFFFFFFFFFFFFull : 0x007FFFFFu)),
+                        k(f64 ? 0x3FE0000000000000ull : 0x3F000000u));
+    return {b.CreateBitCast(mant, a->getType()), b.CreateSIToFP(e, a->getType())};
   }
 };
 
@@ -149,40 +152,43 @@ struct IrMath {
 // samples built on it. Both dtypes compute in f64; f32 rounds the result.
 // erf_inv(+-1) = +-inf; |x| > 1 and NaN give NaN.
 
-/// ln y for positive normal y, in f64: y = m 2^e with m in [sqrt(1/2), sqrt(2))
-/// (frexp, exact), ln m = 2 atanh(s) = 2s (1 + s^2/3 + ... + s^20/21) with
-/// s = (m - 1)/(m + 1), |s| <= 0.172 (the series' remainder is below 2^-55),
-/// and e ln 2 in two parts (ln2Hi has 11 zero low bits, so e ln2Hi is exact).
-/// Within a few ulp.
-template <class M> typename M::V logOf(M& m, typename M::V y) {
+/// ln y for positive normal y in M's dtype (f32 when `f32`): y = m 2^e with m
+/// in [sqrt(1/2), sqrt(2)) (frexp, exact), ln m = 2 atanh(s) = 2s (1 + s^2/3 +
+/// s^4/5 + ...) with s = (m - 1)/(m + 1), |s| <= 0.172, to 1/11 for f32 and
+/// 1/21 for f64 (the series' remainder below half an ulp), and e ln 2 in two
+/// parts (the high part's low bits are zero, so e ln2Hi is exact). Within a few ulp.
+template <class M> typename M::V logOf(M& m, typename M::V y, bool f32) {
   using V = typename M::V;
   auto [mant, e] = m.frexp(y); // mant in [1/2, 1)
   const auto low = m.lt(mant, m.c(0.70710678118654752440));
   mant = m.select(low, m.add(mant, mant), mant);
   e = m.select(low, m.sub(e, m.c(1)), e);
   const V s = m.div(m.sub(mant, m.c(1)), m.add(mant, m.c(1))), z = m.mul(s, s);
-  V series = m.c(1.0 / 21);
-  for (int k = 9; k >= 1; --k) series = m.add(m.c(1.0 / (2 * k + 1)), m.mul(z, series));
+  const int terms = f32 ? 5 : 10;
+  V series = m.c(1.0 / (2 * terms + 1));
+  for (int k = terms - 1; k >= 1; --k) series = m.add(m.c(1.0 / (2 * k + 1)), m.mul(z, series));
   const V twoS = m.add(s, s);
   const V lnM = m.add(twoS, m.mul(m.mul(twoS, z), series));
-  constexpr double ln2Hi = 6.93147180369123816490e-01, ln2Lo = 1.90821492927058770002e-10; // ln2Hi + ln2Lo = ln 2
+  // ln 2 = ln2Hi + ln2Lo: f32's high part has 12 zero low bits, f64's 11
+  const double ln2Hi = f32 ? 6.93145751953125e-01 : 6.93147180369123816490e-01;
+  const double ln2Lo = f32 ? 1.428606765330187045e-06 : 1.90821492927058770002e-10;
   return m.add(m.mul(e, m.c(ln2Hi)), m.add(lnM, m.mul(e, m.c(ln2Lo))));
 }
 
-/// erf_inv for f32 (in f64, rounded by the caller): Giles, "Approximating the
+/// erf_inv for f32: Giles, "Approximating the
 /// erfinv function" (GPU Computing Gems, 2010), the single-precision version
 /// XLA (so JAX) uses: w = -ln((1 - x)(1 + x)); a degree-8 polynomial in
 /// w - 2.5 for w < 5, else in sqrt(w) - 3; times x. Giles reports a relative
 /// error below 3.7e-7 (a few ulp of f32); test_random measures it against erf
 /// inverted in long double. XLA forms w with its own log1p(-x^2), so JAX's
-/// values may differ from these in the last bit.
+/// values may differ from these in the last bits.
 template <class M> typename M::V erfInvF32(M& m, typename M::V x) {
   using V = typename M::V;
   static constexpr double kCentral[] = {2.81022636e-08,  3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
                                         -0.00125372503, -0.00417768164, 0.246640727,     1.50140941};
   static constexpr double kTail[] = {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
                                      -0.0076224613,   0.00943887047,  1.00167406,    2.83297682};
-  V w = m.neg(logOf(m, m.mul(m.sub(m.c(1), x), m.add(m.c(1), x))));
+  V w = m.neg(logOf(m, m.mul(m.sub(m.c(1), x), m.add(m.c(1), x)), true));
   const auto central = m.lt(w, m.c(5));
   w = m.select(central, m.sub(w, m.c(2.5)), m.sub(m.sqrt(w), m.c(3)));
   V p = m.select(central, m.c(kCentral[0]), m.c(kTail[0]));
@@ -231,7 +237,7 @@ template <class M> typename M::V erfInvF64(M& m, typename M::V x) {
   // the tails (|q| > 0.425): r from the smaller of p and 1 - p (kept positive
   // and normal where it is not used), the sign of x
   const V pMin = m.select(m.gt(ax, m.c(0.5)), m.mul(m.sub(m.c(1), ax), m.c(0.5)), m.c(0.25));
-  const V r = m.sqrt(m.neg(logOf(m, pMin)));
+  const V r = m.sqrt(m.neg(logOf(m, pMin, false)));
   const auto near = m.le(r, m.c(5));
   const V tail = m.select(near, rational(kC, kD, m.sub(r, m.c(1.6))), rational(kE, kF, m.sub(r, m.c(5))));
   const V signedTail = m.select(m.lt(x, m.c(0)), m.neg(tail), tail);
@@ -253,8 +259,8 @@ template <class M> typename M::V erfInvOf(M& m, typename M::V x, bool f32) {
 
 struct ErfInvEval {
   template <class T> T operator()(T x) const {
-    HostMath<double> m;
-    return static_cast<T>(erfInvOf(m, static_cast<double>(x), std::is_same_v<T, float>));
+    HostMath<T> m;
+    return erfInvOf(m, x, std::is_same_v<T, float>);
   }
 };
 
@@ -367,12 +373,9 @@ void defineMathOps(Table& t) {
       .infer = inferFloatUnary,
       .eval = evalWith<ErfInvEval>,
       .fold = noFold,
-      .scalar = [](ScalarCtx& c) -> llvm::Value* {
-        IrMath m{c, DType::f64};
-        const bool f32 = c.outType() == DType::f32;
-        llvm::Value* x = f32 ? c.b.CreateFPExt(c.args[0], c.b.getDoubleTy()) : c.args[0];
-        llvm::Value* y = erfInvOf(m, x, f32);
-        return f32 ? c.b.CreateFPTrunc(y, c.b.getFloatTy()) : y;
+      .scalar = [](ScalarCtx& c) {
+        IrMath m{c, c.outType()};
+        return erfInvOf(m, c.args[0], c.outType() == DType::f32);
       },
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { Tensor y = c.y(); return c.dy() * (0.88622692545275801365 * exp(y * y)); });
