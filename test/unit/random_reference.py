@@ -54,9 +54,38 @@ def partitionable(key, n):
     return [normal(threefry(*key, 0, i)[0] ^ threefry(*key, 0, i)[1]) for i in range(n)]
 
 
+def bits32(key, n):
+    return [threefry(*key, 0, i)[0] ^ threefry(*key, 0, i)[1] for i in range(n)]
+
+
+def randint(key, n, minval, maxval):
+    """JAX's _randint for int32, with XLA's unsigned remainder (a % 0 = a)."""
+    lo32, hi32 = -2**31, 2**31 - 1
+    out_of_range = maxval > hi32
+    lo, hi = min(max(minval, lo32), hi32), min(max(maxval, lo32), hi32)
+    rem = lambda a, b: a if b == 0 else a % b
+    span = (hi - lo) & MASK
+    if hi <= lo:
+        span = 1
+    if out_of_range and hi > lo:
+        span = (span + 1) & MASK
+    mult = rem(2**16, span)
+    mult = rem((mult * mult) & MASK, span)
+    k1, k2 = threefry(*key, 0, 0), threefry(*key, 0, 1)
+    out = []
+    for h, l in zip(bits32(k1, n), bits32(k2, n)):
+        off = rem(((rem(h, span) * mult) & MASK) + rem(l, span) & MASK, span)
+        v = (lo + off) & MASK
+        out.append(v - 2**32 if v >= 2**31 else v)
+    return out
+
+
 if __name__ == '__main__':
     print('uniform(key(0))', uniform01(threefry(0, 0, 0, 0)[0] ^ threefry(0, 0, 0, 0)[1]))
     print('normal(key(123), (3,))', partitionable((0, 123), 3))
     print('normal(split(key(123), 1)[0], (3,))', partitionable(threefry(0, 123, 0, 0), 3))
     a, b = threefry(0, 123, 0, 2), threefry(0, 123, 1, 0)  # counters [0, 1, 2] padded to [0, 1 | 2, 0]
     print('non-partitionable normal(key(123), (3,))', [normal(w) for w in (a[0], b[0], a[1])])
+    print('randint(key(0), (6,), -3, 7)', randint((0, 0), 6, -3, 7))
+    print('randint(key(1), (4,), -2**40, 2**40)', randint((0, 1), 4, -2**40, 2**40))
+    print('randint(key(2), (4,), 0, 1000003)', randint((0, 2), 4, 0, 1000003))

@@ -246,6 +246,17 @@ TEST_CASE("normal, f32, as JAX computes it (values of test/unit/random_reference
   ADJIT_CHECK_CLOSE(b, f32({-0.4909335238173966f, -0.9478693406582335f, -1.7751972217817842f}), 2e-6);
 }
 
+TEST_CASE("randint is JAX's algorithm (values of test/unit/random_reference.py)") {
+  auto draw = [](int64_t seed, int64_t n, int64_t lo, int64_t hi) {
+    return sameBits([=](Tensor k) { return random::randint(k, {n}, lo, hi); }, {random::key_data(seed)});
+  };
+  CHECK(bytesOf(draw(0, 6, -3, 7)) == bytesOf(i32({6, -3, -1, 0, -2, 4})));
+  // bounds beyond i32: clipped, the span wraps to 0 and the low word is the offset
+  CHECK(bytesOf(draw(1, 4, -(int64_t{1} << 40), int64_t{1} << 40)) ==
+        bytesOf(i32({-413835524, 210002863, -1191255328, -1392002199})));
+  CHECK(bytesOf(draw(2, 4, 0, 1000003)) == bytesOf(i32({412979, 885476, 23129, 796887})));
+}
+
 TEST_CASE("samples are the same under jit, in a scan carrying the key, and by element position") {
   // a scan that splits the key each step and draws a normal sample: the same as unrolled by hand
   auto scanned = [](Tensor key) {
