@@ -286,6 +286,22 @@ TEST_CASE("samples are the same under jit, in a scan carrying the key, and by el
   CHECK(bytesOf(flat) == bytesOf(shaped));
 }
 
+TEST_CASE("fold_in with a fori_loop's traced index gives fold_in's values for each index") {
+  auto looped = jit([](Tensor key) {
+    Tensor init = full({4}, 0.0, DType::f32);
+    return fori_loop(0, 4, [&](Tensor i, Tensor acc) {
+      Tensor u = random::uniform(random::fold_in(key, i), {});
+      return where(iota({4}) == i, broadcast_to(u, {4}), acc);
+    }, init);
+  });
+  auto direct = jit([](Tensor key) {
+    std::vector<Tensor> us;
+    for (int64_t i = 0; i < 4; ++i) us.push_back(random::uniform(random::fold_in(key, i), {}));
+    return stack(us);
+  });
+  CHECK(bytesOf(looped(random::key_data(9))) == bytesOf(direct(random::key_data(9))));
+}
+
 TEST_CASE("uniform, normal and randint give the same bits for SSE, AVX2 and the host, on 1 or 4 threads") {
   auto f = [](Tensor k) {
     Tensor ks = random::split(k, 3);
