@@ -223,4 +223,47 @@ double base_ode_adjoint(const double* s0, const double* p, int64_t steps, double
   ds0[1] = l[1];
   return theta;
 }
+
+// R1: n standard normal f32 samples from a Threefry-2x32 key, written by hand
+// as JAX computes them (counter (0, i), words xor'ed, 23 bits to a float in
+// [1, 2), erf_inv by Giles' single-precision polynomial with logf).
+static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+void base_normal(uint32_t k0, uint32_t k1, float* out, int64_t n) {
+  const uint32_t k2 = k0 ^ k1 ^ 0x1BD11BDA;
+  const uint32_t ks[3] = {k0, k1, k2};
+  static const int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x0 = k0, x1 = static_cast<uint32_t>(i) + k1;
+    for (int g = 0; g < 5; ++g) {
+      for (int r = 0; r < 4; ++r) {
+        x0 += x1;
+        x1 = rotl32(x1, rot[g % 2][r]) ^ x0;
+      }
+      x0 += ks[(g + 1) % 3];
+      x1 += ks[(g + 2) % 3] + static_cast<uint32_t>(g + 1);
+    }
+    const uint32_t bits = ((x0 ^ x1) >> 9) | 0x3F800000u;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    const float u = std::fmax(-0.99999994f, (f - 1.0f) * 2.0f - 0.99999994f);
+    float w = -std::log((1.0f - u) * (1.0f + u)), p;
+    if (w < 5.0f) {
+      w -= 2.5f;
+      p = 2.81022636e-08f;
+      p = 3.43273939e-07f + p * w; p = -3.5233877e-06f + p * w; p = -4.39150654e-06f + p * w;
+      p = 0.00021858087f + p * w; p = -0.00125372503f + p * w; p = -0.00417768164f + p * w;
+      p = 0.246640727f + p * w; p = 1.50140941f + p * w;
+    } else {
+      w = std::sqrt(w) - 3.0f;
+      p = -0.000200214257f;
+      p = 0.000100950558f + p * w; p = 0.00134934322f + p * w; p = -0.00367342844f + p * w;
+      p = 0.00573950773f + p * w; p = -0.0076224613f + p * w; p = 0.00943887047f + p * w;
+      p = 1.00167406f + p * w; p = 2.83297682f + p * w;
+    }
+    out[i] = 1.41421356f * p * u;
+  }
+}
+
 }

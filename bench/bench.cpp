@@ -13,6 +13,7 @@
 #include <functional>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -29,6 +30,7 @@ float base_g4(const float* x, const float* w1, const float* w2, float* h, float*
               int64_t m, int64_t k, int64_t n);
 double base_ode(const double* s0, const double* p, int64_t steps, double h, double* states);
 double base_ode_adjoint(const double* s0, const double* p, int64_t steps, double h, double* states, double* ds0, double* dp);
+void base_normal(uint32_t k0, uint32_t k1, float* out, int64_t n);
 }
 
 using namespace adjit;
@@ -316,8 +318,41 @@ static void odeSection(int reps) {
   }
 }
 
+/// R1: 10^7 standard normal f32 samples (adjit::random::normal) on one thread
+/// against the hand-written Threefry + erf_inv loop of baselines.cpp, runs
+/// interleaved so both see the same machine load.
+static void randomSection(int reps) {
+  const int64_t n = 10000000;
+  std::printf("\nrandom numbers (R1: %lld normal f32 samples, one thread; ratio = adjit / hand-written Threefry loop)\n",
+              static_cast<long long>(n));
+  auto f = jit([n](Tensor key) { return random::normal(key, {n}); }, {.name = "r1", .threads = 1});
+  const Array key = random::key_data(0);
+  double c = cold(f, key);
+  std::vector<float> base(static_cast<std::size_t>(n));
+  Array got;
+  std::vector<double> ta, tb;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    got = f(key);
+    ta.push_back(ms(Clock::now() - t0));
+    t0 = Clock::now();
+    base_normal(0, 0, base.data(), n);
+    tb.push_back(ms(Clock::now() - t0));
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  const double a = ta[ta.size() / 2], b = tb[tb.size() / 2];
+  std::printf("R1   adjit %9.3f ms (%.2f GB/s)   baseline %9.3f ms (%.2f GB/s)   ratio %5.2fx   cold compile %7.1f ms   "
+              "(max rel. diff %.1e)\n",
+              a, 4e-6 * double(n) / a, b, 4e-6 * double(n) / b, a / b, c, maxRelDiff(got.data<float>(), base.data(), 1000));
+}
+
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 21;
+  if (argc > 2 && std::string(argv[2]) == "random") { // only the random-number section
+    randomSection(reps);
+    return 0;
+  }
   std::printf("adjit benchmarks (median of %d runs; ratio = adjit / hand-written baseline)\n", reps);
 
   { // B0: call overhead of a jitted scalar function
@@ -438,5 +473,6 @@ int main(int argc, char** argv) {
   forwardSection(reps, x, fwd);
   odeSection(reps);
   threadsSection(reps, x);
+  randomSection(reps);
   return 0;
 }

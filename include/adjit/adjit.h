@@ -14,6 +14,7 @@
 #include <adjit/jit.h>
 #include <adjit/linalg.h>
 #include <adjit/module.h>
+#include <adjit/random.h>
 #include <adjit/tensor.h>
 #include <adjit/trace.h>
 #include <adjit/variable.h>

@@ -1,4 +1,5 @@
-// ops/Logic.cpp — comparisons (results i1), logical and/or/not, select, cast.
+// ops/Logic.cpp — comparisons (results i1); and/or/xor/not, logical on i1 and
+// bitwise on integers (as XLA's And/Or/Xor/Not); select, cast.
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
@@ -18,11 +19,22 @@ std::vector<Type> inferCompare(const InferCtx& c) {
   return {Type{DType::i1, c.operands[0].shape}};
 }
 
+/// and/or/xor: two operands of one type, i1 (logical) or integer (bitwise).
+/// Checked before expectSameTypes, whose hint to cast to the other dtype would
+/// not help a floating operand.
 std::vector<Type> inferLogical(const InferCtx& c) {
-  for (const Type& t : c.operands) // before expectSameTypes, whose hint to cast to the other dtype would not help
-    if (t.dtype != DType::i1) c.fail("expected i1 operands, got {}", t.str());
+  for (const Type& t : c.operands)
+    if (!is_integer(t.dtype)) c.fail("expected i1 or integer operands, got {}", t.str());
   c.expectSameTypes();
   return {c.operands[0]};
+}
+
+/// One elementwise binary logical/bitwise op: fn on bool or integer elements.
+template <class Fn> std::vector<Array> evalLogical(const EvalCtx& c, Fn fn) {
+  return {mapBinary(c.args[0], c.args[1], c.args[0].dtype(), [&](auto a, auto b) -> decltype(a) {
+    if constexpr (std::is_floating_point_v<decltype(a)>) ADJIT_UNREACHABLE("bitwise op on floats");
+    else return static_cast<decltype(a)>(fn(a, b));
+  })};
 }
 
 template <class Cmp> std::vector<Array> evalCompare(const EvalCtx& c) {
@@ -73,29 +85,39 @@ void defineLogicOps(Table& t) {
   set(t, OpKind::Ne, {.infer = inferCompare, .eval = evalCompare<std::not_equal_to<>>, .fold = noFold,
                       .scalar = lowerCompare<P::FCMP_UNE, P::ICMP_NE>});
 
-  // and(p, q), or(p, q), not(p) on i1
+  // and(p, q), or(p, q), xor(p, q), not(p): logical on i1, bitwise on i32/i64
+  // (for i1, whose only bit is the value, the two agree)
   set(t, OpKind::And, {
       .infer = inferLogical,
-      .eval = [](const EvalCtx& c) {
-        return std::vector<Array>{mapBinary(c.args[0], c.args[1], DType::i1, [](auto a, auto b) { return a && b; })};
-      },
+      .eval = [](const EvalCtx& c) { return evalLogical(c, [](auto a, auto b) { return a & b; }); },
       .fold = noFold,
       .scalar = [](ScalarCtx& c) { return c.b.CreateAnd(c.args[0], c.args[1]); },
   });
   set(t, OpKind::Or, {
       .infer = inferLogical,
-      .eval = [](const EvalCtx& c) {
-        return std::vector<Array>{mapBinary(c.args[0], c.args[1], DType::i1, [](auto a, auto b) { return a || b; })};
-      },
+      .eval = [](const EvalCtx& c) { return evalLogical(c, [](auto a, auto b) { return a | b; }); },
       .fold = noFold,
       .scalar = [](ScalarCtx& c) { return c.b.CreateOr(c.args[0], c.args[1]); },
   });
+  set(t, OpKind::Xor, {
+      .infer = inferLogical,
+      .eval = [](const EvalCtx& c) { return evalLogical(c, [](auto a, auto b) { return a ^ b; }); },
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) { return c.b.CreateXor(c.args[0], c.args[1]); },
+  });
   set(t, OpKind::Not, {
       .infer = [](const InferCtx& c) {
-        if (c.operands[0].dtype != DType::i1) c.fail("expected an i1 operand, got {}", c.operands[0].str());
+        if (!is_integer(c.operands[0].dtype)) c.fail("expected an i1 or integer operand, got {}", c.operands[0].str());
         return std::vector<Type>{c.operands[0]};
       },
-      .eval = [](const EvalCtx& c) { return std::vector<Array>{mapUnary(c.args[0], DType::i1, [](auto a) { return !a; })}; },
+      .eval = [](const EvalCtx& c) {
+        return std::vector<Array>{mapUnary(c.args[0], c.args[0].dtype(), [](auto a) -> decltype(a) {
+          using T = decltype(a);
+          if constexpr (std::is_same_v<T, bool>) return !a;
+          else if constexpr (std::is_integral_v<T>) return static_cast<T>(~a);
+          else ADJIT_UNREACHABLE("not on floats");
+        })};
+      },
       .fold = noFold,
       .scalar = [](ScalarCtx& c) { return c.b.CreateNot(c.args[0]); },
   });

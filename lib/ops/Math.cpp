@@ -1,7 +1,7 @@
 // ops/Math.cpp — transcendental and root functions on floats: exp log log1p expm1
-// sin cos tanh sqrt rsqrt sigmoid erf lgamma digamma tan asin acos atan sinh cosh
-// asinh acosh atanh log2 log10 exp2 cbrt atan2 pow hypot copysign nextafter
-// xlogy xlog1py. Lowered to libm
+// sin cos tanh sqrt rsqrt sigmoid erf erf_inv lgamma digamma tan asin acos atan
+// sinh cosh asinh acosh atanh log2 log10 exp2 cbrt atan2 pow hypot copysign
+// nextafter xlogy xlog1py. Lowered to libm
 // calls marked side-effect free (digamma to code of its own); the codegen maps
 // libm calls to glibc's libmvec variants in vectorised loops.
 #include "codegen/Emitter.h"
@@ -93,23 +93,37 @@ template <class M> typename M::V digammaOf(M& m, typename M::V x) {
   return m.select(pole, m.c(std::nan("")), m.select(reflect, reflected, psi));
 }
 
-struct DoubleMath {
-  using V = double;
-  V c(double v) const { return v; }
+/// Arithmetic on host floats of type T, each operation rounded to T (as the
+/// generated code rounds it): the reference side of the series above and below.
+template <class T> struct HostMath {
+  using V = T;
+  V c(double v) const { return static_cast<T>(v); }
   V add(V a, V b) const { return a + b; }
   V sub(V a, V b) const { return a - b; }
   V mul(V a, V b) const { return a * b; }
   V div(V a, V b) const { return a / b; }
+  V neg(V a) const { return -a; }
   V log(V a) const { return std::log(a); }
+  V log1p(V a) const { return std::log1p(a); }
+  V sqrt(V a) const { return std::sqrt(a); }
+  V abs(V a) const { return std::fabs(a); }
   V sin(V a) const { return std::sin(a); }
   V cos(V a) const { return std::cos(a); }
   V floor(V a) const { return std::floor(a); }
   bool lt(V a, V b) const { return a < b; }
   bool le(V a, V b) const { return a <= b; }
+  bool gt(V a, V b) const { return a > b; }
   bool eq(V a, V b) const { return a == b; }
   bool and_(bool a, bool b) const { return a && b; }
   V select(bool p, V a, V b) const { return p ? a : b; }
+  /// {m, e} with a = m 2^e, m in [1/2, 1), for positive normal a (exact).
+  std::pair<V, V> frexp(V a) const {
+    int e = 0;
+    const V mant = std::frexp(a, &e);
+    return {mant, static_cast<V>(e)};
+  }
 };
+using DoubleMath = HostMath<double>;
 
 struct IrMath {
   using V = llvm::Value*;
@@ -121,15 +135,154 @@ struct IrMath {
   V mul(V a, V b) const { return ctx.b.CreateFMul(a, b); }
   V div(V a, V b) const { return ctx.b.CreateFDiv(a, b); }
   V call(const char* f, V a) const { return ctx.callMath(f, t, {&a, 1}); }
+  V neg(V a) const { return ctx.b.CreateFNeg(a); }
   V log(V a) const { return call("log", a); }
+  V log1p(V a) const { return call("log1p", a); }
+  V sqrt(V a) const { return ctx.intrinsic(llvm::Intrinsic::sqrt, {&a, 1}); }
+  V abs(V a) const { return ctx.intrinsic(llvm::Intrinsic::fabs, {&a, 1}); }
   V sin(V a) const { return call("sin", a); }
   V cos(V a) const { return call("cos", a); }
   V floor(V a) const { return ctx.intrinsic(llvm::Intrinsic::floor, {&a, 1}); }
   V lt(V a, V b) const { return ctx.b.CreateFCmpOLT(a, b); }
   V le(V a, V b) const { return ctx.b.CreateFCmpOLE(a, b); }
+  V gt(V a, V b) const { return ctx.b.CreateFCmpOGT(a, b); }
   V eq(V a, V b) const { return ctx.b.CreateFCmpOEQ(a, b); }
   V and_(V a, V b) const { return ctx.b.CreateAnd(a, b); }
   V select(V p, V a, V b) const { return ctx.b.CreateSelect(p, a, b); }
+  /// frexp of a positive normal float from its bits: the exponent field less
+  /// the bias - 1, and the mantissa under the exponent of 1/2 (exact, as std::frexp).
+  std::pair<V, V> frexp(V a) const {
+    auto& b = ctx.b;
+    const bool f64 = t == DType::f64;
+    llvm::Type* intTy = f64 ? b.getInt64Ty() : b.getInt32Ty();
+    auto k = [&](uint64_t v) { return llvm::ConstantInt::get(intTy, v); };
+    V bits = b.CreateBitCast(a, intTy);
+    V e = b.CreateSub(b.CreateLShr(bits, f64 ? 52 : 23), k(f64 ? 1022 : 126));
+    V mant = b.CreateOr(b.CreateAnd(bits, k(f64 ? 0x000FFFFFFFFFFFFFull : 0x007FFFFFu)),
+                        k(f64 ? 0x3FE0000000000000ull : 0x3F000000u));
+    return {b.CreateBitCast(mant, a->getType()), b.CreateSIToFP(e, a->getType())};
+  }
+};
+
+// ---- erf_inv -------------------------------------------------------------------
+// Written once over an arithmetic M (HostMath<double> for the interpreter,
+// IrMath for the lowering) from IEEE-rounded +, -, *, /, sqrt and exact bit
+// manipulation only: no libm call, whose vector variants (libmvec) round
+// differently per vector width. So erf_inv gives the same bits in the
+// interpreter and compiled for SSE, AVX2 or AVX-512, and so do the normal
+// samples built on it. Both dtypes compute in f64; f32 rounds the result.
+// erf_inv(+-1) = +-inf; |x| > 1 and NaN give NaN.
+
+/// ln y for positive normal y in M's dtype (f32 when `f32`): y = m 2^e with m
+/// in [sqrt(1/2), sqrt(2)) (frexp, exact), ln m = 2 atanh(s) = 2s (1 + s^2/3 +
+/// s^4/5 + ...) with s = (m - 1)/(m + 1), |s| <= 0.172, to 1/11 for f32 and
+/// 1/21 for f64 (the series' remainder below half an ulp), and e ln 2 in two
+/// parts (the high part's low bits are zero, so e ln2Hi is exact). Within a few ulp.
+template <class M> typename M::V logOf(M& m, typename M::V y, bool f32) {
+  using V = typename M::V;
+  auto [mant, e] = m.frexp(y); // mant in [1/2, 1)
+  const auto low = m.lt(mant, m.c(0.70710678118654752440));
+  mant = m.select(low, m.add(mant, mant), mant);
+  e = m.select(low, m.sub(e, m.c(1)), e);
+  const V s = m.div(m.sub(mant, m.c(1)), m.add(mant, m.c(1))), z = m.mul(s, s);
+  const int terms = f32 ? 5 : 10;
+  V series = m.c(1.0 / (2 * terms + 1));
+  for (int k = terms - 1; k >= 1; --k) series = m.add(m.c(1.0 / (2 * k + 1)), m.mul(z, series));
+  const V twoS = m.add(s, s);
+  const V lnM = m.add(twoS, m.mul(m.mul(twoS, z), series));
+  // ln 2 = ln2Hi + ln2Lo: f32's high part has 12 zero low bits, f64's 11
+  const double ln2Hi = f32 ? 6.93145751953125e-01 : 6.93147180369123816490e-01;
+  const double ln2Lo = f32 ? 1.428606765330187045e-06 : 1.90821492927058770002e-10;
+  return m.add(m.mul(e, m.c(ln2Hi)), m.add(lnM, m.mul(e, m.c(ln2Lo))));
+}
+
+/// erf_inv for f32: Giles, "Approximating the
+/// erfinv function" (GPU Computing Gems, 2010), the single-precision version
+/// XLA (so JAX) uses: w = -ln((1 - x)(1 + x)); a degree-8 polynomial in
+/// w - 2.5 for w < 5, else in sqrt(w) - 3; times x. Giles reports a relative
+/// error below 3.7e-7 (a few ulp of f32); test_random measures it against erf
+/// inverted in long double. XLA forms w with its own log1p(-x^2), so JAX's
+/// values may differ from these in the last bits.
+template <class M> typename M::V erfInvF32(M& m, typename M::V x) {
+  using V = typename M::V;
+  static constexpr double kCentral[] = {2.81022636e-08,  3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                                        -0.00125372503, -0.00417768164, 0.246640727,     1.50140941};
+  static constexpr double kTail[] = {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                                     -0.0076224613,   0.00943887047,  1.00167406,    2.83297682};
+  V w = m.neg(logOf(m, m.mul(m.sub(m.c(1), x), m.add(m.c(1), x)), true));
+  const auto central = m.lt(w, m.c(5));
+  w = m.select(central, m.sub(w, m.c(2.5)), m.sub(m.sqrt(w), m.c(3)));
+  V p = m.select(central, m.c(kCentral[0]), m.c(kTail[0]));
+  for (int i = 1; i < 9; ++i) p = m.add(m.select(central, m.c(kCentral[i]), m.c(kTail[i])), m.mul(p, w));
+  return m.mul(p, x);
+}
+
+/// erf_inv for f64: Wichura's algorithm AS 241 (PPND16, Applied Statistics
+/// 37(3), 1988), the normal quantile to about 1e-16 relative, as erf_inv(x) =
+/// PPND16((1 + x)/2) / sqrt(2) without forming (1 + x)/2: its q = p - 1/2 is
+/// x/2 exactly, and min(p, 1 - p) = (1 - |x|)/2, exact for |x| > 0.85 where
+/// it is used. Rational functions of degree 7/7: in 0.180625 - q^2 for |q| <=
+/// 0.425, else in r - 1.6 or r - 5 (r = sqrt(-ln min(p, 1 - p)) below or above
+/// 5). With logOf and the last roundings, a few ulp (test_random measures it).
+template <class M> typename M::V erfInvF64(M& m, typename M::V x) {
+  using V = typename M::V;
+  static constexpr double kA[] = {3.3871328727963666080e0, 1.3314166789178437745e+2, 1.9715909503065514427e+3,
+                                  1.3731693765509461125e+4, 4.5921953931549871457e+4, 6.7265770927008700853e+4,
+                                  3.3430575583588128105e+4, 2.5090809287301226727e+3};
+  static constexpr double kB[] = {1.0, 4.2313330701600911252e+1, 6.8718700749205790830e+2, 5.3941960214247511077e+3,
+                                  2.1213794301586595867e+4, 3.9307895800092710610e+4, 2.8729085735721942674e+4,
+                                  5.2264952788528545610e+3};
+  static constexpr double kC[] = {1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0,
+                                  3.64784832476320460504e0, 1.27045825245236838258e0, 2.41780725177450611770e-1,
+                                  2.27238449892691845833e-2, 7.74545014278341407640e-4};
+  static constexpr double kD[] = {1.0, 2.05319162663775882187e0, 1.67638483018380384940e0, 6.89767334985100004550e-1,
+                                  1.48103976427480074590e-1, 1.51986665636164571966e-2, 5.47593808499534494600e-4,
+                                  1.05075007164441684324e-9};
+  static constexpr double kE[] = {6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0,
+                                  2.96560571828504891230e-1, 2.65321895265761230930e-2, 1.24266094738807843860e-3,
+                                  2.71155556874348757815e-5, 2.01033439929228813265e-7};
+  static constexpr double kF[] = {1.0, 5.99832206555887937690e-1, 1.36929880922735805310e-1, 1.48753612908506148525e-2,
+                                  7.86869131145613259100e-4, 1.84631831751005468180e-5, 1.42151175831644588870e-7,
+                                  2.04426310338993978564e-15};
+  // the quotient of two degree-7 polynomials (coefficients lowest first) at t
+  auto rational = [&](const double* num, const double* den, V t) {
+    V n = m.c(num[7]), d = m.c(den[7]);
+    for (int i = 6; i >= 0; --i) {
+      n = m.add(m.mul(n, t), m.c(num[i]));
+      d = m.add(m.mul(d, t), m.c(den[i]));
+    }
+    return m.div(n, d);
+  };
+  const V q = m.mul(x, m.c(0.5)), ax = m.abs(x);
+  const V central = m.mul(q, rational(kA, kB, m.sub(m.c(0.180625), m.mul(q, q))));
+  // the tails (|q| > 0.425): r from the smaller of p and 1 - p (kept positive
+  // and normal where it is not used), the sign of x
+  const V pMin = m.select(m.gt(ax, m.c(0.5)), m.mul(m.sub(m.c(1), ax), m.c(0.5)), m.c(0.25));
+  const V r = m.sqrt(m.neg(logOf(m, pMin, false)));
+  const auto near = m.le(r, m.c(5));
+  const V tail = m.select(near, rational(kC, kD, m.sub(r, m.c(1.6))), rational(kE, kF, m.sub(r, m.c(5))));
+  const V signedTail = m.select(m.lt(x, m.c(0)), m.neg(tail), tail);
+  const V ppnd = m.select(m.le(m.abs(q), m.c(0.425)), central, signedTail);
+  return m.mul(ppnd, m.c(0.70710678118654752440)); // 1/sqrt(2)
+}
+
+/// erf_inv of x (f64) with the edge cases: +-inf at +-1, NaN beyond (and for
+/// NaN); the series see a safe 0 there, so logOf's argument stays normal.
+template <class M> typename M::V erfInvOf(M& m, typename M::V x, bool f32) {
+  using V = typename M::V;
+  const V ax = m.abs(x);
+  const auto inside = m.lt(ax, m.c(1));
+  const V safe = m.select(inside, x, m.c(0));
+  const V y = f32 ? erfInvF32(m, safe) : erfInvF64(m, safe);
+  const V edge = m.select(m.eq(ax, m.c(1)), m.mul(x, m.c(HUGE_VAL)), m.c(std::nan("")));
+  return m.select(inside, y, edge);
+}
+
+struct ErfInvEval {
+  template <class T> T operator()(T x) const {
+    HostMath<T> m;
+    return erfInvOf(m, x, std::is_same_v<T, float>);
+  }
 };
 
 struct DigammaEval {
@@ -252,6 +405,21 @@ void defineMathOps(Table& t) {
   // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt
   // d/dx erf x = 2/sqrt(pi) e^(-x^2)
   set(t, OpKind::Erf, {.infer = inferFloatUnary, .eval = evalWith<ErfEval>, .fold = noFold, .scalar = libmCall, .libm = {"erf", 1, false}, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * (1.1283791670955126 * exp(-(x * x))); }); }});
+
+  // erf_inv(x) = y such that erf(y) = x, for x in [-1, 1] (the series above)
+  // d/dx erf_inv x = sqrt(pi)/2 e^(erf_inv(x)^2) (inf at +-1, as the true derivative)
+  set(t, OpKind::ErfInv, {
+      .infer = inferFloatUnary,
+      .eval = evalWith<ErfInvEval>,
+      .fold = noFold,
+      .scalar = [](ScalarCtx& c) {
+        IrMath m{c, c.outType()};
+        return erfInvOf(m, c.args[0], c.outType() == DType::f32);
+      },
+      .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
+        c.grad(0, [&] { Tensor y = c.y(); return c.dy() * (0.88622692545275801365 * exp(y * y)); });
+      },
+  });
 
   // lgamma(x) = ln |Gamma(x)|; +inf at the poles 0, -1, -2, ...
   // d/dx ln |Gamma(x)| = digamma(x). glibc has no vector lgamma: vector loops

@@ -23,6 +23,7 @@ void registerAll() {
   defineArithOps(t);
   defineMathOps(t);
   defineLogicOps(t);
+  defineBitsOps(t);
   defineCreationOps(t);
   defineShapeOps(t);
   defineIndexingOps(t);

@@ -114,6 +114,7 @@ inline void set(Table& t, OpKind k, Hooks h) { t[static_cast<std::size_t>(k)] = 
 void defineArithOps(Table&);
 void defineMathOps(Table&);
 void defineLogicOps(Table&);
+void defineBitsOps(Table&);
 void defineCreationOps(Table&);
 void defineShapeOps(Table&);
 void defineIndexingOps(Table&);

@@ -215,8 +215,46 @@ Tensor gt(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("gt", OpKi
 Tensor ge(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ge", OpKind::Ge, a, b, Location::from(l)); }
 Tensor eq(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("eq", OpKind::Eq, a, b, Location::from(l)); }
 Tensor ne(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("ne", OpKind::Ne, a, b, Location::from(l)); }
-Tensor logical_and(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("and", OpKind::And, a, b, Location::from(l)); }
-Tensor logical_or(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("or", OpKind::Or, a, b, Location::from(l)); }
+namespace {
+/// The logical functions take i1 only (the ops they record are also bitwise on integers).
+void expectI1(const char* op, std::initializer_list<const Tensor*> xs, const Location& loc) {
+  for (const Tensor* x : xs)
+    if (x->valid() && x->dtype() != DType::i1)
+      throw Error(fmt::format("{}: expected {}, got {}", op, xs.size() == 1 ? "an i1 operand" : "i1 operands", x->type().str()),
+                  loc);
+}
+} // namespace
+Tensor logical_and(const Tensor& a, const Tensor& b, SrcLoc l) {
+  expectI1("and", {&a, &b}, Location::from(l));
+  return binary("and", OpKind::And, a, b, Location::from(l));
+}
+Tensor logical_or(const Tensor& a, const Tensor& b, SrcLoc l) {
+  expectI1("or", {&a, &b}, Location::from(l));
+  return binary("or", OpKind::Or, a, b, Location::from(l));
+}
+Tensor bitwise_and(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("and", OpKind::And, a, b, Location::from(l)); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("or", OpKind::Or, a, b, Location::from(l)); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b, SrcLoc l) { return binary("xor", OpKind::Xor, a, b, Location::from(l)); }
+Tensor bitwise_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, Location::from(l)); }
+Tensor shift_left(const Tensor& x, const Tensor& s, SrcLoc l) {
+  return binary("shift_left", OpKind::ShiftLeft, x, s, Location::from(l));
+}
+Tensor shift_right_logical(const Tensor& x, const Tensor& s, SrcLoc l) {
+  return binary("shift_right_logical", OpKind::ShiftRightLogical, x, s, Location::from(l));
+}
+Tensor shift_right_arithmetic(const Tensor& x, const Tensor& s, SrcLoc l) {
+  return binary("shift_right_arithmetic", OpKind::ShiftRightArithmetic, x, s, Location::from(l));
+}
+Tensor population_count(const Tensor& x, SrcLoc l) {
+  return unary("population_count", OpKind::PopulationCount, x, Location::from(l));
+}
+Tensor bitcast(const Tensor& x, DType to, SrcLoc l) {
+  Location loc = Location::from(l);
+  if (x.dtype() == to) return x;
+  ir::Attrs a;
+  a.set("dtype", to);
+  return emit(stateOf({&x}, "bitcast", loc), OpKind::Bitcast, {x}, std::move(a), loc);
+}
 
 Tensor neg(const Tensor& x, SrcLoc l) { return unary("neg", OpKind::Neg, x, Location::from(l)); }
 Tensor exp(const Tensor& x, SrcLoc l) { return unary("exp", OpKind::Exp, x, Location::from(l)); }
@@ -230,6 +268,7 @@ Tensor cos(const Tensor& x, SrcLoc l) { return unary("cos", OpKind::Cos, x, Loca
 Tensor tanh(const Tensor& x, SrcLoc l) { return unary("tanh", OpKind::Tanh, x, Location::from(l)); }
 Tensor sigmoid(const Tensor& x, SrcLoc l) { return unary("sigmoid", OpKind::Sigmoid, x, Location::from(l)); }
 Tensor erf(const Tensor& x, SrcLoc l) { return unary("erf", OpKind::Erf, x, Location::from(l)); }
+Tensor erf_inv(const Tensor& x, SrcLoc l) { return unary("erf_inv", OpKind::ErfInv, x, Location::from(l)); }
 Tensor lgamma(const Tensor& x, SrcLoc l) { return unary("lgamma", OpKind::Lgamma, x, Location::from(l)); }
 Tensor digamma(const Tensor& x, SrcLoc l) { return unary("digamma", OpKind::Digamma, x, Location::from(l)); }
 Tensor abs(const Tensor& x, SrcLoc l) { return unary("abs", OpKind::Abs, x, Location::from(l)); }
@@ -350,9 +389,13 @@ Tensor sinc(const Tensor& x, SrcLoc l) {
   Tensor safe = where(small, ones_like(px, l), px, l);
   return where(small, poly, div(sin(safe, l), safe, l), l);
 }
-Tensor logical_not(const Tensor& x, SrcLoc l) { return unary("not", OpKind::Not, x, Location::from(l)); }
+Tensor logical_not(const Tensor& x, SrcLoc l) {
+  expectI1("not", {&x}, Location::from(l));
+  return unary("not", OpKind::Not, x, Location::from(l));
+}
 Tensor operator!(const Tensor& x) {
   try {
+    expectI1("not", {&x}, {});
     return unary("not", OpKind::Not, x, {});
   } catch (const Error& e) { // `!` cannot know its line (tensor.h): the line that made x is the nearest known
     const TraceState* s = detail::currentTrace();

@@ -1,0 +1,76 @@
+// adjit/random.h — counter-based random numbers with explicit keys, as JAX's
+// jax.random: no hidden state, reproducible everywhere. A key is an i32[2]
+// tensor (JAX's raw uint32[2] key, its bits held in i32); samplers are
+// composites of elementwise ops (Threefry-2x32, 20 rounds), so they run inside
+// compiled code, fuse into one vectorised loop, and work under jit and in loop
+// bodies (a key carried through a scan). Values are bit-identical to JAX under
+// its default jax_threefry_partitionable=True where the functions say so.
+#pragma once
+
+#include <adjit/tensor.h>
+
+namespace adjit::random {
+
+#define ADJIT_HERE std::source_location loc = std::source_location::current()
+
+/// The key of a seed, JAX's `jax.random.key_data(jax.random.key(seed))`: i32[2]
+/// holding {seed >> 32, seed & 0xffffffff} as unsigned words (JAX with 64-bit
+/// seeds, jax_enable_x64; the same as JAX's default for seeds in [0, 2^31)).
+Tensor key(int64_t seed, ADJIT_HERE);
+/// The key of a traced i32 or i64 scalar seed (an i32 seed s gives {0, s}).
+Tensor key(const Tensor& seed, ADJIT_HERE);
+/// The key of a seed as an Array, to pass to a jitted function (key(seed)'s value).
+Array key_data(int64_t seed);
+/// `num` new keys from `key`, i32[num, 2]: row i is Threefry(key, counter (0, i)),
+/// as JAX's split; each is independent of the others and of `key`'s samples.
+Tensor split(const Tensor& key, int64_t num = 2, ADJIT_HERE);
+/// A new key from `key` and the integer `data` (its low 32 bits), as JAX's
+/// fold_in: Threefry(key, counter (0, data)).
+Tensor fold_in(const Tensor& key, int64_t data, ADJIT_HERE);
+/// fold_in with traced data, an i32 scalar (a loop index in a scan body).
+Tensor fold_in(const Tensor& key, const Tensor& data, ADJIT_HERE);
+/// The Threefry-2x32 block (20 rounds) of counters (x0, x1) under `key`: i32
+/// tensors holding u32 words, broadcasting against each other; the two output
+/// words. The generator under every function here (JAX's threefry_2x32).
+std::pair<Tensor, Tensor> threefry_2x32(const Tensor& key, const Tensor& x0, const Tensor& x1, ADJIT_HERE);
+/// Random bits of `shape`, as JAX's random_bits: i32 holds 32 random bits per
+/// element (a u32's bits), i64 64.
+Tensor bits(const Tensor& key, const Shape& shape, DType dtype = DType::i32, ADJIT_HERE);
+
+/// Uniform samples in [minval, maxval) of a floating dtype, as JAX's uniform:
+/// the random bits fill the mantissa of a number in [1, 2), from which 1 is
+/// subtracted; then scaled to the interval (and not below minval). Bit-identical to JAX.
+Tensor uniform(const Tensor& key, const Shape& shape = {}, DType dtype = DType::f32, double minval = 0, double maxval = 1,
+               ADJIT_HERE);
+/// Standard normal samples, as JAX's normal: sqrt(2) erf_inv(u) with u uniform
+/// in (-1, 1). Gradients flow through `mu + sigma * normal(key, ...)` to mu and
+/// sigma (the reparameterisation trick); none flows to the key.
+Tensor normal(const Tensor& key, const Shape& shape = {}, DType dtype = DType::f32, ADJIT_HERE);
+/// i1 samples, true with probability p: uniform(key, shape, f32) < p, as JAX's bernoulli.
+Tensor bernoulli(const Tensor& key, double p = 0.5, const Shape& shape = {}, ADJIT_HERE);
+/// bernoulli with a tensor of probabilities (floating), which broadcasts to
+/// `shape` (empty: p's own shape); the samples compare uniform of p's dtype with p.
+Tensor bernoulli(const Tensor& key, const Tensor& p, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+/// Integers in [minval, maxval) of dtype i32, as JAX's randint (from two
+/// splits of `key`, 64 random bits per sample, so nearly unbiased; minval
+/// when maxval <= minval; bounds outside i32 are clipped into it, as JAX).
+Tensor randint(const Tensor& key, const Shape& shape, int64_t minval, int64_t maxval, DType dtype = DType::i32,
+               ADJIT_HERE);
+/// Samples of the standard Gumbel distribution, as JAX's gumbel (mode "low"):
+/// -log(-log(u)) with u uniform in [tiny, 1).
+Tensor gumbel(const Tensor& key, const Shape& shape = {}, DType dtype = DType::f32, ADJIT_HERE);
+/// Indices sampled along `axis` of `logits` (unnormalised log-probabilities),
+/// i32, the other axes kept, as JAX's categorical: argmax(logits + gumbel).
+/// Not differentiable in the logits.
+Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis = -1, ADJIT_HERE);
+/// Samples of the standard exponential distribution, -log1p(-u), as JAX's exponential.
+Tensor exponential(const Tensor& key, const Shape& shape = {}, DType dtype = DType::f32, ADJIT_HERE);
+/// Standard normal samples conditioned on [lower, upper], as JAX's
+/// truncated_normal: sqrt(2) erf_inv(u) with u uniform between erf(lower /
+/// sqrt(2)) and erf(upper / sqrt(2)), clipped to the open interval.
+Tensor truncated_normal(const Tensor& key, double lower, double upper, const Shape& shape = {},
+                        DType dtype = DType::f32, ADJIT_HERE);
+
+#undef ADJIT_HERE
+
+} // namespace adjit::random

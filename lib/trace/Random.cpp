@@ -1,0 +1,267 @@
+// trace/Random.cpp — adjit::random: JAX's counter-based random numbers as
+// composites of elementwise ops. Threefry-2x32 (Salmon et al., "Parallel
+// random numbers: as easy as 1, 2, 3", SC 2011; 20 rounds) on i32 tensors
+// that hold u32 bits: add wraps, rotations are two shifts and an or. Keys,
+// splits and bits follow JAX's jax_threefry_partitionable=True: element i of
+// a sample of n elements is Threefry(key, counter (hi(i), lo(i))) of its
+// row-major position, its two output words xor'ed (or joined for 64 bits).
+#include <adjit/error.h>
+#include <adjit/random.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <limits>
+
+namespace adjit::random {
+namespace {
+
+using Loc = std::source_location;
+
+/// The i32 that holds the bits of the unsigned word w.
+double word(uint32_t w) { return static_cast<double>(static_cast<int32_t>(w)); }
+
+/// x rotated left by r bits, as 32-bit words.
+Tensor rotl(const Tensor& x, int r, const Loc& loc) {
+  return bitwise_or(shift_left(x, AtScalar(r, loc)), shift_right_logical(x, AtScalar(32 - r, loc)), loc);
+}
+
+/// Threefry-2x32, 20 rounds, of counters (x0, x1) under key (k0, k1): i32
+/// tensors holding u32 words, broadcasting against each other.
+std::pair<Tensor, Tensor> threefry2x32(const Tensor& k0, const Tensor& k1, Tensor x0, Tensor x1, const Loc& loc) {
+  static constexpr int kRotations[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  // the third key word makes the key schedule's parity 0x1BD11BDA (Threefish's constant)
+  const Tensor ks[3] = {k0, k1, bitwise_xor(bitwise_xor(k0, k1, loc), AtScalar(0x1BD11BDA, loc))};
+  x0 = add(x0, k0, loc);
+  x1 = add(x1, k1, loc);
+  for (int i = 0; i < 5; ++i) {
+    for (int r : kRotations[i % 2]) { // mix: x0 += x1; x1 = rotl(x1, r) ^ x0
+      x0 = add(x0, x1, loc);
+      x1 = bitwise_xor(rotl(x1, r, loc), x0, loc);
+    }
+    // key injection s = i + 1 after every 4 rounds
+    x0 = add(x0, ks[(i + 1) % 3], loc);
+    x1 = add(x1, add(ks[(i + 2) % 3], AtScalar(i + 1, loc)), loc);
+  }
+  return {x0, x1};
+}
+
+void checkKey(const char* fn, const Tensor& key, const Loc& loc) {
+  if (!key.valid()) throw Error(fmt::format("random.{}: the key is an empty Tensor", fn), Location::from(loc));
+  if (key.type() != Type{DType::i32, {2}})
+    throw Error(fmt::format("random.{}: expected a key, i32[2], got {}", fn, key.type().str()), Location::from(loc));
+}
+
+void checkFloat(const char* fn, DType dtype, const Loc& loc) {
+  if (!is_floating(dtype))
+    throw Error(fmt::format("random.{}: expected a floating dtype, got {}", fn, name_of(dtype)), Location::from(loc));
+}
+
+/// Threefry of `key` on the counters of `shape`'s elements (row-major
+/// positions i as the words (i >> 32, i & 0xffffffff)).
+std::pair<Tensor, Tensor> blocks(const Tensor& key, const Shape& shape, const Loc& loc) {
+  const Tensor k0 = key.at(0, loc), k1 = key.at(1, loc);
+  const int64_t n = num_elements(shape);
+  if (n < 0) throw Error(fmt::format("random: negative dimension in shape {}", shape_str(shape)), Location::from(loc));
+  std::vector<int64_t> dims(shape.begin(), shape.end());
+  if (n <= std::numeric_limits<int32_t>::max()) // the high words are 0: one scalar, broadcast
+    return threefry2x32(k0, k1, full({}, 0, DType::i32, loc), reshape(iota({n}, 0, DType::i32, loc), dims, loc), loc);
+  const Tensor i = reshape(iota({n}, 0, DType::i64, loc), dims, loc);
+  return threefry2x32(k0, k1, cast(shift_right_logical(i, AtScalar(32, loc)), DType::i32, loc), cast(i, DType::i32, loc),
+                      loc);
+}
+
+/// A scalar of dtype t (the value rounded to t once).
+Tensor scalar(DType t, double v, const Loc& loc) { return full({}, v, t, loc); }
+
+/// v rounded to float where t is f32.
+double rounded(DType t, double v) { return t == DType::f32 ? static_cast<double>(static_cast<float>(v)) : v; }
+
+/// The next value of dtype t after v toward `toward`.
+double nextAfter(DType t, double v, double toward) {
+  if (t == DType::f32) return std::nextafter(static_cast<float>(v), static_cast<float>(toward));
+  return std::nextafter(v, toward);
+}
+
+} // namespace
+
+Tensor key(int64_t seed, Loc loc) {
+  const auto s = static_cast<uint64_t>(seed);
+  return constant(Array(std::vector<int32_t>{static_cast<int32_t>(s >> 32), static_cast<int32_t>(s)}), loc);
+}
+
+Array key_data(int64_t seed) {
+  const auto s = static_cast<uint64_t>(seed);
+  return Array(std::vector<int32_t>{static_cast<int32_t>(s >> 32), static_cast<int32_t>(s)});
+}
+
+Tensor key(const Tensor& seed, Loc loc) {
+  if (!seed.valid() || seed.rank() != 0 || (seed.dtype() != DType::i32 && seed.dtype() != DType::i64))
+    throw Error(fmt::format("random.key: expected an i32 or i64 scalar seed, got {}", seed.valid() ? seed.type().str() : "an empty Tensor"),
+                Location::from(loc));
+  if (seed.dtype() == DType::i32) return stack({full({}, 0, DType::i32, loc), seed}, 0, loc);
+  return stack({cast(shift_right_logical(seed, AtScalar(32, loc)), DType::i32, loc), cast(seed, DType::i32, loc)}, 0, loc);
+}
+
+Tensor split(const Tensor& key, int64_t num, Loc loc) {
+  checkKey("split", key, loc);
+  if (num < 0) throw Error(fmt::format("random.split: expected a number of keys >= 0, got {}", num), Location::from(loc));
+  auto [b0, b1] = blocks(key, {num}, loc);
+  return stack({b0, b1}, 1, loc);
+}
+
+Tensor fold_in(const Tensor& key, int64_t data, Loc loc) {
+  checkKey("fold_in", key, loc);
+  auto [b0, b1] = threefry2x32(key.at(0, loc), key.at(1, loc), full({}, 0, DType::i32, loc),
+                               full({}, word(static_cast<uint32_t>(data)), DType::i32, loc), loc);
+  return stack({b0, b1}, 0, loc);
+}
+
+Tensor fold_in(const Tensor& key, const Tensor& data, Loc loc) {
+  checkKey("fold_in", key, loc);
+  if (!data.valid() || data.type() != Type{DType::i32, {}})
+    throw Error(fmt::format("random.fold_in: expected i32[] data, got {}", data.valid() ? data.type().str() : "an empty Tensor"),
+                Location::from(loc));
+  auto [b0, b1] = threefry2x32(key.at(0, loc), key.at(1, loc), full({}, 0, DType::i32, loc), data, loc);
+  return stack({b0, b1}, 0, loc);
+}
+
+std::pair<Tensor, Tensor> threefry_2x32(const Tensor& key, const Tensor& x0, const Tensor& x1, Loc loc) {
+  checkKey("threefry_2x32", key, loc);
+  for (const Tensor* x : {&x0, &x1})
+    if (!x->valid() || x->dtype() != DType::i32)
+      throw Error(fmt::format("random.threefry_2x32: expected i32 counters, got {}", x->valid() ? x->type().str() : "an empty Tensor"),
+                  Location::from(loc));
+  return threefry2x32(key.at(0, loc), key.at(1, loc), x0, x1, loc);
+}
+
+Tensor bits(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
+  checkKey("bits", key, loc);
+  auto [b0, b1] = blocks(key, shape, loc);
+  if (dtype == DType::i32) return bitwise_xor(b0, b1, loc);
+  if (dtype != DType::i64)
+    throw Error(fmt::format("random.bits: expected dtype i32 or i64, got {}", name_of(dtype)), Location::from(loc));
+  // 64 bits: the first word high, the second low (zero-extended)
+  const Tensor hi = shift_left(cast(b0, DType::i64, loc), AtScalar(32, loc));
+  return bitwise_or(hi, bitwise_and(cast(b1, DType::i64, loc), AtScalar(int64_t{0xFFFFFFFF}, loc)), loc);
+}
+
+Tensor uniform(const Tensor& key, const Shape& shape, DType dtype, double minval, double maxval, Loc loc) {
+  checkKey("uniform", key, loc);
+  checkFloat("uniform", dtype, loc);
+  // Random mantissa bits under the exponent of 1: a float in [1, 2), minus 1.
+  Tensor floats;
+  if (dtype == DType::f32) {
+    const Tensor b = bits(key, shape, DType::i32, loc);
+    const Tensor m = bitwise_or(shift_right_logical(b, AtScalar(32 - 23, loc)), AtScalar(0x3F800000, loc));
+    floats = sub(bitcast(m, DType::f32, loc), AtScalar(1.0, loc));
+  } else {
+    const Tensor b = bits(key, shape, DType::i64, loc);
+    const Tensor m = bitwise_or(shift_right_logical(b, AtScalar(64 - 52, loc)), AtScalar(int64_t{0x3FF0000000000000}, loc));
+    floats = sub(bitcast(m, DType::f64, loc), AtScalar(1.0, loc));
+  }
+  // floats * (maxval - minval) + minval, the bounds and their difference in dtype, and not below minval
+  const double lo = rounded(dtype, minval), hi = rounded(dtype, maxval), scale = rounded(dtype, hi - lo);
+  const Tensor lower = scalar(dtype, lo, loc);
+  return maximum(lower, add(mul(floats, scalar(dtype, scale, loc), loc), lower, loc), loc);
+}
+
+Tensor normal(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
+  checkKey("normal", key, loc);
+  checkFloat("normal", dtype, loc);
+  // u in (-1, 1): the open interval keeps erf_inv finite
+  const Tensor u = uniform(key, shape, dtype, nextAfter(dtype, -1, 0), 1, loc);
+  return mul(scalar(dtype, std::sqrt(2.0), loc), erf_inv(u, loc), loc);
+}
+
+Tensor bernoulli(const Tensor& key, double p, const Shape& shape, Loc loc) {
+  checkKey("bernoulli", key, loc);
+  return lt(uniform(key, shape, DType::f32, 0, 1, loc), AtScalar(p, loc));
+}
+
+Tensor bernoulli(const Tensor& key, const Tensor& p, std::optional<Shape> shape, Loc loc) {
+  checkKey("bernoulli", key, loc);
+  if (!p.valid()) throw Error("random.bernoulli: p is an empty Tensor", Location::from(loc));
+  checkFloat("bernoulli", p.dtype(), loc);
+  const Shape s = shape ? *shape : p.shape();
+  return lt(uniform(key, s, p.dtype(), 0, 1, loc), p, loc);
+}
+
+Tensor randint(const Tensor& key, const Shape& shape, int64_t minval, int64_t maxval, DType dtype, Loc loc) {
+  checkKey("randint", key, loc);
+  if (dtype != DType::i32)
+    throw Error(fmt::format("random.randint: expected dtype i32, got {} (i64 needs 64-bit unsigned remainders, not yet "
+                            "available)", name_of(dtype)),
+                Location::from(loc));
+  // JAX's algorithm on the trace-time bounds: clip into i32; the span as u32,
+  // 1 when maxval <= minval, one more when maxval was above i32's range.
+  constexpr int64_t kMin = std::numeric_limits<int32_t>::min(), kMax = std::numeric_limits<int32_t>::max();
+  const bool maxOutOfRange = maxval > kMax;
+  const int64_t lo = std::clamp(minval, kMin, kMax), hi = std::clamp(maxval, kMin, kMax);
+  uint32_t span = static_cast<uint32_t>(hi) - static_cast<uint32_t>(lo);
+  if (hi <= lo) span = 1;
+  if (maxOutOfRange && hi > lo) span += 1; // may wrap to 0: then the remainders below leave their operand
+  // (a % 0 = a, as XLA's unsigned remainder)
+  auto rem = [&](uint64_t a) { return span == 0 ? a : a % span; };
+  // 2^32 % span, as (2^16 % span)^2 % span in u32 (the square wraps as JAX's)
+  const uint32_t m16 = static_cast<uint32_t>(rem(uint64_t{1} << 16));
+  const uint32_t multiplier = static_cast<uint32_t>(rem(static_cast<uint32_t>(m16 * m16)));
+
+  // Two independent words per sample: (higher % span) * 2^32 + lower, mod span.
+  // In i64, where the u32 words and their remainders are non-negative.
+  const Tensor keys = split(key, 2, loc);
+  const Tensor mask = full({}, double(0xFFFFFFFF), DType::i64, loc);
+  auto u64 = [&](const Tensor& w) { return bitwise_and(cast(w, DType::i64, loc), mask, loc); };
+  auto remainder = [&](const Tensor& a) { // a % span for 0 <= a < 2^32
+    if (span == 0) return a;
+    return sub(a, mul(div(a, AtScalar(int64_t{span}, loc)), AtScalar(int64_t{span}, loc)), loc);
+  };
+  const Tensor higher = u64(bits(keys.at(0, loc), shape, DType::i32, loc));
+  const Tensor lower = u64(bits(keys.at(1, loc), shape, DType::i32, loc));
+  // (higher % span) * multiplier + lower % span, wrapped to u32 as in JAX, then % span
+  Tensor offset = bitwise_and(mul(remainder(higher), AtScalar(int64_t{multiplier}, loc)), mask, loc);
+  offset = remainder(bitwise_and(add(offset, remainder(lower), loc), mask, loc));
+  return add(full({}, double(lo), DType::i32, loc), cast(offset, DType::i32, loc), loc);
+}
+
+Tensor gumbel(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
+  checkKey("gumbel", key, loc);
+  checkFloat("gumbel", dtype, loc);
+  const double tiny = dtype == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
+  return neg(log(neg(log(uniform(key, shape, dtype, tiny, 1, loc), loc), loc), loc), loc);
+}
+
+Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc loc) {
+  checkKey("categorical", key, loc);
+  if (!logits.valid()) throw Error("random.categorical: the logits are an empty Tensor", Location::from(loc));
+  checkFloat("categorical", logits.dtype(), loc);
+  if (logits.rank() == 0)
+    throw Error(fmt::format("random.categorical: expected logits with an axis to sample along, got {}", logits.type().str()),
+                Location::from(loc));
+  return argmax(add(gumbel(key, logits.shape(), logits.dtype(), loc), logits, loc), axis, DType::i32, loc);
+}
+
+Tensor exponential(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
+  checkKey("exponential", key, loc);
+  checkFloat("exponential", dtype, loc);
+  return neg(log1p(neg(uniform(key, shape, dtype, 0, 1, loc), loc), loc), loc);
+}
+
+Tensor truncated_normal(const Tensor& key, double lower, double upper, const Shape& shape, DType dtype, Loc loc) {
+  checkKey("truncated_normal", key, loc);
+  checkFloat("truncated_normal", dtype, loc);
+  // a = erf(lower / sqrt 2), b = erf(upper / sqrt 2), in dtype (at trace time; JAX computes them with XLA's erf)
+  const double sqrt2 = rounded(dtype, std::sqrt(2.0)), lo = rounded(dtype, lower), hi = rounded(dtype, upper);
+  auto erfIn = [&](double v) {
+    return dtype == DType::f32 ? double(std::erf(static_cast<float>(static_cast<float>(v) / static_cast<float>(sqrt2))))
+                               : std::erf(v / sqrt2);
+  };
+  const Tensor u = uniform(key, shape, dtype, erfIn(lo), erfIn(hi), loc);
+  const Tensor out = mul(scalar(dtype, sqrt2, loc), erf_inv(u, loc), loc);
+  // clipped into the open interval (rounding, or u = a, may reach the bounds)
+  return clip(out, scalar(dtype, nextAfter(dtype, lo, HUGE_VAL), loc), scalar(dtype, nextAfter(dtype, hi, -HUGE_VAL), loc), loc);
+}
+
+} // namespace adjit::random

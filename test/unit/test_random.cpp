@@ -1,0 +1,493 @@
+// test/unit/test_random.cpp — integer bit ops, erf_inv, and adjit::random:
+// Threefry's known-answer vectors, JAX's documented values, interpreter =
+// JIT bit for bit, keys through jit and scan, sample statistics, gradients.
+#include "Check.h"
+
+#include <adjit/adjit.h>
+
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace adjit;
+using namespace adjit::test;
+
+namespace {
+
+const Type kKey{DType::i32, {2}};
+
+Array i64s(std::vector<int64_t> v) { return Array(v, {static_cast<int64_t>(v.size())}); }
+
+/// The two words of `a` (i32[2]) as unsigned.
+std::pair<uint32_t, uint32_t> words(const Array& a) {
+  REQUIRE(a.type() == kKey);
+  return {static_cast<uint32_t>(a.data<int32_t>()[0]), static_cast<uint32_t>(a.data<int32_t>()[1])};
+}
+
+/// f of one or two Tensors as a function of a vector of them (check3's form).
+template <class F> auto onVector(F f) {
+  return [f](const std::vector<Tensor>& v) {
+    if constexpr (std::is_invocable_v<F, Tensor>) return f(v.at(0));
+    else return f(v.at(0), v.at(1));
+  };
+}
+
+/// check3 of a function of one or two Tensors.
+template <class F> void check(F f, const std::vector<Array>& inputs, const Array& expected) {
+  check3(onVector(f), inputs, expected);
+}
+
+/// f traced once, run by the interpreter and compiled: both results, which must
+/// agree bit for bit (`exact`), or to 2e-6 relative where f calls libm functions
+/// (log, log1p, erf), whose vector variants round differently per vector width
+/// (a few f32 ulp).
+template <class F> Array sameBits(F f0, const std::vector<Array>& args, bool exact = true) {
+  auto f = onVector(f0);
+  std::vector<Type> types;
+  for (const Array& a : args) types.push_back(a.type());
+  const Module m = trace(f, types);
+  const Array interpreted = m.interpret("f", args).at(0);
+  const Array compiled = jit(f)(args);
+  if (exact) CHECK(bytesOf(compiled) == bytesOf(interpreted));
+  else ADJIT_CHECK_CLOSE(compiled, interpreted, 2e-6);
+  return compiled;
+}
+
+} // namespace
+
+// ---- bit ops ---------------------------------------------------------------------------
+
+TEST_CASE("bitwise and/or/xor/not on integers; the logical functions still take i1 only") {
+  const int32_t kMin = std::numeric_limits<int32_t>::min();
+  const Array a = i32({0x0F0F, -1, 12345, kMin}), b = i32({0x00FF, 0x5A5A5A5A, -12345, -1});
+  check([](Tensor x, Tensor y) { return bitwise_and(x, y); }, {a, b}, i32({0x000F, 0x5A5A5A5A, 12345 & -12345, kMin}));
+  check([](Tensor x, Tensor y) { return bitwise_or(x, y); }, {a, b}, i32({0x0FFF, -1, 12345 | -12345, -1}));
+  check([](Tensor x, Tensor y) { return bitwise_xor(x, y); }, {a, b}, i32({0x0FF0, ~0x5A5A5A5A, 12345 ^ -12345, ~kMin}));
+  check([](Tensor x) { return bitwise_not(x); }, {a}, i32({~0x0F0F, 0, ~12345, ~kMin}));
+  check([](Tensor x) { return bitwise_xor(x, int64_t{0x100000000}); }, {i64s({1, -1})}, i64s({0x100000001, ~int64_t{0x100000000}}));
+  // on i1 they are logical
+  check([](Tensor x, Tensor y) { return bitwise_xor(x, y); }, {i1({true, true, false}), i1({true, false, false})},
+         i1({false, true, false}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor x, Tensor y) { return logical_and(x, y); }, Type{DType::i32, {3}}, Type{DType::i32, {3}}),
+                       doctest::Contains("and: expected i1 operands, got i32[3]"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return !x; }, Type{DType::i32, {3}}), doctest::Contains("not: expected an i1 operand, got i32[3]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x) { return bitwise_not(x); }, Type{DType::f32, {3}}),
+                       doctest::Contains("not: expected an i1 or integer operand, got f32[3]"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor x, Tensor y) { return bitwise_or(x, y); }, Type{DType::f64, {3}}, Type{DType::f64, {3}}),
+                       doctest::Contains("or: expected i1 or integer operands, got f64[3]"), Error);
+}
+
+TEST_CASE("shifts: out-of-range amounts (negative or >= the width) as XLA defines them") {
+  const Array x = i32({-8, -8, -8, -8, -8, -8, 0x40000001});
+  const Array s = i32({-1, 0, 1, 31, 32, 33, 1});
+  check([](Tensor a, Tensor b) { return shift_left(a, b); }, {x, s}, i32({0, -8, -16, 0, 0, 0, int32_t(0x80000002u)}));
+  check([](Tensor a, Tensor b) { return shift_right_logical(a, b); }, {x, s},
+         i32({0, -8, 0x7FFFFFFC, 1, 0, 0, 0x20000000}));
+  check([](Tensor a, Tensor b) { return shift_right_arithmetic(a, b); }, {x, s}, i32({-1, -8, -4, -1, -1, -1, 0x20000000}));
+  check([](Tensor a) { return shift_right_arithmetic(a, 64); }, {i64s({-5, 5})}, i64s({-1, 0}));
+  check([](Tensor a) { return shift_right_logical(a, 60); }, {i64s({-1, 1})}, i64s({15, 0}));
+  check([](Tensor a) { return shift_left(a, 40); }, {i64s({3, 1})}, i64s({int64_t{3} << 40, int64_t{1} << 40}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor a) { return shift_left(a, 1); }, Type{DType::f32, {3}}),
+                       doctest::Contains("shift_left: expected i32 or i64 operands, got f32[3]"), Error);
+}
+
+TEST_CASE("population_count and bitcast") {
+  check([](Tensor a) { return population_count(a); }, {i32({0, -1, 7, std::numeric_limits<int32_t>::min()})},
+         i32({0, 32, 3, 1}));
+  check([](Tensor a) { return population_count(a); }, {i64s({-1, 0x100000001})}, i64s({64, 2}));
+  check([](Tensor a) { return bitcast(a, DType::i32); }, {f32({1.0f, -2.0f, 0.0f})},
+         i32({0x3F800000, int32_t(0xC0000000u), 0}));
+  check([](Tensor a) { return bitcast(a, DType::f32); }, {i32({0x3F800000, 0x7F800000})},
+         f32({1.0f, std::numeric_limits<float>::infinity()}));
+  check([](Tensor a) { return bitcast(a, DType::i64); }, {f64({1.0})}, Array(int64_t{0x3FF0000000000000}));
+  check([](Tensor a) { return bitcast(a, DType::f64); }, {i64s({0x4000000000000000})}, f64({2.0}, {1}));
+  CHECK_THROWS_WITH_AS(trace([](Tensor a) { return bitcast(a, DType::i64); }, Type{DType::f32, {3}}),
+                       doctest::Contains("bitcast: expected dtypes of one width (f32 and i32, f64 and i64), got f32[3] to i64"), Error);
+}
+
+TEST_CASE("integer add and mul wrap in interpreter and compiled code (Threefry's u32 arithmetic)") {
+  const int32_t kMax = std::numeric_limits<int32_t>::max();
+  check([](Tensor a, Tensor b) { return a + b; }, {i32({kMax, -1}), i32({1, std::numeric_limits<int32_t>::min()})},
+         i32({std::numeric_limits<int32_t>::min(), kMax}));
+  check([](Tensor a, Tensor b) { return a * b; }, {i32({0x10000, -3}), i32({0x10000, kMax})}, i32({0, int32_t(0x80000003u)}));
+}
+
+// ---- erf_inv ---------------------------------------------------------------------------
+
+namespace {
+
+/// erf_inv(x) to about 1e-18 relative: Newton on erfc in long double (erfc
+/// for x > 1/2, where 1 - x is exact, so the tails keep their digits).
+long double erfInvReference(double x, double guess) {
+  const long double ax = std::fabs(static_cast<long double>(x));
+  long double y = std::fabs(static_cast<long double>(guess));
+  for (int i = 0; i < 30; ++i) { // Newton: erf' = 2/sqrt(pi) e^(-y^2)
+    const long double d = 1.1283791670955125738961589031215452L * std::exp(-y * y);
+    y += ax > 0.5L ? (std::erfc(y) - (1 - ax)) / d : (ax - std::erf(y)) / d;
+  }
+  return x < 0 ? -y : y;
+}
+
+} // namespace
+
+TEST_CASE("erf_inv against erf inverted in long double, f32 and f64, interpreter = JIT") {
+  std::vector<double> xs;
+  for (int i = -999; i <= 999; ++i) xs.push_back(i / 1000.0);
+  for (double t : {1e-3, 1e-5, 1e-7, 1e-9, 1e-12, 1e-15}) {
+    xs.push_back(1 - t);
+    xs.push_back(t - 1);
+    xs.push_back(t);
+  }
+  xs.push_back(0.4249); // either side of AS 241's first split
+  xs.push_back(0.8501);
+  // f64: a few ulp
+  {
+    const Array y = sameBits([](Tensor x) { return erf_inv(x); }, {f64(xs)});
+    double worst = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const long double want = erfInvReference(xs[i], y.at(int64_t(i)));
+      const double err = want == 0 ? std::fabs(y.at(int64_t(i))) : double(std::fabs((y.at(int64_t(i)) - want) / want));
+      worst = std::max(worst, err);
+    }
+    MESSAGE("erf_inv f64: worst relative error " << worst);
+    CHECK(worst < 2e-15); // measured 5.5e-16
+  }
+  // f32: Giles' approximation, a few ulp of f32
+  {
+    std::vector<float> fx;
+    for (double x : xs)
+      if (std::fabs(x) < 1 - 1e-7) fx.push_back(float(x));
+    const Array y = sameBits([](Tensor x) { return erf_inv(x); }, {f32(fx)});
+    double worst = 0;
+    for (std::size_t i = 0; i < fx.size(); ++i) {
+      const long double want = erfInvReference(fx[i], y.at(int64_t(i)));
+      const double err = want == 0 ? std::fabs(y.at(int64_t(i))) : double(std::fabs((y.at(int64_t(i)) - want) / want));
+      worst = std::max(worst, err);
+    }
+    MESSAGE("erf_inv f32: worst relative error " << worst);
+    CHECK(worst < 4e-7); // measured 2.3e-7
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  check([](Tensor x) { return erf_inv(x); }, {f64({1, -1, 0, 1.5})}, f64({inf, -inf, 0, std::nan("")}));
+  check([](Tensor x) { return erf_inv(x); }, {f32({1, -1, 0, -1.5f})}, f32({INFINITY, -INFINITY, 0, NAN}));
+}
+
+TEST_CASE("erf_inv's derivative is sqrt(pi)/2 exp(erf_inv(x)^2)") {
+  const Array x = f64({-0.9, -0.3, 0.0, 0.5, 0.99});
+  auto f = [](Tensor v) { return sum(erf_inv(v)); };
+  const Array g = jit([&](Tensor v) { return grad(f)(v); })(x);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const double y = double(erfInvReference(x.at(i), 0.5));
+    CHECK(g.at(i) == doctest::Approx(0.886226925452758 * std::exp(y * y)).epsilon(1e-12));
+  }
+}
+
+// ---- Threefry and keys ----------------------------------------------------------------
+
+TEST_CASE("Threefry-2x32 (20 rounds) gives Random123's known-answer vectors") {
+  struct Kat {
+    uint32_t k0, k1, x0, x1, y0, y1;
+  };
+  const Kat kats[] = {
+      {0, 0, 0, 0, 0x6b200159, 0x99ba4efe},
+      {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x1cb996fc, 0xbb002be7},
+      {0x13198a2e, 0x03707344, 0x243f6a88, 0x85a308d3, 0xc4923a9c, 0x483df7a0},
+  };
+  for (const Kat& k : kats) {
+    const Array key = i32({int32_t(k.k0), int32_t(k.k1)});
+    const Array counter = i32({int32_t(k.x0), int32_t(k.x1)});
+    const Array y = sameBits(
+        [](Tensor key, Tensor c) {
+          auto [y0, y1] = random::threefry_2x32(key, c(range(0, 1)), c(range(1, 2)));
+          return concatenate({y0, y1});
+        },
+        {key, counter});
+    CHECK(words(y) == std::pair{k.y0, k.y1});
+  }
+}
+
+TEST_CASE("keys, split and fold_in are JAX's (jax_threefry_partitionable)") {
+  // key(seed) = {seed >> 32, seed & 0xffffffff}
+  CHECK(words(sameBits([](Tensor) { return random::key(42); }, {Array(0)})) == std::pair{0u, 42u});
+  CHECK(words(random::key_data(-1)) == std::pair{0xffffffffu, 0xffffffffu});
+  CHECK(words(sameBits([](Tensor s) { return random::key(s); }, {Array(int64_t{0x123456789})})) == std::pair{1u, 0x23456789u});
+  CHECK(words(sameBits([](Tensor s) { return random::key(s); }, {Array(int32_t{-5})})) == std::pair{0u, uint32_t(-5)});
+  // split(key, n)[i] = Threefry(key, (0, i)); fold_in(key, d) = Threefry(key, (0, d))
+  const Array keys = sameBits([](Tensor k) { return random::split(k, 3); }, {random::key_data(0)});
+  REQUIRE(keys.type() == Type{DType::i32, {3, 2}});
+  CHECK(uint32_t(keys.data<int32_t>()[0]) == 0x6b200159u);
+  CHECK(uint32_t(keys.data<int32_t>()[1]) == 0x99ba4efeu);
+  const Array folded = sameBits([](Tensor k) { return random::fold_in(k, 2); }, {random::key_data(0)});
+  CHECK(uint32_t(folded.data<int32_t>()[0]) == uint32_t(keys.data<int32_t>()[4]));
+  CHECK(uint32_t(folded.data<int32_t>()[1]) == uint32_t(keys.data<int32_t>()[5]));
+  const Array tracedFold = sameBits([](Tensor k, Tensor d) { return random::fold_in(k, d); }, {random::key_data(0), Array(2)});
+  CHECK(bytesOf(tracedFold) == bytesOf(folded));
+}
+
+TEST_CASE("uniform gives JAX's documented values") {
+  // jax.random.uniform(key(0)) = 0.947667; key, sub = split(key); uniform(sub) = 0.00729382
+  const Array u = sameBits([](Tensor k) { return random::uniform(k); }, {random::key_data(0)});
+  CHECK(u.data<float>()[0] == doctest::Approx(0.947667).epsilon(1e-6));
+  CHECK(u.data<float>()[0] == std::bit_cast<float>(0x3F800000u | (0xF29A4FA7u >> 9)) - 1.0f); // (0x6b200159 ^ 0x99ba4efe) >> 9
+  const Array sub = sameBits([](Tensor k) { return random::uniform(random::split(k)[1]); }, {random::key_data(0)});
+  CHECK(sub.data<float>()[0] == doctest::Approx(0.00729382).epsilon(1e-5));
+}
+
+TEST_CASE("normal, f32, as JAX computes it (values of test/unit/random_reference.py)") {
+  // JAX's algorithm written again in Python with erf_inv by Newton in double; the
+  // f32 values agree to rounding (the reference's erf_inv is exact, ours Giles').
+  const Array a = sameBits([](Tensor k) { return random::normal(k, {3}); }, {random::key_data(123)});
+  ADJIT_CHECK_CLOSE(a, f32({1.6359469605120818f, 0.8408094361529712f, 0.0221239300474554f}), 2e-6);
+  const Array b = sameBits([](Tensor k) { return random::normal(random::split(k, 1)[0], {3}); }, {random::key_data(123)});
+  ADJIT_CHECK_CLOSE(b, f32({-0.4909335238173966f, -0.9478693406582335f, -1.7751972217817842f}), 2e-6);
+}
+
+TEST_CASE("randint is JAX's algorithm (values of test/unit/random_reference.py)") {
+  auto draw = [](int64_t seed, int64_t n, int64_t lo, int64_t hi) {
+    return sameBits([=](Tensor k) { return random::randint(k, {n}, lo, hi); }, {random::key_data(seed)});
+  };
+  CHECK(bytesOf(draw(0, 6, -3, 7)) == bytesOf(i32({6, -3, -1, 0, -2, 4})));
+  // bounds beyond i32: clipped, the span wraps to 0 and the low word is the offset
+  CHECK(bytesOf(draw(1, 4, -(int64_t{1} << 40), int64_t{1} << 40)) ==
+        bytesOf(i32({-413835524, 210002863, -1191255328, -1392002199})));
+  CHECK(bytesOf(draw(2, 4, 0, 1000003)) == bytesOf(i32({412979, 885476, 23129, 796887})));
+}
+
+TEST_CASE("samples are the same under jit, in a scan carrying the key, and by element position") {
+  // a scan that splits the key each step and draws a normal sample: the same as unrolled by hand
+  auto scanned = [](Tensor key) {
+    auto [last, ys] = scan(
+        [](Tensor k, std::tuple<>) {
+          Tensor ks = random::split(k);
+          return std::pair{ks[0], random::normal(ks[1], {4})};
+        },
+        key, std::tuple<>{}, {.length = 5});
+    return ys;
+  };
+  auto unrolled = [](Tensor key) {
+    std::vector<Tensor> ys;
+    for (int i = 0; i < 5; ++i) {
+      Tensor ks = random::split(key);
+      key = ks[0];
+      ys.push_back(random::normal(ks[1], {4}));
+    }
+    return stack(ys);
+  };
+  const Array viaScan = sameBits(scanned, {random::key_data(7)});
+  const Array viaUnrolled = sameBits(unrolled, {random::key_data(7)});
+  CHECK(bytesOf(viaScan) == bytesOf(viaUnrolled));
+  // element i depends on its position only: a [2, 3] sample is the [6] one reshaped
+  const Array flat = sameBits([](Tensor k) { return random::uniform(k, {6}); }, {random::key_data(3)});
+  const Array shaped = sameBits([](Tensor k) { return reshape(random::uniform(k, {2, 3}), {6}); }, {random::key_data(3)});
+  CHECK(bytesOf(flat) == bytesOf(shaped));
+}
+
+TEST_CASE("fold_in with a fori_loop's traced index gives fold_in's values for each index") {
+  auto looped = jit([](Tensor key) {
+    Tensor init = full({4}, 0.0, DType::f32);
+    return fori_loop(0, 4, [&](Tensor i, Tensor acc) {
+      Tensor u = random::uniform(random::fold_in(key, i), {});
+      return where(iota({4}) == i, broadcast_to(u, {4}), acc);
+    }, init);
+  });
+  auto direct = jit([](Tensor key) {
+    std::vector<Tensor> us;
+    for (int64_t i = 0; i < 4; ++i) us.push_back(random::uniform(random::fold_in(key, i), {}));
+    return stack(us);
+  });
+  CHECK(bytesOf(looped(random::key_data(9))) == bytesOf(direct(random::key_data(9))));
+}
+
+TEST_CASE("uniform, normal and randint give the same bits for SSE, AVX2 and the host, on 1 or 4 threads") {
+  auto f = [](Tensor k) {
+    Tensor ks = random::split(k, 3);
+    return concatenate({random::uniform(ks[0], {1000}), random::normal(ks[1], {1000}),
+                        cast(random::randint(ks[2], {1000}, -50, 50), DType::f32)});
+  };
+  const Array key = random::key_data(11);
+  const Array host = jit(f)(key);
+  for (const char* cpu : {"x86-64-v2", "x86-64-v3"}) {
+    INFO("cpu " << cpu);
+    CHECK(bytesOf(jit(f, {.cpu = cpu})(key)) == bytesOf(host));
+  }
+  CHECK(bytesOf(jit(f, {.threads = 4})(key)) == bytesOf(host));
+  auto big = [](Tensor k) { return random::normal(k, {1 << 16}, DType::f64); };
+  CHECK(bytesOf(jit(big, {.threads = 4})(key)) == bytesOf(jit(big, {.threads = 1})(key)));
+}
+
+namespace {
+
+struct Moments {
+  double mean = 0, var = 0;
+};
+Moments momentsOf(const Array& a) {
+  Moments m;
+  for (int64_t i = 0; i < a.size(); ++i) m.mean += a.at(i);
+  m.mean /= double(a.size());
+  for (int64_t i = 0; i < a.size(); ++i) m.var += (a.at(i) - m.mean) * (a.at(i) - m.mean);
+  m.var /= double(a.size() - 1);
+  return m;
+}
+
+} // namespace
+
+TEST_CASE("sample statistics: uniform, normal, exponential, bernoulli, randint, categorical, truncated_normal") {
+  constexpr int64_t n = 200000; // standard errors: about 0.0022 / sqrt(var)
+  const Array k = random::key_data(2024);
+  {
+    const Array u = sameBits([](Tensor k) { return random::uniform(k, {n}, DType::f64, -2, 6); }, {k});
+    const Moments m = momentsOf(u);
+    CHECK(m.mean == doctest::Approx(2).epsilon(0.01));
+    CHECK(m.var == doctest::Approx(64.0 / 12).epsilon(0.01));
+    double lo = 1e9, hi = -1e9;
+    for (int64_t i = 0; i < n; ++i) lo = std::min(lo, u.at(i)), hi = std::max(hi, u.at(i));
+    CHECK(lo >= -2);
+    CHECK(hi < 6);
+  }
+  for (DType t : {DType::f32, DType::f64}) {
+    const Array z = sameBits([t](Tensor k) { return random::normal(k, {n}, t); }, {k});
+    const Moments m = momentsOf(z);
+    CHECK(std::fabs(m.mean) < 0.01);
+    CHECK(m.var == doctest::Approx(1).epsilon(0.015));
+    int64_t beyond2 = 0; // P(|z| > 2) = 0.0455
+    for (int64_t i = 0; i < n; ++i) beyond2 += std::fabs(z.at(i)) > 2;
+    CHECK(double(beyond2) / n == doctest::Approx(0.0455).epsilon(0.05));
+  }
+  {
+    const Moments m = momentsOf(sameBits([](Tensor k) { return random::exponential(k, {n}); }, {k}, false));
+    CHECK(m.mean == doctest::Approx(1).epsilon(0.015));
+    CHECK(m.var == doctest::Approx(1).epsilon(0.03));
+  }
+  {
+    const Array b = sameBits([](Tensor k) { return random::bernoulli(k, 0.3, {n}); }, {k});
+    int64_t ones = 0;
+    for (int64_t i = 0; i < n; ++i) ones += b.at(i) != 0;
+    CHECK(double(ones) / n == doctest::Approx(0.3).epsilon(0.02));
+  }
+  {
+    const Array r = sameBits([](Tensor k) { return random::randint(k, {n}, -3, 7); }, {k});
+    std::vector<int64_t> counts(10);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = int64_t(r.at(i));
+      REQUIRE(v >= -3);
+      REQUIRE(v < 7);
+      ++counts[size_t(v + 3)];
+    }
+    for (int64_t c : counts) CHECK(double(c) / n == doctest::Approx(0.1).epsilon(0.04));
+    // maxval <= minval gives minval; the whole i32 range is reachable
+    const Array same = sameBits([](Tensor k) { return random::randint(k, {4}, 5, 5); }, {k});
+    for (int64_t i = 0; i < 4; ++i) CHECK(same.at(i) == 5);
+    const Array wide = sameBits([](Tensor k) { return random::randint(k, {1000}, -(int64_t{1} << 40), int64_t{1} << 40); }, {k});
+    int64_t negative = 0;
+    for (int64_t i = 0; i < 1000; ++i) negative += wide.at(i) < 0;
+    CHECK(negative > 400);
+    CHECK(negative < 600);
+  }
+  {
+    // categorical over 3 classes with probabilities 0.2, 0.3, 0.5, 20000 rows
+    const Array logits = f32({std::log(0.2f), std::log(0.3f), std::log(0.5f)});
+    const Array c = sameBits([](Tensor k, Tensor l) { return random::categorical(k, broadcast_to(l, {20000, 3})); }, {k, logits}, false);
+    REQUIRE(c.type() == Type{DType::i32, {20000}});
+    std::vector<int64_t> counts(3);
+    for (int64_t i = 0; i < c.size(); ++i) ++counts[size_t(c.at(i))];
+    CHECK(double(counts[0]) / 20000 == doctest::Approx(0.2).epsilon(0.05));
+    CHECK(double(counts[1]) / 20000 == doctest::Approx(0.3).epsilon(0.05));
+    CHECK(double(counts[2]) / 20000 == doctest::Approx(0.5).epsilon(0.05));
+  }
+  {
+    // a standard normal truncated to [-1, 2]: mean (phi(-1) - phi(2)) / (Phi(2) - Phi(-1)) = 0.2288
+    const Array t = sameBits([](Tensor k) { return random::truncated_normal(k, -1, 2, {n}); }, {k}, false);
+    const Moments m = momentsOf(t);
+    CHECK(m.mean == doctest::Approx(0.2288).epsilon(0.03));
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(t.at(i) > -1);
+      CHECK(t.at(i) < 2);
+      if (!(t.at(i) > -1 && t.at(i) < 2)) break;
+    }
+  }
+}
+
+TEST_CASE("the reparameterisation trick: mu + sigma * normal(key) differentiates in mu and sigma, not the key") {
+  // d/dmu sum(mu + sigma z) = n; d/dsigma = sum(z)
+  auto f = [](Tensor params) {
+    Tensor z = random::normal(random::key(5), {100}, DType::f64);
+    return sum(params[0] + params[1] * z);
+  };
+  const Array g = jit([&](Tensor p) { return grad(f)(p); })(f64({0.5, 2.0}));
+  const Array z = jit([](Tensor k) { return random::normal(k, {100}, DType::f64); })(random::key_data(5));
+  double sz = 0;
+  for (int64_t i = 0; i < 100; ++i) sz += z.at(i);
+  CHECK(g.at(0) == doctest::Approx(100));
+  CHECK(g.at(1) == doctest::Approx(sz).epsilon(1e-12));
+  // a key that is a parameter carries no gradient (integers): asking for one is the usual error for i32 inputs
+}
+
+TEST_CASE("random functions report bad keys, dtypes and shapes at the caller's line") {
+  CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::uniform(k, {3}); }, Type{DType::i32, {3}}),
+                       doctest::Contains("random.uniform: expected a key, i32[2], got i32[3]"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::normal(k, {3}, DType::i32); }, kKey),
+                       doctest::Contains("random.normal: expected a floating dtype, got i32"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::randint(k, {3}, 0, 4, DType::f32); }, kKey),
+                       doctest::Contains("random.randint: expected dtype i32, got f32"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::split(k, -1); }, kKey),
+                       doctest::Contains("random.split: expected a number of keys >= 0, got -1"), Error);
+  int line = 0;
+  try {
+    trace([&](Tensor k) {
+      line = __LINE__ + 1;
+      return random::uniform(k, {2}, DType::i64);
+    }, kKey);
+  } catch (const Error& e) {
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+  }
+}
+
+// ---- the guide's examples (docs/guide/random.md) ---------------------------------------
+
+TEST_CASE("guide: random numbers") {
+  // [snippet:random-basics]
+  auto sample = jit([](Tensor key) {
+    Tensor keys = random::split(key, 3);               // three new keys, i32[3, 2]
+    Tensor noise = random::normal(keys[0], {2, 3});    // f32[2, 3]
+    Tensor coins = random::bernoulli(keys[1], 0.25, {2, 3});
+    Tensor dice = random::randint(keys[2], {2, 3}, 1, 7);
+    return where(coins, noise, cast(dice, DType::f32));
+  });
+  Array key = random::key_data(0);  // JAX's jax.random.key(0): {0, 0}
+  Array x = sample(key);            // the same numbers on every machine, every run
+  // [/snippet:random-basics]
+  CHECK(x.type() == Type{DType::f32, {2, 3}});
+  CHECK(bytesOf(sample(key)) == bytesOf(x));
+
+  // [snippet:random-scan]
+  // A random walk: the key is carried through the loop, split at each step.
+  auto walk = jit([](Tensor key) {
+    auto step = [](std::pair<Tensor, Tensor> carry, std::tuple<>) {
+      auto [key, position] = carry;
+      Tensor keys = random::split(key);
+      Tensor next = position + random::normal(keys[1], {}, DType::f64);
+      return std::pair{std::pair{keys[0], next}, next};
+    };
+    return scan(step, std::pair{key, full({}, 0.0, DType::f64)}, std::tuple<>{}, {.length = 100}).second;
+  });
+  Array path = walk(random::key_data(42));  // f64[100]
+  // [/snippet:random-scan]
+  CHECK(path.type() == Type{DType::f64, {100}});
+
+  // [snippet:random-grad]
+  // E[(mu + sigma z)^2] = mu^2 + sigma^2 for z ~ N(0, 1): its gradient in (mu, sigma) is
+  // about (2 mu, 2 sigma), estimated through the samples (the reparameterisation trick).
+  auto loss = [](Tensor params, Tensor key) {
+    Tensor z = random::normal(key, {100000}, DType::f64);
+    Tensor x = params[0] + params[1] * z;
+    return mean(x * x);
+  };
+  Array g = jit([&](Tensor p, Tensor key) { return grad(loss)(p, key); })(f64({1.0, 2.0}), random::key_data(0));
+  // [/snippet:random-grad]
+  CHECK(g.at(0) == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(g.at(1) == doctest::Approx(4.0).epsilon(0.02));
+}
