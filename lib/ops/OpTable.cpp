@@ -27,6 +27,7 @@ void registerAll() {
   defineShapeOps(t);
   defineIndexingOps(t);
   defineReduceOps(t);
+  defineConvOps(t);
   defineLinalgOps(t);
   defineCallOps(t);
   defineControlFlowOps(t);

@@ -118,6 +118,7 @@ void defineCreationOps(Table&);
 void defineShapeOps(Table&);
 void defineIndexingOps(Table&);
 void defineReduceOps(Table&);
+void defineConvOps(Table&);
 void defineLinalgOps(Table&);
 void defineCallOps(Table&);
 void defineControlFlowOps(Table&);
