@@ -310,7 +310,20 @@ bool pointwise(const Window& w) {
   return true;
 }
 
-void lowerConvIm2col(LowerCtx& c, const Window& w, int64_t groups, const codegen::GemmShape& gs) {
+/// How many images one product covers: all columns of one image when it
+/// has enough output positions, else several images side by side (a kernel
+/// gradient's few positions: 9 per image for a 3×3 kernel), so the matmul
+/// has columns to fill its tiles and packs the shared kernel once per chunk.
+/// A divisor of the batch, its im2col matrix within kChunkBytes.
+int64_t imagesPerProduct(int64_t batch, int64_t positions, int64_t rows, std::size_t elem) {
+  constexpr int64_t kWideEnough = 256, kChunkBytes = 16 << 20;
+  if (positions >= kWideEnough || positions == 0) return 1;
+  int64_t chunk = std::min(batch, (kWideEnough + positions - 1) / positions);
+  while (chunk > 1 && (batch % chunk != 0 || chunk * positions * rows * static_cast<int64_t>(elem) > kChunkBytes)) --chunk;
+  return std::max<int64_t>(chunk, 1);
+}
+
+void lowerConvIm2col(LowerCtx& c, const Window& w, int64_t groups, int64_t chunk, const codegen::GemmShape& gs) {
   const Type& rt = c.resultType();
   const DType t = rt.dtype;
   const Shape& xs = c.operandType(0).shape;
@@ -318,41 +331,52 @@ void lowerConvIm2col(LowerCtx& c, const Window& w, int64_t groups, const codegen
   const int64_t P = w.outs(), Kd = Cg * w.taps(), inSize = num_elements(Shape(w.in.begin(), w.in.end()));
   Value *X = c.operandBuffer(0), *K = c.operandBuffer(1), *R = c.results[0];
   llvm::Type* elem = c.scalarType(t);
-  const bool direct = pointwise(w);
-  Value* col = nullptr;
-  if (!direct) {
-    const uint64_t gemmBytes = (codegen::gemmWorkspaceBytes(gs, c.vectorUnit(), c.parallel()) + 63) / 64 * 64;
-    col = c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), c.workspace(gemmBytes + static_cast<uint64_t>(Kd * P) * size_of(t)),
-                                         gemmBytes);
-  }
-  // rows (ci, k...), columns (o...): the loop nest's linear index is row · P + column
+  const bool direct = pointwise(w) && chunk == 1;
+  const uint64_t gemmBytes = (codegen::gemmWorkspaceBytes(gs, c.vectorUnit(), c.parallel()) + 63) / 64 * 64;
+  const uint64_t colBytes = direct ? 0 : (static_cast<uint64_t>(Kd * chunk * P) * size_of(t) + 63) / 64 * 64;
+  const uint64_t tmpBytes = chunk > 1 ? static_cast<uint64_t>(Og * chunk * P) * size_of(t) : 0;
+  Value* work = c.workspace(gemmBytes + colBytes + tmpBytes);
+  Value* col = c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), work, gemmBytes);
+  Value* tmp = c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), work, gemmBytes + colBytes);
+  // rows (ci, k...), columns (image, o...): the loop nest's linear index is row · chunk·P + column
   Shape cols{Cg};
   cols.insert(cols.end(), w.k.begin(), w.k.end());
+  cols.push_back(chunk);
   cols.insert(cols.end(), w.out.begin(), w.out.end());
-  c.loop(N, [&](Value* n) {
+  const std::size_t r = w.rank();
+  c.loop(N / chunk, [&](Value* nc) {
+    Value* first = c.b.CreateMul(nc, c.i64(chunk));
     c.loop(groups, [&](Value* g) {
-      Value* image = c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(n, c.i64(C)), c.b.CreateMul(g, c.i64(Cg))), c.i64(inSize));
-      Value* B = nullptr;
+      Value* channel0 = c.b.CreateMul(g, c.i64(Cg));
+      Value* B = col;
       if (direct) {
-        B = c.b.CreateInBoundsGEP(elem, X, image);
+        B = c.b.CreateInBoundsGEP(elem, X, c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(first, c.i64(C)), channel0), c.i64(inSize)));
       } else {
         c.loopNest(cols, [&](const Index& ci) {
           const std::vector<Value*> d = c.dims(ci, cols);
           Value* valid = c.b.getTrue();
-          Value* xi = d[0];
-          for (std::size_t a = 0; a < w.rank(); ++a) {
-            auto [v, p] = emitTap(c, w, a, d[1 + w.rank() + a], d[1 + a]);
+          Value* image = c.b.CreateAdd(first, d[1 + r]);
+          Value* xi = c.b.CreateAdd(c.b.CreateAdd(c.b.CreateMul(image, c.i64(C)), channel0), d[0]);
+          for (std::size_t a = 0; a < r; ++a) {
+            auto [v, p] = emitTap(c, w, a, d[2 + r + a], d[1 + a]);
             valid = c.b.CreateAnd(valid, v);
             xi = c.b.CreateAdd(c.b.CreateMul(xi, c.i64(w.in[a])), p);
           }
-          Value* xv = c.b.CreateSelect(valid, c.load(t, X, c.b.CreateAdd(image, xi)), c.constant(t, 0));
-          c.store(t, xv, col, c.linear(ci, cols));
+          c.store(t, c.b.CreateSelect(valid, c.load(t, X, xi), c.constant(t, 0)), col, c.linear(ci, cols));
         });
-        B = col;
       }
       Value* A = c.b.CreateInBoundsGEP(elem, K, c.b.CreateMul(g, c.i64(Og * Kd)));
-      Value* out = c.b.CreateInBoundsGEP(elem, R, c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(n, c.i64(O)), c.b.CreateMul(g, c.i64(Og))), c.i64(P)));
-      codegen::emitPackedGemm(c, gs, A, B, out);
+      auto outRow = [&](Value* image, Value* o) { // R[image, g·Og + o, :]
+        return c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(image, c.i64(O)), c.b.CreateAdd(c.b.CreateMul(g, c.i64(Og)), o)), c.i64(P));
+      };
+      if (chunk == 1) return codegen::emitPackedGemm(c, gs, A, B, c.b.CreateInBoundsGEP(elem, R, outRow(first, c.i64(0))));
+      codegen::emitPackedGemm(c, gs, A, B, tmp);
+      const Shape moved{chunk, Og, P}; // tmp[o, image·P + q] -> R[first + image, g·Og + o, q]
+      c.loopNest(moved, [&](const Index& mi) {
+        const std::vector<Value*> d = c.dims(mi, moved);
+        Value* from = c.b.CreateAdd(c.b.CreateMul(d[1], c.i64(chunk * P)), c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(P)), d[2]));
+        c.store(t, c.load(t, tmp, from), R, c.b.CreateAdd(outRow(c.b.CreateAdd(first, d[0]), d[1]), d[2]));
+      });
     });
   });
 }
@@ -422,9 +446,11 @@ void defineConvOps(Table& t) {
         const Window w = convWindow(c.operandType(0).shape, c.operandType(1).shape, c.op.attrs);
         const int64_t groups = c.op.attrs.integer("feature_group_count");
         const Type& rt = c.resultType();
-        const codegen::GemmShape gs{rt.dtype, 1, rt.shape[1] / groups, w.outs(), c.operandType(1).shape[1] * w.taps()};
+        const int64_t rows = c.operandType(1).shape[1] * w.taps();
+        const int64_t chunk = imagesPerProduct(rt.shape[0], w.outs(), rows, size_of(rt.dtype));
+        const codegen::GemmShape gs{rt.dtype, 1, rt.shape[1] / groups, chunk * w.outs(), rows};
         if (gs.m > 0 && gs.n > 0 && gs.k > 0 && codegen::usePackedGemm(gs, c.vectorUnit()))
-          return lowerConvIm2col(c, w, groups, gs);
+          return lowerConvIm2col(c, w, groups, chunk, gs);
         lowerConvDirect(c, w, groups);
       },
       // d conv(x, k) = conv(dx, k) + conv(x, dk)

@@ -101,6 +101,8 @@ TEST_CASE("conv computes the convolution's definition: strides, padding, dilatio
     checkConv({{1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 1}, {2, 8, 12, 12}, {32, 8, 3, 3}, t, 7); // im2col + packed matmul
     checkConv({{2, 2}, {0, 1, 1, 0}, {1, 1}, {1, 2}, 2}, {1, 16, 13, 11}, {64, 8, 3, 2}, t, 8); // im2col, groups
     checkConv({{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1}, {2, 24, 10, 10}, {40, 24, 1, 1}, t, 9); // 1x1: the input is the matrix
+    checkConv({{1, 1}, {1, 0, 0, 1}, {1, 1}, {1, 1}, 1}, {6, 4, 12, 12}, {16, 4, 10, 10}, t, 10); // few positions: images side by side
+    checkConv({{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1}, {8, 16, 3, 3}, {32, 16, 1, 1}, t, 11);   // 1x1, images side by side
   }
 }
 
@@ -279,4 +281,29 @@ TEST_CASE("conv2d, conv_transpose2d, max_pool2d and avg_pool2d agree with PyTorc
       ADJIT_CHECK_CLOSE(db, f64(c.db), tol);
     }
   }
+}
+
+TEST_CASE("guide: a small convolutional network and its gradient") {
+  // [snippet:cnn]
+  // LeNet-like: conv 5x5 -> relu -> max pool 2x2 -> conv 3x3 -> avg pool -> a linear layer
+  auto net = [](Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor fc) {
+    Tensor h = maximum(conv2d(x, w1, b1, {.padding = {2}}), 0.0); // relu, [N, 6, 28, 28]
+    h = max_pool2d(h, {2});                               // [N, 6, 14, 14]
+    h = conv2d(h, w2, {.stride = {2}, .groups = 2});      // [N, 8, 6, 6]
+    h = avg_pool2d(h, {2});                               // [N, 8, 3, 3]
+    return matmul(reshape(h, {h.shape()[0], 72}), fc);   // [N, 10]
+  };
+  auto loss = [net](Tensor x, Tensor w1, Tensor b1, Tensor w2, Tensor fc) { return sum(net(x, w1, b1, w2, fc) * 0.5); };
+  auto step = jit(value_and_grad(loss, argnums<1, 2, 3, 4>));
+  // [/snippet:cnn]
+  std::mt19937 rng(5);
+  const Array x = randomArray({DType::f32, {4, 1, 28, 28}}, rng), w1 = randomArray({DType::f32, {6, 1, 5, 5}}, rng),
+              b1 = randomArray({DType::f32, {6}}, rng), w2 = randomArray({DType::f32, {8, 3, 3, 3}}, rng),
+              fc = randomArray({DType::f32, {72, 10}}, rng);
+  // [snippet:cnn]
+  auto [value, grads] = step(x, w1, b1, w2, fc); // grads: (dw1, db1, dw2, dfc)
+  // [/snippet:cnn]
+  CHECK(std::get<0>(grads).shape() == Shape{6, 1, 5, 5});
+  CHECK(std::get<3>(grads).shape() == Shape{72, 10});
+  CHECK(std::isfinite(value.at(0)));
 }
