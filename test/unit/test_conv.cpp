@@ -190,6 +190,16 @@ TEST_CASE("the windowed ops, forward and backward, agree compiled and interprete
   check3([](V v) { return reduce_window(v[1], "max", {1, 1, 3, 2}, {.strides = {1, 1, 2, 2}}); }, {t, x}, ref(x, x));
 }
 
+TEST_CASE("sum and average pooling by hand") {
+  const Array x = f64({1, 2, 3, 4, 5, 6}, {1, 1, 2, 3});
+  check3([](V v) { return avg_pool2d(v[0], {2}, {.stride = {1}}); }, {x}, f64({3, 4}, {1, 1, 1, 2}));
+  // padding 1 along the last axis: windows [0,1] [1,2] [2,3] [3,0] of the first row, counted with or without the padding
+  check3([](V v) { return reduce_window_sum(v[0], {1, 1, 1, 2}, {.padding = {{0, 0}, {0, 0}, {0, 0}, {1, 1}}}); }, {x},
+         f64({1, 3, 5, 3, 4, 9, 11, 6}, {1, 1, 2, 4}));
+  check3([](V v) { return avg_pool2d(v[0], {1, 2}, {.stride = {1}, .padding = {0, 1}, .count_include_pad = false}); }, {x},
+         f64({1, 1.5, 2.5, 3, 4, 4.5, 5.5, 6}, {1, 1, 2, 4}));
+}
+
 TEST_CASE("conv reports what it expected at the user's line") {
   const Type x{DType::f64, {2, 3, 9, 9}}, w{DType::f64, {5, 2, 3, 3}};
   CHECK_THROWS_WITH_AS(trace([](Tensor a, Tensor b) { const V v{a, b}; return conv2d(v[0], v[1]); }, x, w),
