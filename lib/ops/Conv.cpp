@@ -469,12 +469,12 @@ void defineConvOps(Table& t) {
       // putting them ahead of the images in x's channel axis).
       .vjp = [](const autodiff::VjpCtx& c) {
         const Tensor x = c.x(0), k = c.x(1);
-        const Shape xs = x.shape(), ks = k.shape(), ys = c.dy().shape();
+        const Shape xs = x.shape(), ks = k.shape();
         const Window w = convWindow(xs, ks, c.op.attrs);
         const ConvOptions f = convOptions(c.op.attrs);
         const int64_t G = f.feature_group_count, N = xs[0], C = xs[1], O = ks[0], Cg = ks[1], Og = O / G;
         const std::size_t r = xs.size(), sd = r - 2;
-        Shape kSp = spatial(ks), xSp = spatial(xs), ySp = spatial(ys);
+        const Shape kSp = spatial(ks), xSp = spatial(xs);
         c.grad(0, [&] {
           // kernel [G·Og, Cg, k] -> [G·Cg, Og, k], flipped
           std::vector<int64_t> split{G, Og, Cg}, perm{0, 2, 1};
@@ -520,7 +520,6 @@ void defineConvOps(Table& t) {
             const int64_t hi = dilated(w.out[d], w.stride[d]) - dilated(w.in[d], w.lhsDil[d]) + dk - w.lo[d] - 1;
             o.padding.pairs.emplace_back(w.lo[d], hi);
           }
-          (void)ySp;
           return transpose(conv(lhs, rhs, o), swap01(r)); // [Cg, O, k] -> [O, Cg, k]
         });
       },

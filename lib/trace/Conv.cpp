@@ -300,7 +300,7 @@ Tensor avg_pool(const Tensor& x, const std::vector<int64_t>& window, PoolOptions
     const int64_t n = std::accumulate(window.begin(), window.end(), int64_t{1}, std::multiplies<>());
     return div(sum, full(sum.shape(), static_cast<double>(n), sum.dtype(), l), l);
   }
-  // the number of x's elements each window covers (a constant the compiler folds)
+  // the number of x's elements each window covers (a window sum of ones, computed at run time)
   Tensor count = reduce_window_sum(ones_like(x, l), p.window, p.options, l);
   return div(sum, count, l);
 }
