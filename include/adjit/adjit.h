@@ -6,6 +6,7 @@
 #include <adjit/autodiff.h>
 #include <adjit/check.h>
 #include <adjit/control_flow.h>
+#include <adjit/conv.h>
 #include <adjit/custom_gradient.h>
 #include <adjit/debug.h>
 #include <adjit/decompositions.h>

@@ -877,6 +877,12 @@ bool packsOperands(const GemmShape& s, const VectorUnit& unit) {
   return usePackedGemm(s, unit) && !useDot(s, unit) && !useDirect(s, unit);
 }
 
+uint64_t gemmWorkspaceBytes(const GemmShape& s, const VectorUnit& unit, bool parallel) {
+  if (!usePackedGemm(s, unit) || useDot(s, unit) || useDirect(s, unit)) return 0;
+  const auto [aBytes, bBytes] = packedBytes(s, blockingFor(s.dtype, unit), parallel);
+  return aBytes + bBytes;
+}
+
 void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C) {
   const VectorUnit& unit = c.vectorUnit();
   llvm::Type* elem = c.scalarType(s.dtype);

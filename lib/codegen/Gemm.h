@@ -33,6 +33,11 @@ bool packsOperands(const GemmShape& s, const VectorUnit& unit);
 /// kernels, the dot kernel's square tile, or whole matrices from plain loops.
 std::pair<int64_t, int64_t> gemmTileGrid(const GemmShape& s, const VectorUnit& unit);
 
+/// The bytes of `LowerCtx::workspace` emitPackedGemm uses for this product
+/// (its packing buffers; 0 for the kernels that pack nothing): a caller
+/// keeping data of its own in the workspace across the call puts it past them.
+uint64_t gemmWorkspaceBytes(const GemmShape& s, const VectorUnit& unit, bool parallel);
+
 /// Emits C = op(A) op(B) for every matrix of the batch at the insertion point:
 /// a call, per matrix, of a function of the module generated once per dtype
 /// and transposition (its packing buffers live in `c`'s workspace), or, for

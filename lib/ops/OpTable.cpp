@@ -29,6 +29,7 @@ void registerAll() {
   defineIndexingOps(t);
   defineReduceOps(t);
   defineSortOps(t);
+  defineConvOps(t);
   defineLinalgOps(t);
   defineLinalgSolveOps(t);
   defineCallOps(t);

@@ -120,6 +120,7 @@ void defineShapeOps(Table&);
 void defineIndexingOps(Table&);
 void defineReduceOps(Table&);
 void defineSortOps(Table&);
+void defineConvOps(Table&);
 void defineLinalgOps(Table&);
 void defineLinalgSolveOps(Table&);
 void defineCallOps(Table&);

@@ -1,0 +1,156 @@
+// bench/conv_bench.cpp — adjit's conv next to a straightforward im2col +
+// OpenBLAS sgemm baseline in the same process (one thread each, interleaved
+// runs): a ResNet-style 3×3 convolution (batch 32, 64→64 channels, 56×56,
+// stride 1, padding 1, f32), forward, and backward (input and kernel
+// gradients). PyTorch cannot run in-process from C++; the baseline is what
+// its CPU path without oneDNN does. Not a test. `--quick` uses batch 4.
+#include <adjit/adjit.h>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+extern "C" void openblas_set_num_threads(int);
+
+using namespace adjit;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(const std::function<void()>& fn) {
+  const auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Best times of a and b over `reps` interleaved runs each.
+std::pair<double, double> interleaved(const std::function<void()>& a, const std::function<void()>& b, int reps) {
+  a();
+  b();
+  double ta = 1e30, tb = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    ta = std::min(ta, seconds(a));
+    tb = std::min(tb, seconds(b));
+  }
+  return {ta, tb};
+}
+
+std::vector<float> filled(std::size_t n, double phase) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(0.37 * double(i) + phase));
+  return v;
+}
+
+struct Geometry {
+  int64_t n, c, o, h, w, k, pad; // stride 1
+  int64_t rows() const { return c * k * k; }
+  int64_t cols() const { return h * w; } // same-size output
+};
+
+/// col[(ci, ky, kx), (y, x)] = image[ci, y + ky - pad, x + kx - pad] (0 outside).
+void im2col(const Geometry& g, const float* image, float* col) {
+  for (int64_t ci = 0; ci < g.c; ++ci)
+    for (int64_t ky = 0; ky < g.k; ++ky)
+      for (int64_t kx = 0; kx < g.k; ++kx) {
+        float* row = col + ((ci * g.k + ky) * g.k + kx) * g.cols();
+        for (int64_t y = 0; y < g.h; ++y) {
+          const int64_t iy = y + ky - g.pad;
+          float* out = row + y * g.w;
+          if (iy < 0 || iy >= g.h) {
+            std::memset(out, 0, sizeof(float) * std::size_t(g.w));
+            continue;
+          }
+          for (int64_t x = 0; x < g.w; ++x) {
+            const int64_t ix = x + kx - g.pad;
+            out[x] = ix < 0 || ix >= g.w ? 0.0f : image[(ci * g.h + iy) * g.w + ix];
+          }
+        }
+      }
+}
+
+/// image[ci, y + ky - pad, x + kx - pad] += col[(ci, ky, kx), (y, x)].
+void col2im(const Geometry& g, const float* col, float* image) {
+  for (int64_t ci = 0; ci < g.c; ++ci)
+    for (int64_t ky = 0; ky < g.k; ++ky)
+      for (int64_t kx = 0; kx < g.k; ++kx) {
+        const float* row = col + ((ci * g.k + ky) * g.k + kx) * g.cols();
+        for (int64_t y = 0; y < g.h; ++y) {
+          const int64_t iy = y + ky - g.pad;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t x = 0; x < g.w; ++x) {
+            const int64_t ix = x + kx - g.pad;
+            if (ix >= 0 && ix < g.w) image[(ci * g.h + iy) * g.w + ix] += row[y * g.w + x];
+          }
+        }
+      }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  openblas_set_num_threads(1);
+  const Geometry g{quick ? 4 : 32, 64, 64, 56, 56, 3, 1};
+  const Shape xs{g.n, g.c, g.h, g.w}, ws{g.o, g.c, g.k, g.k}, ys{g.n, g.o, g.h, g.w};
+  const Array x(filled(std::size_t(num_elements(xs)), 0), xs), w(filled(std::size_t(num_elements(ws)), 1), ws),
+      dy(filled(std::size_t(num_elements(ys)), 2), ys);
+  const TorchConvOptions o{.padding = {1}};
+  auto forward = jit([o](Tensor a, Tensor k) { return conv2d(a, k, o); }, {.threads = 1});
+  auto backward = jit([o](Tensor a, Tensor k, Tensor u) {
+    auto [y, back] = vjp([o](Tensor p, Tensor q) { return conv2d(p, q, o); }, a, k);
+    std::vector<Tensor> grads = back(u);
+    return std::make_tuple(grads[0], grads[1]);
+  }, {.threads = 1});
+  Array y = forward(x, w);
+  auto [dx, dw] = backward(x, w, dy);
+
+  std::vector<float> col(std::size_t(g.rows() * g.cols())), out(std::size_t(num_elements(ys)));
+  std::vector<float> bdx(std::size_t(num_elements(xs))), bdw(std::size_t(num_elements(ws)));
+  const float* X = static_cast<const float*>(x.raw());
+  const float* W = static_cast<const float*>(w.raw());
+  const float* DY = static_cast<const float*>(dy.raw());
+  const int64_t imageIn = g.c * g.h * g.w, imageOut = g.o * g.cols();
+  auto blasForward = [&] {
+    for (int64_t n = 0; n < g.n; ++n) {
+      im2col(g, X + n * imageIn, col.data());
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(g.o), int(g.cols()), int(g.rows()), 1.0f, W, int(g.rows()),
+                  col.data(), int(g.cols()), 0.0f, out.data() + n * imageOut, int(g.cols()));
+    }
+  };
+  auto blasBackward = [&] {
+    std::fill(bdx.begin(), bdx.end(), 0.0f);
+    for (int64_t n = 0; n < g.n; ++n) {
+      im2col(g, X + n * imageIn, col.data()); // dW += dY_n col^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(g.o), int(g.rows()), int(g.cols()), 1.0f, DY + n * imageOut,
+                  int(g.cols()), col.data(), int(g.cols()), n == 0 ? 0.0f : 1.0f, bdw.data(), int(g.rows()));
+      // dcol = W^T dY_n, then scattered back
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(g.rows()), int(g.cols()), int(g.o), 1.0f, W, int(g.rows()),
+                  DY + n * imageOut, int(g.cols()), 0.0f, col.data(), int(g.cols()));
+      col2im(g, col.data(), bdx.data() + n * imageIn);
+    }
+  };
+  blasForward();
+  blasBackward();
+  double errY = 0, errX = 0, errW = 0, scaleW = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) errY = std::max(errY, std::fabs(double(y.at(int64_t(i))) - out[i]));
+  for (std::size_t i = 0; i < bdx.size(); ++i) errX = std::max(errX, std::fabs(double(dx.at(int64_t(i))) - bdx[i]));
+  for (std::size_t i = 0; i < bdw.size(); ++i) {
+    errW = std::max(errW, std::fabs(double(dw.at(int64_t(i))) - bdw[i]));
+    scaleW = std::max(scaleW, std::fabs(double(bdw[i])));
+  }
+  const double flops = 2.0 * double(g.n * g.o * g.cols() * g.rows());
+  const int reps = quick ? 3 : 5;
+  auto [tf, bf] = interleaved([&] { y = forward(x, w); }, blasForward, reps);
+  std::printf("conv 3x3 %lldx64x56x56 -> 64 f32 forward   adjit %7.1f ms (%5.1f GFLOP/s)   im2col+sgemm %7.1f ms   ratio %.2fx   (max abs diff %.1e)\n",
+              static_cast<long long>(g.n), tf * 1e3, flops / tf * 1e-9, bf * 1e3, tf / bf, errY);
+  auto [tb, bb] = interleaved([&] { std::tie(dx, dw) = backward(x, w, dy); }, blasBackward, reps);
+  std::printf("conv 3x3 %lldx64x56x56 -> 64 f32 backward  adjit %7.1f ms (%5.1f GFLOP/s)   im2col+sgemm %7.1f ms   ratio %.2fx   (max abs diff dx %.1e, dw %.1e of %.1e)\n",
+              static_cast<long long>(g.n), tb * 1e3, 2 * flops / tb * 1e-9, bb * 1e3, tb / bb, errX, errW, scaleW);
+  return 0;
+}
