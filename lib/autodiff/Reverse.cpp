@@ -285,7 +285,6 @@ std::vector<std::optional<Tensor>> reverse(const Request& r) {
     // Read in place until the rule runs: it appends to f.ops, and copying
     // every op (most are dead or constant) cost more than the rules.
     const ir::Op& op = f.ops[i];
-    const ir::OpInfo& info = ir::info(op.kind);
     if (repeats(op)) continue; // its cotangent is the first value's
     bool live = std::any_of(op.results.begin(), op.results.end(),
                             [&](ir::ValueId v) { return dep[v] && needed[v] && !stopped[v] && ct[static_cast<std::size_t>(v)]; });

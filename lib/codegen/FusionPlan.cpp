@@ -291,7 +291,6 @@ void Planner::makeViews() {
   viewOf_.assign(f_.types.size(), -1);
   viewOffset_.assign(f_.types.size(), 0);
   auto consider = [&](const ir::Op& op) {
-    const ir::OpInfo& info = ir::info(op.kind);
     if (!codegen::lowering(op.kind).view || op.results.size() != 1 || op.operands.empty()) return;
     const ValueId r = op.results[0], o = op.operands[0];
     if (isView(r) || isOutput_[at(r)] || (!mat_[at(r)] && !mat_[at(o)])) return;
@@ -316,7 +315,6 @@ void Planner::makeViews() {
 }
 
 std::optional<Unit> Planner::loopOf(const ir::Op& op) {
-  const ir::OpInfo& info = ir::info(op.kind);
   const ValueId r = op.results.at(0);
   // The ops a point of this root computes now that materialisation is
   // decided (size_ was estimated before operands were cut).

@@ -235,7 +235,6 @@ void Planner::tiles(FusionPlan& p) {
   for (std::size_t i = 0; i < n; ++i) {
     const Kernel& k = p.kernels[i];
     if (k.kind != Kernel::Kind::Lower || k.group >= 0) continue;
-    const ir::OpInfo& info = ir::info(k.op->kind);
     const bool epilogue = codegen::lowering(k.op->kind).has(codegen::kTileEpilogue) && k.op->results.size() == 1 && f_.type(k.op->results[0]).rank() >= 2 &&
                           !isOutput_[at(k.op->results[0])];
     if (!epilogue && !codegen::lowering(k.op->kind).has(codegen::kTilePrologue)) continue;

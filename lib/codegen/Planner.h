@@ -133,7 +133,7 @@ class Planner {
 public:
   Planner(const ir::Function& f, const PlanOptions& o)
       : f_(f), budget_(std::max(o.bodyBudget, 1)), functionBudget_(std::max(o.functionBudget, 1)), effects_(o.effects),
-        parallel_(o.parallel), unit_(o.unit), options_(o) {}
+        parallel_(o.parallel), options_(o), unit_(o.unit) {}
 
   /// Finds the step groups of unrolled loops (findSteps); true if any.
   bool findStepGroups();

@@ -97,7 +97,6 @@ StepGroups findStepGroups(const ir::Function& f, const Users& users, std::span<c
   std::vector<uint8_t> stored(f.types.size(), 0);
   for (std::size_t v = 0; v < stored.size(); ++v) stored[v] = storedBefore[v];
   for (auto op = f.ops.rbegin(); op != f.ops.rend(); ++op) {
-    const ir::OpInfo& info = ir::info(op->kind);
     for (ValueId r : op->results) stored[at(r)] = stored[at(r)] || codegen::lowering(op->kind).lower || codegen::lowering(op->kind).reduce;
     if (codegen::lowering(op->kind).view && op->results.size() == 1 && !op->operands.empty() && stored[at(op->results[0])])
       stored[at(op->operands[0])] = 1;
