@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes docs/benchmarks.md from the benchmarks' output.
 
-Runs adjit_bench, adjit_compile_bench, adjit_adbench and (where it was built)
-adjit_matmul_bench from BUILD_DIR, one after the other, and writes their
+Runs adjit_bench, adjit_compile_bench, adjit_adbench and (where they were built)
+adjit_matmul_bench, adjit_linalg_bench, adjit_decompositions_bench,
+adjit_conv_bench and adjit_sort_bench from BUILD_DIR, one after the other, and writes their
 current numbers as markdown tables under a header naming the date, the commit,
 the CPU and its core count. Lines a parser does not know are kept verbatim
 under their section, so nothing a benchmark prints is lost. History lives in
@@ -175,11 +176,33 @@ def matmul_section(text):
             'epilogues and prologues against OpenBLAS plus a separate pass.', ''] + verbatim(text.splitlines()) + ['']
 
 
+def printed_section(title, intro):
+    """A section that keeps a benchmark's own table as it printed it."""
+    def section(text):
+        return [f'## {title}', '', intro, ''] + verbatim(text.splitlines()) + ['']
+    return section
+
+
 BENCHES = [  # binary, arguments, --quick arguments, section
     ('adjit_bench', [], [], bench_section),
     ('adjit_compile_bench', [], ['--quick'], compile_section),
     ('adjit_adbench', [], ['--smallest'], adbench_section),
     ('adjit_matmul_bench', [], ['--quick'], matmul_section),
+    ('adjit_linalg_bench', [], ['--quick'], printed_section(
+        'Factorisations and solves',
+        '`adjit_linalg_bench`: `linalg::cholesky`, `cho_solve` and `solve` against OpenBLAS\'s LAPACK '
+        '(`dpotrf`, `dpotrs`, `dgesv`), one thread each, runs interleaved.')),
+    ('adjit_decompositions_bench', [], ['--quick'], printed_section(
+        'Decompositions',
+        '`adjit_decompositions_bench`: `linalg::eigh` and `linalg::svd` against OpenBLAS\'s LAPACK '
+        '(`dsyevd`, `dgesdd`), f64, one thread each, runs interleaved.')),
+    ('adjit_conv_bench', [], ['--quick'], printed_section(
+        'Convolution',
+        '`adjit_conv_bench`: a ResNet-style 3x3 convolution, forward and both gradients, against im2col plus '
+        'OpenBLAS `sgemm` in the same process, one thread each, runs interleaved.')),
+    ('adjit_sort_bench', [], [], printed_section(
+        'Sorting',
+        '`adjit_sort_bench`: `sort` of f32 against `std::sort`, one thread, runs interleaved.')),
 ]
 
 
