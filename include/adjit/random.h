@@ -71,6 +71,39 @@ Tensor exponential(const Tensor& key, const Shape& shape = {}, DType dtype = DTy
 Tensor truncated_normal(const Tensor& key, double lower, double upper, const Shape& shape = {},
                         DType dtype = DType::f32, ADJIT_HERE);
 
+/// A random permutation of 0..n-1, i32[n], as JAX's permutation(key, n): the
+/// range sorted (stably) by fresh random 32-bit keys, for as many rounds as
+/// JAX's _shuffle takes (ceil(3 ln n / ln(2^32 - 1)): one up to n = 1625, then
+/// two), each round with a new split of `key`, so that ties between sort keys
+/// leave no visible bias. The same permutations as JAX's (same splits, same
+/// bits, same stable sort in unsigned order). n = 0 gives an empty i32[0].
+Tensor permutation(const Tensor& key, int64_t n, ADJIT_HERE);
+/// x shuffled along `axis` (negative counts from the end): x's slices along
+/// the axis in the order of permutation(key, x.shape[axis]), the same slices
+/// for every position of the other axes, as JAX's permutation(key, x, axis).
+/// Differentiable in x (the gradient is the inverse shuffle of the cotangent).
+Tensor permutation(const Tensor& key, const Tensor& x, int64_t axis = 0, ADJIT_HERE);
+/// Samples of 0..n-1 of `shape`, i32, as JAX's choice(key, n, shape, replace, p):
+/// - with replacement, uniform: randint(key, shape, 0, n);
+/// - with replacement, weighted by p (floating, p[n], need not sum to 1): the
+///   first i whose running sum of p reaches total(p) * (1 - uniform(key)), as
+///   JAX (an inverse-CDF search; entries with p = 0 are never picked);
+/// - without replacement, uniform: the first num_elements(shape) entries of
+///   permutation(key, n);
+/// - without replacement, weighted: the indices of the largest
+///   log(p) + gumbel(key, {n}) (the Gumbel top-k trick), largest first.
+/// Errors, at the caller's line: n <= 0 with samples to draw, more samples than
+/// n without replacement, p not a floating vector of length n. Without
+/// replacement and fewer nonzero p than samples, the samples are not all of
+/// nonzero weight (as JAX's). Not differentiable in p.
+Tensor choice(const Tensor& key, int64_t n, const Shape& shape = {}, bool replace = true,
+              const std::optional<Tensor>& p = std::nullopt, ADJIT_HERE);
+/// Samples of x's slices along `axis`: take(x, choice(key, x.shape[axis],
+/// shape, replace, p), axis), of shape x.shape[:axis] + shape +
+/// x.shape[axis+1:], as JAX's choice(key, x, shape, replace, p, axis).
+Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape = {}, bool replace = true,
+              const std::optional<Tensor>& p = std::nullopt, int64_t axis = 0, ADJIT_HERE);
+
 #undef ADJIT_HERE
 
 } // namespace adjit::random
