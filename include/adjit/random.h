@@ -75,8 +75,9 @@ Tensor truncated_normal(const Tensor& key, double lower, double upper, const Sha
 /// range sorted (stably) by fresh random 32-bit keys, for as many rounds as
 /// JAX's _shuffle takes (ceil(3 ln n / ln(2^32 - 1)): one up to n = 1625, then
 /// two), each round with a new split of `key`, so that ties between sort keys
-/// leave no visible bias. The same permutations as JAX's (same splits, same
-/// bits, same stable sort in unsigned order). n = 0 gives an empty i32[0].
+/// leave no visible bias. JAX's algorithm step for step (its splits, bits and
+/// stable sort in unsigned order), meant to give JAX's permutations bit for bit
+/// (not yet compared with values from JAX). n = 0 gives an empty i32[0].
 Tensor permutation(const Tensor& key, int64_t n, ADJIT_HERE);
 /// x shuffled along `axis` (negative counts from the end): x's slices along
 /// the axis in the order of permutation(key, x.shape[axis]), the same slices

@@ -669,5 +669,19 @@ TEST_CASE("guide: random numbers") {
   Array g = jit([&](Tensor p, Tensor key) { return grad(loss)(p, key); })(f64({1.0, 2.0}), random::key_data(0));
   // [/snippet:random-grad]
   CHECK(g.at(0) == doctest::Approx(2.0).epsilon(0.02));
+
+  // [snippet:random-choice]
+  auto deal = jit([](Tensor key, Tensor weights) {
+    Tensor keys = random::split(key, 3);
+    Tensor deck = random::permutation(keys[0], 52);                 // i32[52], each card once
+    Tensor hand = random::choice(keys[1], 52, {5}, false);          // five distinct cards
+    Tensor loaded = random::choice(keys[2], 6, {10}, true, weights); // ten rolls of a loaded die
+    return std::tuple{deck, hand, loaded};
+  });
+  auto [deck, hand, loaded] = deal(random::key_data(0), f32({1, 1, 1, 1, 1, 5}));
+  // [/snippet:random-choice]
+  CHECK(isPermutation(ints(deck), 52));
+  CHECK(distinct(ints(hand)));
+  CHECK(loaded.type() == Type{DType::i32, {10}});
   CHECK(g.at(1) == doctest::Approx(4.0).epsilon(0.02));
 }
