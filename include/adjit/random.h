@@ -105,6 +105,26 @@ Tensor choice(const Tensor& key, int64_t n, const Shape& shape = {}, bool replac
 Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape = {}, bool replace = true,
               const std::optional<Tensor>& p = std::nullopt, int64_t axis = 0, ADJIT_HERE);
 
+/// Samples of the Gamma(a, 1) distribution, a floating tensor of shapes
+/// broadcasting to `shape` (absent: a's shape), of a's dtype: Marsaglia and
+/// Tsang's rejection method (ACM TOMS 2000) as JAX's gamma, with their boost
+/// for a < 1 (Gamma(a + 1) times u^(1/a)). The rejection is one while_loop
+/// over all elements: each round draws a normal and a uniform for every
+/// element (keys fold_in(key, round)) and the elements still pending take
+/// their first accepted value; it stops when all have one (each round accepts
+/// with probability >= 0.95). Not JAX's values (JAX draws per element). No
+/// gradient in a (a is stop_gradient'ed). a <= 0 or NaN give NaN or 0.
+Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+/// Samples of Beta(a, b): G_a / (G_a + G_b) with G gamma samples from two
+/// splits of `key`; shape absent: a and b broadcast. No gradient in a, b.
+/// Not in log space as JAX's: for tiny a and b (about 0.01 and below in f32)
+/// both gamma samples can underflow to 0, giving NaN.
+Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+/// Samples of Dirichlet(alpha) along alpha's last axis (K categories): gamma
+/// samples normalised to sum 1 along the last axis, of shape `shape` + [K]
+/// (shape absent: alpha's leading axes). No gradient in alpha.
+Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+
 #undef ADJIT_HERE
 
 } // namespace adjit::random

@@ -5,6 +5,7 @@
 // splits and bits follow JAX's jax_threefry_partitionable=True: element i of
 // a sample of n elements is Threefry(key, counter (hi(i), lo(i))) of its
 // row-major position, its two output words xor'ed (or joined for 64 bits).
+#include <adjit/control_flow.h>
 #include <adjit/error.h>
 #include <adjit/random.h>
 
@@ -368,6 +369,70 @@ Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape, bool repla
     return full(out, 0, x.dtype(), loc);
   }
   return take(x, indices, axis, loc);
+}
+
+Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape, Loc loc) {
+  checkKey("gamma", key, loc);
+  if (!a.valid()) throw Error("random.gamma: a is an empty Tensor", Location::from(loc));
+  checkFloat("gamma", a.dtype(), loc);
+  const Shape s = shape ? *shape : a.shape();
+  const DType t = a.dtype();
+  // No gradient in a (JAX's implicit reparameterisation is not here): a is a constant to the sampler.
+  const Tensor alpha0 = broadcast_to(stop_gradient(a, loc), s, loc);
+  const Tensor keys = split(key, 2, loc);
+  // a < 1: sample Gamma(a + 1) and scale by u^(1/a) (Marsaglia and Tsang's boost, as JAX)
+  const Tensor small = lt(alpha0, AtScalar(1.0, loc));
+  const Tensor alpha = where(small, add(alpha0, AtScalar(1.0, loc)), alpha0, loc);
+  const Tensor boost = where(small, pow(uniform(keys.at(0, loc), s, t, 0, 1, loc), div(AtScalar(1.0, loc), alpha0), loc),
+                             full({}, 1, t, loc), loc);
+  const Tensor d = sub(alpha, AtScalar(1.0 / 3.0, loc));
+  const Tensor c = div(AtScalar(1.0, loc), sqrt(mul(AtScalar(9.0, loc), d), loc));
+  const double tiny = t == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
+  // Marsaglia-Tsang: x normal, v = (1 + c x)^3, accept d v when v > 0 and
+  // log u < x^2 / 2 + d - d v + d log v. Every element draws until it accepts;
+  // a round draws for all elements (fresh keys fold_in(key, round)), the
+  // accepted keep their value. Each round accepts with probability >= 0.95.
+  using Carry = std::tuple<Tensor, Tensor, Tensor>; // round (i32[]), value, accepted (i1)
+  auto pending = [&](const Carry& carry) {
+    return gt(max(cast(logical_not(std::get<2>(carry), loc), DType::i32, loc), {}, false, loc), AtScalar(0, loc));
+  };
+  auto round = [&](const Carry& carry) {
+    const auto& [i, value, accepted] = carry;
+    const Tensor rk = split(fold_in(keys.at(1, loc), i, loc), 2, loc);
+    const Tensor x = normal(rk.at(0, loc), s, t, loc);
+    const Tensor u = uniform(rk.at(1, loc), s, t, 0, 1, loc);
+    const Tensor w = add(AtScalar(1.0, loc), mul(c, x, loc));
+    const Tensor v = mul(mul(w, w, loc), w, loc);
+    const Tensor bound = add(sub(add(mul(AtScalar(0.5, loc), mul(x, x, loc)), d, loc), mul(d, v, loc), loc),
+                             mul(d, log(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
+    const Tensor ok = logical_and(gt(v, AtScalar(0.0, loc)), lt(log(u, loc), bound, loc), loc);
+    const Tensor take = logical_and(ok, logical_not(accepted, loc), loc);
+    return Carry{add(i, AtScalar(1, loc)), where(take, mul(d, v, loc), value, loc), logical_or(accepted, ok, loc)};
+  };
+  const Carry done = while_loop(pending, round,
+                                Carry{full({}, 0, DType::i32, loc), full(s, 0, t, loc), full(s, 0, DType::i1, loc)}, {}, loc);
+  return mul(std::get<1>(done), boost, loc);
+}
+
+Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<Shape> shape, Loc loc) {
+  checkKey("beta", key, loc);
+  if (!a.valid() || !b.valid()) throw Error("random.beta: a or b is an empty Tensor", Location::from(loc));
+  const Shape s = shape ? *shape : broadcast_to(add(a, b, loc), add(a, b, loc).shape(), loc).shape();
+  const Tensor keys = split(key, 2, loc);
+  const Tensor ga = gamma(keys.at(0, loc), a, s, loc), gb = gamma(keys.at(1, loc), b, s, loc);
+  return div(ga, add(ga, gb, loc), loc);
+}
+
+Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> shape, Loc loc) {
+  checkKey("dirichlet", key, loc);
+  if (!alpha.valid() || alpha.rank() == 0)
+    throw Error(fmt::format("random.dirichlet: expected alpha with a last axis of categories, got {}",
+                            alpha.valid() ? alpha.type().str() : "an empty Tensor"),
+                Location::from(loc));
+  Shape s = shape ? *shape : Shape(alpha.shape().begin(), alpha.shape().end() - 1);
+  s.push_back(alpha.shape().back());
+  const Tensor g = gamma(key, alpha, s, loc);
+  return div(g, sum(g, {-1}, true, loc), loc);
 }
 
 } // namespace adjit::random

@@ -596,6 +596,45 @@ TEST_CASE("choice without replacement: distinct samples; uniform and weighted fi
   }
 }
 
+TEST_CASE("gamma, beta and dirichlet: sample means and variances; interpreter = JIT; a < 1 boosted") {
+  auto moments = [](const Array& x) {
+    const int64_t n = num_elements(x.type().shape);
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += x.at(i);
+    m /= n;
+    for (int64_t i = 0; i < n; ++i) v += (x.at(i) - m) * (x.at(i) - m);
+    return std::pair{m, v / n};
+  };
+  for (double a : {0.3, 1.0, 4.5}) {
+    CAPTURE(a);
+    const Array x = jit([a](Tensor key) { return random::gamma(key, full({}, a, DType::f64), Shape{40000}); })(random::key_data(11));
+    const auto [m, v] = moments(x);
+    CHECK(m == doctest::Approx(a).epsilon(0.03));
+    CHECK(v == doctest::Approx(a).epsilon(0.08));
+    for (int64_t i = 0; i < 40000; ++i) REQUIRE(x.at(i) >= 0);
+  }
+  // a tensor of shapes, f32; the interpreter agrees with compiled code
+  const Array shapes = f32({0.5, 2, 8});
+  const Array g = sameBits([](Tensor key, Tensor a) { return random::gamma(key, a, Shape{200, 3}); },
+                           {random::key_data(12), shapes}, false);
+  CHECK(g.type() == Type{DType::f32, {200, 3}});
+  const Array b = jit([](Tensor key) {
+    return random::beta(key, full({}, 2.0, DType::f64), full({}, 6.0, DType::f64), Shape{20000});
+  })(random::key_data(13));
+  const auto [bm, bv] = moments(b);
+  CHECK(bm == doctest::Approx(0.25).epsilon(0.03));
+  CHECK(bv == doctest::Approx(2.0 * 6 / (64.0 * 9)).epsilon(0.1));
+  const Array d = jit([](Tensor key) { return random::dirichlet(key, constant(f64({1, 2, 7})), Shape{5000}); })(random::key_data(14));
+  REQUIRE(d.type() == Type{DType::f64, {5000, 3}});
+  double col[3] = {};
+  for (int64_t i = 0; i < 5000; ++i) {
+    CHECK(d.at(3 * i) + d.at(3 * i + 1) + d.at(3 * i + 2) == doctest::Approx(1.0));
+    for (int j = 0; j < 3; ++j) col[j] += d.at(3 * i + j) / 5000;
+  }
+  CHECK(col[0] == doctest::Approx(0.1).epsilon(0.05));
+  CHECK(col[2] == doctest::Approx(0.7).epsilon(0.02));
+}
+
 TEST_CASE("permutation and choice report bad arguments at the caller's line") {
   CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::choice(k, 3, {4}, false); }, kKey),
                        doctest::Contains("random.choice: cannot take 4 samples of shape [4] from 3 without replacement"), Error);
