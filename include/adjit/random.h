@@ -71,6 +71,60 @@ Tensor exponential(const Tensor& key, const Shape& shape = {}, DType dtype = DTy
 Tensor truncated_normal(const Tensor& key, double lower, double upper, const Shape& shape = {},
                         DType dtype = DType::f32, ADJIT_HERE);
 
+/// A random permutation of 0..n-1, i32[n], as JAX's permutation(key, n): the
+/// range sorted (stably) by fresh random 32-bit keys, for as many rounds as
+/// JAX's _shuffle takes (ceil(3 ln n / ln(2^32 - 1)): one up to n = 1625, then
+/// two), each round with a new split of `key`, so that ties between sort keys
+/// leave no visible bias. JAX's algorithm step for step (its splits, bits and
+/// stable sort in unsigned order), meant to give JAX's permutations bit for bit
+/// (not yet compared with values from JAX). n = 0 gives an empty i32[0].
+Tensor permutation(const Tensor& key, int64_t n, ADJIT_HERE);
+/// x shuffled along `axis` (negative counts from the end): x's slices along
+/// the axis in the order of permutation(key, x.shape[axis]), the same slices
+/// for every position of the other axes, as JAX's permutation(key, x, axis).
+/// Differentiable in x (the gradient is the inverse shuffle of the cotangent).
+Tensor permutation(const Tensor& key, const Tensor& x, int64_t axis = 0, ADJIT_HERE);
+/// Samples of 0..n-1 of `shape`, i32, as JAX's choice(key, n, shape, replace, p):
+/// - with replacement, uniform: randint(key, shape, 0, n);
+/// - with replacement, weighted by p (floating, p[n], need not sum to 1): the
+///   first i whose running sum of p reaches total(p) * (1 - uniform(key)), as
+///   JAX (an inverse-CDF search; entries with p = 0 are never picked);
+/// - without replacement, uniform: the first num_elements(shape) entries of
+///   permutation(key, n);
+/// - without replacement, weighted: the indices of the largest
+///   log(p) + gumbel(key, {n}) (the Gumbel top-k trick), largest first.
+/// Errors, at the caller's line: n <= 0 with samples to draw, more samples than
+/// n without replacement, p not a floating vector of length n. Without
+/// replacement and fewer nonzero p than samples, the samples are not all of
+/// nonzero weight (as JAX's). Not differentiable in p.
+Tensor choice(const Tensor& key, int64_t n, const Shape& shape = {}, bool replace = true,
+              const std::optional<Tensor>& p = std::nullopt, ADJIT_HERE);
+/// Samples of x's slices along `axis`: take(x, choice(key, x.shape[axis],
+/// shape, replace, p), axis), of shape x.shape[:axis] + shape +
+/// x.shape[axis+1:], as JAX's choice(key, x, shape, replace, p, axis).
+Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape = {}, bool replace = true,
+              const std::optional<Tensor>& p = std::nullopt, int64_t axis = 0, ADJIT_HERE);
+
+/// Samples of the Gamma(a, 1) distribution, a floating tensor of shapes
+/// broadcasting to `shape` (absent: a's shape), of a's dtype: Marsaglia and
+/// Tsang's rejection method (ACM TOMS 2000) as JAX's gamma, with their boost
+/// for a < 1 (Gamma(a + 1) times u^(1/a)). The rejection is one while_loop
+/// over all elements: each round draws a normal and a uniform for every
+/// element (keys fold_in(key, round)) and the elements still pending take
+/// their first accepted value; it stops when all have one (each round accepts
+/// with probability >= 0.95). Not JAX's values (JAX draws per element). No
+/// gradient in a (a is stop_gradient'ed). a <= 0 or NaN give NaN or 0.
+Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+/// Samples of Beta(a, b): G_a / (G_a + G_b) with G gamma samples from two
+/// splits of `key`; shape absent: a and b broadcast. No gradient in a, b.
+/// Not in log space as JAX's: for tiny a and b (about 0.01 and below in f32)
+/// both gamma samples can underflow to 0, giving NaN.
+Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+/// Samples of Dirichlet(alpha) along alpha's last axis (K categories): gamma
+/// samples normalised to sum 1 along the last axis, of shape `shape` + [K]
+/// (shape absent: alpha's leading axes). No gradient in alpha.
+Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+
 #undef ADJIT_HERE
 
 } // namespace adjit::random

@@ -5,6 +5,7 @@
 // splits and bits follow JAX's jax_threefry_partitionable=True: element i of
 // a sample of n elements is Threefry(key, counter (hi(i), lo(i))) of its
 // row-major position, its two output words xor'ed (or joined for 64 bits).
+#include <adjit/control_flow.h>
 #include <adjit/error.h>
 #include <adjit/random.h>
 
@@ -262,6 +263,176 @@ Tensor truncated_normal(const Tensor& key, double lower, double upper, const Sha
   const Tensor out = mul(scalar(dtype, sqrt2, loc), erf_inv(u, loc), loc);
   // clipped into the open interval (rounding, or u = a, may reach the bounds)
   return clip(out, scalar(dtype, nextAfter(dtype, lo, HUGE_VAL), loc), scalar(dtype, nextAfter(dtype, hi, -HUGE_VAL), loc), loc);
+}
+
+namespace {
+
+/// JAX's _shuffle: x sorted along `axis` by fresh random u32 keys (stably),
+/// ceil(3 ln size / ln(2^32 - 1)) times, each with a new split of the key.
+/// Sorting by random keys is a uniform shuffle when the keys are distinct;
+/// equal keys keep their elements in order, so each extra round makes the
+/// chance that a collision decides an order smaller (about size^2 / 2^33 per
+/// round): tjablin's bound, size^3 < 2^(32 rounds), picks the number of rounds.
+Tensor shuffle(Tensor key, Tensor x, int64_t axis, const Loc& loc) {
+  const int64_t size = num_elements(x.shape());
+  const int rounds =
+      static_cast<int>(std::ceil(3 * std::log(double(std::max<int64_t>(1, size))) / std::log(4294967295.0)));
+  for (int r = 0; r < rounds; ++r) {
+    const Tensor keys = split(key, 2, loc);
+    key = keys.at(0, loc);
+    // the u32 bits flipped in their sign bit sort as i32 in the u32 order JAX sorts them in
+    const Tensor sortKeys = bitwise_xor(bits(keys.at(1, loc), x.shape(), DType::i32, loc),
+                                        full({}, word(0x80000000u), DType::i32, loc), loc);
+    x = sort_key_val(sortKeys, x, axis, false, loc).second;
+  }
+  return x;
+}
+
+/// axis in [0, rank), or an Error naming fn.
+int64_t normalAxis(const char* fn, int64_t axis, int64_t rank, const Loc& loc) {
+  if (axis < -rank || axis >= rank)
+    throw Error(fmt::format("random.{}: expected an axis in [{}, {}), got {}", fn, -rank, rank, axis), Location::from(loc));
+  return axis < 0 ? axis + rank : axis;
+}
+
+} // namespace
+
+Tensor permutation(const Tensor& key, int64_t n, Loc loc) {
+  checkKey("permutation", key, loc);
+  if (n < 0) throw Error(fmt::format("random.permutation: expected n >= 0, got {}", n), Location::from(loc));
+  if (n > std::numeric_limits<int32_t>::max())
+    throw Error(fmt::format("random.permutation: expected n < 2^31 (i32 indices), got {}", n), Location::from(loc));
+  return shuffle(key, iota({n}, 0, DType::i32, loc), 0, loc);
+}
+
+Tensor permutation(const Tensor& key, const Tensor& x, int64_t axis, Loc loc) {
+  checkKey("permutation", key, loc);
+  if (!x.valid()) throw Error("random.permutation: x is an empty Tensor", Location::from(loc));
+  if (x.rank() == 0)
+    throw Error(fmt::format("random.permutation: expected x with an axis to shuffle, got {}", x.type().str()),
+                Location::from(loc));
+  axis = normalAxis("permutation", axis, x.rank(), loc);
+  if (x.rank() == 1) return shuffle(key, x, 0, loc); // JAX shuffles a vector itself: the same order as below
+  return take(x, permutation(key, x.shape()[axis], loc), axis, loc);
+}
+
+Tensor choice(const Tensor& key, int64_t n, const Shape& shape, bool replace, const std::optional<Tensor>& p, Loc loc) {
+  checkKey("choice", key, loc);
+  const int64_t draws = num_elements(shape);
+  if (draws < 0) throw Error(fmt::format("random.choice: negative dimension in shape {}", shape_str(shape)), Location::from(loc));
+  if (p) {
+    if (!p->valid()) throw Error("random.choice: p is an empty Tensor", Location::from(loc));
+    if (!is_floating(p->dtype()) || p->shape() != Shape{n})
+      throw Error(fmt::format("random.choice: expected p of a floating dtype and shape [{}] (one weight per choice), got {}",
+                              n, p->type().str()),
+                  Location::from(loc));
+  }
+  if (draws == 0) return full(shape, 0, DType::i32, loc);
+  if (n <= 0)
+    throw Error(fmt::format("random.choice: expected n > 0 to draw {} samples from, got {}", draws, n), Location::from(loc));
+  if (n > std::numeric_limits<int32_t>::max())
+    throw Error(fmt::format("random.choice: expected n < 2^31 (i32 indices), got {}", n), Location::from(loc));
+  if (!replace && draws > n)
+    throw Error(fmt::format("random.choice: cannot take {} samples of shape {} from {} without replacement", draws,
+                            shape_str(shape), n),
+                Location::from(loc));
+  const std::vector<int64_t> dims(shape.begin(), shape.end());
+  if (!p) {
+    if (replace) return randint(key, shape, 0, n, DType::i32, loc);
+    return reshape(slice(permutation(key, n, loc), {0}, {draws}, {}, loc), dims, loc);
+  }
+  if (replace) { // inverse CDF: the first i with cumsum(p)[i] >= total * (1 - u), u in [0, 1)
+    const Tensor cdf = cumsum(*p, 0, false, loc);
+    const Tensor u = uniform(key, shape, p->dtype(), 0, 1, loc);
+    const Tensor r = mul(cdf.at(n - 1, loc), sub(AtScalar(1.0, loc), u), loc);
+    return searchsorted(cdf, r, "left", DType::i32, loc);
+  }
+  // Gumbel top-k: the k largest of log p + gumbel are a weighted sample without replacement
+  const Tensor g = add(gumbel(key, {n}, p->dtype(), loc), log(*p, loc), loc);
+  return reshape(top_k(g, draws, DType::i32, loc).indices, dims, loc);
+}
+
+Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape, bool replace, const std::optional<Tensor>& p,
+              int64_t axis, Loc loc) {
+  checkKey("choice", key, loc);
+  if (!x.valid()) throw Error("random.choice: x is an empty Tensor", Location::from(loc));
+  if (x.rank() == 0)
+    throw Error(fmt::format("random.choice: expected x with an axis to choose along, got {} (pass an integer n to "
+                            "choose from 0..n-1)", x.type().str()),
+                Location::from(loc));
+  axis = normalAxis("choice", axis, x.rank(), loc);
+  const Tensor indices = choice(key, x.shape()[axis], shape, replace, p, loc);
+  if (num_elements(shape) == 0) {
+    Shape out(x.shape().begin(), x.shape().begin() + axis);
+    out.insert(out.end(), shape.begin(), shape.end());
+    out.insert(out.end(), x.shape().begin() + axis + 1, x.shape().end());
+    return full(out, 0, x.dtype(), loc);
+  }
+  return take(x, indices, axis, loc);
+}
+
+Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape, Loc loc) {
+  checkKey("gamma", key, loc);
+  if (!a.valid()) throw Error("random.gamma: a is an empty Tensor", Location::from(loc));
+  checkFloat("gamma", a.dtype(), loc);
+  const Shape s = shape ? *shape : a.shape();
+  const DType t = a.dtype();
+  // No gradient in a (JAX's implicit reparameterisation is not here): a is a constant to the sampler.
+  const Tensor alpha0 = broadcast_to(stop_gradient(a, loc), s, loc);
+  const Tensor keys = split(key, 2, loc);
+  // a < 1: sample Gamma(a + 1) and scale by u^(1/a) (Marsaglia and Tsang's boost, as JAX)
+  const Tensor small = lt(alpha0, AtScalar(1.0, loc));
+  const Tensor alpha = where(small, add(alpha0, AtScalar(1.0, loc)), alpha0, loc);
+  const Tensor boost = where(small, pow(uniform(keys.at(0, loc), s, t, 0, 1, loc), div(AtScalar(1.0, loc), alpha0), loc),
+                             full({}, 1, t, loc), loc);
+  const Tensor d = sub(alpha, AtScalar(1.0 / 3.0, loc));
+  const Tensor c = div(AtScalar(1.0, loc), sqrt(mul(AtScalar(9.0, loc), d), loc));
+  const double tiny = t == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
+  // Marsaglia-Tsang: x normal, v = (1 + c x)^3, accept d v when v > 0 and
+  // log u < x^2 / 2 + d - d v + d log v. Every element draws until it accepts;
+  // a round draws for all elements (fresh keys fold_in(key, round)), the
+  // accepted keep their value. Each round accepts with probability >= 0.95.
+  using Carry = std::tuple<Tensor, Tensor, Tensor>; // round (i32[]), value, accepted (i1)
+  auto pending = [&](const Carry& carry) {
+    return gt(max(cast(logical_not(std::get<2>(carry), loc), DType::i32, loc), {}, false, loc), AtScalar(0, loc));
+  };
+  auto round = [&](const Carry& carry) {
+    const auto& [i, value, accepted] = carry;
+    const Tensor rk = split(fold_in(keys.at(1, loc), i, loc), 2, loc);
+    const Tensor x = normal(rk.at(0, loc), s, t, loc);
+    const Tensor u = uniform(rk.at(1, loc), s, t, 0, 1, loc);
+    const Tensor w = add(AtScalar(1.0, loc), mul(c, x, loc));
+    const Tensor v = mul(mul(w, w, loc), w, loc);
+    const Tensor bound = add(sub(add(mul(AtScalar(0.5, loc), mul(x, x, loc)), d, loc), mul(d, v, loc), loc),
+                             mul(d, log(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
+    const Tensor ok = logical_and(gt(v, AtScalar(0.0, loc)), lt(log(u, loc), bound, loc), loc);
+    const Tensor take = logical_and(ok, logical_not(accepted, loc), loc);
+    return Carry{add(i, AtScalar(1, loc)), where(take, mul(d, v, loc), value, loc), logical_or(accepted, ok, loc)};
+  };
+  const Carry done = while_loop(pending, round,
+                                Carry{full({}, 0, DType::i32, loc), full(s, 0, t, loc), full(s, 0, DType::i1, loc)}, {}, loc);
+  return mul(std::get<1>(done), boost, loc);
+}
+
+Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<Shape> shape, Loc loc) {
+  checkKey("beta", key, loc);
+  if (!a.valid() || !b.valid()) throw Error("random.beta: a or b is an empty Tensor", Location::from(loc));
+  const Shape s = shape ? *shape : broadcast_to(add(a, b, loc), add(a, b, loc).shape(), loc).shape();
+  const Tensor keys = split(key, 2, loc);
+  const Tensor ga = gamma(keys.at(0, loc), a, s, loc), gb = gamma(keys.at(1, loc), b, s, loc);
+  return div(ga, add(ga, gb, loc), loc);
+}
+
+Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> shape, Loc loc) {
+  checkKey("dirichlet", key, loc);
+  if (!alpha.valid() || alpha.rank() == 0)
+    throw Error(fmt::format("random.dirichlet: expected alpha with a last axis of categories, got {}",
+                            alpha.valid() ? alpha.type().str() : "an empty Tensor"),
+                Location::from(loc));
+  Shape s = shape ? *shape : Shape(alpha.shape().begin(), alpha.shape().end() - 1);
+  s.push_back(alpha.shape().back());
+  const Tensor g = gamma(key, alpha, s, loc);
+  return div(g, sum(g, {-1}, true, loc), loc);
 }
 
 } // namespace adjit::random

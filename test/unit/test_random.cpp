@@ -10,7 +10,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <limits>
+#include <map>
 
 using namespace adjit;
 using namespace adjit::test;
@@ -446,6 +448,223 @@ TEST_CASE("random functions report bad keys, dtypes and shapes at the caller's l
   }
 }
 
+// ---- permutation and choice ------------------------------------------------------------
+
+namespace {
+
+std::vector<int32_t> ints(const Array& a) {
+  const int64_t n = num_elements(a.type().shape);
+  return std::vector<int32_t>(a.data<int32_t>(), a.data<int32_t>() + n);
+}
+
+/// Whether v holds each of 0..n-1 once.
+bool isPermutation(std::vector<int32_t> v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) != n) return false;
+  std::sort(v.begin(), v.end());
+  for (int64_t i = 0; i < n; ++i)
+    if (v[i] != i) return false;
+  return true;
+}
+
+bool distinct(std::vector<int32_t> v) {
+  std::sort(v.begin(), v.end());
+  return std::adjacent_find(v.begin(), v.end()) == v.end();
+}
+
+} // namespace
+
+TEST_CASE("permutation: every element once, for one and two sort rounds, interpreter = JIT, per key") {
+  for (int64_t n : {1, 2, 7, 64, 1000, 1626, 3000}) { // 1626 and up take two rounds
+    CAPTURE(n);
+    auto f = [n](Tensor key) { return random::permutation(key, n); };
+    const Array a = sameBits(f, {random::key_data(0)});
+    CHECK(a.type() == Type{DType::i32, {n}});
+    CHECK(isPermutation(ints(a), n));
+    CHECK(bytesOf(sameBits(f, {random::key_data(0)})) == bytesOf(a)); // deterministic for a key
+    if (n >= 7) {
+      const Array b = sameBits(f, {random::key_data(1)});
+      CHECK(isPermutation(ints(b), n));
+      CHECK(ints(b) != ints(a)); // another key, another order
+      CHECK(ints(a) != ints(sameBits([n](Tensor) { return iota({n}, 0, DType::i32); }, {random::key_data(0)})));
+    }
+  }
+  // an empty permutation
+  CHECK(jit([](Tensor key) { return random::permutation(key, 0); })(random::key_data(0)).type() ==
+        Type{DType::i32, {0}});
+}
+
+TEST_CASE("permutation: all 24 orders of 4 about equally often over 4800 keys") {
+  auto f = jit([](Tensor key) { return random::permutation(key, 4); });
+  std::map<std::vector<int32_t>, int> counts;
+  int position[4][4] = {};
+  for (int seed = 0; seed < 4800; ++seed) {
+    const std::vector<int32_t> v = ints(f(random::key_data(seed)));
+    REQUIRE(isPermutation(v, 4));
+    ++counts[v];
+    for (int j = 0; j < 4; ++j) ++position[v[j]][j];
+  }
+  CHECK(counts.size() == 24);
+  for (const auto& [order, c] : counts) CHECK(std::abs(c - 200) < 60); // sd ~14
+  for (auto& row : position)
+    for (int c : row) CHECK(std::abs(c - 1200) < 130); // sd ~30
+}
+
+TEST_CASE("permutation of a tensor shuffles slices along an axis, the same order as permutation(key, n)") {
+  const Array x = i32({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
+  const Array perm4 = jit([](Tensor key) { return random::permutation(key, 4); })(random::key_data(5));
+  const Array perm3 = jit([](Tensor key) { return random::permutation(key, 3); })(random::key_data(5));
+  const Array cols = sameBits([](Tensor key, Tensor v) { return random::permutation(key, v, -1); }, {random::key_data(5), x});
+  const Array rows = sameBits([](Tensor key, Tensor v) { return random::permutation(key, v); }, {random::key_data(5), x});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      CHECK(cols.data<int32_t>()[i * 4 + j] == x.data<int32_t>()[i * 4 + perm4.data<int32_t>()[j]]);
+      CHECK(rows.data<int32_t>()[i * 4 + j] == x.data<int32_t>()[perm3.data<int32_t>()[i] * 4 + j]);
+    }
+  // a vector is shuffled itself: the same order as its positions' permutation
+  const Array v = f64({10, 11, 12, 13, 14, 15, 16});
+  const Array shuffled = sameBits([](Tensor key, Tensor t) { return random::permutation(key, t); }, {random::key_data(3), v});
+  const Array perm7 = jit([](Tensor key) { return random::permutation(key, 7); })(random::key_data(3));
+  for (int i = 0; i < 7; ++i) CHECK(shuffled.data<double>()[i] == 10 + perm7.data<int32_t>()[i]);
+  // differentiable in x: the gradient of sum(w * shuffle(x)) is w shuffled back
+  const Array g = jit([](Tensor key, Tensor t) {
+    return grad([&](Tensor u) { return sum(random::permutation(key, u) * iota({7}, 0, DType::f64)); })(t);
+  })(random::key_data(3), v);
+  for (int i = 0; i < 7; ++i) CHECK(g.data<double>()[perm7.data<int32_t>()[i]] == i);
+}
+
+TEST_CASE("choice with replacement: uniform and weighted frequencies; shapes; interpreter = JIT") {
+  const Array uniformDraws = sameBits([](Tensor key) { return random::choice(key, 5, {20000}); }, {random::key_data(1)});
+  const Array p = f64({0.1, 0.0, 0.2, 0.3, 0.4});
+  const Array weighted =
+      sameBits([](Tensor key, Tensor w) { return random::choice(key, 5, {20000}, true, w); }, {random::key_data(2), p});
+  int u[5] = {}, w[5] = {};
+  for (int32_t i : ints(uniformDraws)) ++u[i];
+  for (int32_t i : ints(weighted)) ++w[i];
+  for (int i = 0; i < 5; ++i) {
+    CHECK(std::abs(u[i] / 20000.0 - 0.2) < 0.015);
+    CHECK(std::abs(w[i] / 20000.0 - p.data<double>()[i]) < 0.015);
+  }
+  CHECK(w[1] == 0); // zero weight: never picked
+  // unnormalised f32 weights, a 2-D shape
+  const Array counts = jit([](Tensor key) {
+    return random::choice(key, 3, {100, 100}, true, constant(Array(std::vector<float>{1, 2, 1})));
+  })(random::key_data(3));
+  CHECK(counts.type() == Type{DType::i32, {100, 100}});
+  int c[3] = {};
+  for (int32_t i : ints(counts)) ++c[i];
+  CHECK(std::abs(c[1] / 10000.0 - 0.5) < 0.03);
+  // from a tensor: its slices along an axis
+  const Array x = f64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5});
+  const Array picked = sameBits([](Tensor key, Tensor t) { return random::choice(key, t, {4, 3}, true, std::nullopt, 1); },
+                                {random::key_data(4), x});
+  const Array idx = jit([](Tensor key) { return random::choice(key, 5, {4, 3}); })(random::key_data(4));
+  CHECK(picked.type() == Type{DType::f64, {2, 4, 3}});
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 12; ++k) CHECK(picked.data<double>()[r * 12 + k] == 5 * r + idx.data<int32_t>()[k]);
+  // nothing to draw
+  CHECK(jit([](Tensor key) { return random::choice(key, 0, {0}); })(random::key_data(0)).type() == Type{DType::i32, {0}});
+}
+
+TEST_CASE("choice without replacement: distinct samples; uniform and weighted first picks") {
+  for (int64_t n : {1, 6, 10}) {
+    CAPTURE(n);
+    const Array all = sameBits([n](Tensor key) { return random::choice(key, n, {n}, false); }, {random::key_data(7)});
+    CHECK(isPermutation(ints(all), n));
+  }
+  const Array some = sameBits([](Tensor key) { return random::choice(key, 10, {2, 3}, false); }, {random::key_data(8)});
+  CHECK(some.type() == Type{DType::i32, {2, 3}});
+  CHECK(distinct(ints(some)));
+  const Array p = f64({0.5, 0.0, 0.25, 0.125, 0.125});
+  const Array wsome = sameBits([](Tensor key, Tensor w) { return random::choice(key, 5, {4}, false, w); },
+                               {random::key_data(9), p}, false);
+  CHECK(isPermutation([&] { auto v = ints(wsome); v.push_back(1); return v; }(), 5)); // all but the zero weight
+  // over many keys: the first pick follows p, the pair is distinct
+  auto f = jit([](Tensor key, Tensor w) { return random::choice(key, 5, {2}, false, w); });
+  auto g = jit([](Tensor key) { return random::choice(key, 5, {2}, false); });
+  int first[5] = {}, uniformFirst[5] = {};
+  for (int seed = 0; seed < 4000; ++seed) {
+    const auto v = ints(f(random::key_data(seed), p));
+    const auto u = ints(g(random::key_data(seed)));
+    REQUIRE(v[0] != v[1]);
+    REQUIRE(u[0] != u[1]);
+    ++first[v[0]];
+    ++uniformFirst[u[0]];
+  }
+  for (int i = 0; i < 5; ++i) {
+    CHECK(std::abs(first[i] / 4000.0 - p.data<double>()[i]) < 0.03);
+    CHECK(std::abs(uniformFirst[i] / 4000.0 - 0.2) < 0.03);
+  }
+}
+
+TEST_CASE("gamma, beta and dirichlet: sample means and variances; interpreter = JIT; a < 1 boosted") {
+  auto moments = [](const Array& x) {
+    const int64_t n = num_elements(x.type().shape);
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += x.at(i);
+    m /= n;
+    for (int64_t i = 0; i < n; ++i) v += (x.at(i) - m) * (x.at(i) - m);
+    return std::pair{m, v / n};
+  };
+  for (double a : {0.3, 1.0, 4.5}) {
+    CAPTURE(a);
+    const Array x = jit([a](Tensor key) { return random::gamma(key, full({}, a, DType::f64), Shape{40000}); })(random::key_data(11));
+    const auto [m, v] = moments(x);
+    CHECK(m == doctest::Approx(a).epsilon(0.03));
+    CHECK(v == doctest::Approx(a).epsilon(0.08));
+    for (int64_t i = 0; i < 40000; ++i) REQUIRE(x.at(i) >= 0);
+  }
+  // a tensor of shapes, f32; the interpreter agrees with compiled code
+  const Array shapes = f32({0.5, 2, 8});
+  const Array g = sameBits([](Tensor key, Tensor a) { return random::gamma(key, a, Shape{200, 3}); },
+                           {random::key_data(12), shapes}, false);
+  CHECK(g.type() == Type{DType::f32, {200, 3}});
+  const Array b = jit([](Tensor key) {
+    return random::beta(key, full({}, 2.0, DType::f64), full({}, 6.0, DType::f64), Shape{20000});
+  })(random::key_data(13));
+  const auto [bm, bv] = moments(b);
+  CHECK(bm == doctest::Approx(0.25).epsilon(0.03));
+  CHECK(bv == doctest::Approx(2.0 * 6 / (64.0 * 9)).epsilon(0.1));
+  const Array d = jit([](Tensor key) { return random::dirichlet(key, constant(f64({1, 2, 7})), Shape{5000}); })(random::key_data(14));
+  REQUIRE(d.type() == Type{DType::f64, {5000, 3}});
+  double col[3] = {};
+  for (int64_t i = 0; i < 5000; ++i) {
+    CHECK(d.at(3 * i) + d.at(3 * i + 1) + d.at(3 * i + 2) == doctest::Approx(1.0));
+    for (int j = 0; j < 3; ++j) col[j] += d.at(3 * i + j) / 5000;
+  }
+  CHECK(col[0] == doctest::Approx(0.1).epsilon(0.05));
+  CHECK(col[2] == doctest::Approx(0.7).epsilon(0.02));
+}
+
+TEST_CASE("permutation and choice report bad arguments at the caller's line") {
+  CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::choice(k, 3, {4}, false); }, kKey),
+                       doctest::Contains("random.choice: cannot take 4 samples of shape [4] from 3 without replacement"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k, Tensor p) { return random::choice(k, 4, {2}, true, p); }, kKey, Type{DType::f32, {3}}),
+                       doctest::Contains("random.choice: expected p of a floating dtype and shape [4] (one weight per choice), got f32[3]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k, Tensor p) { return random::choice(k, 3, {2}, true, p); }, kKey, Type{DType::i32, {3}}),
+                       doctest::Contains("random.choice: expected p of a floating dtype"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::choice(k, 0, {2}); }, kKey),
+                       doctest::Contains("random.choice: expected n > 0 to draw 2 samples from, got 0"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::permutation(k, -1); }, kKey),
+                       doctest::Contains("random.permutation: expected n >= 0, got -1"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k, Tensor x) { return random::permutation(k, x, 2); }, kKey, Type{DType::f32, {3, 2}}),
+                       doctest::Contains("random.permutation: expected an axis in [-2, 2), got 2"), Error);
+  CHECK_THROWS_WITH_AS(trace([](Tensor k, Tensor x) { return random::permutation(k, x); }, kKey, Type{DType::f32, {}}),
+                       doctest::Contains("random.permutation: expected x with an axis to shuffle, got f32[]"), Error);
+  int line = 0;
+  bool thrown = false;
+  try {
+    trace([&](Tensor k) {
+      line = __LINE__ + 1;
+      return random::choice(k, 2, {3}, false);
+    }, kKey);
+  } catch (const Error& e) {
+    thrown = true;
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+  }
+  CHECK(thrown);
+}
+
 // ---- the guide's examples (docs/guide/random.md) ---------------------------------------
 
 TEST_CASE("guide: random numbers") {
@@ -489,5 +708,19 @@ TEST_CASE("guide: random numbers") {
   Array g = jit([&](Tensor p, Tensor key) { return grad(loss)(p, key); })(f64({1.0, 2.0}), random::key_data(0));
   // [/snippet:random-grad]
   CHECK(g.at(0) == doctest::Approx(2.0).epsilon(0.02));
+
+  // [snippet:random-choice]
+  auto deal = jit([](Tensor key, Tensor weights) {
+    Tensor keys = random::split(key, 3);
+    Tensor deck = random::permutation(keys[0], 52);                 // i32[52], each card once
+    Tensor hand = random::choice(keys[1], 52, {5}, false);          // five distinct cards
+    Tensor loaded = random::choice(keys[2], 6, {10}, true, weights); // ten rolls of a loaded die
+    return std::tuple{deck, hand, loaded};
+  });
+  auto [deck, hand, loaded] = deal(random::key_data(0), f32({1, 1, 1, 1, 1, 5}));
+  // [/snippet:random-choice]
+  CHECK(isPermutation(ints(deck), 52));
+  CHECK(distinct(ints(hand)));
+  CHECK(loaded.type() == Type{DType::i32, {10}});
   CHECK(g.at(1) == doctest::Approx(4.0).epsilon(0.02));
 }
