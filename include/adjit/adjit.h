@@ -19,3 +19,4 @@
 #include <adjit/tensor.h>
 #include <adjit/trace.h>
 #include <adjit/variable.h>
+#include <adjit/vmap.h>

@@ -252,6 +252,19 @@ void defineLinalgOps(Table& t) {
                       : matmul(c.x(0), c.dy(), {.transpose_a = !f.ta});                    // dB = op(A)^T dC
         });
       },
+      // Only a batched (a matrix per example): the batch folds into the rows
+      // of one product, [B·m, k] op(B). Otherwise a batched matmul with the
+      // batch as a leading axis of both.
+      .batch = [](const batching::BatchCtx& c) {
+        const Form f = formOf(c.op.attrs);
+        if (c.batched(0) && !c.batched(1) && c.type(0).rank() == 2 && !f.ta) {
+          const Type& a = c.type(0);
+          const Tensor folded = reshape(c.x(0), {c.size * a.shape[0], a.shape[1]});
+          const Tensor r = c.reapply({folded, c.x(1)}).at(0);
+          return c.result(0, reshape(r, {c.size, a.shape[0], r.shape()[1]}));
+        }
+        c.result(0, c.reapply({c.bx(0), c.bx(1)}).at(0));
+      },
   });
 }
 

@@ -43,6 +43,11 @@ void registerAll() {
     const Traits& tr = traits[static_cast<std::size_t>(k)];
     ir::define(k, tr.ir, h.infer, h.eval, h.fold);
     autodiff::define(k, {.traits = tr.autodiff, .jvp = h.jvp, .vjp = h.vjp});
+    // An op of no operands (a constant) reads nothing batched: it never needs a rule.
+    batching::define(k, {.batch = h.batch                      ? h.batch
+                                  : (tr.ir & ir::kElementwise) ? batching::elementwiseBatch
+                                  : ir::info(k).arity == 0     ? batching::neverBatched
+                                                               : nullptr});
     codegen::define(k, {.traits = tr.codegen, .scalar = h.scalar, .element = h.element, .lower = h.lower,
                         .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
                         .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid, .data = h.data});

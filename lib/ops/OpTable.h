@@ -1,7 +1,7 @@
 // ops/OpTable.h — the op blocks' view of the tables. Each op is one row of
 // Ops.def plus one block in its family's file, which gives all its rules
 // together in one `Hooks` record: type rule, reference evaluation and folding
-// (the IR's table, ir/OpInfo.h), JVP and VJP (autodiff/Rules.h), lowering and
+// (the IR's table, ir/OpInfo.h), JVP and VJP (autodiff/Rules.h), batching (batching/Rules.h), lowering and
 // planning facts (codegen/Lowering.h). At start-up OpTable.cpp hands each layer
 // its part; generic code reads its own layer's table and never switches on
 // the op kind. lib/ops is the top of the compiler, as JAX's lax.py: it may use
@@ -9,6 +9,7 @@
 #pragma once
 
 #include "autodiff/Rules.h"
+#include "batching/Rules.h"
 #include "codegen/Lowering.h"
 #include "ir/OpInfo.h"
 
@@ -103,6 +104,10 @@ struct Hooks {
   /// Adds operand cotangents from result cotangents (reverse mode). Required
   /// unless the op is kNonDifferentiable.
   void (*vjp)(const autodiff::VjpCtx&) = nullptr;
+  /// Batches the op (vmap): results batched along a new axis 0 from operands
+  /// of which at least one is. Required; kElementwise ops without one get
+  /// batching::elementwiseBatch (their operands broadcast to agree).
+  void (*batch)(const batching::BatchCtx&) = nullptr;
 };
 
 

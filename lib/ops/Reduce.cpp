@@ -245,6 +245,7 @@ template <bool Max> Hooks argReduce() {
           c.store(rt.dtype, c.b.CreateSExtOrTrunc(index, c.scalarType(rt.dtype)), c.results[0], c.linear(o, rt.shape));
         });
       },
+      .batch = [](const batching::BatchCtx& c) { batching::shiftedBatch(c, {"axis"}); },
   };
 }
 
@@ -348,9 +349,13 @@ template <bool Product> Hooks cumulative() {
         if (!Product) return c.grad(0, [&] { return cumsum(c.dy(), axis, !reverse); });
         c.grad(0, [&] { return cumprodGrad(c.x(0), c.y(), c.dy(), axis, reverse); });
       },
+      .batch = [](const batching::BatchCtx& c) { batching::shiftedBatch(c, {"axis"}); },
   };
 }
 
+
+/// Reductions batch over their axes shifted past the batch axis.
+void batchReduce(const batching::BatchCtx& c) { batching::shiftedBatch(c, {"axes"}); }
 
 void defineReduceOps(Table& t) {
   set(t, OpKind::Cumsum, cumulative<false>());
@@ -367,6 +372,7 @@ void defineReduceOps(Table& t) {
       // d sum(x) = the cotangent broadcast over the summed axes
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); },
+      .batch = batchReduce,
   });
 
   // reduce_prod {axes, keepdims}: product over axes
@@ -391,6 +397,7 @@ void defineReduceOps(Table& t) {
           return spread(c, c.dy()) * others;
         });
       },
+      .batch = batchReduce,
   });
 
   // reduce_max {axes, keepdims}: maximum over axes (-inf for an empty axis)
@@ -401,6 +408,7 @@ void defineReduceOps(Table& t) {
       .reduce = reducer<kMax>(),
       .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
+      .batch = batchReduce,
   });
 
   // reduce_min {axes, keepdims}: minimum over axes (+inf for an empty axis)
@@ -411,6 +419,7 @@ void defineReduceOps(Table& t) {
       .reduce = reducer<kMin>(),
       .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
+      .batch = batchReduce,
   });
 }
 

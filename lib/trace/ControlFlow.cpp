@@ -116,6 +116,16 @@ void hoistInvariants(TraceState& outer, Region& r, std::size_t own) {
   f.ops = std::move(kept);
 }
 
+} // namespace
+
+NestedFunction traceNested(TraceState& outer, const std::string& base, const std::vector<Type>& params, const FlatFn& fn) {
+  Region r = traceRegion(outer, base, params, fn);
+  bindCaptures(outer, r, params.size(), r.captured, /*first=*/false);
+  return {r.name, r.captured};
+}
+
+namespace {
+
 std::vector<ir::ValueId> unionOf(const std::vector<Region>& rs) {
   std::vector<ir::ValueId> all;
   for (const Region& r : rs)

@@ -6,6 +6,7 @@
 
 #include <adjit/tensor.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -126,6 +127,17 @@ VariableBinding& bindVariable(TraceState& root, const std::shared_ptr<VariableSt
 
 /// The value of the current trace `t` stands for (itself, or a capture).
 ir::ValueId valueOf(const Tensor& t, std::string_view op, const Location& loc);
+
+/// A function traced into `outer`'s module from `fn` on parameters of
+/// `params` types; the tensors of enclosing traces it reads become further
+/// parameters after those (`captured`: their values in `outer`, in order).
+/// Leaves nothing behind if `fn` throws.
+struct NestedFunction {
+  std::string name;
+  std::vector<ir::ValueId> captured;
+};
+NestedFunction traceNested(TraceState& outer, const std::string& base, const std::vector<Type>& params,
+                           const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn);
 
 /// Where the op of `f` that made `v` was called; unknown for a parameter. A
 /// search from the end of `f`: for error messages, once there is an error.

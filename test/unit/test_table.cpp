@@ -6,6 +6,7 @@
 #include "jit/Engine.h"
 #include "ir/OpInfo.h"
 #include "autodiff/Rules.h"
+#include "batching/Rules.h"
 #include "codegen/Lowering.h"
 
 #include <adjit/adjit.h>
@@ -44,6 +45,8 @@ TEST_CASE("every op has its hooks") {
     // VJP and JVP rules unless the op's results carry no gradient.
     if (!ad.has(autodiff::kNonDifferentiable)) CHECK(bool(ad.vjp));
     if (!ad.has(autodiff::kNonDifferentiable)) CHECK(bool(ad.jvp));
+    // A batching rule (vmap) for every op.
+    CHECK(bool(batching::rules(k).batch));
     // The mnemonic parses back to the same kind.
     REQUIRE(ir::lookup(info.name).has_value());
     CHECK(*ir::lookup(info.name) == k);

@@ -1,0 +1,150 @@
+// test/unit/test_vmap.cpp — vmap: batched functions against loops of the
+// unbatched one, in_axes and out_axes, shared arguments, the batch size, and
+// the errors, each with its message and line.
+#include "Check.h"
+
+#include "transforms/Passes.h"
+
+#include <adjit/vmap.h>
+
+#include <cstring>
+
+using namespace adjit;
+using namespace adjit::test;
+
+namespace {
+
+/// Example b of `a` along axis 0.
+Array row(const Array& a, int64_t b) {
+  Shape s(a.shape().begin() + 1, a.shape().end());
+  Array r(Type{a.dtype(), s});
+  const std::size_t bytes = r.bytes();
+  std::memcpy(r.raw(), static_cast<const char*>(a.raw()) + bytes * static_cast<std::size_t>(b), bytes);
+  return r;
+}
+
+/// Stacks equal-typed arrays along a new axis 0.
+Array stackRows(const std::vector<Array>& rows) {
+  Shape s{static_cast<int64_t>(rows.size())};
+  s.insert(s.end(), rows.at(0).shape().begin(), rows.at(0).shape().end());
+  Array r(Type{rows[0].dtype(), s});
+  for (std::size_t b = 0; b < rows.size(); ++b)
+    std::memcpy(static_cast<char*>(r.raw()) + rows[b].bytes() * b, rows[b].raw(), rows[b].bytes());
+  return r;
+}
+
+Array randomArray(Type t, uint32_t seed) {
+  Array a(t);
+  uint32_t x = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    a.set(i, static_cast<double>((x >> 8) % 2001) / 1000.0 - 1.0);
+  }
+  return a;
+}
+
+} // namespace
+
+TEST_CASE("vmap of elementwise ops and reductions equals a loop") {
+  auto f = [](const Tensor& x, const Tensor& y) { return sum(tanh(x) * y + exp(x), {0}); };
+  const Array xs = randomArray({DType::f64, {5, 3}}, 1), ys = randomArray({DType::f64, {5, 3}}, 2);
+  const Array got = vmap(f)(xs, ys);
+  auto one = jit(f);
+  std::vector<Array> want;
+  for (int64_t b = 0; b < 5; ++b) want.push_back(one(row(xs, b), row(ys, b)));
+  std::string why;
+  CHECK_MESSAGE(close(got, stackRows(want), 1e-12, &why), why);
+}
+
+TEST_CASE("vmap shares arguments with in_axes nullopt and moves axes with in_axes and out_axes") {
+  auto f = [](const Tensor& x, const Tensor& w) { return matmul(reshape(x, {1, 3}), w); };
+  const Array x = randomArray({DType::f64, {3, 4}}, 3), w = randomArray({DType::f64, {3, 2}}, 4);
+  // x batched along its last axis (4 examples of f64[3]); w shared; result batch axis last.
+  const Array got = vmap(f, {.in_axes = {1, std::nullopt}, .out_axes = {-1}})(x, w);
+  CHECK(got.type() == Type{DType::f64, {1, 2, 4}});
+  auto one = jit(f);
+  for (int64_t b = 0; b < 4; ++b) {
+    Array xb(Type{DType::f64, {3}});
+    for (int64_t i = 0; i < 3; ++i) xb.set(i, x.get(i * 4 + b));
+    const Array y = one(xb, w);
+    for (int64_t j = 0; j < 2; ++j) CHECK(got.get(j * 4 + b) == doctest::Approx(y.get(j)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("vmap: an output that reads no batched argument is broadcast, or kept with out_axes nullopt") {
+  auto f = [](const Tensor& x, const Tensor& c) { return std::make_tuple(x * 2.0, c + 1.0); };
+  const Array x = randomArray({DType::f32, {3, 2}}, 5), c = randomArray({DType::f32, {2}}, 6);
+  auto [a, b] = vmap(f, {.in_axes = {0, std::nullopt}})(x, c);
+  CHECK(b.type() == Type{DType::f32, {3, 2}});
+  auto [a2, b2] = vmap(f, {.in_axes = {0, std::nullopt}, .out_axes = {0, std::nullopt}})(x, c);
+  CHECK(b2.type() == Type{DType::f32, {2}});
+  for (int64_t i = 0; i < 2; ++i) CHECK(b2.get(i) == b.get(4 + i));
+  (void)a;
+  (void)a2;
+}
+
+TEST_CASE("vmap with axis_size and no batched argument") {
+  auto f = [](const Tensor& c) { return c * 3.0; };
+  const Array got = vmap(f, {.in_axes = {std::nullopt}, .axis_size = 4})(f32({1, 2}, {2}));
+  CHECK(got.type() == Type{DType::f32, {4, 2}});
+  CHECK(got.get(7) == 6.0);
+}
+
+TEST_CASE("vmap inside a trace joins it, and nests") {
+  auto inner = [](const Tensor& x) { return sum(x * x, {0}); };
+  auto f = jit([&](const Tensor& x) { return vmap(vmap(inner))(x); });
+  const Array x = randomArray({DType::f64, {2, 3, 4}}, 7);
+  const Array got = f(x);
+  REQUIRE(got.type() == Type{DType::f64, {2, 3}});
+  for (int64_t i = 0; i < 6; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < 4; ++j) s += x.get(i * 4 + j) * x.get(i * 4 + j);
+    CHECK(got.get(i) == doctest::Approx(s).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("vmap errors name what disagrees, at the user's line") {
+  auto f = [](const Tensor& x, const Tensor& y) { return x + y; };
+  const int line = __LINE__ + 1;
+  auto v = vmap(f);
+  try {
+    (void)v(f32({1, 2, 3}, {3}), f32({1, 2}, {2}));
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("batch sizes disagree") != std::string::npos);
+    CHECK(e.location().line == line);
+  }
+  CHECK_THROWS_WITH_AS((void)vmap(f, {.in_axes = {0}})(f32({1}, {1}), f32({1}, {1})),
+                       doctest::Contains("in_axes has 1 entries"), Error);
+  CHECK_THROWS_WITH_AS((void)vmap(f, {.in_axes = {2, 0}})(f32({1}, {1}), f32({1}, {1})),
+                       doctest::Contains("expected an axis in [-1, 0]"), Error);
+  CHECK_THROWS_WITH_AS((void)vmap(f)(f32({1}), f32({1}, {1})), doctest::Contains("is the scalar f32[]"), Error);
+  CHECK_THROWS_WITH_AS((void)vmap(f, {.in_axes = {std::nullopt, std::nullopt}})(f32({1}, {1}), f32({1}, {1})),
+                       doctest::Contains("give VmapOptions::axis_size"), Error);
+  CHECK_THROWS_WITH_AS((void)vmap(f, {.out_axes = {std::nullopt}})(f32({1}, {1}), f32({1}, {1})),
+                       doctest::Contains("out_axes gives it std::nullopt"), Error);
+}
+
+TEST_CASE("vmap as a pass: @f.vmap prints, parses back and runs") {
+  Module m = Module::parse(R"(
+func @f(%x: f64[3], %w: f64[3, 2]) -> (f64[2]) {
+  %r = reshape(%x) {shape = [1, 3]} : f64[1, 3]
+  %y = matmul(%r, %w) : f64[1, 2]
+  %z = reshape(%y) {shape = [2]} : f64[2]
+  return %z
+}
+)");
+  transforms::runPipeline(m.impl(), {"vmap(f, in_axes=[0,-], axis_size=4)"});
+  m.verify();
+  const std::string text = m.str();
+  CHECK(text.find("func @f.vmap(") != std::string::npos);
+  CHECK(Module::parse(text).str() == text);
+  const Array x = randomArray({DType::f64, {4, 3}}, 8), w = randomArray({DType::f64, {3, 2}}, 9);
+  const Array got = m.interpret("f.vmap", {x, w}).at(0);
+  for (int64_t b = 0; b < 4; ++b) {
+    const Array want = m.interpret("f", {row(x, b), w}).at(0);
+    for (int64_t j = 0; j < 2; ++j) CHECK(got.get(b * 2 + j) == doctest::Approx(want.get(j)).epsilon(1e-12));
+  }
+  CHECK_THROWS_WITH_AS(transforms::runPipeline(m.impl(), {"vmap(f)"}), doctest::Contains("give the batch size"), Error);
+  CHECK_THROWS_WITH_AS(transforms::runPipeline(m.impl(), {"vmap(f, in_axes=[0], axis_size=2)"}), doctest::Contains("in_axes has 1 entries"), Error);
+}
