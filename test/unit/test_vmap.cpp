@@ -148,3 +148,67 @@ func @f(%x: f64[3], %w: f64[3, 2]) -> (f64[2]) {
   CHECK_THROWS_WITH_AS(transforms::runPipeline(m.impl(), {"vmap(f)"}), doctest::Contains("give the batch size"), Error);
   CHECK_THROWS_WITH_AS(transforms::runPipeline(m.impl(), {"vmap(f, in_axes=[0], axis_size=2)"}), doctest::Contains("in_axes has 1 entries"), Error);
 }
+
+TEST_CASE("vmap of grad gives per-example gradients") {
+  const Array w = randomArray({DType::f32, {2, 3}}, 10);
+  const Array xs = randomArray({DType::f32, {32, 3}}, 11), ys = randomArray({DType::f32, {32, 2}}, 12);
+  // [snippet:vmap-per-example]
+  // One example's loss: x f32[3], y f32[2], weights w f32[2, 3].
+  auto loss = [](const Tensor& w, const Tensor& x, const Tensor& y) {
+    Tensor p = tanh(reshape(matmul(w, reshape(x, {3, 1})), {2}));
+    return sum(square(p - y));
+  };
+  // The gradient with respect to w for each example: w shared, x and y batched along axis 0.
+  auto per_example = vmap(grad(loss), {.in_axes = {std::nullopt, 0, 0}});
+  Array g = per_example(w, xs, ys); // f32[32, 2, 3]: one gradient per example
+  // [/snippet:vmap-per-example]
+  REQUIRE(g.type() == Type{DType::f32, {32, 2, 3}});
+  auto one = jit(grad(loss));
+  for (int64_t b = 0; b < 32; ++b) {
+    const Array want = one(w, row(xs, b), row(ys, b));
+    for (int64_t i = 0; i < 6; ++i) CHECK(g.get(b * 6 + i) == doctest::Approx(want.get(i)).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("vmap composes: grad of a sum over vmap, vmap of jvp, vmap of hessian, jit of vmap") {
+  auto f = [](const Tensor& x) { return sum(sin(x) * x, {0}) + sum(x, {0}) * sum(x * x, {0}); };
+  const Array xs = randomArray({DType::f64, {6, 4}}, 13);
+  std::vector<Array> rows;
+  for (int64_t b = 0; b < 6; ++b) rows.push_back(row(xs, b));
+  std::string why;
+  // grad of the batch's total equals the stack of per-example gradients.
+  auto total = [&](const Tensor& x) { return sum(vmap(f)(x), {0}); };
+  std::vector<Array> grads;
+  for (const Array& r : rows) grads.push_back(jit(grad(f))(r));
+  CHECK_MESSAGE(close(jit(grad(total))(xs), stackRows(grads), 1e-12, &why), why);
+  // vmap of jvp: a batch of directional derivatives.
+  const Array vs = randomArray({DType::f64, {6, 4}}, 14);
+  auto dir = [&](const Tensor& x, const Tensor& v) { return jvp(f, std::tuple{x}, std::tuple{v}).second; };
+  std::vector<Array> dirs;
+  for (int64_t b = 0; b < 6; ++b) dirs.push_back(jit(dir)(rows[b], row(vs, b)));
+  CHECK_MESSAGE(close(vmap(dir)(xs, vs), stackRows(dirs), 1e-12, &why), why);
+  // vmap of hessian: one Hessian per example.
+  std::vector<Array> hs;
+  for (const Array& r : rows) hs.push_back(jit(hessian(f))(r));
+  CHECK_MESSAGE(close(vmap(hessian(f))(xs), stackRows(hs), 1e-12, &why), why);
+  // jit of vmap: the same as vmap called with Arrays.
+  CHECK_MESSAGE(close(jit([&](const Tensor& x) { return vmap(f)(x); })(xs), vmap(f)(xs), 0, &why), why);
+}
+
+TEST_CASE("vmap takes and returns structures") {
+  auto f = [](const std::pair<Tensor, Tensor>& p, const std::vector<Tensor>& v) {
+    return std::make_tuple(p.first * v[0], std::vector<Tensor>{p.second + v[1], v[0] * 2.0});
+  };
+  const Array a = randomArray({DType::f64, {3, 2}}, 15), b = randomArray({DType::f64, {3}}, 16);
+  const Array c = randomArray({DType::f64, {2}}, 17), d = randomArray({DType::f64, {3}}, 18);
+  // p batched along axis 0; v shared.
+  auto [x, ys] = vmap(f, {.in_axes = {0, std::nullopt}})(std::pair{a, b}, std::vector<Array>{c, d});
+  CHECK(x.type() == Type{DType::f64, {3, 2}});
+  REQUIRE(ys.size() == 2);
+  CHECK(ys[0].type() == Type{DType::f64, {3, 3}});
+  CHECK(ys[1].type() == Type{DType::f64, {3, 2}}); // shared, broadcast along the batch
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j) CHECK(x.get(i * 2 + j) == a.get(i * 2 + j) * c.get(j));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 3; ++j) CHECK(ys[0].get(i * 3 + j) == b.get(i) + d.get(j));
+}
