@@ -171,6 +171,16 @@ TEST_CASE("vmap matmul: both, left and right operand batched, transposed, batch 
     agrees(mm, {none, 1}, rt, 3, a3, randomArray({t, {2, 3, 5, 1}}, 18));
     agrees(mmTa, {0, none}, rt, 3, randomArray({t, {3, 2, 5, 3}}, 19), b3);
     agrees(mm, {3, 0}, rt, 3, randomArray({t, {2, 3, 5, 3}}, 20), randomArray({t, {3, 2, 5, 4}}, 21));
+    // Folds that move the batch past the op's own leading axes (transposes at both ends).
+    const Array wide = randomArray({t, {2, 8, 8}}, 24);
+    agrees(mm, {0, none}, rt, 3, randomArray({t, {3, 2, 1, 8}}, 25), wide);
+    agrees(mm, {none, 0}, rt, 3, wide, randomArray({t, {3, 2, 8, 1}}, 26));
+    agrees(mmTa, {1, none}, rt, 3, randomArray({t, {2, 3, 8, 2}}, 27), wide);
+    agrees(mmTab, {none, 0}, rt, 3, wide, randomArray({t, {3, 2, 2, 8}}, 28));
+    // transpose_a with a fold (a copied once), and batches of one.
+    agrees(mmTa, {0, none}, rt, 4, randomArray({t, {4, 5, 3}}, 29), randomArray({t, {5, 20}}, 30));
+    agrees(mm, {0, none}, rt, 1, randomArray({t, {1, 3, 5}}, 31), b1);
+    agrees(mm, {none, 0}, rt, 1, a1, randomArray({t, {1, 5, 2}}, 32));
     // A small shared a against a larger batched b with leading axes: the
     // transposes would copy more than broadcasting a, so the batched matmul.
     agrees(mm, {none, 0}, rt, 3, randomArray({t, {4, 2, 2}}, 22), randomArray({t, {3, 4, 2, 3}}, 23));
