@@ -177,6 +177,15 @@ TEST_CASE("vmap matmul: both, left and right operand batched, transposed, batch 
     agrees(mm, {none, 0}, rt, 3, wide, randomArray({t, {3, 2, 8, 1}}, 26));
     agrees(mmTa, {1, none}, rt, 3, randomArray({t, {2, 3, 8, 2}}, 27), wide);
     agrees(mmTab, {none, 0}, rt, 3, wide, randomArray({t, {3, 2, 2, 8}}, 28));
+    agrees(mmTa, {none, 0}, rt, 4, randomArray({t, {5, 3}}, 33), randomArray({t, {4, 5, 2}}, 34));
+    // Nested: the outer vmap batches a, the inner one b.
+    auto nested = [](const Tensor& a, const Tensor& b) {
+      return V{vmap([](const Tensor& a1, const Tensor& b1) { return matmul(a1, b1); }, {.in_axes = {none, 0}})(a, b)};
+    };
+    {
+      StopgapRules stopgap; // the outer vmap batches the inner rule's reshapes
+      agrees(nested, {0, none}, rt, 3, randomArray({t, {3, 4, 5}}, 35), randomArray({t, {2, 5, 6}}, 36));
+    }
     // transpose_a with a fold (a copied once), and batches of one.
     agrees(mmTa, {0, none}, rt, 4, randomArray({t, {4, 5, 3}}, 29), randomArray({t, {5, 20}}, 30));
     agrees(mm, {0, none}, rt, 1, randomArray({t, {1, 3, 5}}, 31), b1);
@@ -331,6 +340,14 @@ TEST_CASE("vmap conv: batched input, kernel, or both; groups, strides, padding a
       agrees(f, {0, 0}, rt, 3, xs, ks);
       agrees(f, {2, -1}, rt, 3, randomArray({t, {2, 4, 3, 6, 5}}, 5), randomArray({t, {6, 4 / groups, 3, 2, 3}}, 6));
       agrees(f, {none, 1}, rt, 3, randomArray({t, {1, 4, 6, 5}}, 7), randomArray({t, {6, 3, 4 / groups, 3, 2}}, 8));
+    }
+    // Nested: examples of kernels outside, of images inside.
+    auto nested = [](const Tensor& x, const Tensor& k) {
+      return V{vmap([](const Tensor& x1, const Tensor& k1) { return conv(x1, k1, {.padding = "SAME"}); }, {.in_axes = {0, none}})(x, k)};
+    };
+    {
+      StopgapRules stopgap; // the outer vmap batches the inner rule's reshapes
+      agrees(nested, {none, 0}, rt, 2, randomArray({t, {3, 1, 2, 5, 5}}, 13), randomArray({t, {2, 4, 2, 3, 3}}, 14));
     }
     // 1-D, one image per example
     auto f1 = [](const Tensor& x, const Tensor& k) { return V{conv(x, k, {.padding = "SAME"})}; };
