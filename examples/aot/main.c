@@ -35,7 +35,7 @@ int main(void) {
   f_jvp(x, &w, tx, &tw, &y3, &ty);
   printf("f_jvp: y = %.5f, ty = %.5f\n", y3, ty);
 
-  /* [snippet:aot-map] */
+  // [snippet:aot-map]
   /* n instances at once, for any n: each buffer holds n of f's, one after another. */
   const float xs[3][4] = {{0.5f, -1.0f, 2.0f, 30.0f}, {1.0f, 2.0f, 3.0f, 4.0f}, {-0.5f, 0.25f, 0.0f, 1.0f}};
   const float ws[3] = {1.5f, -0.5f, 2.0f};
@@ -45,7 +45,7 @@ int main(void) {
   adjit_parallel_for_hook = lastToFirst; /* one chunk per instance, run wherever the hook says */
   f_map(3, &xs[0][0], ws, ys);
   printf("f_map(3): y = [%.5f, %.5f, %.5f]\n", ys[0], ys[1], ys[2]);
-  /* [/snippet:aot-map] */
+  // [/snippet:aot-map]
   printf("f_map(3): the hook ran %d time\n", hookCalls);
 
   /* The gradient bundle, mapped: an array of n residual structs. */

@@ -68,7 +68,7 @@ Row adj(const std::string& text) {
 
 const Type F3{DType::f32, {3}}, F4{DType::f32, {4}}, I3{DType::i32, {3}};
 
-#define CPP(code) Row{#code, [] { code; }}
+#define CPP(...) Row{#__VA_ARGS__, [] { __VA_ARGS__; }}
 
 /// A mistake made outside this process (a command line, an environment
 /// variable) and what it prints. The test named in the section's intro
@@ -165,6 +165,18 @@ std::vector<Section> sections() {
            CPP(jit([](Tensor a, Tensor b) { return a + b; })(Array(1.0f), Array(2.0))),
            CPP(jit([](Tensor a) { debug_callback([](const std::vector<Array>&) { throw std::runtime_error("disk full"); }, {a}); return a; })(Array(1.0f))),
            CPP(Tensor t; (void)exp(t)),
+       }},
+      {"map",
+       "`adjit::map` over a leading axis (see [batching](batching.md)); the line is the one that made the `map`.",
+       {
+           CPP(map([](Tensor x, Tensor y) { return x + sum(y); })(Array(DType::f32, {3, 2}), Array(DType::f32, {4}))),
+           CPP(map([](std::pair<Tensor, Tensor> p) { return p.first; })(std::pair{Array(DType::f32, {3}), Array(DType::f32, {2})})),
+           CPP(map([](Tensor x, Tensor y) { return x * y; }, {.in_axes = {0, 1}})),
+           CPP(map([](Tensor x, Tensor y) { return x * y; }, {.in_axes = {0}})(Array(DType::f32, {3}), Array(DType::f32, {3}))),
+           CPP(map([](Tensor x, Tensor y) { return x * y; })(Array(DType::f32, {3}), 2.0f)),
+           CPP(map([](Tensor x) { return x; })(Array(1.0f))),
+           CPP(map([](Tensor x) { return x; }, {.in_axes = {std::nullopt}})(Array(DType::f32, {3}))),
+           CPP(Variable v("v", Array(1.0f)); map([v](Tensor x) { v.assign(sum(x)); return x; })(Array(DType::f32, {2, 3}))),
        }},
       {"The adjit command",
        "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-argnums.adj`, "

@@ -212,3 +212,18 @@ TEST_CASE("map: errors name the argument, the sizes and the line") {
                          "mapped argument needs the same length");
   }
 }
+
+TEST_CASE("map: the guide's example") {
+  // [snippet:map]
+  // One step of a simulation, written for one instance.
+  auto step = [](Tensor x, Tensor v, Tensor dt) { return std::make_pair(x + v * dt, v * 0.99f); };
+  // Mapped over the leading axis of x and v; dt is passed whole to every instance.
+  auto steps = map(step, {.in_axes = {0, 0, std::nullopt}});
+  Array xs(DType::f32, {1000, 3}), vs(DType::f32, {1000, 3});
+  auto [x1, v1] = steps(xs, vs, 0.01f); // 1,000 instances: x1 and v1 are f32[1000,3]
+  auto [x2, v2] = steps(Array(DType::f32, {7, 3}), Array(DType::f32, {7, 3}), 0.01f); // 7, same machine code
+  // [/snippet:map]
+  CHECK(x1.type() == Type{DType::f32, {1000, 3}});
+  CHECK(v2.type() == Type{DType::f32, {7, 3}});
+  CHECK(steps.cache_size() == 1);
+}
