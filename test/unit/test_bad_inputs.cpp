@@ -228,7 +228,7 @@ std::string render() {
        "that passed it. Internal invariant failures throw `adjit::InternalError` naming adjit's file and line: those "
        "are bugs.\n\n"
        "Mistakes the compiler can see are compile-time errors, one `static_assert` each, and the compiler's "
-       "\"required from here\" names your line: calling a jitted function, `grad` or `custom_gradient` with the "
+       "\"required from here\" names your line: calling a jitted function, a `map`, `grad` or `custom_gradient` with the "
        "wrong number of arguments, an argnum past the last argument, `grad(f, {0, 1})` (write `argnums<0, 1>`), a "
        "`grad_fn` of the wrong arity, a `cond` on a C++ `bool`, an `if`, `while` or `&&` on a Tensor (the error "
        "points to `cond`), a `custom_jvp` rule of the wrong signature, and a `scan`, `fori_loop` or `while_loop` "
