@@ -56,7 +56,7 @@ struct MapCollector final : LeafSink {
   std::vector<Leaf> leaves; ///< data and type (Tensors: no data)
   std::vector<MapLeaf> info;
   std::vector<Tensor> tensors;
-  std::deque<Type> tensorTypes; ///< the Tensors' types (stable addresses)
+  std::unique_ptr<std::deque<Type>> tensorTypes; ///< the Tensors' types (stable addresses; made on first use)
   std::size_t arg = 0;
   bool mapped = true;
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -70,7 +70,8 @@ struct MapCollector final : LeafSink {
   void type(const Type& t) override { add(nullptr, t, false); }
   void tensor(const Tensor& t) override {
     tensors.push_back(t);
-    add(nullptr, tensorTypes.emplace_back(t.type()), false);
+    if (!tensorTypes) tensorTypes = std::make_unique<std::deque<Type>>();
+    add(nullptr, tensorTypes->emplace_back(t.type()), false);
   }
   void size(std::size_t n) override { mix(n + 0x51); }
 };

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 
+#include <llvm/ADT/SmallVector.h>
+
 namespace adjit::detail {
 
 void checkMapOptions(const MapOptions& o, const Location& loc) {
@@ -87,7 +89,7 @@ const std::shared_ptr<void>& runMapped(JitCore& core, uint64_t key, const std::v
                                        const JitCore::Body& body, int threads, const Location& loc,
                                        std::vector<Array>& outs) {
   // The kernel is the per-instance function's: its signature is the slices'.
-  std::vector<Leaf> instance(leaves.size());
+  llvm::SmallVector<Leaf, 8> instance(leaves.size());
   for (std::size_t i = 0; i < leaves.size(); ++i) instance[i] = {leaves[i].data, &slices[i]};
   const JitCore::Entry& e = core.compiled(key, instance, body);
   if (!e.variables.writes.empty())
@@ -98,8 +100,8 @@ const std::shared_ptr<void>& runMapped(JitCore& core, uint64_t key, const std::v
   const engine::Kernel& k = *e.kernel;
   outs.clear();
   outs.reserve(k.outputs.size());
-  std::vector<void*> outPtrs;
-  std::vector<int64_t> outStrides;
+  llvm::SmallVector<void*, 8> outPtrs;
+  llvm::SmallVector<int64_t, 8> outStrides;
   for (const Type& t : k.outputs) {
     Shape shape{n};
     shape.insert(shape.end(), t.shape.begin(), t.shape.end());
@@ -108,18 +110,18 @@ const std::shared_ptr<void>& runMapped(JitCore& core, uint64_t key, const std::v
     outStrides.push_back(static_cast<int64_t>(t.bytes()));
   }
   if (n == 0) return e.skeleton; // nothing to run
-  std::vector<const void*> args;
-  std::vector<int64_t> strides;
+  llvm::SmallVector<const void*, 8> args;
+  llvm::SmallVector<int64_t, 8> strides;
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     args.push_back(leaves[i].data);
     strides.push_back(info[i].mapped ? static_cast<int64_t>(slices[i].bytes()) : 0);
   }
   // Variables the function reads: the same value for every instance, held
   // under their locks (taken in one global order) for the whole map.
-  std::vector<VariableState*> locked;
+  llvm::SmallVector<VariableState*, 4> locked;
   for (const auto& v : e.variables.reads) locked.push_back(v.get());
   std::sort(locked.begin(), locked.end());
-  std::vector<std::unique_lock<std::mutex>> locks;
+  llvm::SmallVector<std::unique_lock<std::mutex>, 4> locks;
   for (VariableState* v : locked) locks.emplace_back(v->m);
   for (const auto& v : e.variables.reads) {
     args.push_back(v->value.raw());

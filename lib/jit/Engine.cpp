@@ -17,6 +17,7 @@
 #include "support/Hash.h"
 #include "support/Log.h"
 
+#include <llvm/ADT/SmallVector.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Support/DynamicLibrary.h>
@@ -444,7 +445,7 @@ void runMany(const Kernel& k, std::span<const void* const> args, std::span<const
   ADJIT_ASSERT(outs.size() == k.outputs.size() && outStrides.size() == outs.size(), "runMany: one buffer and stride per output");
   if (n <= 0) return;
   if (n == 1) { // one call: its loops may use the threads, as a jitted call's do
-    std::vector<detail::Leaf> leaves;
+    llvm::SmallVector<detail::Leaf, 16> leaves;
     for (std::size_t j = 0; j < args.size(); ++j) leaves.push_back({args[j], &k.inputs[j]});
     return runInto(k, leaves, outs, threads);
   }
