@@ -4,6 +4,7 @@
 #include "Check.h"
 
 #include <random>
+#include <thread>
 
 using namespace adjit;
 using namespace adjit::test;
@@ -111,6 +112,22 @@ TEST_CASE("map: threads change nothing but the time") {
   const Array defaults = map(step, {.in_axes = {0, std::nullopt}})(xs, w);
   CHECK(bytesOf(serial) == bytesOf(parallel));
   CHECK(bytesOf(serial) == bytesOf(defaults));
+}
+
+TEST_CASE("map: calls from several threads at once share the pool and agree") {
+  const Array w = randomArray({DType::f32, {6, 6}}, 11);
+  const Array xs = randomArray({DType::f32, {2000, 6}}, 12);
+  auto mapped = map(step, {.threads = 2, .in_axes = {0, std::nullopt}});
+  const Array want = map(step, {.threads = 1, .in_axes = {0, std::nullopt}})(xs, w);
+  std::vector<Array> got(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 5; ++r) got[t] = mapped(xs, w);
+    });
+  for (std::thread& t : threads) t.join();
+  for (const Array& g : got) CHECK(bytesOf(g) == bytesOf(want));
+  CHECK(mapped.cache_size() == 1);
 }
 
 TEST_CASE("map: the first failing instance's error, whatever the threads") {
