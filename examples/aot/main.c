@@ -57,5 +57,11 @@ int main(void) {
   f_bwd_map(2, rs, dys, &dxs[0][0], dws);
   printf("f_bwd_map(2): dx[1] = [%.5f, %.5f, %.5f, %.5f], dw = [%.5f, %.5f]\n", dxs[1][0], dxs[1][1], dxs[1][2], dxs[1][3],
          dws[0], dws[1]);
+
+  /* Forward mode, mapped: the same tangents for both instances. */
+  const float txs[2][4] = {{1.0f, 0.0f, -1.0f, 0.5f}, {1.0f, 0.0f, -1.0f, 0.5f}}, tws[2] = {2.0f, 2.0f};
+  float ys3[2], tys[2];
+  f_jvp_map(2, &xs[0][0], ws, &txs[0][0], tws, ys3, tys);
+  printf("f_jvp_map(2): ty = [%.5f, %.5f]\n", tys[0], tys[1]);
   return 0;
 }
