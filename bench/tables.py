@@ -3,7 +3,7 @@
 
 Runs adjit_bench, adjit_compile_bench, adjit_adbench and (where they were built)
 adjit_matmul_bench, adjit_linalg_bench, adjit_decompositions_bench,
-adjit_conv_bench and adjit_sort_bench from BUILD_DIR, one after the other, and writes their
+adjit_conv_bench, adjit_sort_bench and adjit_map_bench from BUILD_DIR, one after the other, and writes their
 current numbers as markdown tables under a header naming the date, the commit,
 the CPU and its core count. Lines a parser does not know are kept verbatim
 under their section, so nothing a benchmark prints is lost. History lives in
@@ -203,6 +203,12 @@ BENCHES = [  # binary, arguments, --quick arguments, section
     ('adjit_sort_bench', [], [], printed_section(
         'Sorting',
         '`adjit_sort_bench`: `sort` of f32 against `std::sort`, one thread, runs interleaved.')),
+    ('adjit_map_bench', [], ['--quick'], printed_section(
+        'map over a run-time count',
+        '`adjit_map_bench`: `map` of an RK4 step of a 12-state rigid body over N instances: time per instance '
+        'against a loop of `jit` calls on the slices, the first call\'s time with its compilation (in '
+        'parentheses, the compile events\' own times; one program serves every N), and the speedup of all '
+        'threads over one.')),
 ]
 
 

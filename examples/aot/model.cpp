@@ -31,6 +31,13 @@ int main(int argc, char** argv) {
   auto [dx, dw] = grad(f, argnums<0, 1>)(x, w);
   const Array tx(std::vector<float>{1.0f, 0.0f, -1.0f, 0.5f}), tw(2.0f);
   const double ty = jvp(f, std::tuple{x, w}, std::tuple{tx, tw}).second.item<double>();
+  // The same function mapped over instances (adjit::map), for f_map and f_bwd_map.
+  const Array xs(std::vector<float>{0.5f, -1.0f, 2.0f, 30.0f, 1.0f, 2.0f, 3.0f, 4.0f, -0.5f, 0.25f, 0.0f, 1.0f}, {3, 4});
+  const Array ws(std::vector<float>{1.5f, -0.5f, 2.0f});
+  const Array ys = map(f)(xs, ws);
+  auto [dxs, dws] = map(grad(f, argnums<0, 1>))(xs, ws);
+  auto tangent = [f](Tensor x, Tensor w, Tensor tx, Tensor tw) { return jvp(f, std::tuple{x, w}, std::tuple{tx, tw}).second; };
+  const Array tys = map(tangent, {.in_axes = {0, 0, std::nullopt, std::nullopt}})(xs, ws, tx, tw);
   FILE* out = std::fopen((dir + "/jit.txt").c_str(), "w");
   if (!out) return 1;
   std::fprintf(out, "f:     y = %.5f\n", y);
@@ -38,6 +45,12 @@ int main(int argc, char** argv) {
   std::fprintf(out, "f_bwd: dx = [%.5f, %.5f, %.5f, %.5f], dw = %.5f\n", dx.at(0), dx.at(1), dx.at(2), dx.at(3),
                dw.item<double>());
   std::fprintf(out, "f_jvp: y = %.5f, ty = %.5f\n", y, ty);
+  std::fprintf(out, "f_map(2): y = [%.5f, %.5f]\n", ys.at(0), ys.at(1));
+  std::fprintf(out, "f_map(3): y = [%.5f, %.5f, %.5f]\n", ys.at(0), ys.at(1), ys.at(2));
+  std::fprintf(out, "f_map(3): the hook ran 1 time\n");
+  std::fprintf(out, "f_bwd_map(2): dx[1] = [%.5f, %.5f, %.5f, %.5f], dw = [%.5f, %.5f]\n", dxs.at(4), dxs.at(5), dxs.at(6),
+               dxs.at(7), dws.at(0), dws.at(1));
+  std::fprintf(out, "f_jvp_map(2): ty = [%.5f, %.5f]\n", tys.at(0), tys.at(1));
   std::fclose(out);
   std::printf("saved %s/model.adj\n", dir.c_str());
   return 0;

@@ -14,6 +14,7 @@
 #include <adjit/error.h>
 #include <adjit/jit.h>
 #include <adjit/linalg.h>
+#include <adjit/map.h>
 #include <adjit/module.h>
 #include <adjit/random.h>
 #include <adjit/tensor.h>

@@ -104,6 +104,10 @@ public:
   /// Runs the kernel writing its results into `outs` (the caller's buffers,
   /// one per result, of the results' types); allocates nothing for them.
   void callInto(uint64_t key, std::span<const Leaf> args, const Body& body, std::span<const Leaf> outs);
+  /// The compiled entry for the arguments' signature (traced and compiled
+  /// first if needed), for callers that run its kernel themselves (map).
+  /// Valid as long as this JitCore.
+  const Entry& compiled(uint64_t key, std::span<const Leaf> args, const Body& body);
   /// Inside another trace: records a call of this function into that trace.
   std::vector<Tensor> callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,
                                   std::shared_ptr<void>& skeleton);

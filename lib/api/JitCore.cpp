@@ -1,6 +1,7 @@
 // jit/JitCore.cpp — the signature cache behind adjit::jit: traces and compiles
 // once per argument signature, then calls the kernel. Calls from many threads
 // share entries; each signature is compiled once, outside the cache's lock.
+#include "api/JitEntry.h"
 #include "jit/Engine.h"
 #include "trace/Tracer.h"
 
@@ -17,28 +18,6 @@
 #include <unordered_map>
 
 namespace adjit::detail {
-
-struct JitCore::Entry {
-  uint64_t key;
-  std::vector<Type> types; ///< the arguments' types
-  std::shared_ptr<engine::Kernel> kernel;
-  std::shared_ptr<void> skeleton;
-  TracedVariables variables; ///< implicit inputs after the arguments, written back after the call
-  // While the entry is being traced and compiled (outside the lock), other
-  // callers of its signature wait on `ready`; `done` is read under the lock.
-  std::shared_future<void> ready;
-  std::thread::id compiler;
-  bool done = false;
-};
-
-struct JitCore::Impl {
-  mutable std::mutex m;
-  /// Entries by key; a key's bucket holds more than one entry only when
-  /// different signatures collide. Entries are never removed once compiled,
-  /// so `last` and callers' pointers stay valid.
-  std::unordered_map<uint64_t, std::vector<std::unique_ptr<Entry>>> entries;
-  std::atomic<Entry*> last{nullptr};
-};
 
 const Type& scalar_type(DType t) {
   static const Type types[] = {{DType::f32, {}}, {DType::f64, {}}, {DType::i32, {}}, {DType::i64, {}}, {DType::i1, {}}};
@@ -152,6 +131,10 @@ static void runEntry(const JitCore::Entry& e, std::span<const Leaf> args, std::v
   }
   engine::runInto(*e.kernel, all, outs, threads);
   for (std::size_t i = 0; i < e.variables.writes.size(); ++i) e.variables.writes[i]->value = std::move(written[i]);
+}
+
+const JitCore::Entry& JitCore::compiled(uint64_t key, std::span<const Leaf> args, const Body& body) {
+  return *entryOf(*impl_, opts_, key, args, body);
 }
 
 const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,

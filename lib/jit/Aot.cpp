@@ -97,9 +97,15 @@ std::string cName(const std::string& name) {
 
 namespace {
 
-/// What the header of an object compiled with threads declares.
+/// What the header of an object compiled with threads (or with _map entry
+/// points) declares: the hook, after what uses it.
+constexpr const char* kParallelForThreads = "\n/* Compiled with --threads: large loops are split into chunks.";
+constexpr const char* kParallelForMaps = "\n/* The _map functions run their n instances as n chunks, one instance each.";
+constexpr const char* kParallelForBoth =
+    "\n/* Compiled with --threads: large loops are split into chunks; the _map functions\n"
+    " * run their n instances as n chunks, one instance each (whose loops then run in order).";
 constexpr const char* kParallelForHook =
-    "\n/* Compiled with --threads: large loops are split into chunks. Set this to run\n"
+    " Set this to run\n"
     " * fn(ctx, c) once for every c in [0, n), on any threads in any order, returning\n"
     " * when all are done (results do not depend on the order). NULL, the default:\n"
     " * the calling thread runs them in order. Shared by every adjit object linked in. */\n"
@@ -158,7 +164,10 @@ bool defineReport(llvm::Module& lm, const std::string& name, const std::string& 
 /// user's hook when set, else the chunks in order. The hook is a weak null
 /// pointer, so several adjit objects (and the user's own definition) link.
 /// And its adjit_parallel_threads, which cannot know the hook's threads.
-void defineParallelFor(llvm::Module& lm) {
+/// With `inInstance` (a thread-local flag the _map functions set while an
+/// instance runs), loops inside an instance run in order, never through the
+/// hook again: a hook need not support being called from its own chunks.
+void defineParallelFor(llvm::Module& lm, llvm::GlobalVariable* inInstance) {
   llvm::LLVMContext& ctx = lm.getContext();
   llvm::Type* ptrTy = llvm::PointerType::get(ctx, 0);
   llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
@@ -176,7 +185,12 @@ void defineParallelFor(llvm::Module& lm) {
   auto* done = llvm::BasicBlock::Create(ctx, "done", fn);
   llvm::IRBuilder<> b(entry);
   llvm::Value* h = b.CreateLoad(ptrTy, hook);
-  b.CreateCondBr(b.CreateIsNotNull(h), viaHook, loop);
+  llvm::Value* useHook = b.CreateIsNotNull(h);
+  if (inInstance) {
+    llvm::Value* inside = b.CreateLoad(b.getInt8Ty(), b.CreateThreadLocalAddress(inInstance));
+    useHook = b.CreateAnd(useHook, b.CreateICmpEQ(inside, b.getInt8(0)));
+  }
+  b.CreateCondBr(useHook, viaHook, loop);
   b.SetInsertPoint(viaHook);
   b.CreateCall(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptrTy, ptrTy, i64}, false), h, {body, c, n});
   b.CreateRetVoid();
@@ -198,6 +212,65 @@ void defineParallelFor(llvm::Module& lm) {
   tb.CreateRet(tb.getInt64(0));
 }
 
+/// Defines `void <symbol>_map(int64_t n, ptr b0, ...)`: for each i in [0, n)
+/// (a chunk of adjit_parallel_for each), `symbol` on the buffers offset by i
+/// times their strides in bytes. `inInstance` (if any) is set while an
+/// instance runs (see defineParallelFor).
+void defineMap(llvm::Module& lm, const std::string& symbol, const std::vector<uint64_t>& strides, llvm::GlobalVariable* inInstance) {
+  llvm::LLVMContext& ctx = lm.getContext();
+  llvm::Type* ptrTy = llvm::PointerType::get(ctx, 0);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::Type* voidTy = llvm::Type::getVoidTy(ctx);
+  llvm::Function* one = lm.getFunction(symbol);
+  ADJIT_ASSERT(one && one->arg_size() == strides.size(), "compile: " + symbol + " takes one pointer per buffer");
+  const unsigned nb = static_cast<unsigned>(strides.size());
+  // The chunk: instance i of the buffers in the context (an array of pointers).
+  auto* chunk = llvm::Function::Create(llvm::FunctionType::get(voidTy, {ptrTy, i64}, false), llvm::GlobalValue::InternalLinkage,
+                                       symbol + ".map_instance", lm);
+  {
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", chunk));
+    llvm::Value* i = chunk->getArg(1);
+    std::vector<llvm::Value*> args;
+    for (unsigned j = 0; j < nb; ++j) {
+      llvm::Value* base = b.CreateLoad(ptrTy, b.CreateConstInBoundsGEP1_64(ptrTy, chunk->getArg(0), j));
+      args.push_back(b.CreateInBoundsGEP(b.getInt8Ty(), base, b.CreateMul(i, b.getInt64(strides[j]))));
+    }
+    llvm::Value* flag = inInstance ? b.CreateThreadLocalAddress(inInstance) : nullptr;
+    llvm::Value* saved = flag ? b.CreateLoad(b.getInt8Ty(), flag) : nullptr;
+    if (flag) b.CreateStore(b.getInt8(1), flag);
+    b.CreateCall(one, args);
+    if (flag) b.CreateStore(saved, flag);
+    b.CreateRetVoid();
+  }
+  std::vector<llvm::Type*> params(nb + 1, ptrTy);
+  params[0] = i64;
+  auto* fn = llvm::Function::Create(llvm::FunctionType::get(voidTy, params, false), llvm::GlobalValue::ExternalLinkage,
+                                    symbol + "_map", lm);
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+  auto* run = llvm::BasicBlock::Create(ctx, "run", fn);
+  auto* done = llvm::BasicBlock::Create(ctx, "done", fn);
+  llvm::IRBuilder<> b(entry);
+  llvm::Value* n = fn->getArg(0);
+  b.CreateCondBr(b.CreateICmpSGT(n, b.getInt64(0)), run, done);
+  b.SetInsertPoint(run);
+  llvm::Value* buffers = b.CreateAlloca(ptrTy, b.getInt32(std::max(nb, 1u)));
+  for (unsigned j = 0; j < nb; ++j) b.CreateStore(fn->getArg(j + 1), b.CreateConstInBoundsGEP1_64(ptrTy, buffers, j));
+  llvm::Function* parallelFor = lm.getFunction("adjit_parallel_for");
+  ADJIT_ASSERT(parallelFor, "compile: _map functions need the object's adjit_parallel_for");
+  b.CreateCall(parallelFor, {chunk, buffers, n});
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+  b.CreateRetVoid();
+}
+
+/// Bytes of one instance of each buffer of a function's C entry point.
+std::vector<uint64_t> bufferBytes(const std::vector<Type>& in, const std::vector<Type>& out) {
+  std::vector<uint64_t> b;
+  for (const Type& t : in) b.push_back(t.bytes());
+  for (const Type& t : out) b.push_back(t.bytes());
+  return b;
+}
+
 } // namespace
 
 AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& request) {
@@ -214,6 +287,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   unique(r.grads);
   unique(r.jvps);
   unique(r.vjps);
+  unique(r.maps);
   // One object, plain C entry points, threads through the header's hook if asked.
   CompileOptions options = r.options;
   options.packed = false;
@@ -234,6 +308,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
       what += "\ngrad " + n + (r.argnums.count(n) ? " argnums " + listed(r.argnums.at(n)) : "");
     for (const std::string& n : r.jvps) what += "\njvp " + n;
     for (const std::string& n : r.vjps) what += "\nvjp " + n;
+    for (const std::string& n : r.maps) what += "\nmap " + n;
     what += fmt::format("\nguard {} source {}", r.headerGuard, r.source);
     key = compileKey(*m, what, options);
     if (auto parts = diskLoad(key); parts && parts->size() == 2) {
@@ -251,6 +326,13 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
     return *f;
   };
   for (const std::string& n : r.functions) need(n);
+  for (const std::string& n : r.maps) need(n);
+  auto mapped = [&](const std::string& n) { return std::find(r.maps.begin(), r.maps.end(), n) != r.maps.end(); };
+  // --map NAME exports NAME (unless its --vjp bundle does).
+  for (const std::string& n : r.maps)
+    if (std::find(r.functions.begin(), r.functions.end(), n) == r.functions.end() &&
+        std::find(r.vjps.begin(), r.vjps.end(), n) == r.vjps.end())
+      r.functions.push_back(n);
   // Generated functions by the names they were given (a module may already
   // hold functions called like @f.grad).
   std::map<std::string, std::string> gradOf, jvpOf;
@@ -270,35 +352,55 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
 
   llvm::LLVMContext& ctx = c.context();
   llvm::Module& lm = c.module();
-  if (options.threads) defineParallelFor(lm);
+  // A _map function's instance runs its loops in order when the object splits them (--threads).
+  llvm::GlobalVariable* inInstance = nullptr;
+  if (options.threads && !r.maps.empty()) {
+    inInstance = new llvm::GlobalVariable(lm, llvm::Type::getInt8Ty(ctx), false, llvm::GlobalValue::InternalLinkage,
+                                          llvm::ConstantInt::get(llvm::Type::getInt8Ty(ctx), 0), "adjit_in_map_instance",
+                                          nullptr, llvm::GlobalValue::GeneralDynamicTLSModel);
+  }
+  if (options.threads || !r.maps.empty()) defineParallelFor(lm, inInstance);
   std::string header = fmt::format(
       "/* Generated by adjit from {}. Do not edit.\n"
       " * Buffers are contiguous row-major arrays of the element type; i1 is one byte.\n"
       " * Inputs and outputs must not overlap. Link with -lm -lmvec (glibc's vector math). */\n"
       "#ifndef {}\n#define {}\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n",
       r.source, r.headerGuard, r.headerGuard);
-  if (options.threads) header += kParallelForHook;
-  auto exportFunction = [&](const std::string& name, const std::string& symbol, const std::string& what) {
+  if (options.threads || !r.maps.empty())
+    header += std::string(!r.maps.empty() ? (options.threads ? kParallelForBoth : kParallelForMaps) : kParallelForThreads) +
+              kParallelForHook;
+  // NAME_map(n, buffers...) beside NAME(buffers...): each buffer holds n instances, one after another.
+  auto exportMap = [&](const std::string& symbol, const std::vector<uint64_t>& strides, const std::string& params) {
+    defineMap(lm, symbol, strides, inInstance);
+    header += fmt::format("\n/* {}_map: {} for each of n instances; every buffer holds n of {}'s, one after\n"
+                          " * another (a leading axis of n). The instances run through adjit_parallel_for_hook. */\n"
+                          "void {}_map(int64_t n{});\n",
+                          symbol, symbol, symbol, symbol, params == "void" ? std::string() : ", " + params);
+  };
+  auto exportFunction = [&](const std::string& name, const std::string& symbol, const std::string& what, bool map) {
     const ir::Function& f = *opt->lookup(name);
     c.lower(*opt, name, symbol);
     header += fmt::format("\n/* {}: {}\n * inputs:  {}\n * outputs: {} */\nvoid {}({});\n", symbol, what,
                           describe(f.paramTypes(), "in"), describe(f.resultTypes(), "out"), symbol,
                           cParams(f.paramTypes(), f.resultTypes()));
+    if (map) exportMap(symbol, bufferBytes(f.paramTypes(), f.resultTypes()), cParams(f.paramTypes(), f.resultTypes()));
   };
-  for (const std::string& n : r.functions) exportFunction(n, cName(n), "@" + n);
+  for (const std::string& n : r.functions) exportFunction(n, cName(n), "@" + n, mapped(n));
   for (const std::string& n : r.grads)
     exportFunction(gradOf.at(n), cName(n) + "_grad",
                    "the gradient of @" + n +
                        (r.argnums.count(n) ? fmt::format(" with respect to its input{} {}", r.argnums.at(n).size() > 1 ? "s" : "",
                                                          listed(r.argnums.at(n)))
-                                           : ""));
+                                           : ""),
+                   mapped(n));
   for (const std::string& n : r.jvps)
     exportFunction(jvpOf.at(n), cName(n) + "_jvp",
-                   "forward mode of @" + n + ": its outputs and their tangents along the inputs' tangents (a tangent per floating input and output)");
+                   "forward mode of @" + n + ": its outputs and their tangents along the inputs' tangents (a tangent per floating input and output)",
+                   mapped(n));
   for (std::size_t b = 0; b < r.vjps.size(); ++b) {
     const std::string& n = r.vjps[b];
     const std::string cn = cName(n);
-    if (std::find(r.functions.begin(), r.functions.end(), n) == r.functions.end()) exportFunction(n, cn, "@" + n);
+    if (std::find(r.functions.begin(), r.functions.end(), n) == r.functions.end()) exportFunction(n, cn, "@" + n, mapped(n));
     const autodiff::SplitVjp& split = splitOf.at(n);
     const ir::Function& fwd = *opt->lookup(split.fwd);
     const ir::Function& bwd = *opt->lookup(split.bwd);
@@ -352,6 +454,17 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
                           " * outputs: {} */\nvoid {}_bwd(const {}_residuals* residuals, {});\n",
                           cn, n, describe(dys, "dy"), describe(bwd.resultTypes(), "dx"), cn, cn,
                           cParams(dys, bwd.resultTypes(), "dy", "dx"));
+    if (mapped(n)) {
+      // Residuals: an array of n structs.
+      std::vector<uint64_t> fwdStrides = bufferBytes(xs, ys);
+      const uint64_t structBytes = rs.empty() ? 1 : lay.size; // sizeof, as C lays out the struct
+      fwdStrides.push_back(structBytes);
+      exportMap(cn + "_fwd", fwdStrides, fmt::format("{}, {}_residuals* residuals", cParams(xs, ys), cn));
+      std::vector<uint64_t> bwdStrides{structBytes};
+      const std::vector<uint64_t> rest = bufferBytes(dys, bwd.resultTypes());
+      bwdStrides.insert(bwdStrides.end(), rest.begin(), rest.end());
+      exportMap(cn + "_bwd", bwdStrides, fmt::format("const {}_residuals* residuals, {}", cn, cParams(dys, bwd.resultTypes(), "dy", "dx")));
+    }
   }
   if (defineReport(lm, "adjit_loop_limit", "adjit: a while_loop ran past its max_iterations")) header += kLoopLimitHook;
   if (llvm::Function* pushed = lm.getFunction("adjit_stack_pushed"); pushed && pushed->isDeclaration()) {

@@ -22,6 +22,11 @@ struct AotRequest {
   std::map<std::string, std::vector<std::size_t>> argnums;
   std::vector<std::string> jvps;      ///< NAME: also NAME_jvp (x..., dx...) -> (y..., dy...), forward mode
   std::vector<std::string> vjps;      ///< NAME: a gradient bundle NAME_fwd / NAME_bwd / NAME_residuals
+  /// NAME: also NAME_map(n, ...), n instances of NAME run through the
+  /// threads hook, and a _map twin of each other entry point made for NAME
+  /// (NAME_grad_map, NAME_jvp_map, NAME_fwd_map, NAME_bwd_map); NAME itself
+  /// is exported too.
+  std::vector<std::string> maps;
   /// How code is generated: threads split large loops through the header's
   /// adjit_parallel_for_hook (off by default); objects have no packed entry
   /// points and are one part (both forced).

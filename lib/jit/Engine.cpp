@@ -17,6 +17,7 @@
 #include "support/Hash.h"
 #include "support/Log.h"
 
+#include <llvm/ADT/SmallVector.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Support/DynamicLibrary.h>
@@ -374,6 +375,102 @@ void runInto(const Kernel& k, std::span<const detail::Leaf> args, std::span<void
     k.packed(ptrs);
   }
   runtime::rethrowCallbackFailure(); // a host callback that threw: its error, now that compiled code has returned
+}
+
+namespace {
+
+/// One adjit::map call spread over the pool: the calls, cut into chunks of
+/// consecutive instances, and the first failure.
+struct ManyCalls {
+  const Kernel* k;
+  std::span<const void* const> args;
+  std::span<const int64_t> argStrides;
+  std::span<void* const> outs;
+  std::span<const int64_t> outStrides;
+  int64_t n = 0, chunks = 1;
+  /// The lowest instance that failed so far (n: none); later ones are skipped.
+  std::atomic<int64_t> failedAt{0};
+  std::mutex m;
+  std::exception_ptr error;
+
+  /// Instances [from, to) in order, on the calling thread, their own loops on it too.
+  void run(int64_t from, int64_t to) noexcept {
+    runtime::CallThreads one(1);
+    const std::size_t nArgs = args.size(), nPtrs = nArgs + outs.size() + 1;
+    constexpr std::size_t kInline = 16;
+    void* inlinePtrs[kInline];
+    std::vector<void*> heapPtrs;
+    void** ptrs = inlinePtrs;
+    try {
+      if (nPtrs > kInline) {
+        heapPtrs.resize(nPtrs);
+        ptrs = heapPtrs.data();
+      }
+      ArenaSlice scratch(k->scratchBytes); // one workspace serves the chunk's calls, one after another
+      ptrs[nPtrs - 1] = scratch.ptr;
+      for (int64_t i = from; i < to; ++i) {
+        if (failedAt.load(std::memory_order_relaxed) < i) return;
+        for (std::size_t j = 0; j < nArgs; ++j) ptrs[j] = const_cast<char*>(static_cast<const char*>(args[j])) + i * argStrides[j];
+        for (std::size_t j = 0; j < outs.size(); ++j) ptrs[nArgs + j] = static_cast<char*>(outs[j]) + i * outStrides[j];
+        k->packed(ptrs);
+        try {
+          runtime::rethrowCallbackFailure();
+        } catch (...) {
+          fail(i, std::current_exception());
+          return;
+        }
+      }
+    } catch (...) { // the workspace could not be allocated
+      fail(from, std::current_exception());
+    }
+  }
+  void fail(int64_t i, std::exception_ptr e) {
+    std::lock_guard lock(m);
+    if (i < failedAt.load(std::memory_order_relaxed)) {
+      failedAt.store(i, std::memory_order_relaxed);
+      error = std::move(e);
+    }
+  }
+};
+
+/// Chunks per thread: small enough pieces that threads finishing early take
+/// work from the others, few enough that claiming one costs nothing.
+constexpr int64_t kChunksPerThread = 8;
+
+} // namespace
+
+void runMany(const Kernel& k, std::span<const void* const> args, std::span<const int64_t> argStrides,
+             std::span<void* const> outs, std::span<const int64_t> outStrides, int64_t n, int threads) {
+  ADJIT_ASSERT(args.size() == k.inputs.size() && argStrides.size() == args.size(), "runMany: one buffer and stride per input");
+  ADJIT_ASSERT(outs.size() == k.outputs.size() && outStrides.size() == outs.size(), "runMany: one buffer and stride per output");
+  if (n <= 0) return;
+  if (n == 1) { // one call: its loops may use the threads, as a jitted call's do
+    llvm::SmallVector<detail::Leaf, 16> leaves;
+    for (std::size_t j = 0; j < args.size(); ++j) leaves.push_back({args[j], &k.inputs[j]});
+    return runInto(k, leaves, outs, threads);
+  }
+  ManyCalls calls;
+  calls.k = &k;
+  calls.args = args;
+  calls.argStrides = argStrides;
+  calls.outs = outs;
+  calls.outStrides = outStrides;
+  calls.n = n;
+  calls.failedAt.store(n, std::memory_order_relaxed);
+  const int64_t t = threads > 0 ? threads : runtime::defaultThreads();
+  if (t <= 1) {
+    calls.run(0, n);
+  } else {
+    runtime::CallThreads scope(static_cast<int>(t));
+    calls.chunks = std::min(n, t * kChunksPerThread);
+    adjit_parallel_for(
+        [](void* ctx, int64_t c) {
+          auto& m = *static_cast<ManyCalls*>(ctx);
+          m.run(c * m.n / m.chunks, (c + 1) * m.n / m.chunks);
+        },
+        &calls, calls.chunks);
+  }
+  if (calls.error) std::rethrow_exception(calls.error);
 }
 
 } // namespace adjit::engine

@@ -69,5 +69,15 @@ void run(const Kernel& k, std::span<const detail::Leaf> args, std::vector<Array>
 /// The same, writing output i into `outs[i]` (a buffer of the kernel's
 /// output type i, overlapping no argument and no other output).
 void runInto(const Kernel& k, std::span<const detail::Leaf> args, std::span<void* const> outs, int threads = 0);
+/// Runs the kernel `n` times (adjit::map): call i reads input j at
+/// `args[j] + i * argStrides[j]` bytes (stride 0: the same buffer for every
+/// call) and writes output j at `outs[j] + i * outStrides[j]`. With n > 1 the
+/// calls are spread over up to `threads` threads (0: the default), each call's
+/// own loops on the thread running it; n == 1 runs as runInto. Every call
+/// computes what it would alone, so results do not depend on the threads.
+/// Throws the error (a host callback's, a loop limit's) of the lowest-numbered
+/// call that failed; calls after it may not have run.
+void runMany(const Kernel& k, std::span<const void* const> args, std::span<const int64_t> argStrides,
+             std::span<void* const> outs, std::span<const int64_t> outStrides, int64_t n, int threads = 0);
 
 } // namespace adjit::engine

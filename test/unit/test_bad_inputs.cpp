@@ -68,7 +68,7 @@ Row adj(const std::string& text) {
 
 const Type F3{DType::f32, {3}}, F4{DType::f32, {4}}, I3{DType::i32, {3}};
 
-#define CPP(code) Row{#code, [] { code; }}
+#define CPP(...) Row{#__VA_ARGS__, [] { __VA_ARGS__; }}
 
 /// A mistake made outside this process (a command line, an environment
 /// variable) and what it prints. The test named in the section's intro
@@ -166,6 +166,18 @@ std::vector<Section> sections() {
            CPP(jit([](Tensor a) { debug_callback([](const std::vector<Array>&) { throw std::runtime_error("disk full"); }, {a}); return a; })(Array(1.0f))),
            CPP(Tensor t; (void)exp(t)),
        }},
+      {"map",
+       "`adjit::map` over a leading axis (see [batching](batching.md)); the line is the one that made the `map`.",
+       {
+           CPP(map([](Tensor x, Tensor y) { return x + sum(y); })(Array(DType::f32, {3, 2}), Array(DType::f32, {4}))),
+           CPP(map([](std::pair<Tensor, Tensor> p) { return p.first; })(std::pair{Array(DType::f32, {3}), Array(DType::f32, {2})})),
+           CPP(map([](Tensor x, Tensor y) { return x * y; }, {.in_axes = {0, 1}})),
+           CPP(map([](Tensor x, Tensor y) { return x * y; }, {.in_axes = {0}})(Array(DType::f32, {3}), Array(DType::f32, {3}))),
+           CPP(map([](Tensor x, Tensor y) { return x * y; })(Array(DType::f32, {3}), 2.0f)),
+           CPP(map([](Tensor x) { return x; })(Array(1.0f))),
+           CPP(map([](Tensor x) { return x; }, {.in_axes = {std::nullopt}})(Array(DType::f32, {3}))),
+           CPP(Variable v("v", Array(1.0f)); map([v](Tensor x) { v.assign(sum(x)); return x; })(Array(DType::f32, {2, 3}))),
+       }},
       {"The adjit command",
        "Mistakes on the command line: the flag, what was expected and what was got. `test/ir/cli-argnums.adj`, "
        "`cli-derived.adj` and `cli-help.adj` check that the command prints these lines; `model.adj` holds "
@@ -216,7 +228,7 @@ std::string render() {
        "that passed it. Internal invariant failures throw `adjit::InternalError` naming adjit's file and line: those "
        "are bugs.\n\n"
        "Mistakes the compiler can see are compile-time errors, one `static_assert` each, and the compiler's "
-       "\"required from here\" names your line: calling a jitted function, `grad` or `custom_gradient` with the "
+       "\"required from here\" names your line: calling a jitted function, a `map`, `grad` or `custom_gradient` with the "
        "wrong number of arguments, an argnum past the last argument, `grad(f, {0, 1})` (write `argnums<0, 1>`), a "
        "`grad_fn` of the wrong arity, a `cond` on a C++ `bool`, an `if`, `while` or `&&` on a Tensor (the error "
        "points to `cond`), a `custom_jvp` rule of the wrong signature, and a `scan`, `fori_loop` or `while_loop` "

@@ -3,7 +3,7 @@
 //   adjit opt     FILE [--passes=P,...] [--print-after-all]
 //   adjit dump    FILE --emit=KIND [--passes=P,...] [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
 //   adjit run     FILE [--passes=P,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
-//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]... [--jvp NAME]... [--vjp NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
+//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]... [--jvp NAME]... [--vjp NAME]... [--map NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
 //   adjit --version
 #include "autodiff/Reverse.h"
 #include "codegen/FusionPlan.h"
@@ -45,7 +45,7 @@ struct GradFlag {
 
 struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu, planAfter;
-  std::vector<std::string> fns, jvps, vjps, values;
+  std::vector<std::string> fns, jvps, vjps, maps, values;
   std::vector<GradFlag> grads;
   bool printAfterAll = false, help = false, version = false, passesGiven = false, threads = false;
   int opt = 2;
@@ -119,6 +119,7 @@ Args parseArgs(int argc, char** argv) {
       a.grads.back().argnums = *v;
     } else if (auto v = value("--vjp")) a.vjps.push_back(*v);
     else if (auto v = value("--jvp")) a.jvps.push_back(*v);
+    else if (auto v = value("--map")) a.maps.push_back(*v);
     else if (auto v = value("--arg")) a.values.push_back(*v);
     else if (auto v = value("--header")) a.header = *v;
     else if (auto v = value("--target-cpu")) a.cpu = *v;
@@ -448,10 +449,10 @@ std::vector<std::size_t> parseArgnums(const std::string& spec, const std::string
 int runCompile(const Args& a) {
   if (a.help) {
     std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]...\n"
-                "                     [--jvp NAME]... [--vjp NAME]...\n"
+                "                     [--jvp NAME]... [--vjp NAME]... [--map NAME]...\n"
                 "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU] [--threads]\n\n"
                 "Compiles functions of FILE into a relocatable object and a C header declaring them.\n"
-                "  --fn NAME    export @NAME (default: every function, unless --grad, --jvp or --vjp is given)\n"
+                "  --fn NAME    export @NAME (default: every function, unless --grad, --jvp, --vjp or --map is given)\n"
                 "  --grad NAME  also export NAME_grad(x..., dx...), the gradient of a scalar-valued @NAME\n"
                 "  --argnums L  after --grad NAME: differentiate only the inputs of @NAME in the list L, such\n"
                 "               as 0,2 (counted from 0; floating ones); NAME_grad's dx are theirs, in that order\n"
@@ -460,6 +461,10 @@ int runCompile(const Args& a) {
                 "  --vjp NAME   export a gradient bundle: NAME, NAME_fwd (also filling a NAME_residuals\n"
                 "               struct declared in the header) and NAME_bwd (residuals and output\n"
                 "               cotangents in, input cotangents out)\n"
+                "  --map NAME   export NAME and NAME_map(n, buffers...), which runs n instances of NAME\n"
+                "               (every buffer holds n of NAME's, one after another) through\n"
+                "               adjit_parallel_for_hook; the other entry points made for NAME get _map\n"
+                "               twins too (NAME_grad_map, NAME_jvp_map, NAME_fwd_map, NAME_bwd_map)\n"
                 "  --threads    split large loops into chunks run through adjit_parallel_for_hook, a\n"
                 "               function pointer the header declares: set it to run chunks on your\n"
                 "               threads; left NULL, the calling thread runs them in order (default: serial code)\n"
@@ -472,7 +477,7 @@ int runCompile(const Args& a) {
   Module m = loadModule(a, "compile");
   engine::AotRequest r;
   r.functions = a.fns;
-  if (r.functions.empty() && a.grads.empty() && a.jvps.empty() && a.vjps.empty()) r.functions = m.function_names();
+  if (r.functions.empty() && a.grads.empty() && a.jvps.empty() && a.vjps.empty() && a.maps.empty()) r.functions = m.function_names();
   for (const GradFlag& g : a.grads) {
     std::optional<std::vector<std::size_t>> argnums;
     if (g.argnums) argnums = parseArgnums(*g.argnums, g.name, m);
@@ -487,6 +492,7 @@ int runCompile(const Args& a) {
   }
   r.jvps = a.jvps;
   r.vjps = a.vjps;
+  r.maps = a.maps;
   r.options = {.optLevel = a.opt, .cpu = a.cpu, .threads = a.threads};
   r.source = std::filesystem::path(a.file).filename().string();
   std::string guard = "ADJIT_" + engine::cName(std::filesystem::path(a.header).stem().string()) + "_H";
