@@ -127,6 +127,13 @@ TEST_CASE("vmap of while_loop with a batched predicate: every example its own tr
     auto [dx, dw] = vmap(g, {.in_axes = {0, std::nullopt}})(xs, w);
     checkRows(dx, 5, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); }, 1e-10);
     checkRows(dw, 5, [&](int64_t b) { return std::get<1>(g(row(xs, b), w)); }, 1e-10);
+    if (!bounded) {
+      // The reverse of the unbounded loop (while_vjp) is batched too: no scan over the examples.
+      const Module m = trace([&](const Tensor& x, const Tensor& w) { return std::get<0>(vmap(g, {.in_axes = {0, std::nullopt}})(x, w)); },
+                             Type{DType::f64, {5}}, Type{DType::f64, {}});
+      CHECK(m.str().find("while_vjp @") != std::string::npos);
+      CHECK(m.str().find("scan @") == std::string::npos);
+    }
     // grad of a sum over vmap: the same rows for x, their sum for w.
     auto total = [f](const Tensor& xs, const Tensor& w) { return sum(vmap(f, {.in_axes = {0, std::nullopt}})(xs, w)); };
     auto [gx, gw] = grad(total, argnums<0, 1>)(xs, w);
