@@ -406,3 +406,26 @@ TEST_CASE("vmap of vmap of control flow, and vmap(grad) through a cond whose bra
   const Array x5(std::vector<double>{0.5, -0.5, 1.5, -2.0, 0.1}, {5});
   checkRows(vmap(g)(x5), 5, [&](int64_t b) { return g(row(x5, b)); });
 }
+
+TEST_CASE("vmap with forward mode through a batched while, and vmap(grad) of a checkpointed scan") {
+  auto f = [](const Tensor& x) {
+    return while_loop([](const Tensor& c) { return lt(c, 4.0); }, [](const Tensor& c) { return c * 1.5 + sin(c) + 1.0; }, x);
+  };
+  auto tangent = [f](const Tensor& x) { return jvp(f, std::tuple{x}, std::tuple{x * 0.0 + 1.0}).second; };
+  const Array xs(std::vector<double>{5.0, 0.1, 1.0, 3.9, -0.5}, {5});
+  checkRows(vmap(tangent)(xs), 5, [&](int64_t b) { return jit(tangent)(row(xs, b)); }, 1e-12);
+  // jvp of the batched function: each example's tangent.
+  auto outer = [f](const Tensor& xs) { return jvp([f](Tensor a) { return vmap(f)(a); }, std::tuple{xs}, std::tuple{xs * 0.0 + 1.0}).second; };
+  checkRows(jit(outer)(xs), 5, [&](int64_t b) { return jit(tangent)(row(xs, b)); }, 1e-12);
+
+  auto loss = [](const Tensor& x, const Tensor& w) {
+    auto [c, ys] = scan([&](Tensor c, Tensor y) { return std::pair{tanh(c * w + y), c * y}; }, x, full({6, 3}, 0.25, DType::f64) + x,
+                        {.checkpoint = every(2)});
+    return sum(ys) + sum(c);
+  };
+  auto g = grad(loss, argnums<0, 1>);
+  const Array x4 = randomArray({DType::f64, {4, 3}}, 21), w = randomArray({DType::f64, {3}}, 22);
+  auto [dx, dw] = vmap(g, {.in_axes = {0, std::nullopt}})(x4, w);
+  checkRows(dx, 4, [&](int64_t b) { return std::get<0>(g(row(x4, b), w)); });
+  checkRows(dw, 4, [&](int64_t b) { return std::get<1>(g(row(x4, b), w)); });
+}
