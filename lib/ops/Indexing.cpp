@@ -95,6 +95,64 @@ std::vector<StartIndex> startsOf(const autodiff::VjpCtx& c, std::size_t first) {
   return s;
 }
 
+// Batching with indices that differ per example: the operand [B, pre...,
+// n, post...] read as [B * P * n, post...] (P the product of pre; a view of
+// the same elements), where row (b, p) of the indexed axis starts at
+// (b * P + p) * n, so one gather or scatter along axis 0 serves the whole
+// batch without moving an element.
+
+/// Shape `s` with axes [from, to) merged into one.
+Shape merged(const Shape& s, std::size_t from, std::size_t to) {
+  Shape r(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(from));
+  int64_t m = 1;
+  for (std::size_t d = from; d < to; ++d) m *= s[d];
+  r.push_back(m);
+  r.insert(r.end(), s.begin() + static_cast<std::ptrdiff_t>(to), s.end());
+  return r;
+}
+
+/// Positions along the merged axis of a batch of operands of per-example
+/// shape `xs`, for per-example indices `k` ([B, I...], each in [0, n))
+/// along `axis`: (b * P + p) * n + k[b, i...], of shape [B, P, I...], as i64.
+Tensor rowIndices(const Tensor& k, const Shape& xs, int64_t axis, int64_t size) {
+  const auto a = static_cast<std::size_t>(axis);
+  const int64_t n = xs[a], pre = merged(xs, 0, a).at(0);
+  const Shape& ks = k.shape();
+  Shape s{size, pre}, one{size, 1};
+  s.insert(s.end(), ks.begin() + 1, ks.end());
+  one.insert(one.end(), ks.begin() + 1, ks.end());
+  Tensor k64 = k.dtype() == DType::i64 ? k : cast(k, DType::i64);
+  return (iota(s, 0, DType::i64) * pre + iota(s, 1, DType::i64)) * n + reshape(k64, one);
+}
+
+/// The clamped start of a dynamic slice along an axis of extent n for a
+/// window of `size` (max(0, min(s, n - size)), as i64), batched along axis 0
+/// of rank `rank` (extents 1 after the batch) if `batched`.
+Tensor clampedStart(const Tensor& s, bool batched, int64_t n, int64_t size, std::size_t rank) {
+  Tensor k = clip(s.dtype() == DType::i64 ? s : cast(s, DType::i64), 0, n - size);
+  if (!batched) return k;
+  Shape one(rank, 1);
+  one[0] = k.shape()[0];
+  return reshape(k, one);
+}
+
+/// A dynamic slice's operands with the batch axis: the operands before the
+/// starts (`first` of them, given the batch axis), a start 0 along it, then
+/// the op's starts (all unbatched).
+std::vector<Tensor> withLeadingStart(const batching::BatchCtx& c, std::size_t first) {
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < first; ++i) xs.push_back(c.bx(i));
+  xs.push_back(full({}, 0.0, DType::i64));
+  for (std::size_t i = first; i < c.arity(); ++i) xs.push_back(c.x(i));
+  return xs;
+}
+
+bool anyBatched(const batching::BatchCtx& c, std::size_t first) {
+  for (std::size_t i = first; i < c.arity(); ++i)
+    if (c.batched(i)) return true;
+  return false;
+}
+
 } // namespace
 
 void defineIndexingOps(Table& t) {
@@ -139,6 +197,31 @@ void defineIndexingOps(Table& t) {
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return dynamic_update_slice(zeros_like(c.x(0)), c.dy(), startsOf(c, 1)); });
+      },
+      // Starts shared by the batch: one more axis, start 0, the whole batch.
+      // Starts per example: each result element's linear position in the
+      // operand (its batch row's offset, plus the clamped start plus its
+      // index along each axis, times the stride), read by one gather from
+      // the flattened operand: exact, of the result's size (JAX makes it a
+      // gather too).
+      .batch = [](const batching::BatchCtx& c) {
+        if (!anyBatched(c, 1)) {
+          c.result(0, c.reapply(withLeadingStart(c, 1), batching::prependDim(c.op.attrs, "sizes", c.size)).at(0));
+          return;
+        }
+        const Shape& xs = c.type(0).shape;
+        const std::vector<int64_t>& sizes = c.op.attrs.ints("sizes");
+        Shape out{c.size};
+        out.insert(out.end(), sizes.begin(), sizes.end());
+        const std::vector<int64_t> strides = stridesOf(xs);
+        const int64_t n = num_elements(xs);
+        Tensor at = c.batched(0) ? iota(out, 0, DType::i64) * n : full(out, 0.0, DType::i64);
+        for (std::size_t d = 0; d < xs.size(); ++d) {
+          Tensor s = clampedStart(c.x(1 + d), c.batched(1 + d), xs[d], sizes[d], out.size());
+          at = at + (iota(out, static_cast<int64_t>(d) + 1, DType::i64) + s) * strides[d];
+        }
+        Tensor flat = reshape(c.x(0), {c.batched(0) ? c.size * n : n});
+        c.result(0, take(flat, at, 0));
       },
   });
 
@@ -199,6 +282,37 @@ void defineIndexingOps(Table& t) {
         c.grad(0, [&] { return dynamic_update_slice(c.dy(), zeros_like(c.x(1)), startsOf(c, 2)); });
         c.grad(1, [&] { return dynamic_slice(c.dy(), startsOf(c, 2), c.x(1).shape()); });
       },
+      // Starts shared by the batch: one more axis, start 0. Starts per
+      // example: what the compiled op does per element, on the whole batch:
+      // inside its example's window an element is the update's (one gather
+      // from the flattened update), outside it the operand's (a select).
+      // Exact, of the result's size (JAX makes it a scatter).
+      .batch = [](const batching::BatchCtx& c) {
+        if (!anyBatched(c, 2)) {
+          c.result(0, c.reapply(withLeadingStart(c, 2)).at(0));
+          return;
+        }
+        const Shape &xs = c.type(0).shape, &us = c.type(1).shape;
+        const int64_t n = num_elements(us);
+        if (n == 0) { // nothing replaced
+          c.result(0, c.bx(0));
+          return;
+        }
+        Shape out{c.size};
+        out.insert(out.end(), xs.begin(), xs.end());
+        const std::vector<int64_t> strides = stridesOf(us);
+        Tensor at = c.batched(1) ? iota(out, 0, DType::i64) * n : full(out, 0.0, DType::i64);
+        std::optional<Tensor> inside;
+        for (std::size_t d = 0; d < xs.size(); ++d) {
+          Tensor s = clampedStart(c.x(2 + d), c.batched(2 + d), xs[d], us[d], out.size());
+          Tensor k = iota(out, static_cast<int64_t>(d) + 1, DType::i64) - s; // the index into the update
+          Tensor in = logical_and(k >= 0, k < us[d]);
+          inside = inside ? logical_and(*inside, in) : in;
+          at = at + clip(k, 0, us[d] - 1) * strides[d];
+        }
+        Tensor flat = reshape(c.x(1), {c.batched(1) ? c.size * n : n});
+        c.result(0, where(*inside, take(flat, at, 0), c.bx(0)));
+      },
   });
 
   // one_hot(indices) {depth, dtype}: r[..., j] = indices[...] == j ? 1 : 0.
@@ -233,6 +347,8 @@ void defineIndexingOps(Table& t) {
       },
       // the new axis is the last one
       .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs&) { return true; },
+      // the new axis is last, the batch stays first
+      .batch = [](const batching::BatchCtx& c) { c.result(0, c.reapply({c.x(0)}).at(0)); },
   });
 
   // gather(x, idx) {axis}: r[pre, j..., post] = x[pre, idx[j...], post]
@@ -295,6 +411,30 @@ void defineIndexingOps(Table& t) {
           }
           return scatter_add(zeros_like(x), k, c.dy(), axis);
         });
+      },
+      // Only x batched: the axis shifts. Only the indices: the gather reads
+      // x along the same axis, and the batch axis (where the indices' axes
+      // land) moves to the front. Both: one gather along axis 0 of x's
+      // batch seen as [B * P * n, post...] (rowIndices), each example's
+      // indices wrapped and clamped as the op does first, so each stays in
+      // its own row. Exact.
+      .batch = [](const batching::BatchCtx& c) {
+        const int64_t axis = c.op.attrs.integer("axis");
+        if (!c.batched(1)) {
+          c.result(0, c.reapply({c.x(0), c.x(1)}, batching::shiftAxes(c.op.attrs, "axis")).at(0));
+          return;
+        }
+        if (!c.batched(0)) {
+          c.result(0, batching::moveAxis(c.reapply({c.x(0), c.x(1)}).at(0), axis, 0));
+          return;
+        }
+        const Shape& xs = c.type(0).shape;
+        const auto a = static_cast<std::size_t>(axis);
+        Tensor at = rowIndices(effectiveIndices(c.x(1), xs[a]), xs, axis, c.size);
+        Tensor r = take(reshape(c.x(0), merged(c.x(0).shape(), 0, a + 2)), at, 0); // [B, P, I..., post...]
+        Shape out = c.resultType().shape;
+        out.insert(out.begin(), c.size);
+        c.result(0, reshape(r, out));
       },
   });
 
@@ -372,6 +512,33 @@ void defineIndexingOps(Table& t) {
           Tensor g = take(c.dy(), idx, axis);
           return where(mask, g, zeros_like(g));
         });
+      },
+      // Indices shared: the axis shifts (x and updates given the batch axis).
+      // Indices per example: one scatter along axis 0 of x's batch seen as
+      // [B * P * n, post...] (rowIndices), the updates as [B, P, I...,
+      // post...]; indices the op drops (out of range once wrapped) sent past
+      // every row, so they are dropped too. Each element gets its example's
+      // updates in the same order: bitwise equal to the loop.
+      .batch = [](const batching::BatchCtx& c) {
+        const int64_t axis = c.op.attrs.integer("axis");
+        if (!c.batched(1)) {
+          c.result(0, c.reapply({c.bx(0), c.x(1), c.bx(2)}, batching::shiftAxes(c.op.attrs, "axis")).at(0));
+          return;
+        }
+        const Shape& xs = c.type(0).shape;
+        const auto a = static_cast<std::size_t>(axis);
+        const int64_t n = xs[a];
+        Tensor idx = c.x(1);
+        Tensor k = where(idx < 0, idx + n, idx);
+        Tensor at = rowIndices(k, xs, axis, c.size);
+        Shape one = k.shape();
+        one.insert(one.begin() + 1, 1);
+        Tensor kept = reshape(logical_and(k >= 0, k < n), one);
+        at = where(kept, at, full(at.shape(), static_cast<double>(c.size * num_elements(xs)), DType::i64));
+        const Shape xb = c.bx(0).shape();
+        Tensor u = reshape(c.bx(2), merged(c.bx(2).shape(), 1, a + 1));                  // [B, P, I..., post...]
+        Tensor r = scatter_add(reshape(c.bx(0), merged(xb, 0, a + 2)), at, u, 0); // [B * P * n, post...]
+        c.result(0, reshape(r, xb));
       },
   });
 }
