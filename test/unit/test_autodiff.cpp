@@ -452,6 +452,26 @@ TEST_CASE("jacfwd, jacrev and hessian: the batched Jacobians equal the scan's") 
       if (std::abs(i - j) > 1) CHECK(h[static_cast<std::size_t>(i * 9 + j)] == 0.0);
 }
 
+TEST_CASE("batched Jacobians nest and batch: jacfwd of jacrev, and vmap of hessian, against loops") {
+  const Array x = ramp(6, 0.9, 0.4);
+  // jacfwd of jacrev: a vmap inside the batched body of another.
+  ADJIT_CHECK_CLOSE(jacfwd(jacrev(rosenbrock))(x), hessian(rosenbrock)(x), 1e-12);
+  CHECK_FALSE(opsAndLoops(trace([](Tensor x) { return jacfwd(jacrev(rosenbrock))(x); }, Type{DType::f64, {6}})).second);
+  // vmap of hessian: three Hessians at once, each equal to its own.
+  std::vector<double> rows;
+  for (int b = 0; b < 3; ++b)
+    for (double v : ramp(6, 0.9, 0.4 + b).to_vector<double>()) rows.push_back(v);
+  const Array xs(rows, {3, 6});
+  const Array hs = vmap([](Tensor x) { return hessian(rosenbrock)(x); })(xs);
+  REQUIRE(hs.shape() == Shape{3, 6, 6});
+  const std::vector<double> all = hs.to_vector<double>();
+  for (int b = 0; b < 3; ++b) {
+    INFO("example " << b);
+    const std::vector<double> one = hessian(rosenbrock)(ramp(6, 0.9, 0.4 + b)).to_vector<double>();
+    for (std::size_t i = 0; i < one.size(); ++i) CHECK(all[static_cast<std::size_t>(b) * 36 + i] == doctest::Approx(one[i]).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("jacfwd and jacrev keep the scan where the batched tangents pass the byte budget") {
   auto f = [](Tensor x) { return sin(x) * sum(x); };
   const Type x{DType::f64, {50}};
