@@ -41,9 +41,9 @@ Costs costs;
 const char* only = nullptr;
 
 /// Times the first call of `first` and prints its breakdown; `ops` is the
-/// program's size in traced ops.
-void report(const char* name, long ops, const std::function<void()>& first) {
-  if (only && !std::strstr(name, only)) return;
+/// program's size in traced ops. Returns the total (0 when skipped).
+double report(const char* name, long ops, const std::function<void()>& first) {
+  if (only && !std::strstr(name, only)) return 0;
   costs = {};
   auto t0 = Clock::now();
   first();
@@ -53,6 +53,7 @@ void report(const char* name, long ops, const std::function<void()>& first) {
   std::printf("%-34s %8ld ops  trace %8.1f  passes %8.1f  llvm %8.1f  total %8.1f ms  %s%s\n", name, ops, costs.trace,
               costs.passes, costs.llvm, total, perOp, costs.diskHits ? "  (disk hit)" : "");
   std::fflush(stdout);
+  return total;
 }
 
 Array vec(int64_t n, float scale = 1) {
@@ -251,15 +252,23 @@ void gmmBench(const std::string& data) {
 void run(bool quick, const std::string& data) {
   std::printf("compile time of the first call (ms; llvm = planning, lowering, LLVM)\n");
   const Array x = vec(1000);
+  // 8 examples of 125 elements: one run does the forward's work (the total includes a run).
+  const Array xs8 = Array(vec(8 * 125).to_vector<float>(), {8, 125});
   for (int n : {100, 1000, 10000, 100000}) {
     if (quick && n > 10000) continue;
     auto f = jit(chain(n));
     auto g = grad(chain(n));
     char name[64];
     std::snprintf(name, sizeof name, "chain %d forward", n);
-    report(name, n, [&] { f(x); });
+    const double forward = report(name, n, [&] { f(x); });
     std::snprintf(name, sizeof name, "chain %d grad", n);
     report(name, n, [&] { g(x); });
+    // vmap over 8 examples: traced once for one example, every op batched (issue 53: within 1.5x of the forward).
+    auto v = vmap(chain(n));
+    std::snprintf(name, sizeof name, "chain %d vmap (8 examples)", n);
+    const double batched = report(name, n, [&] { v(xs8); });
+    if (forward > 0 && batched > 0)
+      std::printf("chain %d: vmap compile / forward compile %.2fx (target <= 1.5x)\n", n, batched / forward);
   }
   for (int n : {10, 20, 40, 100}) {
     auto f = jit(swish(n));

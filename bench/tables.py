@@ -2,9 +2,9 @@
 """Writes docs/benchmarks.md from the benchmarks' output.
 
 Runs adjit_bench, adjit_compile_bench, adjit_adbench and (where they were built)
-adjit_matmul_bench, adjit_linalg_bench, adjit_decompositions_bench,
-adjit_conv_bench, adjit_sort_bench and adjit_map_bench from BUILD_DIR, one after the other, and writes their
-current numbers as markdown tables under a header naming the date, the commit,
+adjit_matmul_bench, adjit_linalg_bench, adjit_decompositions_bench, adjit_conv_bench,
+adjit_vmap_bench, adjit_sort_bench and adjit_map_bench from BUILD_DIR, one after the
+other, and writes their current numbers as markdown tables under a header naming the date, the commit,
 the CPU and its core count. Lines a parser does not know are kept verbatim
 under their section, so nothing a benchmark prints is lost. History lives in
 git, not in this file.
@@ -200,6 +200,14 @@ BENCHES = [  # binary, arguments, --quick arguments, section
         'Convolution',
         '`adjit_conv_bench`: a ResNet-style 3x3 convolution, forward and both gradients, against im2col plus '
         'OpenBLAS `sgemm` in the same process, one thread each, runs interleaved.')),
+    ('adjit_vmap_bench', [], ['--quick'], printed_section(
+        'Batching',
+        '`adjit_vmap_bench`: per-example gradients of a 784-256-10 tanh MLP (softmax cross-entropy, batch 256, '
+        'f32) by `vmap(grad(loss))` against a loop of 256 compiled `grad` calls and against the same gradients '
+        'batched by hand with adjit ops; `jacfwd`, `jacrev` and `hessian` batched over the basis against the '
+        '`scan` of one JVP or VJP per basis vector (forced for the comparison). One thread each, runs '
+        'interleaved, medians. PyTorch\'s `functorch.vmap(functorch.grad(loss))` on the same problem is '
+        '`bench/per_example_grads_torch.py`, run by hand.')),
     ('adjit_sort_bench', [], [], printed_section(
         'Sorting',
         '`adjit_sort_bench`: `sort` of f32 against `std::sort`, one thread, runs interleaved.')),

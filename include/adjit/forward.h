@@ -16,11 +16,35 @@ namespace detail {
 /// whose type is not its primal's is an Error at `loc`.
 std::vector<Tensor> pushForward(const char* api, std::size_t mark, const std::vector<Tensor>& xs,
                                 const std::vector<Tensor>& dxs, const std::vector<Tensor>& ys, const Location& loc);
-/// The Jacobian of g at x, shaped g(x).shape + x.shape: one `scan` over the
-/// basis of x pushing each vector forward (`forward`), or over the basis of
-/// g(x) pulling each back. The primal ops read only x, so they leave the loop
-/// and run once; the loop body is one JVP or VJP.
+/// The Jacobian of g at x, shaped g(x).shape + x.shape: the JVP of g along
+/// every vector of the basis of x (`forward`), or the VJP of every vector of
+/// the basis of g(x), at once: one JVP or VJP traced on one basis vector and
+/// batched over the basis (vmap), so the tangent ops become products with the
+/// whole basis and the program's size does not grow with the basis. The
+/// primal ops read no basis vector and run once. Where the batched tangents
+/// would not fit the policy's byte budget (or an op has no batching rule),
+/// a `scan` over the basis computes one JVP or VJP per step instead.
 Tensor jacobian(bool forward, const std::function<Tensor(const Tensor&)>& g, const Tensor& x, const Location& loc);
+
+/// How jacfwd, jacrev and hessian form a Jacobian (internal: benchmarks and
+/// tests force one path or the other; users leave it automatic).
+enum class JacobianPath {
+  automatic, ///< batched unless the batched tangents exceed budget_bytes
+  batched,   ///< batched whenever every op has a batching rule
+  scan,      ///< always one scan step per basis vector
+};
+/// The policy of detail::jacobian: the path and the byte budget of the
+/// automatic choice (n basis vectors times the largest per-vector tangent
+/// value; lib/api/Jacobian.cpp says why 1 GiB).
+struct JacobianPolicy {
+  JacobianPath path = JacobianPath::automatic;
+  int64_t budget_bytes = int64_t(1) << 30;
+};
+/// Sets the policy for every later trace (of any thread); returns the one
+/// before. Compiled Jacobians already cached keep the path they were traced with.
+JacobianPolicy setJacobianPolicy(const JacobianPolicy& p);
+/// The current policy.
+JacobianPolicy jacobianPolicy();
 } // namespace detail
 
 /// Forward mode: std::pair{f(primals...), the derivative of f along tangents}.
@@ -177,8 +201,11 @@ template <class F, class... P> auto linearize(F&& f, const P&... primals) {
 /// tuple of those per output leaf. One Tensor in, one Tensor out: a Tensor
 /// (an Array when called with Arrays). jacfwd pushes the argument's basis
 /// forward (cheap for few inputs), jacrev pulls the output's basis back
-/// (cheap for few outputs); each Jacobian is one loop whose body is one JVP
-/// or VJP.
+/// (cheap for few outputs); each Jacobian is one JVP or VJP batched over the
+/// whole basis (vmap: matrix products where one basis vector made
+/// matrix-vector products), a program whose size does not grow with the
+/// basis. Where the batched tangents would pass 1 GiB, it is a loop of one
+/// JVP or VJP per basis vector instead.
 template <class F, bool Forward, int... I> class JacobianFn {
 public:
   /// Made by jacfwd and jacrev; `loc` is where they were called.

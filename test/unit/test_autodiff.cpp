@@ -359,6 +359,141 @@ TEST_CASE("jacfwd and jacrev: a basis past what one loop counts is an error at t
                        doctest::Contains("jacrev: 3000000000 basis vectors are more than one loop can count"), Error);
 }
 
+namespace {
+
+/// The 2-D Rosenbrock terms summed along a vector: slices, squares, a sum.
+Tensor rosenbrock(const Tensor& x) {
+  const int64_t n = x.shape()[0];
+  const Tensor a = slice(x, {0}, {n - 1}), b = slice(x, {1}, {n});
+  return sum(100.0 * (b - a * a) * (b - a * a) + (1.0 - a) * (1.0 - a));
+}
+
+/// Ops of every function of `m`, and whether any of them is a loop (scan or while).
+std::pair<std::size_t, bool> opsAndLoops(const Module& m) {
+  std::size_t ops = 0;
+  bool loops = false;
+  for (const auto& f : m.impl().functions) {
+    ops += f->ops.size();
+    for (const ir::Op& op : f->ops) loops |= op.kind == ir::OpKind::Scan || op.kind == ir::OpKind::While;
+  }
+  return {ops, loops};
+}
+
+/// Sets a Jacobian policy for its lifetime.
+struct WithJacobianPolicy {
+  detail::JacobianPolicy before;
+  explicit WithJacobianPolicy(const detail::JacobianPolicy& p) : before(detail::setJacobianPolicy(p)) {}
+  ~WithJacobianPolicy() { detail::setJacobianPolicy(before); }
+};
+
+Array ramp(int64_t n, double scale, double shift) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(scale * std::sin(0.7 * double(i) + shift));
+  return Array(v);
+}
+
+} // namespace
+
+TEST_CASE("jacfwd, jacrev and hessian are one JVP or VJP batched over the basis: no loop, and as many ops for n = 10 as for n = 100") {
+  auto tanhAx = [](Tensor a, Tensor x) { return tanh(matmul(a, x)); };
+  std::vector<std::size_t> fwd, rev, hes;
+  for (int64_t n : {10, 100}) {
+    const Type a{DType::f64, {7, n}}, x{DType::f64, {n}};
+    const auto [f, fl] = opsAndLoops(trace([&](Tensor a, Tensor x) { return jacfwd(tanhAx, argnums<1>)(a, x); }, a, x));
+    const auto [r, rl] = opsAndLoops(trace([&](Tensor a, Tensor x) { return jacrev(tanhAx, argnums<1>)(a, x); }, a, x));
+    const auto [h, hl] = opsAndLoops(trace([](Tensor x) { return hessian(rosenbrock)(x); }, x));
+    CHECK_FALSE(fl);
+    CHECK_FALSE(rl);
+    CHECK_FALSE(hl);
+    fwd.push_back(f);
+    rev.push_back(r);
+    hes.push_back(h);
+  }
+  CHECK(fwd[0] == fwd[1]);
+  CHECK(rev[0] == rev[1]);
+  CHECK(hes[0] == hes[1]);
+  // The scan path, forced, is a loop.
+  WithJacobianPolicy scan({.path = detail::JacobianPath::scan});
+  CHECK(opsAndLoops(trace([](Tensor x) { return hessian(rosenbrock)(x); }, Type{DType::f64, {10}})).second);
+}
+
+TEST_CASE("jacfwd, jacrev and hessian: the batched Jacobians equal the scan's") {
+  const Array a(ramp(6 * 9, 0.4, 0.1).to_vector<double>(), {6, 9}), x = ramp(9, 1.3, 0.5);
+  auto tanhAx = [](Tensor a, Tensor x) { return tanh(matmul(a, x)); };
+  // A matrix input and output: the basis reshaped to the input's shape, the rows to the output's.
+  auto mat = [](Tensor m) { return exp(0.3 * m) * sum(m * m, {1}, true); };
+  const Array m(ramp(12, 0.8, 0.2).to_vector<double>(), {3, 4});
+  auto all = [&] {
+    return std::vector<Array>{jacfwd(tanhAx, argnums<1>)(a, x), jacrev(tanhAx, argnums<1>)(a, x),
+                              jacfwd(tanhAx, argnums<0>)(a, x), jacrev(tanhAx, argnums<0>)(a, x),
+                              hessian(rosenbrock)(x),           jacrev(grad(rosenbrock))(x),
+                              jacfwd(mat)(m),                   jacrev(mat)(m)};
+  };
+  std::vector<Array> batched, scanned;
+  {
+    WithJacobianPolicy p({.path = detail::JacobianPath::batched});
+    batched = all();
+  }
+  {
+    WithJacobianPolicy p({.path = detail::JacobianPath::scan});
+    scanned = all();
+  }
+  REQUIRE(batched.size() == scanned.size());
+  for (std::size_t i = 0; i < batched.size(); ++i) {
+    INFO("Jacobian " << i);
+    CHECK(batched[i].shape() == scanned[i].shape());
+    ADJIT_CHECK_CLOSE(batched[i], scanned[i], 1e-12);
+  }
+  CHECK(batched[6].shape() == Shape{3, 4, 3, 4});
+  // Rosenbrock's Hessian is tridiagonal: the batched tangents of slices and pads keep the zeros exact.
+  const std::vector<double> h = batched[4].to_vector<double>();
+  for (int i = 0; i < 9; ++i)
+    for (int j = 0; j < 9; ++j)
+      if (std::abs(i - j) > 1) CHECK(h[static_cast<std::size_t>(i * 9 + j)] == 0.0);
+}
+
+TEST_CASE("batched Jacobians nest and batch: jacfwd of jacrev, and vmap of hessian, against loops") {
+  const Array x = ramp(6, 0.9, 0.4);
+  // jacfwd of jacrev: a vmap inside the batched body of another.
+  ADJIT_CHECK_CLOSE(jacfwd(jacrev(rosenbrock))(x), hessian(rosenbrock)(x), 1e-12);
+  CHECK_FALSE(opsAndLoops(trace([](Tensor x) { return jacfwd(jacrev(rosenbrock))(x); }, Type{DType::f64, {6}})).second);
+  // vmap of hessian: three Hessians at once, each equal to its own.
+  std::vector<double> rows;
+  for (int b = 0; b < 3; ++b)
+    for (double v : ramp(6, 0.9, 0.4 + b).to_vector<double>()) rows.push_back(v);
+  const Array xs(rows, {3, 6});
+  const Array hs = vmap([](Tensor x) { return hessian(rosenbrock)(x); })(xs);
+  REQUIRE(hs.shape() == Shape{3, 6, 6});
+  const std::vector<double> all = hs.to_vector<double>();
+  for (int b = 0; b < 3; ++b) {
+    INFO("example " << b);
+    const std::vector<double> one = hessian(rosenbrock)(ramp(6, 0.9, 0.4 + b)).to_vector<double>();
+    for (std::size_t i = 0; i < one.size(); ++i) CHECK(all[static_cast<std::size_t>(b) * 36 + i] == doctest::Approx(one[i]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("jacfwd and jacrev keep the scan where the batched tangents pass the byte budget") {
+  auto f = [](Tensor x) { return sin(x) * sum(x); };
+  const Type x{DType::f64, {50}};
+  // n = 50 basis vectors of f64[50]: 20,000 bytes of tangents (and of Jacobian).
+  {
+    WithJacobianPolicy p({.path = detail::JacobianPath::automatic, .budget_bytes = 20'000});
+    CHECK_FALSE(opsAndLoops(trace([&](Tensor x) { return jacfwd(f)(x); }, x)).second);
+    CHECK_FALSE(opsAndLoops(trace([&](Tensor x) { return jacrev(f)(x); }, x)).second);
+  }
+  {
+    WithJacobianPolicy p({.path = detail::JacobianPath::automatic, .budget_bytes = 19'999});
+    CHECK(opsAndLoops(trace([&](Tensor x) { return jacfwd(f)(x); }, x)).second);
+    CHECK(opsAndLoops(trace([&](Tensor x) { return jacrev(f)(x); }, x)).second);
+    const Array xs = ramp(50, 1.0, 0.3);
+    const Array looped = jacfwd(f)(xs);
+    WithJacobianPolicy q({.path = detail::JacobianPath::batched});
+    ADJIT_CHECK_CLOSE(looped, jacfwd(f)(xs), 1e-13);
+  }
+  // The default budget is 1 GiB.
+  CHECK(detail::jacobianPolicy().budget_bytes == int64_t(1) << 30);
+}
+
 TEST_CASE("hessian and hvp: forward over reverse") {
   auto f = [](Tensor x) { return sum(sin(x) * x * x) + x[0] * x[1]; };
   const Array x = f64({0.3, -0.8, 1.1});
