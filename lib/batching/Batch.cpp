@@ -56,7 +56,16 @@ Tensor moveAxis(const Tensor& t, int64_t from, int64_t to) {
   return transpose(t, perm);
 }
 
-Tensor BatchCtx::bx(std::size_t i) const { return withBatch(x(i), batched(i), size); }
+Tensor BatchCtx::bx(std::size_t i) const {
+  if (batched(i) || !spread) return withBatch(x(i), batched(i), size);
+  const Tensor t = x(i);
+  // Only a broadcast made in the driver's own trace may serve later ops (a
+  // rule may trace a body of its own, whose values end with it).
+  if (t.trace() != currentState().id) return withBatch(t, false, size);
+  auto it = spread->find(t.id());
+  if (it == spread->end()) it = spread->emplace(t.id(), withBatch(t, false, size)).first;
+  return it->second;
+}
 
 std::vector<Tensor> BatchCtx::reapply(const std::vector<Tensor>& operands, const ir::Attrs& attrs) const {
   detail::TraceState& s = currentState();
@@ -165,6 +174,7 @@ std::vector<Batched> batchInline(const ir::Function& g, const std::vector<Batche
     return *b;
   };
   for (std::size_t i = 0; i < args.size(); ++i) map[static_cast<std::size_t>(g.params[i])] = args[i];
+  std::unordered_map<ir::ValueId, Tensor> spread;
   for (const ir::Op& op : g.ops) {
     const bool any = std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return at(o).batched; });
     if (!any) {
@@ -194,6 +204,7 @@ std::vector<Batched> batchInline(const ir::Function& g, const std::vector<Batche
           map[static_cast<std::size_t>(op.results[k])] = Batched{t, batched};
           set[k] = 1;
         },
+        &spread,
     };
     r.batch(ctx);
     for (std::size_t k = 0; k < set.size(); ++k)

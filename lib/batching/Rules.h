@@ -19,6 +19,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <unordered_map>
 
 namespace adjit::batching {
 
@@ -29,6 +30,9 @@ struct BatchCtx {
   std::function<Tensor(ir::ValueId)> value; ///< the copy of a source value (batched ones with axis 0 added)
   std::function<bool(ir::ValueId)> isBatched;
   std::function<void(std::size_t, const Tensor&, bool)> set; ///< result k, and whether it is batched
+  /// Unbatched values already broadcast along the batch in the driver's
+  /// trace (by the copy's id), so each is broadcast once, not once per use.
+  std::unordered_map<ir::ValueId, Tensor>* spread = nullptr;
 
   std::size_t arity() const { return op.operands.size(); }
   /// Operand i as copied: batched (axis 0 = the batch) or not.
