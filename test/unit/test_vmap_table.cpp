@@ -1,0 +1,403 @@
+// test/unit/test_vmap_table.cpp — vmap checked against loops, driven by the
+// op table: every op's example (op_examples.inc, synthesised ones for plain
+// elementwise ops, and a few below) batched with `batching::vmapFunction`,
+// the batch axis first, in the middle and last, with every subset of the
+// parameters batched (the rest shared), must equal @f run once per example,
+// in the interpreter and compiled. Then random programs (the generator of
+// test_random_programs.cpp, rebuilt here): vmap(f) and vmap(grad f) against
+// loops. Then the vmap errors the frame's tests do not already cover.
+#include "Check.h"
+
+#include "autodiff/Reverse.h"
+#include "autodiff/Rules.h"
+#include "batching/Rules.h"
+#include "codegen/Lowering.h"
+#include "ir/Builder.h"
+#include "ir/Interpreter.h"
+#include "ir/OpInfo.h"
+#include "ir/Verifier.h"
+#include "jit/Engine.h"
+#include "transforms/Passes.h"
+
+#include <adjit/adjit.h>
+#include <adjit/vmap.h>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
+using namespace adjit;
+
+namespace {
+
+constexpr int64_t kBatch = 7; // unlike every extent of the examples, so a misplaced axis shows
+
+// ----------------------------------------------------------------------------
+// Moving examples along an axis.
+
+/// Example b of `a` along `axis`.
+Array takeAlong(const Array& a, int64_t axis, int64_t b) {
+  const Shape& s = a.shape();
+  Shape rs = s;
+  rs.erase(rs.begin() + axis);
+  Array r(Type{a.dtype(), rs});
+  if (r.size() == 0) return r;
+  const std::size_t elem = a.bytes() / static_cast<std::size_t>(a.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= s[static_cast<std::size_t>(i)];
+  for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < s.size(); ++i) inner *= s[i];
+  const int64_t n = s[static_cast<std::size_t>(axis)];
+  const char* src = static_cast<const char*>(a.raw());
+  char* dst = static_cast<char*>(r.raw());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + static_cast<std::size_t>(o * inner) * elem, src + static_cast<std::size_t>((o * n + b) * inner) * elem,
+                static_cast<std::size_t>(inner) * elem);
+  return r;
+}
+
+/// Stacks equal-typed arrays along a new axis `axis`.
+Array stackAlong(const std::vector<Array>& rows, int64_t axis) {
+  const Shape& s = rows.at(0).shape();
+  Shape rs = s;
+  rs.insert(rs.begin() + axis, static_cast<int64_t>(rows.size()));
+  Array r(Type{rows[0].dtype(), rs});
+  if (rows[0].size() == 0) return r;
+  const std::size_t elem = rows[0].bytes() / static_cast<std::size_t>(rows[0].size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= s[static_cast<std::size_t>(i)];
+  for (std::size_t i = static_cast<std::size_t>(axis); i < s.size(); ++i) inner *= s[i];
+  const int64_t n = static_cast<int64_t>(rows.size());
+  char* dst = static_cast<char*>(r.raw());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + static_cast<std::size_t>((o * n + b) * inner) * elem,
+                  static_cast<const char*>(rows[static_cast<std::size_t>(b)].raw()) + static_cast<std::size_t>(o * inner) * elem,
+                  static_cast<std::size_t>(inner) * elem);
+  return r;
+}
+
+/// Random values: floats in [0.3, 1.7] (inside every op's domain, as
+/// test_grad_fd.cpp), integers in [0, 3], booleans.
+Array randomArray(const Type& t, std::mt19937& rng) {
+  Array a(t);
+  std::uniform_real_distribution<double> d(0.3, 1.7);
+  for (int64_t i = 0; i < a.size(); ++i)
+    a.set(i, t.dtype == DType::i1 ? double(rng() % 2) : is_floating(t.dtype) ? d(rng) : double(rng() % 4));
+  return a;
+}
+
+std::vector<Array> runJit(const engine::Kernel& k, const std::vector<Array>& args) {
+  std::vector<detail::Leaf> leaves;
+  for (const Array& a : args) leaves.push_back({a.raw(), &a.type()});
+  std::vector<Array> out;
+  engine::run(k, leaves, out);
+  return out;
+}
+
+std::string axesText(const std::vector<std::optional<int64_t>>& v) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) t += (i ? "," : "") + (v[i] ? std::to_string(*v[i]) : std::string("-"));
+  return t + "]";
+}
+
+// ----------------------------------------------------------------------------
+// The examples.
+
+/// Examples of ops that op_examples.inc has none for (ops without
+/// gradients), and second examples where the first reads an operand only
+/// as a constant (indices, starts, a branch index, a loop predicate), so
+/// that operand is batched too. Traced from the public API.
+struct Extra {
+  const char* op;
+  std::function<Module()> make;
+};
+
+Tensor indexFrom(const Tensor& x, double scale = 2.0) { return cast(floor(x * scale), DType::i32); } // [0.3, 1.7] -> [0, 3]
+
+const std::vector<Extra>& extras() {
+  static const std::vector<Extra> v = {
+      {"one_hot", [] { return trace([](Tensor x) { return one_hot(indexFrom(x), 4, DType::f64); }, Type{DType::f64, {3}}); }},
+      {"argmax", [] {
+         return trace([](Tensor x) { return std::make_tuple(argmax(x, 1, DType::i32), argmax(x, 0)); }, Type{DType::f64, {3, 4}});
+       }},
+      {"argmin", [] {
+         return trace([](Tensor x) { return std::make_tuple(argmin(x, 1, DType::i32), argmin(x, 0)); }, Type{DType::f64, {3, 4}});
+       }},
+      {"searchsorted", [] {
+         return trace([](Tensor s, Tensor v) { return std::make_tuple(searchsorted(sort(s), v), searchsorted(sort(s), v, "right")); },
+                      Type{DType::f64, {5}}, Type{DType::f64, {3}});
+       }},
+      // Batched indices, starts, branch indices and predicates.
+      {"gather", [] {
+         return trace([](Tensor x, Tensor i) { return take(x, indexFrom(i), 0); }, Type{DType::f64, {4, 2}}, Type{DType::f64, {3}});
+       }},
+      {"gather", [] {
+         return trace([](Tensor x, Tensor i) { return take(x, indexFrom(i), 1); }, Type{DType::f64, {2, 4}}, Type{DType::f64, {2, 3}});
+       }},
+      {"scatter_add", [] {
+         return trace([](Tensor x, Tensor i, Tensor u) { return scatter_add(x, indexFrom(i), u, 0); }, Type{DType::f64, {4, 2}},
+                      Type{DType::f64, {3}}, Type{DType::f64, {3, 2}});
+       }},
+      {"dynamic_slice", [] {
+         return trace([](Tensor x, Tensor s) { return dynamic_slice(x, {indexFrom(s), 1}, {2, 2}); }, Type{DType::f64, {5, 4}},
+                      Type{DType::f64, {}});
+       }},
+      {"dynamic_update_slice", [] {
+         return trace([](Tensor x, Tensor u, Tensor s) { return dynamic_update_slice(x, u, {1, indexFrom(s)}); },
+                      Type{DType::f64, {3, 5}}, Type{DType::f64, {2, 2}}, Type{DType::f64, {}});
+       }},
+      {"switch", [] {
+         return trace([](Tensor x, Tensor s) {
+           return cond(gt(sum(x), s * 3.0), [&](Tensor y) { return y * s; }, [&](Tensor y) { return sin(y) - s; }, x);
+         }, Type{DType::f64, {3}}, Type{DType::f64, {}});
+       }},
+      {"while", [] {
+         // A predicate that reads the batch: lanes end after different trip counts.
+         return trace([](Tensor x, Tensor s) {
+           return while_loop([&](Tensor c) { return gt(sum(c * c), s); }, [&](Tensor c) { return c * 0.5 + s * 0.01; }, x * 2.0,
+                             {.max_iterations = 40});
+         }, Type{DType::f64, {3}}, Type{DType::f64, {}});
+       }},
+  };
+  return v;
+}
+
+/// Op kinds whose example is not checked here, and why.
+/// - No operands: nothing batched reaches them, so vmap never calls their
+///   rule (the driver copies them; every other example exercises that copy).
+bool noOperands(ir::OpKind k) { return ir::info(k).arity == 0; }
+/// - Effects: host_callback (debug_callback: called once per example in
+///   batch order) and loop_limit (raises on any lane) are checked by the
+///   control-flow helper's tests of vmap with callbacks and loops
+///   (test/unit/test_vmap.cpp), which can register callbacks and expect errors.
+const std::set<std::string_view> kEffectful = {"host_callback", "loop_limit"};
+/// - Not yet batched: ops whose rules are written on other branches (issue
+///   53's shape, linalg and control parts). An op listed here must still be
+///   unchecked (the test fails once its rule lands and its example passes,
+///   so the list is emptied as the rules merge: it must be empty when issue
+///   53 is done). An op not listed must be checked.
+const std::set<std::string_view> kPendingRules = {
+    "custom_vjp", "custom_jvp", "reshape", "broadcast_to", "transpose", "slice", "concatenate", "pad",
+    "pad_sum", "gather", "scatter_add", "one_hot", "dynamic_slice", "dynamic_update_slice", "sort", "searchsorted", "conv", "reduce_window_sum", "reduce_window_max", "select_and_scatter_add",
+    "select_and_gather_add", "tril", "triu", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
+    "call", "switch", "scan", "while", "while_vjp"};
+
+/// Ops whose results are elements of their operands (or exact functions of
+/// them): batched and per-example runs must agree bit for bit.
+bool exactOp(ir::OpKind k) {
+  static const std::set<std::string_view> names = {
+      "neg", "abs", "sign", "floor", "ceil", "round", "trunc", "rint", "maximum", "minimum", "clip", "copysign",
+      "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select", "cast", "shift_left",
+      "shift_right_logical", "shift_right_arithmetic", "population_count", "bitcast", "stop_gradient",
+      "prevent_gradient", "concatenate", "pad", "one_hot", "dynamic_update_slice", "reduce_max", "reduce_min",
+      "argmax", "argmin", "sort", "searchsorted", "tril", "triu", "reduce_window_max", "lu"};
+  return ir::info(k).has(ir::kElementsFromOperand) || names.count(ir::info(k).name) > 0;
+}
+
+/// An elementwise op without an example applied to `dtype[3]` parameters,
+/// for the first dtype its type rule accepts (floating first).
+std::shared_ptr<ir::Module> elementwiseModule(ir::OpKind k) {
+  for (DType dtype : {DType::f64, DType::i32, DType::i1}) {
+    try {
+      auto m = std::make_shared<ir::Module>();
+      ir::Function& f = m->add("f");
+      ir::Builder b(*m, f);
+      ir::ValueList operands;
+      for (int i = 0; i < ir::info(k).arity; ++i) operands.push_back(b.param(Type{dtype, {3}}));
+      b.ret({b.create1(k, operands)});
+      ir::verify(*m);
+      return m;
+    } catch (const Error&) {
+    }
+  }
+  return nullptr;
+}
+
+struct Example {
+  std::string label; ///< the op's name, and which example
+  ir::OpKind kind;
+  std::shared_ptr<ir::Module> module;
+};
+
+std::vector<Example> examples() {
+  std::vector<Example> out;
+  for (ir::OpKind k : ir::allOps()) {
+    const ir::OpInfo& info = ir::info(k);
+    std::string name(info.name);
+    if (const char* text = test::opExample(info.name))
+      out.push_back({name, k, std::shared_ptr<ir::Module>(ir::parse(text, name + ".example"))});
+    else if (info.has(ir::kElementwise) && info.arity >= 1)
+      if (auto m = elementwiseModule(k)) out.push_back({name, k, m});
+  }
+  for (std::size_t i = 0; i < extras().size(); ++i) {
+    const Extra& e = extras()[i];
+    const ir::OpKind k = *ir::lookup(e.op);
+    out.push_back({std::string(e.op) + " (extra example " + std::to_string(i) + ")", k,
+                   std::shared_ptr<ir::Module>(e.make().impl().clone())});
+  }
+  return out;
+}
+
+/// Op kinds in `m` (every function) without a batching rule.
+std::set<std::string_view> missingRules(const ir::Module& m) {
+  std::set<std::string_view> missing;
+  for (const auto& fn : m.functions)
+    for (const ir::Op& op : fn->ops)
+      if (!batching::rules(op.kind).batch) missing.insert(ir::info(op.kind).name);
+  return missing;
+}
+
+/// Marks in `seen` each op kind of @f with a batched operand when the
+/// parameters marked in `in` are batched.
+void markBatchedOps(const ir::Function& f, const std::vector<char>& in, std::set<ir::OpKind>& seen) {
+  std::vector<char> has(f.types.size(), 0);
+  for (std::size_t i = 0; i < f.params.size(); ++i) has[static_cast<std::size_t>(f.params[i])] = in[i];
+  for (const ir::Op& op : f.ops)
+    if (std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return has[static_cast<std::size_t>(o)]; })) {
+      seen.insert(op.kind);
+      for (ir::ValueId r : op.results) has[static_cast<std::size_t>(r)] = 1;
+    }
+}
+
+/// The axis of a batched value of per-example rank r: first, middle, last.
+int64_t axisAt(int placement, int64_t r) { return placement == 0 ? 0 : placement == 1 ? (r + 1) / 2 : r; }
+
+/// What checking one example found.
+struct Outcome {
+  int cases = 0, compiled = 0;
+  std::vector<std::string> failures;
+};
+
+/// Checks `@f.vmap` of example `e` for every layout against per-example runs
+/// of @f, in the interpreter (every layout) and compiled (`jitEvery`-th layout).
+Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen) {
+  Outcome o;
+  const std::shared_ptr<ir::Module>& m = e.module;
+  ir::verify(*m);
+  const ir::Function& f = *m->lookup("f");
+  const std::size_t n = f.params.size();
+  const bool exact = exactOp(e.kind);
+  std::shared_ptr<engine::Kernel> fKernel;
+  std::set<std::pair<std::string, std::string>> done;
+  std::mt19937 rng(seed);
+  int layout = 0;
+  for (unsigned mask = 1; mask < (1u << n); ++mask)
+    for (int placement = 0; placement < 3; ++placement) {
+      batching::AxisSpec spec;
+      spec.size = kBatch;
+      std::vector<char> in;
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool b = (mask >> i) & 1u;
+        in.push_back(b);
+        spec.in.push_back(b ? std::optional<int64_t>(axisAt(placement, f.type(f.params[i]).rank())) : std::nullopt);
+      }
+      for (ir::ValueId r : f.outputs) spec.out.push_back(axisAt(placement, f.type(r).rank()));
+      if (!done.insert({axesText(spec.in), axesText(spec.out)}).second) continue;
+      const std::string where = e.label + " in_axes=" + axesText(spec.in) + " out_axes=" + axesText(spec.out);
+      ++o.cases;
+      try {
+        const std::string name = batching::vmapFunction(m, "f", spec);
+        ir::verify(*m);
+        markBatchedOps(f, in, seen);
+        // Batched arguments, and each example's.
+        std::vector<Array> args;
+        std::vector<std::vector<Array>> per(kBatch);
+        for (std::size_t i = 0; i < n; ++i) {
+          const Type& t = f.type(f.params[i]);
+          if (!spec.in[i]) {
+            args.push_back(randomArray(t, rng));
+            for (auto& p : per) p.push_back(args.back());
+            continue;
+          }
+          Shape s = t.shape;
+          s.insert(s.begin() + *spec.in[i], kBatch);
+          args.push_back(randomArray(Type{t.dtype, s}, rng));
+          for (int64_t b = 0; b < kBatch; ++b) per[static_cast<std::size_t>(b)].push_back(takeAlong(args.back(), *spec.in[i], b));
+        }
+        auto compare = [&](const std::vector<Array>& got, const std::function<std::vector<Array>(const std::vector<Array>&)>& one,
+                           const char* how) {
+          std::vector<std::vector<Array>> ys;
+          for (const auto& p : per) ys.push_back(one(p));
+          if (got.size() != f.outputs.size()) {
+            o.failures.push_back(where + " (" + how + "): " + std::to_string(got.size()) + " results, expected " +
+                                 std::to_string(f.outputs.size()));
+            return;
+          }
+          for (std::size_t k = 0; k < got.size(); ++k) {
+            std::vector<Array> rows;
+            for (const auto& y : ys) rows.push_back(y.at(k));
+            const Array want = stackAlong(rows, *spec.out[k]);
+            std::string why;
+            const bool ok = exact ? got[k].type() == want.type() && test::bytesOf(got[k]) == test::bytesOf(want)
+                                  : test::close(got[k], want, 1e-9, &why);
+            if (!ok) {
+              if (exact && why.empty()) test::close(got[k], want, 0, &why);
+              if (why.empty()) why = "equal values, other bits (e.g. -0 and 0, or NaN payloads)";
+              o.failures.push_back(where + " (" + how + ") result " + std::to_string(k) + ": " + why);
+            }
+          }
+        };
+        compare(ir::interpret(*m, name, args), [&](const std::vector<Array>& p) { return ir::interpret(*m, "f", p); },
+                "interpreter");
+        // Compiled: every layout where the example is small (one function
+        // of a few ops); the layouts of all parameters batched otherwise.
+        if (n <= 2 || mask == (1u << n) - 1 || placement == 1) {
+          if (!fKernel) fKernel = engine::compile({.module = *m, .function = "f", .options = {.optLevel = 1}});
+          auto kernel = engine::compile({.module = *m, .function = name, .options = {.optLevel = (layout++ % 2) ? 2 : 0}});
+          compare(runJit(*kernel, args), [&](const std::vector<Array>& p) { return runJit(*fKernel, p); }, "compiled");
+          ++o.compiled;
+        }
+      } catch (const std::exception& ex) {
+        o.failures.push_back(where + ": threw " + ex.what());
+      }
+    }
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("vmap of every op equals a loop of it: batch axis first, middle and last, every subset of operands batched, "
+          "interpreted and compiled") {
+  std::set<ir::OpKind> seen;             // op kinds that met a batched operand in a checked example
+  std::set<std::string> skippedExamples; // examples some op of which has no rule yet
+  int cases = 0, compiled = 0;
+  unsigned seed = 1;
+  for (const Example& e : examples()) {
+    INFO("example " << e.label << ":\n" << ir::print(*e.module));
+    if (kEffectful.count(ir::info(e.kind).name)) continue;
+    const std::set<std::string_view> missing = missingRules(*e.module);
+    if (!missing.empty()) {
+      std::string list;
+      for (std::string_view s : missing) list += " " + std::string(s);
+      skippedExamples.insert(e.label + " (no rule for" + list + ")");
+      continue;
+    }
+    const Outcome o = checkExample(e, seed++, seen);
+    cases += o.cases;
+    compiled += o.compiled;
+    for (const std::string& why : o.failures) FAIL_CHECK(why);
+  }
+  if (!skippedExamples.empty()) {
+    std::string list;
+    for (const std::string& s : skippedExamples) list += "\n  " + s;
+    MESSAGE("examples skipped until their ops' batching rules land:" << list);
+  }
+  // Every op was checked, or says why not.
+  for (ir::OpKind k : ir::allOps()) {
+    const std::string_view name = ir::info(k).name;
+    if (noOperands(k) || kEffectful.count(name)) continue;
+    if (kPendingRules.count(name))
+      CHECK_MESSAGE(!seen.count(k), "op " << name << " is checked now: remove it from kPendingRules");
+    else
+      CHECK_MESSAGE(seen.count(k), "op " << name << " was not checked under vmap: give it a batching rule and an example");
+  }
+  MESSAGE(cases << " layouts checked, " << compiled << " of them compiled too");
+  CHECK(cases > 300);
+  CHECK(compiled > 200);
+}
