@@ -198,6 +198,31 @@ void placeOperands(LowerCtx& c, const std::vector<Placed>& placed, bool accumula
   }
 }
 
+/// `attrs` with `value` put at the front of each of the `rows` rows of the
+/// integer-list attribute `name` (a rule's per-axis list, one row per
+/// operand, given the batch axis).
+ir::Attrs prependPerRow(const ir::Attrs& attrs, std::string_view name, std::size_t rows, int64_t value) {
+  const std::vector<int64_t>& in = attrs.ints(name);
+  ADJIT_ASSERT(rows > 0 && in.size() % rows == 0, "prependPerRow: the list does not split into rows");
+  const std::size_t r = in.size() / rows;
+  std::vector<int64_t> out;
+  for (std::size_t k = 0; k < rows; ++k) {
+    out.push_back(value);
+    out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(k * r), in.begin() + static_cast<std::ptrdiff_t>((k + 1) * r));
+  }
+  ir::Attrs a = attrs;
+  a.set(std::string(name), out);
+  return a;
+}
+
+/// The op once on the whole batch (its operands given the batch axis where
+/// unbatched) with attributes `attrs`: its one result is batched.
+void batchedWith(const batching::BatchCtx& c, const ir::Attrs& attrs) {
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < c.arity(); ++i) xs.push_back(c.bx(i));
+  c.result(0, c.reapply(xs, attrs).at(0));
+}
+
 } // namespace
 
 void defineShapeOps(Table& t) {
@@ -225,6 +250,8 @@ void defineShapeOps(Table& t) {
       // d reshape = reshape back
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
+      // the batch axis leads the shape: [B] + shape (row-major, example b stays whole)
+      .batch = [](const batching::BatchCtx& c) { batchedWith(c, batching::prependDim(c.op.attrs, "shape", c.size)); },
   });
 
   // broadcast_to {shape}: numpy broadcasting, dimensions aligned on the right
@@ -274,6 +301,21 @@ void defineShapeOps(Table& t) {
           return reshape(sum(c.dy(), axes, true), in);
         });
       },
+      // [B, in...] to [B, out...]: axes of extent 1 go between the batch axis
+      // and the operand's so that broadcasting (aligned on the right) keeps
+      // the batch axis first
+      .batch = [](const batching::BatchCtx& c) {
+        const Shape& in = c.type(0).shape;
+        const Shape& out = c.resultType().shape;
+        Tensor x = c.x(0);
+        if (in.size() < out.size()) {
+          Shape s(out.size() + 1, 1);
+          s[0] = c.size;
+          std::copy(in.begin(), in.end(), s.end() - static_cast<std::ptrdiff_t>(in.size()));
+          x = reshape(x, s);
+        }
+        c.result(0, c.reapply({x}, batching::prependDim(c.op.attrs, "shape", c.size)).at(0));
+      },
   });
 
   // transpose {perm}: result dim i is operand dim perm[i]
@@ -319,6 +361,14 @@ void defineShapeOps(Table& t) {
           for (std::size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
           return transpose(c.dy(), inv);
         });
+      },
+      // the batch axis stays first: perm' = [0, perm + 1]
+      .batch = [](const batching::BatchCtx& c) {
+        std::vector<int64_t> perm{0};
+        for (int64_t p : c.op.attrs.ints("perm")) perm.push_back(p + 1);
+        ir::Attrs a = c.op.attrs;
+        a.set("perm", perm);
+        batchedWith(c, a);
       },
   });
 
@@ -393,6 +443,12 @@ void defineShapeOps(Table& t) {
           return pad(c.dy(), lo, hi, it);
         });
       },
+      // the whole batch axis: start 0, limit B, stride 1
+      .batch = [](const batching::BatchCtx& c) {
+        ir::Attrs a = batching::prependDim(c.op.attrs, "start", 0);
+        a = batching::prependDim(a, "limit", c.size);
+        batchedWith(c, batching::prependDim(a, "stride", 1));
+      },
   });
 
   // pad {low, high, interior}: zeros around (low/high) and between (interior) elements
@@ -447,6 +503,12 @@ void defineShapeOps(Table& t) {
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return unpad(c.dy(), c.x(0).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior")); });
+      },
+      // nothing padded along the batch axis
+      .batch = [](const batching::BatchCtx& c) {
+        ir::Attrs a = batching::prependDim(c.op.attrs, "low", 0);
+        a = batching::prependDim(a, "high", 0);
+        batchedWith(c, batching::prependDim(a, "interior", 0));
       },
   });
 
@@ -533,6 +595,13 @@ void defineShapeOps(Table& t) {
         for (std::size_t k = 0; k < c.op.operands.size(); ++k)
           c.grad(k, [&] { return unpad(c.dy(), c.x(k).shape(), c.op.attrs.ints("low"), c.op.attrs.ints("interior"), k); });
       },
+      // every operand placed from row 0 of the batch axis, one row apart;
+      // unbatched ones broadcast along it (each example adds them)
+      .batch = [](const batching::BatchCtx& c) {
+        ir::Attrs a = batching::prependDim(c.op.attrs, "shape", c.size);
+        a = prependPerRow(a, "low", c.arity(), 0);
+        batchedWith(c, prependPerRow(a, "interior", c.arity(), 0));
+      },
   });
 
   // concatenate {axis}: operands joined along `axis`
@@ -600,6 +669,8 @@ void defineShapeOps(Table& t) {
           offset += s[axis];
         }
       },
+      // joined along the shifted axis; unbatched operands broadcast along the batch
+      .batch = [](const batching::BatchCtx& c) { batchedWith(c, batching::shiftAxes(c.op.attrs, "axis")); },
   });
 }
 
