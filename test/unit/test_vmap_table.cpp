@@ -400,3 +400,111 @@ TEST_CASE("vmap of every op equals a loop of it: batch axis first, middle and la
   CHECK(cases > 300);
   CHECK(compiled > 200);
 }
+
+// ----------------------------------------------------------------------------
+// Errors test_vmap.cpp does not check: each with its message and, for the
+// API, the user's line (docs/guide/errors.md lists them all, under Batching).
+
+namespace {
+
+/// Runs `run`, which must raise an adjit::Error containing `text` at line `line` of this file.
+void expectError(const std::function<void()>& run, const std::string& text, int line) {
+  try {
+    run();
+    FAIL_CHECK("no error; expected one containing: " << text);
+  } catch (const Error& e) {
+    INFO("error: " << e.what());
+    CHECK(e.message().find(text) != std::string::npos);
+    CHECK(e.location().line == static_cast<uint32_t>(line));
+    CHECK(e.location().file.find("test_vmap_table.cpp") != std::string::npos);
+  }
+}
+
+} // namespace
+
+TEST_CASE("vmap errors: axis_size, out_axes and axes inside a trace, each at the user's line") {
+  const Array two(std::vector<float>{1, 2}), three(std::vector<float>{1, 2, 3});
+  auto twice = [](const Tensor& a) { return a * 2.0f; };
+  int line = __LINE__ + 1;
+  expectError([&] { (void)vmap(twice, {.axis_size = 2})(three); },
+              "vmap: axis_size is 2, but argument leaf 0 (f32[3]) has 3 examples along axis 0", line);
+  line = __LINE__ + 1;
+  expectError([&] { (void)vmap(twice, {.in_axes = {std::nullopt}, .axis_size = -1})(two); },
+              "vmap: axis_size must be at least 0, got -1", line);
+  line = __LINE__ + 1;
+  expectError([&] { (void)vmap(twice, {.out_axes = {2}})(two); },
+              "vmap: out_axes gives axis 2 for result leaf 0, which is f32[] per example: expected an axis in [-1, 0]", line);
+  line = __LINE__ + 1;
+  expectError([&] { (void)vmap([](const Tensor& a) { return std::make_tuple(a, a); }, {.out_axes = {0, 0, 0}})(two); },
+              "vmap: out_axes has 3 entries, but the function returns 2 results", line);
+  // A nested argument (a pair): every leaf of it takes the argument's axis; the
+  // sizes of leaves of one argument must agree too.
+  line = __LINE__ + 1;
+  expectError([&] { (void)vmap([](const std::pair<Tensor, Tensor>& p) { return p.first + p.second; })(std::pair{two, three}); },
+              "vmap: batch sizes disagree: argument leaf 0 (f32[2]) has 2 examples along axis 0, but argument leaf 1 (f32[3]) has 3",
+              line);
+  // Inside a trace, with Tensors: the same checks, at the line that called vmap.
+  auto sumAll = [](const Tensor& x) { return sum(x); };
+  line = __LINE__ + 1;
+  expectError([&] { (void)trace([&](Tensor a) { return vmap(sumAll, {.in_axes = {-3}})(a); }, Type{DType::f32, {2, 3}}); },
+              "vmap: in_axes gives axis -3 for argument leaf 0, which is f32[2,3]: expected an axis in [-2, 1]", line);
+  line = __LINE__ + 1;
+  expectError([&] { (void)trace([&](Tensor a, Tensor b) { return vmap([](Tensor x, Tensor y) { return x * y; })(a, b); },
+                                Type{DType::f32, {2, 3}}, Type{DType::f32, {3, 3}}); },
+              "vmap: batch sizes disagree: argument leaf 0 (f32[2,3]) has 2 examples along axis 0, but argument leaf 1 (f32[3,3]) has 3",
+              line);
+  line = __LINE__ + 1;
+  expectError([&] { (void)trace([&](Tensor a) { return vmap(sumAll, {.out_axes = {std::nullopt}})(a); }, Type{DType::f32, {2, 3}}); },
+              "vmap: result leaf 0 (f32[] per example) depends on a batched argument, but out_axes gives it std::nullopt", line);
+  // A failed vmap leaves the trace usable: the per-example function it traced is gone.
+  Module m = trace([&](Tensor a) {
+    try {
+      (void)vmap(sumAll, {.out_axes = {std::nullopt}})(a);
+    } catch (const Error&) {
+    }
+    return vmap(sumAll)(a);
+  }, Type{DType::f32, {2, 3}});
+  CHECK(m.impl().functions.size() == 1);
+  m.verify();
+}
+
+TEST_CASE("vmap pass and vmapFunction errors: malformed arguments, axes and results that do not fit") {
+  const char* text = R"(
+func @f(%x: f32[3], %y: f32[3]) -> (f32[3]) {
+  %z = mul(%x, %y) : f32[3]
+  return %z
+}
+)";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"vmap(f, axis_size=n)", "vmap pass: axis_size must be an integer, got 'n'"},
+      {"vmap(f, axis_size=4x)", "vmap pass: axis_size must be an integer, got '4x'"},
+      {"vmap(f, in_axes=0, axis_size=4)", "vmap pass: in_axes must be a list like [0,-,1] (- for none), got '0'"},
+      {"vmap(f, out_axes=[0, x], axis_size=4)", "vmap pass: an entry of out_axes must be an integer, got 'x'"},
+      {"vmap(f, in_axis=[0,0], axis_size=4)", "vmap pass: unknown option 'in_axis=[0,0]' (known: in_axes, out_axes, axis_size)"},
+      {"vmap(axis_size=4)", "vmap pass: expected vmap(F, in_axes=[...], out_axes=[...], axis_size=N), got vmap(axis_size=4)"},
+      {"vmap(g, axis_size=4)", "vmap pass: no function named @g in the module"},
+      {"vmap(f, out_axes=[0,0], axis_size=4)", "vmap: out_axes has 2 entries, but @f has 1 results"},
+      {"vmap(f, in_axes=[2,0], axis_size=4)", "vmap: parameter 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got 2"},
+      {"vmap(f, in_axes=[0,-3], axis_size=4)", "vmap: parameter 1 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got -3"},
+      {"vmap(f, out_axes=[2], axis_size=4)", "vmap: result 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got 2"},
+      {"vmap(f, in_axes=[-,0], out_axes=[-], axis_size=4)", "vmap: result 0 of @f depends on a batched parameter, but out_axes gives it none"},
+      {"vmap(f, axis_size=-1)", "vmap: the batch size must be at least 0, got -1"},
+  };
+  for (const auto& [pass, message] : cases) {
+    INFO("pass " << pass);
+    Module m = Module::parse(text);
+    CHECK_THROWS_WITH_AS(transforms::runPipeline(m.impl(), {pass}), doctest::Contains(message.c_str()), Error);
+    // Nothing half-made is left behind.
+    CHECK(m.impl().functions.size() == 1);
+  }
+  // Shared everywhere with axis_size is fine (the result is broadcast), and a
+  // result that reads no batched parameter may keep out_axes none.
+  Module m = Module::parse(text);
+  transforms::runPipeline(m.impl(), {"vmap(f, in_axes=[-,-], out_axes=[-], axis_size=4)"});
+  m.verify();
+  CHECK(m.impl().lookup("f.vmap")->type(m.impl().lookup("f.vmap")->outputs[0]) == Type{DType::f32, {3}});
+  // vmapFunction directly: in_axes of the wrong length.
+  auto mod = std::shared_ptr<ir::Module>(Module::parse(text).impl().clone());
+  CHECK_THROWS_WITH_AS(batching::vmapFunction(mod, "f", {{0}, {0}, 4}), doctest::Contains("vmap: in_axes has 1 entries, but @f has 2 parameters"),
+                       Error);
+}
