@@ -95,6 +95,66 @@ std::vector<StartIndex> startsOf(const autodiff::VjpCtx& c, std::size_t first) {
   return s;
 }
 
+// Batching: indices that differ per example address one axis in which the
+// examples lie end to end (example b's element k at b * n + k), so one
+// gather or scatter serves the whole batch.
+
+/// `xb` ([B, pre..., n, post...], batched along 0) with the batch folded into
+/// axis `axis`: [pre..., B * n, post...], example b's element k at b * n + k.
+Tensor foldBatchInto(const Tensor& xb, int64_t axis) {
+  Tensor m = batching::moveAxis(xb, 0, axis); // [pre..., B, n, post...]
+  Shape s = m.shape();
+  const auto a = static_cast<std::size_t>(axis);
+  s[a] *= s[a + 1];
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(a) + 1);
+  return reshape(m, s);
+}
+
+/// The inverse of foldBatchInto: [pre..., B * n, post...] to [B, pre..., n, post...].
+Tensor unfoldBatchFrom(const Tensor& x, int64_t axis, int64_t size) {
+  Shape s = x.shape();
+  const auto a = static_cast<std::size_t>(axis);
+  const int64_t n = size == 0 ? 0 : s[a] / size;
+  s[a] = n;
+  s.insert(s.begin() + static_cast<std::ptrdiff_t>(a), size);
+  return batching::moveAxis(reshape(x, s), axis, 0);
+}
+
+/// Example b's indices k (batched along axis 0, each in [0, n)) into the
+/// folded axis: b * n + k, as i64.
+Tensor offsetIndices(const Tensor& k, int64_t n) {
+  Tensor k64 = k.dtype() == DType::i64 ? k : cast(k, DType::i64);
+  return k64 + iota(k.shape(), 0, DType::i64) * n;
+}
+
+/// The clamped start of a dynamic slice along an axis of extent n for a
+/// window of `size` (max(0, min(s, n - size)), as i64), batched along axis 0
+/// of rank `rank` (extents 1 after the batch) if `batched`.
+Tensor clampedStart(const Tensor& s, bool batched, int64_t n, int64_t size, std::size_t rank) {
+  Tensor k = clip(s.dtype() == DType::i64 ? s : cast(s, DType::i64), 0, n - size);
+  if (!batched) return k;
+  Shape one(rank, 1);
+  one[0] = k.shape()[0];
+  return reshape(k, one);
+}
+
+/// A dynamic slice's operands with the batch axis: the operands before the
+/// starts (`first` of them, given the batch axis), a start 0 along it, then
+/// the op's starts (all unbatched).
+std::vector<Tensor> withLeadingStart(const batching::BatchCtx& c, std::size_t first) {
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < first; ++i) xs.push_back(c.bx(i));
+  xs.push_back(full({}, 0.0, DType::i64));
+  for (std::size_t i = first; i < c.arity(); ++i) xs.push_back(c.x(i));
+  return xs;
+}
+
+bool anyBatched(const batching::BatchCtx& c, std::size_t first) {
+  for (std::size_t i = first; i < c.arity(); ++i)
+    if (c.batched(i)) return true;
+  return false;
+}
+
 } // namespace
 
 void defineIndexingOps(Table& t) {
@@ -139,6 +199,31 @@ void defineIndexingOps(Table& t) {
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return dynamic_update_slice(zeros_like(c.x(0)), c.dy(), startsOf(c, 1)); });
+      },
+      // Starts shared by the batch: one more axis, start 0, the whole batch.
+      // Starts per example: each result element's linear position in the
+      // operand (its batch row's offset, plus the clamped start plus its
+      // index along each axis, times the stride), read by one gather from
+      // the flattened operand: exact, of the result's size (JAX makes it a
+      // gather too).
+      .batch = [](const batching::BatchCtx& c) {
+        if (!anyBatched(c, 1)) {
+          c.result(0, c.reapply(withLeadingStart(c, 1), batching::prependDim(c.op.attrs, "sizes", c.size)).at(0));
+          return;
+        }
+        const Shape& xs = c.type(0).shape;
+        const std::vector<int64_t>& sizes = c.op.attrs.ints("sizes");
+        Shape out{c.size};
+        out.insert(out.end(), sizes.begin(), sizes.end());
+        const std::vector<int64_t> strides = stridesOf(xs);
+        const int64_t n = num_elements(xs);
+        Tensor at = c.batched(0) ? iota(out, 0, DType::i64) * n : full(out, 0.0, DType::i64);
+        for (std::size_t d = 0; d < xs.size(); ++d) {
+          Tensor s = clampedStart(c.x(1 + d), c.batched(1 + d), xs[d], sizes[d], out.size());
+          at = at + (iota(out, static_cast<int64_t>(d) + 1, DType::i64) + s) * strides[d];
+        }
+        Tensor flat = reshape(c.x(0), {c.batched(0) ? c.size * n : n});
+        c.result(0, take(flat, at, 0));
       },
   });
 
@@ -199,6 +284,37 @@ void defineIndexingOps(Table& t) {
         c.grad(0, [&] { return dynamic_update_slice(c.dy(), zeros_like(c.x(1)), startsOf(c, 2)); });
         c.grad(1, [&] { return dynamic_slice(c.dy(), startsOf(c, 2), c.x(1).shape()); });
       },
+      // Starts shared by the batch: one more axis, start 0. Starts per
+      // example: what the compiled op does per element, on the whole batch:
+      // inside its example's window an element is the update's (one gather
+      // from the flattened update), outside it the operand's (a select).
+      // Exact, of the result's size (JAX makes it a scatter).
+      .batch = [](const batching::BatchCtx& c) {
+        if (!anyBatched(c, 2)) {
+          c.result(0, c.reapply(withLeadingStart(c, 2)).at(0));
+          return;
+        }
+        const Shape &xs = c.type(0).shape, &us = c.type(1).shape;
+        const int64_t n = num_elements(us);
+        if (n == 0) { // nothing replaced
+          c.result(0, c.bx(0));
+          return;
+        }
+        Shape out{c.size};
+        out.insert(out.end(), xs.begin(), xs.end());
+        const std::vector<int64_t> strides = stridesOf(us);
+        Tensor at = c.batched(1) ? iota(out, 0, DType::i64) * n : full(out, 0.0, DType::i64);
+        std::optional<Tensor> inside;
+        for (std::size_t d = 0; d < xs.size(); ++d) {
+          Tensor s = clampedStart(c.x(2 + d), c.batched(2 + d), xs[d], us[d], out.size());
+          Tensor k = iota(out, static_cast<int64_t>(d) + 1, DType::i64) - s; // the index into the update
+          Tensor in = logical_and(k >= 0, k < us[d]);
+          inside = inside ? logical_and(*inside, in) : in;
+          at = at + clip(k, 0, us[d] - 1) * strides[d];
+        }
+        Tensor flat = reshape(c.x(1), {c.batched(1) ? c.size * n : n});
+        c.result(0, where(*inside, take(flat, at, 0), c.bx(0)));
+      },
   });
 
   // one_hot(indices) {depth, dtype}: r[..., j] = indices[...] == j ? 1 : 0.
@@ -233,6 +349,8 @@ void defineIndexingOps(Table& t) {
       },
       // the new axis is the last one
       .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs&) { return true; },
+      // the new axis is last, the batch stays first
+      .batch = [](const batching::BatchCtx& c) { c.result(0, c.reapply({c.x(0)}).at(0)); },
   });
 
   // gather(x, idx) {axis}: r[pre, j..., post] = x[pre, idx[j...], post]
@@ -295,6 +413,25 @@ void defineIndexingOps(Table& t) {
           }
           return scatter_add(zeros_like(x), k, c.dy(), axis);
         });
+      },
+      // Only x batched: the axis shifts. Only the indices: the gather reads
+      // x along the same axis, and the batch axis (where the indices' axes
+      // land) moves to the front. Both: the examples of x end to end along
+      // the axis, each example's indices (wrapped and clamped as the op
+      // does, so each stays in its own example) offset by b * n. Exact.
+      .batch = [](const batching::BatchCtx& c) {
+        const int64_t axis = c.op.attrs.integer("axis");
+        if (!c.batched(1)) {
+          c.result(0, c.reapply({c.x(0), c.x(1)}, batching::shiftAxes(c.op.attrs, "axis")).at(0));
+          return;
+        }
+        if (!c.batched(0)) {
+          c.result(0, batching::moveAxis(c.reapply({c.x(0), c.x(1)}).at(0), axis, 0));
+          return;
+        }
+        const int64_t n = c.type(0).shape[static_cast<std::size_t>(axis)];
+        Tensor k = offsetIndices(effectiveIndices(c.x(1), n), n);
+        c.result(0, batching::moveAxis(c.reapply({foldBatchInto(c.x(0), axis), k}).at(0), axis, 0));
       },
   });
 
@@ -372,6 +509,27 @@ void defineIndexingOps(Table& t) {
           Tensor g = take(c.dy(), idx, axis);
           return where(mask, g, zeros_like(g));
         });
+      },
+      // Indices shared: the axis shifts (x and updates given the batch axis).
+      // Indices per example: the examples of x end to end along the axis,
+      // each example's indices offset by b * n, and those the op drops
+      // (out of range once wrapped) sent to B * n, past every example, so
+      // they are dropped too. Each element gets its example's updates in the
+      // same order: bitwise equal to the loop.
+      .batch = [](const batching::BatchCtx& c) {
+        const int64_t axis = c.op.attrs.integer("axis");
+        if (!c.batched(1)) {
+          c.result(0, c.reapply({c.bx(0), c.x(1), c.bx(2)}, batching::shiftAxes(c.op.attrs, "axis")).at(0));
+          return;
+        }
+        const int64_t n = c.type(0).shape[static_cast<std::size_t>(axis)];
+        Tensor idx = c.x(1);
+        Tensor k = where(idx < 0, idx + n, idx);
+        Tensor kept = logical_and(k >= 0, k < n);
+        Tensor at = offsetIndices(k, n);
+        at = where(kept, at, full(at.shape(), static_cast<double>(c.size * n), DType::i64));
+        Tensor r = c.reapply({foldBatchInto(c.bx(0), axis), at, batching::moveAxis(c.bx(2), 0, axis)}).at(0);
+        c.result(0, unfoldBatchFrom(r, axis, c.size));
       },
   });
 }

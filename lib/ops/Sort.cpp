@@ -294,6 +294,8 @@ void defineSortOps(Table& t) {
           });
         }
       },
+      // along the shifted axis, every operand given the batch axis
+      .batch = [](const batching::BatchCtx& c) { batching::shiftedBatch(c, {"axis"}); },
   });
 
   // searchsorted(a, v) {right, dtype}: per element of v, the number of
@@ -351,6 +353,41 @@ void defineSortOps(Table& t) {
         }
         llvm::Value* r = c.b.CreateAdd(base, c.b.CreateZExt(counts(c.operand(0, Index::ofLinear(base))), c.b.getInt64Ty()));
         return c.b.CreateTrunc(r, rt);
+      },
+      // Sequence shared: the values carry the batch. A sequence per example:
+      // the compiled op's binary search (the same probes, log2(n) of them)
+      // written with Tensor ops on the whole batch, each probe a gather from
+      // the sequences laid end to end: exact, even for unsorted sequences.
+      .batch = [](const batching::BatchCtx& c) {
+        if (!c.batched(0)) {
+          c.result(0, c.reapply({c.x(0), c.x(1)}).at(0));
+          return;
+        }
+        const int64_t n = c.type(0).shape[0];
+        const bool right = c.op.attrs.boolean("right");
+        const DType rt = c.op.attrs.dtype("dtype");
+        Tensor v = c.bx(1);
+        const Shape vs = v.shape();
+        if (n == 0) {
+          c.result(0, full(vs, 0.0, rt));
+          return;
+        }
+        const bool fp = is_floating(v.dtype());
+        // a[j] sorts before v (left), or v does not sort before a[j] (right); NaN sorts last
+        auto counts = [&](const Tensor& e) {
+          if (!fp) return right ? le(e, v) : lt(e, v);
+          if (!right) return logical_or(lt(e, v), logical_and(isnan(v), !isnan(e)));
+          return !logical_or(lt(v, e), logical_and(isnan(e), !isnan(v)));
+        };
+        Tensor flat = reshape(c.x(0), {c.size * n});
+        Tensor row = iota(vs, 0, DType::i64) * n;
+        Tensor base = full(vs, 0.0, DType::i64);
+        for (int64_t len = n; len > 1; len -= len / 2) {
+          Tensor mid = base + len / 2;
+          base = where(counts(take(flat, row + mid, 0)), mid, base);
+        }
+        Tensor r = base + cast(counts(take(flat, row + base, 0)), DType::i64);
+        c.result(0, rt == DType::i64 ? r : cast(r, rt));
       },
   });
 }

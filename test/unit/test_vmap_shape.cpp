@@ -203,3 +203,156 @@ TEST_CASE("vmap(grad(f)) through shape ops equals a loop of gradients") {
   checkVmap<2>([&](const Tensor& x, const Tensor& w) { return grad(f, argnums<1>)(x, w); },
                {{examples(tx, kB, 23), 1}, {examples(tw, kB, 24), 0}}, false, 1e-12);
 }
+
+TEST_CASE("vmap of gather (take) equals a loop, with the operand, the indices or both batched") {
+  const Type tx{DType::f32, {5, 3}};
+  for (int64_t axis : {0, 1}) {
+    const int64_t n = axis == 0 ? 5 : 3;
+    for (const Shape& is : {Shape{4}, Shape{}, Shape{2, 2}}) {
+      const Type ti{DType::i32, is};
+      INFO("axis " << axis << ", indices " << ti.str());
+      auto f = [axis](const Tensor& x, const Tensor& i) { return take(x, i, axis); };
+      // indices below -n and past n - 1 too: wrapped, then clamped, per example
+      checkVmap<2>(f, {{examples(tx, kB, 30), 0}, {intExamples(ti, 1, -n - 2, n + 1, 31), std::nullopt}}, true);
+      checkVmap<2>(f, {{examples(tx, kB, 32), 2}, {intExamples(ti, 1, -n - 2, n + 1, 33), std::nullopt}}, true);
+      checkVmap<2>(f, {{examples(tx, 1, 34), std::nullopt}, {intExamples(ti, kB, -n - 2, n + 1, 35), 0}}, true);
+      checkVmap<2>(f, {{examples(tx, kB, 36), 0}, {intExamples(ti, kB, -n - 2, n + 1, 37), 0}}, true);
+      checkVmap<2>(f, {{examples(tx, kB, 38), 1}, {intExamples(ti, kB, -n - 2, n + 1, 39), -1}}, true);
+    }
+  }
+}
+
+TEST_CASE("vmap of scatter_add equals a loop, for every way of batching its operands") {
+  // Repeated indices add in the loop's order (bitwise equal, floats too);
+  // out-of-range ones are dropped per example.
+  for (int64_t axis : {0, 1}) {
+    const int64_t n = axis == 0 ? 5 : 3;
+    const Type tx{DType::f64, {5, 3}}, ti{DType::i64, {4}};
+    const Type tu{DType::f64, axis == 0 ? Shape{4, 3} : Shape{5, 4}};
+    auto f = [axis](const Tensor& x, const Tensor& i, const Tensor& u) { return scatter_add(x, i, u, axis); };
+    for (int mask = 1; mask < 8; ++mask) {
+      INFO("axis " << axis << ", batched operands (bits) " << mask);
+      const bool bx = mask & 1, bi = mask & 2, bu = mask & 4;
+      checkVmap<3>(f,
+                   {{examples(tx, bx ? kB : 1, 40), bx ? std::optional<int64_t>(axis == 0 ? 0 : -1) : std::nullopt},
+                    {intExamples(ti, bi ? kB : 1, -n - 2, n + 1, 41), bi ? std::optional<int64_t>(0) : std::nullopt},
+                    {examples(tu, bu ? kB : 1, 42), bu ? std::optional<int64_t>(1) : std::nullopt}},
+                   true);
+    }
+  }
+}
+
+TEST_CASE("vmap of one_hot equals a loop") {
+  const Type ti{DType::i32, {2, 3}};
+  for (int64_t axis : {0, 1, -1})
+    checkVmap<1>([](const Tensor& i) { return one_hot(i, 4, DType::f32); }, {{intExamples(ti, kB, -2, 5, 50), axis}}, true);
+}
+
+TEST_CASE("vmap of dynamic_slice and dynamic_update_slice equals a loop, starts per example or shared") {
+  const Type tx{DType::f32, {5, 4}}, tu{DType::f32, {2, 3}}, ts{DType::i32, {}};
+  // starts outside [0, n - size] too: clamped per example
+  auto ds = [](const Tensor& x, const Tensor& s0, const Tensor& s1) { return dynamic_slice(x, {s0, s1}, {2, 3}); };
+  auto dus = [](const Tensor& x, const Tensor& u, const Tensor& s0) { return dynamic_update_slice(x, u, {s0, 1}); };
+  for (int mask = 1; mask < 8; ++mask) {
+    INFO("batched operands (bits) " << mask);
+    auto axis = [&](int bit, int64_t a) { return (mask >> bit) & 1 ? std::optional<int64_t>(a) : std::nullopt; };
+    auto count = [&](int bit) { return (mask >> bit) & 1 ? kB : 1; };
+    checkVmap<3>(ds,
+                 {{examples(tx, count(0), 51), axis(0, 1)},
+                  {intExamples(ts, count(1), -2, 6, 52), axis(1, 0)},
+                  {intExamples(ts, count(2), -1, 3, 53), axis(2, 0)}},
+                 true);
+    checkVmap<3>(dus,
+                 {{examples(tx, count(0), 54), axis(0, -1)},
+                  {examples(tu, count(1), 55), axis(1, 1)},
+                  {intExamples(ts, count(2), -2, 6, 56), axis(2, 0)}},
+                 true);
+  }
+  // two starts per example in an update
+  auto dus2 = [](const Tensor& x, const Tensor& s0, const Tensor& s1) {
+    return dynamic_update_slice(x, full({2, 3}, 7.0, DType::f32), {s0, s1});
+  };
+  checkVmap<3>(dus2, {{examples(tx, 1, 57), std::nullopt}, {intExamples(ts, kB, -2, 6, 58), 0}, {intExamples(ts, kB, -1, 3, 59), 0}},
+               true);
+}
+
+namespace {
+
+/// Examples of `t` whose last axis is sorted (numpy's order: NaN last),
+/// with repeated values, and a NaN at the end of odd examples if `nan`.
+std::vector<Array> sortedExamples(Type t, int count, uint32_t seed, bool nan) {
+  std::vector<Array> r;
+  for (int b = 0; b < count; ++b) {
+    Array a = randomInts(t, -3, 3, seed * 17 + static_cast<uint32_t>(b));
+    const int64_t n = t.shape.back(), rows = n == 0 ? 0 : a.size() / n;
+    for (int64_t row = 0; row < rows; ++row) {
+      std::vector<double> v;
+      for (int64_t j = 0; j < n; ++j) v.push_back(a.get(row * n + j));
+      std::sort(v.begin(), v.end());
+      for (int64_t j = 0; j < n; ++j) a.set(row * n + j, v[static_cast<std::size_t>(j)]);
+      if (nan && (b % 2) == 1) a.set(row * n + n - 1, std::nan(""));
+    }
+    r.push_back(a);
+  }
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("vmap of sort equals a loop, keys and payloads batched or shared") {
+  const Type tk{DType::f32, {4, 5}}, tp{DType::i32, {4, 5}};
+  for (int64_t axis : {0, 1}) {
+    for (bool descending : {false, true}) {
+      INFO("axis " << axis << (descending ? ", descending" : ""));
+      auto keys = [=](const Tensor& k) { return sort(k, axis, descending); };
+      // ties (few distinct values) keep their order
+      checkVmap<1>(keys, {{intExamples({DType::f32, {4, 5}}, kB, -2, 2, 60), 0}}, true);
+      checkVmap<1>(keys, {{examples(tk, kB, 61), 2}}, true);
+      auto payload = [=](const Tensor& k, const Tensor& p) { return sort(std::vector<Tensor>{k, p}, axis, descending).at(1); };
+      checkVmap<2>(payload, {{intExamples(tk, kB, -2, 2, 62), 1}, {intExamples(tp, 1, 0, 99, 63), std::nullopt}}, true);
+      checkVmap<2>(payload, {{intExamples(tk, 1, -2, 2, 64), std::nullopt}, {intExamples(tp, kB, 0, 99, 65), 0}}, true);
+      checkVmap<2>(payload, {{intExamples(tk, kB, -2, 2, 66), 0}, {intExamples(tp, kB, 0, 99, 67), -1}}, true);
+    }
+  }
+}
+
+TEST_CASE("vmap of searchsorted equals a loop, the sequence per example or shared") {
+  for (bool right : {false, true})
+    for (int64_t n : {1, 5, 8}) {
+      for (DType dt : {DType::f64, DType::i32}) {
+        INFO((right ? "right" : "left") << ", n " << n << ", " << name_of(dt));
+        const Type ta{dt, {n}}, tv{dt, {2, 3}};
+        auto f = [right](const Tensor& a, const Tensor& v) { return searchsorted(a, v, right ? "right" : "left"); };
+        const bool fp = dt == DType::f64;
+        // values equal to elements, between them, outside them, and NaN
+        auto values = [&](int count, uint32_t seed) {
+          std::vector<Array> vs = intExamples(tv, count, -4, 4, seed);
+          if (fp) vs.back().set(2, std::nan(""));
+          return vs;
+        };
+        checkVmap<2>(f, {{sortedExamples(ta, kB, 70, fp), 0}, {values(1, 71), std::nullopt}}, true);
+        checkVmap<2>(f, {{sortedExamples(ta, 1, 72, fp), std::nullopt}, {values(kB, 73), 1}}, true);
+        checkVmap<2>(f, {{sortedExamples(ta, kB, 74, fp), -1}, {values(kB, 75), 0}}, true);
+      }
+    }
+}
+
+TEST_CASE("vmap(grad(f)) through indexing and sorting ops equals a loop of gradients") {
+  // take with per-example indices (its gradient a scatter_add), a window at
+  // per-example starts (its gradient a dynamic_update_slice), a sort (its
+  // gradient a scatter of the cotangent through the permutation)
+  auto f = [](const Tensor& x, const Tensor& i, const Tensor& s) {
+    Tensor a = take(x, i, 1) * 2.0;                        // [4, 5]
+    Tensor w = dynamic_slice(x, {s, s}, {2, 3});            // [2, 3]
+    Tensor k = sort(a * a + 0.5 * a, 1);
+    return sum(tanh(k), {0, 1}) + sum(w * w * w, {0, 1}) + sum(take(x, i * 0 + 1, 0), {0, 1});
+  };
+  const Type tx{DType::f64, {4, 3}}, ti{DType::i32, {5}}, ts{DType::i32, {}};
+  auto g = [&](const Tensor& x, const Tensor& i, const Tensor& s) { return grad(f)(x, i, s); };
+  checkVmap<3>(g, {{examples(tx, kB, 80), 0}, {intExamples(ti, kB, -3, 3, 81), 0}, {intExamples(ts, kB, -1, 3, 82), 0}},
+               false, 1e-12);
+  checkVmap<3>(g, {{examples(tx, kB, 83), 1}, {intExamples(ti, 1, -3, 3, 84), std::nullopt}, {intExamples(ts, 1, 0, 2, 85), std::nullopt}},
+               false, 1e-12);
+  checkVmap<3>(g, {{examples(tx, 1, 86), std::nullopt}, {intExamples(ti, kB, -3, 3, 87), 0}, {intExamples(ts, kB, -1, 3, 88), 0}},
+               false, 1e-12);
+}
