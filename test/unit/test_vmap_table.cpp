@@ -183,8 +183,8 @@ const std::set<std::string_view> kEffectful = {"host_callback", "loop_limit"};
 ///   so the list is emptied as the rules merge: it must be empty when issue
 ///   53 is done). An op not listed must be checked.
 const std::set<std::string_view> kPendingRules = {
-    "custom_vjp", "custom_jvp", "gather", "scatter_add", "one_hot", "dynamic_slice", "dynamic_update_slice", "sort",
-    "searchsorted", "conv", "reduce_window_sum", "reduce_window_max", "select_and_scatter_add", "select_and_gather_add", "tril", "triu", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
+    "custom_vjp", "custom_jvp", "conv", "reduce_window_sum", "reduce_window_max", "select_and_scatter_add",
+    "select_and_gather_add", "tril", "triu", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
     "call", "switch", "scan", "while", "while_vjp"};
 
 /// Ops whose results are elements of their operands (or exact functions of
