@@ -95,36 +95,34 @@ std::vector<StartIndex> startsOf(const autodiff::VjpCtx& c, std::size_t first) {
   return s;
 }
 
-// Batching: indices that differ per example address one axis in which the
-// examples lie end to end (example b's element k at b * n + k), so one
-// gather or scatter serves the whole batch.
+// Batching with indices that differ per example: the operand [B, pre...,
+// n, post...] read as [B * P * n, post...] (P the product of pre; a view of
+// the same elements), where row (b, p) of the indexed axis starts at
+// (b * P + p) * n, so one gather or scatter along axis 0 serves the whole
+// batch without moving an element.
 
-/// `xb` ([B, pre..., n, post...], batched along 0) with the batch folded into
-/// axis `axis`: [pre..., B * n, post...], example b's element k at b * n + k.
-Tensor foldBatchInto(const Tensor& xb, int64_t axis) {
-  Tensor m = batching::moveAxis(xb, 0, axis); // [pre..., B, n, post...]
-  Shape s = m.shape();
-  const auto a = static_cast<std::size_t>(axis);
-  s[a] *= s[a + 1];
-  s.erase(s.begin() + static_cast<std::ptrdiff_t>(a) + 1);
-  return reshape(m, s);
+/// Shape `s` with axes [from, to) merged into one.
+Shape merged(const Shape& s, std::size_t from, std::size_t to) {
+  Shape r(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(from));
+  int64_t m = 1;
+  for (std::size_t d = from; d < to; ++d) m *= s[d];
+  r.push_back(m);
+  r.insert(r.end(), s.begin() + static_cast<std::ptrdiff_t>(to), s.end());
+  return r;
 }
 
-/// The inverse of foldBatchInto: [pre..., B * n, post...] to [B, pre..., n, post...].
-Tensor unfoldBatchFrom(const Tensor& x, int64_t axis, int64_t size) {
-  Shape s = x.shape();
+/// Positions along the merged axis of a batch of operands of per-example
+/// shape `xs`, for per-example indices `k` ([B, I...], each in [0, n))
+/// along `axis`: (b * P + p) * n + k[b, i...], of shape [B, P, I...], as i64.
+Tensor rowIndices(const Tensor& k, const Shape& xs, int64_t axis, int64_t size) {
   const auto a = static_cast<std::size_t>(axis);
-  const int64_t n = size == 0 ? 0 : s[a] / size;
-  s[a] = n;
-  s.insert(s.begin() + static_cast<std::ptrdiff_t>(a), size);
-  return batching::moveAxis(reshape(x, s), axis, 0);
-}
-
-/// Example b's indices k (batched along axis 0, each in [0, n)) into the
-/// folded axis: b * n + k, as i64.
-Tensor offsetIndices(const Tensor& k, int64_t n) {
+  const int64_t n = xs[a], pre = merged(xs, 0, a).at(0);
+  const Shape& ks = k.shape();
+  Shape s{size, pre}, one{size, 1};
+  s.insert(s.end(), ks.begin() + 1, ks.end());
+  one.insert(one.end(), ks.begin() + 1, ks.end());
   Tensor k64 = k.dtype() == DType::i64 ? k : cast(k, DType::i64);
-  return k64 + iota(k.shape(), 0, DType::i64) * n;
+  return (iota(s, 0, DType::i64) * pre + iota(s, 1, DType::i64)) * n + reshape(k64, one);
 }
 
 /// The clamped start of a dynamic slice along an axis of extent n for a
@@ -416,9 +414,10 @@ void defineIndexingOps(Table& t) {
       },
       // Only x batched: the axis shifts. Only the indices: the gather reads
       // x along the same axis, and the batch axis (where the indices' axes
-      // land) moves to the front. Both: the examples of x end to end along
-      // the axis, each example's indices (wrapped and clamped as the op
-      // does, so each stays in its own example) offset by b * n. Exact.
+      // land) moves to the front. Both: one gather along axis 0 of x's
+      // batch seen as [B * P * n, post...] (rowIndices), each example's
+      // indices wrapped and clamped as the op does first, so each stays in
+      // its own row. Exact.
       .batch = [](const batching::BatchCtx& c) {
         const int64_t axis = c.op.attrs.integer("axis");
         if (!c.batched(1)) {
@@ -429,9 +428,13 @@ void defineIndexingOps(Table& t) {
           c.result(0, batching::moveAxis(c.reapply({c.x(0), c.x(1)}).at(0), axis, 0));
           return;
         }
-        const int64_t n = c.type(0).shape[static_cast<std::size_t>(axis)];
-        Tensor k = offsetIndices(effectiveIndices(c.x(1), n), n);
-        c.result(0, batching::moveAxis(c.reapply({foldBatchInto(c.x(0), axis), k}).at(0), axis, 0));
+        const Shape& xs = c.type(0).shape;
+        const auto a = static_cast<std::size_t>(axis);
+        Tensor at = rowIndices(effectiveIndices(c.x(1), xs[a]), xs, axis, c.size);
+        Tensor r = take(reshape(c.x(0), merged(c.x(0).shape(), 0, a + 2)), at, 0); // [B, P, I..., post...]
+        Shape out = c.resultType().shape;
+        out.insert(out.begin(), c.size);
+        c.result(0, reshape(r, out));
       },
   });
 
@@ -511,25 +514,31 @@ void defineIndexingOps(Table& t) {
         });
       },
       // Indices shared: the axis shifts (x and updates given the batch axis).
-      // Indices per example: the examples of x end to end along the axis,
-      // each example's indices offset by b * n, and those the op drops
-      // (out of range once wrapped) sent to B * n, past every example, so
-      // they are dropped too. Each element gets its example's updates in the
-      // same order: bitwise equal to the loop.
+      // Indices per example: one scatter along axis 0 of x's batch seen as
+      // [B * P * n, post...] (rowIndices), the updates as [B, P, I...,
+      // post...]; indices the op drops (out of range once wrapped) sent past
+      // every row, so they are dropped too. Each element gets its example's
+      // updates in the same order: bitwise equal to the loop.
       .batch = [](const batching::BatchCtx& c) {
         const int64_t axis = c.op.attrs.integer("axis");
         if (!c.batched(1)) {
           c.result(0, c.reapply({c.bx(0), c.x(1), c.bx(2)}, batching::shiftAxes(c.op.attrs, "axis")).at(0));
           return;
         }
-        const int64_t n = c.type(0).shape[static_cast<std::size_t>(axis)];
+        const Shape& xs = c.type(0).shape;
+        const auto a = static_cast<std::size_t>(axis);
+        const int64_t n = xs[a];
         Tensor idx = c.x(1);
         Tensor k = where(idx < 0, idx + n, idx);
-        Tensor kept = logical_and(k >= 0, k < n);
-        Tensor at = offsetIndices(k, n);
-        at = where(kept, at, full(at.shape(), static_cast<double>(c.size * n), DType::i64));
-        Tensor r = c.reapply({foldBatchInto(c.bx(0), axis), at, batching::moveAxis(c.bx(2), 0, axis)}).at(0);
-        c.result(0, unfoldBatchFrom(r, axis, c.size));
+        Tensor at = rowIndices(k, xs, axis, c.size);
+        Shape one = k.shape();
+        one.insert(one.begin() + 1, 1);
+        Tensor kept = reshape(logical_and(k >= 0, k < n), one);
+        at = where(kept, at, full(at.shape(), static_cast<double>(c.size * num_elements(xs)), DType::i64));
+        const Shape xb = c.bx(0).shape();
+        Tensor u = reshape(c.bx(2), merged(c.bx(2).shape(), 1, a + 1));                  // [B, P, I..., post...]
+        Tensor r = scatter_add(reshape(c.bx(0), merged(xb, 0, a + 2)), at, u, 0); // [B * P * n, post...]
+        c.result(0, reshape(r, xb));
       },
   });
 }

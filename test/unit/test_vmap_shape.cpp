@@ -222,6 +222,24 @@ TEST_CASE("vmap of gather (take) equals a loop, with the operand, the indices or
   }
 }
 
+TEST_CASE("vmap of gather and scatter_add along a middle or last axis of a 3-D operand") {
+  const Type tx{DType::f64, {2, 3, 4}}, ti{DType::i32, {2, 2}};
+  for (int64_t axis : {1, 2}) {
+    const int64_t n = axis == 1 ? 3 : 4;
+    INFO("axis " << axis);
+    Shape us = tx.shape;
+    us[static_cast<std::size_t>(axis)] = 2;
+    us.insert(us.begin() + axis + 1, 2);
+    const Type tu{DType::f64, us};
+    auto g = [axis](const Tensor& x, const Tensor& i) { return take(x, i, axis); };
+    auto s = [axis](const Tensor& x, const Tensor& i, const Tensor& u) { return scatter_add(x, i, u, axis); };
+    checkVmap<2>(g, {{examples(tx, kB, 43), 2}, {intExamples(ti, kB, -n - 1, n, 44), 1}}, true);
+    checkVmap<3>(s, {{examples(tx, kB, 45), 3}, {intExamples(ti, kB, -n - 1, n, 46), 0}, {examples(tu, kB, 47), 2}}, true);
+    checkVmap<3>(s, {{examples(tx, 1, 48), std::nullopt}, {intExamples(ti, kB, -n - 1, n, 49), 1}, {examples(tu, 1, 50), std::nullopt}},
+                 true);
+  }
+}
+
 TEST_CASE("vmap of scatter_add equals a loop, for every way of batching its operands") {
   // Repeated indices add in the loop's order (bitwise equal, floats too);
   // out-of-range ones are dropped per example.
@@ -355,4 +373,21 @@ TEST_CASE("vmap(grad(f)) through indexing and sorting ops equals a loop of gradi
                false, 1e-12);
   checkVmap<3>(g, {{examples(tx, 1, 86), std::nullopt}, {intExamples(ti, kB, -3, 3, 87), 0}, {intExamples(ts, kB, -1, 3, 88), 0}},
                false, 1e-12);
+}
+
+TEST_CASE("vmap of the indexing ops over an empty batch and a batch of one") {
+  auto f = [](const Tensor& x, const Tensor& i, const Tensor& s) {
+    Tensor u = scatter_add(x, i, take(x, i, 0) * 2.0, 0);
+    Tensor c = cast(searchsorted(sort(reshape(x, {12}), 0), x, "left"), DType::f64);
+    return dynamic_slice(u, {s, 0}, {2, 3}) + dynamic_slice(c, {s, s}, {2, 3});
+  };
+  const Type tx{DType::f64, {4, 3}}, ti{DType::i32, {5}}, ts{DType::i32, {}};
+  checkVmap<3>(f, {{examples(tx, 1, 90), 0}, {intExamples(ti, 1, -5, 4, 91), 0}, {intExamples(ts, 1, -1, 3, 92), 0}}, true);
+  const Array x(Type{DType::f64, {0, 4, 3}}), i(Type{DType::i32, {0, 5}}), s(Type{DType::i32, {0}});
+  const Array got = vmap(f)(x, i, s);
+  CHECK(got.type() == Type{DType::f64, {0, 2, 3}});
+  Module m = trace(f, tx, ti, ts);
+  transforms::runPipeline(m.impl(), {"vmap(f, in_axes=[0,0,0], axis_size=0)"});
+  m.verify();
+  CHECK(m.interpret("f.vmap", {x, i, s}).at(0).type() == got.type());
 }
