@@ -264,3 +264,25 @@ std::string batchFunction(const std::shared_ptr<ir::Module>& m, const std::strin
 }
 
 } // namespace adjit::batching
+
+namespace adjit::batching {
+
+bool permutationMoves(const Shape& s, const std::vector<int64_t>& perm) {
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (s.at(static_cast<std::size_t>(p)) == 1) continue;
+    if (p < last) return true;
+    last = p;
+  }
+  return false;
+}
+
+Tensor permuteAxes(const Tensor& t, const std::vector<int64_t>& perm) {
+  const Shape s = t.shape();
+  if (permutationMoves(s, perm)) return transpose(t, perm);
+  std::vector<int64_t> to;
+  for (int64_t p : perm) to.push_back(s.at(static_cast<std::size_t>(p)));
+  return to == std::vector<int64_t>(s.begin(), s.end()) ? t : reshape(t, to);
+}
+
+} // namespace adjit::batching

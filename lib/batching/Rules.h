@@ -132,3 +132,13 @@ std::string batchFunction(const std::shared_ptr<ir::Module>& m, const std::strin
                           const std::vector<char>& out, int64_t size);
 
 } // namespace adjit::batching
+
+namespace adjit::batching {
+
+/// Whether transposing a tensor of shape `s` by `perm` moves elements: false
+/// when the axes longer than 1 keep their order (a reshape would do).
+bool permutationMoves(const Shape& s, const std::vector<int64_t>& perm);
+/// transpose(t, perm), as a reshape when it moves no element (permutationMoves).
+Tensor permuteAxes(const Tensor& t, const std::vector<int64_t>& perm);
+
+} // namespace adjit::batching

@@ -387,6 +387,69 @@ void lowerConvIm2col(LowerCtx& c, const Window& w, int64_t groups, int64_t chunk
   });
 }
 
+/// `head` followed by s[from:].
+Shape joinShape(std::initializer_list<int64_t> head, const Shape& s, std::size_t from) {
+  Shape r(head);
+  r.insert(r.end(), s.begin() + static_cast<std::ptrdiff_t>(from), s.end());
+  return r;
+}
+
+/// conv's batching rule (JAX's _conv_general_dilated_batch_rule, in
+/// PyTorch's layout), every case one conv and exact (the same products and
+/// sums per output element):
+/// - only x batched, [B, N, C, s...]: the batch folds into the images, [B·N, C, s...];
+/// - only the kernel, [B, O, C/G, k...]: the batch folds into the output
+///   channels, group-major ([G, B, O/G] flattened, so each group's channels
+///   stay together), the result's channels unfolded back;
+/// - both: the batch folds into the groups: x as [N, B·C, s...] and the
+///   kernel as [B·O, C/G, k...] with B·G groups (example b's channels are
+///   groups b·G .. b·G + G - 1 of both).
+/// Moving the batch past N is a reshape when N = 1 (one image per example).
+void batchConv(const batching::BatchCtx& c) {
+  using batching::permuteAxes;
+  const Shape &xs = c.type(0).shape, &ks = c.type(1).shape, &rs = c.resultType().shape;
+  const int64_t B = c.size, N = xs[0], C = xs[1], O = ks[0], G = c.op.attrs.integer("feature_group_count"), Og = O / G;
+  const int64_t r = static_cast<int64_t>(xs.size()); // per-example rank
+  auto identityFrom = [&](int64_t from, int64_t to, std::vector<int64_t> p) {
+    for (int64_t d = from; d < to; ++d) p.push_back(d);
+    return p;
+  };
+  if (!c.batched(1)) {
+    const Tensor x = reshape(c.x(0), joinShape({B * N}, xs, 1));
+    const Tensor y = c.reapply({x, c.x(1)}).at(0);
+    return c.result(0, reshape(y, joinShape({B, N}, rs, 1)));
+  }
+  if (!c.batched(0)) {
+    // kernel [B, G, Og, Cg, k...] -> [G, B, Og, Cg, k...] -> [G·B·Og, Cg, k...]
+    const Tensor k5 = reshape(c.x(1), joinShape({B, G, Og}, ks, 1));
+    const Tensor k = reshape(permuteAxes(k5, identityFrom(2, r + 2, {1, 0})), joinShape({G * B * Og}, ks, 1));
+    const Tensor y = c.reapply({c.x(0), k}).at(0); // [N, G·B·Og, q...]
+    // [N, G, B, Og, q...] -> [B, N, G, Og, q...] -> [B, N, O, q...]
+    const Tensor y5 = reshape(y, joinShape({N, G, B, Og}, rs, 2));
+    return c.result(0, reshape(permuteAxes(y5, identityFrom(3, r + 2, {2, 0, 1})), joinShape({B}, rs, 0)));
+  }
+  // x [B, N, C, s...] -> [N, B·C, s...]; kernel [B·O, Cg, k...]; B·G groups.
+  const Tensor x = reshape(permuteAxes(c.x(0), identityFrom(2, r + 1, {1, 0})), joinShape({N, B * C}, xs, 2));
+  const Tensor k = reshape(c.x(1), joinShape({B * O}, ks, 1));
+  ir::Attrs attrs = c.op.attrs;
+  attrs.set("feature_group_count", B * G);
+  const Tensor y = c.reapply({x, k}, attrs).at(0); // [N, B·O, q...]
+  c.result(0, permuteAxes(reshape(y, joinShape({N, B, O}, rs, 2)), identityFrom(2, r + 1, {1, 0})));
+}
+
+/// The pooling ops' batching rule: their window covers every axis, so the
+/// batch is one more axis with a window of 1, stride 1 and no padding
+/// (exact: each window reads one example). Unbatched operands broadcast.
+void batchPool(const batching::BatchCtx& c) {
+  ir::Attrs attrs = batching::prependDim(batching::prependDim(c.op.attrs, "window", 1), "strides", 1);
+  std::vector<int64_t> padding = c.op.attrs.ints("padding");
+  padding.insert(padding.begin(), {0, 0});
+  attrs.set("padding", padding);
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < c.arity(); ++i) xs.push_back(c.bx(i));
+  c.result(0, c.reapply(xs, attrs).at(0));
+}
+
 } // namespace
 
 void defineConvOps(Table& t) {
@@ -523,6 +586,7 @@ void defineConvOps(Table& t) {
           return transpose(conv(lhs, rhs, o), swap01(r)); // [Cg, O, k] -> [O, Cg, k]
         });
       },
+      .batch = batchConv,
   });
 
   // reduce_window_sum(x) {window, strides, padding}: r[q...] = sum of the
@@ -578,6 +642,7 @@ void defineConvOps(Table& t) {
           return reduce_window_sum(pad(c.dy(), zero, zero, interior), window, o);
         });
       },
+      .batch = batchPool,
   });
 
   // reduce_window_max(x) {window, strides, padding}: r[q...] = the maximum
@@ -627,6 +692,7 @@ void defineConvOps(Table& t) {
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return select_and_scatter_add(c.dy(), c.x(0), c.op.attrs.ints("window"), windowOptions(c.op.attrs)); });
       },
+      .batch = batchPool,
   });
 
   // select_and_scatter_add(s, x) {window, strides, padding}: zeros of x's
@@ -680,6 +746,7 @@ void defineConvOps(Table& t) {
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return select_and_gather_add(c.dy(), c.x(1), c.op.attrs.ints("window"), windowOptions(c.op.attrs)); });
       },
+      .batch = batchPool,
   });
 
   // select_and_gather_add(t, x) {window, strides, padding}: r[q] = t at the
@@ -724,6 +791,7 @@ void defineConvOps(Table& t) {
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { return select_and_scatter_add(c.dy(), c.x(1), c.op.attrs.ints("window"), windowOptions(c.op.attrs)); });
       },
+      .batch = batchPool,
   });
 }
 

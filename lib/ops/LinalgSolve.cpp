@@ -211,6 +211,45 @@ llvm::Value* mulAdd(const LowerCtx& c, llvm::Value* a, int64_t m, llvm::Value* b
   return c.b.CreateAdd(c.b.CreateMul(a, c.i64(m)), b);
 }
 
+/// triangular_solve's batching rule. a batched: the batched solve, b
+/// broadcast if it is not. Only b: the rows of x op(a) = b are independent
+/// systems against one matrix, so the batch folds into b's rows,
+/// [L..., B·rows, m], one solve against a (vectorised along B·rows); a
+/// left-side system op(a) x = b is solved as its transpose xᵀ op(a)ᵀ = bᵀ,
+/// whose rows are b's columns. For one right-hand side (a vector, n = 1) both
+/// ends are reshapes; where the transposes would copy more than broadcasting
+/// a (B·m² elements), the batched solve of the broadcast.
+void batchTriangularSolve(const batching::BatchCtx& c) {
+  using batching::permutationMoves;
+  using batching::permuteAxes;
+  if (c.batched(0)) return batching::leadingAxesBatch(c);
+  const SolveForm f = solveFormOf(c.op.attrs);
+  const Shape& bs = c.type(1).shape;
+  const int64_t r = c.type(1).rank(), B = c.size;
+  const int64_t rows = f.left ? bs[static_cast<std::size_t>(r - 1)] : bs[static_cast<std::size_t>(r - 2)];
+  const int64_t m = f.left ? bs[static_cast<std::size_t>(r - 2)] : bs[static_cast<std::size_t>(r - 1)];
+  // b's axes (batch 0, L 1..r-2, matrix r-1 and r) in the order [L..., B, rows, m] ...
+  std::vector<int64_t> in, out{r - 2};
+  for (int64_t d = 1; d <= r - 2; ++d) in.push_back(d);
+  in.push_back(0);
+  in.push_back(f.left ? r : r - 1);
+  in.push_back(f.left ? r - 1 : r);
+  // ... and x's [L..., B, rows, m] (axes 0..r) back to [B, L..., ·, ·].
+  for (int64_t d = 0; d < r - 2; ++d) out.push_back(d);
+  out.push_back(f.left ? r : r - 1);
+  out.push_back(f.left ? r - 1 : r);
+  Shape folded(bs.begin(), bs.end() - 2), unfolded = folded;
+  folded.insert(folded.end(), {B * rows, m});
+  unfolded.insert(unfolded.end(), {B, rows, m});
+  const int64_t copies = (permutationMoves(c.x(1).shape(), in) ? num_elements(bs) : 0) +
+                         (permutationMoves(unfolded, out) ? num_elements(bs) : 0);
+  if (copies > num_elements(c.type(0).shape)) return batching::leadingAxesBatch(c);
+  const Tensor x = linalg::triangular_solve(c.x(0), reshape(permuteAxes(c.x(1), in), folded),
+                                            {.lower = f.lower, .left_side = false, .transpose_a = f.transpose != f.left,
+                                             .unit_diagonal = f.unit});
+  c.result(0, permuteAxes(reshape(x, unfolded), out));
+}
+
 } // namespace
 
 void defineLinalgSolveOps(Table& t) {
@@ -292,6 +331,8 @@ void defineLinalgSolveOps(Table& t) {
           return tril(G) + mT(triu(G, 1));
         });
       },
+      // batched over leading axes already: the batch is one more of them
+      .batch = batching::leadingAxesBatch,
   });
 
   // triangular_solve(a, b) {lower, left_side, transpose_a, unit_diagonal}:
@@ -434,6 +475,7 @@ void defineLinalgSolveOps(Table& t) {
         });
         c.grad(1, [&] { return bbar; });
       },
+      .batch = batchTriangularSolve,
   });
 
   // lu(a) -> (lu, pivots, permutation): P a = L U with partial pivoting,
@@ -542,6 +584,8 @@ void defineLinalgSolveOps(Table& t) {
           return matmul(permutationMatrix(c.y(2), lu.dtype()), H, {.transpose_a = true});
         });
       },
+      // batched over leading axes already: the batch is one more of them
+      .batch = batching::leadingAxesBatch,
   });
 }
 

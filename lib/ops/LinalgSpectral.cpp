@@ -500,6 +500,8 @@ void defineSpectralOps(Table& t) {
           return concatenate({gx, gy ? *gy : zeros_like(cols(c.x(0), m, n))}, static_cast<int64_t>(r.shape().size()) - 1);
         });
       },
+      // batched over leading axes already: the batch is one more of them
+      .batch = batching::leadingAxesBatch,
   });
 
   // eigh(a) -> w [..., n] ascending, v [..., n, n]: S = (a + aᵀ)/2 = v diag(w) vᵀ.
@@ -542,6 +544,8 @@ void defineSpectralOps(Table& t) {
           return (gs + mT(gs)) * 0.5;
         });
       },
+      // batched over leading axes already: the batch is one more of them
+      .batch = batching::leadingAxesBatch,
   });
 
   // svd(a) -> u [..., m, k], s [..., k] descending, vt [..., k, n]: a = u diag(s) vt.
@@ -618,6 +622,8 @@ void defineSpectralOps(Table& t) {
           return *ga;
         });
       },
+      // batched over leading axes already: the batch is one more of them
+      .batch = batching::leadingAxesBatch,
   });
 }
 
