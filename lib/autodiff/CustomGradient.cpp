@@ -172,6 +172,18 @@ static void bindVjp(const std::shared_ptr<ir::Module>& m, ir::Function& f, std::
     live.results.push_back(f.newValue(res.type(res.outputs[i])));
 }
 
+BoundVjp boundVjp(const std::shared_ptr<ir::Module>& m, const ir::Op& site) {
+  if (site.callees.size() == 2)
+    return {site.callees[0], site.callees[1], site.attrs.has("residuals") ? site.attrs.ints("residuals") : std::vector<int64_t>{}};
+  auto it = m->lazyVjps.find(site.callees.at(0));
+  if (it == m->lazyVjps.end())
+    throw Error("custom_vjp: no VJP is known for @" + site.callees[0] +
+                    " (save modules after tracing them in the same process: saving traces pending VJPs)", site.loc);
+  ir::LazyVjp& lazy = *it->second;
+  if (lazy.vjp.empty()) materialize(m, lazy);
+  return {lazy.fwdWithResiduals, lazy.vjp, lazy.residualSources};
+}
+
 void materializeAll(const std::shared_ptr<ir::Module>& m) {
   for (std::size_t fi = 0; fi < m->functions.size(); ++fi) // (materializing adds functions)
     for (std::size_t i = 0; i < m->functions[fi]->ops.size(); ++i) {

@@ -48,6 +48,18 @@ namespace adjit::autodiff {
 std::vector<std::optional<Tensor>> customVjp(std::size_t opIndex, const std::vector<std::optional<Tensor>>& cts,
                                              bool recompute = false);
 
+/// A custom_vjp call site's functions once its VJP is known: the forward
+/// that also returns the residuals, the VJP function, and per residual the
+/// operand it is (or -1: the forward's next extra result).
+struct BoundVjp {
+  std::string fwd, vjp;
+  std::vector<int64_t> residuals;
+};
+/// The functions of custom_vjp call site `site` of `m`: read from a site
+/// already rewritten (two callees), else from its pending VJP, traced now if
+/// it has not been (the site itself is left as it is). Batching uses it.
+BoundVjp boundVjp(const std::shared_ptr<ir::Module>& m, const ir::Op& site);
+
 /// Whether ADJIT_CHECK_CUSTOM_VJP asks to check custom VJPs as they run.
 bool checkingCustomVjps();
 /// Adds to the current trace a run-time check of a custom VJP's gradients

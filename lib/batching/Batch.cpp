@@ -263,6 +263,26 @@ std::string batchFunction(const std::shared_ptr<ir::Module>& m, const std::strin
   return vmapFunction(m, name, spec);
 }
 
+Type batchedType(const Type& t, int64_t size) { return Type{t.dtype, withLeading(size, t.shape)}; }
+
+std::shared_ptr<ir::Module> currentModule() { return currentState().module; }
+
+std::vector<char> operandsBatched(const BatchCtx& c) {
+  std::vector<char> b;
+  for (std::size_t i = 0; i < c.arity(); ++i) b.push_back(c.batched(i));
+  return b;
+}
+
+std::vector<Tensor> emitOp(const BatchCtx& c, ir::OpKind kind, const std::vector<Tensor>& operands, const ir::Attrs& attrs,
+                           const std::vector<std::string>& callees) {
+  detail::TraceState& s = currentState();
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : operands) ids.push_back(detail::valueOf(t, ir::info(kind).name, c.op.loc));
+  std::vector<Tensor> out;
+  for (ir::ValueId r : s.builder.create(kind, ids, attrs, callees, c.op.loc)) out.push_back(detail::wrap(s, r));
+  return out;
+}
+
 } // namespace adjit::batching
 
 namespace adjit::batching {

@@ -131,6 +131,20 @@ std::string vmapFunction(const std::shared_ptr<ir::Module>& m, const std::string
 std::string batchFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::vector<char>& in,
                           const std::vector<char>& out, int64_t size);
 
+// Helpers for the rules of ops that reference functions (call, control
+// flow, custom gradients), which batch their callees into twins.
+
+/// The per-example type `t` with a leading batch axis of `size`.
+Type batchedType(const Type& t, int64_t size);
+/// The module of the current trace: where batched twins of callees go.
+std::shared_ptr<ir::Module> currentModule();
+/// Whether each operand of c's op is batched.
+std::vector<char> operandsBatched(const BatchCtx& c);
+/// Records op `kind` on `operands` with `attrs` and `callees`, at c's op's
+/// location, in the current trace; returns its results.
+std::vector<Tensor> emitOp(const BatchCtx& c, ir::OpKind kind, const std::vector<Tensor>& operands, const ir::Attrs& attrs,
+                           const std::vector<std::string>& callees);
+
 } // namespace adjit::batching
 
 namespace adjit::batching {

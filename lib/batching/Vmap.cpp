@@ -73,7 +73,10 @@ std::vector<Tensor> vmapCall(const FlatFn& f, const std::vector<Tensor>& leaves,
   }
   if (!size)
     throw Error("vmap: no argument is batched, so the batch size is unknown: give VmapOptions::axis_size", loc);
-  const NestedFunction g = traceNested(s, "vmap.body", example, f);
+  const NestedFunction g = traceNested(s, "vmap.body", example, [&](const std::vector<Tensor>& ps) {
+    currentTrace()->vmapBody = true; // assign is an error in it (trace/Variable.cpp)
+    return f(ps);
+  });
   std::vector<std::optional<int64_t>> outs;
   std::vector<Tensor> result;
   try {

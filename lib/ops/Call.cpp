@@ -6,6 +6,7 @@
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
+#include "batching/Rules.h"
 #include "ops/Common.h"
 
 namespace adjit::ops {
@@ -51,6 +52,24 @@ void defineCallOps(Table& t) {
         std::vector<std::optional<Tensor>> dxs = c.callVjp(xs, cts);
         for (std::size_t i = 0; i < xs.size(); ++i)
           if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
+      },
+      // call @g.vmap: the callee's batched twin for this layout of batched
+      // operands (built once per module and layout, so every call site with
+      // the layout shares it), its outputs batched where they read a batched
+      // operand; attributes (recompute) kept. A split pair (two callees)
+      // runs one example per step (loopBatch): only reverse mode makes them.
+      .batch = [](const batching::BatchCtx& c) {
+        if (c.op.callees.size() != 1) return batching::loopBatch(c);
+        const auto m = batching::currentModule();
+        const std::vector<char> in = batching::operandsBatched(c);
+        const std::vector<char> out = batching::batchReach(*m->lookup(c.op.callees[0]), in);
+        const std::string twin = batching::batchFunction(m, c.op.callees[0], in, out, c.size);
+        std::vector<Tensor> xs;
+        for (std::size_t i = 0; i < c.arity(); ++i) xs.push_back(c.x(i));
+        const std::vector<Tensor> ys = batching::emitOp(c, OpKind::Call, xs, c.op.attrs, {twin});
+        for (std::size_t k = 0; k < ys.size(); ++k)
+          if (out[k]) c.result(k, ys[k]);
+          else c.unbatchedResult(k, ys[k]);
       },
   });
 }

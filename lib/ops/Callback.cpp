@@ -2,6 +2,7 @@
 // function on the operands' values when compiled code (or the interpreter)
 // reaches it. No results; not pure, so never merged, dropped or reordered
 // with other callbacks.
+#include "batching/Rules.h"
 #include "codegen/Emitter.h"
 
 #include <llvm/IR/Module.h>
@@ -35,7 +36,10 @@ void defineCallbackOps(Table& t) {
         llvm::FunctionCallee fn = m.getOrInsertFunction(
             "adjit_host_callback", llvm::FunctionType::get(c.b.getVoidTy(), {c.b.getInt64Ty(), c.b.getInt64Ty(), ptrTy}, false));
         c.b.CreateCall(fn, {c.i64(c.op.attrs.integer("id")), c.i64(n), array});
-      },
+      },      // Under vmap, called once per example, in batch order, with that
+      // example's slices (jax.debug.callback's behaviour): a scan over the
+      // batch runs the callback at each step.
+      .batch = batching::loopBatch,
   });
 }
 

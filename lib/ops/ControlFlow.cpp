@@ -16,7 +16,10 @@
 // only the reverse pass reads (set when the op is differentiated).
 #include "autodiff/ControlFlow.h"
 #include "autodiff/JvpCtx.h"
+#include "autodiff/Reverse.h"
+#include "batching/Rules.h"
 #include "codegen/Emitter.h"
+#include "ir/Effects.h"
 #include "ops/Common.h"
 #include "runtime/Callbacks.h"
 
@@ -116,6 +119,181 @@ llvm::Value* byteOffset(LowerCtx& c, llvm::Value* buffer, llvm::Value* step, uin
   return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), buffer, c.b.CreateMul(step, c.i64(static_cast<int64_t>(bytes))));
 }
 
+// Batching rules (vmap). Loops and branches reference functions: each
+// rule batches its callees into twins (batching::batchFunction, built once
+// per layout) or into functions of its own, and records the op again on them.
+
+using batching::BatchCtx;
+
+/// The layout `in` (one flag per parameter of a loop body) with the carries
+/// [first, first + count) that the body makes batched marked too, to a fixed
+/// point: a carry batched after one step is batched from the start (JAX's
+/// rule). At most count + 1 passes over the body.
+std::vector<char> carryFixedPoint(const ir::Function& body, std::vector<char> in, std::size_t first, std::size_t count) {
+  for (;;) {
+    const std::vector<char> out = batching::batchReach(body, in);
+    bool changed = false;
+    for (std::size_t i = 0; i < count; ++i)
+      if (out[i] && !in[first + i]) in[first + i] = changed = true;
+    if (!changed) return in;
+  }
+}
+
+std::string layoutText(const std::vector<char>& in) {
+  std::string t;
+  for (char b : in) t += b ? 'b' : '-';
+  return t;
+}
+
+/// Operand i as the layout wants it: broadcast along the batch if `batched` and it is not.
+Tensor asLaidOut(const BatchCtx& c, std::size_t i, bool batched) { return batched ? c.bx(i) : c.x(i); }
+
+/// Sets result k batched or not.
+void setResult(const BatchCtx& c, std::size_t k, const Tensor& t, bool batched) {
+  if (batched) c.result(k, t);
+  else c.unbatchedResult(k, t);
+}
+
+/// A one-element-per-example value p ([size, 1...]) as a mask for a batched
+/// value of rank r: [size, 1, ..., 1].
+Tensor laneMask(const Tensor& p, int64_t size, int64_t r) {
+  std::vector<int64_t> shape(static_cast<std::size_t>(r), 1);
+  shape[0] = size;
+  return reshape(p, shape);
+}
+
+/// scan: the body batched, with the carries it makes batched batched from
+/// the start; batched xs ([B, N, ...]) scanned along their axis 1 (moved
+/// first: the body sees [B, ...] slices), batched ys stacked as [N, B, ...]
+/// and moved back to batch-first. Attributes (length, reverse, snapshots) kept.
+void batchScan(const BatchCtx& c) {
+  const ScanShape s = scanShape(c.op);
+  const auto m = batching::currentModule();
+  const std::string bodyName = c.op.callees[0];
+  const std::vector<char> in = carryFixedPoint(*m->lookup(bodyName), batching::operandsBatched(c), s.k, s.c);
+  std::vector<char> out = batching::batchReach(*m->lookup(bodyName), in);
+  for (std::size_t i = 0; i < s.c; ++i) out[i] = in[s.k + i];
+  const std::string twin = batching::batchFunction(m, bodyName, in, out, c.size);
+  std::vector<Tensor> operands;
+  for (std::size_t i = 0; i < s.k + s.c; ++i) operands.push_back(asLaidOut(c, i, in[i]));
+  for (std::size_t j = s.k + s.c; j < c.arity(); ++j) operands.push_back(c.batched(j) ? batching::moveAxis(c.x(j), 0, 1) : c.x(j));
+  const std::vector<Tensor> ys = batching::emitOp(c, OpKind::Scan, operands, c.op.attrs, {twin});
+  for (std::size_t k = 0; k < ys.size(); ++k)
+    setResult(c, k, k < s.c || !out[k] ? ys[k] : batching::moveAxis(ys[k], 1, 0), out[k]);
+}
+
+/// while: with a predicate that reads nothing batched, the condition and
+/// body batched (carries to a fixed point, as scan) and the loop runs as
+/// before. With a batched predicate every carry is batched and the loop runs
+/// while any example's predicate holds; each step runs the body on every
+/// example and keeps the carry of finished ones (a select), so a finished
+/// example's carry, and its gradient, pass through unchanged. max_iterations
+/// holds per example: the loop runs as many steps as its longest example.
+void batchWhile(const BatchCtx& c) {
+  const auto k = static_cast<std::size_t>(c.op.attrs.integer("consts"));
+  const std::size_t nc = c.arity() - k;
+  const auto m = batching::currentModule();
+  const std::string condName = c.op.callees[0], bodyName = c.op.callees[1];
+  std::vector<char> in = carryFixedPoint(*m->lookup(bodyName), batching::operandsBatched(c), k, nc);
+  if (!batching::batchReach(*m->lookup(condName), in)[0]) {
+    const std::string cond = batching::batchFunction(m, condName, in, {0}, c.size);
+    const std::string body = batching::batchFunction(m, bodyName, in, std::vector<char>(in.begin() + static_cast<std::ptrdiff_t>(k), in.end()), c.size);
+    std::vector<Tensor> operands;
+    for (std::size_t i = 0; i < c.arity(); ++i) operands.push_back(asLaidOut(c, i, in[i]));
+    const std::vector<Tensor> ys = batching::emitOp(c, OpKind::While, operands, c.op.attrs, {cond, body});
+    for (std::size_t j = 0; j < ys.size(); ++j) setResult(c, j, ys[j], in[k + j]);
+    return;
+  }
+  for (std::size_t i = 0; i < nc; ++i) in[k + i] = 1;
+  const int64_t size = c.size;
+  const std::string variant = fmt::format(":while:{}:{}", layoutText(in), size);
+  const ir::Function& condFn = *m->lookup(condName);
+  // The arguments of a derived function: its parameters, batched as `in` says.
+  auto params = [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<batching::Batched> args;
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      const Type& t = g.type(g.params[i]);
+      args.push_back({scope.param(in[i] ? batching::batchedType(t, size) : t), bool(in[i])});
+    }
+    return args;
+  };
+  // Each example's predicate, [size] i1.
+  auto lanes = [&](const std::vector<batching::Batched>& args) {
+    const batching::Batched p = batching::batchInline(condFn, args, size).at(0);
+    return reshape(batching::withBatch(p.t, p.batched, size), {size});
+  };
+  // cond: any example still running.
+  const std::string cond = autodiff::derive(m, "vmap", condName, [&](detail::TraceScope& scope, const ir::Function& g) {
+    const Tensor running = gt(sum(cast(lanes(params(scope, g)), DType::i32)), full({}, 0, DType::i32));
+    return std::vector<Tensor>{reshape(running, g.type(g.outputs[0]).shape)};
+  }, variant + ":any");
+  // body: a step of every example; finished examples keep their carry.
+  const std::string body = autodiff::derive(m, "vmap", bodyName, [&](detail::TraceScope& scope, const ir::Function& g) {
+    const std::vector<batching::Batched> args = params(scope, g);
+    const Tensor running = lanes(args);
+    const std::vector<batching::Batched> next = batching::batchInline(g, args, size);
+    std::vector<Tensor> outs;
+    for (std::size_t i = 0; i < nc; ++i) {
+      const Tensor& old = args[k + i].t;
+      outs.push_back(where(laneMask(running, size, old.rank()), batching::withBatch(next[i].t, next[i].batched, size), old));
+    }
+    return outs;
+  }, variant + ":masked");
+  std::vector<Tensor> operands;
+  for (std::size_t i = 0; i < c.arity(); ++i) operands.push_back(asLaidOut(c, i, in[i]));
+  const std::vector<Tensor> ys = batching::emitOp(c, OpKind::While, operands, c.op.attrs, {cond, body});
+  for (std::size_t j = 0; j < ys.size(); ++j) c.result(j, ys[j]);
+}
+
+/// switch: with an unbatched index only the taken branch runs, every branch
+/// batched to one layout of results (batched where any branch makes them
+/// so). With a batched index every branch runs on the whole batch (inlined)
+/// and each example takes its own branch's results (a select per branch,
+/// the index clamped as switch clamps it); a branch with side effects (a
+/// host callback) cannot run for examples that did not take it: an error.
+void batchSwitch(const BatchCtx& c) {
+  const auto m = batching::currentModule();
+  const std::vector<char> all = batching::operandsBatched(c);
+  const std::vector<char> xsIn(all.begin() + 1, all.end());
+  const std::size_t nr = c.op.results.size();
+  if (!c.batched(0)) {
+    std::vector<char> out(nr, 0);
+    for (const std::string& b : c.op.callees) {
+      const std::vector<char> r = batching::batchReach(*m->lookup(b), xsIn);
+      for (std::size_t j = 0; j < nr; ++j) out[j] = out[j] || r[j];
+    }
+    std::vector<std::string> twins;
+    for (const std::string& b : c.op.callees) twins.push_back(batching::batchFunction(m, b, xsIn, out, c.size));
+    std::vector<Tensor> operands;
+    for (std::size_t i = 0; i < c.arity(); ++i) operands.push_back(c.x(i));
+    const std::vector<Tensor> ys = batching::emitOp(c, OpKind::Switch, operands, c.op.attrs, twins);
+    for (std::size_t j = 0; j < nr; ++j) setResult(c, j, ys[j], out[j]);
+    return;
+  }
+  const ir::Effects effects(*m);
+  for (std::size_t b = 0; b < c.op.callees.size(); ++b)
+    if (effects.functionEffectful(c.op.callees[b]))
+      throw Error(fmt::format("vmap: a cond or switch_case with a batched predicate or index runs every branch and "
+                              "selects per example, but branch {} (@{}) has side effects (a host callback such as "
+                              "debug_callback, or a loop's max_iterations check) that would run for examples that "
+                              "did not take it; make the predicate or index unbatched, or move the effect out of the branch",
+                              b, c.op.callees[b]),
+                  c.op.loc);
+  std::vector<batching::Batched> args;
+  for (std::size_t i = 1; i < c.arity(); ++i) args.push_back({c.x(i), c.batched(i)});
+  const Tensor index = reshape(c.x(0), {c.size});
+  std::vector<Tensor> ys;
+  for (std::size_t b = 0; b < c.op.callees.size(); ++b) {
+    const std::vector<batching::Batched> r = batching::batchInline(*m->lookup(c.op.callees[b]), args, c.size);
+    for (std::size_t j = 0; j < nr; ++j) {
+      const Tensor y = batching::withBatch(r[j].t, r[j].batched, c.size);
+      if (b == 0) ys.push_back(y);
+      else ys[j] = where(laneMask(ge(index, full({}, static_cast<double>(b), index.dtype())), c.size, y.rank()), y, ys[j]);
+    }
+  }
+  for (std::size_t j = 0; j < nr; ++j) c.result(j, ys[j]);
+}
+
 } // namespace
 
 void defineControlFlowOps(Table& t) {
@@ -169,7 +347,7 @@ void defineControlFlowOps(Table& t) {
       // Each branch's VJP on the taken branch's residuals, and a switch over
       // the branches' JVPs; see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::switchJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },      .batch = batchSwitch,
   });
 
   set(t, OpKind::Scan, {
@@ -261,7 +439,7 @@ void defineControlFlowOps(Table& t) {
       // A reverse scan of the body's VJP over stacked residuals, and a scan of
       // the body's JVP carrying tangents; see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::scanJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },      .batch = batchScan,
   });
 
   set(t, OpKind::While, {
@@ -346,7 +524,7 @@ void defineControlFlowOps(Table& t) {
       // Differentiated through a bounded reverse loop, and forward by a while
       // over the body's JVP (no bound needed); see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::whileJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },      .batch = batchWhile,
   });
 
   // while_vjp @cond, @fwd, @bwd(%const..., %init..., %dfinal...) {consts = K, carries = C}
@@ -386,6 +564,10 @@ void defineControlFlowOps(Table& t) {
         reportAtOp(c, "adjit_loop_limit", c.i64(c.op.attrs.integer("max_iterations")));
         c.b.CreateBr(done);
         c.b.SetInsertPoint(done);
+      },      // Batched, the loop went on for some example: any over the batch.
+      .batch = [](const BatchCtx& c) {
+        const Tensor any = gt(sum(cast(c.x(0), DType::i32)), full({}, 0, DType::i32));
+        c.reapply({reshape(any, c.type(0).shape)});
       },
   });
 
@@ -564,7 +746,10 @@ void defineControlFlowOps(Table& t) {
       },
       // Second order: the reverse of the loop's JVP, another while_vjp (autodiff/ControlFlowJvp.cpp).
       .jvp = autodiff::whileVjpJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },      // One example per step (a scan over the batch): each runs its own
+      // loop and stack. A batched form (every example's loop in one, masked
+      // as batchWhile does, with a batched residual stack) is not written yet.
+      .batch = batching::loopBatch,
   });
 }
 

@@ -2,6 +2,9 @@
 // custom_vjp, the call site of a custom gradient.
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
+#include "autodiff/CustomGradient.h"
+#include "autodiff/Reverse.h"
+#include "batching/Rules.h"
 #include "codegen/Emitter.h"
 #include "ops/Common.h"
 
@@ -90,6 +93,87 @@ std::vector<Type> inferCustomJvp(const InferCtx& c) {
   return results;
 }
 
+using batching::BatchCtx;
+
+std::string layoutText(const std::vector<char>& in) {
+  std::string t;
+  for (char b : in) t += b ? 'b' : '-';
+  return t;
+}
+
+/// custom_vjp under vmap: the forward batched with every result batched
+/// (so every output cotangent is per example), and the VJP function batched
+/// on those cotangents and the residuals: the user's rule runs per example.
+/// The gradient of an operand every example shares is the sum of the
+/// examples' gradients. A pending VJP is traced first (boundVjp).
+void batchCustomVjp(const BatchCtx& c) {
+  if (c.op.attrs.has("assigns") && c.op.attrs.integer("assigns") > 0)
+    throw Error("vmap: a custom gradient whose forward assigns variables cannot be batched (assign is not supported "
+                "inside vmap)", c.op.loc);
+  const auto m = batching::currentModule();
+  const autodiff::BoundVjp bound = autodiff::boundVjp(m, c.op);
+  const std::vector<char> in = batching::operandsBatched(c);
+  const int64_t size = c.size;
+  const std::size_t nOut = static_cast<std::size_t>(c.op.attrs.integer("outputs"));
+  const std::size_t nIn = static_cast<std::size_t>(c.op.attrs.integer("inputs"));
+  const ir::Function& fwd = *m->lookup(bound.fwd);
+  const std::string fwdTwin = batching::batchFunction(m, bound.fwd, in, std::vector<char>(fwd.outputs.size(), 1), size);
+  // The VJP's parameters: a cotangent per floating output (batched), then the residuals.
+  std::vector<char> vjpIn;
+  for (std::size_t i = 0; i < nOut; ++i)
+    if (is_floating(fwd.type(fwd.outputs[i]).dtype)) vjpIn.push_back(1);
+  for (int64_t r : bound.residuals) vjpIn.push_back(r >= 0 ? in.at(static_cast<std::size_t>(r)) : 1);
+  // Its results: a gradient per floating input, then per variable operand.
+  std::vector<std::size_t> target;
+  for (std::size_t i = 0; i < nIn; ++i)
+    if (is_floating(c.type(i).dtype)) target.push_back(i);
+  for (int64_t v : c.op.attrs.has("variables") ? c.op.attrs.ints("variables") : std::vector<int64_t>{})
+    target.push_back(static_cast<std::size_t>(v));
+  const std::string variant = fmt::format(":custom_vjp:{}:{}:{}", layoutText(in), layoutText(vjpIn), size);
+  const std::string vjpTwin = autodiff::derive(m, "vmap", bound.vjp, [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<batching::Batched> args;
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      const Type& t = g.type(g.params[i]);
+      args.push_back({scope.param(vjpIn.at(i) ? batching::batchedType(t, size) : t), bool(vjpIn[i])});
+    }
+    const std::vector<batching::Batched> dxs = batching::batchInline(g, args, size);
+    std::vector<Tensor> outs;
+    for (std::size_t j = 0; j < dxs.size(); ++j) {
+      const batching::Batched& d = dxs[j];
+      if (in.at(target.at(j))) outs.push_back(batching::withBatch(d.t, d.batched, size));
+      else outs.push_back(d.batched ? sum(d.t, {0}) : d.t); // a shared operand: the sum over the examples
+    }
+    return outs;
+  }, variant);
+  ir::Attrs attrs = c.op.attrs;
+  attrs.set("residuals", bound.residuals);
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < c.arity(); ++i) xs.push_back(c.x(i));
+  const std::vector<Tensor> ys = batching::emitOp(c, OpKind::CustomVjp, xs, attrs, {fwdTwin, vjpTwin});
+  for (std::size_t k = 0; k < c.op.results.size(); ++k) c.result(k, ys.at(k));
+}
+
+/// custom_jvp under vmap: the function and its JVP rule both batched, every
+/// result batched; a tangent is batched as its primal is, so the rule runs
+/// per example and its transpose (reverse mode) sums a shared operand's
+/// gradient over the examples.
+void batchCustomJvp(const BatchCtx& c) {
+  const auto m = batching::currentModule();
+  const std::vector<char> in = batching::operandsBatched(c);
+  const std::size_t nIn = static_cast<std::size_t>(c.op.attrs.integer("inputs"));
+  std::vector<char> ruleIn = in;
+  for (std::size_t i = 0; i < nIn; ++i)
+    if (is_floating(c.type(i).dtype)) ruleIn.push_back(in[i]);
+  const std::string f = batching::batchFunction(m, c.op.callees[0], in,
+                                                std::vector<char>(m->lookup(c.op.callees[0])->outputs.size(), 1), c.size);
+  const std::string rule = batching::batchFunction(m, c.op.callees[1], ruleIn,
+                                                   std::vector<char>(m->lookup(c.op.callees[1])->outputs.size(), 1), c.size);
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < c.arity(); ++i) xs.push_back(c.x(i));
+  const std::vector<Tensor> ys = batching::emitOp(c, OpKind::CustomJvp, xs, c.op.attrs, {f, rule});
+  for (std::size_t k = 0; k < ys.size(); ++k) c.result(k, ys[k]);
+}
+
 } // namespace
 
 void defineGradientOps(Table& t) {
@@ -138,7 +222,8 @@ void defineGradientOps(Table& t) {
         std::vector<std::optional<Tensor>> dxs = c.customVjp(cts);
         for (std::size_t i = 0; i < dxs.size(); ++i)
           if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
-      },
+      },      // the forward and the VJP function batched: the user's rule per example
+      .batch = batchCustomVjp,
   });
 
   // custom_jvp (JAX's): forward = call @f; forward mode = the user's rule
@@ -153,7 +238,8 @@ void defineGradientOps(Table& t) {
       .jvp = autodiff::customJvpJvp,
       // dx = the rule's tangent map transposed: reverse mode over the rule
       // with respect to its tangent inputs, seeded with dy
-      .vjp = autodiff::customJvpVjp,
+      .vjp = autodiff::customJvpVjp,      // the function and its rule batched
+      .batch = batchCustomJvp,
   });
 }
 

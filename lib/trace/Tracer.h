@@ -80,6 +80,9 @@ struct TraceState {
   /// site (value, then written by the enclosing trace).
   bool exportsAssigns = false;
   std::vector<std::pair<std::shared_ptr<VariableState>, ir::ValueId>> pendingAssigns;
+  /// The body of a vmap (traced on one example, then batched): assignments
+  /// in it, or in traces nested in it, are errors.
+  bool vmapBody = false;
   /// While a VJP rule runs: the primal op's location, given to the ops it creates.
   std::optional<Location> locOverride;
   /// Weakly typed values (full without a dtype) and the value they hold:

@@ -62,6 +62,11 @@ Tensor Variable::assign(const Tensor& t, std::source_location l) const {
   if (t.type() != type())
     throw Error(fmt::format("variable '{}': assign expected {}, got {}", state_->name, type().str(), t.type().str()), loc);
   detail::TraceState& cur = *detail::currentTrace();
+  for (const detail::TraceState* s = &cur; s; s = s->parent)
+    if (s->vmapBody)
+      throw Error(fmt::format("variable '{}': assign inside vmap is not supported (every example would assign its own "
+                              "value); return the values from the vmapped function and assign outside it",
+                              state_->name), loc);
   if (&cur != &root && (!cur.exportsAssigns || cur.parent != &root))
     throw Error(fmt::format("variable '{}': assign inside a nested function (other than a custom gradient's "
                             "forward called from the outermost function) is not supported; assign outside it",

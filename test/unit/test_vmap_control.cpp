@@ -1,0 +1,305 @@
+// test/unit/test_vmap_control.cpp — vmap of control flow, calls and custom
+// gradients: scan, fori_loop, while_loop (batched predicates, per-example
+// trip counts, max_iterations), cond and switch_case, custom_gradient,
+// custom_jvp, recompute_grad, jitted callees, debug_callback and variables;
+// each against a loop of per-example calls, values and gradients.
+#include "Check.h"
+
+#include <adjit/vmap.h>
+
+#include <cstring>
+
+using namespace adjit;
+using namespace adjit::test;
+
+namespace {
+
+/// Example b of `a` along axis 0.
+Array row(const Array& a, int64_t b) {
+  Shape s(a.shape().begin() + 1, a.shape().end());
+  Array r(Type{a.dtype(), s});
+  const std::size_t bytes = r.bytes();
+  std::memcpy(r.raw(), static_cast<const char*>(a.raw()) + bytes * static_cast<std::size_t>(b), bytes);
+  return r;
+}
+
+/// Stacks equal-typed arrays along a new axis 0.
+Array stackRows(const std::vector<Array>& rows) {
+  Shape s{static_cast<int64_t>(rows.size())};
+  s.insert(s.end(), rows.at(0).shape().begin(), rows.at(0).shape().end());
+  Array r(Type{rows[0].dtype(), s});
+  for (std::size_t b = 0; b < rows.size(); ++b)
+    std::memcpy(static_cast<char*>(r.raw()) + rows[b].bytes() * b, rows[b].raw(), rows[b].bytes());
+  return r;
+}
+
+Array randomArray(Type t, uint32_t seed) {
+  Array a(t);
+  uint32_t x = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    a.set(i, static_cast<double>((x >> 8) % 2001) / 1000.0 - 1.0);
+  }
+  return a;
+}
+
+/// `got` equals the stack of want(b) for b in [0, n), within rtol.
+template <class Want> void checkRows(const Array& got, int64_t n, Want want, double rtol = 1e-12) {
+  std::vector<Array> rows;
+  for (int64_t b = 0; b < n; ++b) rows.push_back(want(b));
+  std::string why;
+  CHECK_MESSAGE(close(got, stackRows(rows), rtol, &why), why);
+}
+
+int64_t count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("vmap of scan: batched xs, batched init, batched consts") {
+  auto f = [](const Tensor& c0, const Tensor& xs, const Tensor& w) {
+    auto [c, ys] = scan([&](Tensor c, Tensor x) { return std::pair{tanh(c * w + x), c * x}; }, c0, xs);
+    return std::make_tuple(c, ys);
+  };
+  auto one = jit(f);
+  const Array c0 = randomArray({DType::f64, {3}}, 1), xs = randomArray({DType::f64, {4, 3}}, 2), w = randomArray({DType::f64, {3}}, 3);
+  const Array C0 = randomArray({DType::f64, {5, 3}}, 4), XS = randomArray({DType::f64, {5, 4, 3}}, 5),
+              W = randomArray({DType::f64, {5, 3}}, 6);
+  // Only xs batched: the carry becomes batched through the body (fixed point).
+  {
+    auto [c, ys] = vmap(f, {.in_axes = {std::nullopt, 0, std::nullopt}})(c0, XS, w);
+    checkRows(c, 5, [&](int64_t b) { return std::get<0>(one(c0, row(XS, b), w)); });
+    checkRows(ys, 5, [&](int64_t b) { return std::get<1>(one(c0, row(XS, b), w)); });
+  }
+  // Only the initial carry batched.
+  {
+    auto [c, ys] = vmap(f, {.in_axes = {0, std::nullopt, std::nullopt}})(C0, xs, w);
+    checkRows(c, 5, [&](int64_t b) { return std::get<0>(one(row(C0, b), xs, w)); });
+    checkRows(ys, 5, [&](int64_t b) { return std::get<1>(one(row(C0, b), xs, w)); });
+  }
+  // Only a constant the body reads batched; and everything batched, reverse.
+  {
+    auto [c, ys] = vmap(f, {.in_axes = {std::nullopt, std::nullopt, 0}})(c0, xs, W);
+    checkRows(c, 5, [&](int64_t b) { return std::get<0>(one(c0, xs, row(W, b))); });
+    checkRows(ys, 5, [&](int64_t b) { return std::get<1>(one(c0, xs, row(W, b))); });
+  }
+  auto g = [](const Tensor& c0, const Tensor& xs) {
+    return scan([](Tensor c, Tensor x) { return std::pair{c * x + 1.0, sin(c)}; }, c0, xs, {.reverse = true}).second;
+  };
+  const Array ys = vmap(g)(C0, XS);
+  checkRows(ys, 5, [&](int64_t b) { return jit(g)(row(C0, b), row(XS, b)); });
+}
+
+TEST_CASE("vmap of fori_loop: a batched constant, and a batched trip count (a while loop)") {
+  auto f = [](const Tensor& x, const Tensor& n) {
+    return fori_loop(0, n, [&](Tensor i, Tensor c) { return c * x + cast(i, DType::f64); }, x);
+  };
+  const Array xs = randomArray({DType::f64, {4, 2}}, 7);
+  const Array ns = Array(std::vector<int32_t>{0, 3, 1, 5}, {4});
+  const Array got = vmap(f)(xs, ns);
+  checkRows(got, 4, [&](int64_t b) { return jit(f)(row(xs, b), row(ns, b)); });
+  auto fixed = [](const Tensor& x) { return fori_loop(0, 3, [&](Tensor, Tensor c) { return sin(c) * x; }, x); };
+  checkRows(vmap(fixed)(xs), 4, [&](int64_t b) { return jit(fixed)(row(xs, b)); });
+}
+
+TEST_CASE("vmap of while_loop with a batched predicate: every example its own trip count, values and gradients") {
+  for (bool bounded : {false, true}) {
+    CAPTURE(bounded);
+    const LoopOptions opts = bounded ? LoopOptions{.max_iterations = 50} : LoopOptions{};
+    // x grows until it passes 4: 0 to many steps, per example.
+    auto f = [opts](const Tensor& x, const Tensor& w) {
+      auto c = while_loop([](const std::pair<Tensor, Tensor>& c) { return lt(c.first, 4.0); },
+                          [&](const std::pair<Tensor, Tensor>& c) {
+                            return std::pair{c.first * w + 0.5, c.second + sin(c.first)};
+                          },
+                          std::pair{x, x * 0.5}, opts);
+      return c.first * c.second;
+    };
+    const Array xs(std::vector<double>{5.0, 0.1, 1.0, 3.9, -0.5}, {5});
+    const Array w(1.5);
+    auto one = jit(f);
+    checkRows(vmap(f, {.in_axes = {0, std::nullopt}})(xs, w), 5, [&](int64_t b) { return one(row(xs, b), w); });
+    // vmap(grad(f)): per-example gradients, with respect to x and to the shared w.
+    auto g = grad(f, argnums<0, 1>);
+    auto [dx, dw] = vmap(g, {.in_axes = {0, std::nullopt}})(xs, w);
+    checkRows(dx, 5, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); }, 1e-10);
+    checkRows(dw, 5, [&](int64_t b) { return std::get<1>(g(row(xs, b), w)); }, 1e-10);
+    // grad of a sum over vmap: the same rows for x, their sum for w.
+    auto total = [f](const Tensor& xs, const Tensor& w) { return sum(vmap(f, {.in_axes = {0, std::nullopt}})(xs, w)); };
+    auto [gx, gw] = grad(total, argnums<0, 1>)(xs, w);
+    checkRows(gx, 5, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); }, 1e-10);
+    double sw = 0;
+    for (int64_t b = 0; b < 5; ++b) sw += std::get<1>(g(row(xs, b), w)).item<double>();
+    CHECK(gw.item<double>() == doctest::Approx(sw).epsilon(1e-10));
+  }
+}
+
+TEST_CASE("vmap of while_loop: an unbatched predicate runs as before; max_iterations exceeded by one example raises") {
+  // The trip count depends only on the shared n: the loop stays one loop.
+  auto f = [](const Tensor& x, const Tensor& n) {
+    auto c = while_loop([&](const std::pair<Tensor, Tensor>& c) { return lt(c.second, n); },
+                        [](const std::pair<Tensor, Tensor>& c) { return std::pair{cos(c.first), c.second + 1}; },
+                        std::pair{x, full({}, 0, DType::i32)});
+    return c.first;
+  };
+  const Array xs = randomArray({DType::f64, {3, 2}}, 8);
+  const Array n(int32_t{4});
+  checkRows(vmap(f, {.in_axes = {0, std::nullopt}})(xs, n), 3, [&](int64_t b) { return jit(f)(row(xs, b), n); });
+  auto h = [](const Tensor& x) {
+    return while_loop([](const Tensor& x) { return lt(x, 10.0); }, [](const Tensor& x) { return x + 1.0; }, x,
+                      {.max_iterations = 5});
+  };
+  CHECK(vmap(h)(Array(std::vector<double>{6.0, 9.5, 12.0}, {3})).get(0) == 10.0);
+  CHECK_THROWS_WITH_AS((void)vmap(h)(Array(std::vector<double>{6.0, 3.5, 12.0}, {3})), doctest::Contains("max_iterations"), Error);
+}
+
+TEST_CASE("vmap of cond and switch_case: batched predicate selects per example, unbatched runs one branch") {
+  auto f = [](const Tensor& p, const Tensor& x) {
+    return cond(gt(p, 0.0), [](Tensor a) { return sin(a) * 2.0; }, [](Tensor a) { return a * a; }, x);
+  };
+  const Array ps(std::vector<double>{1.0, -1.0, 0.5, -2.0}, {4});
+  const Array xs = randomArray({DType::f64, {4, 3}}, 9);
+  checkRows(vmap(f)(ps, xs), 4, [&](int64_t b) { return jit(f)(row(ps, b), row(xs, b)); });
+  checkRows(vmap(f, {.in_axes = {std::nullopt, 0}})(Array(-1.0), xs), 4, [&](int64_t b) { return jit(f)(Array(-1.0), row(xs, b)); });
+  // Gradients through a batched predicate: each example its own branch's.
+  auto loss = [f](const Tensor& p, const Tensor& x) { return sum(f(p, x)); };
+  auto g = grad(loss, argnums<1>);
+  checkRows(vmap(g)(ps, xs), 4, [&](int64_t b) { return g(row(ps, b), row(xs, b)); });
+  // switch_case clamps its index; per example.
+  auto s = [](const Tensor& i, const Tensor& x) {
+    return switch_case(i, std::tuple{[](Tensor a) { return a + 1.0; }, [](Tensor a) { return exp(a); }, [](Tensor a) { return a * 3.0; }}, x);
+  };
+  const Array is(std::vector<int32_t>{-1, 0, 1, 2, 7}, {5});
+  const Array x5 = randomArray({DType::f64, {5, 2}}, 10);
+  checkRows(vmap(s)(is, x5), 5, [&](int64_t b) { return jit(s)(row(is, b), row(x5, b)); });
+  checkRows(vmap(s, {.in_axes = {std::nullopt, 0}})(Array(int32_t{1}), x5), 5, [&](int64_t b) { return jit(s)(Array(int32_t{1}), row(x5, b)); });
+}
+
+TEST_CASE("vmap of cond with a batched predicate and a branch with effects is an error naming the branch") {
+  auto f = [](const Tensor& p, const Tensor& x) {
+    return cond(gt(p, 0.0), [](Tensor a) {
+      debug_callback([](const std::vector<Array>&) {}, {a});
+      return a * 2.0;
+    }, [](Tensor a) { return a; }, x);
+  };
+  const int line = __LINE__ - 5;
+  try {
+    (void)vmap(f)(Array(std::vector<double>{1.0, -1.0}, {2}), Array(std::vector<double>{1.0, 2.0}, {2}));
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("branch 1") != std::string::npos);
+    CHECK(std::string(e.what()).find("side effects") != std::string::npos);
+    CHECK(e.location().line == line);
+  }
+  // With an unbatched predicate only the taken branch runs: no error.
+  CHECK(vmap(f, {.in_axes = {std::nullopt, 0}})(Array(1.0), Array(std::vector<double>{1.0, 2.0}, {2})).get(1) == 4.0);
+}
+
+TEST_CASE("vmap(grad) through custom_gradient runs the user's rule per example") {
+  // The user's gradient (7 x w dy) is not the true one (2 x w dy): the
+  // results show which ran.
+  auto sq = custom_gradient([](Tensor x, Tensor w) {
+    return std::make_pair(x * x * w, [x, w](Tensor dy) { return std::make_pair(dy * 7.0 * x * w, dy * x); });
+  });
+  auto loss = [sq](const Tensor& x, const Tensor& w) { return sum(sin(sq(x, w))); };
+  auto g = grad(loss, argnums<0, 1>);
+  const Array xs = randomArray({DType::f64, {4, 3}}, 11), w = randomArray({DType::f64, {3}}, 12);
+  auto [dx, dw] = vmap(g, {.in_axes = {0, std::nullopt}})(xs, w);
+  checkRows(dx, 4, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); });
+  checkRows(dw, 4, [&](int64_t b) { return std::get<1>(g(row(xs, b), w)); });
+  // The user's rule, not the true derivative, ran.
+  const double x0 = xs.get(0), w0 = w.get(0);
+  CHECK(dx.get(0) == doctest::Approx(std::cos(x0 * x0 * w0) * 7.0 * x0 * w0).epsilon(1e-12));
+  // grad of a sum over vmap: the shared w's gradient is the sum of the examples'.
+  auto total = [loss](const Tensor& xs, const Tensor& w) { return sum(vmap(loss, {.in_axes = {0, std::nullopt}})(xs, w)); };
+  auto [gx, gw] = grad(total, argnums<0, 1>)(xs, w);
+  checkRows(gx, 4, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); });
+  std::vector<double> sw(3, 0.0);
+  for (int64_t b = 0; b < 4; ++b)
+    for (int64_t j = 0; j < 3; ++j) sw[static_cast<std::size_t>(j)] += std::get<1>(g(row(xs, b), w)).get(j);
+  for (int64_t j = 0; j < 3; ++j) CHECK(gw.get(j) == doctest::Approx(sw[static_cast<std::size_t>(j)]).epsilon(1e-12));
+}
+
+TEST_CASE("vmap through custom_jvp and recompute_grad") {
+  auto wrong = custom_jvp([](Tensor x) { return x * x; }, [](const std::tuple<Tensor>& p, const std::tuple<Tensor>& t) {
+    return std::make_pair(std::get<0>(p) * std::get<0>(p), std::get<0>(t) * 7.0 * std::get<0>(p));
+  });
+  auto loss = [wrong](const Tensor& x) { return sum(wrong(x)); };
+  const Array xs = randomArray({DType::f64, {4, 3}}, 13);
+  const Array dx = vmap(grad(loss))(xs);
+  for (int64_t i = 0; i < xs.size(); ++i) CHECK(dx.get(i) == doctest::Approx(7.0 * xs.get(i)).epsilon(1e-12));
+  auto total = [loss](const Tensor& xs) { return sum(vmap(loss)(xs)); };
+  const Array gx = grad(total)(xs);
+  for (int64_t i = 0; i < xs.size(); ++i) CHECK(gx.get(i) == doctest::Approx(7.0 * xs.get(i)).epsilon(1e-12));
+  // Forward mode through the batched rule.
+  auto tangent = [wrong](const Tensor& x) { return jvp([wrong](Tensor a) { return wrong(a); }, std::tuple{x}, std::tuple{x * 0.0 + 1.0}).second; };
+  const Array t = vmap(tangent)(xs);
+  for (int64_t i = 0; i < xs.size(); ++i) CHECK(t.get(i) == doctest::Approx(7.0 * xs.get(i)).epsilon(1e-12));
+
+  auto block = [](Tensor x, Tensor w) { return tanh(x * w + sin(x)); };
+  auto rblock = recompute_grad(block);
+  auto rloss = [rblock](const Tensor& x, const Tensor& w) { return sum(rblock(rblock(x, w), w)); };
+  auto g = grad(rloss, argnums<0, 1>);
+  const Array w = randomArray({DType::f64, {3}}, 14);
+  auto [gx2, gw2] = vmap(g, {.in_axes = {0, std::nullopt}})(xs, w);
+  checkRows(gx2, 4, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); });
+  checkRows(gw2, 4, [&](int64_t b) { return std::get<1>(g(row(xs, b), w)); });
+}
+
+TEST_CASE("vmap of a jitted function called inside: one batched twin shared by both call sites") {
+  auto inner = jit([](const Tensor& x) { return tanh(x) * 2.0; });
+  auto f = [inner](const Tensor& x) { return inner(x) + inner(x * 3.0); };
+  const Module m = trace([&](const Tensor& xs) { return vmap(f)(xs); }, Type{DType::f64, {4, 3}});
+  const std::string text = m.str();
+  CAPTURE(text);
+  // The twin is called from both sites and defined once; no other function is batched.
+  const std::size_t site = text.find("call @");
+  REQUIRE(site != std::string::npos);
+  const std::string twin = text.substr(site + 5, text.find('(', site) - site - 5);
+  CHECK(twin.ends_with(".vmap"));
+  CHECK(count(text, "call " + twin + "(") == 2);
+  CHECK(count(text, "func " + twin + "(") == 1);
+  CHECK(count(text, ".vmap(") == 3);
+  const Array xs = randomArray({DType::f64, {4, 3}}, 15);
+  checkRows(vmap(f)(xs), 4, [&](int64_t b) { return jit(f)(row(xs, b)); });
+}
+
+TEST_CASE("vmap of debug_callback: once per example, in batch order, with that example's slices") {
+  std::vector<std::vector<double>> seen;
+  auto f = [&seen](const Tensor& x, const Tensor& c) {
+    debug_callback([&seen](const std::vector<Array>& v) { seen.push_back({v[0].get(0), v[0].get(1), v[1].item<double>()}); },
+                   {x * 2.0, c});
+    return x + 1.0;
+  };
+  const Array xs = randomArray({DType::f64, {3, 2}}, 16);
+  (void)vmap(f, {.in_axes = {0, std::nullopt}})(xs, Array(5.0));
+  REQUIRE(seen.size() == 3);
+  for (std::size_t b = 0; b < 3; ++b) {
+    CHECK(seen[b][0] == 2.0 * xs.get(static_cast<int64_t>(2 * b)));
+    CHECK(seen[b][1] == 2.0 * xs.get(static_cast<int64_t>(2 * b + 1)));
+    CHECK(seen[b][2] == 5.0);
+  }
+}
+
+TEST_CASE("vmap reads variables unbatched; assign inside vmap is an error at its line") {
+  Variable w("w", Array(std::vector<double>{1.0, 2.0, 3.0}, {3}));
+  auto f = [&w](const Tensor& x) { return x * w.read(); };
+  const Array xs = randomArray({DType::f64, {4, 3}}, 17);
+  const Array got = vmap(f)(xs);
+  for (int64_t i = 0; i < 12; ++i) CHECK(got.get(i) == xs.get(i) * static_cast<double>(i % 3 + 1));
+  auto g = [&w](const Tensor& x) {
+    (void)w.assign(x);
+    return x;
+  };
+  const int line = __LINE__ - 3;
+  try {
+    (void)vmap(g)(xs);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("variable 'w': assign inside vmap is not supported") != std::string::npos);
+    CHECK(e.location().line == line);
+  }
+}
