@@ -174,29 +174,27 @@ const std::vector<Extra>& extras() {
 bool noOperands(ir::OpKind k) { return ir::info(k).arity == 0; }
 /// - Effects: host_callback (debug_callback: called once per example, in
 ///   batch order, with its slices) and loop_limit (max_iterations: raises if
-///   any lane exceeds it) are checked where vmap of callbacks and loops is
-///   (the control-flow part of issue 53), whose tests register callbacks and
-///   expect the errors; a one-op example here can do neither.
+///   any lane exceeds it) are checked in test/unit/test_vmap_control.cpp
+///   ("vmap of debug_callback: once per example...", "max_iterations
+///   exceeded by one example raises"), which registers callbacks and expects
+///   the errors; a one-op example here can do neither.
 const std::set<std::string_view> kEffectful = {"host_callback", "loop_limit"};
-/// - Not yet batched: ops whose rules are written on other branches (issue
-///   53's shape, linalg and control parts). An op listed here must still be
-///   unchecked (the test fails once its rule lands and its example passes,
-///   so the list is emptied as the rules merge: it must be empty when issue
-///   53 is done). An op not listed must be checked.
-const std::set<std::string_view> kPendingRules = {
-    "custom_vjp", "custom_jvp", "conv", "reduce_window_sum", "reduce_window_max", "select_and_scatter_add",
-    "select_and_gather_add", "tril", "triu", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
-    "call", "switch", "scan", "while", "while_vjp"};
+/// - Not yet batched: ops whose rules are still being written. Empty, and
+///   meant to stay so: every op has its rule. An op listed here must still
+///   be unchecked (the test fails once its example passes, so an entry
+///   cannot outlive its reason); an op not listed must be checked.
+const std::set<std::string_view> kPendingRules = {};
 
 /// Failures found in rules written on other branches, reported to their
 /// authors and awaiting a fix: a failure whose text starts with one of
 /// these is a warning, and each must still fail (the test fails once it is
 /// fixed, so the list empties).
 const std::vector<std::string> kKnownFailures = {
-    // unfoldBatchFrom (lib/ops/Indexing.cpp) takes the per-example extent as
-    // (B * n) / B, which is 0 at B = 0: the result is f64[0,0,2], not f64[0,4,2].
-    "scatter_add (extra example 6) in_axes=[0,0,0] out_axes=[0] batch 0:",
-    "scatter_add (extra example 6) in_axes=[2,1,2] out_axes=[2] batch 0:",
+    // conv with both operands batched folds the batch into the feature
+    // groups (lib/ops/Conv.cpp): at B = 0 that asks for feature_group_count
+    // 0, which conv's type rule rejects; the loop gives empty results.
+    "conv in_axes=[0,0] out_axes=[0,0] batch 0:",
+    "conv in_axes=[4,4] out_axes=[4,4] batch 0:",
 };
 
 /// Ops whose results are elements of their operands (or exact functions of
