@@ -366,8 +366,9 @@ TEST_CASE("random programs agree with PyTorch's float64 autograd: values and gra
 
 // vmap of random programs (issue 53): @f.vmap (f batched as batching::vmapFunction
 // builds it, in the layouts below) equals the stack of @f run on each example,
-// and vmap of the gradient equals the loop of gradients; interpreted, and
-// compiled for every tenth program.
+// and vmap of the gradient equals the loop of gradients; interpreted,
+// compiled for every tenth program, and batched again (vmap of vmap) for every
+// fifth. 1,000 programs (ADJIT_RANDOM_PROGRAMS fewer) take about 10 s of one core.
 #include "batching/Rules.h"
 #include "ir/OpInfo.h"
 
@@ -401,7 +402,7 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
   // Which parameters (x0: f64[4], x1: f64[4], s: f64[]) are batched, and where.
   const std::vector<std::vector<std::optional<int64_t>>> layouts = {
       {0, 0, 0}, {1, std::nullopt, 0}, {std::nullopt, 0, std::nullopt}, {-1, 1, std::nullopt}, {0, std::nullopt, std::nullopt}};
-  int checked = 0, compiled = 0;
+  int checked = 0, compiled = 0, nested = 0;
   std::map<std::string, int> skipped; // program counts by the ops without a rule that they use
   const int programs = std::min(kPrograms, 1000);
   for (int seed = kFirstProgram; seed < programs; ++seed) {
@@ -482,6 +483,44 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
           check(out, "compiled");
           ++compiled;
         }
+        // vmap of vmap (every fifth program): the batched function batched
+        // again over 3 outer examples, its last parameter shared, equals it
+        // run on each outer example.
+        if (seed % 5 == 0) {
+          const ir::Function& v = *m->lookup(vname);
+          batching::AxisSpec outer{std::vector<std::optional<int64_t>>(v.params.size(), 0),
+                                   std::vector<std::optional<int64_t>>(v.outputs.size(), 0), 3};
+          outer.in.back() = std::nullopt;
+          const std::string vv = batching::vmapFunction(m, vname, outer);
+          ir::verify(*m);
+          std::vector<Array> stacked;
+          std::vector<std::vector<Array>> each(3);
+          for (std::size_t i = 0; i < args.size(); ++i) {
+            if (i + 1 == args.size()) {
+              stacked.push_back(args[i]);
+              for (auto& e : each) e.push_back(args[i]);
+              continue;
+            }
+            Shape sh = args[i].shape();
+            sh.insert(sh.begin(), 3);
+            Array a(Type{DType::f64, sh});
+            for (int64_t e = 0; e < a.size(); ++e) a.set(e, d(rng));
+            for (int64_t o = 0; o < 3; ++o) each[static_cast<std::size_t>(o)].push_back(exampleOf(a, 0, o));
+            stacked.push_back(std::move(a));
+          }
+          const std::vector<Array> got2 = ir::interpret(*m, vv, stacked);
+          REQUIRE(got2.size() == v.outputs.size());
+          for (int64_t o = 0; o < 3; ++o) {
+            const std::vector<Array> want2 = ir::interpret(*m, vname, each[static_cast<std::size_t>(o)]);
+            for (std::size_t k = 0; k < want2.size(); ++k)
+              for (int64_t i = 0; i < want2[k].size(); ++i) {
+                const double w = want2[k].at(i), g2 = got2[k].at(o * want2[k].size() + i);
+                INFO("vmap of vmap: result " << k << " outer example " << o << " [" << i << "]: " << g2 << ", loop " << w);
+                CHECK(std::fabs(g2 - w) <= 1e-9 * std::max(1.0, std::fabs(w)));
+              }
+          }
+          ++nested;
+        }
       } catch (const std::exception& e) {
         FAIL_CHECK("threw " << e.what());
       }
@@ -498,7 +537,8 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
     skips += "\n  " + std::to_string(count) + " using " + names;
     nSkipped += count;
   }
-  MESSAGE((checked / 2) << " programs checked under vmap (" << (compiled / 2) << " compiled too), " << nSkipped
+  MESSAGE((checked / 2) << " programs checked under vmap (" << (compiled / 2) << " compiled too, " << (nested / 2)
+                        << " under vmap of vmap too), " << nSkipped
                       << " skipped until their ops' batching rules land:" << skips);
   CHECK(checked / 2 + nSkipped == programs - kFirstProgram);
 }
