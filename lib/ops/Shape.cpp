@@ -208,7 +208,8 @@ ir::Attrs prependPerRow(const ir::Attrs& attrs, std::string_view name, std::size
   std::vector<int64_t> out;
   for (std::size_t k = 0; k < rows; ++k) {
     out.push_back(value);
-    out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(k * r), in.begin() + static_cast<std::ptrdiff_t>((k + 1) * r));
+    const auto row = in.begin() + static_cast<std::ptrdiff_t>(k * r);
+    out.insert(out.end(), row, row + static_cast<std::ptrdiff_t>(r));
   }
   ir::Attrs a = attrs;
   a.set(std::string(name), out);

@@ -128,7 +128,9 @@ template <std::size_t N, class F> void checkVmap(F f, const std::vector<Arg>& ar
   // the batched ops inside a jit-ed trace
   same(apply(jit([&](const auto&... xs) { return vmap(f, {.in_axes = axes})(xs...); }), batched), "jit(vmap)");
   // the interpreter: the vmap pass on the traced function
-  Module m = [&]<std::size_t... I>(std::index_sequence<I...>) { return trace(f, types[I]...); }(std::make_index_sequence<N>{});
+  Module m = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return trace(f, types[I]...);
+  }(std::make_index_sequence<N>{});
   transforms::runPipeline(m.impl(), {fmt::format("vmap(f, in_axes=[{}], axis_size={})", axesText(args), size)});
   m.verify();
   const std::string text = m.str();
@@ -182,7 +184,9 @@ TEST_CASE("vmap of slice, pad, concatenate, pad_sum equals a loop") {
     checkVmap<2>(f, {{examples(u, kB, 13), 1}, {examples(v, 1, 14), std::nullopt}}, true);
   }
   // pad_sum with a batched and a shared addend (an exact sum: integers)
-  auto ps = [](const Tensor& a, const Tensor& b) { return pad_sum({a, b, a}, {4, 5}, {{0, 0}, {1, 1}, {2, 0}}, {{1, 0}, {0, 1}, {0, 0}}); };
+  auto ps = [](const Tensor& a, const Tensor& b) {
+    return pad_sum({a, b, a}, {4, 5}, {{0, 0}, {1, 1}, {2, 0}}, {{1, 0}, {0, 1}, {0, 0}});
+  };
   const Type pa{DType::i32, {2, 5}}, pb{DType::i32, {3, 2}};
   checkVmap<2>(ps, {{intExamples(pa, kB, -9, 9, 15), 0}, {intExamples(pb, 1, -9, 9, 16), std::nullopt}}, true);
   checkVmap<2>(ps, {{intExamples(pa, 1, -9, 9, 17), std::nullopt}, {intExamples(pb, kB, -9, 9, 18), 2}}, true);
@@ -234,8 +238,12 @@ TEST_CASE("vmap of gather and scatter_add along a middle or last axis of a 3-D o
     auto g = [axis](const Tensor& x, const Tensor& i) { return take(x, i, axis); };
     auto s = [axis](const Tensor& x, const Tensor& i, const Tensor& u) { return scatter_add(x, i, u, axis); };
     checkVmap<2>(g, {{examples(tx, kB, 43), 2}, {intExamples(ti, kB, -n - 1, n, 44), 1}}, true);
-    checkVmap<3>(s, {{examples(tx, kB, 45), 3}, {intExamples(ti, kB, -n - 1, n, 46), 0}, {examples(tu, kB, 47), 2}}, true);
-    checkVmap<3>(s, {{examples(tx, 1, 48), std::nullopt}, {intExamples(ti, kB, -n - 1, n, 49), 1}, {examples(tu, 1, 50), std::nullopt}},
+    checkVmap<3>(s, {{examples(tx, kB, 45), 3}, {intExamples(ti, kB, -n - 1, n, 46), 0}, {examples(tu, kB, 47), 2}},
+                 true);
+    checkVmap<3>(s,
+                 {{examples(tx, 1, 48), std::nullopt},
+                  {intExamples(ti, kB, -n - 1, n, 49), 1},
+                  {examples(tu, 1, 50), std::nullopt}},
                  true);
   }
 }
@@ -263,7 +271,8 @@ TEST_CASE("vmap of scatter_add equals a loop, for every way of batching its oper
 TEST_CASE("vmap of one_hot equals a loop") {
   const Type ti{DType::i32, {2, 3}};
   for (int64_t axis : {0, 1, -1})
-    checkVmap<1>([](const Tensor& i) { return one_hot(i, 4, DType::f32); }, {{intExamples(ti, kB, -2, 5, 50), axis}}, true);
+    checkVmap<1>([](const Tensor& i) { return one_hot(i, 4, DType::f32); }, {{intExamples(ti, kB, -2, 5, 50), axis}},
+                 true);
 }
 
 TEST_CASE("vmap of dynamic_slice and dynamic_update_slice equals a loop, starts per example or shared") {
@@ -290,7 +299,10 @@ TEST_CASE("vmap of dynamic_slice and dynamic_update_slice equals a loop, starts 
   auto dus2 = [](const Tensor& x, const Tensor& s0, const Tensor& s1) {
     return dynamic_update_slice(x, full({2, 3}, 7.0, DType::f32), {s0, s1});
   };
-  checkVmap<3>(dus2, {{examples(tx, 1, 57), std::nullopt}, {intExamples(ts, kB, -2, 6, 58), 0}, {intExamples(ts, kB, -1, 3, 59), 0}},
+  checkVmap<3>(dus2,
+               {{examples(tx, 1, 57), std::nullopt},
+                {intExamples(ts, kB, -2, 6, 58), 0},
+                {intExamples(ts, kB, -1, 3, 59), 0}},
                true);
 }
 
@@ -326,7 +338,9 @@ TEST_CASE("vmap of sort equals a loop, keys and payloads batched or shared") {
       // ties (few distinct values) keep their order
       checkVmap<1>(keys, {{intExamples({DType::f32, {4, 5}}, kB, -2, 2, 60), 0}}, true);
       checkVmap<1>(keys, {{examples(tk, kB, 61), 2}}, true);
-      auto payload = [=](const Tensor& k, const Tensor& p) { return sort(std::vector<Tensor>{k, p}, axis, descending).at(1); };
+      auto payload = [=](const Tensor& k, const Tensor& p) {
+        return sort(std::vector<Tensor>{k, p}, axis, descending).at(1);
+      };
       checkVmap<2>(payload, {{intExamples(tk, kB, -2, 2, 62), 1}, {intExamples(tp, 1, 0, 99, 63), std::nullopt}}, true);
       checkVmap<2>(payload, {{intExamples(tk, 1, -2, 2, 64), std::nullopt}, {intExamples(tp, kB, 0, 99, 65), 0}}, true);
       checkVmap<2>(payload, {{intExamples(tk, kB, -2, 2, 66), 0}, {intExamples(tp, kB, 0, 99, 67), -1}}, true);
@@ -360,8 +374,8 @@ TEST_CASE("vmap(grad(f)) through indexing and sorting ops equals a loop of gradi
   // per-example starts (its gradient a dynamic_update_slice), a sort (its
   // gradient a scatter of the cotangent through the permutation)
   auto f = [](const Tensor& x, const Tensor& i, const Tensor& s) {
-    Tensor a = take(x, i, 1) * 2.0;                        // [4, 5]
-    Tensor w = dynamic_slice(x, {s, s}, {2, 3});            // [2, 3]
+    Tensor a = take(x, i, 1) * 2.0;              // [4, 5]
+    Tensor w = dynamic_slice(x, {s, s}, {2, 3}); // [2, 3]
     Tensor k = sort(a * a + 0.5 * a, 1);
     return sum(tanh(k), {0, 1}) + sum(w * w * w, {0, 1}) + sum(take(x, i * 0 + 1, 0), {0, 1});
   };
@@ -369,9 +383,15 @@ TEST_CASE("vmap(grad(f)) through indexing and sorting ops equals a loop of gradi
   auto g = [&](const Tensor& x, const Tensor& i, const Tensor& s) { return grad(f)(x, i, s); };
   checkVmap<3>(g, {{examples(tx, kB, 80), 0}, {intExamples(ti, kB, -3, 3, 81), 0}, {intExamples(ts, kB, -1, 3, 82), 0}},
                false, 1e-12);
-  checkVmap<3>(g, {{examples(tx, kB, 83), 1}, {intExamples(ti, 1, -3, 3, 84), std::nullopt}, {intExamples(ts, 1, 0, 2, 85), std::nullopt}},
+  checkVmap<3>(g,
+               {{examples(tx, kB, 83), 1},
+                {intExamples(ti, 1, -3, 3, 84), std::nullopt},
+                {intExamples(ts, 1, 0, 2, 85), std::nullopt}},
                false, 1e-12);
-  checkVmap<3>(g, {{examples(tx, 1, 86), std::nullopt}, {intExamples(ti, kB, -3, 3, 87), 0}, {intExamples(ts, kB, -1, 3, 88), 0}},
+  checkVmap<3>(g,
+               {{examples(tx, 1, 86), std::nullopt},
+                {intExamples(ti, kB, -3, 3, 87), 0},
+                {intExamples(ts, kB, -1, 3, 88), 0}},
                false, 1e-12);
 }
 
@@ -382,7 +402,8 @@ TEST_CASE("vmap of the indexing ops over an empty batch and a batch of one") {
     return dynamic_slice(u, {s, 0}, {2, 3}) + dynamic_slice(c, {s, s}, {2, 3});
   };
   const Type tx{DType::f64, {4, 3}}, ti{DType::i32, {5}}, ts{DType::i32, {}};
-  checkVmap<3>(f, {{examples(tx, 1, 90), 0}, {intExamples(ti, 1, -5, 4, 91), 0}, {intExamples(ts, 1, -1, 3, 92), 0}}, true);
+  checkVmap<3>(f, {{examples(tx, 1, 90), 0}, {intExamples(ti, 1, -5, 4, 91), 0}, {intExamples(ts, 1, -1, 3, 92), 0}},
+               true);
   const Array x(Type{DType::f64, {0, 4, 3}}), i(Type{DType::i32, {0, 5}}), s(Type{DType::i32, {0}});
   const Array got = vmap(f)(x, i, s);
   CHECK(got.type() == Type{DType::f64, {0, 2, 3}});
