@@ -171,6 +171,25 @@ TEST_CASE("vmap matmul: both, left and right operand batched, transposed, batch 
     agrees(mm, {none, 1}, rt, 3, a3, randomArray({t, {2, 3, 5, 1}}, 18));
     agrees(mmTa, {0, none}, rt, 3, randomArray({t, {3, 2, 5, 3}}, 19), b3);
     agrees(mm, {3, 0}, rt, 3, randomArray({t, {2, 3, 5, 3}}, 20), randomArray({t, {3, 2, 5, 4}}, 21));
+    // Folds that move the batch past the op's own leading axes (transposes at both ends).
+    const Array wide = randomArray({t, {2, 8, 8}}, 24);
+    agrees(mm, {0, none}, rt, 3, randomArray({t, {3, 2, 1, 8}}, 25), wide);
+    agrees(mm, {none, 0}, rt, 3, wide, randomArray({t, {3, 2, 8, 1}}, 26));
+    agrees(mmTa, {1, none}, rt, 3, randomArray({t, {2, 3, 8, 2}}, 27), wide);
+    agrees(mmTab, {none, 0}, rt, 3, wide, randomArray({t, {3, 2, 2, 8}}, 28));
+    agrees(mmTa, {none, 0}, rt, 4, randomArray({t, {5, 3}}, 33), randomArray({t, {4, 5, 2}}, 34));
+    // Nested: the outer vmap batches a, the inner one b.
+    auto nested = [](const Tensor& a, const Tensor& b) {
+      return V{vmap([](const Tensor& a1, const Tensor& b1) { return matmul(a1, b1); }, {.in_axes = {none, 0}})(a, b)};
+    };
+    {
+      StopgapRules stopgap; // the outer vmap batches the inner rule's reshapes
+      agrees(nested, {0, none}, rt, 3, randomArray({t, {3, 4, 5}}, 35), randomArray({t, {2, 5, 6}}, 36));
+    }
+    // transpose_a with a fold (a copied once), and batches of one.
+    agrees(mmTa, {0, none}, rt, 4, randomArray({t, {4, 5, 3}}, 29), randomArray({t, {5, 20}}, 30));
+    agrees(mm, {0, none}, rt, 1, randomArray({t, {1, 3, 5}}, 31), b1);
+    agrees(mm, {none, 0}, rt, 1, a1, randomArray({t, {1, 5, 2}}, 32));
     // A small shared a against a larger batched b with leading axes: the
     // transposes would copy more than broadcasting a, so the batched matmul.
     agrees(mm, {none, 0}, rt, 3, randomArray({t, {4, 2, 2}}, 22), randomArray({t, {3, 4, 2, 3}}, 23));
@@ -193,6 +212,31 @@ TEST_CASE("vmap matmul folds instead of broadcasting the unbatched operand") {
   text = opsOf(mm, {none, 0}, Type{DType::f32, {6, 20}}, Type{DType::f32, {8, 20, 3}});
   CHECK(text.find("broadcast_to") == std::string::npos);
   CHECK(text.find(": f32[24,6]") != std::string::npos);
+}
+
+TEST_CASE("vmap forms: solves fold into rows, convs into images, channels or groups, pools get a window of 1") {
+  // One right-hand side per example against a shared triangle: one solve of [8, 5] rows, no copy.
+  auto solve = [](const Tensor& a, const Tensor& b) { return V{linalg::triangular_solve(a, b, {.lower = true, .left_side = true})}; };
+  std::string text = opsOf(solve, {none, 0}, Type{DType::f64, {5, 5}}, Type{DType::f64, {8, 5, 1}});
+  CHECK(text.find("broadcast_to") == std::string::npos);
+  CHECK(text.find("transpose(") == std::string::npos);
+  CHECK(text.find("left_side = false") != std::string::npos);
+  CHECK(text.find(": f64[8,5]") != std::string::npos);
+  auto cv = [](const Tensor& x, const Tensor& k) { return V{conv(x, k, {.feature_group_count = 2})}; };
+  const Type x{DType::f32, {1, 4, 6, 6}}, k{DType::f32, {6, 2, 3, 3}}, xs{DType::f32, {5, 1, 4, 6, 6}}, ks{DType::f32, {5, 6, 2, 3, 3}};
+  text = opsOf(cv, {0, none}, xs, k); // the examples' images side by side
+  CHECK(text.find("broadcast_to") == std::string::npos);
+  CHECK(text.find("f32[5,6,4,4]") != std::string::npos);
+  text = opsOf(cv, {none, 0}, x, ks); // the examples' kernels as output channels
+  CHECK(text.find("broadcast_to") == std::string::npos);
+  CHECK(text.find("f32[1,30,4,4]") != std::string::npos);
+  text = opsOf(cv, {0, 0}, xs, ks); // the examples as groups
+  CHECK(text.find("broadcast_to") == std::string::npos);
+  CHECK(text.find("feature_group_count = 10") != std::string::npos);
+  auto pool = [](const Tensor& x) { return V{reduce_window_max(x, {2, 2}, {.strides = {2, 2}})}; };
+  text = opsOf(pool, {0}, Type{DType::f32, {3, 4, 4}});
+  CHECK(text.find("window = [1, 2, 2]") != std::string::npos);
+  CHECK(text.find("padding = [0, 0, 0, 0, 0, 0]") != std::string::npos);
 }
 
 TEST_CASE("vmap tril and triu") {
@@ -296,6 +340,14 @@ TEST_CASE("vmap conv: batched input, kernel, or both; groups, strides, padding a
       agrees(f, {0, 0}, rt, 3, xs, ks);
       agrees(f, {2, -1}, rt, 3, randomArray({t, {2, 4, 3, 6, 5}}, 5), randomArray({t, {6, 4 / groups, 3, 2, 3}}, 6));
       agrees(f, {none, 1}, rt, 3, randomArray({t, {1, 4, 6, 5}}, 7), randomArray({t, {6, 3, 4 / groups, 3, 2}}, 8));
+    }
+    // Nested: examples of kernels outside, of images inside.
+    auto nested = [](const Tensor& x, const Tensor& k) {
+      return V{vmap([](const Tensor& x1, const Tensor& k1) { return conv(x1, k1, {.padding = "SAME"}); }, {.in_axes = {0, none}})(x, k)};
+    };
+    {
+      StopgapRules stopgap; // the outer vmap batches the inner rule's reshapes
+      agrees(nested, {none, 0}, rt, 2, randomArray({t, {3, 1, 2, 5, 5}}, 13), randomArray({t, {2, 4, 2, 3, 3}}, 14));
     }
     // 1-D, one image per example
     auto f1 = [](const Tensor& x, const Tensor& k) { return V{conv(x, k, {.padding = "SAME"})}; };
@@ -407,4 +459,36 @@ TEST_CASE("vmap matmul forms: timing" * doctest::skip()) {
     MESSAGE("n = " << n << ": rule (rows of the transpose) " << time(rule) << " us, broadcast W (batched matmul) "
                    << time(broadcast) << " us, fold into N " << time(intoN) << " us");
   }
+}
+
+// conv with both operands batched becomes one grouped conv (B·G groups):
+// timed against a loop of per-example jit calls and against the same
+// products with one shared kernel (the batch folded into the images).
+// Timing, not a check: adjit_tests -tc='vmap conv forms*' --no-skip.
+TEST_CASE("vmap conv forms: timing" * doctest::skip()) {
+  const int64_t B = 64;
+  const Array xs = randomArray({DType::f32, {B, 1, 16, 32, 32}}, 1), ks = randomArray({DType::f32, {B, 16, 16, 3, 3}}, 2);
+  auto f = [](const Tensor& x, const Tensor& k) { return conv(x, k, {.padding = "SAME"}); };
+  auto both = vmap(f);
+  auto shared = vmap(f, {.in_axes = {0, none}});
+  auto one = jit(f);
+  const Array k0 = exampleOf(ks, 0, 0);
+  auto time = [&](auto&& run) {
+    std::vector<double> ts;
+    run();
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run();
+      ts.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+  };
+  const double tBoth = time([&] { (void)both(xs, ks); });
+  const double tShared = time([&] { (void)shared(xs, k0); });
+  const double tLoop = time([&] {
+    for (int64_t b = 0; b < B; ++b) (void)one(exampleOf(xs, 0, b), exampleOf(ks, 0, b));
+  });
+  MESSAGE("64 examples of conv 16->16 3x3 on 32x32: grouped (both batched) " << tBoth << " ms, loop of jit " << tLoop
+                                                                             << " ms, shared kernel (images) " << tShared << " ms");
 }
