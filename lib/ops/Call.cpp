@@ -5,6 +5,7 @@
 // this way.
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
+#include "autodiff/Reverse.h"
 #include "autodiff/VjpCtx.h"
 #include "batching/Rules.h"
 #include "ops/Common.h"
@@ -14,6 +15,43 @@ namespace adjit::ops {
 using codegen::LowerCtx;
 using ir::EvalCtx;
 using ir::InferCtx;
+
+namespace {
+
+/// `call @g.fwd, @g.bwd(xs...) {residuals = R}` under vmap: @g.fwd batched
+/// with every result batched (the residuals too), and @g.bwd batched on
+/// batched residuals and cotangents, a shared operand's gradient summed over
+/// the examples, so that differentiating the batched pair again (through
+/// @g.bwd) gives gradients of the operands' own layout.
+void batchSplitCall(const batching::BatchCtx& c) {
+  const auto m = batching::currentModule();
+  const std::vector<char> in = batching::operandsBatched(c);
+  const int64_t size = c.size;
+  const ir::Function& fwd = *m->lookup(c.op.callees[0]);
+  const std::string fwdTwin = batching::batchFunction(m, c.op.callees[0], in, std::vector<char>(fwd.outputs.size(), 1), size);
+  std::string layout;
+  for (char b : in) layout += b ? 'b' : '-';
+  const std::string bwdTwin = autodiff::derive(m, "vmap", c.op.callees[1], [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<batching::Batched> args;
+    for (ir::ValueId p : g.params) args.push_back({scope.param(batching::batchedType(g.type(p), size)), true});
+    const std::vector<batching::Batched> dxs = batching::batchInline(g, args, size);
+    std::vector<Tensor> outs;
+    std::size_t j = 0;
+    for (std::size_t i = 0; i < c.arity(); ++i) {
+      if (!is_floating(c.type(i).dtype)) continue;
+      const batching::Batched& d = dxs.at(j++);
+      outs.push_back(in[i] ? batching::withBatch(d.t, d.batched, size) : d.batched ? sum(d.t, {0}) : d.t);
+    }
+    ADJIT_ASSERT(j == dxs.size(), "call: a backward with another number of results than floating operands");
+    return outs;
+  }, fmt::format(":split:{}:{}", layout, size));
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < c.arity(); ++i) xs.push_back(c.x(i));
+  const std::vector<Tensor> ys = batching::emitOp(c, OpKind::Call, xs, c.op.attrs, {fwdTwin, bwdTwin});
+  for (std::size_t k = 0; k < c.op.results.size(); ++k) c.result(k, ys[k]);
+}
+
+} // namespace
 
 void defineCallOps(Table& t) {
   // call @f(xs...) = f(xs...). A differentiated call is rebound to the
@@ -56,10 +94,10 @@ void defineCallOps(Table& t) {
       // call @g.vmap: the callee's batched twin for this layout of batched
       // operands (built once per module and layout, so every call site with
       // the layout shares it), its outputs batched where they read a batched
-      // operand; attributes (recompute) kept. A split pair (two callees)
-      // runs one example per step (loopBatch): only reverse mode makes them.
+      // operand; attributes (recompute) kept. A split pair (two callees,
+      // made by reverse mode) is batchSplitCall.
       .batch = [](const batching::BatchCtx& c) {
-        if (c.op.callees.size() != 1) return batching::loopBatch(c);
+        if (c.op.callees.size() != 1) return batchSplitCall(c);
         const auto m = batching::currentModule();
         const std::vector<char> in = batching::operandsBatched(c);
         const std::vector<char> out = batching::batchReach(*m->lookup(c.op.callees[0]), in);

@@ -294,6 +294,69 @@ void batchSwitch(const BatchCtx& c) {
   for (std::size_t j = 0; j < nr; ++j) c.result(j, ys[j]);
 }
 
+/// while_vjp under vmap: every operand batched (shared consts broadcast, so
+/// each example accumulates its own gradient), the
+/// forward run while any example runs, each step masked as batchWhile does
+/// and each example's predicate kept with the step's residuals; the
+/// backward then runs the same steps in reverse, and an example that did
+/// not run a step keeps its cotangents through it (a select).
+void batchWhileVjp(const BatchCtx& c) {
+  const auto k = static_cast<std::size_t>(c.op.attrs.integer("consts"));
+  const auto nc = static_cast<std::size_t>(c.op.attrs.integer("carries"));
+  const auto m = batching::currentModule();
+  const int64_t size = c.size;
+  const std::string condName = c.op.callees[0], fwdName = c.op.callees[1], bwdName = c.op.callees[2];
+  const ir::Function& condFn = *m->lookup(condName);
+  const std::string variant = fmt::format(":while_vjp:{}", size);
+  auto params = [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<batching::Batched> args;
+    for (ir::ValueId p : g.params) args.push_back({scope.param(batching::batchedType(g.type(p), size)), true});
+    return args;
+  };
+  auto lanes = [&](const std::vector<batching::Batched>& state) {
+    const batching::Batched p = batching::batchInline(condFn, state, size).at(0);
+    return reshape(batching::withBatch(p.t, p.batched, size), {size});
+  };
+  auto batchedOuts = [&](const std::vector<batching::Batched>& ys) {
+    std::vector<Tensor> outs;
+    for (const batching::Batched& y : ys) outs.push_back(batching::withBatch(y.t, y.batched, size));
+    return outs;
+  };
+  const std::string cond = autodiff::derive(m, "vmap", condName, [&](detail::TraceScope& scope, const ir::Function& g) {
+    const Tensor running = gt(sum(cast(lanes(params(scope, g)), DType::i32)), full({}, 0, DType::i32));
+    return std::vector<Tensor>{reshape(running, g.type(g.outputs[0]).shape)};
+  }, variant + ":any");
+  // fwd: (const..., carry...) -> (carry'..., residual..., running)
+  const std::string fwd = autodiff::derive(m, "vmap", fwdName, [&](detail::TraceScope& scope, const ir::Function& g) {
+    const std::vector<batching::Batched> state = params(scope, g);
+    const Tensor running = lanes(state);
+    std::vector<Tensor> outs = batchedOuts(batching::batchInline(g, state, size));
+    for (std::size_t i = 0; i < nc; ++i) {
+      const Tensor& old = state[k + i].t;
+      outs[i] = where(laneMask(running, size, old.rank()), outs[i], old);
+    }
+    outs.push_back(running);
+    return outs;
+  }, variant + ":masked");
+  // bwd: (const..., dcarry..., dconst..., residual..., running) -> (dcarry'..., dconst'...)
+  const std::string bwd = autodiff::derive(m, "vmap", bwdName, [&](detail::TraceScope& scope, const ir::Function& g) {
+    std::vector<batching::Batched> args = params(scope, g);
+    const Tensor running = scope.param(Type{DType::i1, {size}});
+    std::vector<Tensor> outs = batchedOuts(batching::batchInline(g, args, size));
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      const Tensor& old = args[k + j].t; // the incoming cotangent of the same value
+      outs[j] = where(laneMask(running, size, old.rank()), outs[j], old);
+    }
+    return outs;
+  }, variant + ":masked");
+  std::vector<Tensor> operands;
+  for (std::size_t i = 0; i < c.arity(); ++i) operands.push_back(c.bx(i));
+  const std::vector<Tensor> ys = batching::emitOp(c, OpKind::WhileVjp, operands, c.op.attrs, {cond, fwd, bwd});
+  // Each example's cotangents, a shared const's too (the op's results are
+  // per-example values, as the loop of while_vjp ops would give).
+  for (std::size_t j = 0; j < ys.size(); ++j) c.result(j, ys[j]);
+}
+
 } // namespace
 
 void defineControlFlowOps(Table& t) {
@@ -746,10 +809,7 @@ void defineControlFlowOps(Table& t) {
       },
       // Second order: the reverse of the loop's JVP, another while_vjp (autodiff/ControlFlowJvp.cpp).
       .jvp = autodiff::whileVjpJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },      // One example per step (a scan over the batch): each runs its own
-      // loop and stack. A batched form (every example's loop in one, masked
-      // as batchWhile does, with a batched residual stack) is not written yet.
-      .batch = batching::loopBatch,
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },      .batch = batchWhileVjp,
   });
 }
 

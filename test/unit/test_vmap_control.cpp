@@ -127,6 +127,13 @@ TEST_CASE("vmap of while_loop with a batched predicate: every example its own tr
     auto [dx, dw] = vmap(g, {.in_axes = {0, std::nullopt}})(xs, w);
     checkRows(dx, 5, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); }, 1e-10);
     checkRows(dw, 5, [&](int64_t b) { return std::get<1>(g(row(xs, b), w)); }, 1e-10);
+    if (!bounded) {
+      // The reverse of the unbounded loop (while_vjp) is batched too: no scan over the examples.
+      const Module m = trace([&](const Tensor& x, const Tensor& w) { return std::get<0>(vmap(g, {.in_axes = {0, std::nullopt}})(x, w)); },
+                             Type{DType::f64, {5}}, Type{DType::f64, {}});
+      CHECK(m.str().find("while_vjp @") != std::string::npos);
+      CHECK(m.str().find("scan @") == std::string::npos);
+    }
     // grad of a sum over vmap: the same rows for x, their sum for w.
     auto total = [f](const Tensor& xs, const Tensor& w) { return sum(vmap(f, {.in_axes = {0, std::nullopt}})(xs, w)); };
     auto [gx, gw] = grad(total, argnums<0, 1>)(xs, w);
@@ -302,4 +309,49 @@ TEST_CASE("vmap reads variables unbatched; assign inside vmap is an error at its
     CHECK(std::string(e.what()).find("variable 'w': assign inside vmap is not supported") != std::string::npos);
     CHECK(e.location().line == line);
   }
+}
+
+TEST_CASE("vmap(grad) through a jitted callee batches its split forward and backward, without a loop over the batch") {
+  auto inner = jit([](const Tensor& x, const Tensor& w) { return tanh(x * w) + sin(x); });
+  auto loss = [inner](const Tensor& x, const Tensor& w) { return sum(inner(x, w) * inner(x * 2.0, w)); };
+  auto g = grad(loss, argnums<0, 1>);
+  const Array xs = randomArray({DType::f64, {4, 3}}, 18), w = randomArray({DType::f64, {3}}, 19);
+  auto [dx, dw] = vmap(g, {.in_axes = {0, std::nullopt}})(xs, w);
+  checkRows(dx, 4, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); });
+  checkRows(dw, 4, [&](int64_t b) { return std::get<1>(g(row(xs, b), w)); });
+  const Module m = trace([&](const Tensor& xs, const Tensor& w) { return std::get<0>(vmap(g, {.in_axes = {0, std::nullopt}})(xs, w)); },
+                         Type{DType::f64, {4, 3}}, Type{DType::f64, {3}});
+  const std::string text = m.str();
+  CAPTURE(text);
+  CHECK(text.find("scan @") == std::string::npos);
+  // grad of a sum over vmap of the per-example loss.
+  auto total = [loss](const Tensor& xs, const Tensor& w) { return sum(vmap(loss, {.in_axes = {0, std::nullopt}})(xs, w)); };
+  auto [gx, gw] = grad(total, argnums<0, 1>)(xs, w);
+  checkRows(gx, 4, [&](int64_t b) { return std::get<0>(g(row(xs, b), w)); });
+  for (int64_t j = 0; j < 3; ++j) {
+    double s = 0;
+    for (int64_t b = 0; b < 4; ++b) s += std::get<1>(g(row(xs, b), w)).get(j);
+    CHECK(gw.get(j) == doctest::Approx(s).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("vmap of control flow in the interpreter equals the JIT; a batched predicate makes one masked while") {
+  auto f = [](const Tensor& x, const Tensor& i) {
+    auto c = while_loop([](const Tensor& c) { return lt(c, 4.0); }, [](const Tensor& c) { return c * 1.5 + 0.5; }, x);
+    auto [s, ys] = scan([](Tensor s, Tensor y) { return std::pair{s + y, s * y}; }, c, full({3}, 0.5, DType::f64) + x);
+    return switch_case(i, std::tuple{[](Tensor a) { return a + 1.0; }, [](Tensor a) { return exp(a); }}, ys * s);
+  };
+  const Array xs(std::vector<double>{5.0, 0.1, 1.0, 3.9}, {4});
+  const Array is(std::vector<int32_t>{0, 1, 1, 0}, {4});
+  const Module m = trace([&](const Tensor& x, const Tensor& i) { return vmap(f)(x, i); }, Type{DType::f64, {4}}, Type{DType::i32, {4}});
+  const std::string text = m.str();
+  CAPTURE(text);
+  CHECK(count(text, "= while @") == 1);
+  CHECK(text.find("select(") != std::string::npos); // finished examples keep their carry
+  CHECK(text.find("= switch @") == std::string::npos); // a batched index: every branch, selected
+  const Array interpreted = m.interpret("f", {xs, is}).at(0);
+  const Array compiled = vmap(f)(xs, is);
+  std::string why;
+  CHECK_MESSAGE(close(interpreted, compiled, 1e-12, &why), why);
+  checkRows(compiled, 4, [&](int64_t b) { return jit(f)(row(xs, b), row(is, b)); });
 }
