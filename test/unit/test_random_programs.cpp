@@ -401,7 +401,8 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
   constexpr int64_t kBatch = 5;
   // Which parameters (x0: f64[4], x1: f64[4], s: f64[]) are batched, and where.
   const std::vector<std::vector<std::optional<int64_t>>> layouts = {
-      {0, 0, 0}, {1, std::nullopt, 0}, {std::nullopt, 0, std::nullopt}, {-1, 1, std::nullopt}, {0, std::nullopt, std::nullopt}};
+      {0, 0, 0}, {1, std::nullopt, 0}, {std::nullopt, 0, std::nullopt}, {-1, 1, std::nullopt},
+      {0, std::nullopt, std::nullopt}};
   int checked = 0, compiled = 0, nested = 0;
   std::map<std::string, int> skipped; // program counts by the ops without a rule that they use
   const int programs = std::min(kPrograms, 1000);
@@ -439,14 +440,16 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
       }
       Array a(Type{DType::f64, s});
       for (int64_t e = 0; e < a.size(); ++e) a.set(e, d(rng));
-      for (int64_t b = 0; b < kBatch; ++b) per[static_cast<std::size_t>(b)].push_back(in[i] ? exampleOf(a, axis, b) : a);
+      for (int64_t b = 0; b < kBatch; ++b)
+        per[static_cast<std::size_t>(b)].push_back(in[i] ? exampleOf(a, axis, b) : a);
       args.push_back(std::move(a));
     }
     for (const std::string& fn : {std::string("f"), gname}) {
       const ir::Function& g = *m->lookup(fn);
       batching::AxisSpec spec{in, std::vector<std::optional<int64_t>>(g.outputs.size(), 0), kBatch};
-      INFO("program " << seed << ": vmap of @" << fn << " with in_axes " << (in[0] ? std::to_string(*in[0]) : "-") << ","
-                      << (in[1] ? std::to_string(*in[1]) : "-") << "," << (in[2] ? std::to_string(*in[2]) : "-") << "\n"
+      auto axisText = [](const std::optional<int64_t>& a) { return a ? std::to_string(*a) : std::string("-"); };
+      INFO("program " << seed << ": vmap of @" << fn << " with in_axes " << axisText(in[0]) << "," << axisText(in[1]) << ","
+                      << axisText(in[2]) << "\n"
                       << traced.str());
       std::string vname;
       std::vector<Array> got;
@@ -475,7 +478,8 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
       try {
         check(ir::interpret(*m, vname, args), "interpreted");
         if (seed % 10 == 0) {
-          auto kernel = engine::compile({.module = *m, .function = vname, .options = {.optLevel = static_cast<int>(seed / 10 % 4)}});
+          const int level = static_cast<int>(seed / 10 % 4);
+          auto kernel = engine::compile({.module = *m, .function = vname, .options = {.optLevel = level}});
           std::vector<detail::Leaf> leaves;
           for (const Array& a : args) leaves.push_back({a.raw(), &a.type()});
           std::vector<Array> out;
@@ -515,7 +519,8 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
             for (std::size_t k = 0; k < want2.size(); ++k)
               for (int64_t i = 0; i < want2[k].size(); ++i) {
                 const double w = want2[k].at(i), g2 = got2[k].at(o * want2[k].size() + i);
-                INFO("vmap of vmap: result " << k << " outer example " << o << " [" << i << "]: " << g2 << ", loop " << w);
+                INFO("vmap of vmap: result " << k << " outer example " << o << " [" << i << "]: " << g2 << ", loop "
+                                             << w);
                 CHECK(std::fabs(g2 - w) <= 1e-9 * std::max(1.0, std::fabs(w)));
               }
           }

@@ -56,8 +56,8 @@ Array takeAlong(const Array& a, int64_t axis, int64_t b) {
   const char* src = static_cast<const char*>(a.raw());
   char* dst = static_cast<char*>(r.raw());
   for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(dst + static_cast<std::size_t>(o * inner) * elem, src + static_cast<std::size_t>((o * n + b) * inner) * elem,
-                static_cast<std::size_t>(inner) * elem);
+    std::memcpy(dst + static_cast<std::size_t>(o * inner) * elem,
+                src + static_cast<std::size_t>((o * n + b) * inner) * elem, static_cast<std::size_t>(inner) * elem);
   return r;
 }
 
@@ -77,7 +77,8 @@ Array stackAlong(const std::vector<Array>& rows, int64_t axis, const Type& t) {
   for (int64_t b = 0; b < n; ++b)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(dst + static_cast<std::size_t>((o * n + b) * inner) * elem,
-                  static_cast<const char*>(rows[static_cast<std::size_t>(b)].raw()) + static_cast<std::size_t>(o * inner) * elem,
+                  static_cast<const char*>(rows[static_cast<std::size_t>(b)].raw()) +
+                      static_cast<std::size_t>(o * inner) * elem,
                   static_cast<std::size_t>(inner) * elem);
   return r;
 }
@@ -118,51 +119,83 @@ struct Extra {
   std::function<Module()> make;
 };
 
-Tensor indexFrom(const Tensor& x, double scale = 2.0) { return cast(floor(x * scale), DType::i32); } // [0.3, 1.7] -> [0, 3]
+/// Indices from values in [0.3, 1.7]: 0 to 3.
+Tensor indexFrom(const Tensor& x, double scale = 2.0) { return cast(floor(x * scale), DType::i32); }
 
 const std::vector<Extra>& extras() {
   static const std::vector<Extra> v = {
-      {"one_hot", [] { return trace([](Tensor x) { return one_hot(indexFrom(x), 4, DType::f64); }, Type{DType::f64, {3}}); }},
-      {"argmax", [] {
-         return trace([](Tensor x) { return std::make_tuple(argmax(x, 1, DType::i32), argmax(x, 0)); }, Type{DType::f64, {3, 4}});
+      {"one_hot",
+       [] {
+         return trace([](Tensor x) { return one_hot(indexFrom(x), 4, DType::f64); }, Type{DType::f64, {3}});
        }},
-      {"argmin", [] {
-         return trace([](Tensor x) { return std::make_tuple(argmin(x, 1, DType::i32), argmin(x, 0)); }, Type{DType::f64, {3, 4}});
+      {"argmax",
+       [] {
+         return trace([](Tensor x) { return std::make_tuple(argmax(x, 1, DType::i32), argmax(x, 0)); },
+                      Type{DType::f64, {3, 4}});
        }},
-      {"searchsorted", [] {
-         return trace([](Tensor s, Tensor v) { return std::make_tuple(searchsorted(sort(s), v), searchsorted(sort(s), v, "right")); },
-                      Type{DType::f64, {5}}, Type{DType::f64, {3}});
+      {"argmin",
+       [] {
+         return trace([](Tensor x) { return std::make_tuple(argmin(x, 1, DType::i32), argmin(x, 0)); },
+                      Type{DType::f64, {3, 4}});
+       }},
+      {"searchsorted",
+       [] {
+         return trace(
+             [](Tensor s, Tensor v) {
+               return std::make_tuple(searchsorted(sort(s), v), searchsorted(sort(s), v, "right"));
+             },
+             Type{DType::f64, {5}}, Type{DType::f64, {3}});
        }},
       // Batched indices, starts, branch indices and predicates.
-      {"gather", [] {
-         return trace([](Tensor x, Tensor i) { return take(x, indexFrom(i), 0); }, Type{DType::f64, {4, 2}}, Type{DType::f64, {3}});
+      {"gather",
+       [] {
+         return trace([](Tensor x, Tensor i) { return take(x, indexFrom(i), 0); }, Type{DType::f64, {4, 2}},
+                      Type{DType::f64, {3}});
        }},
-      {"gather", [] {
-         return trace([](Tensor x, Tensor i) { return take(x, indexFrom(i), 1); }, Type{DType::f64, {2, 4}}, Type{DType::f64, {2, 3}});
+      {"gather",
+       [] {
+         return trace([](Tensor x, Tensor i) { return take(x, indexFrom(i), 1); }, Type{DType::f64, {2, 4}},
+                      Type{DType::f64, {2, 3}});
        }},
-      {"scatter_add", [] {
-         return trace([](Tensor x, Tensor i, Tensor u) { return scatter_add(x, indexFrom(i), u, 0); }, Type{DType::f64, {4, 2}},
-                      Type{DType::f64, {3}}, Type{DType::f64, {3, 2}});
+      {"scatter_add",
+       [] {
+         return trace([](Tensor x, Tensor i, Tensor u) { return scatter_add(x, indexFrom(i), u, 0); },
+                      Type{DType::f64, {4, 2}}, Type{DType::f64, {3}}, Type{DType::f64, {3, 2}});
        }},
-      {"dynamic_slice", [] {
-         return trace([](Tensor x, Tensor s) { return dynamic_slice(x, {indexFrom(s), 1}, {2, 2}); }, Type{DType::f64, {5, 4}},
-                      Type{DType::f64, {}});
+      {"dynamic_slice",
+       [] {
+         return trace(
+             [](Tensor x, Tensor s) {
+               return dynamic_slice(x, {indexFrom(s), 1}, {2, 2});
+             },
+             Type{DType::f64, {5, 4}}, Type{DType::f64, {}});
        }},
-      {"dynamic_update_slice", [] {
-         return trace([](Tensor x, Tensor u, Tensor s) { return dynamic_update_slice(x, u, {1, indexFrom(s)}); },
-                      Type{DType::f64, {3, 5}}, Type{DType::f64, {2, 2}}, Type{DType::f64, {}});
+      {"dynamic_update_slice",
+       [] {
+         return trace(
+             [](Tensor x, Tensor u, Tensor s) {
+               return dynamic_update_slice(x, u, {1, indexFrom(s)});
+             },
+             Type{DType::f64, {3, 5}}, Type{DType::f64, {2, 2}}, Type{DType::f64, {}});
        }},
-      {"switch", [] {
-         return trace([](Tensor x, Tensor s) {
-           return cond(gt(sum(x), s * 3.0), [&](Tensor y) { return y * s; }, [&](Tensor y) { return sin(y) - s; }, x);
-         }, Type{DType::f64, {3}}, Type{DType::f64, {}});
+      {"switch",
+       [] {
+         return trace(
+             [](Tensor x, Tensor s) {
+               return cond(
+                   gt(sum(x), s * 3.0), [&](Tensor y) { return y * s; }, [&](Tensor y) { return sin(y) - s; }, x);
+             },
+             Type{DType::f64, {3}}, Type{DType::f64, {}});
        }},
-      {"while", [] {
+      {"while",
+       [] {
          // A predicate that reads the batch: lanes end after different trip counts.
-         return trace([](Tensor x, Tensor s) {
-           return while_loop([&](Tensor c) { return gt(sum(c * c), s); }, [&](Tensor c) { return c * 0.5 + s * 0.01; }, x * 2.0,
-                             {.max_iterations = 40});
-         }, Type{DType::f64, {3}}, Type{DType::f64, {}});
+         return trace(
+             [](Tensor x, Tensor s) {
+               return while_loop([&](Tensor c) { return gt(sum(c * c), s); },
+                                 [&](Tensor c) { return c * 0.5 + s * 0.01; }, x * 2.0, {.max_iterations = 40});
+             },
+             Type{DType::f64, {3}}, Type{DType::f64, {}});
        }},
   };
   return v;
@@ -200,12 +233,51 @@ const std::vector<std::string> kKnownFailures = {
 /// Ops whose results are elements of their operands (or exact functions of
 /// them): batched and per-example runs must agree bit for bit.
 bool exactOp(ir::OpKind k) {
-  static const std::set<std::string_view> names = {
-      "neg", "abs", "sign", "floor", "ceil", "round", "trunc", "rint", "maximum", "minimum", "clip", "copysign",
-      "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select", "cast", "shift_left",
-      "shift_right_logical", "shift_right_arithmetic", "population_count", "bitcast", "stop_gradient",
-      "prevent_gradient", "concatenate", "pad", "one_hot", "dynamic_update_slice", "reduce_max", "reduce_min",
-      "argmax", "argmin", "sort", "searchsorted", "tril", "triu", "reduce_window_max", "lu"};
+  static const std::set<std::string_view> names = {"neg",
+                                                   "abs",
+                                                   "sign",
+                                                   "floor",
+                                                   "ceil",
+                                                   "round",
+                                                   "trunc",
+                                                   "rint",
+                                                   "maximum",
+                                                   "minimum",
+                                                   "clip",
+                                                   "copysign",
+                                                   "lt",
+                                                   "le",
+                                                   "gt",
+                                                   "ge",
+                                                   "eq",
+                                                   "ne",
+                                                   "and",
+                                                   "or",
+                                                   "xor",
+                                                   "not",
+                                                   "select",
+                                                   "cast",
+                                                   "shift_left",
+                                                   "shift_right_logical",
+                                                   "shift_right_arithmetic",
+                                                   "population_count",
+                                                   "bitcast",
+                                                   "stop_gradient",
+                                                   "prevent_gradient",
+                                                   "concatenate",
+                                                   "pad",
+                                                   "one_hot",
+                                                   "dynamic_update_slice",
+                                                   "reduce_max",
+                                                   "reduce_min",
+                                                   "argmax",
+                                                   "argmin",
+                                                   "sort",
+                                                   "searchsorted",
+                                                   "tril",
+                                                   "triu",
+                                                   "reduce_window_max",
+                                                   "lu"};
   return ir::info(k).has(ir::kElementsFromOperand) || names.count(ir::info(k).name) > 0;
 }
 
@@ -222,8 +294,7 @@ std::shared_ptr<ir::Module> elementwiseModule(ir::OpKind k) {
       b.ret({b.create1(k, operands)});
       ir::verify(*m);
       return m;
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
   return nullptr;
 }
@@ -268,7 +339,8 @@ void markBatchedOps(const ir::Function& f, const std::vector<char>& in, std::set
   std::vector<char> has(f.types.size(), 0);
   for (std::size_t i = 0; i < f.params.size(); ++i) has[static_cast<std::size_t>(f.params[i])] = in[i];
   for (const ir::Op& op : f.ops)
-    if (std::any_of(op.operands.begin(), op.operands.end(), [&](ir::ValueId o) { return has[static_cast<std::size_t>(o)]; })) {
+    if (std::any_of(op.operands.begin(), op.operands.end(),
+                    [&](ir::ValueId o) { return has[static_cast<std::size_t>(o)]; })) {
       seen.insert(op.kind);
       for (ir::ValueId r : op.results) has[static_cast<std::size_t>(r)] = 1;
     }
@@ -299,81 +371,84 @@ Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen
   // Every layout at batch size kBatch; then every operand batched, first and
   // last, at the edge sizes 1 and 0.
   for (const int64_t batch : {kBatch, int64_t{1}, int64_t{0}})
-  for (unsigned mask = batch == kBatch ? 1 : (1u << n) - 1; mask < (1u << n); ++mask)
-    for (int placement = 0; placement < 3; placement += batch == kBatch ? 1 : 2) {
-      batching::AxisSpec spec;
-      spec.size = batch;
-      std::vector<char> in;
-      for (std::size_t i = 0; i < n; ++i) {
-        const bool b = (mask >> i) & 1u;
-        in.push_back(b);
-        spec.in.push_back(b ? std::optional<int64_t>(axisAt(placement, f.type(f.params[i]).rank())) : std::nullopt);
-      }
-      for (ir::ValueId r : f.outputs) spec.out.push_back(axisAt(placement, f.type(r).rank()));
-      if (!done.insert({axesText(spec.in) + std::to_string(batch), axesText(spec.out)}).second) continue;
-      const std::string where = e.label + " in_axes=" + axesText(spec.in) + " out_axes=" + axesText(spec.out) +
-                                " batch " + std::to_string(batch);
-      ++o.cases;
-      try {
-        const std::string name = batching::vmapFunction(m, "f", spec);
-        ir::verify(*m);
-        markBatchedOps(f, in, seen);
-        // Batched arguments, and each example's.
-        std::vector<Array> args;
-        std::vector<std::vector<Array>> per(static_cast<std::size_t>(batch));
+    for (unsigned mask = batch == kBatch ? 1 : (1u << n) - 1; mask < (1u << n); ++mask)
+      for (int placement = 0; placement < 3; placement += batch == kBatch ? 1 : 2) {
+        batching::AxisSpec spec;
+        spec.size = batch;
+        std::vector<char> in;
         for (std::size_t i = 0; i < n; ++i) {
-          const Type& t = f.type(f.params[i]);
-          if (!spec.in[i]) {
-            args.push_back(randomArray(t, rng));
-            for (auto& p : per) p.push_back(args.back());
-            continue;
-          }
-          Shape s = t.shape;
-          s.insert(s.begin() + *spec.in[i], batch);
-          args.push_back(randomArray(Type{t.dtype, s}, rng));
-          for (int64_t b = 0; b < batch; ++b) per[static_cast<std::size_t>(b)].push_back(takeAlong(args.back(), *spec.in[i], b));
+          const bool b = (mask >> i) & 1u;
+          in.push_back(b);
+          spec.in.push_back(b ? std::optional<int64_t>(axisAt(placement, f.type(f.params[i]).rank())) : std::nullopt);
         }
-        auto compare = [&](const std::vector<Array>& got, const std::function<std::vector<Array>(const std::vector<Array>&)>& one,
-                           const char* how) {
-          std::vector<std::vector<Array>> ys;
-          for (const auto& p : per) ys.push_back(one(p));
-          if (got.size() != f.outputs.size()) {
-            o.failures.push_back(where + " (" + how + "): " + std::to_string(got.size()) + " results, expected " +
-                                 std::to_string(f.outputs.size()));
-            return;
-          }
-          for (std::size_t k = 0; k < got.size(); ++k) {
-            std::vector<Array> rows;
-            for (const auto& y : ys) rows.push_back(y.at(k));
-            const Array want = stackAlong(rows, *spec.out[k], f.type(f.outputs[k]));
-            std::string why;
-            const bool ok = exact ? got[k].type() == want.type() && test::bytesOf(got[k]) == test::bytesOf(want)
-                                  : test::close(got[k], want, 1e-9, &why);
-            if (!ok) {
-              if (exact && why.empty()) test::close(got[k], want, 0, &why);
-              if (why.empty()) why = "equal values, other bits (e.g. -0 and 0, or NaN payloads)";
-              o.failures.push_back(where + " (" + how + ") result " + std::to_string(k) + ": " + why);
+        for (ir::ValueId r : f.outputs) spec.out.push_back(axisAt(placement, f.type(r).rank()));
+        if (!done.insert({axesText(spec.in) + std::to_string(batch), axesText(spec.out)}).second) continue;
+        const std::string where = e.label + " in_axes=" + axesText(spec.in) + " out_axes=" + axesText(spec.out) +
+                                  " batch " + std::to_string(batch);
+        ++o.cases;
+        try {
+          const std::string name = batching::vmapFunction(m, "f", spec);
+          ir::verify(*m);
+          markBatchedOps(f, in, seen);
+          // Batched arguments, and each example's.
+          std::vector<Array> args;
+          std::vector<std::vector<Array>> per(static_cast<std::size_t>(batch));
+          for (std::size_t i = 0; i < n; ++i) {
+            const Type& t = f.type(f.params[i]);
+            if (!spec.in[i]) {
+              args.push_back(randomArray(t, rng));
+              for (auto& p : per) p.push_back(args.back());
+              continue;
             }
+            Shape s = t.shape;
+            s.insert(s.begin() + *spec.in[i], batch);
+            args.push_back(randomArray(Type{t.dtype, s}, rng));
+            for (int64_t b = 0; b < batch; ++b)
+              per[static_cast<std::size_t>(b)].push_back(takeAlong(args.back(), *spec.in[i], b));
           }
-        };
-        compare(ir::interpret(*m, name, args), [&](const std::vector<Array>& p) { return ir::interpret(*m, "f", p); },
-                "interpreter");
-        // Compiled: every layout where the example is small (one function
-        // of a few ops); the layouts of all parameters batched otherwise.
-        if (n <= 2 || mask == (1u << n) - 1 || placement == 1) {
-          if (!fKernel) fKernel = engine::compile({.module = *m, .function = "f", .options = {.optLevel = 1}});
-          auto kernel = engine::compile({.module = *m, .function = name, .options = {.optLevel = (layout++ % 2) ? 2 : 0}});
-          compare(runJit(*kernel, args), [&](const std::vector<Array>& p) { return runJit(*fKernel, p); }, "compiled");
-          ++o.compiled;
-        }
-      } catch (const std::exception& ex) {
-        o.failures.push_back(where + ": threw " + ex.what());
+          auto compare = [&](const std::vector<Array>& got,
+                             const std::function<std::vector<Array>(const std::vector<Array>&)>& one, const char* how) {
+            std::vector<std::vector<Array>> ys;
+            for (const auto& p : per) ys.push_back(one(p));
+            if (got.size() != f.outputs.size()) {
+              o.failures.push_back(where + " (" + how + "): " + std::to_string(got.size()) + " results, expected " +
+                                   std::to_string(f.outputs.size()));
+              return;
+            }
+            for (std::size_t k = 0; k < got.size(); ++k) {
+              std::vector<Array> rows;
+              for (const auto& y : ys) rows.push_back(y.at(k));
+              const Array want = stackAlong(rows, *spec.out[k], f.type(f.outputs[k]));
+              std::string why;
+              const bool ok = exact ? got[k].type() == want.type() && test::bytesOf(got[k]) == test::bytesOf(want)
+                                    : test::close(got[k], want, 1e-9, &why);
+              if (!ok) {
+                if (exact && why.empty()) test::close(got[k], want, 0, &why);
+                if (why.empty()) why = "equal values, other bits (e.g. -0 and 0, or NaN payloads)";
+                o.failures.push_back(where + " (" + how + ") result " + std::to_string(k) + ": " + why);
+              }
+            }
+          };
+          compare(
+              ir::interpret(*m, name, args), [&](const std::vector<Array>& p) { return ir::interpret(*m, "f", p); },
+              "interpreter");
+          // Compiled: every layout where the example is small (one function
+          // of a few ops); the layouts of all parameters batched otherwise.
+          if (n <= 2 || mask == (1u << n) - 1 || placement == 1) {
+            if (!fKernel) fKernel = engine::compile({.module = *m, .function = "f", .options = {.optLevel = 1}});
+            auto kernel =
+                engine::compile({.module = *m, .function = name, .options = {.optLevel = (layout++ % 2) ? 2 : 0}});
+            compare(
+                runJit(*kernel, args), [&](const std::vector<Array>& p) { return runJit(*fKernel, p); }, "compiled");
+            ++o.compiled;
+          }
+        } catch (const std::exception& ex) { o.failures.push_back(where + ": threw " + ex.what()); }
       }
-    }
   // Every batched twin prints and parses back to the same text.
   try {
     const std::string text = ir::print(*m);
-    if (ir::print(*ir::parse(text, e.label + ".vmap")) != text) o.failures.push_back(e.label + ": the batched module does not print back");
+    if (ir::print(*ir::parse(text, e.label + ".vmap")) != text)
+      o.failures.push_back(e.label + ": the batched module does not print back");
   } catch (const std::exception& ex) {
     o.failures.push_back(e.label + ": the batched module does not parse back: " + ex.what());
   }
@@ -403,7 +478,8 @@ TEST_CASE("vmap of every op equals a loop of it: batch axis first, middle and la
     cases += o.cases;
     compiled += o.compiled;
     for (const std::string& why : o.failures) {
-      const auto known = std::find_if(kKnownFailures.begin(), kKnownFailures.end(), [&](const std::string& k) { return why.starts_with(k); });
+      const auto known = std::find_if(kKnownFailures.begin(), kKnownFailures.end(),
+                                      [&](const std::string& k) { return why.starts_with(k); });
       if (known == kKnownFailures.end()) {
         FAIL_CHECK(why);
         continue;
@@ -426,7 +502,8 @@ TEST_CASE("vmap of every op equals a loop of it: batch axis first, middle and la
     if (kPendingRules.count(name))
       CHECK_MESSAGE(!seen.count(k), "op " << name << " is checked now: remove it from kPendingRules");
     else
-      CHECK_MESSAGE(seen.count(k), "op " << name << " was not checked under vmap: give it a batching rule and an example");
+      CHECK_MESSAGE(seen.count(k),
+                    "op " << name << " was not checked under vmap: give it a batching rule and an example");
   }
   MESSAGE(cases << " layouts checked, " << compiled << " of them compiled too");
   CHECK(cases > 300);
@@ -465,37 +542,57 @@ TEST_CASE("vmap errors: axis_size, out_axes and axes inside a trace, each at the
               "vmap: axis_size must be at least 0, got -1", line);
   line = __LINE__ + 1;
   expectError([&] { (void)vmap(twice, {.out_axes = {2}})(two); },
-              "vmap: out_axes gives axis 2 for result leaf 0, which is f32[] per example: expected an axis in [-1, 0]", line);
-  line = __LINE__ + 1;
-  expectError([&] { (void)vmap([](const Tensor& a) { return std::make_tuple(a, a); }, {.out_axes = {0, 0, 0}})(two); },
-              "vmap: out_axes has 3 entries, but the function returns 2 results", line);
+              "vmap: out_axes gives axis 2 for result leaf 0, which is f32[] per example: expected an axis in [-1, 0]",
+              line);
+  line = __LINE__ + 3; // the line of the vmap call below
+  expectError(
+      [&] {
+        (void)vmap([](const Tensor& a) { return std::make_tuple(a, a); }, {.out_axes = {0, 0, 0}})(two);
+      },
+      "vmap: out_axes has 3 entries, but the function returns 2 results", line);
   // A nested argument (a pair): every leaf of it takes the argument's axis; the
   // sizes of leaves of one argument must agree too.
-  line = __LINE__ + 1;
-  expectError([&] { (void)vmap([](const std::pair<Tensor, Tensor>& p) { return p.first + p.second; })(std::pair{two, three}); },
-              "vmap: batch sizes disagree: argument leaf 0 (f32[2]) has 2 examples along axis 0, but argument leaf 1 (f32[3]) has 3",
-              line);
+  line = __LINE__ + 3; // the line of the vmap call below
+  expectError(
+      [&] {
+        (void)vmap([](const std::pair<Tensor, Tensor>& p) { return p.first + p.second; })(std::pair{two, three});
+      },
+      "vmap: batch sizes disagree: argument leaf 0 (f32[2]) has 2 examples along axis 0, but argument leaf 1 (f32[3]) "
+      "has 3",
+      line);
   // Inside a trace, with Tensors: the same checks, at the line that called vmap.
   auto sumAll = [](const Tensor& x) { return sum(x); };
-  line = __LINE__ + 1;
-  expectError([&] { (void)trace([&](Tensor a) { return vmap(sumAll, {.in_axes = {-3}})(a); }, Type{DType::f32, {2, 3}}); },
-              "vmap: in_axes gives axis -3 for argument leaf 0, which is f32[2,3]: expected an axis in [-2, 1]", line);
-  line = __LINE__ + 1;
-  expectError([&] { (void)trace([&](Tensor a, Tensor b) { return vmap([](Tensor x, Tensor y) { return x * y; })(a, b); },
-                                Type{DType::f32, {2, 3}}, Type{DType::f32, {3, 3}}); },
-              "vmap: batch sizes disagree: argument leaf 0 (f32[2,3]) has 2 examples along axis 0, but argument leaf 1 (f32[3,3]) has 3",
-              line);
-  line = __LINE__ + 1;
-  expectError([&] { (void)trace([&](Tensor a) { return vmap(sumAll, {.out_axes = {std::nullopt}})(a); }, Type{DType::f32, {2, 3}}); },
-              "vmap: result leaf 0 (f32[] per example) depends on a batched argument, but out_axes gives it std::nullopt", line);
+  line = __LINE__ + 3; // the line of the vmap call below
+  expectError(
+      [&] {
+        (void)trace([&](Tensor a) { return vmap(sumAll, {.in_axes = {-3}})(a); }, Type{DType::f32, {2, 3}});
+      },
+      "vmap: in_axes gives axis -3 for argument leaf 0, which is f32[2,3]: expected an axis in [-2, 1]", line);
+  line = __LINE__ + 3; // the line of the vmap call below
+  expectError(
+      [&] {
+        (void)trace([&](Tensor a, Tensor b) { return vmap([](Tensor x, Tensor y) { return x * y; })(a, b); },
+                    Type{DType::f32, {2, 3}}, Type{DType::f32, {3, 3}});
+      },
+      "vmap: batch sizes disagree: argument leaf 0 (f32[2,3]) has 2 examples along axis 0, but argument leaf 1 "
+      "(f32[3,3]) has 3",
+      line);
+  line = __LINE__ + 3; // the line of the vmap call below
+  expectError(
+      [&] {
+        (void)trace([&](Tensor a) { return vmap(sumAll, {.out_axes = {std::nullopt}})(a); }, Type{DType::f32, {2, 3}});
+      },
+      "vmap: result leaf 0 (f32[] per example) depends on a batched argument, but out_axes gives it std::nullopt",
+      line);
   // A failed vmap leaves the trace usable: the per-example function it traced is gone.
-  Module m = trace([&](Tensor a) {
-    try {
-      (void)vmap(sumAll, {.out_axes = {std::nullopt}})(a);
-    } catch (const Error&) {
-    }
-    return vmap(sumAll)(a);
-  }, Type{DType::f32, {2, 3}});
+  Module m = trace(
+      [&](Tensor a) {
+        try {
+          (void)vmap(sumAll, {.out_axes = {std::nullopt}})(a);
+        } catch (const Error&) {}
+        return vmap(sumAll)(a);
+      },
+      Type{DType::f32, {2, 3}});
   CHECK(m.impl().functions.size() == 1);
   m.verify();
 }
@@ -512,14 +609,20 @@ func @f(%x: f32[3], %y: f32[3]) -> (f32[3]) {
       {"vmap(f, axis_size=4x)", "vmap pass: axis_size must be an integer, got '4x'"},
       {"vmap(f, in_axes=0, axis_size=4)", "vmap pass: in_axes must be a list like [0,-,1] (- for none), got '0'"},
       {"vmap(f, out_axes=[0, x], axis_size=4)", "vmap pass: an entry of out_axes must be an integer, got 'x'"},
-      {"vmap(f, in_axis=[0,0], axis_size=4)", "vmap pass: unknown option 'in_axis=[0,0]' (known: in_axes, out_axes, axis_size)"},
-      {"vmap(axis_size=4)", "vmap pass: expected vmap(F, in_axes=[...], out_axes=[...], axis_size=N), got vmap(axis_size=4)"},
+      {"vmap(f, in_axis=[0,0], axis_size=4)",
+       "vmap pass: unknown option 'in_axis=[0,0]' (known: in_axes, out_axes, axis_size)"},
+      {"vmap(axis_size=4)",
+       "vmap pass: expected vmap(F, in_axes=[...], out_axes=[...], axis_size=N), got vmap(axis_size=4)"},
       {"vmap(g, axis_size=4)", "vmap pass: no function named @g in the module"},
       {"vmap(f, out_axes=[0,0], axis_size=4)", "vmap: out_axes has 2 entries, but @f has 1 results"},
-      {"vmap(f, in_axes=[2,0], axis_size=4)", "vmap: parameter 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got 2"},
-      {"vmap(f, in_axes=[0,-3], axis_size=4)", "vmap: parameter 1 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got -3"},
-      {"vmap(f, out_axes=[2], axis_size=4)", "vmap: result 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got 2"},
-      {"vmap(f, in_axes=[-,0], out_axes=[-], axis_size=4)", "vmap: result 0 of @f depends on a batched parameter, but out_axes gives it none"},
+      {"vmap(f, in_axes=[2,0], axis_size=4)",
+       "vmap: parameter 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got 2"},
+      {"vmap(f, in_axes=[0,-3], axis_size=4)",
+       "vmap: parameter 1 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got -3"},
+      {"vmap(f, out_axes=[2], axis_size=4)",
+       "vmap: result 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got 2"},
+      {"vmap(f, in_axes=[-,0], out_axes=[-], axis_size=4)",
+       "vmap: result 0 of @f depends on a batched parameter, but out_axes gives it none"},
       {"vmap(f, axis_size=-1)", "vmap: the batch size must be at least 0, got -1"},
   };
   for (const auto& [pass, message] : cases) {
@@ -537,6 +640,6 @@ func @f(%x: f32[3], %y: f32[3]) -> (f32[3]) {
   CHECK(m.impl().lookup("f.vmap")->type(m.impl().lookup("f.vmap")->outputs[0]) == Type{DType::f32, {3}});
   // vmapFunction directly: in_axes of the wrong length.
   auto mod = std::shared_ptr<ir::Module>(Module::parse(text).impl().clone());
-  CHECK_THROWS_WITH_AS(batching::vmapFunction(mod, "f", {{0}, {0}, 4}), doctest::Contains("vmap: in_axes has 1 entries, but @f has 2 parameters"),
-                       Error);
+  CHECK_THROWS_WITH_AS(batching::vmapFunction(mod, "f", {{0}, {0}, 4}),
+                       doctest::Contains("vmap: in_axes has 1 entries, but @f has 2 parameters"), Error);
 }
