@@ -316,24 +316,46 @@ struct Outcome {
   std::vector<std::string> failures;
 };
 
-/// Checks `@f.vmap` of example `e` for every layout against per-example runs
-/// of @f, in the interpreter (every layout) and compiled (`jitEvery`-th layout).
-Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen) {
+/// Checks `@fn.vmap` (fn: @f, or a derivative of it) of example `e` against
+/// per-example runs of @fn, in the interpreter and compiled. For @f: every
+/// layout at batch size kBatch (each subset of parameters batched, first, in
+/// the middle and last), then every parameter batched, first and last, at the
+/// edge sizes 1 and 0. For a derivative (`firstOnly` parameters are @f's, the
+/// rest cotangents): all batched in the three places, and @f's parameters
+/// only, and the cotangents only, in the middle.
+Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen, const std::string& fn = "f",
+                     std::size_t firstOnly = 0) {
   Outcome o;
   const std::shared_ptr<ir::Module>& m = e.module;
   ir::verify(*m);
-  const ir::Function& f = *m->lookup("f");
+  const ir::Function& f = *m->lookup(fn);
   const std::size_t n = f.params.size();
-  const bool exact = exactOp(e.kind);
+  const bool exact = fn == "f" && exactOp(e.kind);
   std::shared_ptr<engine::Kernel> fKernel;
   std::set<std::pair<std::string, std::string>> done;
   std::mt19937 rng(seed);
   int layout = 0;
-  // Every layout at batch size kBatch; then every operand batched, first and
-  // last, at the edge sizes 1 and 0.
-  for (const int64_t batch : {kBatch, int64_t{1}, int64_t{0}})
-    for (unsigned mask = batch == kBatch ? 1 : (1u << n) - 1; mask < (1u << n); ++mask)
-      for (int placement = 0; placement < 3; placement += batch == kBatch ? 1 : 2) {
+  struct Layout {
+    int64_t batch;
+    unsigned mask;
+    int placement;
+  };
+  const unsigned all = (1u << n) - 1;
+  std::vector<Layout> layouts;
+  if (fn == "f") {
+    for (unsigned mask = 1; mask <= all; ++mask)
+      for (int placement = 0; placement < 3; ++placement) layouts.push_back({kBatch, mask, placement});
+    for (const int64_t batch : {int64_t{1}, int64_t{0}})
+      for (int placement : {0, 2}) layouts.push_back({batch, all, placement});
+  } else {
+    for (int placement = 0; placement < 3; ++placement) layouts.push_back({kBatch, all, placement});
+    const unsigned primals = (1u << firstOnly) - 1;
+    if (primals != 0 && primals != all) layouts.push_back({kBatch, primals, 1});
+    if (primals != all) layouts.push_back({kBatch, all & ~primals, 1});
+  }
+  for (const auto& [batch, mask, placement] : layouts) {
+    {
+      {
         batching::AxisSpec spec;
         spec.size = batch;
         std::vector<char> in;
@@ -344,11 +366,11 @@ Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen
         }
         for (ir::ValueId r : f.outputs) spec.out.push_back(axisAt(placement, f.type(r).rank()));
         if (!done.insert({axesText(spec.in) + std::to_string(batch), axesText(spec.out)}).second) continue;
-        const std::string where = e.label + " in_axes=" + axesText(spec.in) + " out_axes=" + axesText(spec.out) +
+        const std::string where = e.label + (fn == "f" ? "" : " @" + fn) + " in_axes=" + axesText(spec.in) + " out_axes=" + axesText(spec.out) +
                                   " batch " + std::to_string(batch);
         ++o.cases;
         try {
-          const std::string name = batching::vmapFunction(m, "f", spec);
+          const std::string name = batching::vmapFunction(m, fn, spec);
           ir::verify(*m);
           markBatchedOps(f, in, seen);
           // Batched arguments, and each example's.
@@ -391,12 +413,12 @@ Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen
             }
           };
           compare(
-              ir::interpret(*m, name, args), [&](const std::vector<Array>& p) { return ir::interpret(*m, "f", p); },
+              ir::interpret(*m, name, args), [&](const std::vector<Array>& p) { return ir::interpret(*m, fn, p); },
               "interpreter");
           // Compiled: every layout where the example is small (one function
           // of a few ops); the layouts of all parameters batched otherwise.
-          if (n <= 2 || mask == (1u << n) - 1 || placement == 1) {
-            if (!fKernel) fKernel = engine::compile({.module = *m, .function = "f", .options = {.optLevel = 1}});
+          if (fn == "f" ? n <= 2 || mask == all || placement == 1 : mask == all && placement == 1) {
+            if (!fKernel) fKernel = engine::compile({.module = *m, .function = fn, .options = {.optLevel = 1}});
             auto kernel =
                 engine::compile({.module = *m, .function = name, .options = {.optLevel = (layout++ % 2) ? 2 : 0}});
             compare(
@@ -405,6 +427,8 @@ Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen
           }
         } catch (const std::exception& ex) { o.failures.push_back(where + ": threw " + ex.what()); }
       }
+    }
+  }
   // Every batched twin prints and parses back to the same text.
   try {
     const std::string text = ir::print(*m);
@@ -603,4 +627,39 @@ func @f(%x: f32[3], %y: f32[3]) -> (f32[3]) {
   auto mod = std::shared_ptr<ir::Module>(Module::parse(text).impl().clone());
   CHECK_THROWS_WITH_AS(batching::vmapFunction(mod, "f", {{0}, {0}, 4}),
                        doctest::Contains("vmap: in_axes has 1 entries, but @f has 2 parameters"), Error);
+}
+
+TEST_CASE("vmap of every differentiable op's VJP equals a loop of it (per-example gradients, op by op)") {
+  // The combined VJP of each example (reverse mode's @f.vjp: the outputs and
+  // the gradients from the arguments and the cotangents) batched: all
+  // arguments, the primals only (a batch of cotangents is a Jacobian's rows),
+  // the cotangents only. Its ops are the VJP rules' (pad_sum,
+  // select_and_scatter_add, while_vjp, ...), each batched by its own rule.
+  int cases = 0, compiled = 0;
+  std::set<ir::OpKind> seen;
+  unsigned seed = 1000;
+  for (const Example& e : examples()) {
+    const autodiff::Rules& ad = autodiff::rules(e.kind);
+    if (ad.has(autodiff::kNonDifferentiable) || ad.has(autodiff::kGradientIsError) ||
+        kEffectful.count(ir::info(e.kind).name))
+      continue;
+    INFO("example " << e.label << ":\n" << ir::print(*e.module));
+    const std::size_t primals = e.module->lookup("f")->params.size();
+    std::string vjp;
+    try {
+      vjp = autodiff::combinedVjp(e.module, "f");
+    } catch (const Error&) {
+      continue; // an example with no floating output or input: nothing to differentiate
+    }
+    if (!missingRules(*e.module).empty()) {
+      FAIL_CHECK(e.label << ": its VJP uses an op without a batching rule");
+      continue;
+    }
+    const Outcome o = checkExample(e, seed++, seen, vjp, primals);
+    cases += o.cases;
+    compiled += o.compiled;
+    for (const std::string& why : o.failures) FAIL_CHECK(why);
+  }
+  MESSAGE(cases << " layouts of VJPs checked, " << compiled << " of them compiled too");
+  CHECK(cases > 300);
 }
