@@ -354,80 +354,76 @@ Outcome checkExample(const Example& e, unsigned seed, std::set<ir::OpKind>& seen
     if (primals != all) layouts.push_back({kBatch, all & ~primals, 1});
   }
   for (const auto& [batch, mask, placement] : layouts) {
-    {
-      {
-        batching::AxisSpec spec;
-        spec.size = batch;
-        std::vector<char> in;
-        for (std::size_t i = 0; i < n; ++i) {
-          const bool b = (mask >> i) & 1u;
-          in.push_back(b);
-          spec.in.push_back(b ? std::optional<int64_t>(axisAt(placement, f.type(f.params[i]).rank())) : std::nullopt);
-        }
-        for (ir::ValueId r : f.outputs) spec.out.push_back(axisAt(placement, f.type(r).rank()));
-        if (!done.insert({axesText(spec.in) + std::to_string(batch), axesText(spec.out)}).second) continue;
-        const std::string where = e.label + (fn == "f" ? "" : " @" + fn) + " in_axes=" + axesText(spec.in) + " out_axes=" + axesText(spec.out) +
-                                  " batch " + std::to_string(batch);
-        ++o.cases;
-        try {
-          const std::string name = batching::vmapFunction(m, fn, spec);
-          ir::verify(*m);
-          markBatchedOps(f, in, seen);
-          // Batched arguments, and each example's.
-          std::vector<Array> args;
-          std::vector<std::vector<Array>> per(static_cast<std::size_t>(batch));
-          for (std::size_t i = 0; i < n; ++i) {
-            const Type& t = f.type(f.params[i]);
-            if (!spec.in[i]) {
-              args.push_back(randomArray(t, rng));
-              for (auto& p : per) p.push_back(args.back());
-              continue;
-            }
-            Shape s = t.shape;
-            s.insert(s.begin() + *spec.in[i], batch);
-            args.push_back(randomArray(Type{t.dtype, s}, rng));
-            for (int64_t b = 0; b < batch; ++b)
-              per[static_cast<std::size_t>(b)].push_back(takeAlong(args.back(), *spec.in[i], b));
-          }
-          auto compare = [&](const std::vector<Array>& got,
-                             const std::function<std::vector<Array>(const std::vector<Array>&)>& one, const char* how) {
-            std::vector<std::vector<Array>> ys;
-            for (const auto& p : per) ys.push_back(one(p));
-            if (got.size() != f.outputs.size()) {
-              o.failures.push_back(where + " (" + how + "): " + std::to_string(got.size()) + " results, expected " +
-                                   std::to_string(f.outputs.size()));
-              return;
-            }
-            for (std::size_t k = 0; k < got.size(); ++k) {
-              std::vector<Array> rows;
-              for (const auto& y : ys) rows.push_back(y.at(k));
-              const Array want = stackAlong(rows, *spec.out[k], f.type(f.outputs[k]));
-              std::string why;
-              const bool ok = exact ? got[k].type() == want.type() && test::bytesOf(got[k]) == test::bytesOf(want)
-                                    : test::close(got[k], want, 1e-9, &why);
-              if (!ok) {
-                if (exact && why.empty()) test::close(got[k], want, 0, &why);
-                if (why.empty()) why = "equal values, other bits (e.g. -0 and 0, or NaN payloads)";
-                o.failures.push_back(where + " (" + how + ") result " + std::to_string(k) + ": " + why);
-              }
-            }
-          };
-          compare(
-              ir::interpret(*m, name, args), [&](const std::vector<Array>& p) { return ir::interpret(*m, fn, p); },
-              "interpreter");
-          // Compiled: every layout where the example is small (one function
-          // of a few ops); the layouts of all parameters batched otherwise.
-          if (fn == "f" ? n <= 2 || mask == all || placement == 1 : mask == all && placement == 1) {
-            if (!fKernel) fKernel = engine::compile({.module = *m, .function = fn, .options = {.optLevel = 1}});
-            auto kernel =
-                engine::compile({.module = *m, .function = name, .options = {.optLevel = (layout++ % 2) ? 2 : 0}});
-            compare(
-                runJit(*kernel, args), [&](const std::vector<Array>& p) { return runJit(*fKernel, p); }, "compiled");
-            ++o.compiled;
-          }
-        } catch (const std::exception& ex) { o.failures.push_back(where + ": threw " + ex.what()); }
-      }
+    batching::AxisSpec spec;
+    spec.size = batch;
+    std::vector<char> in;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool b = (mask >> i) & 1u;
+      in.push_back(b);
+      spec.in.push_back(b ? std::optional<int64_t>(axisAt(placement, f.type(f.params[i]).rank())) : std::nullopt);
     }
+    for (ir::ValueId r : f.outputs) spec.out.push_back(axisAt(placement, f.type(r).rank()));
+    if (!done.insert({axesText(spec.in) + std::to_string(batch), axesText(spec.out)}).second) continue;
+    const std::string where = e.label + (fn == "f" ? "" : " @" + fn) + " in_axes=" + axesText(spec.in) +
+                              " out_axes=" + axesText(spec.out) + " batch " + std::to_string(batch);
+    ++o.cases;
+    try {
+      const std::string name = batching::vmapFunction(m, fn, spec);
+      ir::verify(*m);
+      markBatchedOps(f, in, seen);
+      // Batched arguments, and each example's.
+      std::vector<Array> args;
+      std::vector<std::vector<Array>> per(static_cast<std::size_t>(batch));
+      for (std::size_t i = 0; i < n; ++i) {
+        const Type& t = f.type(f.params[i]);
+        if (!spec.in[i]) {
+          args.push_back(randomArray(t, rng));
+          for (auto& p : per) p.push_back(args.back());
+          continue;
+        }
+        Shape s = t.shape;
+        s.insert(s.begin() + *spec.in[i], batch);
+        args.push_back(randomArray(Type{t.dtype, s}, rng));
+        for (int64_t b = 0; b < batch; ++b)
+          per[static_cast<std::size_t>(b)].push_back(takeAlong(args.back(), *spec.in[i], b));
+      }
+      auto compare = [&](const std::vector<Array>& got,
+                         const std::function<std::vector<Array>(const std::vector<Array>&)>& one, const char* how) {
+        std::vector<std::vector<Array>> ys;
+        for (const auto& p : per) ys.push_back(one(p));
+        if (got.size() != f.outputs.size()) {
+          o.failures.push_back(where + " (" + how + "): " + std::to_string(got.size()) + " results, expected " +
+                               std::to_string(f.outputs.size()));
+          return;
+        }
+        for (std::size_t k = 0; k < got.size(); ++k) {
+          std::vector<Array> rows;
+          for (const auto& y : ys) rows.push_back(y.at(k));
+          const Array want = stackAlong(rows, *spec.out[k], f.type(f.outputs[k]));
+          std::string why;
+          const bool ok = exact ? got[k].type() == want.type() && test::bytesOf(got[k]) == test::bytesOf(want)
+                                : test::close(got[k], want, 1e-9, &why);
+          if (!ok) {
+            if (exact && why.empty()) test::close(got[k], want, 0, &why);
+            if (why.empty()) why = "equal values, other bits (e.g. -0 and 0, or NaN payloads)";
+            o.failures.push_back(where + " (" + how + ") result " + std::to_string(k) + ": " + why);
+          }
+        }
+      };
+      compare(
+          ir::interpret(*m, name, args), [&](const std::vector<Array>& p) { return ir::interpret(*m, fn, p); },
+          "interpreter");
+      // Compiled: every layout where the example is small (one function
+      // of a few ops); the layouts of all parameters batched otherwise.
+      if (fn == "f" ? n <= 2 || mask == all || placement == 1 : mask == all && placement == 1) {
+        if (!fKernel) fKernel = engine::compile({.module = *m, .function = fn, .options = {.optLevel = 1}});
+        auto kernel =
+            engine::compile({.module = *m, .function = name, .options = {.optLevel = (layout++ % 2) ? 2 : 0}});
+        compare(
+            runJit(*kernel, args), [&](const std::vector<Array>& p) { return runJit(*fKernel, p); }, "compiled");
+        ++o.compiled;
+      }
+    } catch (const std::exception& ex) { o.failures.push_back(where + ": threw " + ex.what()); }
   }
   // Every batched twin prints and parses back to the same text.
   try {
