@@ -3,9 +3,9 @@
 // elementwise ops, and a few below) batched with `batching::vmapFunction`,
 // the batch axis first, in the middle and last, with every subset of the
 // parameters batched (the rest shared), must equal @f run once per example,
-// in the interpreter and compiled. Then random programs (the generator of
-// test_random_programs.cpp, rebuilt here): vmap(f) and vmap(grad f) against
-// loops. Then the vmap errors the frame's tests do not already cover.
+// in the interpreter and compiled; so must each example's VJP and JVP. Then
+// the vmap errors the frame's tests do not already cover. (Random programs
+// under vmap: the end of test_random_programs.cpp, which has the generator.)
 #include "Check.h"
 
 #include "autodiff/Reverse.h"
@@ -657,5 +657,39 @@ TEST_CASE("vmap of every differentiable op's VJP equals a loop of it (per-exampl
     for (const std::string& why : o.failures) FAIL_CHECK(why);
   }
   MESSAGE(cases << " layouts of VJPs checked, " << compiled << " of them compiled too");
+  CHECK(cases > 300);
+}
+
+TEST_CASE("vmap of every differentiable op's JVP equals a loop of it (Jacobian columns, op by op)") {
+  // The JVP of each example (forward mode's @f.jvp: the outputs and their
+  // tangents from the arguments and theirs) batched: all arguments, the
+  // primals only, the tangents only (a batch of tangents is jacfwd's columns).
+  // Its ops are the JVP rules', each batched by its own rule.
+  int cases = 0, compiled = 0;
+  std::set<ir::OpKind> seen;
+  unsigned seed = 2000;
+  for (const Example& e : examples()) {
+    const autodiff::Rules& ad = autodiff::rules(e.kind);
+    if (ad.has(autodiff::kNonDifferentiable) || ad.has(autodiff::kGradientIsError) ||
+        kEffectful.count(ir::info(e.kind).name))
+      continue;
+    INFO("example " << e.label << ":\n" << ir::print(*e.module));
+    const std::size_t primals = e.module->lookup("f")->params.size();
+    std::string jvp;
+    try {
+      jvp = autodiff::jvpFunction(e.module, "f");
+    } catch (const Error&) {
+      continue; // an example with no floating output or input: nothing to differentiate
+    }
+    if (!missingRules(*e.module).empty()) {
+      FAIL_CHECK(e.label << ": its JVP uses an op without a batching rule");
+      continue;
+    }
+    const Outcome o = checkExample(e, seed++, seen, jvp, primals);
+    cases += o.cases;
+    compiled += o.compiled;
+    for (const std::string& why : o.failures) FAIL_CHECK(why);
+  }
+  MESSAGE(cases << " layouts of JVPs checked, " << compiled << " of them compiled too");
   CHECK(cases > 300);
 }
