@@ -19,11 +19,12 @@
 #include "autodiff/Reverse.h"
 #include "batching/Rules.h"
 #include "codegen/Emitter.h"
-#include "ir/Effects.h"
 #include "ops/Common.h"
 #include "runtime/Callbacks.h"
 
 #include <llvm/IR/Module.h>
+
+#include <set>
 
 namespace adjit::ops {
 
@@ -245,12 +246,32 @@ void batchWhile(const BatchCtx& c) {
   for (std::size_t j = 0; j < ys.size(); ++j) c.result(j, ys[j]);
 }
 
+/// Whether function `name` of `m`, or a function it references, runs a
+/// host callback; a walk over those functions only.
+bool callsBack(const ir::Module& m, const std::string& name) {
+  std::vector<std::string> work{name};
+  std::set<std::string> seen{name};
+  while (!work.empty()) {
+    const ir::Function* f = m.lookup(work.back());
+    work.pop_back();
+    if (!f) continue;
+    for (const ir::Op& op : f->ops) {
+      if (ir::info(op.kind).has(ir::kHostOnly)) return true;
+      for (const std::string& callee : op.callees)
+        if (seen.insert(callee).second) work.push_back(callee);
+    }
+  }
+  return false;
+}
+
 /// switch: with an unbatched index only the taken branch runs, every branch
 /// batched to one layout of results (batched where any branch makes them
 /// so). With a batched index every branch runs on the whole batch (inlined)
 /// and each example takes its own branch's results (a select per branch,
 /// the index clamped as switch clamps it); a branch with side effects (a
 /// host callback) cannot run for examples that did not take it: an error.
+/// (A loop's max_iterations inside a branch then holds for every example,
+/// including those that did not take the branch.)
 void batchSwitch(const BatchCtx& c) {
   const auto m = batching::currentModule();
   const std::vector<char> all = batching::operandsBatched(c);
@@ -270,13 +291,12 @@ void batchSwitch(const BatchCtx& c) {
     for (std::size_t j = 0; j < nr; ++j) setResult(c, j, ys[j], out[j]);
     return;
   }
-  const ir::Effects effects(*m);
   for (std::size_t b = 0; b < c.op.callees.size(); ++b)
-    if (effects.functionEffectful(c.op.callees[b]))
+    if (callsBack(*m, c.op.callees[b]))
       throw Error(fmt::format("vmap: a cond or switch_case with a batched predicate or index runs every branch and "
                               "selects per example, but branch {} (@{}) has side effects (a host callback such as "
-                              "debug_callback, or a loop's max_iterations check) that would run for examples that "
-                              "did not take it; make the predicate or index unbatched, or move the effect out of the branch",
+                              "debug_callback) that would run for examples that did not take it; make the predicate or "
+                              "index unbatched, or move the callback out of the branch",
                               b, c.op.callees[b]),
                   c.op.loc);
   std::vector<batching::Batched> args;

@@ -5,6 +5,8 @@
 // each against a loop of per-example calls, values and gradients.
 #include "Check.h"
 
+#include "transforms/Passes.h"
+
 #include <adjit/vmap.h>
 
 #include <cstring>
@@ -354,4 +356,76 @@ TEST_CASE("vmap of control flow in the interpreter equals the JIT; a batched pre
   std::string why;
   CHECK_MESSAGE(close(interpreted, compiled, 1e-12, &why), why);
   checkRows(compiled, 4, [&](int64_t b) { return jit(f)(row(xs, b), row(is, b)); });
+}
+
+TEST_CASE("the vmap pass on a while loop: @f.vmap prints, parses back and runs each example its own trip count") {
+  Module m = Module::parse(R"(
+func @cond(%lim: f64[], %x: f64[]) -> (i1[]) {
+  %r = lt(%x, %lim) : i1[]
+  return %r
+}
+
+func @body(%lim: f64[], %x: f64[]) -> (f64[]) {
+  %c = constant() {value = dense<f64[], [1.5]>} : f64[]
+  %y = mul(%x, %c) : f64[]
+  %h = constant() {value = dense<f64[], [0.5]>} : f64[]
+  %z = add(%y, %h) : f64[]
+  return %z
+}
+
+func @f(%x: f64[], %lim: f64[]) -> (f64[]) {
+  %r = while @cond, @body(%lim, %x) {consts = 1, max_iterations = 100} : f64[]
+  return %r
+}
+)");
+  transforms::runPipeline(m.impl(), {"vmap(f, in_axes=[0,-], axis_size=4)"});
+  m.verify();
+  const std::string text = m.str();
+  CHECK(Module::parse(text).str() == text);
+  const Array xs(std::vector<double>{5.0, 0.1, 1.0, 3.9}, {4});
+  const Array lim(4.0);
+  const Array got = m.interpret("f.vmap", {xs, lim}).at(0);
+  checkRows(got, 4, [&](int64_t b) { return m.interpret("f", {row(xs, b), lim}).at(0); });
+  CHECK(got.get(0) == 5.0); // no step
+}
+
+TEST_CASE("vmap of vmap of control flow, and vmap(grad) through a cond whose branch holds a bounded loop") {
+  auto f = [](const Tensor& x) {
+    auto c = while_loop([](const Tensor& c) { return lt(c, 3.0); }, [](const Tensor& c) { return c * 1.5 + 0.7; }, x);
+    return cond(gt(c, 3.5), [](Tensor a) { return a - 3.5; }, [](Tensor a) { return a * a; }, c);
+  };
+  const Array xs = randomArray({DType::f64, {3, 4}}, 20);
+  const Array got = vmap(vmap(f))(xs);
+  for (int64_t i = 0; i < 12; ++i) CHECK(got.get(i) == doctest::Approx(jit(f)(Array(xs.get(i))).item<double>()).epsilon(1e-12));
+  auto h = [](const Tensor& x) {
+    return cond(gt(x, 0.0), [](Tensor a) {
+      return fori_loop(0, 3, [](Tensor, Tensor c) { return sin(c) + c; }, a, {.max_iterations = 10});
+    }, [](Tensor a) { return a * a * a; }, x);
+  };
+  auto g = grad(h);
+  const Array x5(std::vector<double>{0.5, -0.5, 1.5, -2.0, 0.1}, {5});
+  checkRows(vmap(g)(x5), 5, [&](int64_t b) { return g(row(x5, b)); });
+}
+
+TEST_CASE("vmap with forward mode through a batched while, and vmap(grad) of a checkpointed scan") {
+  auto f = [](const Tensor& x) {
+    return while_loop([](const Tensor& c) { return lt(c, 4.0); }, [](const Tensor& c) { return c * 1.5 + sin(c) + 1.0; }, x);
+  };
+  auto tangent = [f](const Tensor& x) { return jvp(f, std::tuple{x}, std::tuple{x * 0.0 + 1.0}).second; };
+  const Array xs(std::vector<double>{5.0, 0.1, 1.0, 3.9, -0.5}, {5});
+  checkRows(vmap(tangent)(xs), 5, [&](int64_t b) { return jit(tangent)(row(xs, b)); }, 1e-12);
+  // jvp of the batched function: each example's tangent.
+  auto outer = [f](const Tensor& xs) { return jvp([f](Tensor a) { return vmap(f)(a); }, std::tuple{xs}, std::tuple{xs * 0.0 + 1.0}).second; };
+  checkRows(jit(outer)(xs), 5, [&](int64_t b) { return jit(tangent)(row(xs, b)); }, 1e-12);
+
+  auto loss = [](const Tensor& x, const Tensor& w) {
+    auto [c, ys] = scan([&](Tensor c, Tensor y) { return std::pair{tanh(c * w + y), c * y}; }, x, full({6, 3}, 0.25, DType::f64) + x,
+                        {.checkpoint = every(2)});
+    return sum(ys) + sum(c);
+  };
+  auto g = grad(loss, argnums<0, 1>);
+  const Array x4 = randomArray({DType::f64, {4, 3}}, 21), w = randomArray({DType::f64, {3}}, 22);
+  auto [dx, dw] = vmap(g, {.in_axes = {0, std::nullopt}})(x4, w);
+  checkRows(dx, 4, [&](int64_t b) { return std::get<0>(g(row(x4, b), w)); });
+  checkRows(dw, 4, [&](int64_t b) { return std::get<1>(g(row(x4, b), w)); });
 }
