@@ -179,9 +179,13 @@ TEST_CASE("vmap of cond and switch_case: batched predicate selects per example, 
   checkRows(vmap(g)(ps, xs), 4, [&](int64_t b) { return g(row(ps, b), row(xs, b)); });
   // switch_case clamps its index; per example.
   auto s = [](const Tensor& i, const Tensor& x) {
-    return switch_case(i, std::tuple{[](Tensor a) { return a + 1.0; }, [](Tensor a) { return exp(a); }, [](Tensor a) { return a * 3.0; }}, x);
+    // The last branch reads nothing batched: its result is broadcast to the common layout.
+    return switch_case(i, std::tuple{[](Tensor a) { return a + 1.0; }, [](Tensor a) { return exp(a); }, [](Tensor a) { return a * 3.0; },
+                                     [](Tensor) { return full({2}, 7.0, DType::f64); }}, x);
   };
   const Array is(std::vector<int32_t>{-1, 0, 1, 2, 7}, {5});
+  checkRows(vmap(s, {.in_axes = {std::nullopt, 0}})(Array(int32_t{3}), randomArray({DType::f64, {5, 2}}, 10)), 5,
+            [&](int64_t) { return Array(std::vector<double>{7.0, 7.0}, {2}); });
   const Array x5 = randomArray({DType::f64, {5, 2}}, 10);
   checkRows(vmap(s)(is, x5), 5, [&](int64_t b) { return jit(s)(row(is, b), row(x5, b)); });
   checkRows(vmap(s, {.in_axes = {std::nullopt, 0}})(Array(int32_t{1}), x5), 5, [&](int64_t b) { return jit(s)(Array(int32_t{1}), row(x5, b)); });
@@ -248,6 +252,26 @@ TEST_CASE("vmap through custom_jvp and recompute_grad") {
   const Array t = vmap(tangent)(xs);
   for (int64_t i = 0; i < xs.size(); ++i) CHECK(t.get(i) == doctest::Approx(7.0 * xs.get(i)).epsilon(1e-12));
 
+  // A shared operand: its tangent unbatched, its gradient per example (vmap of grad) or summed (grad of the sum).
+  auto scaled = custom_jvp([](Tensor x, Tensor w) { return x * w; }, [](const std::tuple<Tensor, Tensor>& p, const std::tuple<Tensor, Tensor>& t) {
+    const auto& [x, w] = p;
+    const auto& [dx, dw] = t;
+    return std::make_pair(x * w, dx * w * 7.0 + dw * x * 5.0);
+  });
+  auto sloss = [scaled](const Tensor& x, const Tensor& w) { return sum(sin(scaled(x, w))); };
+  auto sg = grad(sloss, argnums<0, 1>);
+  const Array w3 = randomArray({DType::f64, {3}}, 23);
+  auto [sx, sw] = vmap(sg, {.in_axes = {0, std::nullopt}})(xs, w3);
+  checkRows(sx, 4, [&](int64_t b) { return std::get<0>(sg(row(xs, b), w3)); });
+  checkRows(sw, 4, [&](int64_t b) { return std::get<1>(sg(row(xs, b), w3)); });
+  auto stotal = [sloss](const Tensor& xs, const Tensor& w) { return sum(vmap(sloss, {.in_axes = {0, std::nullopt}})(xs, w)); };
+  const Array gws = std::get<1>(grad(stotal, argnums<0, 1>)(xs, w3));
+  for (int64_t j = 0; j < 3; ++j) {
+    double want = 0;
+    for (int64_t b = 0; b < 4; ++b) want += std::get<1>(sg(row(xs, b), w3)).get(j);
+    CHECK(gws.get(j) == doctest::Approx(want).epsilon(1e-12));
+  }
+
   auto block = [](Tensor x, Tensor w) { return tanh(x * w + sin(x)); };
   auto rblock = recompute_grad(block);
   auto rloss = [rblock](const Tensor& x, const Tensor& w) { return sum(rblock(rblock(x, w), w)); };
@@ -291,6 +315,15 @@ TEST_CASE("vmap of debug_callback: once per example, in batch order, with that e
     CHECK(seen[b][1] == 2.0 * xs.get(static_cast<int64_t>(2 * b + 1)));
     CHECK(seen[b][2] == 5.0);
   }
+  // Inside a jitted callee (batched into its twin): the same, per example, in order.
+  std::vector<double> order;
+  auto noisy = jit([&order](const Tensor& x) {
+    debug_callback([&order](const std::vector<Array>& v) { order.push_back(v[0].item<double>()); }, {x});
+    return x * 2.0;
+  });
+  const Array got = vmap([noisy](const Tensor& x) { return noisy(x); })(Array(std::vector<double>{3.0, 1.0, 2.0}, {3}));
+  CHECK(order == std::vector<double>{3.0, 1.0, 2.0});
+  CHECK(got.get(2) == 4.0);
 }
 
 TEST_CASE("vmap reads variables unbatched; assign inside vmap is an error at its line") {
