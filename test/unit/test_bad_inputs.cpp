@@ -155,6 +155,45 @@ std::vector<Section> sections() {
              return sum(f(x));
            })(Array(std::vector<float>{1, 2}))),
        }},
+      {"Batching",
+       "vmap: the batch axis of each argument and result (in_axes, out_axes) and the batch size, at the line that "
+       "called vmap (with Arrays or inside a trace). The vmap pass of `adjit opt` says the same of its arguments; `test/ir/vmap-errors.adj` checks that it prints these "
+       "lines, for `@f(x: f32[3], y: f32[3]) -> f32[3]`.",
+       {
+           CPP(vmap([](Tensor a, Tensor b) { return a + b; })(Array(std::vector<float>{1, 2, 3}), Array(std::vector<float>{1, 2}))),
+           CPP(vmap([](Tensor a) { return a * 2.0f; }, {.axis_size = 2})(Array(std::vector<float>{1, 2, 3}))),
+           CPP(vmap([](Tensor a, Tensor b) { return a + b; }, {.in_axes = {0}})(Array(std::vector<float>{1, 2}), Array(std::vector<float>{1, 2}))),
+           CPP(vmap([](Tensor a) { return a * 2.0f; }, {.in_axes = {1}})(Array(std::vector<float>{1, 2, 3}))),
+           CPP(vmap([](Tensor a, Tensor b) { return a * b; })(Array(std::vector<float>{1, 2}), Array(2.0f))),
+           CPP(vmap([](Tensor a) { return a * 2.0f; }, {.in_axes = {std::nullopt}})(Array(std::vector<float>{1, 2}))),
+           CPP(vmap([](Tensor a) { return a * 2.0f; }, {.in_axes = {std::nullopt}, .axis_size = -1})(Array(std::vector<float>{1, 2}))),
+           CPP(vmap([](Tensor a) { return a * 2.0f; }, {.out_axes = {std::nullopt}})(Array(std::vector<float>{1, 2}))),
+           CPP(vmap([](Tensor a) { return a * 2.0f; }, {.out_axes = {2}})(Array(std::vector<float>{1, 2}))),
+           CPP(vmap([](Tensor a) { return std::make_tuple(a, a); }, {.out_axes = {0, 0, 0}})(Array(std::vector<float>{1, 2}))),
+           CPP(trace([](Tensor a) { return vmap([](Tensor x) { return sum(x); }, {.in_axes = {-3}})(a); }, Type{DType::f32, {2, 3}})),
+           printedBy("adjit opt f.adj --passes='vmap(f)'", "adjit: error: vmap pass: give the batch size: vmap(f, axis_size=N)"),
+           printedBy("adjit opt f.adj --passes='vmap(f, axis_size=n)'", "adjit: error: vmap pass: axis_size must be an integer, got 'n'"),
+           printedBy("adjit opt f.adj --passes='vmap(f, in_axes=0, axis_size=4)'",
+                     "adjit: error: vmap pass: in_axes must be a list like [0,-,1] (- for none), got '0'"),
+           printedBy("adjit opt f.adj --passes='vmap(f, in_axes=[0,x], axis_size=4)'",
+                     "adjit: error: vmap pass: an entry of in_axes must be an integer, got 'x'"),
+           printedBy("adjit opt f.adj --passes='vmap(f, in_axis=[0,0], axis_size=4)'",
+                     "adjit: error: vmap pass: unknown option 'in_axis=[0,0]' (known: in_axes, out_axes, axis_size)"),
+           printedBy("adjit opt f.adj --passes='vmap(axis_size=4)'",
+                     "adjit: error: vmap pass: expected vmap(F, in_axes=[...], out_axes=[...], axis_size=N), got vmap(axis_size=4)"),
+           printedBy("adjit opt f.adj --passes='vmap(g, axis_size=4)'", "adjit: error: vmap pass: no function named @g in the module"),
+           printedBy("adjit opt f.adj --passes='vmap(f, in_axes=[0], axis_size=4)'",
+                     "adjit: error: vmap: in_axes has 1 entries, but @f has 2 parameters"),
+           printedBy("adjit opt f.adj --passes='vmap(f, out_axes=[0,0], axis_size=4)'",
+                     "adjit: error: vmap: out_axes has 2 entries, but @f has 1 results"),
+           printedBy("adjit opt f.adj --passes='vmap(f, in_axes=[2,0], axis_size=4)'",
+                     "adjit: error: vmap: parameter 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got 2"),
+           printedBy("adjit opt f.adj --passes='vmap(f, out_axes=[-3], axis_size=4)'",
+                     "adjit: error: vmap: result 0 of @f is f32[3] per example, so its batch axis must be in [-2, 1], got -3"),
+           printedBy("adjit opt f.adj --passes='vmap(f, in_axes=[0,-], out_axes=[-], axis_size=4)'",
+                     "adjit: error: vmap: result 0 of @f depends on a batched parameter, but out_axes gives it none"),
+           printedBy("adjit opt f.adj --passes='vmap(f, axis_size=-1)'", "adjit: error: vmap: the batch size must be at least 0, got -1"),
+       }},
       {"Arrays and calls",
        "Host arrays, and calling compiled functions.",
        {
@@ -236,7 +275,7 @@ std::string render() {
        "Tensors, or tuples, pairs, vectors, arrays or ADJIT_TREE structs of them (make an Array a Tensor with "
        "constant(a))`), and a compiled call of a function returning a struct registered with `ADJIT_TREE` (see "
        "[structures](structures.md)). `test/compile_fail/` holds one file per case, compiled by the `compile_fail` test.\n\n"
-       "The tables below list what adjit says for about fifty bad inputs. Every row was run by "
+       "The tables below list what adjit says for about ninety bad inputs. Every row was run by "
        "`test/unit/test_bad_inputs.cpp`, which fails when this file differs from what the rows produce: the tables "
        "cannot go stale. Regenerate the file after changing a message with\n"
        "`ADJIT_UPDATE_DOCS=1 build/adjit_tests -tc=\"*bad-input table*\"`.\n\n"
