@@ -189,6 +189,16 @@ std::vector<Batched> batchInline(const ir::Function& g, const std::vector<Batche
     const Rules& r = rules(op.kind);
     ADJIT_ASSERT(r.batch, fmt::format("op '{}' has no batching rule (the table test checks every op has one)", info.name));
     autodiff::LocScope loc(s, op.loc);
+    if (size == 0) {
+      // No examples: every batched result is empty, whatever the op (a rule
+      // that folds the batch into another axis, or into conv's groups, need
+      // not handle a size of 0), and an effect runs for none.
+      for (ir::ValueId r : op.results) {
+        const Type& t = g.type(r);
+        map[static_cast<std::size_t>(r)] = Batched{full(withLeading(0, t.shape), 0, t.dtype), true};
+      }
+      continue;
+    }
     std::vector<char> set(op.results.size(), 0);
     BatchCtx ctx{
         op,

@@ -223,11 +223,7 @@ const std::set<std::string_view> kPendingRules = {};
 /// these is a warning, and each must still fail (the test fails once it is
 /// fixed, so the list empties).
 const std::vector<std::string> kKnownFailures = {
-    // conv with both operands batched folds the batch into the feature
-    // groups (lib/ops/Conv.cpp): at B = 0 that asks for feature_group_count
-    // 0, which conv's type rule rejects; the loop gives empty results.
-    "conv in_axes=[0,0] out_axes=[0,0] batch 0:",
-    "conv in_axes=[4,4] out_axes=[4,4] batch 0:",
+    // (conv at batch 0 was one until the driver answered empty batches itself.)
 };
 
 /// Ops whose results are elements of their operands (or exact functions of
