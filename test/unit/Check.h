@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -103,5 +104,70 @@ inline Array f32(std::vector<float> v, Shape s = {}) { return arrayOf(std::move(
 inline Array f64(std::vector<double> v, Shape s = {}) { return arrayOf(std::move(v), std::move(s)); }
 inline Array i32(std::vector<int32_t> v, Shape s = {}) { return arrayOf(std::move(v), std::move(s)); }
 inline Array i1(std::vector<bool> v, Shape s = {}) { return arrayOf(std::move(v), std::move(s)); }
+
+/// The adjit::Error that f raises (a test failure if it raises none).
+template <class F> Error errorOf(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("no adjit::Error was raised");
+  return Error("");
+}
+
+// Batches, for the tests of vmap and map.
+
+/// Example b of `a` along `axis` (negative counts from the end), a copy.
+inline Array exampleOf(const Array& a, int64_t axis, int64_t b) {
+  const Shape& s = a.shape();
+  if (axis < 0) axis += static_cast<int64_t>(s.size());
+  const std::size_t ax = static_cast<std::size_t>(axis);
+  int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < ax; ++d) outer *= s[d];
+  for (std::size_t d = ax + 1; d < s.size(); ++d) inner *= s[d];
+  Shape rs = s;
+  rs.erase(rs.begin() + axis);
+  Array out(Type{a.dtype(), rs});
+  const std::size_t chunk = static_cast<std::size_t>(inner) * size_of(a.dtype());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(static_cast<char*>(out.raw()) + static_cast<std::size_t>(o) * chunk,
+                static_cast<const char*>(a.raw()) + static_cast<std::size_t>(o * s[ax] + b) * chunk, chunk);
+  return out;
+}
+/// Example b of `a` along axis 0.
+inline Array row(const Array& a, int64_t b) { return exampleOf(a, 0, b); }
+
+/// Stacks equal-typed arrays along a new axis `axis` (negative counts from the end).
+inline Array stackAt(const std::vector<Array>& rows, int64_t axis) {
+  const Shape& one = rows.at(0).shape();
+  if (axis < 0) axis += static_cast<int64_t>(one.size()) + 1;
+  Shape s = one;
+  s.insert(s.begin() + axis, static_cast<int64_t>(rows.size()));
+  Array r(Type{rows[0].dtype(), s});
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= one[static_cast<std::size_t>(d)];
+  const std::size_t inner = rows[0].bytes() / static_cast<std::size_t>(outer == 0 ? 1 : outer);
+  char* out = static_cast<char*>(r.raw());
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Array& x : rows) {
+      std::memcpy(out, static_cast<const char*>(x.raw()) + inner * static_cast<std::size_t>(o), inner);
+      out += inner;
+    }
+  return r;
+}
+/// Stacks equal-typed arrays along a new axis 0.
+inline Array stackRows(const std::vector<Array>& rows) { return stackAt(rows, 0); }
+
+/// Values in [-1, 1] from `seed`, multiples of 1/1000 (exact in f32 and f64).
+inline Array randomArray(Type t, uint32_t seed) {
+  Array a(t);
+  uint32_t x = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    a.set(i, static_cast<double>((x >> 8) % 2001) / 1000.0 - 1.0);
+  }
+  return a;
+}
 
 } // namespace adjit::test

@@ -1,19 +1,9 @@
 // test/unit/test_errors.cpp — user mistakes raise adjit::Error with the op, the
 // expected and actual types, and the user's source line. One case per error.
-#include <adjit/adjit.h>
-#include <doctest/doctest.h>
+#include "Check.h"
 
 using namespace adjit;
-
-template <class F> static Error errorOf(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("no adjit::Error was raised");
-  return Error("");
-}
+using test::errorOf;
 
 static const Type F3{DType::f32, {3}}, F4{DType::f32, {4}};
 

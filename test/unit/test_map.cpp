@@ -11,30 +11,6 @@ using namespace adjit::test;
 
 namespace {
 
-template <class F> Error errorOf(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("no adjit::Error was raised");
-  return Error("");
-}
-
-Array randomArray(Type t, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> u(-1, 1);
-  Array a(t);
-  for (int64_t i = 0; i < a.size(); ++i) a.set(i, u(gen));
-  return a;
-}
-
-/// Row i of a along its leading axis, as an Array of its own.
-Array row(const Array& a, int64_t i) {
-  Type t{a.dtype(), Shape(a.shape().begin() + 1, a.shape().end())};
-  return Array(Array::view(static_cast<const char*>(a.raw()) + i * static_cast<int64_t>(t.bytes()), t));
-}
-
 /// The bytes of row i of a.
 std::string rowBytes(const Array& a, int64_t i) { return bytesOf(row(a, i)); }
 

@@ -5,6 +5,7 @@
 // differentiated, checked against central finite differences, its compiled
 // gradient checked against the interpreter running the differentiated IR,
 // and its JVP checked against its VJP (<u, J v> = <J^T u, v>).
+#include "Check.h"
 #include "autodiff/Reverse.h"
 #include "ir/Interpreter.h"
 #include "ir/Verifier.h"
@@ -383,18 +384,6 @@ namespace {
 /// its rule and not listed fails the test.
 const std::set<std::string_view> kVmapPending = {};
 
-/// Example b of `a` along `axis`.
-Array exampleOf(const Array& a, int64_t axis, int64_t b) {
-  Shape s = a.shape();
-  const int64_t n = s[static_cast<std::size_t>(axis)];
-  int64_t inner = 1;
-  for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < s.size(); ++i) inner *= s[i];
-  s.erase(s.begin() + axis);
-  Array r(Type{a.dtype(), s});
-  for (int64_t i = 0; i < r.size(); ++i) r.set(i, a.at((i / inner * n + b) * inner + i % inner));
-  return r;
-}
-
 } // namespace
 
 TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) the stack of gradients") {
@@ -441,7 +430,7 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
       Array a(Type{DType::f64, s});
       for (int64_t e = 0; e < a.size(); ++e) a.set(e, d(rng));
       for (int64_t b = 0; b < kBatch; ++b)
-        per[static_cast<std::size_t>(b)].push_back(in[i] ? exampleOf(a, axis, b) : a);
+        per[static_cast<std::size_t>(b)].push_back(in[i] ? test::exampleOf(a, axis, b) : a);
       args.push_back(std::move(a));
     }
     for (const std::string& fn : {std::string("f"), gname}) {
@@ -509,7 +498,7 @@ TEST_CASE("random programs under vmap: vmap(f) is the stack of f, vmap(grad f) t
             sh.insert(sh.begin(), 3);
             Array a(Type{DType::f64, sh});
             for (int64_t e = 0; e < a.size(); ++e) a.set(e, d(rng));
-            for (int64_t o = 0; o < 3; ++o) each[static_cast<std::size_t>(o)].push_back(exampleOf(a, 0, o));
+            for (int64_t o = 0; o < 3; ++o) each[static_cast<std::size_t>(o)].push_back(test::exampleOf(a, 0, o));
             stacked.push_back(std::move(a));
           }
           const std::vector<Array> got2 = ir::interpret(*m, vv, stacked);

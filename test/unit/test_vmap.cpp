@@ -14,35 +14,6 @@ using namespace adjit::test;
 
 namespace {
 
-/// Example b of `a` along axis 0.
-Array row(const Array& a, int64_t b) {
-  Shape s(a.shape().begin() + 1, a.shape().end());
-  Array r(Type{a.dtype(), s});
-  const std::size_t bytes = r.bytes();
-  std::memcpy(r.raw(), static_cast<const char*>(a.raw()) + bytes * static_cast<std::size_t>(b), bytes);
-  return r;
-}
-
-/// Stacks equal-typed arrays along a new axis 0.
-Array stackRows(const std::vector<Array>& rows) {
-  Shape s{static_cast<int64_t>(rows.size())};
-  s.insert(s.end(), rows.at(0).shape().begin(), rows.at(0).shape().end());
-  Array r(Type{rows[0].dtype(), s});
-  for (std::size_t b = 0; b < rows.size(); ++b)
-    std::memcpy(static_cast<char*>(r.raw()) + rows[b].bytes() * b, rows[b].raw(), rows[b].bytes());
-  return r;
-}
-
-Array randomArray(Type t, uint32_t seed) {
-  Array a(t);
-  uint32_t x = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    a.set(i, static_cast<double>((x >> 8) % 2001) / 1000.0 - 1.0);
-  }
-  return a;
-}
-
 } // namespace
 
 TEST_CASE("vmap of elementwise ops and reductions equals a loop") {

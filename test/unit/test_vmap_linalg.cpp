@@ -24,46 +24,6 @@ using namespace adjit::test;
 
 namespace {
 
-/// Example b of `a` along `axis` (negative counts from the end).
-Array exampleOf(const Array& a, int64_t axis, int64_t b) {
-  const Shape& s = a.shape();
-  const int64_t r = static_cast<int64_t>(s.size());
-  if (axis < 0) axis += r;
-  const std::size_t ax = static_cast<std::size_t>(axis);
-  int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < ax; ++d) outer *= s[d];
-  for (std::size_t d = ax + 1; d < s.size(); ++d) inner *= s[d];
-  Shape rs = s;
-  rs.erase(rs.begin() + axis);
-  Array out(Type{a.dtype(), rs});
-  const std::size_t w = size_of(a.dtype()), chunk = static_cast<std::size_t>(inner) * w;
-  for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(static_cast<char*>(out.raw()) + static_cast<std::size_t>(o) * chunk,
-                static_cast<const char*>(a.raw()) + (static_cast<std::size_t>(o * s[ax] + b)) * chunk, chunk);
-  return out;
-}
-
-/// Stacks equal-typed arrays along a new axis 0.
-Array stackRows(const std::vector<Array>& rows) {
-  Shape s{static_cast<int64_t>(rows.size())};
-  s.insert(s.end(), rows.at(0).shape().begin(), rows.at(0).shape().end());
-  Array r(Type{rows[0].dtype(), s});
-  for (std::size_t b = 0; b < rows.size(); ++b)
-    std::memcpy(static_cast<char*>(r.raw()) + rows[b].bytes() * b, rows[b].raw(), rows[b].bytes());
-  return r;
-}
-
-/// Uniform values in [-1, 1] (multiples of 1/1000, exact in f32 and f64).
-Array randomArray(Type t, uint32_t seed) {
-  Array a(t);
-  uint32_t x = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    a.set(i, static_cast<double>((x >> 8) % 2001) / 1000.0 - 1.0);
-  }
-  return a;
-}
-
 /// Type t with a batch of `size` inserted at `axis` (nullopt: t itself).
 Type batchedType(Type t, std::optional<int64_t> axis, int64_t size) {
   if (!axis) return t;

@@ -19,35 +19,6 @@ using namespace adjit::test;
 
 namespace {
 
-/// Stacks equal-typed arrays along a new axis `axis`.
-Array stackAt(const std::vector<Array>& rows, int64_t axis) {
-  const Shape& one = rows.at(0).shape();
-  if (axis < 0) axis += static_cast<int64_t>(one.size()) + 1;
-  Shape s = one;
-  s.insert(s.begin() + axis, static_cast<int64_t>(rows.size()));
-  Array r(Type{rows[0].dtype(), s});
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= one[static_cast<std::size_t>(d)];
-  const std::size_t inner = rows[0].bytes() / static_cast<std::size_t>(outer == 0 ? 1 : outer);
-  char* out = static_cast<char*>(r.raw());
-  for (int64_t o = 0; o < outer; ++o)
-    for (std::size_t b = 0; b < rows.size(); ++b) {
-      std::memcpy(out, static_cast<const char*>(rows[b].raw()) + inner * static_cast<std::size_t>(o), inner);
-      out += inner;
-    }
-  return r;
-}
-
-Array randomArray(Type t, uint32_t seed) {
-  Array a(t);
-  uint32_t x = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < a.size(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    a.set(i, static_cast<double>((x >> 8) % 2001) / 1000.0 - 1.0);
-  }
-  return a;
-}
-
 /// Integers in [lo, hi] (indices, some negative or out of range on purpose).
 Array randomInts(Type t, int64_t lo, int64_t hi, uint32_t seed) {
   Array a(t);

@@ -621,15 +621,15 @@ func @f(%x: f32[3], %y: f32[3]) -> (f32[3]) {
                        doctest::Contains("vmap: in_axes has 1 entries, but @f has 2 parameters"), Error);
 }
 
-TEST_CASE("vmap of every differentiable op's VJP equals a loop of it (per-example gradients, op by op)") {
-  // The combined VJP of each example (reverse mode's @f.vjp: the outputs and
-  // the gradients from the arguments and the cotangents) batched: all
-  // arguments, the primals only (a batch of cotangents is a Jacobian's rows),
-  // the cotangents only. Its ops are the VJP rules' (pad_sum,
-  // select_and_scatter_add, while_vjp, ...), each batched by its own rule.
+namespace {
+
+/// vmap of each differentiable example's derivative function (`reverse`:
+/// the combined VJP, else the JVP) against a loop of it, every layout
+/// checkExample tries. Returns {layouts, compiled}.
+std::pair<int, int> checkDerivatives(bool reverse, unsigned seed) {
+  const char* what = reverse ? "VJP" : "JVP";
   int cases = 0, compiled = 0;
   std::set<ir::OpKind> seen;
-  unsigned seed = 1000;
   for (const Example& e : examples()) {
     const autodiff::Rules& ad = autodiff::rules(e.kind);
     if (ad.has(autodiff::kNonDifferentiable) || ad.has(autodiff::kGradientIsError) ||
@@ -637,23 +637,34 @@ TEST_CASE("vmap of every differentiable op's VJP equals a loop of it (per-exampl
       continue;
     INFO("example " << e.label << ":\n" << ir::print(*e.module));
     const std::size_t primals = e.module->lookup("f")->params.size();
-    std::string vjp;
+    std::string derived;
     try {
-      vjp = autodiff::combinedVjp(e.module, "f");
+      derived = reverse ? autodiff::combinedVjp(e.module, "f") : autodiff::jvpFunction(e.module, "f");
     } catch (const Error&) {
       continue; // an example with no floating output or input: nothing to differentiate
     }
     if (!missingRules(*e.module).empty()) {
-      FAIL_CHECK(e.label << ": its VJP uses an op without a batching rule");
+      FAIL_CHECK(e.label << ": its " << what << " uses an op without a batching rule");
       continue;
     }
-    const Outcome o = checkExample(e, seed++, seen, vjp, primals);
+    const Outcome o = checkExample(e, seed++, seen, derived, primals);
     cases += o.cases;
     compiled += o.compiled;
     for (const std::string& why : o.failures) FAIL_CHECK(why);
   }
-  MESSAGE(cases << " layouts of VJPs checked, " << compiled << " of them compiled too");
-  CHECK(cases > 300);
+  MESSAGE(cases << " layouts of " << what << "s checked, " << compiled << " of them compiled too");
+  return {cases, compiled};
+}
+
+} // namespace
+
+TEST_CASE("vmap of every differentiable op's VJP equals a loop of it (per-example gradients, op by op)") {
+  // The combined VJP of each example (reverse mode's @f.vjp: the outputs and
+  // the gradients from the arguments and the cotangents) batched: all
+  // arguments, the primals only (a batch of cotangents is a Jacobian's rows),
+  // the cotangents only. Its ops are the VJP rules' (pad_sum,
+  // select_and_scatter_add, while_vjp, ...), each batched by its own rule.
+  CHECK(checkDerivatives(true, 1000).first > 300);
 }
 
 TEST_CASE("vmap of every differentiable op's JVP equals a loop of it (Jacobian columns, op by op)") {
@@ -661,31 +672,5 @@ TEST_CASE("vmap of every differentiable op's JVP equals a loop of it (Jacobian c
   // tangents from the arguments and theirs) batched: all arguments, the
   // primals only, the tangents only (a batch of tangents is jacfwd's columns).
   // Its ops are the JVP rules', each batched by its own rule.
-  int cases = 0, compiled = 0;
-  std::set<ir::OpKind> seen;
-  unsigned seed = 2000;
-  for (const Example& e : examples()) {
-    const autodiff::Rules& ad = autodiff::rules(e.kind);
-    if (ad.has(autodiff::kNonDifferentiable) || ad.has(autodiff::kGradientIsError) ||
-        kEffectful.count(ir::info(e.kind).name))
-      continue;
-    INFO("example " << e.label << ":\n" << ir::print(*e.module));
-    const std::size_t primals = e.module->lookup("f")->params.size();
-    std::string jvp;
-    try {
-      jvp = autodiff::jvpFunction(e.module, "f");
-    } catch (const Error&) {
-      continue; // an example with no floating output or input: nothing to differentiate
-    }
-    if (!missingRules(*e.module).empty()) {
-      FAIL_CHECK(e.label << ": its JVP uses an op without a batching rule");
-      continue;
-    }
-    const Outcome o = checkExample(e, seed++, seen, jvp, primals);
-    cases += o.cases;
-    compiled += o.compiled;
-    for (const std::string& why : o.failures) FAIL_CHECK(why);
-  }
-  MESSAGE(cases << " layouts of JVPs checked, " << compiled << " of them compiled too");
-  CHECK(cases > 300);
+  CHECK(checkDerivatives(false, 2000).first > 300);
 }
