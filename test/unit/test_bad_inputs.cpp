@@ -171,6 +171,14 @@ std::vector<Section> sections() {
            CPP(vmap([](Tensor a) { return a * 2.0f; }, {.out_axes = {2}})(Array(std::vector<float>{1, 2}))),
            CPP(vmap([](Tensor a) { return std::make_tuple(a, a); }, {.out_axes = {0, 0, 0}})(Array(std::vector<float>{1, 2}))),
            CPP(trace([](Tensor a) { return vmap([](Tensor x) { return sum(x); }, {.in_axes = {-3}})(a); }, Type{DType::f32, {2, 3}})),
+           CPP(vmap([](Tensor p, Tensor x) {
+             return cond(gt(p, 0.0f), [](Tensor a) { debug_callback([](const std::vector<Array>&) {}, {a}); return a; },
+                         [](Tensor a) { return a; }, x);
+           })(Array(std::vector<float>{1, -1}), Array(std::vector<float>{1, 2}))),
+           CPP([] {
+             Variable w("w", Array(std::vector<float>{1, 2}));
+             return vmap([&w](Tensor x) { (void)w.assign(x); return x; })(Array(std::vector<float>{1, 2, 3, 4}, {2, 2}));
+           }()),
            printedBy("adjit opt f.adj --passes='vmap(f)'", "adjit: error: vmap pass: give the batch size: vmap(f, axis_size=N)"),
            printedBy("adjit opt f.adj --passes='vmap(f, axis_size=n)'", "adjit: error: vmap pass: axis_size must be an integer, got 'n'"),
            printedBy("adjit opt f.adj --passes='vmap(f, in_axes=0, axis_size=4)'",
