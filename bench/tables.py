@@ -267,7 +267,10 @@ def main(argv):
                 print(f'tables.py: {exe} is not built; its section is left out', file=sys.stderr)
                 continue
             print(f'tables.py: running {binary} {" ".join(cmd_args)}', file=sys.stderr)
-            r = subprocess.run([exe] + cmd_args, capture_output=True, text=True, cwd=build)
+            # The disk cache off (ADJIT_CACHE_DIR empty): a "cold compile" must
+            # compile, not load what an earlier run of the benchmark left.
+            env = dict(os.environ, ADJIT_CACHE_DIR='')
+            r = subprocess.run([exe] + cmd_args, capture_output=True, text=True, cwd=build, env=env)
             text = r.stdout
             if r.returncode not in (0, 77):
                 text += f'\n(exit status {r.returncode})\n' + r.stderr
@@ -280,7 +283,8 @@ def main(argv):
             'older numbers are in git\'s history of this file.', '',
             'Method: one benchmark process at a time on an otherwise idle machine; medians of repeated calls; '
             'where two variants are compared (one thread against all, adjit against a baseline), their runs '
-            'are interleaved so that the machine\'s drifts hit both alike, and the table gives ratios.', '']
+            'are interleaved so that the machine\'s drifts hit both alike, and the table gives ratios. The disk '
+            'cache is off (`ADJIT_CACHE_DIR=`), so first calls compile.', '']
     with open(out_path, 'w', encoding='utf-8') as f:
         f.write('\n'.join(head + body).rstrip('\n') + '\n')
     print(f'tables.py: wrote {out_path}', file=sys.stderr)
