@@ -3,6 +3,7 @@
 // the errors, each with its message and line.
 #include "Check.h"
 
+#include "batching/Rules.h"
 #include "transforms/Passes.h"
 
 #include <adjit/vmap.h>
@@ -182,4 +183,25 @@ TEST_CASE("vmap takes and returns structures") {
     for (int64_t j = 0; j < 2; ++j) CHECK(x.get(i * 2 + j) == a.get(i * 2 + j) * c.get(j));
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 3; ++j) CHECK(ys[0].get(i * 3 + j) == b.get(i) + d.get(j));
+}
+
+TEST_CASE("vmap is linear in the program: a chain's batched twin grows with it, op for op") {
+  // A chain of n elementwise ops reading a shared weight: the batched twin
+  // has at most a fixed number of ops per source op (the weight is broadcast
+  // once, not once per use), and a long chain needs no deep recursion.
+  auto batchedOps = [](int n) {
+    auto chain = [n](const Tensor& x, const Tensor& w) {
+      Tensor y = x;
+      for (int i = 0; i < n; ++i) y = i % 2 ? y * w : y + w;
+      return y;
+    };
+    Module m = trace(chain, Type{DType::f32, {4}}, Type{DType::f32, {4}});
+    auto shared = std::shared_ptr<ir::Module>(&m.impl(), [](ir::Module*) {});
+    const std::string name = batching::vmapFunction(shared, "f", {{0, std::nullopt}, {0}, 8});
+    return m.impl().lookup(name)->ops.size();
+  };
+  const std::size_t small = batchedOps(2000), large = batchedOps(20000);
+  CHECK(small <= 2000 + 8);
+  CHECK(large <= 20000 + 8);
+  CHECK(large - small <= 18000 + 8);
 }
