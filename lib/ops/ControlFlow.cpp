@@ -163,6 +163,31 @@ Tensor laneMask(const Tensor& p, int64_t size, int64_t r) {
   return reshape(p, shape);
 }
 
+using ParamsFn = std::function<std::vector<batching::Batched>(detail::TraceScope&, const ir::Function&)>;
+
+/// Each example's predicate ([size] i1): `cond` inlined on `args`.
+Tensor examplePredicates(const ir::Function& cond, const std::vector<batching::Batched>& args, int64_t size) {
+  const batching::Batched p = batching::batchInline(cond, args, size).at(0);
+  return reshape(batching::withBatch(p.t, p.batched, size), {size});
+}
+
+/// The twin of condition `condName` that holds while any example's does, on
+/// the parameters `params` makes (a batched while, and its while_vjp).
+std::string anyRunning(const std::shared_ptr<ir::Module>& m, const std::string& condName, const ParamsFn& params,
+                       int64_t size, const std::string& variant) {
+  return autodiff::derive(m, "vmap", condName, [&](detail::TraceScope& scope, const ir::Function& g) {
+    const Tensor lanes = examplePredicates(g, params(scope, g), size);
+    const Tensor running = gt(sum(cast(lanes, DType::i32)), full({}, 0, DType::i32));
+    return std::vector<Tensor>{reshape(running, g.type(g.outputs[0]).shape)};
+  }, variant + ":any");
+}
+
+/// `next` for the examples that run (`running`, [size] i1), `old` for
+/// those that are done: a finished example keeps its value.
+Tensor keepFinished(const Tensor& running, const Tensor& next, const Tensor& old, int64_t size) {
+  return where(laneMask(running, size, old.rank()), next, old);
+}
+
 /// scan: the body batched, with the carries it makes batched batched from
 /// the start; batched xs ([B, N, ...]) scanned along their axis 1 (moved
 /// first: the body sees [B, ...] slices), batched ys stacked as [N, B, ...]
@@ -218,26 +243,16 @@ void batchWhile(const BatchCtx& c) {
     }
     return args;
   };
-  // Each example's predicate, [size] i1.
-  auto lanes = [&](const std::vector<batching::Batched>& args) {
-    const batching::Batched p = batching::batchInline(condFn, args, size).at(0);
-    return reshape(batching::withBatch(p.t, p.batched, size), {size});
-  };
   // cond: any example still running.
-  const std::string cond = autodiff::derive(m, "vmap", condName, [&](detail::TraceScope& scope, const ir::Function& g) {
-    const Tensor running = gt(sum(cast(lanes(params(scope, g)), DType::i32)), full({}, 0, DType::i32));
-    return std::vector<Tensor>{reshape(running, g.type(g.outputs[0]).shape)};
-  }, variant + ":any");
+  const std::string cond = anyRunning(m, condName, params, size, variant);
   // body: a step of every example; finished examples keep their carry.
   const std::string body = autodiff::derive(m, "vmap", bodyName, [&](detail::TraceScope& scope, const ir::Function& g) {
     const std::vector<batching::Batched> args = params(scope, g);
-    const Tensor running = lanes(args);
+    const Tensor running = examplePredicates(condFn, args, size);
     const std::vector<batching::Batched> next = batching::batchInline(g, args, size);
     std::vector<Tensor> outs;
-    for (std::size_t i = 0; i < nc; ++i) {
-      const Tensor& old = args[k + i].t;
-      outs.push_back(where(laneMask(running, size, old.rank()), batching::withBatch(next[i].t, next[i].batched, size), old));
-    }
+    for (std::size_t i = 0; i < nc; ++i)
+      outs.push_back(keepFinished(running, batching::withBatch(next[i].t, next[i].batched, size), args[k + i].t, size));
     return outs;
   }, variant + ":masked");
   std::vector<Tensor> operands;
@@ -333,28 +348,18 @@ void batchWhileVjp(const BatchCtx& c) {
     for (ir::ValueId p : g.params) args.push_back({scope.param(batching::batchedType(g.type(p), size)), true});
     return args;
   };
-  auto lanes = [&](const std::vector<batching::Batched>& state) {
-    const batching::Batched p = batching::batchInline(condFn, state, size).at(0);
-    return reshape(batching::withBatch(p.t, p.batched, size), {size});
-  };
   auto batchedOuts = [&](const std::vector<batching::Batched>& ys) {
     std::vector<Tensor> outs;
     for (const batching::Batched& y : ys) outs.push_back(batching::withBatch(y.t, y.batched, size));
     return outs;
   };
-  const std::string cond = autodiff::derive(m, "vmap", condName, [&](detail::TraceScope& scope, const ir::Function& g) {
-    const Tensor running = gt(sum(cast(lanes(params(scope, g)), DType::i32)), full({}, 0, DType::i32));
-    return std::vector<Tensor>{reshape(running, g.type(g.outputs[0]).shape)};
-  }, variant + ":any");
+  const std::string cond = anyRunning(m, condName, params, size, variant);
   // fwd: (const..., carry...) -> (carry'..., residual..., running)
   const std::string fwd = autodiff::derive(m, "vmap", fwdName, [&](detail::TraceScope& scope, const ir::Function& g) {
     const std::vector<batching::Batched> state = params(scope, g);
-    const Tensor running = lanes(state);
+    const Tensor running = examplePredicates(condFn, state, size);
     std::vector<Tensor> outs = batchedOuts(batching::batchInline(g, state, size));
-    for (std::size_t i = 0; i < nc; ++i) {
-      const Tensor& old = state[k + i].t;
-      outs[i] = where(laneMask(running, size, old.rank()), outs[i], old);
-    }
+    for (std::size_t i = 0; i < nc; ++i) outs[i] = keepFinished(running, outs[i], state[k + i].t, size);
     outs.push_back(running);
     return outs;
   }, variant + ":masked");
@@ -363,10 +368,8 @@ void batchWhileVjp(const BatchCtx& c) {
     std::vector<batching::Batched> args = params(scope, g);
     const Tensor running = scope.param(Type{DType::i1, {size}});
     std::vector<Tensor> outs = batchedOuts(batching::batchInline(g, args, size));
-    for (std::size_t j = 0; j < outs.size(); ++j) {
-      const Tensor& old = args[k + j].t; // the incoming cotangent of the same value
-      outs[j] = where(laneMask(running, size, old.rank()), outs[j], old);
-    }
+    // A finished example keeps the incoming cotangent of the same value.
+    for (std::size_t j = 0; j < outs.size(); ++j) outs[j] = keepFinished(running, outs[j], args[k + j].t, size);
     return outs;
   }, variant + ":masked");
   std::vector<Tensor> operands;
