@@ -17,6 +17,7 @@
 #include <adjit/map.h>
 #include <adjit/module.h>
 #include <adjit/random.h>
+#include <adjit/sparse.h>
 #include <adjit/tensor.h>
 #include <adjit/trace.h>
 #include <adjit/variable.h>

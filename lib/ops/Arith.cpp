@@ -157,6 +157,7 @@ void defineArithOps(Table& t) {
       },
       // d/dx |x| = sign(x) (0 at 0)
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy() * sign(c.x(0)); }); },
+      .deps = sparsity::piecewiseLinearDeps,
   });
 
   // sign(x) = -1, 0 or 1 (NaN stays NaN, -0 stays -0)
@@ -179,6 +180,7 @@ void defineArithOps(Table& t) {
       },
       // d/dx sign(x) = 0 almost everywhere: no cotangent
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {},
+      .deps = sparsity::zeroDeps,
   });
 
   // floor(x) = largest integer <= x (identity on integers)
@@ -196,6 +198,7 @@ void defineArithOps(Table& t) {
       },
       // d/dx floor(x) = 0 almost everywhere: no cotangent
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {},
+      .deps = sparsity::zeroDeps,
   });
 
   // round(x): to the nearest integer, halfway cases away from zero (C's round,
@@ -204,13 +207,13 @@ void defineArithOps(Table& t) {
   // on integers; NaN, inf and -0 stay.
   // d/dx = 0 almost everywhere: no cotangent
   set(t, OpKind::Round, {.infer = inferNumericUnary, .eval = evalRounding<RoundEval>, .fold = noFold,
-                         .scalar = lowerRounding<llvm::Intrinsic::round>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}});
+                         .scalar = lowerRounding<llvm::Intrinsic::round>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}, .deps = sparsity::zeroDeps});
   set(t, OpKind::Rint, {.infer = inferNumericUnary, .eval = evalRounding<RintEval>, .fold = noFold,
-                        .scalar = lowerRounding<llvm::Intrinsic::roundeven>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}});
+                        .scalar = lowerRounding<llvm::Intrinsic::roundeven>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}, .deps = sparsity::zeroDeps});
   set(t, OpKind::Ceil, {.infer = inferNumericUnary, .eval = evalRounding<CeilEval>, .fold = noFold,
-                        .scalar = lowerRounding<llvm::Intrinsic::ceil>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}});
+                        .scalar = lowerRounding<llvm::Intrinsic::ceil>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}, .deps = sparsity::zeroDeps});
   set(t, OpKind::Trunc, {.infer = inferNumericUnary, .eval = evalRounding<TruncEval>, .fold = noFold,
-                         .scalar = lowerRounding<llvm::Intrinsic::trunc>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}});
+                         .scalar = lowerRounding<llvm::Intrinsic::trunc>, .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {}, .deps = sparsity::zeroDeps});
 
   // integer_pow(x) {y = n} = x^n for a constant integer n, by repeated squaring
   // (about 2 log2 |n| multiplications); x^-n = 1 / x^n on floats; x^0 = 1 (0^0
@@ -360,6 +363,7 @@ void defineArithOps(Table& t) {
         c.grad(0, [&] { return share(c.x(0), c.x(1)); });
         c.grad(1, [&] { return share(c.x(1), c.x(0)); });
       },
+      .deps = sparsity::piecewiseLinearDeps,
   });
 
   // clip(x, lo, hi) = min(max(x, lo), hi), as numpy: hi where lo > hi; NaN stays NaN
@@ -400,6 +404,7 @@ void defineArithOps(Table& t) {
         c.grad(1, [&] { return where(logical_and(below, logical_not(above)), dy, zero); });
         c.grad(2, [&] { return where(above, dy, zero); });
       },
+      .deps = sparsity::piecewiseLinearDeps,
   });
 
   // minimum(x, y); NaN if either is NaN
@@ -424,6 +429,7 @@ void defineArithOps(Table& t) {
         c.grad(0, [&] { return share(c.x(0), c.x(1)); });
         c.grad(1, [&] { return share(c.x(1), c.x(0)); });
       },
+      .deps = sparsity::piecewiseLinearDeps,
   });
 
   // fmod(x, y): the remainder of x / y truncated, with x's sign (C's fmod;
@@ -448,6 +454,7 @@ void defineArithOps(Table& t) {
         c.grad(0, [&] { return c.dy(); });
         c.grad(1, [&] { return -c.dy() * trunc(c.x(0) / c.x(1)); });
       },
+      .deps = sparsity::piecewiseLinearDeps,
   });
 
   // mod(x, y): Python's x % y, numpy's mod and remainder: the remainder of the
@@ -479,6 +486,7 @@ void defineArithOps(Table& t) {
         c.grad(0, [&] { return c.dy(); });
         c.grad(1, [&] { return -c.dy() * floor_divide(c.x(0), c.x(1)); });
       },
+      .deps = sparsity::piecewiseLinearDeps,
   });
 
   // floor_divide(x, y): Python's x // y, the floored quotient going with mod
@@ -516,6 +524,7 @@ void defineArithOps(Table& t) {
       },
       // d floor_divide = 0 almost everywhere: no cotangent
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx&) {},
+      .deps = sparsity::zeroDeps,
   });
 }
 

@@ -109,6 +109,7 @@ void defineCallOps(Table& t) {
           if (out[k]) c.result(k, ys[k]);
           else c.unbatchedResult(k, ys[k]);
       },
+      .deps = sparsity::calleeDeps,
   });
 }
 

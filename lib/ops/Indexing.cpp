@@ -223,6 +223,7 @@ void defineIndexingOps(Table& t) {
         Tensor flat = reshape(c.x(0), {c.batched(0) ? c.size * n : n});
         c.result(0, take(flat, at, 0));
       },
+      .deps = sparsity::movementDeps,
   });
 
   // dynamic_update_slice(x, u, s_0, ..., s_{r-1}): r = x with the window at
@@ -436,6 +437,7 @@ void defineIndexingOps(Table& t) {
         out.insert(out.begin(), c.size);
         c.result(0, reshape(r, out));
       },
+      .deps = sparsity::movementDeps,
   });
 
   // scatter_add(x, idx, upd) {axis}: r = x; r[pre, idx[j...], post] += upd[pre, j..., post]

@@ -90,6 +90,8 @@ template <bool Lower> Hooks triangle() {
       },
       // acts on the last two axes: the batch is one more leading axis
       .batch = batching::leadingAxesBatch,
+      // keeps some elements, zeroes the others
+      .deps = sparsity::movementDeps,
   };
 }
 
@@ -167,6 +169,21 @@ void batchMatmul(const batching::BatchCtx& c) {
   const Tensor bt = reshape(permuteAxes(c.x(1), in), withLead({B * N, K}));
   const Tensor y = matmul(bt, c.x(0), {.transpose_b = !f.ta}); // [L..., B·N, M]
   c.result(0, permuteAxes(reshape(y, withLead({B, N, M})), out));
+}
+
+/// r[b, i, j] reads op(a)[b, i, k] and op(b)[b, k, j] for every k: K terms
+/// of two reads (a product: the pair couples, a read not with itself).
+void matmulDeps(const sparsity::SparsityCtx& c) {
+  const Form f = formOf(c.op.attrs);
+  const Dims d = dimsOf(c.type(0).shape, c.type(1).shape, f);
+  for (int64_t bt = 0; bt < d.batch; ++bt)
+    for (int64_t i = 0; i < d.m; ++i)
+      for (int64_t j = 0; j < d.n; ++j)
+        for (int64_t k = 0; k < d.k; ++k) {
+          const int64_t a = bt * d.m * d.k + (f.ta ? k * d.m + i : i * d.k + k);
+          const int64_t b = bt * d.k * d.n + (f.tb ? j * d.k + k : k * d.n + j);
+          c.term(0, (bt * d.m + i) * d.n + j, {sparsity::Read{0, a}, sparsity::Read{1, b}});
+        }
 }
 
 } // namespace
@@ -331,6 +348,7 @@ void defineLinalgOps(Table& t) {
         });
       },
       .batch = batchMatmul,
+      .deps = matmulDeps,
   });
 }
 

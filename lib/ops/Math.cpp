@@ -555,6 +555,7 @@ void defineMathOps(Table& t) {
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] { Tensor x = c.x(0); return c.dy() * sign(x) * copysign(ones_like(x), c.x(1)); });
       },
+      .deps = sparsity::piecewiseLinearFirstDeps,
   });
 
   // nextafter(x, y): the next representable number after x towards y (y where x == y)
@@ -567,6 +568,7 @@ void defineMathOps(Table& t) {
       // nextafter(x, y) - x is one ulp at most, piecewise constant: d = dx,
       // and y's direction has no derivative (no cotangent)
       .jvp = autodiff::diagonalJvp, .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return c.dy(); }); },
+      .deps = sparsity::piecewiseLinearFirstDeps,
   });
 
   // xlogy(x, y) = x log y, and 0 where x = 0 (whatever y is)

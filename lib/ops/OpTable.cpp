@@ -48,6 +48,7 @@ void registerAll() {
                                   : (tr.ir & ir::kElementwise) ? batching::elementwiseBatch
                                   : ir::info(k).arity == 0     ? batching::neverBatched
                                                                : nullptr});
+    sparsity::define(k, {.deps = h.deps ? h.deps : (tr.ir & ir::kElementwise) ? sparsity::elementwiseDeps : nullptr});
     codegen::define(k, {.traits = tr.codegen, .scalar = h.scalar, .element = h.element, .lower = h.lower,
                         .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
                         .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid, .data = h.data});

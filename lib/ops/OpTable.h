@@ -1,7 +1,8 @@
 // ops/OpTable.h — the op blocks' view of the tables. Each op is one row of
 // Ops.def plus one block in its family's file, which gives all its rules
 // together in one `Hooks` record: type rule, reference evaluation and folding
-// (the IR's table, ir/OpInfo.h), JVP and VJP (autodiff/Rules.h), batching (batching/Rules.h), lowering and
+// (the IR's table, ir/OpInfo.h), JVP and VJP (autodiff/Rules.h), batching (batching/Rules.h),
+// dependencies (sparsity/Rules.h), lowering and
 // planning facts (codegen/Lowering.h). At start-up OpTable.cpp hands each layer
 // its part; generic code reads its own layer's table and never switches on
 // the op kind. lib/ops is the top of the compiler, as JAX's lax.py: it may use
@@ -12,6 +13,7 @@
 #include "batching/Rules.h"
 #include "codegen/Lowering.h"
 #include "ir/OpInfo.h"
+#include "sparsity/Rules.h"
 
 #include <array>
 
@@ -108,6 +110,11 @@ struct Hooks {
   /// of which at least one is. Required; kElementwise ops without one get
   /// batching::elementwiseBatch (their operands broadcast to agree).
   void (*batch)(const batching::BatchCtx&) = nullptr;
+  /// Which operand elements each result element reads, term by term
+  /// (sparsity/Rules.h): Jacobian and Hessian patterns. kElementwise ops
+  /// without one get sparsity::elementwiseDeps; ops without one are
+  /// analysed by sparsity::denseDeps (never wrong, seldom exact).
+  void (*deps)(const sparsity::SparsityCtx&) = nullptr;
 };
 
 

@@ -373,6 +373,7 @@ void defineReduceOps(Table& t) {
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return spread(c, c.dy()); }); },
       .batch = batchReduce,
+      .deps = [](const sparsity::SparsityCtx& c) { sparsity::reduceDeps(c, "axes", false); },
   });
 
   // reduce_prod {axes, keepdims}: product over axes
@@ -398,6 +399,7 @@ void defineReduceOps(Table& t) {
         });
       },
       .batch = batchReduce,
+      .deps = [](const sparsity::SparsityCtx& c) { sparsity::reduceDeps(c, "axes", true, sparsity::Couples::distinct); },
   });
 
   // reduce_max {axes, keepdims}: maximum over axes (-inf for an empty axis)
@@ -409,6 +411,7 @@ void defineReduceOps(Table& t) {
       .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
       .batch = batchReduce,
+      .deps = [](const sparsity::SparsityCtx& c) { sparsity::reduceDeps(c, "axes", true, sparsity::Couples::nothing); },
   });
 
   // reduce_min {axes, keepdims}: minimum over axes (+inf for an empty axis)
@@ -420,6 +423,7 @@ void defineReduceOps(Table& t) {
       .jvp = autodiff::transposedJvp,
       .vjp = vjpExtremum,
       .batch = batchReduce,
+      .deps = [](const sparsity::SparsityCtx& c) { sparsity::reduceDeps(c, "axes", true, sparsity::Couples::nothing); },
   });
 }
 

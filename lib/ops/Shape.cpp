@@ -253,6 +253,7 @@ void defineShapeOps(Table& t) {
       .vjp = [](const autodiff::VjpCtx& c) { c.grad(0, [&] { return reshape(c.dy(), c.x(0).shape()); }); },
       // the batch axis leads the shape: [B] + shape (row-major, example b stays whole)
       .batch = [](const batching::BatchCtx& c) { batchedWith(c, batching::prependDim(c.op.attrs, "shape", c.size)); },
+      .deps = sparsity::movementDeps,
   });
 
   // broadcast_to {shape}: numpy broadcasting, dimensions aligned on the right
@@ -317,6 +318,7 @@ void defineShapeOps(Table& t) {
         }
         c.result(0, c.reapply({x}, batching::prependDim(c.op.attrs, "shape", c.size)).at(0));
       },
+      .deps = sparsity::movementDeps,
   });
 
   // transpose {perm}: result dim i is operand dim perm[i]
@@ -371,6 +373,7 @@ void defineShapeOps(Table& t) {
         a.set("perm", perm);
         batchedWith(c, a);
       },
+      .deps = sparsity::movementDeps,
   });
 
   // slice {start, limit, stride}: elements start + k*stride < limit along each axis
@@ -450,6 +453,7 @@ void defineShapeOps(Table& t) {
         a = batching::prependDim(a, "limit", c.size);
         batchedWith(c, batching::prependDim(a, "stride", 1));
       },
+      .deps = sparsity::movementDeps,
   });
 
   // pad {low, high, interior}: zeros around (low/high) and between (interior) elements
@@ -511,6 +515,7 @@ void defineShapeOps(Table& t) {
         a = batching::prependDim(a, "high", 0);
         batchedWith(c, batching::prependDim(a, "interior", 0));
       },
+      .deps = sparsity::movementDeps,
   });
 
   // pad_sum {shape, low, interior}: the sum of the operands, each zero-padded
@@ -672,6 +677,7 @@ void defineShapeOps(Table& t) {
       },
       // joined along the shifted axis; unbatched operands broadcast along the batch
       .batch = [](const batching::BatchCtx& c) { batchedWith(c, batching::shiftAxes(c.op.attrs, "axis")); },
+      .deps = sparsity::movementDeps,
   });
 }
 

@@ -1,0 +1,274 @@
+// test/unit/test_sparsity.cpp — Jacobian and Hessian sparsity patterns from
+// the IR: hand-made programs with known patterns, and every op's dependency
+// rule against the pattern of its Jacobian and Hessian computed by forward
+// mode (once and twice) at a random point, driven by the op table.
+#include "autodiff/Reverse.h"
+#include "autodiff/Rules.h"
+#include "ir/Interpreter.h"
+#include "ir/OpInfo.h"
+#include "ir/Text.h"
+#include "ir/Verifier.h"
+#include "sparsity/Rules.h"
+#include "Check.h"
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <set>
+
+using namespace adjit;
+
+namespace {
+
+/// A pattern from (row, column) pairs.
+SparsityPattern patternOf(int64_t rows, int64_t cols, std::set<std::pair<int64_t, int64_t>> nz) {
+  SparsityPattern p;
+  p.rows = rows;
+  p.cols = cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (const auto& [i, j] : nz)
+      if (i == r) p.col_idx.push_back(j);
+    p.row_ptr.push_back(static_cast<int64_t>(p.col_idx.size()));
+  }
+  return p;
+}
+
+const Type f64_4{DType::f64, {4}};
+
+} // namespace
+
+TEST_CASE("sparsity: an elementwise program's Jacobian is diagonal blocks, its Hessian pairs only what multiplies") {
+  auto f = [](const Tensor& x, const Tensor& y) { return sin(x) * y + y; };
+  const SparsityPattern j = jacobian_sparsity(f, f64_4, f64_4);
+  std::set<std::pair<int64_t, int64_t>> nz;
+  for (int64_t e = 0; e < 4; ++e) nz.insert({e, e}), nz.insert({e, 4 + e});
+  CHECK(j == patternOf(4, 8, nz));
+  CHECK(j.nnz() == 8);
+  CHECK(j.contains(2, 6));
+  CHECK(!j.contains(2, 5));
+
+  // sum(sin(x) * y + y): x_e with itself (sin), x_e with y_e (the product); y_e with nothing.
+  const SparsityPattern h = hessian_sparsity([&](const Tensor& x, const Tensor& y) { return sum(f(x, y)); }, f64_4, f64_4);
+  std::set<std::pair<int64_t, int64_t>> hz;
+  for (int64_t e = 0; e < 4; ++e) hz.insert({e, e}), hz.insert({e, 4 + e}), hz.insert({4 + e, e});
+  CHECK(h == patternOf(8, 8, hz));
+}
+
+TEST_CASE("sparsity: x+y couples nothing, x*y couples x and y, x*x couples x with itself") {
+  const Type s{DType::f64, {}};
+  CHECK(hessian_sparsity([](const Tensor& x, const Tensor& y) { return x + y; }, s, s).nnz() == 0);
+  CHECK(hessian_sparsity([](const Tensor& x, const Tensor& y) { return x * y; }, s, s) ==
+        patternOf(2, 2, {{0, 1}, {1, 0}}));
+  CHECK(hessian_sparsity([](const Tensor& x, const Tensor& y) { return x * x + y; }, s, s) == patternOf(2, 2, {{0, 0}}));
+  // x / y: linear in x, so (x, x) stays zero; (x, y) and (y, y) do not.
+  CHECK(hessian_sparsity([](const Tensor& x, const Tensor& y) { return x / y; }, s, s) ==
+        patternOf(2, 2, {{0, 1}, {1, 0}, {1, 1}}));
+}
+
+TEST_CASE("sparsity: pairs reach the Hessian only through elements the output reads") {
+  // exp couples every x_e with itself, but the output reads element 1 only.
+  const SparsityPattern h =
+      hessian_sparsity([](const Tensor& x) { return reshape(slice(exp(x), {1}, {2}), Shape{}); }, f64_4);
+  CHECK(h == patternOf(4, 4, {{1, 1}}));
+}
+
+TEST_CASE("sparsity: integer arguments and outputs take no rows or columns; constants depend on nothing") {
+  const Type i4{DType::i32, {4}};
+  const SparsityPattern j = jacobian_sparsity(
+      [](const Tensor& x, const Tensor& k) { return std::make_pair(x * 2.0 + 1.0, k + 1); }, f64_4, i4);
+  CHECK(j.rows == 4);
+  CHECK(j.cols == 4);
+  CHECK(j == patternOf(4, 4, {{0, 0}, {1, 1}, {2, 2}, {3, 3}}));
+}
+
+TEST_CASE("sparsity: hessian_sparsity of a non-scalar function is an adjit::Error at the user's line") {
+  const int line = __LINE__ + 1;
+  const Error e = test::errorOf([] { (void)hessian_sparsity([](const Tensor& x) { return exp(x); }, f64_4); });
+  CHECK(std::string(e.what()).find("hessian_sparsity: the function must return one floating scalar, got (f64[4])") !=
+        std::string::npos);
+  CHECK(e.location().line == static_cast<uint32_t>(line));
+}
+
+TEST_CASE("sparsity: a 100,000-op chain is analysed in one pass, without deep recursion") {
+  const Type v{DType::f64, {8}};
+  const SparsityPattern j = jacobian_sparsity(
+      [](Tensor x) {
+        for (int i = 0; i < 100000; ++i) x = i % 2 ? sin(x) : x * 1.0001;
+        return x;
+      },
+      v);
+  CHECK(j == patternOf(8, 8, {{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}, {6, 6}, {7, 7}}));
+}
+
+// ---- the op table ----
+
+namespace {
+
+std::vector<Array> randomArgs(const ir::Function& f, std::mt19937& rng) {
+  std::uniform_real_distribution<double> d(0.3, 1.7); // inside every op's domain, away from kinks
+  std::vector<Array> args;
+  for (ir::ValueId p : f.params) {
+    Array a(f.type(p));
+    for (int64_t i = 0; i < a.size(); ++i) a.set(i, d(rng));
+    args.push_back(std::move(a));
+  }
+  return args;
+}
+
+/// The analysis's patterns of @f: per floating output element (rows, in
+/// order) its inputs; and the union of every output element's Hessian pairs.
+struct RulePatterns {
+  std::set<std::pair<int64_t, int64_t>> jacobian, hessian;
+  int64_t rows = 0, cols = 0;
+};
+
+RulePatterns rulePatterns(const ir::Module& m) {
+  const ir::Function& f = *m.lookup("f");
+  sparsity::Inputs in = sparsity::numberParams(f);
+  std::vector<const sparsity::Deps*> params;
+  for (const auto& d : in.params) params.push_back(&d);
+  sparsity::Analysis a(m, true);
+  const std::vector<sparsity::Deps> outs = a.run(f, params);
+  RulePatterns r;
+  r.cols = in.count;
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    if (!is_floating(f.type(f.outputs[k]).dtype)) continue;
+    for (int64_t e = 0; e < outs[k].elements(); ++e) {
+      for (int64_t c : outs[k].of(e)) r.jacobian.insert({r.rows + e, c});
+      for (const auto& [i, j] : outs[k].pairsOf(e)) r.hessian.insert({i, j});
+    }
+    r.rows += outs[k].elements();
+  }
+  return r;
+}
+
+/// The same patterns from forward mode at `args`: column j of the Jacobian is
+/// f.jvp with tangent e_j; (i, j) of some output's Hessian is nonzero when
+/// f.jvp.jvp with inner tangent e_j and outer e_i gives a nonzero.
+RulePatterns adPatterns(ir::Module& m, const std::vector<Array>& args) {
+  auto shared = std::shared_ptr<ir::Module>(m.clone());
+  const std::string jvp = autodiff::jvpFunction(shared, "f");
+  const std::string jvp2 = autodiff::jvpFunction(shared, jvp);
+  const ir::Function& f = *shared->lookup("f");
+  // Where each floating input element lives: (parameter, element).
+  std::vector<std::pair<std::size_t, int64_t>> where;
+  for (std::size_t p = 0; p < args.size(); ++p)
+    if (is_floating(args[p].dtype()))
+      for (int64_t i = 0; i < args[p].size(); ++i) where.push_back({p, i});
+  std::vector<std::size_t> floatParams;
+  for (std::size_t p = 0; p < args.size(); ++p)
+    if (is_floating(args[p].dtype())) floatParams.push_back(p);
+  auto basis = [&](int64_t col) {
+    std::vector<Array> t;
+    for (std::size_t p : floatParams) {
+      Array a(args[p].type());
+      for (int64_t i = 0; i < a.size(); ++i) a.set(i, 0.0);
+      if (col >= 0 && where[static_cast<std::size_t>(col)].first == p) a.set(where[static_cast<std::size_t>(col)].second, 1.0);
+      t.push_back(std::move(a));
+    }
+    return t;
+  };
+  std::size_t nOut = f.outputs.size(), nFloatOut = 0;
+  for (ir::ValueId o : f.outputs) nFloatOut += is_floating(f.type(o).dtype);
+  RulePatterns r;
+  r.cols = static_cast<int64_t>(where.size());
+  for (int64_t j = 0; j < r.cols; ++j) {
+    std::vector<Array> in = args;
+    for (Array& t : basis(j)) in.push_back(std::move(t));
+    const std::vector<Array> out = ir::interpret(*shared, jvp, in);
+    int64_t row = 0;
+    for (std::size_t k = 0; k < nFloatOut; ++k) {
+      const Array& dy = out.at(nOut + k);
+      for (int64_t e = 0; e < dy.size(); ++e)
+        if (dy.at(e) != 0) r.jacobian.insert({row + e, j});
+      row += dy.size();
+    }
+    r.rows = row;
+    // f.jvp's parameters: args, tangents (both floating where args are); its
+    // jvp's: those, then tangents of its floating ones (args' and the tangents').
+    for (int64_t i = 0; i < r.cols; ++i) {
+      std::vector<Array> in2 = in;
+      for (Array& t : basis(i)) in2.push_back(std::move(t));
+      for (Array& t : basis(-1)) in2.push_back(std::move(t));
+      const std::vector<Array> out2 = ir::interpret(*shared, jvp2, in2);
+      // f.jvp's outputs: ys, then dys; jvp2's: those, then their tangents.
+      const std::size_t jvpOuts = nOut + nFloatOut;
+      for (std::size_t k = 0; k < nFloatOut; ++k) {
+        const Array& ddy = out2.at(jvpOuts + nFloatOut + k);
+        for (int64_t e = 0; e < ddy.size(); ++e)
+          if (ddy.at(e) != 0) r.hessian.insert({std::min(i, j), std::max(i, j)});
+      }
+    }
+  }
+  return r;
+}
+
+std::string describe(const std::set<std::pair<int64_t, int64_t>>& s) {
+  std::string out;
+  for (const auto& [i, j] : s) out += "(" + std::to_string(i) + "," + std::to_string(j) + ") ";
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("sparsity: every op's dependency rule against forward-mode Jacobians and Hessians at a random point") {
+  // Ops whose structural pattern is wider than forward mode's at a point, by
+  // design: they pick one of their reads there (select, maximum, minimum,
+  // clip, reduce_max, reduce_min), or their derivative in an operand is a
+  // piecewise constant that is zero at some points (fmod and mod in y:
+  // -trunc(x / y)). And examples whose function is exactly linear though
+  // their op is not (atanh(tanh(x)) = x).
+  const std::set<std::string_view> pointwiseSubset = {"select", "maximum", "minimum", "clip", "reduce_max",
+                                                      "reduce_min", "fmod", "mod"};
+  const std::set<std::string_view> linearExample = {"atanh"};
+  std::vector<std::string_view> dense;
+  unsigned seed = 7;
+  for (ir::OpKind k : ir::allOps()) {
+    const ir::OpInfo& info = ir::info(k);
+    if (autodiff::rules(k).has(autodiff::kNonDifferentiable) || autodiff::rules(k).has(autodiff::kGradientIsError)) continue;
+    std::string text;
+    if (const char* example = test::opExample(info.name)) text = example;
+    else if (info.has(ir::kElementwise) && info.arity >= 1) text = test::elementwiseExample(info.name, info.arity);
+    if (text.empty()) continue; // the VJP table test requires an example of every differentiable op
+    if (!sparsity::rules(k).deps) dense.push_back(info.name);
+    INFO("op " << info.name << "\n" << text);
+    auto m = ir::parse(text, std::string(info.name) + ".example");
+    std::mt19937 rng(seed++);
+    const std::vector<Array> args = randomArgs(*m->lookup("f"), rng);
+    const RulePatterns rule = rulePatterns(*m);
+    const RulePatterns ad = adPatterns(*m, args);
+    CHECK(rule.rows == ad.rows);
+    CHECK(rule.cols == ad.cols);
+    // Never wrong: every nonzero forward mode finds is in the rule's pattern.
+    for (const auto& nz : ad.jacobian) {
+      INFO("Jacobian nonzero (" << nz.first << "," << nz.second << ") missing from the rule's pattern "
+                                << describe(rule.jacobian));
+      CHECK(rule.jacobian.count(nz));
+    }
+    for (const auto& nz : ad.hessian) {
+      INFO("Hessian nonzero (" << nz.first << "," << nz.second << ") missing from the rule's pattern "
+                               << describe(rule.hessian));
+      CHECK(rule.hessian.count(nz));
+    }
+    // Exact where the op has a rule of its own.
+    if (sparsity::rules(k).deps) {
+      INFO("rule " << describe(rule.jacobian) << "\nforward mode " << describe(ad.jacobian));
+      if (!pointwiseSubset.count(info.name)) CHECK(rule.jacobian == ad.jacobian);
+      INFO("Hessian: rule " << describe(rule.hessian) << "\nforward mode " << describe(ad.hessian));
+      if (!linearExample.count(info.name)) CHECK(rule.hessian == ad.hessian);
+    }
+  }
+  std::string names;
+  for (std::string_view n : dense) names += std::string(n) + " ";
+  MESSAGE("ops analysed by the dense fallback (no dependency rule yet): " << dense.size() << ": " << names);
+}
+
+TEST_CASE("sparsity: the guide's example, a chain of residuals, is bidiagonal") {
+  auto residuals = [](const Tensor& x) { return slice(x, {1}, {8}) - square(slice(x, {0}, {7})); };
+  const SparsityPattern p = jacobian_sparsity(residuals, Type{DType::f64, {8}});
+  CHECK(p.rows == 7);
+  CHECK(p.cols == 8);
+  CHECK(p.nnz() == 14);
+  for (int64_t r = 0; r < 7; ++r) CHECK((p.contains(r, r) && p.contains(r, r + 1)));
+  CHECK(p.str().substr(0, 9) == "xx......\n");
+}
