@@ -22,6 +22,7 @@
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+#include "ops/LinalgSmall.h"
 
 #include <adjit/linalg.h>
 
@@ -276,6 +277,7 @@ void defineLinalgSolveOps(Table& t) {
       // Row by row (Cholesky–Banachiewicz): each element is a dot product of
       // two rows of L read contiguously.
       .lower = [](LowerCtx& c) {
+        if (small::lowerCholeskyAcrossBatch(c)) return;
         const Type& at = c.operandType(0);
         const DType t = at.dtype;
         const int64_t n = at.shape.back();
@@ -377,6 +379,7 @@ void defineLinalgSolveOps(Table& t) {
         const Type &at = c.operandType(0), &bt = c.operandType(1);
         const DType t = at.dtype;
         const SolveForm f = solveFormOf(c.op.attrs);
+        if (small::lowerTriangularSolveAcrossBatch(c, {f.lower, f.left, f.transpose, f.unit})) return;
         const int64_t m = at.shape.back();
         const int64_t n = f.left ? bt.shape.back() : bt.shape[bt.shape.size() - 2];
         const bool fwd = f.effLower();
