@@ -147,14 +147,29 @@ struct Lanes {
       st(v, S, e);
     };
     const int64_t tiles = valid == G ? count / G : 0;
-    c.loopRange(i64(0), i64(tiles), [&](llvm::Value* tile) { // a loop even when unrolling: compile time
-      llvm::Value* e0 = mul(tile, G);
-      std::vector<llvm::Value*> rows;
-      for (int64_t l = 0; l < G; ++l) rows.push_back(c.b.CreateAlignedLoad(vec, lanePtr(l, e0), llvm::Align(uint64_t(es()))));
-      const std::vector<llvm::Value*> cols = transpose(std::move(rows));
-      for (int64_t k = 0; k < G; ++k) st(cols[std::size_t(k)], S, add(e0, k));
-    });
+    c.loopRange(i64(0), i64(tiles), [&](llvm::Value* tile) { gatherTile(P, count, S, mul(tile, G)); }); // a loop even when unrolling: compile time
     if (tiles * G < count) c.loopRange(i64(tiles * G), i64(count), byElements); // no unrolling: rare, long code
+  }
+
+  /// Scratch vectors [e0, e0 + G) from G consecutive matrices of `count` elements at P.
+  void gatherTile(llvm::Value* P, int64_t count, llvm::Value* S, llvm::Value* e0) const {
+    std::vector<llvm::Value*> rows;
+    for (int64_t l = 0; l < G; ++l)
+      rows.push_back(c.b.CreateAlignedLoad(vec, c.b.CreateInBoundsGEP(elem, P, add(e0, l * count)), llvm::Align(uint64_t(es()))));
+    const std::vector<llvm::Value*> cols = transpose(std::move(rows));
+    for (int64_t k = 0; k < G; ++k) st(cols[std::size_t(k)], S, add(e0, k));
+  }
+
+  /// gather of n × n matrices that reads only the tiles of rows that meet
+  /// the lower (or upper) triangle: a full group and G dividing n; else all
+  /// of them.
+  void gatherTriangle(llvm::Value* P, int64_t n, llvm::Value* S, int64_t valid, bool lower) const {
+    if (valid < G || n % G != 0 || n == G) return gather(P, n * n, S, valid);
+    c.loopRange(i64(0), i64(n), [&](llvm::Value* i) {
+      llvm::Value* diagTile = c.b.CreateUDiv(i, i64(G));
+      c.loopRange(lower ? i64(0) : diagTile, lower ? add(diagTile, 1) : i64(n / G),
+                  [&](llvm::Value* jt) { gatherTile(P, n * n, S, add(mul(i, n), mul(jt, G))); });
+    });
   }
 
   /// The inverse of gather: scratch vectors [0, count), each through `fix`,
@@ -250,7 +265,9 @@ bool lowerCholeskyAcrossBatch(LowerCtx& c) {
   llvm::Type* maskTy = llvm::FixedVectorType::get(c.b.getInt1Ty(), static_cast<unsigned>(v.G));
   llvm::Value* ok = v.var(maskTy);
   auto s = [&](llvm::Value* i, llvm::Value* j) { return v.at(i, n, j); };
-  auto load = [&](llvm::Value* first, int64_t valid) { v.gather(c.b.CreateInBoundsGEP(v.elem, A, v.mul(first, nn)), nn, S, valid); };
+  auto load = [&](llvm::Value* first, int64_t valid) {
+    v.gatherTriangle(c.b.CreateInBoundsGEP(v.elem, A, v.mul(first, nn)), n, S, valid, true);
+  };
   auto store = [&](llvm::Value* first, int64_t valid) {
     v.scatter(S, nn, c.b.CreateInBoundsGEP(v.elem, L, v.mul(first, nn)), valid, [&](llvm::Value* x) {
       return c.b.CreateSelect(c.b.CreateLoad(maskTy, ok), x, v.splat(std::numeric_limits<double>::quiet_NaN()));
@@ -298,12 +315,33 @@ bool lowerTriangularSolveAcrossBatch(LowerCtx& c, const SolveFlags& f) {
   auto C = [&](llvm::Value* i, llvm::Value* k) { return v.ld(SA, cRowsOfA ? v.at(i, m, k) : v.at(k, m, i)); };
   auto x = [&](llvm::Value* sys, llvm::Value* i) { return f.left ? v.at(i, nr, sys) : v.at(sys, m, i); };
   auto load = [&](llvm::Value* first, int64_t valid) {
-    v.gather(c.b.CreateInBoundsGEP(v.elem, A, v.mul(first, mm)), mm, SA, valid);
+    v.gatherTriangle(c.b.CreateInBoundsGEP(v.elem, A, v.mul(first, mm)), m, SA, valid, f.lower);
     v.gather(c.b.CreateInBoundsGEP(v.elem, B, v.mul(first, mn)), mn, SX, valid);
   };
   auto store = [&](llvm::Value* first, int64_t valid) {
     v.scatter(SX, mn, c.b.CreateInBoundsGEP(v.elem, X, v.mul(first, mn)), valid, [](llvm::Value* e) { return e; });
   };
+  // Fewer systems than a block: column by column, x[i] = b[i] / C[i, i], then
+  // b[k] -= C[k, i] x[i] for the unknowns k still ahead (independent updates;
+  // one system's dot products would be one chain of dependent adds).
+  if (nr < kBlock) {
+    v.groups(batch, load, [&] {
+      v.range(0, m, [&](llvm::Value* ii) {
+        llvm::Value* i = forward ? ii : c.b.CreateSub(v.i64(m - 1), ii);
+        llvm::Value* diag = f.unit ? nullptr : C(i, i);
+        v.range(0, nr, [&](llvm::Value* sys) {
+          llvm::Value* xi = v.ld(SX, x(sys, i));
+          if (diag) {
+            xi = c.b.CreateFDiv(xi, diag);
+            v.st(xi, SX, x(sys, i));
+          }
+          v.range(forward ? v.add(i, 1) : v.i64(0), forward ? v.i64(m) : i,
+                  [&](llvm::Value* k) { v.st(v.nfma(C(k, i), xi, v.ld(SX, x(sys, k))), SX, x(sys, k)); });
+        });
+      });
+    }, store);
+    return true;
+  }
   // unknown i of every system, in order: x[i] = (b[i] - sum over solved k of C[i, k] x[k]) / C[i, i]
   v.groups(batch, load, [&] {
     v.range(0, m, [&](llvm::Value* ii) {
