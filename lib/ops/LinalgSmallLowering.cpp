@@ -10,7 +10,8 @@
 // scratch (element e of every matrix in vector e: G×G blocks loaded as rows,
 // transposed in registers by log2(G) rounds of shuffles; only the blocks that
 // meet the triangle the op reads), factored or solved there, and scattered
-// back the same way. The last group of a batch that is
+// back the same way (cholesky first sets a lane whose pivot was not positive
+// to NaN, under a branch taken only then). The last group of a batch that is
 // not a multiple of G reads its missing lanes from its last matrix (harmless
 // work) and writes only its real ones. Matrices up to kUnrollOrder are
 // emitted unrolled (straight-line code); larger ones as loops, with the inner
@@ -20,9 +21,11 @@
 // The costs, per matrix, 100 × 32×32 f64 on AVX-512 (bench/linalg_bench.cpp;
 // LinalgSolve.cpp has the comparisons): cholesky 0.48 µs (per-matrix loops
 // 3.0 µs), cholesky + cho_solve 0.70 µs (3.7 µs); 1000 × 8×8: 17 and 34 ns
-// (46 and 84 ns). Compile time: LLVM spends ~50 ms more per program than on
-// the per-matrix loops (mostly instruction selection of the transposes' shuffles),
-// which is why the transposes stay rolled loops even where the rest is unrolled.
+// (46 and 84 ns). Compile time: the transposes (G·log2 G shuffles each) live
+// in two small functions per module and type that every op calls (emitted
+// inline at each op, instruction selection of their shuffles took LLVM ~50 ms
+// more per program); with them, LLVM's total time over bench/linalg_bench.cpp's
+// 14 programs is that of the per-matrix loops (1.5 s).
 //
 // Differences from the per-matrix loops of LinalgSolve.cpp, which the
 // interpreter's reference matches up to contraction: cholesky multiplies by
@@ -33,7 +36,8 @@
 
 #include "support/Assert.h"
 
-#include <cstdlib>
+#include <llvm/IR/Module.h>
+
 #include <functional>
 #include <limits>
 #include <vector>
@@ -115,9 +119,9 @@ struct Lanes {
   /// if (cond) then(); else otherwise();
   void ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
     llvm::Function* f = c.b.GetInsertBlock()->getParent();
-    auto* thenBB = llvm::BasicBlock::Create(c.ctx(), "group.full", f);
-    auto* elseBB = llvm::BasicBlock::Create(c.ctx(), "group.partial", f);
-    auto* done = llvm::BasicBlock::Create(c.ctx(), "group.done", f);
+    auto* thenBB = llvm::BasicBlock::Create(c.ctx(), "then", f);
+    auto* elseBB = llvm::BasicBlock::Create(c.ctx(), "else", f);
+    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
     c.b.CreateCondBr(cond, thenBB, elseBB);
     c.b.SetInsertPoint(thenBB);
     then();
@@ -130,7 +134,7 @@ struct Lanes {
 
   /// The transpose of G vectors of G lanes (rows[r][l] -> out[l][r]): round
   /// s swaps bit s of the row with bit s of the lane, s = G/2, ..., 1.
-  std::vector<llvm::Value*> transpose(std::vector<llvm::Value*> rows) const {
+  std::vector<llvm::Value*> transpose(llvm::IRBuilderBase& b, std::vector<llvm::Value*> rows) const {
     const auto g = static_cast<int>(G);
     ADJIT_ASSERT(g >= 2 && (g & (g - 1)) == 0 && rows.size() == std::size_t(g));
     for (int s = g / 2; s >= 1; s /= 2) {
@@ -141,9 +145,9 @@ struct Lanes {
       }
       for (int r = 0; r < g; ++r) {
         if (r & s) continue;
-        llvm::Value *a = rows[std::size_t(r)], *b = rows[std::size_t(r + s)];
-        rows[std::size_t(r)] = c.b.CreateShuffleVector(a, b, lo);
-        rows[std::size_t(r + s)] = c.b.CreateShuffleVector(a, b, hi);
+        llvm::Value *x = rows[std::size_t(r)], *y = rows[std::size_t(r + s)];
+        rows[std::size_t(r)] = b.CreateShuffleVector(x, y, lo);
+        rows[std::size_t(r + s)] = b.CreateShuffleVector(x, y, hi);
       }
     }
     return rows;
@@ -163,17 +167,58 @@ struct Lanes {
       st(v, S, e);
     };
     const int64_t tiles = valid == G ? count / G : 0;
-    rolled(i64(0), i64(tiles), [&](llvm::Value* tile) { gatherTile(P, count, S, mul(tile, G)); }); // a loop even when unrolling: compile time
+    if (tiles > 0) callTiles(true, P, count, S, i64(0), i64(tiles));
     if (tiles * G < count) rolled(i64(tiles * G), i64(count), byElements); // no unrolling: rare, long code
   }
 
-  /// Scratch vectors [e0, e0 + G) from G consecutive matrices of `count` elements at P.
-  void gatherTile(llvm::Value* P, int64_t count, llvm::Value* S, llvm::Value* e0) const {
-    std::vector<llvm::Value*> rows;
-    for (int64_t l = 0; l < G; ++l)
-      rows.push_back(c.b.CreateAlignedLoad(vec, c.b.CreateInBoundsGEP(elem, P, add(e0, l * count)), llvm::Align(uint64_t(es()))));
-    const std::vector<llvm::Value*> cols = transpose(std::move(rows));
-    for (int64_t k = 0; k < G; ++k) st(cols[std::size_t(k)], S, add(e0, k));
+  /// The module's function that moves `tiles` G×G blocks from elements
+  /// [e0, e0 + tiles·G) of G consecutive matrices of `count` elements at P
+  /// to scratch vectors e0, ... (toScratch), or back; once per module and
+  /// type, so that LLVM selects the transposes' shuffles once.
+  void callTiles(bool toScratch, llvm::Value* P, int64_t count, llvm::Value* S, llvm::Value* e0, llvm::Value* tiles) const {
+    const std::string name = std::string("adjit.lanes.") + (toScratch ? "gather." : "scatter.") + std::string(name_of(t)) + "x" +
+                             std::to_string(G);
+    llvm::Module& module = c.llvmModule();
+    llvm::Function* fn = module.getFunction(name);
+    if (!fn) {
+      llvm::LLVMContext& ctx = c.ctx();
+      llvm::Type *ptr = llvm::PointerType::get(ctx, 0), *i64t = llvm::Type::getInt64Ty(ctx);
+      fn = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64t, ptr, i64t, i64t}, false),
+                                  llvm::GlobalValue::InternalLinkage, name, module);
+      fn->addFnAttr(llvm::Attribute::NoUnwind);
+      fn->addFnAttr(llvm::Attribute::NoInline);
+      fn->addFnAttr("min-legal-vector-width", std::to_string(c.vectorUnit().bits));
+      fn->addFnAttr("prefer-vector-width", std::to_string(c.vectorUnit().bits));
+      llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+      llvm::Value *fP = fn->getArg(0), *fCount = fn->getArg(1), *fS = fn->getArg(2), *fE0 = fn->getArg(3), *fTiles = fn->getArg(4);
+      llvm::BasicBlock* entry = b.GetInsertBlock();
+      auto* header = llvm::BasicBlock::Create(ctx, "tile", fn);
+      auto* body = llvm::BasicBlock::Create(ctx, "tile.body", fn);
+      auto* exit = llvm::BasicBlock::Create(ctx, "tile.exit", fn);
+      b.CreateBr(header);
+      b.SetInsertPoint(header);
+      llvm::PHINode* tile = b.CreatePHI(i64t, 2);
+      tile->addIncoming(b.getInt64(0), entry);
+      b.CreateCondBr(b.CreateICmpSLT(tile, fTiles), body, exit);
+      b.SetInsertPoint(body);
+      llvm::Value* first = b.CreateAdd(fE0, b.CreateMul(tile, b.getInt64(uint64_t(G))));
+      const llvm::Align elemAlign{static_cast<uint64_t>(es())}, vecAlign{static_cast<uint64_t>(G * es())};
+      auto matrixPtr = [&](int64_t l) { return b.CreateInBoundsGEP(elem, fP, b.CreateAdd(first, b.CreateMul(fCount, b.getInt64(uint64_t(l))))); };
+      auto slotPtr = [&](int64_t k) { return b.CreateInBoundsGEP(vec, fS, b.CreateAdd(first, b.getInt64(uint64_t(k)))); };
+      std::vector<llvm::Value*> in;
+      for (int64_t l = 0; l < G; ++l)
+        in.push_back(toScratch ? b.CreateAlignedLoad(vec, matrixPtr(l), elemAlign) : b.CreateAlignedLoad(vec, slotPtr(l), vecAlign));
+      const std::vector<llvm::Value*> out = transpose(b, std::move(in));
+      for (int64_t k = 0; k < G; ++k) {
+        if (toScratch) b.CreateAlignedStore(out[std::size_t(k)], slotPtr(k), vecAlign);
+        else b.CreateAlignedStore(out[std::size_t(k)], matrixPtr(k), elemAlign);
+      }
+      tile->addIncoming(b.CreateAdd(tile, b.getInt64(1)), b.GetInsertBlock());
+      b.CreateBr(header);
+      b.SetInsertPoint(exit);
+      b.CreateRetVoid();
+    }
+    c.b.CreateCall(fn, {P, i64(count), S, e0, tiles});
   }
 
   /// gather of n × n matrices that reads only the tiles of rows that meet
@@ -183,26 +228,19 @@ struct Lanes {
     if (valid < G || n % G != 0 || n == G) return gather(P, n * n, S, valid);
     rolled(i64(0), i64(n), [&](llvm::Value* i) {
       llvm::Value* diagTile = c.b.CreateUDiv(i, i64(G));
-      rolled(lower ? i64(0) : diagTile, lower ? add(diagTile, 1) : i64(n / G),
-                  [&](llvm::Value* jt) { gatherTile(P, n * n, S, add(mul(i, n), mul(jt, G))); });
+      llvm::Value* firstTile = lower ? i64(0) : diagTile;
+      callTiles(true, P, n * n, S, add(mul(i, n), mul(firstTile, G)), c.b.CreateSub(lower ? add(diagTile, 1) : i64(n / G), firstTile));
     });
   }
 
-  /// The inverse of gather: scratch vectors [0, count), each through `fix`,
-  /// into the first `valid` matrices of the group at Q.
-  void scatter(llvm::Value* S, int64_t count, llvm::Value* Q, int64_t valid,
-               const std::function<llvm::Value*(llvm::Value*)>& fix) const {
+  /// The inverse of gather: scratch vectors [0, count) into the first
+  /// `valid` matrices of the group at Q.
+  void scatter(llvm::Value* S, int64_t count, llvm::Value* Q, int64_t valid) const {
     auto lanePtr = [&](int64_t l, llvm::Value* e) { return c.b.CreateInBoundsGEP(elem, Q, add(e, l * count)); };
     const int64_t tiles = valid == G ? count / G : 0;
-    rolled(i64(0), i64(tiles), [&](llvm::Value* tile) {
-      llvm::Value* e0 = mul(tile, G);
-      std::vector<llvm::Value*> cols;
-      for (int64_t k = 0; k < G; ++k) cols.push_back(fix(ld(S, add(e0, k))));
-      const std::vector<llvm::Value*> rows = transpose(std::move(cols));
-      for (int64_t l = 0; l < G; ++l) c.b.CreateAlignedStore(rows[std::size_t(l)], lanePtr(l, e0), llvm::Align(uint64_t(es())));
-    });
+    if (tiles > 0) callTiles(false, Q, count, S, i64(0), i64(tiles));
     if (tiles * G < count) rolled(i64(tiles * G), i64(count), [&](llvm::Value* e) {
-      llvm::Value* v = fix(ld(S, e));
+      llvm::Value* v = ld(S, e);
       for (int64_t l = 0; l < valid; ++l)
         c.b.CreateAlignedStore(c.b.CreateExtractElement(v, uint64_t(l)), lanePtr(l, e), llvm::Align(uint64_t(es())));
     });
@@ -285,13 +323,11 @@ bool lowerCholeskyAcrossBatch(LowerCtx& c) {
     v.gatherTriangle(c.b.CreateInBoundsGEP(v.elem, A, v.mul(first, nn)), n, S, valid, true);
   };
   auto store = [&](llvm::Value* first, int64_t valid) {
-    v.scatter(S, nn, c.b.CreateInBoundsGEP(v.elem, L, v.mul(first, nn)), valid, [&](llvm::Value* x) {
-      return c.b.CreateSelect(c.b.CreateLoad(maskTy, ok), x, v.splat(std::numeric_limits<double>::quiet_NaN()));
-    });
+    v.scatter(S, nn, c.b.CreateInBoundsGEP(v.elem, L, v.mul(first, nn)), valid);
   };
   // Column by column (Cholesky–Crout): L[j, j] = sqrt(a[j, j] - |L[j, :j]|²),
   // L[i, j] = (a[i, j] - <L[i, :j], L[j, :j]>) / L[j, j] for i > j, zeros
-  // above; a lane whose pivot is not positive is NaN when stored.
+  // above; a lane whose pivot is not positive is all NaN.
   v.groups(batch, load, [&] {
     c.b.CreateStore(llvm::Constant::getAllOnesValue(maskTy), ok);
     v.range(0, n, [&](llvm::Value* j) {
@@ -308,6 +344,13 @@ bool lowerCholeskyAcrossBatch(LowerCtx& c) {
       v.blockedDots(v.add(j, 1), v.i64(n), v.i64(0), j, [&](llvm::Value* i) { return v.ld(S, s(i, j)); },
                     [&](llvm::Value* k) { return v.ld(S, s(j, k)); }, [&](llvm::Value* i, llvm::Value* k) { return v.ld(S, s(i, k)); },
                     [&](llvm::Value* i, llvm::Value* acc) { v.st(c.b.CreateFMul(acc, v.get(inv, v.vec)), S, s(i, j)); });
+    });
+    // a lane whose pivot was not positive: all NaN (a rare branch)
+    llvm::Value* mask = c.b.CreateLoad(maskTy, ok);
+    v.ifElse(c.intrinsic(llvm::Intrinsic::vector_reduce_and, {{mask}}), [] {}, [&] {
+      v.rolled(v.i64(0), v.i64(nn), [&](llvm::Value* e) {
+        v.st(c.b.CreateSelect(mask, v.ld(S, e), v.splat(std::numeric_limits<double>::quiet_NaN())), S, e);
+      });
     });
   }, store);
   return true;
@@ -335,7 +378,7 @@ bool lowerTriangularSolveAcrossBatch(LowerCtx& c, const SolveFlags& f) {
     v.gather(c.b.CreateInBoundsGEP(v.elem, B, v.mul(first, mn)), mn, SX, valid);
   };
   auto store = [&](llvm::Value* first, int64_t valid) {
-    v.scatter(SX, mn, c.b.CreateInBoundsGEP(v.elem, X, v.mul(first, mn)), valid, [](llvm::Value* e) { return e; });
+    v.scatter(SX, mn, c.b.CreateInBoundsGEP(v.elem, X, v.mul(first, mn)), valid);
   };
   // Fewer systems than a block: column by column, x[i] = b[i] / C[i, i], then
   // b[k] -= C[k, i] x[i] for the unknowns k still ahead (independent updates;
