@@ -1,9 +1,13 @@
 // bench/linalg_bench.cpp — adjit::linalg's generated factorisations next to
-// LAPACK (OpenBLAS's dpotrf/dpotrs/dgesv, one thread), in the same process,
+// LAPACK (OpenBLAS's potrf/potrs/dgesv, one thread), in the same process,
 // adjit and LAPACK timed in turn: batched 8×8 and 32×32 cholesky + cho_solve
-// (mixture-model sizes), and a 512×512 cholesky and solve. Prints the best
-// time of each and the ratio LAPACK / adjit (above 1: adjit is faster). Not a
-// test. `--quick` runs fewer repetitions.
+// and cholesky alone (mixture-model sizes), f64 and f32, with the gradient of
+// sum(cho_solve(cholesky(a), b) * w) and each program's first call (compile
+// included); and a 512×512 cholesky and solve (f64). Prints the best time of
+// each and the ratio LAPACK / adjit (above 1: adjit is faster). PyTorch's
+// times for the small rows come from bench/linalg_torch_small.py, run by hand
+// (same problems, same line labels). Not a test. `--quick` runs fewer
+// repetitions.
 #include <adjit/adjit.h>
 
 #include <algorithm>
@@ -12,12 +16,15 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 extern "C" {
 void openblas_set_num_threads(int);
 void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b, const int* ldb, int* info);
+void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
+void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda, float* b, const int* ldb, int* info);
 void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv, double* b, const int* ldb, int* info);
 }
 
@@ -60,36 +67,91 @@ std::vector<double> spd(int64_t batch, int64_t n) {
 }
 
 void report(const char* label, std::pair<double, double> t, double err) {
-  std::printf("%-40s adjit %10.2f us   LAPACK %10.2f us   LAPACK/adjit %5.2fx   (max abs diff %.1e)\n", label,
+  std::printf("%-52s adjit %10.2f us   LAPACK %10.2f us   LAPACK/adjit %5.2fx   (max abs diff %.1e)\n", label,
               t.first * 1e6, t.second * 1e6, t.second / t.first, err);
 }
 
-/// batch × (cholesky + cho_solve with one right-hand side).
-void choleskySolve(int64_t batch, int64_t n) {
-  const std::vector<double> a = spd(batch, n);
-  std::vector<double> b(static_cast<std::size_t>(batch * n));
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.1 * double(i));
-  const Array A(a, {batch, n, n}), B(b, {batch, n, 1});
+/// report's line with the time per matrix and the first call's time.
+void report(const char* label, std::pair<double, double> t, double err, double firstCall, int64_t batch) {
+  std::printf("%-52s adjit %10.2f us  (%7.1f ns per matrix)   LAPACK %10.2f us   LAPACK/adjit %5.2fx   "
+              "(max abs diff %.1e)   first call %6.1f ms\n",
+              label, t.first * 1e6, t.first * 1e9 / double(batch), t.second * 1e6, t.second / t.first, err, firstCall * 1e3);
+}
+
+/// LAPACK's potrf and potrs for T.
+template <class T> void potrf(const int* n, T* a, int* info) {
+  if constexpr (std::is_same_v<T, double>) dpotrf_("U", n, a, n, info);
+  else spotrf_("U", n, a, n, info);
+}
+template <class T> void potrs(const int* n, const T* a, T* b, int* info) {
+  const int one = 1;
+  if constexpr (std::is_same_v<T, double>) dpotrs_("U", n, &one, a, n, b, n, info);
+  else spotrs_("U", n, &one, a, n, b, n, info);
+}
+
+/// Seconds of f's first call (tracing and compiling included).
+template <class F> double firstCall(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// batch × (cholesky + cho_solve with one right-hand side), and cholesky
+/// alone, against LAPACK's potrf + potrs per matrix; the gradient of
+/// sum(cho_solve(cholesky(a), b) * w) in a and b (no LAPACK counterpart:
+/// bench/linalg_torch_small.py times PyTorch's on the same problems).
+template <class T> void choleskySolve(int64_t batch, int64_t n) {
+  const char* dt = std::is_same_v<T, double> ? "f64" : "f32";
+  const std::vector<double> a64 = spd(batch, n);
+  const std::vector<T> a(a64.begin(), a64.end());
+  std::vector<T> b(static_cast<std::size_t>(batch * n)), w(b.size());
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = T(std::cos(0.1 * double(i))), w[i] = T(std::sin(0.3 * double(i)));
+  const Array A(a, {batch, n, n}), B(b, {batch, n, 1}), Wt(w, {batch, n, 1});
   auto f = jit([](const Tensor& x, const Tensor& y) { return linalg::cho_solve(linalg::cholesky(x, false), y); }, {.threads = 1});
-  Array X = f(A, B);
-  std::vector<double> work(a.size()), x(b.size());
-  const int ni = int(n), one = 1;
-  auto lapack = [&] {
-    std::memcpy(work.data(), a.data(), a.size() * sizeof(double));
-    std::memcpy(x.data(), b.data(), b.size() * sizeof(double));
+  auto chol = jit([](const Tensor& x) { return linalg::cholesky(x, false); }, {.threads = 1});
+  auto loss = [&](const Tensor& x, const Tensor& y) { return sum(linalg::cho_solve(linalg::cholesky(x, false), y) * constant(Wt)); };
+  auto g = jit(grad(loss, argnums<0, 1>), {.threads = 1});
+  Array X, L;
+  std::tuple<Array, Array> G;
+  const double compile = firstCall([&] { X = f(A, B); }), compileChol = firstCall([&] { L = chol(A); }),
+               compileGrad = firstCall([&] { G = g(A, B); });
+  std::vector<T> work(a.size()), x(b.size());
+  const int ni = int(n);
+  auto lapackChol = [&] {
+    std::memcpy(work.data(), a.data(), a.size() * sizeof(T));
     for (int64_t k = 0; k < batch; ++k) {
       int info = 0;
-      // row-major lower = column-major upper
-      dpotrf_("U", &ni, work.data() + k * n * n, &ni, &info);
-      dpotrs_("U", &ni, &one, work.data() + k * n * n, &ni, x.data() + k * n, &ni, &info);
+      potrf(&ni, work.data() + k * n * n, &info); // row-major lower = column-major upper
     }
   };
+  auto lapack = [&] {
+    std::memcpy(work.data(), a.data(), a.size() * sizeof(T));
+    std::memcpy(x.data(), b.data(), b.size() * sizeof(T));
+    for (int64_t k = 0; k < batch; ++k) {
+      int info = 0;
+      potrf(&ni, work.data() + k * n * n, &info);
+      potrs(&ni, work.data() + k * n * n, x.data() + k * n, &info);
+    }
+  };
+  char label[96];
   const auto t = interleaved([&] { X = f(A, B); }, lapack);
   double err = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) err = std::max(err, std::fabs(X.at(int64_t(i)) - x[i]));
-  char label[64];
-  std::snprintf(label, sizeof label, "cholesky + cho_solve %lld x [%lld, %lld]", (long long)batch, (long long)n, (long long)n);
-  report(label, t, err);
+  for (std::size_t i = 0; i < x.size(); ++i) err = std::max(err, std::fabs(X.at(int64_t(i)) - double(x[i])));
+  std::snprintf(label, sizeof label, "%s cholesky + cho_solve %lld x [%lld, %lld]", dt, (long long)batch, (long long)n, (long long)n);
+  report(label, t, err, compile, batch);
+  const auto tc = interleaved([&] { L = chol(A); }, lapackChol);
+  err = 0;
+  for (int64_t k = 0; k < batch; ++k)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j)
+        err = std::max(err, std::fabs(L.at(k * n * n + i * n + j) - double(work[std::size_t(k * n * n + i * n + j)])));
+  std::snprintf(label, sizeof label, "%s cholesky %lld x [%lld, %lld]", dt, (long long)batch, (long long)n, (long long)n);
+  report(label, tc, err, compileChol, batch);
+  const auto tg = interleaved([&] { G = g(A, B); }, [] {});
+  std::snprintf(label, sizeof label, "%s grad of sum(cho_solve(cholesky) * w) %lld x [%lld, %lld]", dt, (long long)batch,
+                (long long)n, (long long)n);
+  std::printf("%-52s adjit %10.2f us  (%7.1f ns per matrix)                     first call %6.1f ms\n", label, tg.first * 1e6,
+              tg.first * 1e9 / double(batch), compileGrad * 1e3);
 }
 
 void cholesky(int64_t n) {
@@ -147,9 +209,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--quick") == 0) gBudget = 0.05;
   openblas_set_num_threads(1);
-  std::printf("f64, one thread; adjit's time includes its call overhead\n");
-  choleskySolve(1000, 8);
-  choleskySolve(100, 32);
+  std::printf("one thread; adjit's time includes its call overhead\n");
+  choleskySolve<double>(1000, 8);
+  choleskySolve<double>(100, 32);
+  choleskySolve<float>(1000, 8);
+  choleskySolve<float>(100, 32);
   cholesky(512);
   solve(512);
 }

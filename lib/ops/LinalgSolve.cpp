@@ -5,23 +5,34 @@
 // matmuls, triangles), never the factorisation's loops differentiated, so
 // second derivatives work.
 //
-// Lowering: generated code per matrix of the batch, unblocked, with the inner
-// loops over contiguous rows (dot products or row updates, vectorised by
-// LLVM); no LAPACK. Matrices of order up to 8 are unrolled as they are
-// emitted (Loops below). Measured by bench/linalg_bench.cpp against OpenBLAS's
-// LAPACK, f64, one thread, on a shared 2-core machine (noisy; LAPACK time /
-// adjit time, above 1 is faster):
-//   1000 × 8×8 cholesky + cho_solve   4.4×  (0.79× before unrolling)
-//   100 × 32×32 cholesky + cho_solve  0.65× (unrolled at 32: 0.8×, but 7.7 s of LLVM)
-//   512×512 cholesky                  0.6×
-//   512×512 solve (lu + 2 solves)     0.4×
-// Not done: vectorising across the batch for small matrices, and blocked
-// factorisations around the packed matmul for large ones (what LAPACK does;
-// these unblocked loops are bound by memory there).
+// Lowering, chosen by measurement; no LAPACK. A batch of at least one SIMD
+// vector of matrices of order up to 32 goes across the batch, one matrix per
+// lane (cholesky and triangular_solve: LinalgSmallLowering.cpp, tried first
+// by the lower hooks). Otherwise generated code per matrix of the batch,
+// unblocked, with the inner loops over contiguous rows (dot products or row
+// updates, vectorised by LLVM); orders up to 8 unrolled as they are emitted
+// (Loops below). Measured by bench/linalg_bench.cpp against OpenBLAS's
+// LAPACK (same process) and by bench/linalg_torch_small.py against PyTorch
+// 1.13 (run just before), one thread, AVX-512 host, a shared 2-core machine
+// at load ~20 (noisy; medians of 3 runs; their time / adjit's, above 1 is
+// faster):
+//                                        LAPACK  PyTorch  LAPACK, per-matrix loops
+//   1000 × 8×8 cholesky + cho_solve  f64    11×     13×      4.4×
+//                                    f32    18×     21×      6.5×
+//   100 × 32×32 cholesky + cho_solve f64    3.3×    3.8×     0.65×
+//                                    f32    4.6×    4.7×     0.70×
+//   gradient of sum(cho_solve(cholesky(a), b) * w), 100 × 32×32 f64: 0.53 ms
+//     (PyTorch 20-28 ms); 1000 × 8×8 f64: 0.21 ms (PyTorch 17-25 ms)
+//   512×512 cholesky                  0.55×
+//   512×512 solve (lu + 2 solves)     0.45×
+// Not done: lu across the batch (per matrix: pivoting differs by lane), and
+// blocked factorisations around the packed matmul for large matrices (what
+// LAPACK does; these unblocked loops are bound by memory there).
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+#include "ops/LinalgSmall.h"
 
 #include <adjit/linalg.h>
 
@@ -276,6 +287,7 @@ void defineLinalgSolveOps(Table& t) {
       // Row by row (Cholesky–Banachiewicz): each element is a dot product of
       // two rows of L read contiguously.
       .lower = [](LowerCtx& c) {
+        if (small::lowerCholeskyAcrossBatch(c)) return;
         const Type& at = c.operandType(0);
         const DType t = at.dtype;
         const int64_t n = at.shape.back();
@@ -377,6 +389,7 @@ void defineLinalgSolveOps(Table& t) {
         const Type &at = c.operandType(0), &bt = c.operandType(1);
         const DType t = at.dtype;
         const SolveForm f = solveFormOf(c.op.attrs);
+        if (small::lowerTriangularSolveAcrossBatch(c, {f.lower, f.left, f.transpose, f.unit})) return;
         const int64_t m = at.shape.back();
         const int64_t n = f.left ? bt.shape.back() : bt.shape[bt.shape.size() - 2];
         const bool fwd = f.effLower();

@@ -152,6 +152,67 @@ TEST_CASE("triangular_solve: batch axes broadcast; a vector-shaped b is an error
                        doctest::Contains("triangular_solve: a f64[3,3] solves for rows of b's 3, but b is f64[4,2] (left_side)"), Error);
 }
 
+/// Checks that f's JIT agrees with the interpreter on `inputs`, compiled for
+/// the host and for each of `cpus` (narrower vector units than the host's run
+/// on it too: AVX2 "haswell", SSE2 "x86-64").
+template <class F> void agreesWithInterpreter(F f, const std::vector<Array>& inputs, double rtol, std::vector<std::string> cpus = {}) {
+  std::vector<Type> types;
+  for (const Array& a : inputs) types.push_back(a.type());
+  const Array want = trace(f, types).interpret("f", inputs).at(0);
+  cpus.insert(cpus.begin(), "");
+  for (const std::string& cpu : cpus) {
+    INFO("cpu '" << cpu << "'");
+    ADJIT_CHECK_CLOSE(jit(f, {.cpu = cpu})(inputs), want, rtol);
+  }
+}
+
+// Batches of at least one vector of lanes are factored and solved with one
+// matrix per SIMD lane (ops/LinalgSmallLowering.cpp). Batch sizes: 37 (a last
+// group of 5 or 1 real lanes for vectors of 8 or 16 and 4, 2 lanes), 16
+// (whole vectors only); fewer than a vector take the per-matrix loops (the
+// tests above).
+TEST_CASE("cholesky and triangular_solve across the batch agree with the interpreter: n 1 to 32, odd batches, f32 and f64") {
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 2, 3, 5, 8, 13, 32})
+    for (DType t : {DType::f64, DType::f32})
+      for (int64_t batch : {37, 16}) {
+        if (batch == 16 && n != 8 && n != 32) continue;
+        INFO("n = " << n << " " << name_of(t) << " batch " << batch);
+        const double rtol = t == DType::f64 ? 1e-11 : 1e-4;
+        Array a = spd({batch, n, n}, rng, t);
+        if (batch == 37) a.set(5 * n * n, -1.0); // matrix 5 is not positive definite: NaNs in its lane only
+        const Array b = randomArray({batch, n, 1}, rng, -1, 1, t);
+        const bool narrower = batch == 37 && (n == 3 || n == 8 || n == 13 || n == 32);
+        agreesWithInterpreter([](V x) { return la::cholesky(x[0]); }, {a}, rtol);
+        agreesWithInterpreter([](V x) { return la::cho_solve(la::cholesky(x[0]), x[1]); }, {a, b}, rtol,
+                              narrower ? std::vector<std::string>{"haswell", "x86-64"} : std::vector<std::string>{});
+      }
+  // every form of the solve, with one and several right-hand sides (blocks of 4 and a rest)
+  const std::tuple<DType, int64_t, int64_t> sizes[] = {{DType::f64, 5, 3}, {DType::f32, 13, 1}, {DType::f64, 13, 6}, {DType::f32, 32, 7}};
+  for (int flags = 0; flags < 16; ++flags) {
+    const la::TriangularSolveOptions o{.lower = bool(flags & 1), .left_side = bool(flags & 2),
+                                       .transpose_a = bool(flags & 4), .unit_diagonal = bool(flags & 8)};
+    for (int which : {flags % 4, (flags + 1) % 4}) {
+      const auto [t, m, k] = sizes[which];
+      INFO("flags " << flags << " " << name_of(t) << " m " << m << " k " << k);
+      const Array a = triangularish({37, m, m}, rng, t);
+      const Array b = randomArray(o.left_side ? Shape{37, m, k} : Shape{37, k, m}, rng, -1, 1, t);
+      agreesWithInterpreter([o](V x) { return la::triangular_solve(x[0], x[1], o); }, {a, b}, t == DType::f64 ? 1e-11 : 1e-4);
+    }
+  }
+}
+
+TEST_CASE("cholesky and cho_solve across the batch: gradients match finite differences, odd batch") {
+  std::mt19937 rng(12);
+  const CheckGradsOptions o{.order = 1, .modes = {"rev", "fwd"}, .eps = 1e-5, .rtol = 1e-5, .atol = 1e-7};
+  for (int64_t n : {3, 5}) {
+    INFO("n = " << n);
+    const Array s = spd({9, n, n}, rng), b = randomArray({9, n, 2}, rng);
+    check_grads([](const Tensor& x) { return la::cholesky(x); }, s, o);
+    check_grads([](const Tensor& x, const Tensor& y) { return la::cho_solve(la::cholesky(x), y); }, std::tuple{s, b}, o);
+  }
+}
+
 TEST_CASE("lu: a known factorisation, and P a = L U for a batch, f32 and f64") {
   // [[1, 2], [3, 4]]: row 1 is the pivot; L = [[1, 0], [1/3, 1]], U = [[3, 4], [0, 2/3]]
   const Array a = f64({1, 2, 3, 4}, {2, 2});
