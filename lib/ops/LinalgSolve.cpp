@@ -7,21 +7,31 @@
 //
 // Lowering: generated code per matrix of the batch, unblocked, with the inner
 // loops over contiguous rows (dot products or row updates, vectorised by
-// LLVM); no LAPACK. Matrices of order up to 8 are unrolled as they are
-// emitted (Loops below). Measured by bench/linalg_bench.cpp against OpenBLAS's
-// LAPACK, f64, one thread, on a shared 2-core machine (noisy; LAPACK time /
-// adjit time, above 1 is faster):
-//   1000 × 8×8 cholesky + cho_solve   4.4×  (0.79× before unrolling)
+// LLVM). Matrices of order up to 8 are unrolled as they are emitted (Loops
+// below). Measured by bench/linalg_bench.cpp against OpenBLAS's LAPACK, f64,
+// one thread, on a shared 2-core machine (noisy; LAPACK time / adjit time,
+// above 1 is faster):
+//   1000 × 8×8 cholesky + cho_solve   4.0×  (0.79× before unrolling)
 //   100 × 32×32 cholesky + cho_solve  0.65× (unrolled at 32: 0.8×, but 7.7 s of LLVM)
-//   512×512 cholesky                  0.6×
-//   512×512 solve (lu + 2 solves)     0.4×
-// Not done: vectorising across the batch for small matrices, and blocked
-// factorisations around the packed matmul for large ones (what LAPACK does;
-// these unblocked loops are bound by memory there).
+// From an order of kLapack<Op> on, the JIT calls LAPACK instead where it is
+// loaded at run time (LinalgLapack.h; never in objects, nor with
+// ADJIT_LAPACK=0). `linalg_bench --thresholds`, one matrix, generated time /
+// LAPACK path's time (above 1: LAPACK faster), two runs on a loaded machine:
+//   order             8     12    16    24    32    48    64    96    128
+//   cholesky          1.05  3.5   3.8   1.6   1.8   2.0   2.2   2.4   2.3
+//   lu                0.83  0.83  0.78  0.78  0.86  0.93  1.22  1.48  1.70
+//   triangular_solve  1.8   1.9   2.8   3.3   0.64  1.41  1.36  1.20  1.03
+// so lu from 64; cholesky and triangular_solve from 48, although LAPACK
+// wins earlier for one matrix: up to 32 (the GMM and Kalman sizes) batches
+// are the generated code's to win, vectorised across the batch. Above the
+// thresholds, 512² (adjit / LAPACK called directly, the bench's large rows):
+// cholesky 1.23×, solve 1.25× (its lu copies a transposed and back: getrf
+// pivots rows of a column-major matrix).
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+#include "ops/LinalgLapack.h"
 
 #include <adjit/linalg.h>
 
@@ -57,6 +67,10 @@ int64_t expectSquare(const InferCtx& c, std::size_t i, std::string_view what) {
 
 /// The number of matrices in a batch of [..., r, c].
 int64_t batchOf(const Shape& s) { return num_elements(Shape(s.begin(), s.end() - 2)); }
+
+/// The matrix orders from which the JIT calls LAPACK (LinalgLapack.h), where
+/// it is loaded: measured, see the header comment.
+constexpr int64_t kLapackCholesky = 48, kLapackTriangularSolve = 48, kLapackLu = 64;
 
 // ---- cholesky ----------------------------------------------------------------------
 
@@ -277,6 +291,7 @@ void defineLinalgSolveOps(Table& t) {
       // two rows of L read contiguously.
       .lower = [](LowerCtx& c) {
         const Type& at = c.operandType(0);
+        if (lapack::use(c, at.shape.back(), kLapackCholesky)) return lapack::lowerCholesky(c);
         const DType t = at.dtype;
         const int64_t n = at.shape.back();
         llvm::Value *A = c.operandBuffer(0), *L = c.results[0];
@@ -375,6 +390,7 @@ void defineLinalgSolveOps(Table& t) {
       // updates by rows of a (otherwise), whichever reads a's rows.
       .lower = [](LowerCtx& c) {
         const Type &at = c.operandType(0), &bt = c.operandType(1);
+        if (lapack::use(c, at.shape.back(), kLapackTriangularSolve)) return lapack::lowerTriangularSolve(c);
         const DType t = at.dtype;
         const SolveForm f = solveFormOf(c.op.attrs);
         const int64_t m = at.shape.back();
@@ -505,6 +521,7 @@ void defineLinalgSolveOps(Table& t) {
       // swap and the trailing update run along rows.
       .lower = [](LowerCtx& c) {
         const Type& at = c.operandType(0);
+        if (lapack::use(c, at.shape.back(), kLapackLu)) return lapack::lowerLu(c);
         const DType t = at.dtype;
         const int64_t n = at.shape.back();
         llvm::Value *A = c.operandBuffer(0), *LU = c.results[0], *Piv = c.results[1], *Perm = c.results[2];
