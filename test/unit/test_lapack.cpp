@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <random>
+#include <thread>
 
 using namespace adjit;
 using namespace adjit::test;
@@ -202,4 +203,21 @@ TEST_CASE("lapack: gradients through the LAPACK path against finite differences,
     const Tensor top = slice(e.eigenvectors, {0, n - 1}, {n, n});
     return sum(e.eigenvalues * e.eigenvalues) + sum(matmul(top, top, {.transpose_b = true}) * constant(w));
   }, a, o);
+}
+
+TEST_CASE("lapack: one kernel called from several threads at once gives each call its own result") {
+  auto f = jit([](const Tensor& x) { const auto e = la::eigh(x); return la::cholesky(x) + sum(e.eigenvalues); });
+  std::vector<Array> in, want;
+  for (unsigned i = 0; i < 4; ++i) {
+    in.push_back(spd(DType::f64, {kN, kN}, 20 + i));
+    want.push_back(f(in.back()));
+  }
+  std::vector<Array> got(in.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    threads.emplace_back([&, i] {
+      for (int rep = 0; rep < 3; ++rep) got[i] = f(in[i]);
+    });
+  for (std::thread& t : threads) t.join();
+  for (std::size_t i = 0; i < in.size(); ++i) CHECK(bytesOf(got[i]) == bytesOf(want[i]));
 }
