@@ -1,5 +1,7 @@
 // bench/decompositions_bench.cpp — adjit's eigh (cyclic Jacobi in generated
-// code) next to LAPACK's dsyevd (OpenBLAS, one thread) in the same process,
+// code; from order 16 the JIT's call to LAPACK where it is loaded: run with
+// ADJIT_LAPACK=0 for the generated code at every size) next to LAPACK's
+// dsyevd (OpenBLAS, one thread) in the same process,
 // runs interleaved: batches of 8×8 and 32×32 and one 512×512 matrix, f64,
 // forward only; svd against dgesdd likewise for the batches. Not a test.
 // `--quick` runs the small sizes only.

@@ -1,14 +1,18 @@
-// bench/linalg_bench.cpp — adjit::linalg's generated factorisations next to
-// LAPACK (OpenBLAS's potrf/potrs/dgesv, one thread), in the same process,
-// adjit and LAPACK timed in turn: batched 8×8 and 32×32 cholesky + cho_solve
-// and cholesky alone (mixture-model sizes), f64 and f32, with the gradient of
-// sum(cho_solve(cholesky(a), b) * w) and each program's first call (compile
-// included); and a 512×512 cholesky and solve (f64). Prints the best time of
-// each and the ratio LAPACK / adjit (above 1: adjit is faster). PyTorch's
-// times for the small rows come from bench/linalg_torch_small.py, run by hand
-// (same problems, same line labels). Not a test. `--quick` runs fewer
-// repetitions.
+// bench/linalg_bench.cpp — adjit::linalg next to LAPACK (OpenBLAS, one
+// thread), in the same process, adjit and LAPACK timed in turn: batched 8×8
+// and 32×32 cholesky + cho_solve and cholesky alone (mixture-model sizes,
+// generated code vectorised across the batch), f64 and f32, with the gradient
+// of sum(cho_solve(cholesky(a), b) * w) and each program's first call
+// (LAPACK / adjit, above 1: adjit is faster; bench/linalg_torch_small.py times
+// PyTorch on the same problems); 512² and 2048² cholesky, solve and eigh,
+// forward and gradient (where adjit's JIT calls LAPACK itself; adjit / LAPACK,
+// the target is below 1.2), against the same computations written with LAPACK
+// and BLAS calls (bench/linalg_torch.py times PyTorch on them). Not a test.
+// `--quick`: fewer repetitions, no 2048²; `--no-2048`; `--thresholds`: the
+// sweep the LAPACK thresholds come from.
 #include <adjit/adjit.h>
+
+#include "runtime/Lapack.h" // the generated path for the threshold sweep (bench/ sees lib/)
 
 #include <algorithm>
 #include <chrono>
@@ -25,7 +29,19 @@ void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* inf
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b, const int* ldb, int* info);
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
 void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda, float* b, const int* ldb, int* info);
-void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv, double* b, const int* ldb, int* info);
+void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv, double* b, const int* ldb,
+             int* info);
+void dtrmm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m, const int* n, const double* alpha,
+            const double* a, const int* lda, double* b, const int* ldb);
+void dtrsm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m, const int* n, const double* alpha,
+            const double* a, const int* lda, double* b, const int* ldb);
+void dger_(const int* m, const int* n, const double* alpha, const double* x, const int* incx, const double* y, const int* incy, double* a,
+           const int* lda);
+void dgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k, const double* alpha, const double* a, const int* lda,
+            const double* b, const int* ldb, const double* beta, double* c, const int* ldc);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work, const int* lwork,
+             int* iwork, const int* liwork, int* info);
 }
 
 using namespace adjit;
@@ -154,66 +170,242 @@ template <class T> void choleskySolve(int64_t batch, int64_t n) {
               tg.first * 1e9 / double(batch), compileGrad * 1e3);
 }
 
-void cholesky(int64_t n) {
-  const std::vector<double> a = spd(1, n);
-  const Array A(a, {n, n});
-  auto f = jit([](const Tensor& x) { return linalg::cholesky(x, false); }, {.threads = 1});
-  Array L = f(A);
-  std::vector<double> work(a.size());
-  const int ni = int(n);
-  auto lapack = [&] {
-    std::memcpy(work.data(), a.data(), a.size() * sizeof(double));
-    int info = 0;
-    dpotrf_("U", &ni, work.data(), &ni, &info);
-  };
-  const auto t = interleaved([&] { L = f(A); }, lapack);
-  double err = 0;
+/// A symmetric n×n matrix with entries in [-1, 1] (its row- and column-major layouts agree).
+std::vector<double> symmetricMatrix(int64_t n, double phase) {
+  std::vector<double> w(static_cast<std::size_t>(n * n));
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j <= i; ++j) err = std::max(err, std::fabs(L.at(i * n + j) - work[std::size_t(i * n + j)]));
-  char label[64];
-  std::snprintf(label, sizeof label, "cholesky [%lld, %lld]", (long long)n, (long long)n);
-  report(label, t, err);
+    for (int64_t j = 0; j <= i; ++j) w[std::size_t(i * n + j)] = w[std::size_t(j * n + i)] = std::sin(0.37 * double(i * n + j) + phase);
+  return w;
 }
 
-void solve(int64_t n) {
-  std::vector<double> a(static_cast<std::size_t>(n * n)), b(static_cast<std::size_t>(n));
+/// Best time of `reps` runs of `a` and `b` in turn (for the slow large sizes).
+std::pair<double, double> interleavedReps(int reps, const std::function<void()>& a, const std::function<void()>& b) {
+  double bestA = 1e30, bestB = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    a();
+    bestA = std::min(bestA, std::chrono::duration<double>(Clock::now() - t0).count());
+    t0 = Clock::now();
+    b();
+    bestB = std::min(bestB, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return {bestA, bestB};
+}
+
+void reportLarge(const char* what, int64_t n, std::pair<double, double> t, double err) {
+  std::printf("%-34s [%4lld²]  adjit %10.2f ms   LAPACK %10.2f ms   adjit/LAPACK %5.2fx   (max abs diff %.1e)\n", what, (long long)n,
+              t.first * 1e3, t.second * 1e3, t.first / t.second, err);
+  std::fflush(stdout);
+}
+
+/// cholesky of an n×n SPD matrix, forward (dpotrf) and the gradient of
+/// sum(cholesky(a) * W) (Murray's rule with BLAS: dpotrf, dtrmm, two dtrsm).
+void largeCholesky(int64_t n, int reps) {
+  const std::vector<double> a = spd(1, n), w = symmetricMatrix(n, 0.5);
+  const Array A(a, {n, n}), W(w, {n, n});
+  const int ni = int(n);
+  const double one = 1;
+  std::vector<double> l(a.size()), g(a.size());
+  auto fwd = jit([](const Tensor& x) { return linalg::cholesky(x, false); }, {.threads = 1});
+  Array L = fwd(A);
+  auto lapackFwd = [&] {
+    std::memcpy(l.data(), a.data(), a.size() * sizeof(double));
+    int info = 0;
+    dpotrf_("L", &ni, l.data(), &ni, &info);
+  };
+  auto t = interleavedReps(reps, [&] { L = fwd(A); }, lapackFwd);
+  double err = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) err = std::max(err, std::fabs(L.at(i * n + j) - l[std::size_t(j * n + i)]));
+  reportLarge("cholesky forward", n, t, err);
+
+  auto gradient = jit(grad([](const Tensor& x, const Tensor& wt) { return sum(linalg::cholesky(x, false) * wt); }), {.threads = 1});
+  Array G = gradient(A, W);
+  auto lapackGrad = [&] { // column-major: L lower; abar = sym(L^-T Φ(L^T W) L^-1)
+    lapackFwd();
+    std::memcpy(g.data(), w.data(), w.size() * sizeof(double));
+    dtrmm_("L", "L", "T", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < j; ++i) g[std::size_t(i + j * n)] = 0;
+      g[std::size_t(j + j * n)] *= 0.5;
+    }
+    dtrsm_("L", "L", "T", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
+    dtrsm_("R", "L", "N", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = j + 1; i < n; ++i) {
+        g[std::size_t(i + j * n)] += g[std::size_t(j + i * n)];
+        g[std::size_t(j + i * n)] = 0;
+      }
+  };
+  t = interleavedReps(reps, [&] { G = gradient(A, W); }, lapackGrad);
+  err = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) err = std::max(err, std::fabs(G.at(i * n + j) - g[std::size_t(i + j * n)]));
+  reportLarge("cholesky gradient", n, t, err);
+}
+
+/// solve(a, b) of an n×n system with one right-hand side, forward (dgesv)
+/// and the gradient in a of sum(solve(a, b) * c) (dgetrf, two dgetrs, dger).
+void largeSolve(int64_t n, int reps) {
+  std::vector<double> a(static_cast<std::size_t>(n * n)), b(static_cast<std::size_t>(n)), c(b.size());
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i));
   for (int64_t i = 0; i < n; ++i) a[std::size_t(i * n + i)] += 2.0;
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.1 * double(i));
-  const Array A(a, {n, n}), B(b, {n});
-  auto f = jit([](const Tensor& x, const Tensor& y) { return linalg::solve(x, y); }, {.threads = 1});
-  Array X = f(A, B);
-  // LAPACK is column-major: solve a^T x = b with the row-major a, so transpose a first.
-  std::vector<double> at(a.size()), work(a.size()), x(b.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) at[std::size_t(j * n + i)] = a[std::size_t(i * n + j)];
-  std::vector<int> ipiv(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.1 * double(i)), c[i] = std::sin(0.3 * double(i));
+  const Array A(a, {n, n}), B(b, {n}), C(c, {n});
   const int ni = int(n), one = 1;
-  auto lapack = [&] {
-    std::memcpy(work.data(), at.data(), at.size() * sizeof(double));
+  const double minusOne = -1;
+  std::vector<double> work(a.size()), x(b.size()), y(b.size()), g(a.size());
+  std::vector<int> ipiv(static_cast<std::size_t>(n));
+  auto fwd = jit([](const Tensor& m, const Tensor& v) { return linalg::solve(m, v); }, {.threads = 1});
+  Array X = fwd(A, B);
+  // the row-major a is column-major aᵀ: factor it, and solve with 'T' for a
+  auto lapackFwd = [&] {
+    std::memcpy(work.data(), a.data(), a.size() * sizeof(double));
     std::memcpy(x.data(), b.data(), b.size() * sizeof(double));
     int info = 0;
-    dgesv_(&ni, &one, work.data(), &ni, ipiv.data(), x.data(), &ni, &info);
+    dgetrf_(&ni, &ni, work.data(), &ni, ipiv.data(), &info);
+    dgetrs_("T", &ni, &one, work.data(), &ni, ipiv.data(), x.data(), &ni, &info);
   };
-  const auto t = interleaved([&] { X = f(A, B); }, lapack);
+  auto t = interleavedReps(reps, [&] { X = fwd(A, B); }, lapackFwd);
   double err = 0;
   for (std::size_t i = 0; i < x.size(); ++i) err = std::max(err, std::fabs(X.at(int64_t(i)) - x[i]));
-  char label[64];
-  std::snprintf(label, sizeof label, "solve [%lld, %lld] (lu + 2 triangular)", (long long)n, (long long)n);
-  report(label, t, err);
+  reportLarge("solve forward (lu + 2 solves)", n, t, err);
+
+  auto gradient = jit(grad([](const Tensor& m, const Tensor& v, const Tensor& w) { return sum(linalg::solve(m, v) * w); }), {.threads = 1});
+  Array G = gradient(A, B, C);
+  auto lapackGrad = [&] { // abar = -(a^-T c) xᵀ; row-major abar is column-major -x yᵀ
+    lapackFwd();
+    std::memcpy(y.data(), c.data(), c.size() * sizeof(double));
+    int info = 0;
+    dgetrs_("N", &ni, &one, work.data(), &ni, ipiv.data(), y.data(), &ni, &info);
+    std::fill(g.begin(), g.end(), 0.0);
+    dger_(&ni, &ni, &minusOne, x.data(), &one, y.data(), &one, g.data(), &ni);
+  };
+  t = interleavedReps(reps, [&] { G = gradient(A, B, C); }, lapackGrad);
+  err = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) err = std::max(err, std::fabs(G.at(int64_t(i)) - g[i]));
+  reportLarge("solve gradient", n, t, err);
+}
+
+/// eigh of a symmetric n×n matrix, forward (dsyevd) and the gradient of the
+/// sign-invariant sum(w * cw) + sum(v ∘ v * W) (dsyevd, three dgemm).
+void largeEigh(int64_t n, int reps) {
+  const std::vector<double> a = symmetricMatrix(n, 0), w = symmetricMatrix(n, 0.5);
+  std::vector<double> cw(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < cw.size(); ++i) cw[i] = std::cos(0.2 * double(i));
+  const Array A(a, {n, n}), W(w, {n, n}), CW(cw, {n});
+  const int ni = int(n);
+  std::vector<double> v(a.size()), ev(cw.size()), work(1), gv(a.size()), x(a.size()), tmp(a.size()), g(a.size());
+  std::vector<int> iwork(1);
+  int lwork = -1, liwork = -1, info = 0;
+  dsyevd_("V", "L", &ni, v.data(), &ni, ev.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
+  work.resize(std::size_t(work[0])), iwork.resize(std::size_t(iwork[0]));
+  lwork = int(work.size()), liwork = int(iwork.size());
+  auto fwd = jit([](const Tensor& m) { auto [e, vec] = linalg::eigh(m); return std::tuple{e, vec}; }, {.threads = 1});
+  auto [E, Vec] = fwd(A);
+  auto lapackFwd = [&] {
+    std::memcpy(v.data(), a.data(), a.size() * sizeof(double));
+    dsyevd_("V", "L", &ni, v.data(), &ni, ev.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
+  };
+  auto t = interleavedReps(reps, [&] { std::tie(E, Vec) = fwd(A); }, lapackFwd);
+  double err = 0;
+  for (int64_t i = 0; i < n; ++i) err = std::max(err, std::fabs(E.at(i) - ev[std::size_t(i)]));
+  reportLarge("eigh forward (values, vectors)", n, t, err);
+
+  auto gradient = jit(grad([](const Tensor& m, const Tensor& c, const Tensor& wt) {
+    auto [e, vec] = linalg::eigh(m);
+    return sum(e * c) + sum(vec * vec * wt);
+  }), {.threads = 1});
+  Array G = gradient(A, CW, W);
+  const double one = 1, zero = 0;
+  auto lapackGrad = [&] { // gS = V (diag(cw) + F ∘ (Vᵀ gV)) Vᵀ, gV = 2 V ∘ W; gA = (gS + gSᵀ)/2
+    lapackFwd();
+    for (std::size_t i = 0; i < gv.size(); ++i) gv[i] = 2 * v[i] * w[i];
+    dgemm_("T", "N", &ni, &ni, &ni, &one, v.data(), &ni, gv.data(), &ni, &zero, x.data(), &ni);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        x[std::size_t(i + j * n)] = i == j ? cw[std::size_t(i)] : x[std::size_t(i + j * n)] / (ev[std::size_t(j)] - ev[std::size_t(i)]);
+    dgemm_("N", "N", &ni, &ni, &ni, &one, v.data(), &ni, x.data(), &ni, &zero, tmp.data(), &ni);
+    dgemm_("N", "T", &ni, &ni, &ni, &one, tmp.data(), &ni, v.data(), &ni, &zero, g.data(), &ni);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < j; ++i) {
+        const double s = 0.5 * (g[std::size_t(i + j * n)] + g[std::size_t(j + i * n)]);
+        g[std::size_t(i + j * n)] = g[std::size_t(j + i * n)] = s;
+      }
+  };
+  t = interleavedReps(reps, [&] { G = gradient(A, CW, W); }, lapackGrad);
+  err = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) err = std::max(err, std::fabs(G.at(int64_t(i)) - g[i]));
+  reportLarge("eigh gradient", n, t, err);
+}
+
+/// The lowering's choice: adjit's generated code (compiled under GeneratedOnlyHere)
+/// against the LAPACK path's entry point (runtime/Lapack.h, exported by
+/// libadjit; the JIT's kernel is that one call), per op and order, one
+/// matrix: what the thresholds in LinalgSolve.cpp and LinalgSpectral.cpp
+/// were set from.
+void thresholds() {
+  std::printf("\nthreshold sweep: generated / LAPACK path (above 1: LAPACK faster), f64, one matrix\n");
+  struct Op {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    std::function<void(int64_t n, const double* a, double* out)> lapack;
+  };
+  std::vector<double> w(128), x(128 * 128), y(128 * 128);
+  std::vector<int32_t> p(128), q(128);
+  const std::vector<Op> ops{
+      {"cholesky", [](const Tensor& a) { return linalg::cholesky(a, false); },
+       [&](int64_t n, const double* a, double* out) { adjit_lapack_cholesky(1, 1, n, a, out); }},
+      {"lu", [](const Tensor& a) { return linalg::lu(a).lu; },
+       [&](int64_t n, const double* a, double* out) { adjit_lapack_lu(1, 1, n, a, out, p.data(), q.data()); }},
+      {"triangular_solve [n, n]", [](const Tensor& a) { return linalg::triangular_solve(a, a, {.lower = true, .left_side = true}); },
+       [&](int64_t n, const double* a, double* out) { adjit_lapack_triangular_solve(1, 3, 1, n, n, a, a, out); }},
+      {"eigh", [](const Tensor& a) { return linalg::eigh(a).eigenvectors; },
+       [&](int64_t n, const double* a, double* out) { adjit_lapack_eigh(1, 1, n, a, w.data(), out); }},
+      {"svd", [](const Tensor& a) { return linalg::svd(a).u; },
+       [&](int64_t n, const double* a, double* out) { adjit_lapack_svd(1, 1, n, n, a, out, w.data(), y.data()); }},
+  };
+  for (const Op& op : ops) {
+    std::printf("%-24s", op.name);
+    for (int64_t n : {8, 12, 16, 24, 32, 48, 64, 96, 128}) {
+      const std::vector<double> a = spd(1, n);
+      const Array A(a, {n, n});
+      auto gen = jit([&](const Tensor& m) { return op.f(m); }, {.threads = 1});
+      Array r = [&] { // compiled here, on this thread: the generated code
+        runtime::lapack::GeneratedOnlyHere generated;
+        return gen(A);
+      }();
+      const auto t = interleaved([&] { r = gen(A); }, [&] { op.lapack(n, a.data(), x.data()); });
+      std::printf("  %lld: %5.2f", (long long)n, t.first / t.second);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--quick") == 0) gBudget = 0.05;
+  bool quick = false, sweep = false, large = true;
+  for (int i = 1; i < argc; ++i) {
+    quick = quick || std::strcmp(argv[i], "--quick") == 0;
+    sweep = sweep || std::strcmp(argv[i], "--thresholds") == 0;
+    if (std::strcmp(argv[i], "--no-2048") == 0) large = false;
+  }
+  if (quick) gBudget = 0.05, large = false;
   openblas_set_num_threads(1);
   std::printf("one thread; adjit's time includes its call overhead\n");
   choleskySolve<double>(1000, 8);
   choleskySolve<double>(100, 32);
   choleskySolve<float>(1000, 8);
   choleskySolve<float>(100, 32);
-  cholesky(512);
-  solve(512);
+  if (sweep) thresholds();
+  std::printf("\nlarge matrices (adjit/LAPACK: below 1.2 is the target)\n");
+  for (int64_t n : {512, 2048}) {
+    if (n > 512 && !large) break;
+    const int reps = n > 512 ? 2 : quick ? 3 : 7;
+    largeCholesky(n, reps);
+    largeSolve(n, reps);
+    largeEigh(n, n > 512 ? 1 : reps);
+  }
 }

@@ -124,6 +124,7 @@ void EmitBase::store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Val
 llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constantGlobal(a); }
 const VectorUnit& EmitBase::vectorUnit() const { return fe.vectorUnit(); }
 bool EmitBase::parallel() const { return fe.parallel(); }
+bool EmitBase::lapack() const { return fe.lapack(); }
 llvm::Module& EmitBase::llvmModule() const { return fe.llvmModule(); }
 
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
@@ -927,7 +928,8 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     FusionPlan plan = planFusion(f, po);
     if (o.planMs) *o.planMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (o.plans && o.planAfter.empty()) *o.plans += plan.str();
-    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel);
+    FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel,
+                        o.lapack);
     FunctionEmitter::Lowered l{fn, fe.emit(), &f};
     done[f.name] = l;
     return l;

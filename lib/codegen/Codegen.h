@@ -31,6 +31,10 @@ struct LowerOptions {
   /// Loops with enough work are split into chunks run through
   /// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
   bool parallel = false;
+  /// Large factorisations may call LAPACK (runtime/Lapack.h) instead of
+  /// generated loops: for the JIT when a LAPACK library is loaded; objects
+  /// stay self-contained without.
+  bool lapack = false;
   /// Where the fusion plan of every lowered function is appended, if anywhere.
   std::string* plans = nullptr;
   /// With `plans`: the plan as it stands after this step ("all": after each;

@@ -73,6 +73,9 @@ struct EmitBase {
   const VectorUnit& vectorUnit() const;
   /// Whether code may split work among threads (adjit_parallel_for).
   bool parallel() const;
+  /// Whether code may call LAPACK through runtime/Lapack.h's entry points
+  /// (the JIT, where a LAPACK library was loaded; never objects).
+  bool lapack() const;
   llvm::Module& llvmModule() const;
 };
 

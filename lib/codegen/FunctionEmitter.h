@@ -26,9 +26,10 @@ public:
   };
 
   FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
-                  std::function<Lowered(const std::string&)> callee, const VectorUnit& unit, bool parallel)
+                  std::function<Lowered(const std::string&)> callee, const VectorUnit& unit, bool parallel,
+                  bool lapack = false)
       : f_(f), plan_(std::move(plan)), out_(out), b_(out->getContext()), callee_(std::move(callee)), unit_(unit),
-        parallel_(parallel) {}
+        parallel_(parallel), lapack_(lapack) {}
 
   /// Emits the body; returns the scratch bytes it needs (its own buffers and
   /// its callees').
@@ -37,6 +38,7 @@ public:
   llvm::Module& llvmModule() { return *out_->getParent(); }
   const VectorUnit& vectorUnit() const { return unit_; }
   bool parallel() const { return parallel_; }
+  bool lapack() const { return lapack_; }
   /// Temporary memory in the callee part of the scratch region: no callee runs
   /// while an op's lowering uses it.
   llvm::Value* workspace(uint64_t bytes) {
@@ -212,6 +214,7 @@ private:
   std::function<Lowered(const std::string&)> callee_;
   const VectorUnit unit_;
   const bool parallel_;
+  const bool lapack_;
   llvm::Value* scratch_ = nullptr; ///< the scratch argument
   bool kernelFrame_ = false;       ///< emitting a shared kernel: every buffer is an argument
   /// Per kernel: the shared function that computes it, or null.

@@ -292,6 +292,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   CompileOptions options = r.options;
   options.packed = false;
   options.partition = false;
+  options.lapack = false; // objects link libm, libc and pthread only
   // ADJIT_DUMP writes every stage, as for the JIT (inspection always compiles).
   const bool dump = !dumpDirectory().empty();
   std::unique_ptr<Instrumentation> dumper;

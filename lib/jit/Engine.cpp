@@ -10,6 +10,7 @@
 #include <llvm/Support/Timer.h>
 
 #include "runtime/Callbacks.h"
+#include "runtime/Lapack.h"
 #include "jit/DiskCache.h"
 #include "jit/Pipeline.h"
 #include "codegen/Target.h"
@@ -65,6 +66,17 @@ llvm::orc::LLJIT& engine() {
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_parallel_for), llvm::JITSymbolFlags::Exported);
     runtime[(*j)->mangleAndIntern("adjit_parallel_threads")] =
         llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&adjit_parallel_threads), llvm::JITSymbolFlags::Exported);
+    // LAPACK's entry points (runtime/Lapack.h): code calls them only where
+    // the library was loaded at compile time (CompileOptions::lapack).
+    auto entry = [&](const char* name, auto* fn) {
+      runtime[(*j)->mangleAndIntern(name)] =
+          llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(fn), llvm::JITSymbolFlags::Exported);
+    };
+    entry("adjit_lapack_cholesky", &adjit_lapack_cholesky);
+    entry("adjit_lapack_triangular_solve", &adjit_lapack_triangular_solve);
+    entry("adjit_lapack_lu", &adjit_lapack_lu);
+    entry("adjit_lapack_eigh", &adjit_lapack_eigh);
+    entry("adjit_lapack_svd", &adjit_lapack_svd);
     if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))
       throw Error("cannot start the JIT: " + llvm::toString(std::move(err)));
     auto g = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);

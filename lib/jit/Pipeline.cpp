@@ -7,6 +7,7 @@
 #include "ir/Text.h"
 #include "ir/Verifier.h"
 #include "jit/Partition.h"
+#include "runtime/Lapack.h"
 #include "support/Assert.h"
 #include "support/Log.h"
 #include "transforms/Passes.h"
@@ -142,11 +143,15 @@ std::string targetKeyFor(const std::string& cpu) {
 
 } // namespace
 
+bool lapackInUse(const CompileOptions& o) {
+  return o.lapack && !runtime::lapack::generatedOnlyHere() && runtime::lapack::available();
+}
+
 CacheKey compileKey(const ir::Module& m, std::string_view what, const CompileOptions& o) {
   LongHash h;
   ir::fingerprint(m, {.codeLocations = true}, h);
-  h.update(fmt::format("\n{}\n{} O{} threads {} packed {} partition {}\n{}", what, targetKeyFor(o.cpu), o.optLevel, o.threads,
-                       o.packed, o.partition, buildIdentity()));
+  h.update(fmt::format("\n{}\n{} O{} threads {} packed {} partition {} lapack {}\n{}", what, targetKeyFor(o.cpu), o.optLevel,
+                       o.threads, o.packed, o.partition, lapackInUse(o), buildIdentity()));
   return CacheKey::of(h);
 }
 
@@ -262,7 +267,7 @@ uint64_t Compilation::lower(const ir::Module& m, const std::string& function, co
   double planMs = 0;
   const uint64_t scratch =
       codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_),
-                             {.packed = options_.packed, .parallel = options_.threads, .plans = inspected() ? &plans_ : nullptr,
+                             {.packed = options_.packed, .parallel = options_.threads, .lapack = lapackInUse(options_), .plans = inspected() ? &plans_ : nullptr,
                               .planAfter = planAfter_, .planMs = &planMs});
   times_.plan += planMs;
   times_.lower += msSince(t0) - planMs;

@@ -41,7 +41,16 @@ struct CompileOptions {
   /// Large modules may be optimised and compiled in parts on threads of their
   /// own, one object per part (the JIT). Off: one object (AOT).
   bool partition = true;
+  /// Large factorisations may call LAPACK, loaded at run time
+  /// (runtime/Lapack.h), where it is faster; only where a library is found
+  /// and $ADJIT_LAPACK is not 0, outside runtime::lapack::GeneratedOnlyHere
+  /// (`lapackInUse`). Off for objects (AOT).
+  bool lapack = true;
 };
+
+/// Whether code compiled with `o` calls LAPACK: o.lapack and a LAPACK
+/// library loaded. Part of the cache key: the generated code differs.
+bool lapackInUse(const CompileOptions& o);
 
 /// The key of a compilation in the process-wide and disk caches: the IR
 /// (with the locations compiled code reports: a while loop's limit error

@@ -5,7 +5,7 @@
 // matmuls, triangles), never the factorisation's loops differentiated, so
 // second derivatives work.
 //
-// Lowering, chosen by measurement; no LAPACK. A batch of at least one SIMD
+// Lowering, chosen by measurement. A batch of at least one SIMD
 // vector of matrices of order up to 32 goes across the batch, one matrix per
 // lane (cholesky and triangular_solve: LinalgSmallLowering.cpp, tried first
 // by the lower hooks). Otherwise generated code per matrix of the batch,
@@ -23,15 +23,27 @@
 //                                    f32    4.6×    4.7×     0.70×
 //   gradient of sum(cho_solve(cholesky(a), b) * w), 100 × 32×32 f64: 0.53 ms
 //     (PyTorch 20-28 ms); 1000 × 8×8 f64: 0.21 ms (PyTorch 17-25 ms)
-//   512×512 cholesky                  0.55×
-//   512×512 solve (lu + 2 solves)     0.45×
-// Not done: lu across the batch (per matrix: pivoting differs by lane), and
-// blocked factorisations around the packed matmul for large matrices (what
-// LAPACK does; these unblocked loops are bound by memory there).
+// Not done: lu across the batch (per matrix: pivoting differs by lane).
+// From an order of kLapack<Op> on, the JIT calls LAPACK instead where it is
+// loaded at run time (LinalgLapack.h; never in objects, nor with
+// ADJIT_LAPACK=0). `linalg_bench --thresholds`, one matrix, generated time /
+// LAPACK path's time (above 1: LAPACK faster), two runs on a loaded machine:
+//   order             8     12    16    24    32    48    64    96    128
+//   cholesky          1.05  3.5   3.8   1.6   1.8   2.0   2.2   2.4   2.3
+//   lu                0.83  0.83  0.78  0.78  0.86  0.93  1.22  1.48  1.70
+//   triangular_solve  1.8   1.9   2.8   3.3   0.64  1.41  1.36  1.20  1.03
+// so lu from 64; cholesky and triangular_solve from 48, although LAPACK
+// wins earlier for one matrix: up to 32 (the GMM and Kalman sizes) batches
+// are the generated code's to win, vectorised across the batch. Above the
+// thresholds (adjit / LAPACK called directly, the bench's large rows, two
+// runs): cholesky 1.19–1.23× at 512², 1.11× at 2048²; solve 1.25–1.34×,
+// 1.29× (its lu copies a transposed and back, as getrf pivots rows of a
+// column-major matrix, and P b is a one-hot matmul).
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+#include "ops/LinalgLapack.h"
 #include "ops/LinalgSmall.h"
 
 #include <adjit/linalg.h>
@@ -68,6 +80,10 @@ int64_t expectSquare(const InferCtx& c, std::size_t i, std::string_view what) {
 
 /// The number of matrices in a batch of [..., r, c].
 int64_t batchOf(const Shape& s) { return num_elements(Shape(s.begin(), s.end() - 2)); }
+
+/// The matrix orders from which the JIT calls LAPACK (LinalgLapack.h), where
+/// it is loaded: measured, see the header comment.
+constexpr int64_t kLapackCholesky = 48, kLapackTriangularSolve = 48, kLapackLu = 64;
 
 // ---- cholesky ----------------------------------------------------------------------
 
@@ -289,6 +305,7 @@ void defineLinalgSolveOps(Table& t) {
       .lower = [](LowerCtx& c) {
         if (small::lowerCholeskyAcrossBatch(c)) return;
         const Type& at = c.operandType(0);
+        if (lapack::use(c, at.shape.back(), kLapackCholesky)) return lapack::lowerCholesky(c);
         const DType t = at.dtype;
         const int64_t n = at.shape.back();
         llvm::Value *A = c.operandBuffer(0), *L = c.results[0];
@@ -387,6 +404,7 @@ void defineLinalgSolveOps(Table& t) {
       // updates by rows of a (otherwise), whichever reads a's rows.
       .lower = [](LowerCtx& c) {
         const Type &at = c.operandType(0), &bt = c.operandType(1);
+        if (lapack::use(c, at.shape.back(), kLapackTriangularSolve)) return lapack::lowerTriangularSolve(c);
         const DType t = at.dtype;
         const SolveForm f = solveFormOf(c.op.attrs);
         if (small::lowerTriangularSolveAcrossBatch(c, {f.lower, f.left, f.transpose, f.unit})) return;
@@ -518,6 +536,7 @@ void defineLinalgSolveOps(Table& t) {
       // swap and the trailing update run along rows.
       .lower = [](LowerCtx& c) {
         const Type& at = c.operandType(0);
+        if (lapack::use(c, at.shape.back(), kLapackLu)) return lapack::lowerLu(c);
         const DType t = at.dtype;
         const int64_t n = at.shape.back();
         llvm::Value *A = c.operandBuffer(0), *LU = c.results[0], *Piv = c.results[1], *Perm = c.results[2];

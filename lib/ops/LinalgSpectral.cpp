@@ -18,10 +18,24 @@
 //   orthonormal set (completeColumns), as LAPACK's do.
 // - eigh and svd of a matrix with a NaN or inf entry: every result NaN
 //   (qr's reflections spread NaNs on their own).
+//
+// Lowering: the generated Jacobi methods, or from an order of kLapackEigh
+// (kLapackSvd on min(m, n)) LAPACK's dsyevd/ssyevd and dgesdd/sgesdd where
+// the JIT has it loaded at run time (LinalgLapack.h; never in objects, nor
+// with ADJIT_LAPACK=0), with the same conventions (signs, order, NaN); the
+// vectors of repeated or zero eigen- and singular values are another basis
+// of the same space. `linalg_bench --thresholds`, one f64 matrix, generated
+// time / LAPACK path's time (above 1: LAPACK faster), loaded 2-core machine:
+//   order   8     12    16    24    32    48    64    96    128
+//   eigh    1.3   2.5   1.8   3.0   4.0   4.4   8.5   47    44
+//   svd     0.75  1.02  1.05  1.39  1.86  2.2   2.6   2.6   3.1
+// eigh at 512²: 4.2 s generated; through the LAPACK path 1.06–1.09× dsyevd
+// called directly, 1.00× at 2048² (bench/linalg_bench.cpp).
 #include "ops/LinalgSpectral.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+#include "ops/LinalgLapack.h"
 
 #include <algorithm>
 #include <array>
@@ -443,6 +457,10 @@ Tensor qrCotangent(const Tensor& q, const Tensor& r, const std::optional<Tensor>
 
 } // namespace
 
+/// The orders (min(m, n) for svd) from which the JIT calls LAPACK
+/// (LinalgLapack.h), where it is loaded: measured, see the header comment.
+constexpr int64_t kLapackEigh = 16, kLapackSvd = 24;
+
 void defineSpectralOps(Table& t) {
   // qr(a) -> q [..., m, k], r [..., k, n], k = min(m, n), a = q r, qᵀq = I,
   // r upper triangular with LAPACK's diagonal signs. Derivatives (R square
@@ -524,7 +542,10 @@ void defineSpectralOps(Table& t) {
         });
       },
       .fold = noFold,
-      .lower = spectral::lowerEigh,
+      .lower = [](codegen::LowerCtx& c) {
+        if (lapack::use(c, c.operandType(0).shape.back(), kLapackEigh)) return lapack::lowerEigh(c);
+        spectral::lowerEigh(c);
+      },
       .jvp = [](const autodiff::JvpCtx& c) {
         const std::optional<Tensor> da = c.dx(0);
         if (!da) return;
@@ -576,7 +597,11 @@ void defineSpectralOps(Table& t) {
         });
       },
       .fold = noFold,
-      .lower = spectral::lowerSvd,
+      .lower = [](codegen::LowerCtx& c) {
+        const Mat d = matOf(c.operandType(0).shape);
+        if (lapack::use(c, std::min(d.m, d.n), kLapackSvd) && lapack::use(c, std::max(d.m, d.n), 0)) return lapack::lowerSvd(c);
+        spectral::lowerSvd(c);
+      },
       .jvp = [](const autodiff::JvpCtx& c) {
         const std::optional<Tensor> da = c.dx(0);
         if (!da) return;

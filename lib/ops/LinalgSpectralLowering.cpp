@@ -2,7 +2,8 @@
 // generated code: Householder QR, Jacobi eigh in round-robin rounds,
 // one-sided Jacobi SVD; the same steps as the reference versions in
 // LinalgSpectral.cpp (which say why each step is there), with no library
-// calls. Working matrices live in the op's workspace.
+// calls (large matrices call LAPACK instead: LinalgLapack.cpp). Working
+// matrices live in the op's workspace.
 #include "ops/LinalgSpectral.h"
 
 #include "support/Assert.h"
