@@ -7,7 +7,9 @@
 // PyTorch on the same problems); 512² and 2048² cholesky, solve and eigh,
 // forward and gradient (where adjit's JIT calls LAPACK itself; adjit / LAPACK,
 // the target is below 1.2), against the same computations written with LAPACK
-// and BLAS calls (bench/linalg_torch.py times PyTorch on them). Not a test.
+// and BLAS calls (bench/linalg_torch.py times PyTorch on them); the gradient
+// of a 64×64 and 256×256 solve (LAPACK's: dgesv, dgetrs and an outer product
+// by hand). Not a test.
 // `--quick`: fewer repetitions, no 2048²; `--no-2048`; `--thresholds`: the
 // sweep the LAPACK thresholds come from.
 #include <adjit/adjit.h>
@@ -29,6 +31,7 @@ void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* inf
 void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b, const int* ldb, int* info);
 void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
 void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda, float* b, const int* ldb, int* info);
+void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv, double* b, const int* ldb, int* info);
 void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
 void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv, double* b, const int* ldb,
              int* info);
@@ -383,6 +386,42 @@ void thresholds() {
   }
 }
 
+/// The gradient of sum(solve(a, b) * w) in a and b (one right-hand side):
+/// adjit's reverse mode against LAPACK by hand (dgesv, then dgetrs with the
+/// transpose for bbar = a^-T w, and abar = -bbar x^T).
+void solveGrad(int64_t n) {
+  std::vector<double> a(static_cast<std::size_t>(n * n)), b(static_cast<std::size_t>(n)), w(b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i));
+  for (int64_t i = 0; i < n; ++i) a[std::size_t(i * n + i)] += 2.0;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.1 * double(i)), w[i] = std::sin(0.3 * double(i) + 1);
+  const Array A(a, {n, n}), B(b, {n}), W(w, {n});
+  auto loss = [](const Tensor& x, const Tensor& y, const Tensor& v) { return sum(linalg::solve(x, y) * v); };
+  auto f = jit(grad(loss, argnums<0, 1>), {.threads = 1});
+  auto g = f(A, B, W);
+  std::vector<double> at(a.size()), work(a.size()), x(b.size()), bbar(b.size()), abar(a.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) at[std::size_t(j * n + i)] = a[std::size_t(i * n + j)];
+  std::vector<int> ipiv(static_cast<std::size_t>(n));
+  const int ni = int(n), one = 1;
+  auto lapack = [&] {
+    std::memcpy(work.data(), at.data(), at.size() * sizeof(double));
+    std::memcpy(x.data(), b.data(), b.size() * sizeof(double));
+    std::memcpy(bbar.data(), w.data(), w.size() * sizeof(double));
+    int info = 0;
+    dgesv_(&ni, &one, work.data(), &ni, ipiv.data(), x.data(), &ni, &info);
+    dgetrs_("T", &ni, &one, work.data(), &ni, ipiv.data(), bbar.data(), &ni, &info);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) abar[std::size_t(i * n + j)] = -bbar[std::size_t(i)] * x[std::size_t(j)];
+  };
+  const auto t = interleaved([&] { g = f(A, B, W); }, lapack);
+  double err = 0;
+  for (std::size_t i = 0; i < abar.size(); ++i) err = std::max(err, std::fabs(std::get<0>(g).at(int64_t(i)) - abar[i]));
+  for (std::size_t i = 0; i < bbar.size(); ++i) err = std::max(err, std::fabs(std::get<1>(g).at(int64_t(i)) - bbar[i]));
+  char label[64];
+  std::snprintf(label, sizeof label, "grad of solve [%lld, %lld] in a and b", (long long)n, (long long)n);
+  report(label, t, err);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -399,6 +438,8 @@ int main(int argc, char** argv) {
   choleskySolve<double>(100, 32);
   choleskySolve<float>(1000, 8);
   choleskySolve<float>(100, 32);
+  solveGrad(64);
+  solveGrad(256);
   if (sweep) thresholds();
   std::printf("\nlarge matrices (adjit/LAPACK: below 1.2 is the target)\n");
   for (int64_t n : {512, 2048}) {

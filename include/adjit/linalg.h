@@ -55,7 +55,9 @@ LU<> lu(const Tensor& a, ADJIT_HERE);
 
 // ---- built on them (composites) -------------------------------------------------------
 /// x solving a x = b, by lu: a [..., n, n], b [..., n] (one vector; only when
-/// b is 1-D) or [..., n, k], batch axes broadcast (jnp.linalg.solve).
+/// b is 1-D) or [..., n, k], batch axes broadcast (jnp.linalg.solve). Its
+/// derivative (and inv's, det's, slogdet's) is a rule on lu's factors:
+/// bbar = a^-T xbar, abar = -bbar x^T; NaN or inf where a is singular.
 Tensor solve(const Tensor& a, const Tensor& b, ADJIT_HERE);
 /// The inverse of each square matrix, by lu (inf or NaN where a is singular).
 Tensor inv(const Tensor& a, ADJIT_HERE);

@@ -42,13 +42,16 @@ public:
         if (in[i] && !is_floating(fn.type(op.operands[i]).dtype)) fail(fn, op, "reads an integer or boolean computed from them");
       std::vector<char> out(op.results.size(), 1);
       if (autodiff::rules(op.kind).has(autodiff::kLinear) || (autodiff::rules(op.kind).has(autodiff::kLinearInEach) && count == 1) ||
-          (autodiff::rules(op.kind).has(autodiff::kLinearInFirst) && count == 1 && in[0])) {
+          (autodiff::rules(op.kind).has(autodiff::kLinearInFirst) && count == 1 && in[0]) ||
+          (autodiff::rules(op.kind).has(autodiff::kLinearInLast) && count == 1 && in.back())) {
         // linear: every result varies with them
       } else if (info.has(ir::kForwardsToCallee)) {
         const ir::Function* callee = m_.lookup(op.callees.at(0));
         out = run(*callee, in);
       } else if (autodiff::rules(op.kind).has(autodiff::kLinearInFirst) && !in[0]) {
         fail(fn, op, "divides by a value computed from them");
+      } else if (autodiff::rules(op.kind).has(autodiff::kLinearInLast)) {
+        fail(fn, op, "takes a value computed from them as an operand other than its last");
       } else if (autodiff::rules(op.kind).has(autodiff::kLinearInEach) || autodiff::rules(op.kind).has(autodiff::kLinearInFirst)) {
         fail(fn, op, "multiplies or divides two values computed from them");
       } else {

@@ -23,6 +23,7 @@ enum Trait : uint32_t {
   kLinear = 1u << 2,        ///< linear in its floating operands jointly (integer operands, an index or predicate, fixed)
   kLinearInEach = 1u << 3,  ///< linear in each operand while the others are fixed (mul, matmul)
   kLinearInFirst = 1u << 4, ///< linear in operand 0 while the others are fixed (div)
+  kLinearInLast = 1u << 5,  ///< linear in its last operand while the others are fixed (triangular_solve in b)
 };
 
 /// The derivative rules of an op kind.

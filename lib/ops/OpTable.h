@@ -45,6 +45,7 @@ inline constexpr Traits kGradientIsError{0, autodiff::kGradientIsError, 0};
 inline constexpr Traits kLinear{0, autodiff::kLinear, 0};
 inline constexpr Traits kLinearInEach{0, autodiff::kLinearInEach, 0};
 inline constexpr Traits kLinearInFirst{0, autodiff::kLinearInFirst, 0};
+inline constexpr Traits kLinearInLast{0, autodiff::kLinearInLast, 0};
 inline constexpr Traits kExpensive{0, 0, codegen::kExpensive};
 inline constexpr Traits kRemapsIndex{0, 0, codegen::kRemapsIndex};
 inline constexpr Traits kMaterializesOperands{0, 0, codegen::kMaterializesOperands};

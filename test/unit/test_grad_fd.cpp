@@ -219,7 +219,8 @@ TEST_CASE("ops the table marks linear are linear: op(a + 2b) = op(a) + 2 op(b)")
   int checked = 0;
   forEachDifferentiableOp([&](ir::OpKind k, const ir::OpInfo& info, const std::string& text) {
     const bool joint = autodiff::rules(k).has(autodiff::kLinear), each = autodiff::rules(k).has(autodiff::kLinearInEach), first = autodiff::rules(k).has(autodiff::kLinearInFirst);
-    if (!joint && !each && !first) return;
+    const bool last = autodiff::rules(k).has(autodiff::kLinearInLast);
+    if (!joint && !each && !first && !last) return;
     Module m = Module::parse(text);
     const ir::Function& f = *m.impl().lookup("f");
     auto site = std::find_if(f.ops.begin(), f.ops.end(), [&](const ir::Op& op) { return op.kind == k; });
@@ -246,7 +247,7 @@ TEST_CASE("ops the table marks linear are linear: op(a + 2b) = op(a) + 2 op(b)")
       b.push_back(y);
     }
     // The operand sets the op is linear in: all floating operands together,
-    // each alone, or the first.
+    // each alone, the first or the last.
     std::vector<std::vector<std::size_t>> sets;
     std::vector<std::size_t> all;
     for (std::size_t i = 0; i < a.size(); ++i)
@@ -256,6 +257,7 @@ TEST_CASE("ops the table marks linear are linear: op(a + 2b) = op(a) + 2 op(b)")
       }
     if (joint) sets.push_back(all);
     if (first) sets.push_back({0});
+    if (last) sets.push_back({a.size() - 1});
     for (const std::vector<std::size_t>& set : sets) {
       std::vector<Array> onlyB = a, mixed = a;
       for (std::size_t i : set) {

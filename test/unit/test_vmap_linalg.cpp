@@ -333,6 +333,34 @@ Tensor cnnLoss(const Tensor& k, const Tensor& w, const Tensor& x) {
 }
 } // namespace
 
+TEST_CASE("vmap solve, inv, det, slogdet and their gradients (custom rules on lu's factors)") {
+  // A well-conditioned general matrix from any a: a pushed away from singular.
+  auto wc = [](const Tensor& a) { return a + linalg::diag(full({a.shape().back()}, 4.0, a.dtype())); };
+  for (DType t : {DType::f32, DType::f64}) {
+    INFO(name_of(t));
+    const double rt = t == DType::f32 ? 1e-3 : 1e-9;
+    auto values = [&](const Tensor& a, const Tensor& b) {
+      const auto sl = linalg::slogdet(wc(a));
+      return V{linalg::solve(wc(a), b), linalg::inv(wc(a)), linalg::det(wc(a)), sl.sign, sl.logabsdet};
+    };
+    const Array a = randomArray({t, {4, 4}}, 1), as = randomArray({t, {3, 4, 4}}, 2);
+    const Array b = randomArray({t, {4, 2}}, 3), bs = randomArray({t, {3, 4, 2}}, 4);
+    agrees(values, {0, 0}, rt, 3, as, bs);
+    agrees(values, {none, 0}, rt, 3, a, bs);
+    agrees(values, {0, none}, rt, 3, as, b);
+    auto loss = [&](const Tensor& a, const Tensor& b) {
+      return sum(linalg::solve(wc(a), b) * linalg::inv(wc(a))[0][0]) + linalg::det(wc(a)) * 0.01 + linalg::slogdet(wc(a)).logabsdet;
+    };
+    auto grads = [&](const Tensor& a, const Tensor& b) {
+      auto [ga, gb] = grad(loss, argnums<0, 1>)(a, b);
+      return V{ga, gb};
+    };
+    agrees(grads, {0, 0}, rt, 3, as, bs);
+    agrees(grads, {none, 0}, rt, 3, a, bs);
+    agrees(grads, {0, none}, rt, 3, as, b);
+  }
+}
+
 TEST_CASE("vmap(grad(f)): per-example gradients of a small CNN and through cholesky and solves") {
   for (DType t : {DType::f32, DType::f64}) {
     INFO(name_of(t));
