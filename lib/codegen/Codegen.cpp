@@ -376,7 +376,7 @@ llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
     return buf = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), scratch_, p.offset);
   }
   case Storage::View: {
-    llvm::Value* viewed = buffer(static_cast<ir::ValueId>(p.index)); // never a view itself
+    llvm::Value* viewed = buffer(static_cast<ir::ValueId>(p.index)); // a view itself only for a result updated in place
     if (p.offset == 0) return buffers_[static_cast<std::size_t>(v)] = viewed; // one pointer: one alias scope
     llvm::IRBuilder<> eb(entry_);
     return buffers_[static_cast<std::size_t>(v)] = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), viewed, p.offset);
@@ -748,7 +748,7 @@ void FunctionEmitter::emitKernel(const Kernel& k) {
     std::vector<llvm::Value*> results;
     for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
     LowerCtx c = lowerCtx(*k.op, results);
-    codegen::lowering(k.op->kind).lower(c);
+    codegen::lowering(k.op->kind).wholeLowering()(c);
     break;
   }
   }

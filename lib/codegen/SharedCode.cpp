@@ -242,7 +242,7 @@ void FunctionEmitter::emitRowGroupFunctions() {
         LowerCtx c = lowerCtx(*k.op, results);
         c.rowBegin = fn->getArg(1);
         c.rowEnd = fn->getArg(2);
-        codegen::lowering(k.op->kind).lower(c);
+        codegen::lowering(k.op->kind).wholeLowering()(c);
       }
       finishAliasScopes(i);
       endFrame();
@@ -316,7 +316,7 @@ void FunctionEmitter::emitWithTiles(const Kernel& k) {
       c.prologue[o] = tileFn_[static_cast<std::size_t>(p)];
       c.prologueCtx[o] = storeContext(plan_.kernels[static_cast<std::size_t>(p)].buffers);
     }
-  codegen::lowering(k.op->kind).lower(c);
+  codegen::lowering(k.op->kind).wholeLowering()(c);
 }
 
 /// Kernels the plan found to repeat (Kernel::sameAs) are emitted once, as an
