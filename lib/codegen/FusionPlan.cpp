@@ -244,16 +244,18 @@ void Planner::materialize() {
     const ir::OpInfo& info = ir::info(op.kind);
     // An op that may update an operand in place (Lowering::inPlace) is a
     // kernel of its own, writing its result's buffer, when that operand is a
-    // buffer this function computes (not a parameter, a constant or an
-    // output) that no later op reads (at most kMaxInPlaceUsers ops read it):
-    // place() then gives the result that buffer when the kernel order makes
-    // this op its last reader, and the op writes only what it replaces.
+    // buffer this function computes (not a constant or an output), or a
+    // parameter updated into an output (a loop body's carry), that no later
+    // op reads (at most kMaxInPlaceUsers ops read it): place() then gives the
+    // result that buffer when the kernel order makes this op its last
+    // reader, and the op writes only what it replaces (or lets callers pass
+    // the parameter's buffer as the output's: FusionPlan::sharedOutputs).
     // Otherwise its `element` hook computes it like any other element op,
     // fused into the loops that read it.
     if (const codegen::InPlace& ip = codegen::lowering(op.kind).inPlace; ip.lower && op.results.size() == 1) {
       const ValueId x = op.operands.at(ip.operand);
-      bool candidate = mat_[at(x)] && producer_[at(x)] && !inMemory_[at(x)] && !isOutput_[at(x)] &&
-                       users_.of(x).size() <= kMaxInPlaceUsers;
+      bool candidate = mat_[at(x)] && (producer_[at(x)] || isOutput_[at(op.results[0])]) && !inMemory_[at(x)] &&
+                       !isOutput_[at(x)] && users_.of(x).size() <= kMaxInPlaceUsers;
       for (const ir::Op* u : users_.of(x)) candidate = candidate && u <= &op;
       if (candidate) inPlace_[at(op.results[0])] = 1;
     }

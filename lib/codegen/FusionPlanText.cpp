@@ -135,6 +135,7 @@ std::string FusionPlan::str() const {
   for (std::size_t v = 0; v < place.size(); ++v)
     if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
     else if (place[v].where == Storage::Constant) s += fmt::format("  global {}\n", opText(f, *producer[v]));
+  for (auto [output, param] : sharedOutputs) s += fmt::format("  output {} may share the buffer of param {}\n", output, param);
   for (std::size_t i = 0; i < f.outputs.size() && !place.empty(); ++i) {
     const Placement& p = place[at(f.outputs[i])];
     if (p.where != Storage::Output || p.index != i) s += fmt::format("  output {} = copy of %{}\n", i, f.outputs[i]);

@@ -180,6 +180,17 @@ void Planner::place(FusionPlan& p) {
     const ValueId r = kn.op->results[0], x = kn.op->operands[operand];
     const ValueId base = updated[at(x)] ? static_cast<ValueId>(p.place[at(x)].index) : x;
     const bool output = p.place[at(r)].where == Storage::Output && f_.outputs[p.place[at(r)].index] == r;
+    // A parameter updated into an output: a caller may pass one buffer as
+    // both (FusionPlan::sharedOutputs) when no later kernel reads it.
+    if (output && p.place[at(x)].where == Storage::Param && lastRead[at(x)] == static_cast<int>(k)) {
+      others.clear();
+      for (std::size_t i = 0; i < kn.op->operands.size(); ++i)
+        if (i != operand) others.push_back(kn.op->operands[i]);
+      bool reads = false;
+      for (const Read& rd : readsOf(others, false)) reads = reads || rd.value == x || viewOf_[at(rd.value)] == x;
+      if (!reads) p.sharedOutputs.push_back({p.place[at(r)].index, p.place[at(x)].index});
+      continue;
+    }
     if ((p.place[at(r)].where != Storage::Fused && !output) || p.place[at(base)].where != Storage::Fused || isView(base) || isView(r) ||
         !mat_[at(base)] || !producer_[at(base)] || lastRead[at(x)] != static_cast<int>(k) || lastRead[at(base)] != static_cast<int>(k))
       continue;

@@ -278,12 +278,19 @@ void defineIndexingOps(Table& t) {
       // In place (codegen::InPlace): the window only, into a result buffer
       // that already holds x. The planner gives the result x's buffer when
       // this op is x's last reader and x is a value the function computes
-      // (not an argument, a constant or an output), so a ring buffer fed by
-      // a matmul or a loop costs the window's elements, not x's. Where the
-      // buffers differ (x read again later, the update computed from x) the
-      // result is a copy of x first, what the `element` hook's loop costs.
-      // Elsewhere (x an argument, or computed by the loop that reads the
-      // result) the `element` hook computes the result as part of that loop.
+      // (not an argument, a constant or an output), computes x into the
+      // caller's buffer when the result is an output, and lets a loop pass a
+      // body whose carry is x, updated last, one buffer as both
+      // (FusionPlan::sharedOutputs): a ring buffer in scan costs its window
+      // per step. adjit_sort_bench, rows x 8 f32 updated one row per step,
+      // 200,000 steps, one thread, load ~20 on 2 cores: 2.4, 2.8 and 2.8 ns
+      // per step at 16, 1,024 and 65,536 rows (a 2 MB carry), against 1.9 to
+      // 2.5 ns for the same loop in C++ (1.15-1.33x). Where the buffers
+      // differ at run time (x read again later, the update computed from x,
+      // a caller passing distinct buffers) the op copies x first, what the
+      // `element` hook's loop costs. Elsewhere (x an argument, or computed
+      // by the loop that reads the result) the `element` hook computes the
+      // result inside that loop.
       .inPlace = {0, [](LowerCtx& c) {
         const Type& rt = c.resultType();
         const Shape& us = c.operandType(1).shape;
