@@ -17,7 +17,7 @@ std::pair<llvm::Value*, int64_t> FunctionEmitter::address(ir::ValueId v) {
   const Placement& p = plan_.place[static_cast<std::size_t>(v)];
   switch (p.where) {
   case Storage::View: {
-    auto [base, offset] = address(static_cast<ir::ValueId>(p.index)); // never a view itself
+    auto [base, offset] = address(static_cast<ir::ValueId>(p.index)); // a view itself only for an update in place
     return {base, offset + static_cast<int64_t>(p.offset)};
   }
   case Storage::Scratch: return {scratch_, static_cast<int64_t>(p.offset)};
