@@ -283,9 +283,10 @@ void defineIndexingOps(Table& t) {
       // body whose carry is x, updated last, one buffer as both
       // (FusionPlan::sharedOutputs): a ring buffer in scan costs its window
       // per step. adjit_sort_bench, rows x 8 f32 updated one row per step,
-      // 200,000 steps, one thread, load ~20 on 2 cores: 2.4, 2.8 and 2.8 ns
-      // per step at 16, 1,024 and 65,536 rows (a 2 MB carry), against 1.9 to
-      // 2.5 ns for the same loop in C++ (1.15-1.33x). Where the buffers
+      // 200,000 steps, one thread, load 12-20 on 2 cores: 2.4-3.6 ns per
+      // step at 16, 1,024 and 65,536 rows (a 2 MB carry), against 1.9-2.9 ns
+      // for the same loop in C++ (1.15-1.5x); with the carry copied each
+      // step instead, 8.6 ns, 1.8 us and 157 us. Where the buffers
       // differ at run time (x read again later, the update computed from x,
       // a caller passing distinct buffers) the op copies x first, what the
       // `element` hook's loop costs. Elsewhere (x an argument, or computed
