@@ -136,6 +136,9 @@ void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers, 
 }
 llvm::Value* LowerCtx::workspace(uint64_t bytes) const { return fe.workspace(bytes); }
 const ir::Function& LowerCtx::callee(std::size_t i) const { return fe.calleeFunction(op.callees.at(i)); }
+bool LowerCtx::calleeShares(std::size_t i, std::size_t output, std::size_t param) const {
+  return fe.calleeShares(op.callees.at(i), output, param);
+}
 void LowerCtx::callFirstCallee() const {
   std::vector<llvm::Value*> args;
   for (std::size_t i = 0; i < op.operands.size(); ++i) args.push_back(operandBuffer(i));
@@ -377,7 +380,7 @@ llvm::Value* FunctionEmitter::buffer(ir::ValueId v) {
     return buf = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), scratch_, p.offset);
   }
   case Storage::View: {
-    llvm::Value* viewed = buffer(static_cast<ir::ValueId>(p.index)); // never a view itself
+    llvm::Value* viewed = buffer(static_cast<ir::ValueId>(p.index)); // a view itself only for a result updated in place
     if (p.offset == 0) return buffers_[static_cast<std::size_t>(v)] = viewed; // one pointer: one alias scope
     llvm::IRBuilder<> eb(entry_);
     return buffers_[static_cast<std::size_t>(v)] = eb.CreateConstInBoundsGEP1_64(eb.getInt8Ty(), viewed, p.offset);
@@ -749,7 +752,7 @@ void FunctionEmitter::emitKernel(const Kernel& k) {
     std::vector<llvm::Value*> results;
     for (ir::ValueId r : k.op->results) results.push_back(buffer(r));
     LowerCtx c = lowerCtx(*k.op, results);
-    codegen::lowering(k.op->kind).lower(c);
+    codegen::lowering(k.op->kind).wholeLowering()(c);
     break;
   }
   }
@@ -928,9 +931,16 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     FusionPlan plan = planFusion(f, po);
     if (o.planMs) *o.planMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (o.plans && o.planAfter.empty()) *o.plans += plan.str();
+    // An output a caller may pass in a parameter's buffer: neither is noalias, the parameter not read-only.
+    std::vector<std::pair<uint32_t, uint32_t>> shared = plan.sharedOutputs;
+    for (auto [output, param] : shared) {
+      fn->removeParamAttr(param, llvm::Attribute::NoAlias);
+      fn->removeParamAttr(param, llvm::Attribute::ReadOnly);
+      fn->removeParamAttr(static_cast<unsigned>(f.params.size() + output), llvm::Attribute::NoAlias);
+    }
     FunctionEmitter fe(f, std::move(plan), fn, [&](const std::string& name) { return lower(*m.lookup(name), false); }, unit, parallel,
                         o.lapack);
-    FunctionEmitter::Lowered l{fn, fe.emit(), &f};
+    FunctionEmitter::Lowered l{fn, fe.emit(), &f, std::move(shared)};
     done[f.name] = l;
     return l;
   };

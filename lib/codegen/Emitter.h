@@ -137,6 +137,9 @@ struct LowerCtx : EmitBase {
   void call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after = 0) const;
   /// The op's i-th callee (lowered first if it was not yet).
   const ir::Function& callee(std::size_t i) const;
+  /// Whether the op's i-th callee may be given one buffer as its output
+  /// `output` and its parameter `param` (FusionPlan::sharedOutputs).
+  bool calleeShares(std::size_t i, std::size_t output, std::size_t param) const;
   /// Calls the epilogue on rows [row0, row1) and columns [col0, col1) of
   /// matrix `matrix` of the result, whose final values are at
   /// tile[(i - row0) · stride + (j - col0)]: in the result's buffer, or in a

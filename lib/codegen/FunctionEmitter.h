@@ -23,6 +23,7 @@ public:
     llvm::Function* fn;
     uint64_t scratch;
     const ir::Function* source; ///< the IR function it was lowered from
+    std::vector<std::pair<uint32_t, uint32_t>> sharedOutputs; ///< FusionPlan::sharedOutputs
   };
 
   FunctionEmitter(const ir::Function& f, FusionPlan plan, llvm::Function* out,
@@ -59,6 +60,13 @@ public:
     calleeScratch_ = std::max(calleeScratch_, after + l.scratch);
     buffers.push_back(b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), scratch_, calleeScratchAt() + after));
     b_.CreateCall(l.fn, buffers);
+  }
+  /// Whether lowered function `name` may be given one buffer as its output
+  /// `output` and its parameter `param` (FusionPlan::sharedOutputs).
+  bool calleeShares(const std::string& name, std::size_t output, std::size_t param) {
+    for (auto [o, p] : callee_(name).sharedOutputs)
+      if (o == output && p == param) return true;
+    return false;
   }
   /// The IR function `name` (a callee of an op of this function).
   const ir::Function& calleeFunction(const std::string& name) { return *callee_(name).source; }

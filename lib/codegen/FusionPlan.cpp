@@ -103,6 +103,7 @@ void Planner::init() {
   const std::size_t n = f_.types.size();
   if (producer_.size() != n) facts();
   mat_ = initialMat_;
+  inPlace_.assign(n, 0);
   size_.assign(n, 0);
   expensive_.assign(n, 0);
   computes_.assign(n, 0);
@@ -241,7 +242,24 @@ void Planner::boundOperands(std::span<const ValueId> operands, int limit) {
 void Planner::materialize() {
   for (const ir::Op& op : f_.ops) {
     const ir::OpInfo& info = ir::info(op.kind);
-    const bool writesWhole = codegen::lowering(op.kind).lower || codegen::lowering(op.kind).reduce;
+    // An op that may update an operand in place (Lowering::inPlace) is a
+    // kernel of its own, writing its result's buffer, when that operand is a
+    // buffer this function computes (not a constant or an output), or a
+    // parameter updated into an output (a loop body's carry), that no later
+    // op reads (at most kMaxInPlaceUsers ops read it): place() then gives the
+    // result that buffer when the kernel order makes this op its last
+    // reader, and the op writes only what it replaces (or lets callers pass
+    // the parameter's buffer as the output's: FusionPlan::sharedOutputs).
+    // Otherwise its `element` hook computes it like any other element op,
+    // fused into the loops that read it.
+    if (const codegen::InPlace& ip = codegen::lowering(op.kind).inPlace; ip.lower && op.results.size() == 1) {
+      const ValueId x = op.operands.at(ip.operand);
+      bool candidate = mat_[at(x)] && (producer_[at(x)] || isOutput_[at(op.results[0])]) && !inMemory_[at(x)] &&
+                       !isOutput_[at(x)] && users_.of(x).size() <= kMaxInPlaceUsers;
+      for (const ir::Op* u : users_.of(x)) candidate = candidate && u <= &op;
+      if (candidate) inPlace_[at(op.results[0])] = 1;
+    }
+    const bool writesWhole = codegen::lowering(op.kind).lower || codegen::lowering(op.kind).reduce || lowersWhole(op);
     // The op's own loops (or its consumers' loop) compute its fused operands.
     // An op with a loop per operand computes each in a loop of its own, up
     // to kMaxOperandLoops of them; past that its operands get buffers, which
@@ -376,13 +394,14 @@ std::vector<Unit> Planner::schedule() {
   int lastEffect = -1; // ops with side effects run in program order
   for (const ir::Op& op : f_.ops) {
     const ir::OpInfo& info = ir::info(op.kind);
-    if (!codegen::lowering(op.kind).lower && (op.results.empty() || !mat_[at(op.results[0])])) continue; // fused into its users
+    const bool lowers = codegen::lowering(op.kind).lower || lowersWhole(op);
+    if (!lowers && (op.results.empty() || !mat_[at(op.results[0])])) continue; // fused into its users
     if (!op.results.empty() && inMemory_[at(op.results[0])]) continue;                   // no code, like a parameter
     if (!op.results.empty() && isView(op.results[0])) { // no code: ready when the viewed buffer is
       levelOf[at(op.results[0])] = levelOf[at(viewOf_[at(op.results[0])])];
       continue;
     }
-    std::optional<Unit> root = codegen::lowering(op.kind).lower ? std::nullopt : loopOf(op);
+    std::optional<Unit> root = lowers ? std::nullopt : loopOf(op);
     const bool pointwise = root && (root->roots[0].reduction || info.has(ir::kElementwise));
     int level = 0;
     std::vector<int> shareUnits; // units this root may join: it reads them at its own index
@@ -504,7 +523,7 @@ Kernel Planner::kernelOf(Unit u) {
   k.level = u.level;
   k.bodySize = u.size;
   if (u.roots.empty()) {
-    k.kind = codegen::lowering(u.op->kind).lower ? Kernel::Kind::Lower : Kernel::Kind::Reduction;
+    k.kind = codegen::lowering(u.op->kind).lower || lowersWhole(*u.op) ? Kernel::Kind::Lower : Kernel::Kind::Reduction;
     k.fused = fusedFrom(u.op->operands);
     return k;
   }

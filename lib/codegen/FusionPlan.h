@@ -169,6 +169,13 @@ struct FusionPlan {
   std::vector<Run> runs;
   std::vector<RowGroup> groups;
   uint64_t scratchBytes = 0;    ///< this function's own scratch; callees' goes after it
+  /// Pairs (output i, parameter j): the function computes the same results
+  /// when a caller passes parameter j's buffer as output i's. Output i is
+  /// then an update in place of parameter j (Lowering::inPlace) that runs
+  /// after every other read of it, so a loop may hand its carry's buffer to
+  /// its body as both (a ring buffer costs its window per step). The function
+  /// does not declare those two buffers noalias, nor parameter j read-only.
+  std::vector<std::pair<uint32_t, uint32_t>> sharedOutputs;
   uint64_t stackBytes = 0;
   /// Kernels are emitted into this many LLVM functions, consecutive kernels
   /// per function (Kernel::function). A buffer lives on a function's stack

@@ -2,6 +2,7 @@
 // --emit=plan`, ADJIT_DUMP, FileCheck tests): one block per kernel with its
 // fused ops and where each written value goes, then runs, views and globals.
 #include "codegen/FusionPlan.h"
+#include "codegen/Lowering.h"
 
 #include "ir/OpInfo.h"
 
@@ -63,6 +64,19 @@ std::string FusionPlan::str() const {
     for (ValueId v : vs) w += (w.empty() ? "" : ", ") + placeText(place[at(v)]);
     return w;
   };
+  // The value whose buffer v is in: views at offset 0 read through.
+  auto base = [&](ValueId v) {
+    while (place[at(v)].where == Storage::View && place[at(v)].offset == 0) v = static_cast<ValueId>(place[at(v)].index);
+    return v;
+  };
+  // An op lowered in place (codegen::InPlace) whose result shares its operand's buffer.
+  auto updatesInPlace = [&](const Kernel& kn) {
+    const InPlace& ip = lowering(kn.op->kind).inPlace;
+    if (place.empty() || !ip.lower || lowering(kn.op->kind).lower || kn.op->results.size() != 1) return false;
+    const ValueId r = base(kn.op->results[0]), x = base(kn.op->operands[ip.operand]);
+    const Placement &a = place[at(r)], &b = place[at(x)];
+    return r == x || (a.where == Storage::Output && b.where == Storage::Output && a.index == b.index);
+  };
   std::string s = fmt::format("plan @{}: {} kernel{} in {} function{}{}, scratch {} bytes, stack {} bytes\n", f.name,
                               kernels.size(), kernels.size() == 1 ? "" : "s", functions, functions == 1 ? "" : "s",
                               compileParts ? " (compiled in parallel)" : "", scratchBytes, stackBytes);
@@ -95,7 +109,7 @@ std::string FusionPlan::str() const {
         if (kn.prologue[o] >= 0) s += fmt::format(", tile prologue #{} (operand {})", kn.prologue[o], o);
       if (kn.epilogue >= 0) s += fmt::format(", tile epilogue #{}", kn.epilogue);
       s += "\n";
-      if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], "write"});
+      if (!kn.op->results.empty()) lines.push_back({kn.op->results[0], updatesInPlace(kn) ? "update in place" : "write"});
       else s += fmt::format("    run {}\n", opText(f, *kn.op));
     }
     std::stable_sort(lines.begin(), lines.end(),
@@ -121,6 +135,7 @@ std::string FusionPlan::str() const {
   for (std::size_t v = 0; v < place.size(); ++v)
     if (place[v].where == Storage::View) s += fmt::format("  view {} -> {}\n", opText(f, *producer[v]), placeText(place[v]));
     else if (place[v].where == Storage::Constant) s += fmt::format("  global {}\n", opText(f, *producer[v]));
+  for (auto [output, param] : sharedOutputs) s += fmt::format("  output {} may share the buffer of param {}\n", output, param);
   for (std::size_t i = 0; i < f.outputs.size() && !place.empty(); ++i) {
     const Placement& p = place[at(f.outputs[i])];
     if (p.where != Storage::Output || p.index != i) s += fmt::format("  output {} = copy of %{}\n", i, f.outputs[i]);

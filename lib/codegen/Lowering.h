@@ -71,6 +71,21 @@ struct MathFunction {
   bool vector = true;        ///< glibc's libmvec has variants (lgamma has none: vector loops call it per lane)
 };
 
+/// Ops whose result is operand `operand` with some of its elements replaced
+/// (dynamic_update_slice: a window). `lower` writes the result by writing only
+/// the replaced elements into a result buffer that holds the operand's: when
+/// the result's buffer is not the operand's (LowerCtx::results[0] compared
+/// with operandBuffer(operand) at run time, or an operand without a buffer)
+/// it copies the operand there first. The planner gives the result the
+/// operand's own buffer when the operand is a value the function computes
+/// (not a parameter, a constant, an output or a view), read by this op only,
+/// and what the op's other operands compute reads none of it: the update then
+/// costs the replaced elements, not a copy of the operand (PlanPlacement.cpp).
+struct InPlace {
+  std::size_t operand = 0;
+  void (*lower)(LowerCtx&) = nullptr;
+};
+
 /// The lowering rules and planning facts of an op kind.
 struct Lowering {
   uint32_t traits = 0; ///< Trait bits
@@ -114,7 +129,15 @@ struct Lowering {
   /// of it are views, and code reading different rows of it is shared (an
   /// unrolled loop over a constant sequence).
   const Array* (*data)(const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook whose result is an operand with some
+  /// elements replaced: the lowering the planner uses instead when it may
+  /// update that operand's buffer in place (see InPlace).
+  InPlace inPlace = {};
   bool has(Trait t) const { return (traits & t) != 0; }
+  /// The hook that writes whole results: `lower`, or for an op the planner
+  /// lowers in place, `inPlace.lower`.
+  using LowerFn = void (*)(LowerCtx&);
+  LowerFn wholeLowering() const { return lower ? lower : inPlace.lower; }
 };
 
 /// The lowering of op kind k.

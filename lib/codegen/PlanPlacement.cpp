@@ -159,6 +159,56 @@ void Planner::place(FusionPlan& p) {
       const uint64_t bytes = static_cast<uint64_t>(viewOffset_[v]) * size_of(f_.type(static_cast<ValueId>(v)).dtype);
       p.place[v] = {Storage::View, static_cast<uint32_t>(base), bytes};
     }
+  // An op lowered in place (Lowering::inPlace) writes its result into its
+  // operand's buffer when nothing reads that buffer afterwards: the operand
+  // is the function's own (neither a parameter, a constant, an output nor a
+  // view, in no block buffer; or the result of another update in place,
+  // whose buffer it then shares), this kernel is its last reader (views of
+  // it included), and the op's other operands read neither it nor a view of
+  // it (an update computed from the operand at other indices would see its
+  // own writes). The result is then a view of that buffer at offset 0, which
+  // lives as long as the result is read; or, when the result is an output
+  // of the function, the operand is computed into the caller's buffer for
+  // it. Otherwise the result gets a buffer of its own, into which the op's
+  // code copies the operand first.
+  std::vector<char> updated(n, 0); // values placed in their operand's buffer
+  std::vector<ValueId> others;
+  for (std::size_t k = 0; k < p.kernels.size(); ++k) {
+    const Kernel& kn = p.kernels[k];
+    if (kn.kind != Kernel::Kind::Lower || !lowersWhole(*kn.op)) continue;
+    const std::size_t operand = codegen::lowering(kn.op->kind).inPlace.operand;
+    const ValueId r = kn.op->results[0], x = kn.op->operands[operand];
+    const ValueId base = updated[at(x)] ? static_cast<ValueId>(p.place[at(x)].index) : x;
+    const bool output = p.place[at(r)].where == Storage::Output && f_.outputs[p.place[at(r)].index] == r;
+    // A parameter updated into an output: a caller may pass one buffer as
+    // both (FusionPlan::sharedOutputs) when no later kernel reads it.
+    if (output && p.place[at(x)].where == Storage::Param && lastRead[at(x)] == static_cast<int>(k)) {
+      others.clear();
+      for (std::size_t i = 0; i < kn.op->operands.size(); ++i)
+        if (i != operand) others.push_back(kn.op->operands[i]);
+      bool reads = false;
+      for (const Read& rd : readsOf(others, false)) reads = reads || rd.value == x || viewOf_[at(rd.value)] == x;
+      if (!reads) p.sharedOutputs.push_back({p.place[at(r)].index, p.place[at(x)].index});
+      continue;
+    }
+    if ((p.place[at(r)].where != Storage::Fused && !output) || p.place[at(base)].where != Storage::Fused || isView(base) || isView(r) ||
+        !mat_[at(base)] || !producer_[at(base)] || lastRead[at(x)] != static_cast<int>(k) || lastRead[at(base)] != static_cast<int>(k))
+      continue;
+    others.clear();
+    for (std::size_t i = 0; i < kn.op->operands.size(); ++i)
+      if (i != operand) others.push_back(kn.op->operands[i]);
+    bool reads = false;
+    for (const Read& rd : readsOf(others, false))
+      reads = reads || rd.value == x || rd.value == base || viewOf_[at(rd.value)] == x || viewOf_[at(rd.value)] == base;
+    if (reads) continue;
+    if (output) { // the operand is computed into the caller's buffer for the result
+      p.place[at(base)] = p.place[at(r)];
+      continue;
+    }
+    lastRead[at(base)] = std::max(lastRead[at(base)], lastRead[at(r)]);
+    p.place[at(r)] = {Storage::View, static_cast<uint32_t>(base), 0};
+    updated[at(r)] = 1;
+  }
   // The kernels of a row group run interleaved, block by block: what one of
   // them reads or writes lives from the group's first kernel to its last.
   auto groupEnd = [&](int k) {

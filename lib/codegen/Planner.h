@@ -37,6 +37,10 @@ constexpr int kRecomputeLimit = 8;
 /// An op with a loop per operand (concatenate, pad_sum) computes at most this
 /// many operands inline; more get buffers, read through one loop over a table.
 constexpr std::size_t kMaxOperandLoops = 8;
+/// An op that may update an operand in place (Lowering::inPlace) does so only
+/// when at most this many ops read that operand (all before it): checking
+/// them stays linear in the function's size.
+constexpr std::size_t kMaxInPlaceUsers = 16;
 /// What a kernel lowered by its op's `lower` hook weighs in a function's budget.
 constexpr int kLowerWeight = 32;
 /// A kernel doing fewer ops per call than this is worth sharing only in
@@ -210,6 +214,9 @@ private:
   /// after their operands, so one backward sweep finds chains of views.
   void makeViews();
   bool isView(ValueId v) const { return viewOf_[at(v)] >= 0; }
+  /// Whether `op` (with an `element` hook) is lowered by Lowering::inPlace
+  /// instead, as a kernel of its own (decided by materialize()).
+  bool lowersWhole(const ir::Op& op) const { return op.results.size() == 1 && inPlace_[at(op.results[0])]; }
 
   // ---- loops and their order ------------------------------------------------
 
@@ -385,6 +392,7 @@ private:
   std::vector<int> cuts_;        ///< the positions of those boundaries, ascending
   std::vector<uint8_t> inMemory_; ///< per value: data its op holds (Storage::Constant)
   std::vector<ValueId> viewOf_;  ///< per value: the buffered value it is a view of (-1: none)
+  std::vector<char> inPlace_;    ///< per value: computed by its op's Lowering::inPlace (materialize())
   std::vector<int> groupOf_;     ///< per value: the row-group candidate whose kernel writes it (group())
   std::vector<int> blockOf_;     ///< per value: the group sized (sizeGroup) whose block buffer holds it
   /// The values in block buffers: value, group, offset in the block (Storage::Block).

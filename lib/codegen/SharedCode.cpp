@@ -17,7 +17,7 @@ std::pair<llvm::Value*, int64_t> FunctionEmitter::address(ir::ValueId v) {
   const Placement& p = plan_.place[static_cast<std::size_t>(v)];
   switch (p.where) {
   case Storage::View: {
-    auto [base, offset] = address(static_cast<ir::ValueId>(p.index)); // never a view itself
+    auto [base, offset] = address(static_cast<ir::ValueId>(p.index)); // a view itself only for an update in place
     return {base, offset + static_cast<int64_t>(p.offset)};
   }
   case Storage::Scratch: return {scratch_, static_cast<int64_t>(p.offset)};
@@ -242,7 +242,7 @@ void FunctionEmitter::emitRowGroupFunctions() {
         LowerCtx c = lowerCtx(*k.op, results);
         c.rowBegin = fn->getArg(1);
         c.rowEnd = fn->getArg(2);
-        codegen::lowering(k.op->kind).lower(c);
+        codegen::lowering(k.op->kind).wholeLowering()(c);
       }
       finishAliasScopes(i);
       endFrame();
@@ -316,7 +316,7 @@ void FunctionEmitter::emitWithTiles(const Kernel& k) {
       c.prologue[o] = tileFn_[static_cast<std::size_t>(p)];
       c.prologueCtx[o] = storeContext(plan_.kernels[static_cast<std::size_t>(p)].buffers);
     }
-  codegen::lowering(k.op->kind).lower(c);
+  codegen::lowering(k.op->kind).wholeLowering()(c);
 }
 
 /// Kernels the plan found to repeat (Kernel::sameAs) are emitted once, as an

@@ -498,13 +498,19 @@ void defineControlFlowOps(Table& t) {
       .fold = noFold,
       // The carry lives in the result buffers; each step writes the next one
       // into the workspace and copies it back (the body may read its carry
-      // after writing some of its results, so they cannot share buffers).
+      // after writing some of its results, so they cannot share buffers) --
+      // except a carry the body updates in place as its last read of it
+      // (FusionPlan::sharedOutputs: a ring buffer's dynamic_update_slice),
+      // which the body reads and writes in the result buffer: a step then
+      // costs the update's window, not the carry's size.
       .lower = [](LowerCtx& c) {
         const ScanShape s = scanShape(c.op);
         std::vector<Type> carryTypes;
+        std::vector<char> shared(s.c);
         for (std::size_t i = 0; i < s.c; ++i) {
           carryTypes.push_back(c.resultType(i));
           copyBuffer(c, c.results[i], c.operandBuffer(s.k + i), c.resultType(i).bytes());
+          shared[i] = c.calleeShares(0, i, s.k + i);
         }
         auto [next, reserved] = workspaceFor(c, carryTypes);
         const int64_t n = static_cast<int64_t>(s.n);
@@ -515,11 +521,12 @@ void defineControlFlowOps(Table& t) {
           for (std::size_t i = 0; i < s.c; ++i) args.push_back(c.results[i]);
           for (std::size_t j = 0; j < s.x; ++j)
             args.push_back(byteOffset(c, c.operandBuffer(s.k + s.c + j), t, sliceType(c.operandType(s.k + s.c + j)).bytes()));
-          for (std::size_t i = 0; i < s.c; ++i) args.push_back(next.empty() ? c.results[i] : next[i]);
+          for (std::size_t i = 0; i < s.c; ++i) args.push_back(next.empty() || shared[i] ? c.results[i] : next[i]);
           for (std::size_t j = s.c; j < c.op.results.size(); ++j)
             args.push_back(byteOffset(c, c.results[j], t, sliceType(c.resultType(j)).bytes()));
           c.call(c.op.callees[0], std::move(args), reserved);
-          for (std::size_t i = 0; i < s.c && !next.empty(); ++i) copyBuffer(c, c.results[i], next[i], carryTypes[i].bytes());
+          for (std::size_t i = 0; i < s.c && !next.empty(); ++i)
+            if (!shared[i]) copyBuffer(c, c.results[i], next[i], carryTypes[i].bytes());
         });
       },
       // A reverse scan of the body's VJP over stacked residuals, and a scan of
@@ -601,8 +608,13 @@ void defineControlFlowOps(Table& t) {
           c.b.CreateBr(exit);
           c.b.SetInsertPoint(run);
         }
-        c.call(c.op.callees[1], args({ws.data(), c.results.size()}), reserved);
-        for (std::size_t j = 0; j < c.results.size(); ++j) copyBuffer(c, c.results[j], ws[j], types[j].bytes());
+        // A carry the body updates in place (see scan) is its own next carry.
+        std::vector<llvm::Value*> outs(ws.begin(), ws.begin() + static_cast<std::ptrdiff_t>(c.results.size()));
+        for (std::size_t j = 0; j < c.results.size(); ++j)
+          if (c.calleeShares(1, j, k + j)) outs[j] = c.results[j];
+        c.call(c.op.callees[1], args(outs), reserved);
+        for (std::size_t j = 0; j < c.results.size(); ++j)
+          if (outs[j] != c.results[j]) copyBuffer(c, c.results[j], ws[j], types[j].bytes());
         c.b.CreateStore(c.b.CreateAdd(i, c.i64(1)), count);
         c.b.CreateBr(header);
         c.b.SetInsertPoint(exit);

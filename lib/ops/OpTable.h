@@ -101,6 +101,11 @@ struct Hooks {
   /// of it are views, and code reading different rows of it is shared (an
   /// unrolled loop over a constant sequence).
   const Array* (*data)(const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook whose result is operand `inPlace.operand`
+  /// with some elements replaced (dynamic_update_slice): a lowering writing
+  /// only those into a result buffer that may be the operand's, which the
+  /// planner then shares when that is safe (codegen::InPlace).
+  codegen::InPlace inPlace = {};
   /// Sets result tangents from operand tangents (forward mode). Required
   /// unless the op is kNonDifferentiable.
   void (*jvp)(const autodiff::JvpCtx&) = nullptr;
