@@ -387,6 +387,95 @@ void lowerConvIm2col(LowerCtx& c, const Window& w, int64_t groups, int64_t chunk
   });
 }
 
+/// The kernel gradient's shape class: a window wider than its few output
+/// positions (conv's VJP in the kernel correlates x with dy: 9 positions of
+/// a 56×56 window over each of 32 "channels", the forward's images). Per
+/// image, the im2col matrix would copy every input element once per output
+/// position and its product would be a thin [O, C·taps] × [C·taps, P]; the
+/// product instead runs over all images at once (columns: image and
+/// position) and over a few channels at a time (rows: channel and tap),
+/// the channels' products summed. The number of channels per product (a
+/// divisor of the group's, the im2col matrix within kChunkBytes, the
+/// product's depth within kDeep: deeper gains nothing, the matmul blocks k
+/// anyway), or 0 when the shape is not of this class or does not fit.
+int64_t correlationChannels(int64_t batch, int64_t Cg, int64_t Og, int64_t taps, int64_t positions, std::size_t elem) {
+  constexpr int64_t kWideEnough = 256, kChunkBytes = 16 << 20, kDeep = 4096;
+  const int64_t cols = batch * positions, e = static_cast<int64_t>(elem);
+  if (positions == 0 || positions >= kWideEnough || taps <= positions || cols < kWideEnough / 4 ||
+      Og * cols * e > kChunkBytes || taps * cols * e > kChunkBytes)
+    return 0;
+  int64_t cc = std::max<int64_t>(1, std::min({Cg, kChunkBytes / (taps * cols * e), kDeep / taps}));
+  while (Cg % cc != 0) --cc;
+  return cc;
+}
+
+/// conv as the kernel gradient's shape class (correlationChannels): per
+/// group, acc[o, (n, q)] = sum over chunks of cc channels of the group's
+/// kernel rows for those channels (copied contiguous) times their im2col
+/// matrix [(c, k), (n, q)]; then acc moved to R[n, g·Og + o, q].
+void lowerConvCorrelation(LowerCtx& c, const Window& w, int64_t groups, int64_t cc, const codegen::GemmShape& gs) {
+  const Type& rt = c.resultType();
+  const DType t = rt.dtype;
+  const Shape& xs = c.operandType(0).shape;
+  const int64_t N = xs[0], C = xs[1], Cg = C / groups, O = rt.shape[1], Og = O / groups;
+  const int64_t P = w.outs(), taps = w.taps(), Kd = Cg * taps, cols = N * P;
+  Value *X = c.operandBuffer(0), *K = c.operandBuffer(1), *R = c.results[0];
+  const uint64_t e = size_of(t);
+  auto aligned = [](uint64_t b) { return (b + 63) / 64 * 64; };
+  const uint64_t gemmBytes = aligned(codegen::gemmWorkspaceBytes(gs, c.vectorUnit(), c.parallel()));
+  const uint64_t aBytes = aligned(static_cast<uint64_t>(Og * cc * taps) * e), bBytes = aligned(static_cast<uint64_t>(cc * taps * cols) * e);
+  const uint64_t accBytes = aligned(static_cast<uint64_t>(Og * cols) * e);
+  Value* work = c.workspace(gemmBytes + aBytes + bBytes + 2 * accBytes);
+  auto at = [&](uint64_t offset) { return c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), work, offset); };
+  Value *A = at(gemmBytes), *B = at(gemmBytes + aBytes), *acc = at(gemmBytes + aBytes + bBytes),
+        *part = at(gemmBytes + aBytes + bBytes + accBytes);
+  llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
+  c.b.setFastMathFlags(c.reassocFlags());
+  const std::size_t r = w.rank();
+  Shape rows{cc}; // B's loop nest [c, k..., n, q...]: its linear index is B's
+  rows.insert(rows.end(), w.k.begin(), w.k.end());
+  rows.push_back(N);
+  rows.insert(rows.end(), w.out.begin(), w.out.end());
+  c.loop(groups, [&](Value* g) {
+    c.loop(Cg / cc, [&](Value* chunk) {
+      Value* channel0 = c.b.CreateAdd(c.b.CreateMul(g, c.i64(Cg)), c.b.CreateMul(chunk, c.i64(cc)));
+      // A[o, j] = K[g·Og + o, chunk·cc·taps + j]
+      c.loopNest({Og, cc * taps}, [&](const Index& ai) {
+        const std::vector<Value*> d = c.dims(ai, {Og, cc * taps});
+        Value* from = c.b.CreateAdd(c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(g, c.i64(Og)), d[0]), c.i64(Kd)),
+                                    c.b.CreateAdd(c.b.CreateMul(chunk, c.i64(cc * taps)), d[1]));
+        c.store(t, c.load(t, K, from), A, c.linear(ai, {Og, cc * taps}));
+      });
+      c.loopNest(rows, [&](const Index& bi) {
+        const std::vector<Value*> d = c.dims(bi, rows);
+        Value* valid = c.b.getTrue();
+        Value* xi = c.b.CreateAdd(c.b.CreateMul(d[1 + r], c.i64(C)), c.b.CreateAdd(channel0, d[0]));
+        for (std::size_t a = 0; a < r; ++a) {
+          auto [v, p] = emitTap(c, w, a, d[2 + r + a], d[1 + a]);
+          valid = c.b.CreateAnd(valid, v);
+          xi = c.b.CreateAdd(c.b.CreateMul(xi, c.i64(w.in[a])), p);
+        }
+        c.store(t, c.b.CreateSelect(valid, c.load(t, X, xi), c.constant(t, 0)), B, c.linear(bi, rows));
+      });
+      Value* first = c.b.CreateICmpEQ(chunk, c.i64(0));
+      codegen::emitPackedGemm(c, gs, A, B, c.b.CreateSelect(first, acc, part));
+      // acc += part after the first chunk (a loop of no iterations on the first)
+      c.loopRange(c.i64(0), c.b.CreateSelect(first, c.i64(0), c.i64(Og * cols)), [&](Value* i) {
+        c.store(t, c.b.CreateFAdd(c.load(t, acc, i), c.load(t, part, i)), acc, i);
+      });
+    });
+    const Shape moved{N, Og, P}; // acc[o, n·P + q] -> R[n, g·Og + o, q]
+    c.loopNest(moved, [&](const Index& mi) {
+      const std::vector<Value*> d = c.dims(mi, moved);
+      Value* from = c.b.CreateAdd(c.b.CreateMul(d[1], c.i64(cols)), c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(P)), d[2]));
+      Value* to = c.b.CreateAdd(c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(O)), c.b.CreateAdd(c.b.CreateMul(g, c.i64(Og)), d[1])),
+                                            c.i64(P)),
+                                d[2]);
+      c.store(t, c.load(t, acc, from), R, to);
+    });
+  });
+}
+
 /// `head` followed by s[from:].
 Shape joinShape(std::initializer_list<int64_t> head, const Shape& s, std::size_t from) {
   Shape r(head);
@@ -516,6 +605,11 @@ void defineConvOps(Table& t) {
         const int64_t groups = c.op.attrs.integer("feature_group_count");
         const Type& rt = c.resultType();
         const int64_t rows = c.operandType(1).shape[1] * w.taps();
+        const int64_t Og = rt.shape[1] / groups;
+        if (const int64_t cc = correlationChannels(rt.shape[0], c.operandType(1).shape[1], Og, w.taps(), w.outs(), size_of(rt.dtype))) {
+          const codegen::GemmShape gs{rt.dtype, 1, Og, rt.shape[0] * w.outs(), cc * w.taps()};
+          if (codegen::usePackedGemm(gs, c.vectorUnit())) return lowerConvCorrelation(c, w, groups, cc, gs);
+        }
         const int64_t chunk = imagesPerProduct(rt.shape[0], w.outs(), rows, size_of(rt.dtype));
         const codegen::GemmShape gs{rt.dtype, 1, rt.shape[1] / groups, chunk * w.outs(), rows};
         if (gs.m > 0 && gs.n > 0 && gs.k > 0 && codegen::usePackedGemm(gs, c.vectorUnit()))

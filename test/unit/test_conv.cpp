@@ -79,13 +79,14 @@ Array randomArray(Type t, std::mt19937& rng) {
   return a;
 }
 
-/// Checks conv(x, w, ref's options) against ref in the interpreter and JIT.
-void checkConv(const ConvRef& ref, Shape xs, Shape ws, DType t, unsigned seed) {
+/// Checks conv(x, w, ref's options) against ref in the interpreter and JIT;
+/// in f32 within `f32tol` (sums of thousands of products need more than the default).
+void checkConv(const ConvRef& ref, Shape xs, Shape ws, DType t, unsigned seed, double f32tol = 2e-5) {
   std::mt19937 rng(seed);
   const Array x = randomArray({t, std::move(xs)}, rng), w = randomArray({t, std::move(ws)}, rng);
   const ConvOptions o = ref.options();
   INFO("x " << x.type().str() << " w " << w.type().str());
-  check3([o](V v) { return conv(v[0], v[1], o); }, {x, w}, ref(x, w), t == DType::f32 ? 2e-5 : 1e-12);
+  check3([o](V v) { return conv(v[0], v[1], o); }, {x, w}, ref(x, w), t == DType::f32 ? f32tol : 1e-12);
 }
 
 } // namespace
@@ -103,6 +104,9 @@ TEST_CASE("conv computes the convolution's definition: strides, padding, dilatio
     checkConv({{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1}, {2, 24, 10, 10}, {40, 24, 1, 1}, t, 9); // 1x1: the input is the matrix
     checkConv({{1, 1}, {1, 0, 0, 1}, {1, 1}, {1, 1}, 1}, {6, 4, 12, 12}, {16, 4, 10, 10}, t, 10); // few positions: images side by side
     checkConv({{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1}, {8, 16, 3, 3}, {32, 16, 1, 1}, t, 11);   // 1x1, images side by side
+    // the kernel gradient's shape (a window wider than its outputs): all images in one product, channels in chunks
+    checkConv({{1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 1}, {16, 48, 12, 12}, {8, 48, 11, 11}, t, 12, 1e-3); // 2 chunks of 24 channels; sums of 5808 products of ~1
+    checkConv({{1, 2}, {0, 1, 2, 0}, {1, 1}, {2, 1}, 2}, {12, 40, 14, 13}, {6, 20, 6, 6}, t, 13, 2e-4); // groups, stride, dilation
   }
 }
 
@@ -188,6 +192,22 @@ TEST_CASE("the windowed ops, forward and backward, agree compiled and interprete
   };
   check3([](V v) { return select_and_gather_add(v[0], v[1], {1, 1, 3, 2}, {.strides = {1, 1, 2, 2}}); }, {t, x}, ref(t, x));
   check3([](V v) { return reduce_window(v[1], "max", {1, 1, 3, 2}, {.strides = {1, 1, 2, 2}}); }, {t, x}, ref(x, x));
+}
+
+TEST_CASE("conv's kernel gradient at a size its lowering takes as one product over all images agrees compiled and interpreted") {
+  std::mt19937 rng(12);
+  for (DType t : {DType::f64, DType::f32}) {
+    // dk correlates x [16, 24, 14, 14] with dy [16, 32, 7, 7]: 9 outputs of a 7x7 window (stride 2 becomes rhs_dilation)
+    const Array x = randomArray({t, {16, 24, 14, 14}}, rng), w = randomArray({t, {32, 12, 3, 3}}, rng),
+                dy = randomArray({t, {16, 32, 7, 7}}, rng);
+    auto f = [](V v) {
+      auto [y, back] = vjp([](Tensor a, Tensor k) { return conv2d(a, k, {.stride = {2}, .padding = {1}, .groups = 2}); }, v[0], v[1]);
+      return back(v[2])[1];
+    };
+    std::vector<Type> types{x.type(), w.type(), dy.type()};
+    const Array want = trace(f, types).interpret("f", {x, w, dy}).at(0);
+    check3(f, {x, w, dy}, want, t == DType::f32 ? 2e-4 : 1e-12); // sums of 784 products
+  }
 }
 
 TEST_CASE("sum and average pooling by hand") {
