@@ -275,6 +275,28 @@ std::vector<int64_t> swap01(std::size_t r) {
 // measured against im2col: they take the direct loops by the matmul's rule.
 // No epilogue fusion (bias, activation) yet: a bias add after the conv is a
 // loop of its own over the result.
+/// The tile epilogue, if any, on images [first, first + count) of the
+/// result, rows (output channels) [row0, row0 + rows) of each, all columns
+/// (positions), once their values are final in the result's buffer.
+void callEpilogueOnImages(LowerCtx& c, Value* first, int64_t count, Value* row0, int64_t rows) {
+  if (!c.epilogue) return;
+  const Shape& rs = c.resultType().shape;
+  const int64_t O = rs[1], P = num_elements(Shape(rs.begin() + 2, rs.end()));
+  c.loop(count, [&](Value* i) {
+    Value* image = c.b.CreateAdd(first, i);
+    Value* at = c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(image, c.i64(O)), row0), c.i64(P));
+    c.callEpilogue(image, row0, c.b.CreateAdd(row0, c.i64(rows)), c.i64(0), c.i64(P),
+                   c.b.CreateInBoundsGEP(c.scalarType(c.resultType().dtype), c.results[0], at), c.i64(P));
+  });
+}
+
+/// `c` without its epilogue: for products whose tiles are not yet final.
+LowerCtx withoutEpilogue(const LowerCtx& c) {
+  LowerCtx plain = c;
+  plain.epilogue = plain.epilogueCtx = nullptr;
+  return plain;
+}
+
 void lowerConvDirect(LowerCtx& c, const Window& w, int64_t groups) {
   const Type& rt = c.resultType();
   const DType t = rt.dtype;
@@ -307,6 +329,7 @@ void lowerConvDirect(LowerCtx& c, const Window& w, int64_t groups) {
     });
     c.store(t, c.b.CreateLoad(c.scalarType(t), slot), R, c.linear(oi, rt.shape));
   });
+  callEpilogueOnImages(c, c.i64(0), rt.shape[0], c.i64(0), rt.shape[1]);
 }
 
 /// Whether conv's window reads its input as it is (1×1, no stride, padding or dilation).
@@ -375,14 +398,17 @@ void lowerConvIm2col(LowerCtx& c, const Window& w, int64_t groups, int64_t chunk
       auto outRow = [&](Value* image, Value* o) { // R[image, g·Og + o, :]
         return c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(image, c.i64(O)), c.b.CreateAdd(c.b.CreateMul(g, c.i64(Og)), o)), c.i64(P));
       };
-      if (chunk == 1) return codegen::emitPackedGemm(c, gs, A, B, c.b.CreateInBoundsGEP(elem, R, outRow(first, c.i64(0))));
-      codegen::emitPackedGemm(c, gs, A, B, tmp);
+      Value* row0 = c.b.CreateMul(g, c.i64(Og));
+      if (chunk == 1) // each micro-tile's epilogue runs on it in the matmul
+        return codegen::emitPackedGemm(c, gs, A, B, c.b.CreateInBoundsGEP(elem, R, outRow(first, c.i64(0))), {first, row0});
+      codegen::emitPackedGemm(withoutEpilogue(c), gs, A, B, tmp);
       const Shape moved{chunk, Og, P}; // tmp[o, image·P + q] -> R[first + image, g·Og + o, q]
       c.loopNest(moved, [&](const Index& mi) {
         const std::vector<Value*> d = c.dims(mi, moved);
         Value* from = c.b.CreateAdd(c.b.CreateMul(d[1], c.i64(chunk * P)), c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(P)), d[2]));
         c.store(t, c.load(t, tmp, from), R, c.b.CreateAdd(outRow(c.b.CreateAdd(first, d[0]), d[1]), d[2]));
       });
+      callEpilogueOnImages(c, first, chunk, row0, Og);
     });
   });
 }
@@ -458,7 +484,7 @@ void lowerConvCorrelation(LowerCtx& c, const Window& w, int64_t groups, int64_t 
         c.store(t, c.b.CreateSelect(valid, c.load(t, X, xi), c.constant(t, 0)), B, c.linear(bi, rows));
       });
       Value* first = c.b.CreateICmpEQ(chunk, c.i64(0));
-      codegen::emitPackedGemm(c, gs, A, B, c.b.CreateSelect(first, acc, part));
+      codegen::emitPackedGemm(withoutEpilogue(c), gs, A, B, c.b.CreateSelect(first, acc, part));
       // acc += part after the first chunk (a loop of no iterations on the first)
       c.loopRange(c.i64(0), c.b.CreateSelect(first, c.i64(0), c.i64(Og * cols)), [&](Value* i) {
         c.store(t, c.b.CreateFAdd(c.load(t, acc, i), c.load(t, part, i)), acc, i);
@@ -473,6 +499,7 @@ void lowerConvCorrelation(LowerCtx& c, const Window& w, int64_t groups, int64_t 
                                 d[2]);
       c.store(t, c.load(t, acc, from), R, to);
     });
+    callEpilogueOnImages(c, c.i64(0), N, c.b.CreateMul(g, c.i64(Og)), Og);
   });
 }
 
@@ -616,6 +643,11 @@ void defineConvOps(Table& t) {
           return lowerConvIm2col(c, w, groups, chunk, gs);
         lowerConvDirect(c, w, groups);
       },
+      // The epilogue's tiles: matrices are images, rows output channels, columns positions (all spatial axes).
+      .tileGrid = [](std::span<const Type>, const ir::Attrs&, const codegen::VectorUnit&) {
+        return std::pair<int64_t, int64_t>{0, 0}; // no reducing epilogue: the lowering's tiles vary by path
+      },
+      .tileColumnAxes = [](const Type& result, const ir::Attrs&) -> std::size_t { return static_cast<std::size_t>(result.rank()) - 2; },
       // d conv(x, k) = conv(dx, k) + conv(x, dk)
       .jvp = autodiff::bilinearJvp,
       // As XLA's: dx = conv(dy dilated by the strides, the kernel flipped in

@@ -50,7 +50,8 @@ void registerAll() {
                                                                : nullptr});
     codegen::define(k, {.traits = tr.codegen, .scalar = h.scalar, .element = h.element, .lower = h.lower,
                         .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
-                        .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid, .data = h.data});
+                        .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid,
+                        .tileColumnAxes = h.tileColumnAxes, .data = h.data});
   }
 }
 

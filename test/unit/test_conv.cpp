@@ -210,6 +210,42 @@ TEST_CASE("conv's kernel gradient at a size its lowering takes as one product ov
   }
 }
 
+TEST_CASE("a conv's bias and activation run on its tiles (every lowering), as the interpreter computes them") {
+  struct Case {
+    const char* what;
+    Shape x, w;
+    TorchConvOptions o;
+  };
+  const std::vector<Case> cases{
+      {"im2col per image, groups", {2, 8, 20, 20}, {32, 4, 3, 3}, {.padding = {1}, .groups = 2}},
+      {"images side by side", {8, 16, 6, 6}, {32, 16, 3, 3}, {.padding = {1}}},
+      {"the kernel gradient's shape", {6, 4, 12, 12}, {16, 4, 10, 10}, {.padding = {1}}},
+      {"direct loops", {2, 3, 7, 6}, {5, 3, 3, 2}, {.stride = {2}}},
+      {"1x1", {2, 24, 10, 10}, {40, 24, 1, 1}, {}},
+  };
+  std::mt19937 rng(52);
+  for (DType t : {DType::f64, DType::f32})
+    for (const Case& c : cases) {
+      INFO(c.what << " " << name_of(t));
+      const Array x = randomArray({t, c.x}, rng), w = randomArray({t, c.w}, rng), b = randomArray({t, {c.w[0]}}, rng);
+      const TorchConvOptions o = c.o;
+      auto f = [o](Tensor a, Tensor k, Tensor bias) { return tanh(relu(conv2d(a, k, bias, o)) * 0.1); };
+      auto jf = jit(f);
+      const std::string plan = jf.lower(x, w, b).plan;
+      INFO(plan);
+      CHECK(plan.find("tile epilogue") != std::string::npos);
+      const Array want = trace(f, x.type(), w.type(), b.type()).interpret("f", {x, w, b}).at(0);
+      ADJIT_CHECK_CLOSE(jf(x, w, b), want, t == DType::f32 ? 1e-5 : 1e-12);
+    }
+  // three spatial axes: the tiles' columns span all three
+  const Array x = randomArray({DType::f32, {2, 4, 7, 6, 8}}, rng), w = randomArray({DType::f32, {8, 4, 3, 3, 3}}, rng),
+              b = randomArray({DType::f32, {8}}, rng);
+  auto f3 = [](Tensor a, Tensor k, Tensor bias) { return relu(conv3d(a, k, bias, {.padding = {1}})); };
+  auto jf3 = jit(f3);
+  CHECK(jf3.lower(x, w, b).plan.find("tile epilogue") != std::string::npos);
+  ADJIT_CHECK_CLOSE(jf3(x, w, b), trace(f3, x.type(), w.type(), b.type()).interpret("f", {x, w, b}).at(0), 1e-5);
+}
+
 TEST_CASE("sum and average pooling by hand") {
   const Array x = f64({1, 2, 3, 4, 5, 6}, {1, 1, 2, 3});
   check3([](V v) { return avg_pool2d(v[0], {2}, {.stride = {1}}); }, {x}, f64({3, 4}, {1, 1, 1, 2}));
