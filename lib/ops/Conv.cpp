@@ -255,26 +255,41 @@ std::vector<int64_t> swap01(std::size_t r) {
 
 // Convolution's lowering.
 //
-// Two kernels, chosen by the generated matmul's own rule (usePackedGemm on
-// the per-group product [O/g, C/g·taps] × [C/g·taps, outputs]):
+// Three kernels, by shape class, each with the generated matmul's own rule
+// (usePackedGemm) deciding between it and plain loops:
 //  - im2col: per image (or chunk of images, imagesPerProduct) and group, the
 //    window's taps copied into a matrix in the workspace (rows: channel and
 //    tap; columns: output positions), then the packed matmul of
 //    codegen/Gemm.cpp multiplies the kernel by it, writing the result rows in
 //    place. A 1×1 convolution without stride, padding or dilation reads the
-//    input as that matrix directly.
+//    input as that matrix directly. Forward convolutions and input gradients.
+//  - correlation (correlationChannels): a window wider than its few outputs,
+//    the kernel gradient's shape: one product over all images' positions,
+//    a few channels deep at a time, the channels' products summed.
 //  - direct: per output element a sum over the group's channels and the
 //    window's taps (padding and dilation holes skipped by a select), for
-//    products too small for the packed kernel.
-// Measured (bench/conv_bench.cpp, one thread, AVX2 host, f32, ResNet 3×3
-// 64→64 56×56): batch 4 forward, im2col 20.6 ms against direct 554 ms (27×);
-// batch 32, im2col+packed matmul 166 ms forward, 0.80× the time of an
-// im2col + OpenBLAS sgemm loop in the same process; backward (input and
-// kernel gradients) 670 ms, 1.49× that loop's (1.38× with 64 MB chunks of
-// images for the kernel gradient instead of 16 MB). Small products were not
-// measured against im2col: they take the direct loops by the matmul's rule.
-// No epilogue fusion (bias, activation) yet: a bias add after the conv is a
-// loop of its own over the result.
+//    products too small for the packed kernel (by the matmul's rule; not
+//    measured against im2col at those sizes).
+// A tile epilogue (bias, activation: kTileEpilogue, tiles [image][output
+// channel][positions]) runs on each micro-tile inside the matmul in the
+// per-image im2col kernel, and on each image's rows once final in the others.
+// Measured (bench/conv_bench.cpp and bench/conv_torch.py back to back, one
+// thread, AVX-512 host, f32, ResNet 3×3 64→64 56×56 batch 32; the 2-core host
+// shared, load 20: ratios of best times from three runs): im2col against
+// direct 27× at batch 4 (earlier measurement). Forward 263–275 ms, 0.67× an
+// im2col + OpenBLAS sgemm loop in the same process and 1.05–1.3× PyTorch
+// 1.13 (oneDNN) — at load 2, 71 ms against PyTorch's 62 ms, 1.15×. Bias +
+// relu fused: 0.54–0.74× the loop + sgemm + a bias-relu pass. Backward
+// (both gradients) 0.93–1.09× the OpenBLAS loop (1.41–1.58× before the
+// correlation kernel, whose product was [O, C·taps] × [C·taps, 9·4 images],
+// the whole kernel repacked per 4 images); forward + backward 1.65–1.72×
+// PyTorch: the kernel gradient (415–570 ms alone) takes twice the input
+// gradient's time (230–290 ms) for the same multiply-adds, its im2col
+// copying each input element 9 times (231 MB) in a loop whose innermost
+// axis is the 3 output columns; PyTorch's oneDNN path has no im2col.
+// LeNet-5 (batch 64, 32×32): forward 0.87 ms, 0.37× PyTorch's 2.3 ms;
+// gradient 8.8 ms at load 2, 2.1× PyTorch's 4.1 ms (13.7–26.7 ms at load 20).
+
 /// The tile epilogue, if any, on images [first, first + count) of the
 /// result, rows (output channels) [row0, row0 + rows) of each, all columns
 /// (positions), once their values are final in the result's buffer.
