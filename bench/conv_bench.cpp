@@ -1,9 +1,11 @@
 // bench/conv_bench.cpp — adjit's conv next to a straightforward im2col +
 // OpenBLAS sgemm baseline in the same process (one thread each, interleaved
 // runs): a ResNet-style 3×3 convolution (batch 32, 64→64 channels, 56×56,
-// stride 1, padding 1, f32), forward, and backward (input and kernel
-// gradients). PyTorch cannot run in-process from C++; the baseline is what
-// its CPU path without oneDNN does. Not a test. `--quick` uses batch 4.
+// stride 1, padding 1, f32), forward, forward with bias and relu, and
+// backward (input and kernel gradients); then LeNet-5 (batch 64, 32×32)
+// forward and gradient, adjit alone. PyTorch (oneDNN) cannot run in-process
+// from C++: bench/conv_torch.py times the same cases, run it right after this
+// and divide. Not a test. `--quick` uses batch 4 for the ResNet conv.
 #include <adjit/adjit.h>
 
 #include <cblas.h>
@@ -152,5 +154,94 @@ int main(int argc, char** argv) {
   auto [tb, bb] = interleaved([&] { std::tie(dx, dw) = backward(x, w, dy); }, blasBackward, reps);
   std::printf("conv 3x3 %lldx64x56x56 -> 64 f32 backward  adjit %7.1f ms (%5.1f GFLOP/s)   im2col+sgemm %7.1f ms   ratio %.2fx   (max abs diff dx %.1e, dw %.1e of %.1e)\n",
               static_cast<long long>(g.n), tb * 1e3, 2 * flops / tb * 1e-9, bb * 1e3, tb / bb, errX, errW, scaleW);
+
+  // where the backward's time goes: the input gradient (a conv of dy with the
+  // flipped kernel) and the kernel gradient (a correlation of x with dy) apart
+  auto onlyDx = jit([o](Tensor a, Tensor k, Tensor u) { return vjp([o](Tensor p, Tensor q) { return conv2d(p, q, o); }, a, k).second(u)[0]; },
+                    {.threads = 1});
+  auto onlyDw = jit([o](Tensor a, Tensor k, Tensor u) { return vjp([o](Tensor p, Tensor q) { return conv2d(p, q, o); }, a, k).second(u)[1]; },
+                    {.threads = 1});
+  auto [tdx, tdw] = interleaved([&] { dx = onlyDx(x, w, dy); }, [&] { dw = onlyDw(x, w, dy); }, reps);
+  std::printf("conv 3x3 %lldx64x56x56 -> 64 f32 backward: input gradient alone %7.1f ms, kernel gradient alone %7.1f ms\n",
+              static_cast<long long>(g.n), tdx * 1e3, tdw * 1e3);
+
+  // bias + relu after the conv (a tile epilogue of the conv's product when fused)
+  const Shape bs{g.o};
+  const Array bias(filled(std::size_t(g.o), 3), bs);
+  auto forwardBiasRelu = jit([o](Tensor a, Tensor k, Tensor b) { return relu(conv2d(a, k, b, o)); }, {.threads = 1});
+  Array yb = forwardBiasRelu(x, w, bias);
+  auto blasBiasRelu = [&] {
+    blasForward();
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oc = 0; oc < g.o; ++oc) {
+        float* row = out.data() + n * imageOut + oc * g.cols();
+        const float bv = static_cast<const float*>(bias.raw())[oc];
+        for (int64_t q = 0; q < g.cols(); ++q) row[q] = std::max(row[q] + bv, 0.0f);
+      }
+  };
+  auto [tr, br] = interleaved([&] { yb = forwardBiasRelu(x, w, bias); }, blasBiasRelu, reps);
+  std::printf("conv 3x3 %lldx64x56x56 -> 64 f32 +bias+relu adjit %7.1f ms   im2col+sgemm+loop %7.1f ms   ratio %.2fx\n",
+              static_cast<long long>(g.n), tr * 1e3, br * 1e3, tr / br);
+
+  // the gradients of sum(conv(x, w) * dy) in x and w, forward included (as conv_torch.py's forward+backward)
+  auto both = jit(value_and_grad([o](Tensor a, Tensor k, Tensor u) { return sum(conv2d(a, k, o) * u); }, argnums<0, 1>),
+                  {.threads = 1});
+  Array dx2, dw2;
+  auto forwardBackward = [&] {
+    auto [v, gr] = both(x, w, dy);
+    std::tie(dx2, dw2) = gr;
+  };
+  auto [tfb, bfb] = interleaved(forwardBackward, [&] { blasForward(); blasBackward(); }, reps);
+  std::printf("conv 3x3 %lldx64x56x56 -> 64 f32 fwd+bwd   adjit %7.1f ms   im2col+sgemm %7.1f ms   ratio %.2fx\n",
+              static_cast<long long>(g.n), tfb * 1e3, bfb * 1e3, tfb / bfb);
+
+  // LeNet-5 as conv_torch.py's: conv 1->6 5x5, relu, max_pool 2, conv 6->16 5x5, relu, max_pool 2, 400->120->84->10
+  const int64_t batch = 64;
+  std::vector<Array> params;
+  const std::vector<Shape> shapes{{6, 1, 5, 5}, {6}, {16, 6, 5, 5}, {16}, {400, 120}, {120}, {120, 84}, {84}, {84, 10}, {10}};
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<float> v = filled(std::size_t(num_elements(shapes[i])), 4.0 + double(i));
+    for (float& e : v) e *= 0.1f;
+    params.emplace_back(v, shapes[i]);
+  }
+  const Shape is{batch, 1, 32, 32}, ls{batch, 10};
+  const Array images(filled(std::size_t(num_elements(is)), 20), is), gl(filled(std::size_t(num_elements(ls)), 21), ls);
+  auto lenet = [](Tensor im, Tensor c1, Tensor b1, Tensor c2, Tensor b2, Tensor f1, Tensor e1, Tensor f2, Tensor e2, Tensor f3,
+                  Tensor e3) {
+    Tensor h = max_pool2d(relu(conv2d(im, c1, b1)), {2});
+    h = max_pool2d(relu(conv2d(h, c2, b2)), {2});
+    h = reshape(h, {h.shape()[0], 400});
+    h = relu(matmul(h, f1) + e1);
+    h = relu(matmul(h, f2) + e2);
+    return matmul(h, f3) + e3;
+  };
+  auto lenetForward = jit(lenet, {.threads = 1});
+  auto lenetGrad = jit(value_and_grad([lenet](Tensor im, Tensor u, Tensor c1, Tensor b1, Tensor c2, Tensor b2, Tensor f1, Tensor e1,
+                                              Tensor f2, Tensor e2, Tensor f3, Tensor e3) {
+                         return sum(lenet(im, c1, b1, c2, b2, f1, e1, f2, e2, f3, e3) * u);
+                       }, argnums<2, 3, 4, 5, 6, 7, 8, 9, 10, 11>),
+                       {.threads = 1});
+  const auto& P = params;
+  auto runForward = [&] { lenetForward(images, P[0], P[1], P[2], P[3], P[4], P[5], P[6], P[7], P[8], P[9]); };
+  auto runGrad = [&] { lenetGrad(images, gl, P[0], P[1], P[2], P[3], P[4], P[5], P[6], P[7], P[8], P[9]); };
+  const int lreps = quick ? 21 : 201;
+  auto [lf, lg] = interleaved(runForward, runGrad, lreps);
+  std::printf("lenet-5 batch %lld f32 forward            adjit %8.3f ms\n", static_cast<long long>(batch), lf * 1e3);
+  std::printf("lenet-5 batch %lld f32 forward+backward   adjit %8.3f ms\n", static_cast<long long>(batch), lg * 1e3);
+  // where LeNet's gradient goes: the gradient of the network cut after its first and second conv blocks
+  auto block1 = jit(value_and_grad([](Tensor im, Tensor u, Tensor c1, Tensor b1) {
+                      return sum(max_pool2d(relu(conv2d(im, c1, b1)), {2}) * u);
+                    }, argnums<2, 3>),
+                    {.threads = 1});
+  auto block2 = jit(value_and_grad([](Tensor im, Tensor u, Tensor c1, Tensor b1, Tensor c2, Tensor b2) {
+                      Tensor h = max_pool2d(relu(conv2d(im, c1, b1)), {2});
+                      return sum(max_pool2d(relu(conv2d(h, c2, b2)), {2}) * u);
+                    }, argnums<2, 3, 4, 5>),
+                    {.threads = 1});
+  const Shape u1s{batch, 6, 14, 14}, u2s{batch, 16, 5, 5};
+  const Array u1(filled(std::size_t(num_elements(u1s)), 22), u1s), u2(filled(std::size_t(num_elements(u2s)), 23), u2s);
+  auto [b1t, b2t] = interleaved([&] { block1(images, u1, P[0], P[1]); }, [&] { block2(images, u2, P[0], P[1], P[2], P[3]); }, lreps);
+  std::printf("lenet-5 gradient cut after conv block 1 %8.3f ms, after conv block 2 %8.3f ms (the rest: the three layers of matmuls)\n",
+              b1t * 1e3, b2t * 1e3);
   return 0;
 }

@@ -419,9 +419,14 @@ llvm::Value* FunctionEmitter::element(ir::ValueId v, const Index& idx) {
 llvm::Value* FunctionEmitter::tileElement(ir::ValueId v, const Index& idx) {
   const Type& t = f_.type(v);
   static const ir::Op noOp{};
-  const std::vector<llvm::Value*>& d = EmitBase{*this, b_, f_, noOp}.dims(idx, t.shape);
-  llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateSub(d[d.size() - 2], tile_->begin), tile_->stride),
-                                 b_.CreateSub(d.back(), tile_->colBegin));
+  EmitBase eb{*this, b_, f_, noOp};
+  const std::vector<llvm::Value*>& d = eb.dims(idx, t.shape);
+  const std::size_t rowAxis = d.size() - 1 - tile_->colAxes;
+  // Columns over several axes: the point's column, as the loop made it (an
+  // epilogue reads the tile at its own point only), not re-linearised.
+  llvm::Value* col = tile_->colAxes > 1 ? tileColumn_ : d.back();
+  ADJIT_ASSERT(col, "a tile's element read outside the tile's loop");
+  llvm::Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateSub(d[rowAxis], tile_->begin), tile_->stride), b_.CreateSub(col, tile_->colBegin));
   return b_.CreateInBoundsGEP(storageType(b_, t.dtype), tile_->tile, at);
 }
 
@@ -484,11 +489,12 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       }
     }
   };
-  if (chunk && chunk->colBegin) { // a tile epilogue or prologue: rows and columns of the last two axes of one matrix
+  if (chunk && chunk->colBegin) { // a tile epilogue or prologue: rows and columns of one matrix (Chunk::colAxes)
     if (k.epilogueOf >= 0) tileValue_ = plan_.kernels[static_cast<std::size_t>(k.epilogueOf)].op->results[0];
     else tileRoot_ = k.roots[0].value;
     tile_ = chunk;
-    const Shape lead(domain.begin(), domain.end() - 2);
+    const auto colAxes = static_cast<std::ptrdiff_t>(chunk->colAxes);
+    const Shape lead(domain.begin(), domain.end() - 1 - colAxes), colShape(domain.end() - colAxes, domain.end());
     std::vector<llvm::Value*> dims = lead.empty() ? std::vector<llvm::Value*>{} : delinearize(chunk->index, lead);
     // The columns of a tile's row: `cols` of them from column colBegin, or
     // tileCols when `full` (a constant trip count: LLVM unrolls the row).
@@ -504,8 +510,17 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         valAt = b_.CreateAdd(rowAt, j);
         std::vector<llvm::Value*> d = dims;
         d.push_back(row);
-        d.push_back(b_.CreateAdd(chunk->colBegin, j));
-        body(Index::ofDims(std::move(d)));
+        llvm::Value* col = b_.CreateAdd(chunk->colBegin, j);
+        if (colAxes == 1) {
+          d.push_back(col);
+          return body(Index::ofDims(std::move(d)));
+        }
+        // columns over several axes: their indices, and the point's linear index without them
+        for (llvm::Value* x : delinearize(col, colShape)) d.push_back(x);
+        tileColumn_ = col;
+        const int64_t rowsOf = domain[domain.size() - 1 - chunk->colAxes];
+        llvm::Value* lin = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(chunk->index, c.i64(rowsOf)), row), c.i64(num_elements(colShape))), col);
+        body(Index{std::move(d), lin, false});
       });
       // A tile's row is a few vectors (a micro-tile's: two): one vector per
       // step, not LLVM's four, or the whole row falls to the remainder loop.
@@ -617,6 +632,7 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
     for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
     tileValue_ = tileRoot_ = -1;
     tile_ = nullptr;
+    tileColumn_ = nullptr;
     return;
   }
   // A chunk covers rows [begin, end) of axis 0 (or, with partials, of the

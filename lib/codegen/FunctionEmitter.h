@@ -129,12 +129,15 @@ private:
   /// group runs: its rows [begin, end) of axis 0, its index, and per
   /// reduction root the array of partial results (with Kernel::partials).
   /// A tile epilogue's (colBegin set) are rows [begin, end) and columns
-  /// [colBegin, colEnd) of the last two axes, of matrix `index`; the
-  /// product's values there are at tile[(i - begin) · stride + (j - colBegin)].
+  /// [colBegin, colEnd) of matrix `index`: of the last two axes, or with
+  /// `colAxes` > 1, columns over the last colAxes axes linearised (the op's
+  /// tileColumnAxes); the product's values there are at
+  /// tile[(i - begin) · stride + (j - colBegin)].
   struct Chunk {
     llvm::Value *index, *begin, *end;
     std::vector<llvm::Value*> partials;
     llvm::Value *colBegin = nullptr, *colEnd = nullptr, *tile = nullptr, *stride = nullptr;
+    std::size_t colAxes = 1;
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
   void emitTileCombine(const Kernel& k);
@@ -240,6 +243,8 @@ private:
   /// prologue: the operand it writes there; and the tile.
   ir::ValueId tileValue_ = -1, tileRoot_ = -1;
   const Chunk* tile_ = nullptr;
+  /// The column of the point a tile epilogue is at, when its columns span several axes (Chunk::colAxes).
+  llvm::Value* tileColumn_ = nullptr;
   /// The address of value v's element at idx in the tile (tile_).
   llvm::Value* tileElement(ir::ValueId v, const Index& idx);
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee

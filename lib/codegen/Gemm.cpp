@@ -883,13 +883,37 @@ uint64_t gemmWorkspaceBytes(const GemmShape& s, const VectorUnit& unit, bool par
   return aBytes + bBytes;
 }
 
-void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C) {
+/// The tile function that calls another with its matrix and rows shifted
+/// (TileOrigin): its context is {ptr fn, ptr ctx, i64 matrix, i64 row0}.
+llvm::Function* shiftedTileFunction(llvm::Module& module) {
+  const char* name = "adjit.tile.shifted";
+  if (llvm::Function* f = module.getFunction(name)) return f;
+  llvm::FunctionType* ft = tileFunctionType(module.getContext());
+  auto* fn = llvm::Function::Create(ft, llvm::GlobalValue::InternalLinkage, name, module);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(module.getContext(), "entry", fn));
+  auto slot = [&](llvm::Type* t, uint64_t i) { return b.CreateLoad(t, b.CreateConstInBoundsGEP1_64(b.getInt64Ty(), fn->getArg(0), i)); };
+  llvm::Value *inner = slot(b.getPtrTy(), 0), *ctx = slot(b.getPtrTy(), 1), *matrix = slot(b.getInt64Ty(), 2), *row0 = slot(b.getInt64Ty(), 3);
+  b.CreateCall(ft, inner, {ctx, b.CreateAdd(matrix, fn->getArg(1)), b.CreateAdd(row0, fn->getArg(2)), b.CreateAdd(row0, fn->getArg(3)),
+                           fn->getArg(4), fn->getArg(5), fn->getArg(6), fn->getArg(7)});
+  b.CreateRetVoid();
+  return fn;
+}
+
+void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C, TileOrigin origin) {
   const VectorUnit& unit = c.vectorUnit();
   llvm::Type* elem = c.scalarType(s.dtype);
   const bool dot = useDot(s, unit);
   llvm::Value* none = llvm::ConstantPointerNull::get(c.b.getPtrTy());
   llvm::Value* epi = c.epilogue ? c.epilogue : none;
   llvm::Value* epiCtx = c.epilogue ? c.epilogueCtx : none;
+  if (c.epilogue && (origin.matrix || origin.row0)) {
+    llvm::Value* shift = c.entryAlloca(c.b.getInt64Ty(), 4);
+    llvm::Value* values[] = {epi, epiCtx, origin.matrix ? origin.matrix : c.i64(0), origin.row0 ? origin.row0 : c.i64(0)};
+    for (uint64_t i = 0; i < 4; ++i) c.b.CreateStore(values[i], c.b.CreateConstInBoundsGEP1_64(c.b.getInt64Ty(), shift, i));
+    epi = shiftedTileFunction(c.llvmModule());
+    epiCtx = shift;
+  }
   const bool withEpilogue = c.epilogue != nullptr;
   llvm::Value *proA = c.prologueOf(0), *proB = c.prologueOf(1);
   if (dot || useDirect(s, unit)) {

@@ -38,13 +38,22 @@ std::pair<int64_t, int64_t> gemmTileGrid(const GemmShape& s, const VectorUnit& u
 /// keeping data of its own in the workspace across the call puts it past them.
 uint64_t gemmWorkspaceBytes(const GemmShape& s, const VectorUnit& unit, bool parallel);
 
+/// Where a product's tiles lie in the result its caller's epilogue sees
+/// (LowerCtx::epilogue), when the product is part of that result: its
+/// matrices from `matrix` on, its rows from `row0` on (a conv's image and
+/// group); null: as the product numbers them.
+struct TileOrigin {
+  llvm::Value* matrix = nullptr;
+  llvm::Value* row0 = nullptr;
+};
+
 /// Emits C = op(A) op(B) for every matrix of the batch at the insertion point:
 /// a call, per matrix, of a function of the module generated once per dtype
 /// and transposition (its packing buffers live in `c`'s workspace), or, for
 /// small products, chunks of a function generated for the shape. With
 /// `c.epilogue` set (kTileEpilogue), each micro-tile's final values go to a
 /// local tile and the epilogue is called on it; C in memory then holds only
-/// partial sums between blocks of k, if any.
-void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C);
+/// partial sums between blocks of k, if any; `origin` places the tiles.
+void emitPackedGemm(const LowerCtx& c, const GemmShape& s, llvm::Value* A, llvm::Value* B, llvm::Value* C, TileOrigin origin = {});
 
 } // namespace adjit::codegen

@@ -39,7 +39,9 @@ enum Trait : uint32_t {
   /// Its `lower` hook calls LowerCtx::epilogue, when set, on every tile of its
   /// (single) result once the tile's elements are final: each element in
   /// exactly one tile, a tile being rows [row0, row1) and columns [col0, col1)
-  /// of the last two axes of matrix `matrix` (the leading axes, linearised).
+  /// of matrix `matrix`: the result's last two axes and its leading axes
+  /// linearised, or, with the `tileColumnAxes` hook, columns over the last
+  /// few axes linearised (conv: images, output channels, positions).
   /// The planner then runs an elementwise consumer of the result on each tile
   /// while it is in cache (FusionPlan.h, Kernel::epilogue).
   kTileEpilogue = 1u << 5,
@@ -122,6 +124,12 @@ struct Lowering {
   /// threads write one, and they combine in the grid's order, so results do
   /// not depend on how the lowering shares cells among threads.
   std::pair<int64_t, int64_t> (*tileGrid)(std::span<const Type> operands, const ir::Attrs&, const VectorUnit&) = nullptr;
+  /// For ops with kTileEpilogue: how many trailing axes of the result its
+  /// tiles' columns run over, linearised (the axis before them holds the
+  /// rows, the ones before that the matrices); null: 1 (a matmul). An op
+  /// whose columns span several axes has no reducing epilogue (its tileGrid
+  /// returns {0, 0}).
+  std::size_t (*tileColumnAxes)(const Type& result, const ir::Attrs&) = nullptr;
   /// For ops whose result is data held in an attribute (a constant): that
   /// data, or null when the op computes its elements more cheaply than a load
   /// (a splat: one repeated element, an immediate). The fusion plan reads the

@@ -292,6 +292,10 @@ void FunctionEmitter::emitTileFunctions() {
       if (const Placement& p = plan_.place[static_cast<std::size_t>(v)]; p.where == Storage::View && p.offset == 0)
         if (llvm::Value* viewed = buffers_[p.index]) buffers_[static_cast<std::size_t>(v)] = viewed;
     Chunk tile{fn->getArg(1), fn->getArg(2), fn->getArg(3), {}, fn->getArg(4), fn->getArg(5), fn->getArg(6), fn->getArg(7)};
+    if (k.epilogueOf >= 0) {
+      const ir::Op& op = *plan_.kernels[static_cast<std::size_t>(k.epilogueOf)].op;
+      if (auto axes = codegen::lowering(op.kind).tileColumnAxes) tile.colAxes = axes(f_.type(op.results[0]), op.attrs);
+    }
     emitLoop(k, &tile);
     finishAliasScopes(i);
     endFrame();

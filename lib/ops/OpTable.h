@@ -94,6 +94,10 @@ struct Hooks {
   /// threads write one, and they combine in the grid's order, so results do
   /// not depend on how the lowering shares cells among threads.
   std::pair<int64_t, int64_t> (*tileGrid)(std::span<const Type> operands, const ir::Attrs&, const codegen::VectorUnit&) = nullptr;
+  /// For ops with kTileEpilogue: how many trailing axes of the result the
+  /// tiles' columns span, linearised (codegen::Lowering::tileColumnAxes);
+  /// null: 1, rows and columns the last two axes (a matmul).
+  std::size_t (*tileColumnAxes)(const Type& result, const ir::Attrs&) = nullptr;
   /// For ops whose result is data held in an attribute (a constant): that
   /// data, or null when the op computes its elements more cheaply than a load
   /// (a splat: one repeated element, an immediate). The fusion plan reads the

@@ -79,13 +79,14 @@ Array randomArray(Type t, std::mt19937& rng) {
   return a;
 }
 
-/// Checks conv(x, w, ref's options) against ref in the interpreter and JIT.
-void checkConv(const ConvRef& ref, Shape xs, Shape ws, DType t, unsigned seed) {
+/// Checks conv(x, w, ref's options) against ref in the interpreter and JIT;
+/// in f32 within `f32tol` (sums of thousands of products need more than the default).
+void checkConv(const ConvRef& ref, Shape xs, Shape ws, DType t, unsigned seed, double f32tol = 2e-5) {
   std::mt19937 rng(seed);
   const Array x = randomArray({t, std::move(xs)}, rng), w = randomArray({t, std::move(ws)}, rng);
   const ConvOptions o = ref.options();
   INFO("x " << x.type().str() << " w " << w.type().str());
-  check3([o](V v) { return conv(v[0], v[1], o); }, {x, w}, ref(x, w), t == DType::f32 ? 2e-5 : 1e-12);
+  check3([o](V v) { return conv(v[0], v[1], o); }, {x, w}, ref(x, w), t == DType::f32 ? f32tol : 1e-12);
 }
 
 } // namespace
@@ -103,6 +104,9 @@ TEST_CASE("conv computes the convolution's definition: strides, padding, dilatio
     checkConv({{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1}, {2, 24, 10, 10}, {40, 24, 1, 1}, t, 9); // 1x1: the input is the matrix
     checkConv({{1, 1}, {1, 0, 0, 1}, {1, 1}, {1, 1}, 1}, {6, 4, 12, 12}, {16, 4, 10, 10}, t, 10); // few positions: images side by side
     checkConv({{1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1}, {8, 16, 3, 3}, {32, 16, 1, 1}, t, 11);   // 1x1, images side by side
+    // the kernel gradient's shape (a window wider than its outputs): all images in one product, channels in chunks
+    checkConv({{1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 1}, {16, 48, 12, 12}, {8, 48, 11, 11}, t, 12, 1e-3); // 2 chunks of 24 channels; sums of 5808 products of ~1
+    checkConv({{1, 2}, {0, 1, 2, 0}, {1, 1}, {2, 1}, 2}, {12, 40, 14, 13}, {6, 20, 6, 6}, t, 13, 2e-4); // groups, stride, dilation
   }
 }
 
@@ -188,6 +192,58 @@ TEST_CASE("the windowed ops, forward and backward, agree compiled and interprete
   };
   check3([](V v) { return select_and_gather_add(v[0], v[1], {1, 1, 3, 2}, {.strides = {1, 1, 2, 2}}); }, {t, x}, ref(t, x));
   check3([](V v) { return reduce_window(v[1], "max", {1, 1, 3, 2}, {.strides = {1, 1, 2, 2}}); }, {t, x}, ref(x, x));
+}
+
+TEST_CASE("conv's kernel gradient at a size its lowering takes as one product over all images agrees compiled and interpreted") {
+  std::mt19937 rng(12);
+  for (DType t : {DType::f64, DType::f32}) {
+    // dk correlates x [16, 24, 14, 14] with dy [16, 32, 7, 7]: 9 outputs of a 7x7 window (stride 2 becomes rhs_dilation)
+    const Array x = randomArray({t, {16, 24, 14, 14}}, rng), w = randomArray({t, {32, 12, 3, 3}}, rng),
+                dy = randomArray({t, {16, 32, 7, 7}}, rng);
+    auto f = [](V v) {
+      auto [y, back] = vjp([](Tensor a, Tensor k) { return conv2d(a, k, {.stride = {2}, .padding = {1}, .groups = 2}); }, v[0], v[1]);
+      return back(v[2])[1];
+    };
+    std::vector<Type> types{x.type(), w.type(), dy.type()};
+    const Array want = trace(f, types).interpret("f", {x, w, dy}).at(0);
+    check3(f, {x, w, dy}, want, t == DType::f32 ? 2e-4 : 1e-12); // sums of 784 products
+  }
+}
+
+TEST_CASE("a conv's bias and activation run on its tiles (every lowering), as the interpreter computes them") {
+  struct Case {
+    const char* what;
+    Shape x, w;
+    TorchConvOptions o;
+  };
+  const std::vector<Case> cases{
+      {"im2col per image, groups", {2, 8, 20, 20}, {32, 4, 3, 3}, {.padding = {1}, .groups = 2}},
+      {"images side by side", {8, 16, 6, 6}, {32, 16, 3, 3}, {.padding = {1}}},
+      {"the kernel gradient's shape", {6, 4, 12, 12}, {16, 4, 10, 10}, {.padding = {1}}},
+      {"direct loops", {2, 3, 7, 6}, {5, 3, 3, 2}, {.stride = {2}}},
+      {"1x1", {2, 24, 10, 10}, {40, 24, 1, 1}, {}},
+  };
+  std::mt19937 rng(52);
+  for (DType t : {DType::f64, DType::f32})
+    for (const Case& c : cases) {
+      INFO(c.what << " " << name_of(t));
+      const Array x = randomArray({t, c.x}, rng), w = randomArray({t, c.w}, rng), b = randomArray({t, {c.w[0]}}, rng);
+      const TorchConvOptions o = c.o;
+      auto f = [o](Tensor a, Tensor k, Tensor bias) { return tanh(relu(conv2d(a, k, bias, o)) * 0.1); };
+      auto jf = jit(f);
+      const std::string plan = jf.lower(x, w, b).plan;
+      INFO(plan);
+      CHECK(plan.find("tile epilogue") != std::string::npos);
+      const Array want = trace(f, x.type(), w.type(), b.type()).interpret("f", {x, w, b}).at(0);
+      ADJIT_CHECK_CLOSE(jf(x, w, b), want, t == DType::f32 ? 1e-5 : 1e-12);
+    }
+  // three spatial axes: the tiles' columns span all three
+  const Array x = randomArray({DType::f32, {2, 4, 7, 6, 8}}, rng), w = randomArray({DType::f32, {8, 4, 3, 3, 3}}, rng),
+              b = randomArray({DType::f32, {8}}, rng);
+  auto f3 = [](Tensor a, Tensor k, Tensor bias) { return relu(conv3d(a, k, bias, {.padding = {1}})); };
+  auto jf3 = jit(f3);
+  CHECK(jf3.lower(x, w, b).plan.find("tile epilogue") != std::string::npos);
+  ADJIT_CHECK_CLOSE(jf3(x, w, b), trace(f3, x.type(), w.type(), b.type()).interpret("f", {x, w, b}).at(0), 1e-5);
 }
 
 TEST_CASE("sum and average pooling by hand") {
