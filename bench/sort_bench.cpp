@@ -91,6 +91,8 @@ void topK(int64_t n, int64_t k, int reps) {
   std::printf("top_k f32 n %-8lld k %-6lld adjit %8.3f ms  std::partial_sort %8.3f ms  adjit/partial_sort %.2f%s\n",
               static_cast<long long>(n), static_cast<long long>(k), tAdjit * 1e3, tStd * 1e3, tAdjit / tStd,
               same ? "" : "  (RESULTS DIFFER)");
+}
+
 /// A ring buffer of `rows` x 8 floats in a scan of `steps` steps: step t
 /// writes x_t into row t % rows (dynamic_update_slice at the loop index) and
 /// emits the sum of the buffer's first row. The body updates its carry in
