@@ -9,6 +9,7 @@
 // in-process from C++).
 //   adjit_vmap_bench [--quick]    (--quick: fewer repetitions)
 //   adjit_vmap_bench --budget     (the measurements behind the Jacobian's byte budget)
+//   adjit_vmap_bench --jacobians  (the Jacobian rows only)
 #include <adjit/adjit.h>
 
 #include <algorithm>
@@ -202,6 +203,12 @@ template <class F, class... A> void jacobianRow(const char* name, const F& f, in
   std::fflush(stdout);
 }
 
+/// Measured (one thread, shared 2-core host, load 8-15, three interleaved
+/// runs): jacfwd of tanh(A x) 77-81x faster than the scan at R^256 -> R^256
+/// (0.005 / 0.39 ms) and 5.6-5.7x at R^16 -> R^1000 (0.012 / 0.067 ms), where
+/// the product with the basis folds away and A x, tanh and one fused loop
+/// remain; jacrev 89-118x and 31-33x; hessian of Rosenbrock R^100 1.8-2.0x
+/// (no products form: the batched tangents are elementwise).
 void jacobianSection(int reps) {
   std::printf("\nJacobians: one JVP or VJP batched over the basis against a scan of one per basis vector, one thread "
               "(target >= 5x faster where products form, never slower)\n");
@@ -244,8 +251,9 @@ int main(int argc, char** argv) {
     budgetSection();
     return 0;
   }
+  const bool jacobiansOnly = argc > 1 && !std::strcmp(argv[1], "--jacobians");
   const int reps = quick ? 5 : 21;
-  perExampleSection(reps);
+  if (!jacobiansOnly) perExampleSection(reps);
   jacobianSection(reps);
   return 0;
 }

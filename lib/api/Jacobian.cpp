@@ -67,8 +67,9 @@ namespace {
 // against 7.4 ms at n = 1024, 0.49 / 44 at 2048, 2.0 / 135 at 4096, 11.8 / 483
 // at 8192 (256 MiB tangents); jacrev of it 0.053 / 0.053, 0.23 / 0.26,
 // 3.6 / 3.7 (7.2 / 3.1 in a noisier run) and 22.0 / 21.8 ms: both write the
-// n^2 Jacobian once, the batched form in one fused loop; jacfwd / jacrev of
-// tanh(A x) R^256 -> R^256 0.22 / 0.39 and 0.15 / 14 ms. Up to 256 MiB of
+// n^2 Jacobian once, the batched form in one fused loop; tanh(A x) R^256 ->
+// R^256, jacfwd 0.005 / 0.39 ms (its product with the basis folds to A^T,
+// transforms/Fold.cpp and matmul's fold) and jacrev 0.16 / 14-20 ms. Up to 256 MiB of
 // tangents the scan won on time only within run-to-run noise; past the
 // budget it wins by fitting in memory.
 std::atomic<JacobianPath> gPath{JacobianPath::automatic};

@@ -6,6 +6,7 @@
 #include "ir/Text.h"
 #include "support/Assert.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -152,6 +153,40 @@ void InferCtx::expectSameTypes() const {
   }
 }
 
-bool FoldCtx::isSplat(std::size_t i, double v) const { return i < splats.size() && splats[i] && *splats[i] == v; }
+bool FoldCtx::isSplat(std::size_t i, double v) const { return i < known.size() && known[i].splat && *known[i].splat == v; }
+
+int64_t FoldCtx::identity(std::size_t i) const {
+  if (i >= known.size() || known[i].eye == 0) return 0;
+  const Shape& s = type(op.operands[i]).shape;
+  const std::size_t r = s.size();
+  return r >= 2 && s[r - 1] == known[i].eye && s[r - 2] == known[i].eye ? known[i].eye : 0;
+}
+
+Known knownOf(const Array& a) {
+  Known k;
+  const int64_t n = a.size();
+  if (n == 0) return k;
+  bool uniform = true;
+  for (int64_t i = 1; i < n && uniform; ++i) uniform = a.at(i) == a.at(0);
+  if (uniform) k.splat = a.at(0);
+  // A ramp: 0, 1, ..., p - 1 repeated, p the place of the first zero after the start.
+  if (is_integer(a.dtype()) && a.at(0) == 0) {
+    int64_t p = 1;
+    while (p < n && a.at(p) != 0) ++p;
+    bool ramp = true;
+    for (int64_t i = 0; i < n && ramp; ++i) ramp = a.at(i) == static_cast<double>(i % p);
+    if (ramp) k.ramp = p;
+  }
+  // Identity matrices: the second 1 (after the one at 0) comes at e + 1.
+  if (a.dtype() != DType::i1 && a.at(0) == 1) {
+    int64_t second = 1;
+    while (second < n && a.at(second) == 0) ++second;
+    const int64_t e = std::max<int64_t>(second - 1, 1); // [1, 1, ...]: 1 × 1 identities
+    bool eye = second < n || n == 1;
+    for (int64_t i = 0; i < n && eye; ++i) eye = a.at(i) == ((i % (e * e)) % (e + 1) == 0 ? 1.0 : 0.0);
+    if (eye) k.eye = e;
+  }
+  return k;
+}
 
 } // namespace adjit::ir

@@ -137,19 +137,48 @@ struct EvalCtx {
   const Type& resultType(std::size_t i = 0) const { return fn.type(op.results.at(i)); }
 };
 
-/// A fold's answer: reuse an existing value, or a constant.
-using Folded = std::variant<ValueId, Array>;
+/// What the fold pass knows of a value's elements without knowing each one.
+/// `ramp` and `eye` describe the elements read in row-major order, so a
+/// reshape keeps them, and so does a broadcast that only repeats the whole
+/// value along new leading axes.
+struct Known {
+  std::optional<double> splat; ///< every element is this value
+  int64_t ramp = 0; ///< > 0: element k is k mod ramp (an integer iota along the last axis)
+  /// > 0: element k is 1 where k mod eye² is a multiple of eye + 1, else 0:
+  /// identity matrices of eye × eye one after another (one_hot of a ramp).
+  int64_t eye = 0;
+};
 
-/// What a fold sees: the op and, for each operand, its constant value if known.
+/// What is known of the elements of `a` (a constant), in one pass over them.
+Known knownOf(const Array& a);
+
+/// A fold's answer in the form of another op put in the op's place: over
+/// values defined before the op, with the op's result type.
+struct Rewrite {
+  OpKind kind;
+  ValueList operands;
+  Attrs attrs;
+};
+
+/// A fold's answer: reuse an existing value, a constant, another op in the
+/// op's place, or the op kept with facts about its result (for the folds of
+/// the ops that read it).
+using Folded = std::variant<ValueId, Array, Rewrite, Known>;
+
+/// What a fold sees: the op and, for each operand, its constant value and
+/// what else is known of its elements.
 struct FoldCtx {
   const Op& op;
   const Function& fn;
   std::span<const Array* const> constants; ///< nullptr where the operand is not constant
-  std::span<const std::optional<double>> splats; ///< the operand's value where all its elements are one
+  std::span<const Known> known;            ///< what is known of each operand's elements
   const Type& type(ValueId v) const { return fn.type(v); }
   /// True when every element of operand `i` is known to equal `v` (a constant,
   /// or a broadcast or reshape of one).
   bool isSplat(std::size_t i, double v) const;
+  /// The n where operand `i` is known to be identity matrices [..., n, n] (its
+  /// last two axes n × n and its elements `Known::eye` of n), else 0.
+  int64_t identity(std::size_t i) const;
 };
 
 /// What the IR layer knows of an op kind without running it.

@@ -25,7 +25,13 @@ void defineCreationOps(Table& t) {
   set(t, OpKind::Constant, {
       .infer = [](const InferCtx& c) { return std::vector<Type>{c.array("value").type()}; },
       .eval = [](const EvalCtx& c) { return std::vector<Array>{c.op.attrs.array("value")}; },
-      .fold = noFold,
+      // nothing to fold; what is known of its elements (small constants the
+      // fold pass reads itself), for the folds of the ops that read it
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        const ir::Known k = ir::knownOf(c.op.attrs.array("value"));
+        if (!k.splat && !k.ramp && !k.eye) return std::nullopt;
+        return ir::Folded{k};
+      },
       .element = [](ElementCtx& c) -> llvm::Value* {
         const Array& v = c.op.attrs.array("value");
         if (isSplat(v)) return c.constant(v.dtype(), v.at(0));
@@ -53,7 +59,17 @@ void defineCreationOps(Table& t) {
         for (int64_t i = 0; i < r.size(); ++i) r.set(i, static_cast<double>(unravel(i, r.shape())[axis]));
         return std::vector<Array>{std::move(r)};
       },
-      .fold = noFold,
+      // nothing to fold; along the last axis (or one followed by axes of 1)
+      // an integer iota is a ramp 0, 1, ..., n - 1 repeated (one_hot's fold reads it)
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        const Type& rt = c.type(c.op.results[0]);
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const bool last = std::all_of(rt.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, rt.shape.end(),
+                                      [](int64_t d) { return d == 1; });
+        const bool exact = rt.dtype == DType::i64 || (rt.dtype == DType::i32 && rt.shape[axis] <= (int64_t{1} << 31));
+        if (!last || !exact || rt.shape[axis] == 0) return std::nullopt;
+        return ir::Folded{ir::Known{.splat = {}, .ramp = rt.shape[axis]}};
+      },
       .element = [](ElementCtx& c) -> llvm::Value* {
         const Type& rt = c.resultType();
         int64_t axis = c.op.attrs.integer("axis");

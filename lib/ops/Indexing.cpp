@@ -384,7 +384,13 @@ void defineIndexingOps(Table& t) {
         }
         return std::vector<Array>{std::move(r)};
       },
-      .fold = noFold,
+      // nothing to fold; of a ramp 0..n-1 (an iota) at depth n it is identity
+      // matrices (the basis jacfwd and jacrev batch over), for matmul's fold
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        const int64_t depth = c.op.attrs.integer("depth");
+        if (depth == 0 || c.known[0].ramp != depth || c.type(c.op.results[0]).dtype == DType::i1) return std::nullopt;
+        return ir::Folded{ir::Known{.splat = {}, .eye = depth}};
+      },
       .element = [](ElementCtx& c) -> llvm::Value* {
         const Type& rt = c.resultType();
         const auto& d = c.dims(c.index, rt.shape);

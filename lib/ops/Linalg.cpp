@@ -186,6 +186,40 @@ void matmulDeps(const sparsity::SparsityCtx& c) {
         }
 }
 
+/// matmul's fold: a product with identity matrices (`FoldCtx::identity`,
+/// known to the fold pass from the ops that made them: one_hot of an iota,
+/// as the Jacobians' basis is made, reshapes and broadcasts of it, or a
+/// constant eye) is the other operand, op(x), with its transpose flag as a
+/// transpose. Where jacfwd batches A e over a basis, the 256 × 256 × 256
+/// product becomes a transpose the next loop reads in place (adjit_vmap_bench,
+/// jacfwd of tanh(A x)).
+///
+/// Exact, as XLA's and JAX's simplifiers treat x * 1 and x + 0 (and adjit's
+/// own mul and add folds do): the identity's zeros are taken as structural,
+/// not multiplied out. Where the other operand's elements are finite and
+/// nonzero the product is bitwise op(x) already (x * 1 exactly, + 0 * y
+/// exactly); the fold differs only where the product would not equal op(x):
+/// an inf or NaN elsewhere in x's row or column (0 * inf = NaN spreads along
+/// it in the product, stays in its place in op(x)) and the sign of a zero
+/// (-0 * 1 + 0 * y is +0 in the product, -0 in op(x)).
+std::optional<ir::Folded> foldIdentityProduct(const ir::FoldCtx& c) {
+  const Form f = formOf(c.op.attrs);
+  for (std::size_t side : {0, 1}) {
+    if (!c.identity(side)) continue;
+    const ir::ValueId x = c.op.operands[1 - side];
+    if (!(side == 0 ? f.tb : f.ta)) return ir::Folded{x};
+    std::vector<int64_t> perm;
+    const auto r = static_cast<int64_t>(c.type(x).rank());
+    for (int64_t d = 0; d < r - 2; ++d) perm.push_back(d);
+    perm.push_back(r - 1);
+    perm.push_back(r - 2);
+    ir::Attrs attrs;
+    attrs.set("perm", perm);
+    return ir::Folded{ir::Rewrite{OpKind::Transpose, {x}, std::move(attrs)}};
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 void defineLinalgOps(Table& t) {
@@ -239,7 +273,9 @@ void defineLinalgOps(Table& t) {
         });
         return std::vector<Array>{std::move(r)};
       },
-      .fold = noFold,
+      // I op(b) = op(b), op(a) I = op(a): the operand itself, or its
+      // transpose (an op the fused loops read in place) where its flag is set.
+      .fold = foldIdentityProduct,
       .lower = [](LowerCtx& c) {
         const Form f = formOf(c.op.attrs);
         const Dims d = dimsOf(c.operandType(0).shape, c.operandType(1).shape, f);

@@ -33,6 +33,16 @@ template <class Map> Array gatherBy(const Array& x, const Type& rt, Map map) {
   return r;
 }
 
+/// What a reshape or a broadcast keeps of what is known of its operand's
+/// elements beyond a splat (which the fold pass carries itself): the ramp
+/// and the identity matrices, when the result's elements in row-major order
+/// are the operand's, repeated whole.
+std::optional<ir::Folded> keepOrder(const ir::FoldCtx& c) {
+  const ir::Known& k = c.known[0];
+  if (!k.ramp && !k.eye) return std::nullopt;
+  return ir::Folded{ir::Known{.splat = {}, .ramp = k.ramp, .eye = k.eye}};
+}
+
 /// The operand index of a reshape's result element at c.index, from its
 /// dims, where no division is needed: axes of extent 1 aside, the two shapes
 /// split into runs of equal extent, and each run of the operand is one axis
@@ -239,7 +249,11 @@ void defineShapeOps(Table& t) {
         return std::vector<Type>{Type{c.operands[0].dtype, s}};
       },
       .eval = [](const EvalCtx& c) { return std::vector<Array>{c.args[0].reshaped(c.resultType().shape)}; },
-      .fold = foldIfSameType,
+      // reshape(x) = x at x's own shape; else the same elements in the same order
+      .fold = [](const ir::FoldCtx& c) {
+        if (auto same = foldIfSameType(c)) return same;
+        return keepOrder(c);
+      },
       .element = [](ElementCtx& c) -> llvm::Value* {
         if (std::optional<Index> at = reshapedIndex(c)) return c.operand(0, *at);
         return c.operand(0, Index::ofLinear(c.linear(c.index, c.resultType().shape)));
@@ -279,7 +293,16 @@ void defineShapeOps(Table& t) {
           return ravel(i, in);
         })};
       },
-      .fold = foldIfSameType,
+      // broadcast_to(x) = x at x's own shape; a broadcast along new leading
+      // axes only (x's axes of 1 in front aside) repeats x's elements whole
+      .fold = [](const ir::FoldCtx& c) {
+        if (auto same = foldIfSameType(c)) return same;
+        const Shape &in = c.type(c.op.operands[0]).shape, &out = c.type(c.op.results[0]).shape;
+        auto core = std::find_if(in.begin(), in.end(), [](int64_t d) { return d != 1; });
+        const auto n = static_cast<std::size_t>(in.end() - core);
+        if (!std::equal(core, in.end(), out.end() - static_cast<std::ptrdiff_t>(n))) return std::optional<ir::Folded>{};
+        return keepOrder(c);
+      },
       .element = [](ElementCtx& c) -> llvm::Value* {
         const Shape& in = c.operandType(0).shape;
         const auto& o = c.dims(c.index, c.resultType().shape);
@@ -346,7 +369,20 @@ void defineShapeOps(Table& t) {
           return ravel(i, in);
         })};
       },
-      .fold = noFold,
+      // transpose(x) {perm = identity} = x; identity matrices swapped are identity matrices
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        const auto& perm = c.op.attrs.ints("perm");
+        const auto r = static_cast<int64_t>(perm.size());
+        auto fixed = [&](int64_t upTo) {
+          for (int64_t d = 0; d < upTo; ++d)
+            if (perm[static_cast<std::size_t>(d)] != d) return false;
+          return true;
+        };
+        if (fixed(r)) return ir::Folded{c.op.operands[0]};
+        if (r >= 2 && fixed(r - 2) && perm[static_cast<std::size_t>(r - 2)] == r - 1 && c.identity(0))
+          return ir::Folded{ir::Known{.splat = {}, .eye = c.identity(0)}};
+        return std::nullopt;
+      },
       .element = [](ElementCtx& c) -> llvm::Value* {
         const auto& perm = c.op.attrs.ints("perm");
         const auto& o = c.dims(c.index, c.resultType().shape);

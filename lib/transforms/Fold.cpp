@@ -1,5 +1,7 @@
 // transforms/Fold.cpp — constant folding through each op's reference `eval`,
-// and algebraic identities through each op's `fold` hook.
+// and algebraic identities through each op's `fold` hook, which may also put
+// another op in an op's place or tell what is known of its result's elements
+// (a splat, a ramp, identity matrices) for the folds of the ops that read it.
 #include "ir/Builder.h"
 #include "ir/OpInfo.h"
 #include "support/Assert.h"
@@ -29,6 +31,10 @@ bool uniformValue(const Array& a) {
   return uniform;
 }
 
+/// How many times one op may be rewritten and folded again: rewrites that
+/// undo each other stop here instead of cycling.
+constexpr int kMaxRewrites = 4;
+
 ir::Op makeConstant(ir::ValueId result, Array value, const Location& loc) {
   ir::Attrs attrs;
   attrs.set("value", std::move(value));
@@ -43,7 +49,7 @@ void fold(ir::Module& m) {
     std::vector<ir::ValueId> map(f.types.size());
     for (std::size_t v = 0; v < map.size(); ++v) map[v] = static_cast<ir::ValueId>(v);
     std::vector<const Array*> constant(f.types.size(), nullptr);
-    std::vector<std::optional<double>> splat(f.types.size()); // values whose elements are all one value
+    std::vector<ir::Known> known(f.types.size()); // what is known of each value's elements
     std::deque<Array> values; // known constant values, at stable addresses
     // The ops kept or made are written over the list in place (a second list
     // of a 200,000-op function faulted in tens of megabytes), unless an op
@@ -66,14 +72,18 @@ void fold(ir::Module& m) {
     // Per-op scratch, reused: three allocations per op cost more than folding.
     std::vector<const Array*> args;
     std::vector<Array> vals;
-    std::vector<std::optional<double>> splats;
-    for (; at < f.ops.size(); ++at) {
+    std::vector<ir::Known> knowns;
+    bool again = false; // the op at `at` was rewritten: fold the new one
+    int rewrites = 0;   // of the op at `at`
+    for (; at < f.ops.size(); at += again ? 0 : 1) {
+      rewrites = again ? rewrites + 1 : 0;
+      again = false;
       ir::Op& op = f.ops[at];
       for (ir::ValueId& o : op.operands) o = map[o];
       const ir::OpInfo& info = ir::info(op.kind);
       args.clear();
       vals.clear();
-      splats.clear();
+      knowns.clear();
       bool allConst = true;
       for (ir::ValueId o : op.operands) {
         args.push_back(constant[o]);
@@ -98,7 +108,7 @@ void fold(ir::Module& m) {
         for (std::size_t i = 0; i < vals.size(); ++i) {
           const Array& a = values.emplace_back(std::move(vals[i]));
           constant[op.results[i]] = &a;
-          if (uniformValue(a)) splat[op.results[i]] = a.at(0);
+          known[op.results[i]] = ir::knownOf(a);
         }
         if (op.operands.empty()) { // already a leaf (a constant, an iota): keep it
           emit(std::move(op));
@@ -109,18 +119,36 @@ void fold(ir::Module& m) {
           emit(makeConstant(folded.results[i], *constant[folded.results[i]], folded.loc));
         continue;
       }
-      for (ir::ValueId o : op.operands) splats.push_back(splat[o]);
-      if (info.has(ir::kElementsFromOperand) && splat[op.operands[0]])
-        for (ir::ValueId r : op.results) splat[r] = splat[op.operands[0]];
-      ir::FoldCtx fc{op, f, args, splats};
+      for (ir::ValueId o : op.operands) knowns.push_back(known[o]);
+      if (info.has(ir::kElementsFromOperand) && known[op.operands[0]].splat)
+        for (ir::ValueId r : op.results) known[r].splat = known[op.operands[0]].splat;
+      ir::FoldCtx fc{op, f, args, knowns};
       if (auto r = info.fold(fc)) {
         ir::ValueId res = op.results[0];
         if (auto* v = std::get_if<ir::ValueId>(&*r)) {
           map[res] = *v;
           continue;
         }
+        if (auto* k = std::get_if<ir::Known>(&*r)) {
+          if (!k->splat) k->splat = known[res].splat;
+          known[res] = *k;
+          emit(std::move(op));
+          continue;
+        }
+        if (auto* rw = std::get_if<ir::Rewrite>(&*r)) {
+          ADJIT_ASSERT(op.results.size() == 1, "fold: a rewrite of an op of several results");
+          ADJIT_ASSERT(ir::inferTypes(m, f, rw->kind, rw->operands, rw->attrs, {}, op.loc) == std::vector<Type>{f.type(res)},
+                       "fold: a rewrite of a different type");
+          // The new op in the old one's place, folded in turn (a rewrite
+          // may meet an identity of its own).
+          op = ir::Op{rw->kind, std::move(rw->operands), {res}, std::move(rw->attrs), {}, op.loc};
+          known[res] = {};
+          again = rewrites < kMaxRewrites;
+          if (!again) emit(std::move(op));
+          continue;
+        }
         constant[res] = &values.emplace_back(std::get<Array>(*r));
-        if (constant[res]->size() == 1) splat[res] = constant[res]->at(0);
+        known[res] = ir::knownOf(*constant[res]);
         emit(makeConstant(res, std::get<Array>(std::move(*r)), op.loc));
         continue;
       }

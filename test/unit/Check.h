@@ -170,4 +170,13 @@ inline Array randomArray(Type t, uint32_t seed) {
   return a;
 }
 
+/// Sets a Jacobian policy (batched, scan, automatic) for its lifetime.
+struct WithJacobianPolicy {
+  detail::JacobianPolicy before;
+  explicit WithJacobianPolicy(const detail::JacobianPolicy& p) : before(detail::setJacobianPolicy(p)) {}
+  ~WithJacobianPolicy() { detail::setJacobianPolicy(before); }
+  WithJacobianPolicy(const WithJacobianPolicy&) = delete;
+  WithJacobianPolicy& operator=(const WithJacobianPolicy&) = delete;
+};
+
 } // namespace adjit::test

@@ -379,13 +379,6 @@ std::pair<std::size_t, bool> opsAndLoops(const Module& m) {
   return {ops, loops};
 }
 
-/// Sets a Jacobian policy for its lifetime.
-struct WithJacobianPolicy {
-  detail::JacobianPolicy before;
-  explicit WithJacobianPolicy(const detail::JacobianPolicy& p) : before(detail::setJacobianPolicy(p)) {}
-  ~WithJacobianPolicy() { detail::setJacobianPolicy(before); }
-};
-
 Array ramp(int64_t n, double scale, double shift) {
   std::vector<double> v;
   for (int64_t i = 0; i < n; ++i) v.push_back(scale * std::sin(0.7 * double(i) + shift));

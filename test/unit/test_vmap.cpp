@@ -9,6 +9,7 @@
 #include <adjit/vmap.h>
 
 #include <cstring>
+#include <limits>
 
 using namespace adjit;
 using namespace adjit::test;
@@ -204,4 +205,186 @@ TEST_CASE("vmap is linear in the program: a chain's batched twin grows with it, 
   CHECK(small <= 2000 + 8);
   CHECK(large <= 20000 + 8);
   CHECK(large - small <= 18000 + 8);
+}
+
+// ---- Jacobians: the product with the basis folds away ------------------------
+
+namespace {
+
+/// Ops of kind `k` in the functions of `m`.
+std::size_t opsOfKind(const Module& m, ir::OpKind k) {
+  std::size_t n = 0;
+  for (const auto& f : m.impl().functions)
+    for (const ir::Op& op : f->ops) n += op.kind == k;
+  return n;
+}
+
+/// Identity matrices made as jacfwd makes its basis, one_hot of an iota,
+/// broadcast to [lead..., n, n].
+Tensor basisIdentity(int64_t n, DType t, const Shape& lead) {
+  const Tensor e = one_hot(iota(Shape{n}, 0, DType::i32), n, t);
+  Shape s = lead;
+  s.push_back(n);
+  s.push_back(n);
+  return lead.empty() ? e : broadcast_to(e, s);
+}
+
+/// x with its last two axes swapped (a copy).
+Array swapLast(const Array& x) {
+  const Shape& s = x.shape();
+  const std::size_t r = s.size();
+  const int64_t rows = s[r - 2], cols = s[r - 1], mats = x.size() / std::max<int64_t>(rows * cols, 1);
+  Shape ts = s;
+  std::swap(ts[r - 2], ts[r - 1]);
+  Array t(Type{x.dtype(), ts});
+  for (int64_t b = 0; b < mats; ++b)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) t.set(b * rows * cols + j * rows + i, x.at(b * rows * cols + i * cols + j));
+  return t;
+}
+
+/// The product op(a) op(b) of two matrices [m, k] and [k, n] in double, by definition.
+Array denseProduct(const Array& a, const Array& b, bool ta, bool tb) {
+  const Array A = ta ? swapLast(a) : a, B = tb ? swapLast(b) : b;
+  const int64_t m = A.shape()[0], k = A.shape()[1], n = B.shape()[1];
+  Array r(Type{a.dtype(), {m, n}});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t q = 0; q < k; ++q) s += A.at(i * k + q) * B.at(q * n + j);
+      r.set(i * n + j, s);
+    }
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("matmul with identity matrices folds to the other operand or its transpose, bitwise, either side, batched") {
+  for (DType t : {DType::f32, DType::f64})
+    for (int64_t n : {5, 12}) // 5: the iota is a small constant to the fold pass; 12: an op
+      for (const Shape& lead : {Shape{}, Shape{3}})
+        for (int side : {0, 1})
+          for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+              INFO(name_of(t) << " n = " << n << " batched " << lead.size() << " identity on the " << (side ? "right" : "left")
+                              << " transpose_a " << ta << " transpose_b " << tb);
+              // The other operand: op(x) is [lead..., n, 7] on the right of I, [lead..., 7, n] on its left.
+              const bool flag = side == 0 ? tb : ta;
+              Shape xs = lead;
+              const bool nFirst = (side == 0) != flag;
+              xs.push_back(nFirst ? n : 7);
+              xs.push_back(nFirst ? 7 : n);
+              auto f = [&](Tensor x) {
+                const Tensor e = basisIdentity(n, t, lead);
+                return side == 0 ? matmul(e, x, {.transpose_a = ta, .transpose_b = tb})
+                                 : matmul(x, e, {.transpose_a = ta, .transpose_b = tb});
+              };
+              Module m = trace(f, Type{t, xs});
+              transforms::fold(m.impl());
+              m.verify();
+              CHECK(opsOfKind(m, ir::OpKind::Matmul) == 0);
+              const Array x = randomArray({t, xs}, static_cast<uint32_t>(n + side));
+              const Array want = flag ? swapLast(x) : x;
+              CHECK(bytesOf(m.interpret("f", {x}).at(0)) == bytesOf(want));
+              // The JIT's pipeline folds it too (a few of the forms: each compiles).
+              if (n == 12 && ta == tb && side == static_cast<int>(lead.size())) CHECK(bytesOf(jit(f)(x)) == bytesOf(want));
+            }
+}
+
+TEST_CASE("matmul folds only exact identities: near-identities and non-square ones stay products") {
+  for (DType t : {DType::f32, DType::f64}) {
+    INFO(name_of(t));
+    const double eps = t == DType::f32 ? std::ldexp(1.0, -23) : std::ldexp(1.0, -52);
+    const int64_t n = 6;
+    auto eyeWith = [&](int64_t i, int64_t j, double v) {
+      Array e(Type{t, {n, n}});
+      for (int64_t d = 0; d < n; ++d) e.set(d * n + d, 1.0);
+      e.set(i * n + j, v);
+      return e;
+    };
+    const Array x = randomArray({t, {n, 4}}, 31);
+    // 1 + eps on the diagonal, a tiny value off it, the 1 × 1 identity broadcast to all ones.
+    for (const Array& e : {eyeWith(2, 2, 1 + eps), eyeWith(4, 1, eps), eyeWith(0, 0, 1.0)}) {
+      const bool exact = e.at(2 * n + 2) == 1.0 && e.at(4 * n + 1) == 0.0;
+      auto f = [&](Tensor x) { return matmul(constant(e), x); };
+      Module m = trace(f, x.type());
+      transforms::fold(m.impl());
+      CHECK(opsOfKind(m, ir::OpKind::Matmul) == (exact ? 0u : 1u));
+      ADJIT_CHECK_CLOSE(jit(f)(x), denseProduct(e, x, false, false), 4 * eps);
+    }
+    // Row 2 scaled by 1 + eps is not row 2: a product happened.
+    const Array scaled = jit([&](Tensor x) { return matmul(constant(eyeWith(2, 2, 1 + eps)), x); })(x);
+    CHECK(scaled.at(2 * 4) != x.at(2 * 4));
+    // one_hot deeper than the iota is long: [n, n + 1], not square.
+    auto deep = [&](Tensor y) { return matmul(one_hot(iota(Shape{n}, 0, DType::i32), n + 1, t), y); };
+    const Array y = randomArray({t, {n + 1, 4}}, 32);
+    Module md = trace(deep, y.type());
+    transforms::fold(md.impl());
+    CHECK(opsOfKind(md, ir::OpKind::Matmul) == 1);
+    // A 1 × 1 identity broadcast to [n, n] is all ones: a product.
+    auto ones = [&](Tensor x) { return matmul(broadcast_to(basisIdentity(1, t, {}), Shape{n, n}), x); };
+    Module mo = trace(ones, x.type());
+    transforms::fold(mo.impl());
+    CHECK(opsOfKind(mo, ir::OpKind::Matmul) == 1);
+    Array allOnes(Type{t, {n, n}});
+    for (int64_t i = 0; i < n * n; ++i) allOnes.set(i, 1.0);
+    ADJIT_CHECK_CLOSE(jit(ones)(x), denseProduct(allOnes, x, false, false), 8 * eps);
+  }
+}
+
+TEST_CASE("a folded identity product keeps an inf in its place, where the dense product spreads NaN (the stated semantics)") {
+  Array x = randomArray({DType::f32, {4, 3}}, 33);
+  x.set(1 * 3 + 2, std::numeric_limits<double>::infinity());
+  const Array got = jit([](Tensor x) { return matmul(basisIdentity(4, DType::f32, {}), x); })(x);
+  CHECK(bytesOf(got) == bytesOf(x));
+  // The dense product: 0 * inf = NaN in rows 0, 2 and 3 of column 2.
+  Array eye(Type{DType::f32, {4, 4}});
+  for (int64_t d = 0; d < 4; ++d) eye.set(d * 4 + d, 1.0);
+  const Array dense = denseProduct(eye, x, false, false);
+  CHECK(std::isnan(dense.at(2)));
+  CHECK(std::isinf(dense.at(5)));
+}
+
+TEST_CASE("jacfwd of tanh(A x): the batched JVP reads A itself (the product with the basis folds), equal to the scan and to finite differences") {
+  auto tanhAx = [](Tensor a, Tensor x) { return tanh(matmul(a, x)); };
+  auto jac = [&](Tensor a, Tensor x) { return jacfwd(tanhAx, argnums<1>)(a, x); };
+  for (DType t : {DType::f32, DType::f64})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 16}, {9, 9}}) {
+      INFO(name_of(t) << " R^" << cols << " -> R^" << rows);
+      const Array a = randomArray({t, {rows, cols}}, 41), x = randomArray({t, {cols}}, 42);
+      // Traced: the forward's A x and the tangents' product with the basis; folded: only A x.
+      Module m = trace(jac, a.type(), x.type());
+      CHECK(opsOfKind(m, ir::OpKind::Matmul) == 2);
+      transforms::fold(m.impl());
+      CHECK(opsOfKind(m, ir::OpKind::Matmul) == 1);
+      Array batched, scanned;
+      {
+        WithJacobianPolicy p({.path = detail::JacobianPath::batched});
+        batched = jit(jac)(a, x);
+      }
+      {
+        WithJacobianPolicy p({.path = detail::JacobianPath::scan});
+        scanned = jit(jac)(a, x);
+      }
+      REQUIRE(batched.shape() == Shape{rows, cols});
+      ADJIT_CHECK_CLOSE(batched, scanned, t == DType::f32 ? 1e-6 : 1e-14);
+      if (t != DType::f64) continue;
+      // Central differences of tanh(A x) along each input coordinate.
+      const double h = 1e-6;
+      for (int64_t j = 0; j < cols; ++j) {
+        auto f = [&](double dx) {
+          std::vector<double> y(static_cast<std::size_t>(rows));
+          for (int64_t i = 0; i < rows; ++i) {
+            double s = 0;
+            for (int64_t k = 0; k < cols; ++k) s += a.at(i * cols + k) * (x.at(k) + (k == j ? dx : 0.0));
+            y[static_cast<std::size_t>(i)] = std::tanh(s);
+          }
+          return y;
+        };
+        const std::vector<double> up = f(h), down = f(-h);
+        for (int64_t i = 0; i < rows; ++i)
+          CHECK(batched.at(i * cols + j) ==
+                doctest::Approx((up[static_cast<std::size_t>(i)] - down[static_cast<std::size_t>(i)]) / (2 * h)).epsilon(1e-7));
+      }
+    }
 }
