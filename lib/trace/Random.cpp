@@ -474,7 +474,9 @@ Tensor logGammaSample(const Tensor& key, const Tensor& alpha0, const Shape& s, c
 /// finite as x -> 0 (x underflowing to 0 is fine: only log x enters besides S).
 /// The series runs in f64 in one while_loop over all elements until every
 /// element's terms are past x and below 1e-17 of its sums (about x + 10
-/// sqrt(x) terms; capped at 100,000 rounds, a ~ 10^7); in the far upper tail
+/// sqrt(x) terms; capped at 100,000 rounds, a ~ 10^7; 10^5 f32 samples with
+/// their gradient took 49 ms at a = 0.5, 67 ms at a = 10, 0.7 s at a = 10^4,
+/// the samples alone 4-12 ms: an asymptotic form for large a would help); in the far upper tail
 /// (x well above a) S (log x - digamma) and dS/da cancel, losing about
 /// log10(1/Q(a, x)) digits of f64 (Q = 1 - P): still f32-exact. Not itself
 /// differentiable: its inputs pass through prevent_gradient (second
