@@ -51,9 +51,11 @@ Tensor bernoulli(const Tensor& key, double p = 0.5, const Shape& shape = {}, ADJ
 /// bernoulli with a tensor of probabilities (floating), which broadcasts to
 /// `shape` (empty: p's own shape); the samples compare uniform of p's dtype with p.
 Tensor bernoulli(const Tensor& key, const Tensor& p, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
-/// Integers in [minval, maxval) of dtype i32, as JAX's randint (from two
-/// splits of `key`, 64 random bits per sample, so nearly unbiased; minval
-/// when maxval <= minval; bounds outside i32 are clipped into it, as JAX).
+/// Integers in [minval, maxval) of dtype i32 or i64, as JAX's randint (from
+/// two splits of `key`, two words of the dtype's width per sample, so nearly
+/// unbiased; minval when maxval <= minval; for i32, bounds outside i32 are
+/// clipped into it, as JAX). i64 is JAX's algorithm with 64-bit words (JAX
+/// with jax_enable_x64), its unsigned remainders emulated on i64.
 Tensor randint(const Tensor& key, const Shape& shape, int64_t minval, int64_t maxval, DType dtype = DType::i32,
                ADJIT_HERE);
 /// Samples of the standard Gumbel distribution, as JAX's gumbel (mode "low"):
@@ -106,23 +108,33 @@ Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape = {}, bool 
               const std::optional<Tensor>& p = std::nullopt, int64_t axis = 0, ADJIT_HERE);
 
 /// Samples of the Gamma(a, 1) distribution, a floating tensor of shapes
-/// broadcasting to `shape` (absent: a's shape), of a's dtype: Marsaglia and
-/// Tsang's rejection method (ACM TOMS 2000) as JAX's gamma, with their boost
-/// for a < 1 (Gamma(a + 1) times u^(1/a)). The rejection is one while_loop
+/// broadcasting to `shape` (absent: a's shape), of a's dtype: exp(loggamma(key,
+/// a, shape)). Differentiable in a: d x / da is the implicit reparameterisation
+/// gradient -(dP/da) / (dP/dx) at the sample (P the Gamma CDF), as JAX's;
+/// first derivatives only (a second derivative in a is an adjit::Error).
+/// a <= 0 or NaN give NaN, as JAX. Not JAX's values (see loggamma).
+Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+/// log of Gamma(a, 1) samples, as JAX's loggamma: Marsaglia and Tsang's
+/// rejection method (ACM TOMS 2000) as JAX's gamma, with their boost for a < 1
+/// (Gamma(a + 1) times u^(1/a)) taken in logs, so tiny a (1e-3 in f32, whose
+/// samples underflow to 0) gives finite logs. The rejection is one while_loop
 /// over all elements: each round draws a normal and a uniform for every
 /// element (keys fold_in(key, round)) and the elements still pending take
-/// their first accepted value; it stops when all have one (each round accepts
-/// with probability >= 0.95). Not JAX's values (JAX draws per element). No
-/// gradient in a (a is stop_gradient'ed). a <= 0 or NaN give NaN or 0.
-Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
+/// their first accepted value (each round accepts with probability >= 0.95).
+/// Not JAX's values (JAX draws per element). Differentiable in a (d log x /
+/// da by implicit differentiation of the CDF, a series in f64), first
+/// derivatives only; a <= 0 or NaN give NaN.
+Tensor loggamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
 /// Samples of Beta(a, b): G_a / (G_a + G_b) with G gamma samples from two
-/// splits of `key`; shape absent: a and b broadcast. No gradient in a, b.
-/// Not in log space as JAX's: for tiny a and b (about 0.01 and below in f32)
-/// both gamma samples can underflow to 0, giving NaN.
+/// splits of `key`, computed as sigmoid(log G_a - log G_b) (JAX's log space),
+/// so finite and in [0, 1] for tiny a and b; shape absent: a and b broadcast.
+/// Differentiable in a and b (through loggamma's gradient); NaN where a or b
+/// is <= 0 or NaN.
 Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
 /// Samples of Dirichlet(alpha) along alpha's last axis (K categories): gamma
-/// samples normalised to sum 1 along the last axis, of shape `shape` + [K]
-/// (shape absent: alpha's leading axes). No gradient in alpha.
+/// samples normalised to sum 1 along the last axis (softmax of loggamma
+/// samples), of shape `shape` + [K] (shape absent: alpha's leading axes).
+/// Differentiable in alpha; a row with an alpha <= 0 or NaN is all NaN.
 Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> shape = std::nullopt, ADJIT_HERE);
 
 #undef ADJIT_HERE

@@ -34,6 +34,9 @@ void defineCreationOps(Table& t) {
       },
       .element = [](ElementCtx& c) -> llvm::Value* {
         const Array& v = c.op.attrs.array("value");
+        // i64 exactly: through a double (c.constant) values above 2^53 would lose bits
+        if (isSplat(v) && v.dtype() == DType::i64)
+          return llvm::ConstantInt::get(c.b.getInt64Ty(), static_cast<uint64_t>(v.data<int64_t>()[0]));
         if (isSplat(v)) return c.constant(v.dtype(), v.at(0));
         return c.load(v.dtype(), c.globalConstant(v), c.linear(c.index, v.shape()));
       },

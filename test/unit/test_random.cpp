@@ -434,7 +434,7 @@ TEST_CASE("random functions report bad keys, dtypes and shapes at the caller's l
   CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::normal(k, {3}, DType::i32); }, kKey),
                        doctest::Contains("random.normal: expected a floating dtype, got i32"), Error);
   CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::randint(k, {3}, 0, 4, DType::f32); }, kKey),
-                       doctest::Contains("random.randint: expected dtype i32, got f32"), Error);
+                       doctest::Contains("random.randint: expected dtype i32 or i64, got f32"), Error);
   CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::split(k, -1); }, kKey),
                        doctest::Contains("random.split: expected a number of keys >= 0, got -1"), Error);
   int line = 0;
@@ -635,6 +635,221 @@ TEST_CASE("gamma, beta and dirichlet: sample means and variances; interpreter = 
   CHECK(col[2] == doctest::Approx(0.7).epsilon(0.02));
 }
 
+namespace {
+
+/// The regularised lower incomplete gamma P(a, x) (upper = false) or Q(a, x) =
+/// 1 - P (upper = true) in long double: the series x^a e^-x / Gamma(a + 1) sum
+/// x^n / ((a + 1)...(a + n)) below x = a + 1, the continued fraction of Q
+/// (modified Lentz) above, each side's complement by subtraction.
+long double incompleteGamma(long double a, long double x, bool upper) {
+  const long double logPrefix = a * std::log(x) - x - std::lgamma(a);
+  if (x < a + 1) {
+    long double term = 1 / a, sum = term;
+    for (int n = 1; n < 100000 && term > sum * 1e-21L; ++n) sum += term *= x / (a + n);
+    const long double p = sum * std::exp(logPrefix);
+    return upper ? 1 - p : p;
+  }
+  const long double tiny = 1e-300L;
+  long double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
+  for (int i = 1; i < 100000; ++i) {
+    const long double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (std::fabs(d) < tiny) d = tiny;
+    c = b + an / c;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const long double delta = d * c;
+    h *= delta;
+    if (std::fabs(delta - 1) < 1e-21L) break;
+  }
+  const long double q = std::exp(logPrefix) * h;
+  return upper ? q : 1 - q;
+}
+
+/// The reference of d x / da for a Gamma(a) sample x: -(dP/da) / (dP/dx), dP/da
+/// by a central difference of P (of -Q above a + 1, where P is near 1), dP/dx
+/// the density.
+double gammaSampleGrad(double a, double x) {
+  const bool upper = x >= a + 1;
+  const long double h = 1e-7L * std::max(1.0, a);
+  long double dP = (incompleteGamma(a + h, x, upper) - incompleteGamma(a - h, x, upper)) / (2 * h);
+  if (upper) dP = -dP;
+  const long double density = std::exp((a - 1) * std::log((long double)x) - x - std::lgamma((long double)a));
+  return static_cast<double>(-dP / density);
+}
+
+double trigammaOf(double a) { // psi'(a): shift up, then the asymptotic series
+  double r = 0;
+  for (; a < 20; a += 1) r += 1 / (a * a);
+  const double z = 1 / (a * a);
+  return r + 1 / a + z / 2 + z / a * (1.0 / 6 - z * (1.0 / 30 - z / 42));
+}
+
+double valueOf(const Array& a) { return a.item<double>(); }
+
+/// The mean of the first n values of x.
+double meanOf(const Array& x, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m += x.at(i);
+  return m / n;
+}
+
+} // namespace
+
+TEST_CASE("gamma's gradient in a is the implicit one, -(dP/da)/(dP/dx) at the sample, f64 and f32") {
+  // One shape per element: the gradient of sum(gamma(key, a)) is d x_i / d a_i.
+  for (DType t : {DType::f64, DType::f32}) {
+    for (double a : {0.01, 0.3, 1.0, 2.5, 10.0, 100.0, 1000.0}) {
+      CAPTURE(name_of(t));
+      CAPTURE(a);
+      const int64_t n = 64;
+      auto f = [](Tensor key, Tensor as) {
+        auto sample = [key](Tensor as) { return random::gamma(key, as); };
+        return std::pair{sample(as), grad([&](Tensor as) { return sum(sample(as)); })(as)};
+      };
+      const Array as = t == DType::f64 ? Array(std::vector<double>(n, a), {n}) : Array(std::vector<float>(n, float(a)), {n});
+      const auto [x, g] = jit(f)(random::key_data(21), as);
+      int compared = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double xi = x.at(i);
+        if (xi == 0) { // underflowed (a = 0.01): the gradient is 0 there too
+          CHECK(g.at(i) == 0);
+          continue;
+        }
+        if (t == DType::f32 && xi < 1e-30) { // f32 subnormals: a few digits only
+          CHECK(std::abs(g.at(i)) < 1e-25);
+          continue;
+        }
+        CAPTURE(xi);
+        const double want = gammaSampleGrad(a, xi);
+        CHECK(g.at(i) == doctest::Approx(want).epsilon(t == DType::f64 ? 3e-7 : 2e-5).scale(0));
+        ++compared;
+      }
+      CHECK(compared > n / 4);
+    }
+  }
+}
+
+TEST_CASE("gamma, loggamma, beta and dirichlet gradients: Monte Carlo against the moments' derivatives; jvp = grad") {
+  const int64_t n = 40000;
+  // d/da E[x] = 1 for x ~ Gamma(a); d/da E[log x] = trigamma(a)
+  for (double a : {0.2, 0.5, 3.0, 20.0}) {
+    CAPTURE(a);
+    auto grads = jit([n](Tensor key, Tensor a) {
+      auto meanX = [&](Tensor a) { return mean(random::gamma(key, a, Shape{n})); };
+      auto meanLog = [&](Tensor a) { return mean(random::loggamma(key, a, Shape{n})); };
+      return std::pair{grad(meanX)(a), grad(meanLog)(a)};
+    });
+    const auto [gx, glog] = grads(random::key_data(31), Array(a));
+    CHECK(valueOf(gx) == doctest::Approx(1.0).epsilon(0.03));
+    CHECK(valueOf(glog) == doctest::Approx(trigammaOf(a)).epsilon(0.03));
+    // forward mode gives the same number
+    const auto [y, tangent] = jvp([n](Tensor a) { return mean(random::gamma(random::key(31), a, Shape{n})); },
+                                  std::tuple{Array(a)}, std::tuple{Array(1.0)});
+    CHECK(valueOf(tangent) == doctest::Approx(valueOf(gx)).epsilon(1e-10));
+  }
+  // Beta(a, b): d E/da = b / (a + b)^2, d E/db = -a / (a + b)^2
+  const Array gb = jit([n](Tensor key, Tensor ab) {
+    return grad([&](Tensor ab) { return mean(random::beta(key, ab[0], ab[1], Shape{n})); })(ab);
+  })(random::key_data(32), f64({2.0, 6.0}));
+  CHECK(gb.at(0) == doctest::Approx(6.0 / 64).epsilon(0.05));
+  CHECK(gb.at(1) == doctest::Approx(-2.0 / 64).epsilon(0.05));
+  // Dirichlet(1, 2, 7): d E[x_0] / d alpha_j = (sum - alpha_0) / sum^2 for j = 0, -alpha_0 / sum^2 otherwise
+  const Array gd = jit([n](Tensor key, Tensor alpha) {
+    return grad([&](Tensor alpha) { return mean(random::dirichlet(key, alpha, Shape{n})(all, 0)); })(alpha);
+  })(random::key_data(33), f64({1, 2, 7}));
+  CHECK(gd.at(0) == doctest::Approx(0.09).epsilon(0.05));
+  CHECK(gd.at(1) == doctest::Approx(-0.01).epsilon(0.1));
+  CHECK(gd.at(2) == doctest::Approx(-0.01).epsilon(0.1));
+}
+
+TEST_CASE("gamma: a <= 0 or NaN gives NaN; second derivatives in a are an Error; a batch of keys under vmap") {
+  const Array x = jit([](Tensor key, Tensor a) { return random::gamma(key, a); })(
+      random::key_data(41), f32({-1.0f, 0.0f, std::nanf(""), 1.0f, 0.5f}));
+  CHECK(std::isnan(x.at(0)));
+  CHECK(std::isnan(x.at(1)));
+  CHECK(std::isnan(x.at(2)));
+  CHECK(std::isfinite(x.at(3)));
+  CHECK(std::isfinite(x.at(4)));
+  const Array b = jit([](Tensor key) { return random::beta(key, constant(f64({-1.0, 2.0})), constant(f64({2.0, 2.0}))); })(random::key_data(42));
+  CHECK(std::isnan(b.at(0)));
+  CHECK(std::isfinite(b.at(1)));
+  CHECK_THROWS_WITH_AS(jit([](Tensor key, Tensor a) {
+                         return grad([&](Tensor a) { return grad([&](Tensor a) { return random::gamma(key, a); })(a); })(a);
+                       })(random::key_data(43), Array(2.0)),
+                       doctest::Contains("second derivatives of random.gamma"), Error);
+  // per-key samples and gradients under vmap equal the ones of each key alone
+  auto sampleAndGrad = [](Tensor key, Tensor a) {
+    return std::pair{random::gamma(key, a), grad([&](Tensor a) { return random::gamma(key, a); })(a)};
+  };
+  const Array keys = jit([](Tensor k) { return random::split(k, 3); })(random::key_data(44));
+  const auto [xs, gs] = jit(vmap(sampleAndGrad, {.in_axes = {0, std::nullopt}}))(keys, Array(1.5));
+  for (int64_t i = 0; i < 3; ++i) {
+    const Array key = jit([i](Tensor ks) { return ks[i]; })(keys);
+    const auto [xi, gi] = jit(sampleAndGrad)(key, Array(1.5));
+    CHECK(xs.at(i) == doctest::Approx(valueOf(xi)).epsilon(1e-12));
+    CHECK(gs.at(i) == doctest::Approx(valueOf(gi)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("beta in log space: finite, in [0, 1] and of mean a / (a + b) for a, b down to 1e-3 in f32") {
+  const int64_t n = 20000;
+  for (float a : {1e-3f, 0.01f, 0.1f})
+    for (float bb : {1e-3f, 0.01f, 0.1f}) {
+      CAPTURE(a);
+      CAPTURE(bb);
+      const Array x = jit([n](Tensor key, Tensor a, Tensor b) { return random::beta(key, a, b, Shape{n}); })(
+          random::key_data(51), Array(a), Array(bb));
+      for (int64_t i = 0; i < n; ++i) {
+        REQUIRE(std::isfinite(x.at(i)));
+        REQUIRE(x.at(i) >= 0);
+        REQUIRE(x.at(i) <= 1);
+      }
+      // nearly all samples are near 0 or 1: the mean's standard error is about sqrt(m (1 - m) / n)
+      const double m = double(a) / (double(a) + double(bb));
+      CHECK(std::abs(meanOf(x, n) - m) < 5 * std::sqrt(m * (1 - m) / n) + 1e-3);
+    }
+}
+
+TEST_CASE("randint to i64: JAX's algorithm with 64-bit words, checked in native u64 arithmetic") {
+  // The host recomputes each sample from the same random words with native
+  // unsigned arithmetic: this checks the u64 remainders emulated on signed i64.
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<std::pair<int64_t, int64_t>> bounds = {
+      {-5, 5}, {0, 3}, {kMin, kMax}, {-1, kMax}, {0, int64_t{3} << 61}, {kMin, 7}, {12, 12}, {9, 2}, {-(int64_t{1} << 40), int64_t{1} << 40}};
+  for (const auto& [lo, hi] : bounds) {
+    CAPTURE(lo);
+    CAPTURE(hi);
+    const int64_t n = 2000;
+    auto f = jit([lo, hi, n](Tensor key) {
+      const Tensor keys = random::split(key, 2);
+      return std::tuple{random::randint(key, {n}, lo, hi, DType::i64), random::bits(keys[0], {n}, DType::i64),
+                        random::bits(keys[1], {n}, DType::i64)};
+    });
+    const auto [r, higher, lower] = f(random::key_data(61));
+    REQUIRE(r.type() == Type{DType::i64, {n}});
+    // JAX's formula in native u64 arithmetic (its products and sums wrap, as JAX's do)
+    const uint64_t span = hi <= lo ? 1 : uint64_t(hi) - uint64_t(lo);
+    const uint64_t m32 = (uint64_t{1} << 32) % span, multiplier = m32 * m32 % span;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t h = uint64_t(higher.data<int64_t>()[i]), l = uint64_t(lower.data<int64_t>()[i]);
+      const int64_t want = int64_t(uint64_t(lo) + ((h % span) * multiplier + l % span) % span);
+      REQUIRE(r.data<int64_t>()[i] == want);
+      if (hi > lo) REQUIRE((r.data<int64_t>()[i] >= lo && r.data<int64_t>()[i] < hi));
+      else REQUIRE(r.data<int64_t>()[i] == lo);
+    }
+  }
+  // i64 constants above 2^53 reach compiled code exactly (they once went through a double)
+  const int64_t big = (int64_t{1} << 62) + 1;
+  CHECK(jit([big](Tensor x) { return x + constant(Array(big)); })(Array(int64_t{0})).item<int64_t>() == big);
+  // small spans: about uniform
+  const Array d = jit([](Tensor key) { return random::randint(key, {60000}, -3, 3, DType::i64); })(random::key_data(62));
+  int counts[6] = {};
+  for (int64_t i = 0; i < 60000; ++i) ++counts[d.data<int64_t>()[i] + 3];
+  for (int c : counts) CHECK(std::abs(c - 10000) < 500);
+}
+
 TEST_CASE("permutation and choice report bad arguments at the caller's line") {
   CHECK_THROWS_WITH_AS(trace([](Tensor k) { return random::choice(k, 3, {4}, false); }, kKey),
                        doctest::Contains("random.choice: cannot take 4 samples of shape [4] from 3 without replacement"), Error);
@@ -719,6 +934,14 @@ TEST_CASE("guide: random numbers") {
   });
   auto [deck, hand, loaded] = deal(random::key_data(0), f32({1, 1, 1, 1, 1, 5}));
   // [/snippet:random-choice]
+  // [snippet:random-gamma-grad]
+  // E[x] = a / (a + b) for x ~ Beta(a, b): its gradient in (a, b), (b, -a) / (a + b)^2,
+  // estimated through the samples (implicit reparameterisation of the gamma samples).
+  auto meanBeta = [](Tensor ab, Tensor key) { return mean(random::beta(key, ab[0], ab[1], Shape{100000})); };
+  Array gab = jit([&](Tensor ab, Tensor key) { return grad(meanBeta)(ab, key); })(f64({2.0, 6.0}), random::key_data(0));
+  // [/snippet:random-gamma-grad]
+  CHECK(gab.at(0) == doctest::Approx(6.0 / 64).epsilon(0.05));
+  CHECK(gab.at(1) == doctest::Approx(-2.0 / 64).epsilon(0.05));
   CHECK(isPermutation(ints(deck), 52));
   CHECK(distinct(ints(hand)));
   CHECK(loaded.type() == Type{DType::i32, {10}});
