@@ -270,6 +270,7 @@ TEST_CASE("ops the table marks linear are linear: op(a + 2b) = op(a) + 2 op(b)")
         if (!is_floating(fm[r].dtype())) continue;
         for (int64_t j = 0; j < fm[r].size(); ++j) {
           const double want = fa[r].at(j) + 2 * fb[r].at(j);
+          if (std::isnan(want) && std::isnan(fm[r].at(j))) continue; // outside the domain (xlogy's y < 0): nothing to check
           INFO("op " << info.name << ", operands " << set.size() << ", result " << r << "[" << j << "]");
           CHECK(fm[r].at(j) == doctest::Approx(want).epsilon(1e-6).scale(1));
         }
