@@ -190,6 +190,32 @@ void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) co
   loopRange(i64(0), i64(n), body);
 }
 
+void LowerCtx::ifThen(llvm::Value* cond, const std::function<void()>& then) const {
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  auto* thenBB = llvm::BasicBlock::Create(ctx(), "then", f);
+  auto* done = llvm::BasicBlock::Create(ctx(), "endif", f);
+  b.CreateCondBr(cond, thenBB, done);
+  b.SetInsertPoint(thenBB);
+  then();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
+void LowerCtx::ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  auto* thenBB = llvm::BasicBlock::Create(ctx(), "then", f);
+  auto* elseBB = llvm::BasicBlock::Create(ctx(), "else", f);
+  auto* done = llvm::BasicBlock::Create(ctx(), "endif", f);
+  b.CreateCondBr(cond, thenBB, elseBB);
+  b.SetInsertPoint(thenBB);
+  then();
+  b.CreateBr(done);
+  b.SetInsertPoint(elseBB);
+  otherwise();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
 llvm::Instruction* LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = b.GetInsertBlock();

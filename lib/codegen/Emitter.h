@@ -125,6 +125,10 @@ struct LowerCtx : EmitBase {
   /// for (iv = begin; iv < end; ++iv) body(iv), bounds known at run time;
   /// returns the loop's latch branch (for setLoopHints).
   llvm::Instruction* loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const;
+  /// if (cond) then();
+  void ifThen(llvm::Value* cond, const std::function<void()>& then) const;
+  /// if (cond) then(); else otherwise();
+  void ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const;
   /// A stack slot for a scalar accumulator of dtype t.
   llvm::Value* scalarSlot(DType t) const;
   /// A stack array of `count` values of type t (in the entry block).

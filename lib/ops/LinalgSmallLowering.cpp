@@ -118,18 +118,7 @@ struct Lanes {
 
   /// if (cond) then(); else otherwise();
   void ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
-    llvm::Function* f = c.b.GetInsertBlock()->getParent();
-    auto* thenBB = llvm::BasicBlock::Create(c.ctx(), "then", f);
-    auto* elseBB = llvm::BasicBlock::Create(c.ctx(), "else", f);
-    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
-    c.b.CreateCondBr(cond, thenBB, elseBB);
-    c.b.SetInsertPoint(thenBB);
-    then();
-    c.b.CreateBr(done);
-    c.b.SetInsertPoint(elseBB);
-    otherwise();
-    c.b.CreateBr(done);
-    c.b.SetInsertPoint(done);
+    c.ifElse(cond, then, otherwise);
   }
 
   /// The transpose of G vectors of G lanes (rows[r][l] -> out[l][r]): round

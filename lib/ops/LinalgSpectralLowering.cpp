@@ -58,30 +58,10 @@ struct Gen {
   void accumulate(llvm::Value* slot, llvm::Value* x) const { set(slot, add(get(slot), x)); }
 
   /// if (cond) body();
-  void ifThen(llvm::Value* cond, const std::function<void()>& body) const {
-    llvm::Function* f = c.b.GetInsertBlock()->getParent();
-    auto* then = llvm::BasicBlock::Create(c.ctx(), "then", f);
-    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
-    c.b.CreateCondBr(cond, then, done);
-    c.b.SetInsertPoint(then);
-    body();
-    c.b.CreateBr(done);
-    c.b.SetInsertPoint(done);
-  }
+  void ifThen(llvm::Value* cond, const std::function<void()>& body) const { c.ifThen(cond, body); }
   /// if (cond) then(); else otherwise();
   void ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
-    llvm::Function* f = c.b.GetInsertBlock()->getParent();
-    auto* thenBB = llvm::BasicBlock::Create(c.ctx(), "then", f);
-    auto* elseBB = llvm::BasicBlock::Create(c.ctx(), "else", f);
-    auto* done = llvm::BasicBlock::Create(c.ctx(), "endif", f);
-    c.b.CreateCondBr(cond, thenBB, elseBB);
-    c.b.SetInsertPoint(thenBB);
-    then();
-    c.b.CreateBr(done);
-    c.b.SetInsertPoint(elseBB);
-    otherwise();
-    c.b.CreateBr(done);
-    c.b.SetInsertPoint(done);
+    c.ifElse(cond, then, otherwise);
   }
   /// for (i = begin; i < end; ++i) body(i)
   void range(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <random>
 #include <set>
 
 namespace adjit::test {
@@ -44,6 +45,19 @@ std::set<ir::OpKind>& exercisedOps();
 /// The names of the ops of the table none of those checks has seen (main.cpp
 /// asks once every test case has run).
 std::vector<std::string_view> unexercisedOps();
+
+/// Random arguments for function f's parameters, every element in [0.3,
+/// 1.7]: inside every op's domain, away from kinks (integers get 0 or 1).
+inline std::vector<Array> randomArgs(const ir::Function& f, std::mt19937& rng) {
+  std::uniform_real_distribution<double> d(0.3, 1.7);
+  std::vector<Array> args;
+  for (ir::ValueId p : f.params) {
+    Array a(f.type(p));
+    for (int64_t i = 0; i < a.size(); ++i) a.set(i, d(rng));
+    args.push_back(std::move(a));
+  }
+  return args;
+}
 
 /// The bytes of an Array, for bitwise comparison.
 inline std::string bytesOf(const Array& a) { return std::string(static_cast<const char*>(a.raw()), a.bytes()); }

@@ -28,17 +28,6 @@ constexpr double kFdToleranceF64 = 1e-6;
 constexpr double kFdToleranceF32 = 2e-2;
 constexpr double kJitTolerance = 1e-9;
 
-std::vector<Array> randomArgs(const ir::Function& f, std::mt19937& rng) {
-  std::uniform_real_distribution<double> d(0.3, 1.7); // inside every op's domain, away from kinks
-  std::vector<Array> args;
-  for (ir::ValueId p : f.params) {
-    Array a(f.type(p));
-    for (int64_t i = 0; i < a.size(); ++i) a.set(i, d(rng));
-    args.push_back(std::move(a));
-  }
-  return args;
-}
-
 /// L(args) = sum over floating outputs of sum(w_k * y_k).
 double loss(const ir::Module& m, const std::vector<Array>& args, const std::vector<Array>& w) {
   std::vector<Array> ys = ir::interpret(m, "f", args);
@@ -65,7 +54,7 @@ void checkVjp(const std::string& name, const std::string& text, unsigned seed) {
   std::shared_ptr<engine::Kernel> kernel = engine::compile({.module = *m, .function = vjp, .options = {.optLevel = 1}});
   std::mt19937 rng(seed);
   for (int point = 0; point < 3; ++point) {
-    std::vector<Array> args = randomArgs(f, rng);
+    std::vector<Array> args = test::randomArgs(f, rng);
     std::vector<Array> w;
     for (ir::ValueId o : f.outputs)
       if (is_floating(f.type(o).dtype)) {
@@ -156,7 +145,7 @@ void checkJvp(const std::string& name, const std::string& text, unsigned seed) {
   std::shared_ptr<engine::Kernel> kernel = engine::compile({.module = *m, .function = jvp, .options = {.optLevel = 1}});
   std::mt19937 rng(seed);
   for (int point = 0; point < 3; ++point) {
-    const std::vector<Array> args = randomArgs(f, rng);
+    const std::vector<Array> args = test::randomArgs(f, rng);
     std::vector<Array> inputs = args, dirs;
     std::uniform_real_distribution<double> d(-1, 1);
     for (const Array& a : args) {

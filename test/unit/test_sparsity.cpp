@@ -104,17 +104,6 @@ TEST_CASE("sparsity: a 100,000-op chain is analysed in one pass, without deep re
 
 namespace {
 
-std::vector<Array> randomArgs(const ir::Function& f, std::mt19937& rng) {
-  std::uniform_real_distribution<double> d(0.3, 1.7); // inside every op's domain, away from kinks
-  std::vector<Array> args;
-  for (ir::ValueId p : f.params) {
-    Array a(f.type(p));
-    for (int64_t i = 0; i < a.size(); ++i) a.set(i, d(rng));
-    args.push_back(std::move(a));
-  }
-  return args;
-}
-
 /// The analysis's patterns of @f: per floating output element (rows, in
 /// order) its inputs; and the union of every output element's Hessian pairs.
 struct RulePatterns {
@@ -234,7 +223,7 @@ TEST_CASE("sparsity: every op's dependency rule against forward-mode Jacobians a
     INFO("op " << info.name << "\n" << text);
     auto m = ir::parse(text, std::string(info.name) + ".example");
     std::mt19937 rng(seed++);
-    const std::vector<Array> args = randomArgs(*m->lookup("f"), rng);
+    const std::vector<Array> args = test::randomArgs(*m->lookup("f"), rng);
     const RulePatterns rule = rulePatterns(*m);
     const RulePatterns ad = adPatterns(*m, args);
     CHECK(rule.rows == ad.rows);
