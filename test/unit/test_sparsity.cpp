@@ -131,6 +131,10 @@ RulePatterns rulePatterns(const ir::Module& m) {
   return r;
 }
 
+/// Examples with more inputs than this get their Hessian pattern checked by
+/// the hand-made cases only (the table checks their Jacobians).
+constexpr int64_t kHessianInputs = 24;
+
 /// The same patterns from forward mode at `args`: column j of the Jacobian is
 /// f.jvp with tangent e_j; (i, j) of some output's Hessian is nonzero when
 /// f.jvp.jvp with inner tangent e_j and outer e_i gives a nonzero.
@@ -175,7 +179,9 @@ RulePatterns adPatterns(ir::Module& m, const std::vector<Array>& args) {
     r.rows = row;
     // f.jvp's parameters: args, tangents (both floating where args are); its
     // jvp's: those, then tangents of its floating ones (args' and the tangents').
-    for (int64_t i = 0; i < r.cols; ++i) {
+    // The Hessian is symmetric: (i, j) for i <= j only; and only for examples
+    // of a few inputs (n^2 interpreter runs: the sanitizer builds run this too).
+    for (int64_t i = 0; i <= j && r.cols <= kHessianInputs; ++i) {
       std::vector<Array> in2 = in;
       for (Array& t : basis(i)) in2.push_back(std::move(t));
       for (Array& t : basis(-1)) in2.push_back(std::move(t));
@@ -234,6 +240,7 @@ TEST_CASE("sparsity: every op's dependency rule against forward-mode Jacobians a
                                 << describe(rule.jacobian));
       CHECK(rule.jacobian.count(nz));
     }
+    const bool hessianChecked = ad.cols <= kHessianInputs;
     for (const auto& nz : ad.hessian) {
       INFO("Hessian nonzero (" << nz.first << "," << nz.second << ") missing from the rule's pattern "
                                << describe(rule.hessian));
@@ -244,7 +251,7 @@ TEST_CASE("sparsity: every op's dependency rule against forward-mode Jacobians a
       INFO("rule " << describe(rule.jacobian) << "\nforward mode " << describe(ad.jacobian));
       if (!pointwiseSubset.count(info.name)) CHECK(rule.jacobian == ad.jacobian);
       INFO("Hessian: rule " << describe(rule.hessian) << "\nforward mode " << describe(ad.hessian));
-      if (!linearExample.count(info.name)) CHECK(rule.hessian == ad.hessian);
+      if (hessianChecked && !linearExample.count(info.name)) CHECK(rule.hessian == ad.hessian);
     }
   }
   std::string names;
