@@ -13,4 +13,11 @@ esac
 for flag in $need; do
   grep -qw "$flag" /proc/cpuinfo || { echo "skipped: this host has no $flag for $cpu"; exit 77; }
 done
+# ADJIT_RANDOM_ORDER=1 (the x86-64-v2 run): doctest's cases in a random order,
+# the seed printed to replay it, so no test leans on state another one left.
+if [ "${ADJIT_RANDOM_ORDER:-}" = 1 ]; then
+  seed=$(date +%s)
+  echo "random order: ADJIT_CPU=$cpu $* --order-by=rand --rand-seed=$seed"
+  set -- "$@" --order-by=rand --rand-seed="$seed"
+fi
 ADJIT_CPU=$cpu exec "$@"
