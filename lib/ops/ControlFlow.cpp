@@ -433,7 +433,10 @@ void defineControlFlowOps(Table& t) {
       // Each branch's VJP on the taken branch's residuals, and a switch over
       // the branches' JVPs; see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::switchJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },      .batch = batchSwitch,
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::switchVjp(c); },
+      .batch = batchSwitch,
+      // the branch a known index takes, else every branch's pattern
+      .deps = sparsity::switchDeps,
   });
 
   set(t, OpKind::Scan, {
@@ -532,7 +535,8 @@ void defineControlFlowOps(Table& t) {
       // A reverse scan of the body's VJP over stacked residuals, and a scan of
       // the body's JVP carrying tangents; see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::scanJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },      .batch = batchScan,
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
+      .batch = batchScan,
   });
 
   set(t, OpKind::While, {
@@ -622,7 +626,8 @@ void defineControlFlowOps(Table& t) {
       // Differentiated through a bounded reverse loop, and forward by a while
       // over the body's JVP (no bound needed); see autodiff/ControlFlowJvp.cpp.
       .jvp = autodiff::whileJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },      .batch = batchWhile,
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
+      .batch = batchWhile,
   });
 
   // while_vjp @cond, @fwd, @bwd(%const..., %init..., %dfinal...) {consts = K, carries = C}
@@ -844,7 +849,8 @@ void defineControlFlowOps(Table& t) {
       },
       // Second order: the reverse of the loop's JVP, another while_vjp (autodiff/ControlFlowJvp.cpp).
       .jvp = autodiff::whileVjpJvp,
-      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },      .batch = batchWhileVjp,
+      .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },
+      .batch = batchWhileVjp,
   });
 }
 

@@ -224,6 +224,8 @@ void defineGradientOps(Table& t) {
           if (dxs[i]) c.grad(i, [&] { return *dxs[i]; });
       },      // the forward and the VJP function batched: the user's rule per example
       .batch = batchCustomVjp,
+      // the forward's pattern
+      .deps = sparsity::calleeDeps,
   });
 
   // custom_jvp (JAX's): forward = call @f; forward mode = the user's rule
@@ -240,6 +242,8 @@ void defineGradientOps(Table& t) {
       // with respect to its tangent inputs, seeded with dy
       .vjp = autodiff::customJvpVjp,      // the function and its rule batched
       .batch = batchCustomJvp,
+      // the function's pattern
+      .deps = sparsity::calleeDeps,
   });
 }
 

@@ -360,6 +360,8 @@ void defineIndexingOps(Table& t) {
         Tensor flat = reshape(c.x(1), {c.batched(1) ? c.size * n : n});
         c.result(0, where(*inside, take(flat, at, 0), c.bx(0)));
       },
+      // a copy of the operand or the update, element by element (known starts)
+      .deps = sparsity::movementDeps,
   });
 
   // one_hot(indices) {depth, dtype}: r[..., j] = indices[...] == j ? 1 : 0.

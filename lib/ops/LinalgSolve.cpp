@@ -362,6 +362,8 @@ void defineLinalgSolveOps(Table& t) {
       },
       // batched over leading axes already: the batch is one more of them
       .batch = batching::leadingAxesBatch,
+      // each matrix of the batch on its own
+      .deps = sparsity::matrixBatchDeps,
   });
 
   // triangular_solve(a, b) {lower, left_side, transpose_a, unit_diagonal}:
@@ -507,6 +509,8 @@ void defineLinalgSolveOps(Table& t) {
         c.grad(1, [&] { return bbar; });
       },
       .batch = batchTriangularSolve,
+      // each matrix of the batch on its own
+      .deps = sparsity::matrixBatchDeps,
   });
 
   // lu(a) -> (lu, pivots, permutation): P a = L U with partial pivoting,
@@ -618,6 +622,8 @@ void defineLinalgSolveOps(Table& t) {
       },
       // batched over leading axes already: the batch is one more of them
       .batch = batching::leadingAxesBatch,
+      // each matrix of the batch on its own
+      .deps = sparsity::matrixBatchDeps,
   });
 }
 

@@ -510,6 +510,8 @@ void defineSpectralOps(Table& t) {
       },
       // batched over leading axes already: the batch is one more of them
       .batch = batching::leadingAxesBatch,
+      // each matrix of the batch on its own
+      .deps = sparsity::matrixBatchDeps,
   });
 
   // eigh(a) -> w [..., n] ascending, v [..., n, n]: S = (a + aᵀ)/2 = v diag(w) vᵀ.
@@ -557,6 +559,8 @@ void defineSpectralOps(Table& t) {
       },
       // batched over leading axes already: the batch is one more of them
       .batch = batching::leadingAxesBatch,
+      // each matrix of the batch on its own
+      .deps = sparsity::matrixBatchDeps,
   });
 
   // svd(a) -> u [..., m, k], s [..., k] descending, vt [..., k, n]: a = u diag(s) vt.
@@ -639,6 +643,8 @@ void defineSpectralOps(Table& t) {
       },
       // batched over leading axes already: the batch is one more of them
       .batch = batching::leadingAxesBatch,
+      // each matrix of the batch on its own
+      .deps = sparsity::matrixBatchDeps,
   });
 }
 

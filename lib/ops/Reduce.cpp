@@ -350,6 +350,8 @@ template <bool Product> Hooks cumulative() {
         c.grad(0, [&] { return cumprodGrad(c.x(0), c.y(), c.dy(), axis, reverse); });
       },
       .batch = [](const batching::BatchCtx& c) { batching::shiftedBatch(c, {"axis"}); },
+      // element k reads elements 0..k along the axis
+      .deps = [](const sparsity::SparsityCtx& c) { sparsity::cumulativeDeps(c, Product); },
   };
 }
 

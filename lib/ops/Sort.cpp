@@ -296,6 +296,8 @@ void defineSortOps(Table& t) {
       },
       // along the shifted axis, every operand given the batch axis
       .batch = [](const batching::BatchCtx& c) { batching::shiftedBatch(c, {"axis"}); },
+      // result k's element reads operand k's row: the order's derivative is zero
+      .deps = sparsity::alongAxisDeps,
   });
 
   // searchsorted(a, v) {right, dtype}: per element of v, the number of

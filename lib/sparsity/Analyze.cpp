@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <iterator>
 
 namespace adjit::sparsity {
 
@@ -64,12 +65,13 @@ bool floating(const Type& t) { return t.dtype == DType::f32 || t.dtype == DType:
 
 /// Which reads of one term interact in the second derivative, by the op's
 /// linearity traits (see Rules.h).
-bool interact(uint32_t traits, Couples couples, const Read& a, const Read& b) {
+bool interact(uint32_t traits, Couples couples, const Read& a, const Read& b, std::size_t arity) {
   if (couples == Couples::nothing) return false;
   if (couples == Couples::distinct) return a.operand != b.operand || a.element != b.element;
   if (traits & autodiff::kLinear) return false;
   if (traits & autodiff::kLinearInEach) return a.operand != b.operand;
   if (traits & autodiff::kLinearInFirst) return !(a.operand == 0 && b.operand == 0);
+  if (traits & autodiff::kLinearInLast) return !(a.operand + 1 == arity && b.operand + 1 == arity);
   return true;
 }
 
@@ -140,7 +142,7 @@ void SparsityCtx::term(std::size_t k, int64_t e, std::span<const Read> reads, Co
     for (const Pair& p : deps(r.operand).pairsOf(r.element)) hacc.emplace_back(e, p);
   for (std::size_t a = 0; a < reads.size(); ++a)
     for (std::size_t b = a; b < reads.size(); ++b)
-      if (interact(f.traits, couples, reads[a], reads[b]))
+      if (interact(f.traits, couples, reads[a], reads[b], arity()))
         cross(deps(reads[a].operand).of(reads[a].element), deps(reads[b].operand).of(reads[b].element),
               [&](Pair p) { hacc.emplace_back(e, p); });
 }
@@ -306,47 +308,157 @@ void calleeDeps(const SparsityCtx& c) {
   for (std::size_t k = 0; k < c.op.results.size() && k < outs.size(); ++k) c.set(k, std::move(outs[k]));
 }
 
-void denseDeps(const SparsityCtx& c) {
-  // Each operand's union once; every result element gets the union of them
-  // all, and (Hessians) the union of their pairs with the pairs the operands'
-  // unions make as the traits say.
-  std::vector<std::vector<int64_t>> unions(c.arity());
-  std::vector<int64_t> all;
-  std::vector<Pair> pairs;
-  for (std::size_t i = 0; i < c.arity(); ++i) {
-    unions[i] = unite(c.deps(i).idx);
-    all.insert(all.end(), unions[i].begin(), unions[i].end());
-    pairs.insert(pairs.end(), c.deps(i).hidx.begin(), c.deps(i).hidx.end());
-  }
-  all = unite(std::move(all));
+namespace {
+/// denseDeps over `batches` independent blocks: block b of every result
+/// reads block b of every operand (each operand's and result's elements
+/// split into `batches` equal, contiguous blocks).
+void blockDense(const SparsityCtx& c, int64_t batches) {
   const bool hessian = c.analysis.hessian();
-  if (hessian) {
-    const uint32_t traits = autodiff::rules(c.op.kind).traits;
-    for (std::size_t a = 0; a < c.arity(); ++a)
-      for (std::size_t b = a; b < c.arity(); ++b)
-        if (interact(traits, Couples::byTraits, Read{static_cast<uint32_t>(a), 0}, Read{static_cast<uint32_t>(b), 1}))
-          cross(unions[a], unions[b], [&](Pair p) { pairs.push_back(p); });
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  const uint32_t traits = autodiff::rules(c.op.kind).traits;
+  std::vector<Deps> outs(c.op.results.size());
+  for (Deps& d : outs) {
+    d.ptr.assign(1, 0);
+    if (hessian) d.hptr.assign(1, 0);
   }
-  for (std::size_t k = 0; k < c.op.results.size(); ++k) {
-    const int64_t n = c.resultType(k).size();
-    Deps d;
-    d.ptr.resize(static_cast<std::size_t>(n) + 1);
-    d.idx.reserve(static_cast<std::size_t>(n) * all.size());
-    for (int64_t e = 0; e < n; ++e) {
-      d.ptr[static_cast<std::size_t>(e)] = static_cast<int64_t>(d.idx.size());
-      d.idx.insert(d.idx.end(), all.begin(), all.end());
+  std::vector<std::vector<int64_t>> unions(c.arity());
+  for (int64_t b = 0; b < batches; ++b) {
+    // Each operand block's union once; every result element of the block
+    // gets the union of them all, and (Hessians) the union of their pairs
+    // with the pairs the operands' unions make as the traits say.
+    std::vector<int64_t> all;
+    std::vector<Pair> pairs;
+    for (std::size_t i = 0; i < c.arity(); ++i) {
+      const Deps& d = c.deps(i);
+      const int64_t per = d.elements() / batches;
+      const auto from = d.ptr[static_cast<std::size_t>(b * per)], to = d.ptr[static_cast<std::size_t>((b + 1) * per)];
+      unions[i] = unite(std::vector<int64_t>(d.idx.begin() + from, d.idx.begin() + to));
+      all.insert(all.end(), unions[i].begin(), unions[i].end());
+      if (hessian && !d.hptr.empty())
+        pairs.insert(pairs.end(), d.hidx.begin() + d.hptr[static_cast<std::size_t>(b * per)],
+                     d.hidx.begin() + d.hptr[static_cast<std::size_t>((b + 1) * per)]);
     }
-    d.ptr[static_cast<std::size_t>(n)] = static_cast<int64_t>(d.idx.size());
+    all = unite(std::move(all));
     if (hessian) {
-      d.hptr.resize(static_cast<std::size_t>(n) + 1);
-      for (int64_t e = 0; e <= n; ++e) d.hptr[static_cast<std::size_t>(e)] = e * static_cast<int64_t>(pairs.size());
-      d.hidx.reserve(static_cast<std::size_t>(n) * pairs.size());
-      for (int64_t e = 0; e < n; ++e) d.hidx.insert(d.hidx.end(), pairs.begin(), pairs.end());
+      for (std::size_t x = 0; x < c.arity(); ++x)
+        for (std::size_t y = x; y < c.arity(); ++y)
+          if (interact(traits, Couples::byTraits, Read{static_cast<uint32_t>(x), 0}, Read{static_cast<uint32_t>(y), 1}, c.arity()))
+            cross(unions[x], unions[y], [&](Pair p) { pairs.push_back(p); });
+      std::sort(pairs.begin(), pairs.end());
+      pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
     }
-    c.set(k, std::move(d));
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      Deps& d = outs[k];
+      const int64_t per = c.resultType(k).size() / batches;
+      for (int64_t e = 0; e < per; ++e) {
+        d.idx.insert(d.idx.end(), all.begin(), all.end());
+        d.ptr.push_back(static_cast<int64_t>(d.idx.size()));
+        if (hessian) {
+          d.hidx.insert(d.hidx.end(), pairs.begin(), pairs.end());
+          d.hptr.push_back(static_cast<int64_t>(d.hidx.size()));
+        }
+      }
+    }
   }
+  for (std::size_t k = 0; k < outs.size(); ++k) c.set(k, std::move(outs[k]));
+}
+} // namespace
+
+void denseDeps(const SparsityCtx& c) { blockDense(c, 1); }
+
+void matrixBatchDeps(const SparsityCtx& c) {
+  // The batch: operand 0's axes before its last two, which every operand
+  // and result must lead with; otherwise the whole op is one block.
+  const Shape& a = c.type(0).shape;
+  if (a.size() < 2) return denseDeps(c);
+  const Shape batch(a.begin(), a.end() - 2);
+  int64_t batches = 1;
+  for (int64_t d : batch) batches *= d;
+  auto leads = [&](const Shape& s) { return s.size() >= batch.size() && std::equal(batch.begin(), batch.end(), s.begin()); };
+  for (std::size_t i = 0; i < c.arity(); ++i)
+    if (!leads(c.type(i).shape)) return denseDeps(c);
+  for (std::size_t k = 0; k < c.op.results.size(); ++k)
+    if (!leads(c.resultType(k).shape)) return denseDeps(c);
+  blockDense(c, std::max<int64_t>(batches, 1));
+}
+
+void cumulativeDeps(const SparsityCtx& c, bool product) {
+  const Shape& s = c.type(0).shape;
+  const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+  const bool reverse = c.op.attrs.boolean("reverse");
+  int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= s[d];
+  for (std::size_t d = axis + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t n = s[axis];
+  std::vector<Read> reads;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i)
+      for (int64_t k = 0; k < n; ++k) {
+        // Result k (counted in the scan's direction) reads operand elements 0..k.
+        auto at = [&](int64_t j) { return (o * n + (reverse ? n - 1 - j : j)) * inner + i; };
+        if (!product) {
+          for (int64_t j = 0; j <= k; ++j) c.term(0, at(k), {Read{0, at(j)}});
+          continue;
+        }
+        reads.clear();
+        for (int64_t j = 0; j <= k; ++j) reads.push_back(Read{0, at(j)});
+        c.term(0, at(k), reads, Couples::distinct);
+      }
+}
+
+void alongAxisDeps(const SparsityCtx& c) {
+  // Result i's element e reads every element of operand i's row through e
+  // along `axis`, each in a term of its own, coupling nothing.
+  const Shape& s = c.type(0).shape;
+  const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+  int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= s[d];
+  for (std::size_t d = axis + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t n = s[axis];
+  for (std::size_t k = 0; k < c.op.results.size() && k < c.arity(); ++k) {
+    if (!floating(c.resultType(k))) continue;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        for (int64_t e = 0; e < n; ++e)
+          for (int64_t j = 0; j < n; ++j)
+            c.term(k, (o * n + e) * inner + i, {Read{static_cast<uint32_t>(k), (o * n + j) * inner + i}}, Couples::nothing);
+  }
+}
+
+Deps unite(const Deps& a, const Deps& b) {
+  ADJIT_ASSERT(a.elements() == b.elements(), "sparsity: uniting dependencies of different sizes");
+  const int64_t n = a.elements();
+  Deps d;
+  d.ptr.assign(1, 0);
+  const bool pairs = !a.hptr.empty() || !b.hptr.empty();
+  if (pairs) d.hptr.assign(1, 0);
+  for (int64_t e = 0; e < n; ++e) {
+    std::set_union(a.of(e).begin(), a.of(e).end(), b.of(e).begin(), b.of(e).end(), std::back_inserter(d.idx));
+    d.ptr.push_back(static_cast<int64_t>(d.idx.size()));
+    if (!pairs) continue;
+    std::set_union(a.pairsOf(e).begin(), a.pairsOf(e).end(), b.pairsOf(e).begin(), b.pairsOf(e).end(), std::back_inserter(d.hidx));
+    d.hptr.push_back(static_cast<int64_t>(d.hidx.size()));
+  }
+  return d;
+}
+
+void switchDeps(const SparsityCtx& c) {
+  // The branch index has no derivative: a known index picks its branch; an
+  // unknown one, the union of every branch's pattern.
+  std::vector<const Deps*> args;
+  std::vector<const Array*> known;
+  for (std::size_t i = 1; i < c.arity(); ++i) args.push_back(&c.deps(i)), known.push_back(c.known(i));
+  const auto n = static_cast<int64_t>(c.op.callees.size());
+  std::vector<std::string> branches = c.op.callees;
+  if (const Array* index = c.known(0)) {
+    const int64_t k = std::clamp<int64_t>(index->get<int64_t>(0), 0, n - 1);
+    branches = {c.op.callees[static_cast<std::size_t>(k)]};
+  }
+  std::vector<Deps> outs = c.call(branches[0], args, known);
+  for (std::size_t b = 1; b < branches.size(); ++b) {
+    std::vector<Deps> more = c.call(branches[b], args, known);
+    for (std::size_t k = 0; k < outs.size(); ++k) outs[k] = unite(outs[k], more[k]);
+  }
+  for (std::size_t k = 0; k < c.op.results.size() && k < outs.size(); ++k) c.set(k, std::move(outs[k]));
 }
 
 void movementDeps(const SparsityCtx& c) {

@@ -165,6 +165,24 @@ void movementDeps(const SparsityCtx& c);
 /// one term. Never wrong; exact only for ops whose every result depends on
 /// all of their input (a determinant, a norm).
 void denseDeps(const SparsityCtx& c);
+/// Matrix ops batched over leading axes (factorisations, solves): each
+/// matrix's results read every element of that matrix's operands, as
+/// denseDeps does per batch element (operand 0's axes before its last two,
+/// which every operand and result leads with; otherwise denseDeps).
+void matrixBatchDeps(const SparsityCtx& c);
+/// cumsum and cumprod along the attribute `axis` (`reverse`: from the end):
+/// each result element reads the operand's elements up to it, in a term of
+/// its own each (sums) or in one term coupling every two (products).
+void cumulativeDeps(const SparsityCtx& c, bool product);
+/// Ops that permute each row along the attribute `axis` by an order their
+/// derivative treats as constant (sort): result k's element reads every
+/// element of operand k's row through it, coupling nothing.
+void alongAxisDeps(const SparsityCtx& c);
+/// switch: the branch a known index picks, else the union of every branch's
+/// pattern (the index has no derivative).
+void switchDeps(const SparsityCtx& c);
+/// The elementwise union of two values' dependencies (and pairs).
+Deps unite(const Deps& a, const Deps& b);
 
 /// Where a function's floating parameters start in the flattened numbering
 /// of inputs, parameter by parameter (integer ones take no numbers).

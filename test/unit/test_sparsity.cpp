@@ -213,9 +213,17 @@ TEST_CASE("sparsity: every op's dependency rule against forward-mode Jacobians a
   // piecewise constant that is zero at some points (fmod and mod in y:
   // -trunc(x / y)). And examples whose function is exactly linear though
   // their op is not (atanh(tanh(x)) = x).
+  // sort too: each result element picks one of its row's elements.
   const std::set<std::string_view> pointwiseSubset = {"select", "maximum", "minimum", "clip", "reduce_max",
-                                                      "reduce_min", "fmod", "mod"};
+                                                      "reduce_min", "fmod", "mod", "sort"};
   const std::set<std::string_view> linearExample = {"atanh"};
+  // Factorisations and solves: each matrix of the batch analysed as a whole
+  // (sparsity::matrixBatchDeps), wider than what they read (cholesky reads
+  // one triangle, and its result is triangular).
+  const std::set<std::string_view> perMatrix = {"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"};
+  // cumprod's derivative divides the product by x_i, so forward mode's
+  // second derivative in x_i alone, exactly zero, rounds to a few ulps.
+  const std::set<std::string_view> quotientNoise = {"cumprod"};
   std::vector<std::string_view> dense;
   unsigned seed = 7;
   for (ir::OpKind k : ir::allOps()) {
@@ -242,16 +250,18 @@ TEST_CASE("sparsity: every op's dependency rule against forward-mode Jacobians a
     }
     const bool hessianChecked = ad.cols <= kHessianInputs;
     for (const auto& nz : ad.hessian) {
+      if (quotientNoise.count(info.name) && nz.first == nz.second) continue;
       INFO("Hessian nonzero (" << nz.first << "," << nz.second << ") missing from the rule's pattern "
                                << describe(rule.hessian));
       CHECK(rule.hessian.count(nz));
     }
     // Exact where the op has a rule of its own.
-    if (sparsity::rules(k).deps) {
+    if (sparsity::rules(k).deps && !perMatrix.count(info.name)) {
       INFO("rule " << describe(rule.jacobian) << "\nforward mode " << describe(ad.jacobian));
       if (!pointwiseSubset.count(info.name)) CHECK(rule.jacobian == ad.jacobian);
       INFO("Hessian: rule " << describe(rule.hessian) << "\nforward mode " << describe(ad.hessian));
-      if (hessianChecked && !linearExample.count(info.name)) CHECK(rule.hessian == ad.hessian);
+      if (hessianChecked && !linearExample.count(info.name) && !quotientNoise.count(info.name))
+        CHECK(rule.hessian == ad.hessian);
     }
   }
   std::string names;
