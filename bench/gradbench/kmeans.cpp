@@ -8,11 +8,15 @@ using namespace adjit;
 
 namespace {
 
-/// The sum over points of the squared distance to the nearest centroid.
+/// The sum over points of the squared distance to the nearest centroid, the
+/// distances as |p|^2 + (|c|^2 - 2 p·c): one matmul instead of n·k·d
+/// differences (its derivatives are matmuls too), and |p|^2, the same for
+/// every centroid, added after the min.
 Tensor cost(const Tensor& points, const Tensor& centroids) {
-  const int64_t n = points.shape()[0], d = points.shape()[1], k = centroids.shape()[0];
-  const Tensor diff = reshape(points, {n, 1, d}) - reshape(centroids, {1, k, d});
-  return sum(min(sum(diff * diff, {2}), {1}));
+  const int64_t k = centroids.shape()[0];
+  const Tensor cc = reshape(sum(centroids * centroids, {1}), {1, k});
+  const Tensor shifted = matmul(points, transpose(centroids * -2.0)) + cc;
+  return sum(min(shifted, {1})) + sum(points * points);
 }
 
 /// J H^-1 for the diagonal Hessian H.
