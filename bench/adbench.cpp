@@ -153,7 +153,7 @@ GmmInput readGmm(const std::string& path) {
 /// ADBench's objective F = LL + P - K C (its sign of the prior), as its README defines it.
 Tensor gmmObjective(const GmmInput& g, Tensor alpha, Tensor mu, Tensor q, Tensor l) {
   constexpr double kPi = 3.14159265359; // ADBench's
-  return gmmLogLikelihood(g, g.tri, alpha, mu, q, l, kPi) + gmmWishartTerm(g, q, l) - double(g.k) * gmmWishartConstant(g, kPi);
+  return gmmLogLikelihood(g, g.tri, constant(g.x), alpha, mu, q, l, kPi) + gmmWishartTerm(g, q, l) - double(g.k) * gmmWishartConstant(g, kPi);
 }
 
 void gmm(const std::map<std::string, std::pair<double, double>>& manual) {
@@ -316,7 +316,7 @@ void lstm(const std::map<std::string, std::pair<double, double>>& manual) {
     };
     const Array mainP(take(2 * layers * 4 * b), {2 * layers, 4 * b}), extraP(take(3 * b), {3, b});
     const Array state(take(2 * layers * b), {2 * layers, b}), seq(take(chars * b), {chars, b});
-    auto f = [&](Tensor mp, Tensor ep) { return lstmLoss(mp, ep, state, seq, layers, chars, b, unrolled); };
+    auto f = [&](Tensor mp, Tensor ep) { return lstmLoss(mp, ep, constant(state), constant(seq), layers, chars, b, unrolled); };
     auto fj = jit(f, {.threads = threads});
     auto gj = jit(value_and_grad(f, argnums<0, 1>), {.threads = threads});
     auto t0 = Clock::now();

@@ -37,12 +37,13 @@ inline Array gmmTriangleIndex(int d) {
 }
 
 /// The log-likelihood LL = -n d/2 log(2 pi) + sum_i lse_k(beta_ik) - n lse(alpha)
-/// of the points, with beta_ik = alpha_k + sum_j q_kj - |Q_k (x_i - mu_k)|^2 / 2.
+/// of the points x ([n, d]: g.x as a constant or an argument of the compiled
+/// function), with beta_ik = alpha_k + sum_j q_kj - |Q_k (x_i - mu_k)|^2 / 2.
 /// `pi` is a parameter because ADBench rounds it (3.14159265359).
-inline Tensor gmmLogLikelihood(const GmmData& g, const Array& tri, Tensor alpha, Tensor mu, Tensor q, Tensor l, double pi) {
+inline Tensor gmmLogLikelihood(const GmmData& g, const Array& tri, Tensor x, Tensor alpha, Tensor mu, Tensor q, Tensor l, double pi) {
   const int d = g.d, k = g.k, n = g.n;
   Tensor Q = reshape(take(concatenate({exp(q), l, zeros_like(q)}, 1), constant(tri), 1), {k, d, d});
-  Tensor diff = reshape(constant(g.x), {n, 1, d}) - reshape(mu, {1, k, d}); // [n, k, d]
+  Tensor diff = reshape(x, {n, 1, d}) - reshape(mu, {1, k, d}); // [n, k, d]
   Tensor qd = matmul(Q, transpose(diff, {1, 2, 0}));                        // [k, d, n]
   Tensor beta = reshape(alpha + sum(q, {1}), {k, 1}) - 0.5 * sum(qd * qd, {1});
   return -0.5 * n * d * std::log(2 * pi) + sum(logsumexp(beta, {0})) - double(n) * logsumexp(alpha, {0});
@@ -129,12 +130,13 @@ struct Lstm {
   }
 };
 
-/// ADBench's LSTM loss over the sequence ([chars, b]) from `state0` ([2 layers, b]):
-/// a `scan` over the characters whose body runs the layers, or unrolled at trace time.
-inline Tensor lstmLoss(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b,
+/// ADBench's LSTM loss over the sequence ([chars, b]) from `state0` ([2 layers, b]),
+/// neither differentiated: a `scan` over the characters whose body runs the
+/// layers, or unrolled at trace time.
+inline Tensor lstmLoss(Tensor mainParams, Tensor extra, Tensor state0, Tensor sequence, int layers, int64_t chars, int64_t b,
                        bool unrolled = false) {
-  const Lstm m(mainParams, extra, constant(state0), layers, b);
-  Tensor sequence = constant(seq), total = zeros_like(sum(m.inW));
+  const Lstm m(mainParams, extra, state0, layers, b);
+  Tensor total = zeros_like(sum(m.inW));
   if (unrolled) {
     std::vector<Tensor> hs = m.h, cs = m.cell;
     for (int64_t t = 0; t + 1 < chars; ++t) total = total + m.step(hs, cs, sequence(t), sequence(t + 1));

@@ -43,12 +43,12 @@ struct Ba {
 std::unique_ptr<gradbench::Function> objective(const gradbench::json& in) {
   auto b = std::make_shared<const Ba>(in);
   auto f = jit(
-      [b](Tensor cams, Tensor points, Tensor w) {
-        Tensor err = baReprojection(take(cams, constant(b->camOf), 0), take(points, constant(b->pointOf), 0), w, constant(b->feats));
+      [](Tensor cams, Tensor points, Tensor w, Tensor feats, Tensor camOf, Tensor pointOf) {
+        Tensor err = baReprojection(take(cams, camOf, 0), take(points, pointOf, 0), w, feats);
         return std::make_tuple(err, baWeightError(w));
       },
       gradbench::jitOptions("ba.objective"));
-  return gradbench::timed([b, f]() mutable { return f(b->cams, b->points, b->w); },
+  return gradbench::timed([b, f]() mutable { return f(b->cams, b->points, b->w, b->feats, b->camOf, b->pointOf); },
                           [b](const auto& out) {
                             const double* err = std::get<0>(out).template data<double>();
                             return gradbench::json{
@@ -72,21 +72,20 @@ std::unique_ptr<gradbench::Function> jacobian(const gradbench::json& in) {
   // out in CSR order: per observation its two rows (camera, point, weight),
   // then the weight rows' diagonal.
   auto df = jit(
-      [b](Tensor cams, Tensor points, Tensor w) {
-        Tensor camP = take(cams, constant(b->camOf), 0), pointP = take(points, constant(b->pointOf), 0);
-        auto [err, pullback] =
-            vjp([&](Tensor c, Tensor x, Tensor wi) { return baReprojection(c, x, wi, constant(b->feats)); }, camP, pointP, w);
+      [p = b->p](Tensor cams, Tensor points, Tensor w, Tensor feats, Tensor camOf, Tensor pointOf) {
+        Tensor camP = take(cams, camOf, 0), pointP = take(points, pointOf, 0);
+        auto [err, pullback] = vjp([&](Tensor c, Tensor x, Tensor wi) { return baReprojection(c, x, wi, feats); }, camP, pointP, w);
         auto [werr, pullbackW] = vjp(baWeightError, w);
         Tensor one = ones_like(w), zero = zeros_like(w);
-        auto row = [&](const std::vector<Tensor>& g) { return concatenate({g[0], g[1], reshape(g[2], {b->p, 1})}, 1); }; // [p, 15]
+        auto row = [&](const std::vector<Tensor>& g) { return concatenate({g[0], g[1], reshape(g[2], {p, 1})}, 1); }; // [p, 15]
         Tensor blocks = stack({row(pullback(stack({one, zero}, 1))), row(pullback(stack({zero, one}, 1)))}, 1); // [p, 2, 15]
-        return concatenate({reshape(blocks, {30 * b->p}), pullbackW(one)[0]}, 0);
+        return concatenate({reshape(blocks, {30 * p}), pullbackW(one)[0]}, 0);
       },
       gradbench::jitOptions("ba.jacobian"));
   return gradbench::timed(
       [b, df]() mutable {
         Sparse s;
-        s.vals = df(b->cams, b->points, b->w);
+        s.vals = df(b->cams, b->points, b->w, b->feats, b->camOf, b->pointOf);
         const int32_t n = int32_t(b->n), m = int32_t(b->m), p = int32_t(b->p);
         s.rows.resize(std::size_t(3 * p + 1));
         s.cols.resize(std::size_t(31 * p));

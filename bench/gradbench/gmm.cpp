@@ -27,8 +27,8 @@ struct Gmm {
     l = gradbench::array(in.at("l"), {k, nl});
   }
   /// GradBench's objective, the true log posterior.
-  Tensor logPosterior(Tensor alpha, Tensor mu, Tensor q, Tensor l) const {
-    return gmmLogLikelihood(data, tri, alpha, mu, q, l, M_PI) - gmmWishartTerm(data, q, l) +
+  Tensor logPosterior(Tensor alpha, Tensor mu, Tensor q, Tensor l, Tensor x) const {
+    return gmmLogLikelihood(data, tri, x, alpha, mu, q, l, M_PI) - gmmWishartTerm(data, q, l) +
            double(data.k) * gmmWishartConstant(data, M_PI);
   }
 };
@@ -43,17 +43,17 @@ gradbench::json rows(const Array& a, int64_t count, int64_t cols) {
 
 std::unique_ptr<gradbench::Function> objective(const gradbench::json& in) {
   auto g = std::make_shared<const Gmm>(in);
-  auto f = jit([g](Tensor a, Tensor m, Tensor q, Tensor l) { return g->logPosterior(a, m, q, l); },
+  auto f = jit([g](Tensor a, Tensor m, Tensor q, Tensor l, Tensor x) { return g->logPosterior(a, m, q, l, x); },
                gradbench::jitOptions("gmm.objective"));
-  return gradbench::timed([g, f]() mutable { return f(g->alpha, g->mu, g->q, g->l); },
+  return gradbench::timed([g, f]() mutable { return f(g->alpha, g->mu, g->q, g->l, g->data.x); },
                           [](const Array& value) { return gradbench::json(value.item<double>()); });
 }
 
 std::unique_ptr<gradbench::Function> jacobian(const gradbench::json& in) {
   auto g = std::make_shared<const Gmm>(in);
-  auto df = jit(grad([g](Tensor a, Tensor m, Tensor q, Tensor l) { return g->logPosterior(a, m, q, l); }, argnums<0, 1, 2, 3>),
+  auto df = jit(grad([g](Tensor a, Tensor m, Tensor q, Tensor l, Tensor x) { return g->logPosterior(a, m, q, l, x); }, argnums<0, 1, 2, 3>),
                 gradbench::jitOptions("gmm.jacobian"));
-  return gradbench::timed([g, df]() mutable { return df(g->alpha, g->mu, g->q, g->l); },
+  return gradbench::timed([g, df]() mutable { return df(g->alpha, g->mu, g->q, g->l, g->data.x); },
                           [g](const auto& grads) {
                             const int64_t d = g->data.d, k = g->data.k;
                             return gradbench::json{{"alpha", std::get<0>(grads).template to_vector<double>()},

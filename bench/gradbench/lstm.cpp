@@ -29,20 +29,20 @@ struct LstmInput {
     state = gradbench::array(in.at("state"), {2 * layers, bits});
     sequence = gradbench::array(in.at("sequence"), {chars, bits});
   }
-  Tensor loss(Tensor mp, Tensor ep) const { return lstmLoss(mp, ep, state, sequence, layers, chars, bits); }
+  Tensor loss(Tensor mp, Tensor ep, Tensor st, Tensor seq) const { return lstmLoss(mp, ep, st, seq, layers, chars, bits); }
 };
 
 std::unique_ptr<gradbench::Function> objective(const gradbench::json& in) {
   auto s = std::make_shared<const LstmInput>(in);
-  auto f = jit([s](Tensor mp, Tensor ep) { return s->loss(mp, ep); }, gradbench::jitOptions("lstm.objective"));
-  return gradbench::timed([s, f]() mutable { return f(s->mainParams, s->extraParams); },
+  auto f = jit([s](Tensor mp, Tensor ep, Tensor st, Tensor seq) { return s->loss(mp, ep, st, seq); }, gradbench::jitOptions("lstm.objective"));
+  return gradbench::timed([s, f]() mutable { return f(s->mainParams, s->extraParams, s->state, s->sequence); },
                           [](const Array& value) { return gradbench::json(value.item<double>()); });
 }
 
 std::unique_ptr<gradbench::Function> jacobian(const gradbench::json& in) {
   auto s = std::make_shared<const LstmInput>(in);
-  auto df = jit(grad([s](Tensor mp, Tensor ep) { return s->loss(mp, ep); }, argnums<0, 1>), gradbench::jitOptions("lstm.jacobian"));
-  return gradbench::timed([s, df]() mutable { return df(s->mainParams, s->extraParams); },
+  auto df = jit(grad([s](Tensor mp, Tensor ep, Tensor st, Tensor seq) { return s->loss(mp, ep, st, seq); }, argnums<0, 1>), gradbench::jitOptions("lstm.jacobian"));
+  return gradbench::timed([s, df]() mutable { return df(s->mainParams, s->extraParams, s->state, s->sequence); },
                           [](const auto& grads) {
                             std::vector<double> out = std::get<0>(grads).template to_vector<double>();
                             const std::vector<double> extra = std::get<1>(grads).template to_vector<double>();
