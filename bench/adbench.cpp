@@ -1,4 +1,5 @@
 // bench/adbench.cpp — ADBench's GMM, BA and LSTM objectives and derivatives
+// (the models are bench/adbench_models.h, shared with bench/gradbench/)
 // written with adjit, checked against the reference outputs of ADBench's
 // hand-written (Manual) module with ADBench's criterion, and timed next to
 // Manual's timings on this machine kind. Data: ../shared/bench-data/adbench
