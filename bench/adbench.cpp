@@ -1,4 +1,5 @@
 // bench/adbench.cpp — ADBench's GMM, BA and LSTM objectives and derivatives
+// (the models are bench/adbench_models.h, shared with bench/gradbench/)
 // written with adjit, checked against the reference outputs of ADBench's
 // hand-written (Manual) module with ADBench's criterion, and timed next to
 // Manual's timings on this machine kind. Data: ../shared/bench-data/adbench
@@ -8,6 +9,8 @@
 // the inputs whose name contains TEXT; `--data DIR` reads ADBench from DIR.
 //   adjit_adbench [gmm|ba|lstm]... [--threads N] [--unrolled] [--smallest] [--input TEXT] [--data DIR]
 //   (default: all problems and inputs, all cores; LSTM as a scan)
+#include "adbench_models.h"
+
 #include <adjit/adjit.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include <vector>
 
 using namespace adjit;
+using namespace adjit::adbench;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -112,11 +116,9 @@ double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 // ---- GMM ------------------------------------------------------------------------------------
 
-struct GmmInput {
-  int d = 0, k = 0, n = 0;
-  Array alpha, mu, q, l, x;
-  double gamma = 1, m = 0;
-  Array tri; ///< Q_k[r][c] as an index into [exp(q_k), l_k, 0]
+struct GmmInput : GmmData {
+  Array alpha, mu, q, l;
+  Array tri; ///< gmmTriangleIndex(d)
 };
 
 GmmInput readGmm(const std::string& path) {
@@ -145,31 +147,14 @@ GmmInput readGmm(const std::string& path) {
   g.x = Array(take(std::size_t(n * d)), {n, d});
   g.gamma = v[at++];
   g.m = v[at++];
-  std::vector<int32_t> tri(std::size_t(d * d), d + nl); // zero above the diagonal
-  int idx = 0;
-  for (int c = 0; c < d; ++c) {
-    tri[std::size_t(c * d + c)] = c;
-    for (int r = c + 1; r < d; ++r) tri[std::size_t(r * d + c)] = d + idx++; // strict lower part, column by column
-  }
-  g.tri = Array(tri, {d * d});
+  g.tri = gmmTriangleIndex(d);
   return g;
 }
 
 /// ADBench's objective F = LL + P - K C (its sign of the prior), as its README defines it.
 Tensor gmmObjective(const GmmInput& g, Tensor alpha, Tensor mu, Tensor q, Tensor l) {
-  const int d = g.d, k = g.k, n = g.n;
   constexpr double kPi = 3.14159265359; // ADBench's
-  Tensor Q = reshape(take(concatenate({exp(q), l, zeros_like(q)}, 1), constant(g.tri), 1), {k, d, d});
-  Tensor diff = reshape(constant(g.x), {n, 1, d}) - reshape(mu, {1, k, d}); // [N, K, D]
-  Tensor qd = matmul(Q, transpose(diff, {1, 2, 0}));                        // [K, D, N]
-  Tensor beta = reshape(alpha + sum(q, {1}), {k, 1}) - 0.5 * sum(qd * qd, {1});
-  Tensor ll = -0.5 * n * d * std::log(2 * kPi) + sum(logsumexp(beta, {0})) - double(n) * logsumexp(alpha, {0});
-  Tensor prior = sum(0.5 * g.gamma * g.gamma * (sum(exp(2.0 * q), {1}) + sum(l * l, {1})) - g.m * sum(q, {1}));
-  const double np = d + g.m + 1;
-  double lgammaD = 0.25 * d * (d - 1) * std::log(kPi);
-  for (int j = 1; j <= d; ++j) lgammaD += std::lgamma(0.5 * np + 0.5 * (1 - j));
-  const double c = np * d * (std::log(g.gamma) - 0.5 * std::log(2.0)) - lgammaD;
-  return ll + prior - double(k) * c;
+  return gmmLogLikelihood(g, g.tri, constant(g.x), alpha, mu, q, l, kPi) + gmmWishartTerm(g, q, l) - double(g.k) * gmmWishartConstant(g, kPi);
 }
 
 void gmm(const std::map<std::string, std::pair<double, double>>& manual) {
@@ -211,33 +196,6 @@ void gmm(const std::map<std::string, std::pair<double, double>>& manual) {
 
 // ---- BA -------------------------------------------------------------------------------------
 
-/// The reprojection residuals of observations whose camera, point and weight
-/// rows are given ([p, 11], [p, 3], [p]); `feat` is [p, 2].
-Tensor reprojection(Tensor cam, Tensor X, Tensor w, Tensor feat) {
-  auto col = [](const Tensor& t, int64_t j) { return t(all, j); };
-  Tensor r0 = col(cam, 0), r1 = col(cam, 1), r2 = col(cam, 2);
-  Tensor x0 = col(X, 0) - col(cam, 3), x1 = col(X, 1) - col(cam, 4), x2 = col(X, 2) - col(cam, 5);
-  Tensor theta2 = r0 * r0 + r1 * r1 + r2 * r2;
-  // Rodrigues where theta^2 != 0 (exactly), else X + r x X; the square root
-  // never sees 0, so the branch not taken has a finite gradient.
-  Tensor nonzero = theta2 != 0.0;
-  Tensor theta = sqrt(where(nonzero, theta2, ones_like(theta2)));
-  Tensor c = cos(theta), s = sin(theta);
-  Tensor w0 = r0 / theta, w1 = r1 / theta, w2 = r2 / theta;
-  Tensor dot = w0 * x0 + w1 * x1 + w2 * x2;
-  auto rodrigues = [&](const Tensor& xi, const Tensor& cross, const Tensor& wi) { return xi * c + cross * s + wi * dot * (1.0 - c); };
-  Tensor cr0 = w1 * x2 - w2 * x1, cr1 = w2 * x0 - w0 * x2, cr2 = w0 * x1 - w1 * x0;
-  Tensor small0 = x0 + (r1 * x2 - r2 * x1), small1 = x1 + (r2 * x0 - r0 * x2), small2 = x2 + (r0 * x1 - r1 * x0);
-  Tensor y0 = where(nonzero, rodrigues(x0, cr0, w0), small0);
-  Tensor y1 = where(nonzero, rodrigues(x1, cr1, w1), small1);
-  Tensor y2 = where(nonzero, rodrigues(x2, cr2, w2), small2);
-  Tensor p0 = y0 / y2, p1 = y1 / y2;
-  Tensor rsq = p0 * p0 + p1 * p1;
-  Tensor distortion = 1.0 + col(cam, 9) * rsq + col(cam, 10) * rsq * rsq;
-  Tensor proj0 = col(cam, 6) * p0 * distortion + col(cam, 7), proj1 = col(cam, 6) * p1 * distortion + col(cam, 8);
-  return stack({w * (proj0 - col(feat, 0)), w * (proj1 - col(feat, 1))}, 1); // [p, 2]
-}
-
 /// A number or the numbers of a list after "key" in a JSON text (the reference files are simple).
 std::vector<double> jsonNumbers(const std::string& text, const std::string& key) {
   std::size_t at = text.find("\"" + key + "\"");
@@ -274,8 +232,8 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
     const Array camsA(cams, {n, 11}), ptsA(pts, {m, 3}), wA(w, {p}), featsA(feats, {p, 2}), camOfA(camOf, {p}), ptOfA(ptOf, {p});
     // The objective: gathers, then every residual.
     auto objective = [&](Tensor cams, Tensor pts, Tensor w) {
-      Tensor err = reprojection(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0), w, constant(featsA));
-      return std::make_tuple(err, 1.0 - w * w);
+      Tensor err = baReprojection(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0), w, constant(featsA));
+      return std::make_tuple(err, baWeightError(w));
     };
     // Rows of the Jacobian blocks: residual i depends on observation i only,
     // so the cotangent "1 for residual j of every observation" pulled back to
@@ -284,11 +242,11 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
     auto derivative = jit(
         [&](Tensor cams, Tensor pts, Tensor w) {
           Tensor camP = take(cams, constant(camOfA), 0), XP = take(pts, constant(ptOfA), 0);
-          auto [err, pullback] = vjp([&](Tensor c, Tensor x, Tensor wi) { return reprojection(c, x, wi, constant(featsA)); },
+          auto [err, pullback] = vjp([&](Tensor c, Tensor x, Tensor wi) { return baReprojection(c, x, wi, constant(featsA)); },
                                      camP, XP, w);
           Tensor one = ones_like(w), zero = zeros_like(w);
           std::vector<Tensor> r0 = pullback(stack({one, zero}, 1)), r1 = pullback(stack({zero, one}, 1));
-          return std::make_tuple(err, 1.0 - w * w, r0[0], r0[1], r0[2], r1[0], r1[1], r1[2]);
+          return std::make_tuple(err, baWeightError(w), r0[0], r0[1], r0[2], r1[0], r1[1], r1[2]);
         },
         {.threads = threads});
     auto fj = jit(objective, {.threads = threads});
@@ -342,60 +300,6 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
 /// Whether the LSTM is unrolled at trace time (--unrolled) instead of a `scan` over the sequence.
 bool unrolled = false;
 
-/// ADBench's LSTM: the weights of each layer's gates (sliced from the main
-/// parameters), the initial state, and one character's step through the layers.
-struct Lstm {
-  std::vector<Tensor> h, cell, wf, wi, wo, wc, bf, bi, bo, bc;
-  Tensor inW, outW, outB;
-  Lstm(const Tensor& mainParams, const Tensor& extra, const Tensor& state, int layers, int64_t b)
-      : inW(extra(0)), outW(extra(1)), outB(extra(2)) {
-    auto part = [&](int64_t r, int64_t which) { return mainParams(r, range(which * b, (which + 1) * b)); };
-    for (int l = 0; l < layers; ++l) {
-      h.push_back(state(2 * l));
-      cell.push_back(state(2 * l + 1));
-      wf.push_back(part(2 * l, 0)), wi.push_back(part(2 * l, 1)), wo.push_back(part(2 * l, 2)), wc.push_back(part(2 * l, 3));
-      bf.push_back(part(2 * l + 1, 0)), bi.push_back(part(2 * l + 1, 1));
-      bo.push_back(part(2 * l + 1, 2)), bc.push_back(part(2 * l + 1, 3));
-    }
-  }
-  /// Feeds character x through the layers (updating hs and cs); returns the
-  /// log-likelihood of the next character.
-  Tensor step(std::vector<Tensor>& hs, std::vector<Tensor>& cs, const Tensor& x, const Tensor& next) const {
-    Tensor y = x * inW;
-    for (std::size_t l = 0; l < hs.size(); ++l) {
-      Tensor f = sigmoid(y * wf[l] + bf[l]), i = sigmoid(hs[l] * wi[l] + bi[l]);
-      Tensor o = sigmoid(y * wo[l] + bo[l]), g = tanh(hs[l] * wc[l] + bc[l]);
-      cs[l] = cs[l] * f + i * g;
-      hs[l] = o * tanh(cs[l]);
-      y = hs[l];
-    }
-    Tensor yhat = y * outW + outB;
-    Tensor lse = log(sum(exp(yhat)) + 2.0);
-    return sum(next * (yhat - lse));
-  }
-};
-
-/// ADBench's LSTM loss over the whole sequence: a `scan` over the characters
-/// whose body runs the layers, or (--unrolled) unrolled at trace time.
-Tensor lstmLoss(Tensor mainParams, Tensor extra, const Array& state0, const Array& seq, int layers, int64_t chars, int64_t b) {
-  const Lstm m(mainParams, extra, constant(state0), layers, b);
-  Tensor sequence = constant(seq), total = zeros_like(sum(m.inW));
-  if (unrolled) {
-    std::vector<Tensor> hs = m.h, cs = m.cell;
-    for (int64_t t = 0; t + 1 < chars; ++t) total = total + m.step(hs, cs, sequence(t), sequence(t + 1));
-  } else {
-    using Carry = std::tuple<std::vector<Tensor>, std::vector<Tensor>, Tensor>;
-    auto step = [&](const Carry& c, const std::pair<Tensor, Tensor>& chr) {
-      auto [hs, cs, sum] = c;
-      sum = sum + m.step(hs, cs, chr.first, chr.second);
-      return std::pair{Carry{hs, cs, sum}, std::tuple<>{}};
-    };
-    std::pair<Tensor, Tensor> xs{sequence(range(0, chars - 1)), sequence(range(1, chars))};
-    total = std::get<2>(scan(step, Carry{m.h, m.cell, total}, xs).first);
-  }
-  return -total / double((chars - 1) * b);
-}
-
 void lstm(const std::map<std::string, std::pair<double, double>>& manual) {
   std::printf("LSTM (f64; %s; derivative = loss and gradient for main and extra parameters)\n",
               unrolled ? "unrolled over the sequence" : "a scan over the sequence");
@@ -413,7 +317,7 @@ void lstm(const std::map<std::string, std::pair<double, double>>& manual) {
     };
     const Array mainP(take(2 * layers * 4 * b), {2 * layers, 4 * b}), extraP(take(3 * b), {3, b});
     const Array state(take(2 * layers * b), {2 * layers, b}), seq(take(chars * b), {chars, b});
-    auto f = [&](Tensor mp, Tensor ep) { return lstmLoss(mp, ep, state, seq, layers, chars, b); };
+    auto f = [&](Tensor mp, Tensor ep) { return lstmLoss(mp, ep, constant(state), constant(seq), layers, chars, b, unrolled); };
     auto fj = jit(f, {.threads = threads});
     auto gj = jit(value_and_grad(f, argnums<0, 1>), {.threads = threads});
     auto t0 = Clock::now();
