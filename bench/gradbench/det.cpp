@@ -21,8 +21,12 @@
 // Which entries of A each node reads depends only on ell, so the index
 // tables (the reference's row/column lists) are made when tracing; every
 // arithmetic operation on A runs in the compiled loop. The gradient is adjit's
-// reverse mode of that scan; `every(32)` checkpointing keeps its residuals to
-// 32 steps' worth (the whole tape at ell = 11 would be about 1.7 GB).
+// reverse mode of that scan. Each step's term is a recompute_grad region: the
+// tape keeps only the step's inputs and the backward runs the step again
+// (the whole tape at ell = 11 would be about 2 GB). This beats scan's
+// every(k) checkpointing here: as fast, and it compiles in a third of the
+// time (0.11 s against 0.35-0.44 s of LLVM at ell = 10, 11), having no block
+// loop and left-over loop to compile.
 #include "tool.h"
 
 #include <algorithm>
@@ -136,12 +140,12 @@ Tensor determinant(const Plan& plan, const Tensor& a) {
   const Tensor signs = constant(Array(plan.prefixSign, {plan.prefixes}));
   auto step = [&](Tensor acc, std::tuple<Tensor, Tensor, Tensor> x) {
     const auto& [minor, pre, s] = x;
-    Tensor term = s * prod(take(a, pre)) * minorDet(plan, take(a, minor));
-    return std::pair{acc + term, std::tuple<>{}};
+    auto termOf = [&plan](const Tensor& a, const Tensor& minor, const Tensor& pre, const Tensor& s) {
+      return s * prod(take(a, pre)) * minorDet(plan, take(a, minor));
+    };
+    return std::pair{acc + recompute_grad(termOf)(a, minor, pre, s), std::tuple<>{}};
   };
-  ScanOptions opts;
-  if (plan.prefixes > 32) opts.checkpoint = every(32);
-  return scan(step, full({}, 0.0, DType::f64), std::tuple{minors, prefix, signs}, opts).first;
+  return scan(step, full({}, 0.0, DType::f64), std::tuple{minors, prefix, signs}).first;
 }
 
 /// `primal` (the determinant) or `gradient` (its gradient, row-major).
