@@ -16,8 +16,7 @@
 
 namespace gradbench {
 
-/// The gradient of a scalar function of a vector of `n` elements by
-/// reverse mode (adjit's grad).
+/// The gradient of a scalar function of a vector by reverse mode (adjit's grad).
 template <class F> adjit::Tensor reverseGradient(const F& f, const adjit::Tensor& x) { return adjit::grad(f)(x); }
 
 /// The gradient of a scalar function of a vector of `n` elements by forward

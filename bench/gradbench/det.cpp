@@ -19,7 +19,8 @@
 //    (leaves first): node values of level d are sum_j (-1)^j M[d, c_j] *
 //    (value of child j), the children of a node being contiguous.
 // Which entries of A each node reads depends only on ell, so the index
-// tables (the reference's row/column lists) are made when tracing; every
+// tables (the reference's row/column lists) are made when tracing (in the
+// first evaluation, with the compilation, not in `prepare`); every
 // arithmetic operation on A runs in the compiled loop. The gradient is adjit's
 // reverse mode of that scan. Each step's term is a recompute_grad region: the
 // tape keeps only the step's inputs and the backward runs the step again
@@ -140,7 +141,9 @@ Tensor determinant(const Plan& plan, const Tensor& a) {
   const Tensor signs = constant(Array(plan.prefixSign, {plan.prefixes}));
   auto step = [&](Tensor acc, std::tuple<Tensor, Tensor, Tensor> x) {
     const auto& [minor, pre, s] = x;
-    auto termOf = [&plan](const Tensor& a, const Tensor& minor, const Tensor& pre, const Tensor& s) {
+    // By value: recompute_grad traces this again for the backward, after
+    // determinant() has returned.
+    auto termOf = [plan](const Tensor& a, const Tensor& minor, const Tensor& pre, const Tensor& s) {
       return s * prod(take(a, pre)) * minorDet(plan, take(a, minor));
     };
     return std::pair{acc + recompute_grad(termOf)(a, minor, pre, s), std::tuple<>{}};
@@ -184,12 +187,12 @@ int main(int argc, char** argv) {
   const std::map<std::string, gradbench::Prepare> functions = {
       {"primal",
        [](const gradbench::json& in) {
-         auto det = [plan = makePlan(edge(in))](Tensor a) { return determinant(plan, a); };
+         auto det = [ell = edge(in)](Tensor a) { return determinant(makePlan(ell), a); };
          return make(in, jit(det, gradbench::jitOptions("det.primal")));
        }},
       {"gradient",
        [](const gradbench::json& in) {
-         auto det = [plan = makePlan(edge(in))](Tensor a) { return determinant(plan, a); };
+         auto det = [ell = edge(in)](Tensor a) { return determinant(makePlan(ell), a); };
          return make(in, jit(grad(det), gradbench::jitOptions("det.gradient")));
        }},
   };
