@@ -37,7 +37,8 @@ using namespace adjit;
 
 namespace {
 
-/// The deepest levels of the recursion, evaluated vectorised (k! leaves).
+/// The deepest levels of the recursion, evaluated vectorised (k! leaves). 6, 7
+/// and 8 run equally fast (ell = 10); 7 keeps the vectors in L2.
 constexpr int kVectorLevels = 7;
 
 /// The index tables of the expansion for one ell.
