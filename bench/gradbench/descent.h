@@ -16,25 +16,11 @@
 
 namespace gradbench {
 
-/// The gradient of a scalar function of a vector by reverse mode (adjit's grad).
-template <class F> adjit::Tensor reverseGradient(const F& f, const adjit::Tensor& x) { return adjit::grad(f)(x); }
-
-/// The gradient of a scalar function of a vector of `n` elements by forward
-/// mode: one jvp per basis vector (what forward-mode tools do).
-template <class F> adjit::Tensor forwardGradient(const F& f, const adjit::Tensor& x, int64_t n) {
-  std::vector<adjit::Tensor> parts;
-  for (int64_t i = 0; i < n; ++i) {
-    std::vector<double> e(static_cast<size_t>(n), 0.0);
-    e[static_cast<size_t>(i)] = 1.0;
-    auto [y, dy] = adjit::jvp(f, std::tuple{x}, std::tuple{adjit::constant(adjit::Array(e, {n}))});
-    parts.push_back(adjit::reshape(dy, {1}));
-  }
-  return adjit::concatenate(parts, 0);
-}
-
-/// The gradient of f at x (`n` elements) in forward (`forward`) or reverse mode.
-template <class F> adjit::Tensor gradientOf(bool forward, const F& f, const adjit::Tensor& x, int64_t n) {
-  return forward ? forwardGradient(f, x, n) : reverseGradient(f, x);
+/// The gradient of a scalar function `f` of a vector x by forward mode
+/// (`forward`: adjit's jacfwd, one JVP batched over the basis, loops inside f
+/// included) or reverse mode (adjit's grad).
+template <class F> adjit::Tensor gradientOf(bool forward, const F& f, const adjit::Tensor& x) {
+  return forward ? adjit::jacfwd(f)(x) : adjit::grad(f)(x);
 }
 
 /// The point where the descent above stops, from x0; `f` returns a scalar,

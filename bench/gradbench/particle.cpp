@@ -6,7 +6,7 @@
 // w minimises x0(t_f)^2 by the descent of descent.h, whose gradient
 // differentiates the whole integration, inner derivative and loop included
 // (the outer derivative). Functions `ff`, `fr`, `rf`, `rr`: outer mode, then
-// inner mode (f = forward, jvp; r = reverse, grad). Everything, the descent
+// inner mode (f = forward, jacfwd; r = reverse, grad). Everything, the descent
 // included, is one compiled function of w0.
 #include "descent.h"
 #include "tool.h"
@@ -28,7 +28,7 @@ Tensor naiveEuler(const Tensor& w, bool innerForward) {
   using State = std::pair<Tensor, Tensor>; // x, xdot
   auto crossing = [&](const State& s) { return gt(slice(s.first + dt * s.second, {1}, {2}), 0.0); };
   auto step = [&](const State& s) {
-    Tensor xddot = -gradbench::gradientOf(innerForward, potential, s.first, 2);
+    Tensor xddot = -gradbench::gradientOf(innerForward, potential, s.first);
     return State{s.first + dt * s.second, s.second + dt * xddot};
   };
   State init{constant(Array(std::vector<double>{0.0, 8.0}, {2})), constant(Array(std::vector<double>{0.75, 0.0}, {2}))};
@@ -42,7 +42,7 @@ Tensor naiveEuler(const Tensor& w, bool innerForward) {
 /// The final w from w0 ([1]), outer and inner derivatives in the modes named.
 Tensor particle(const Tensor& w0, bool outerForward, bool innerForward) {
   auto objective = [innerForward](const Tensor& w) { return naiveEuler(w, innerForward); };
-  auto gradient = [&](const Tensor& w) { return gradbench::gradientOf(outerForward, objective, w, 1); };
+  auto gradient = [&](const Tensor& w) { return gradbench::gradientOf(outerForward, objective, w); };
   return gradbench::argmin(objective, gradient, w0);
 }
 

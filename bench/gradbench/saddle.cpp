@@ -5,7 +5,7 @@
 // differentiates through the inner descent's loop (the outer derivative).
 // Then p2 = argmax f(p1, .) from the start again, its gradient in the outer
 // mode as the spec asks. Functions `ff`, `fr`, `rf`, `rr`: outer mode, then
-// inner mode (f = forward, jvp; r = reverse, grad). Output [p1, p2], one
+// inner mode (f = forward, jacfwd; r = reverse, grad). Output [p1, p2], one
 // compiled function of the start.
 #include "descent.h"
 #include "tool.h"
@@ -20,13 +20,13 @@ Tensor objective(const Tensor& p1, const Tensor& p2) { return sum(p1 * p1) - sum
 /// The argmax over p2 of f(p1, .) from `start`, gradients in the mode given.
 Tensor innerArgmax(const Tensor& p1, const Tensor& start, bool forward) {
   auto f = [&](const Tensor& p2) { return objective(p1, p2); };
-  return gradbench::argmax(f, [&](const Tensor& p2) { return gradbench::gradientOf(forward, f, p2, 2); }, start);
+  return gradbench::argmax(f, [&](const Tensor& p2) { return gradbench::gradientOf(forward, f, p2); }, start);
 }
 
 /// [p1, p2] from the start ([2]).
 Tensor saddle(const Tensor& start, bool outerForward, bool innerForward) {
   auto maxOver = [&](const Tensor& p1) { return objective(p1, innerArgmax(p1, start, innerForward)); };
-  Tensor p1 = gradbench::argmin(maxOver, [&](const Tensor& p1) { return gradbench::gradientOf(outerForward, maxOver, p1, 2); }, start);
+  Tensor p1 = gradbench::argmin(maxOver, [&](const Tensor& p1) { return gradbench::gradientOf(outerForward, maxOver, p1); }, start);
   Tensor p2 = innerArgmax(p1, start, outerForward);
   return concatenate({p1, p2}, 0);
 }
