@@ -6,8 +6,8 @@
 // an empty `us` is the "simple" one (each point matched to a vertex).
 //
 // The model (ADBench's): the 22 bones' rotations come from Euler angles in
-// theta, chain down the bone tree (unrolled at trace time: the tree is the
-// input's structure), and blend the base vertex positions by the skinning
+// theta, chain down the bone tree (unrolled at trace time, one batched
+// product per depth: the tree is the input's structure), and blend the base vertex positions by the skinning
 // weights; a global angle-axis rotation and translation follow. Only the
 // vertices a correspondence reads are skinned: the residuals read no other.
 #include "tool.h"
@@ -82,14 +82,14 @@ Tensor angleAxisRotation(const Tensor& aa) {
   return where(tiny, eye, c * eye + (1.0 - c) * outer + s * cross);
 }
 
-/// Each bone's rotation Rz(z) Ry(y) Rx(x) from its Euler angles, [kBones, 3, 3].
+/// Each bone's rotation Rz(z) Ry(y) Rx(x) from its Euler angles, [kBones, 3, 3],
+/// the product written out (one stack of entries rather than two batched
+/// matrix products: fewer kernels to compile).
 Tensor eulerRotations(const Tensor& x, const Tensor& z, const Tensor& y) {
-  Tensor one = ones_like(x), zero = zeros_like(x);
   Tensor cx = cos(x), sx = sin(x), cy = cos(y), sy = sin(y), cz = cos(z), sz = sin(z);
-  Tensor rx = matrices({one, zero, zero, zero, cx, -sx, zero, sx, cx});
-  Tensor ry = matrices({cy, zero, sy, zero, one, zero, -sy, zero, cy});
-  Tensor rz = matrices({cz, -sz, zero, sz, cz, zero, zero, zero, one});
-  return matmul(matmul(rz, ry), rx);
+  return matrices({cz * cy, cz * sy * sx - sz * cx, sz * sx + cz * sy * cx,  //
+                   sz * cy, cz * cx + sz * sy * sx, sz * sy * cx - cz * sx,  //
+                   -sy, cy * sx, cy * cx});
 }
 
 /// The model's data, as the jitted functions take it.
@@ -110,12 +110,35 @@ Tensor skinnedVertices(const Rig& rig, const Tensor& theta, const Model& model, 
   // base_relative @ [[R, 0], [0, 1]]: the first three columns turn, the last stays.
   Tensor turned = matmul(model.baseRelatives(all, all, range(0, 3)), rotations);
   Tensor relatives = concatenate({turned, model.baseRelatives(all, all, range(3, 4))}, 2);
-  // Down the tree: each bone's absolute transform is its parent's times its own.
-  std::vector<Tensor> absolutes(kBones);
-  for (int b = 0; b < kBones; ++b)
-    absolutes[b] = rig.parents[b] < 0 ? relatives[b] : matmul(absolutes[rig.parents[b]], relatives[b]);
+  // Down the tree: each bone's absolute transform is its parent's times its
+  // own, one batched product per depth of the tree (4 here, not 21 products:
+  // fewer kernels for LLVM to compile).
+  auto indices = [](const std::vector<int32_t>& v) { return constant(Array(v, {int64_t(v.size())})); };
+  std::vector<int> depth(kBones, 0), slot(kBones, 0);
+  std::vector<std::vector<int32_t>> levels;
+  for (int b = 0; b < kBones; ++b) {
+    depth[b] = rig.parents[b] < 0 ? 0 : depth[rig.parents[b]] + 1;
+    if (int(levels.size()) <= depth[b]) levels.emplace_back();
+    slot[b] = int(levels[depth[b]].size());
+    levels[depth[b]].push_back(b);
+  }
+  std::vector<Tensor> absolutes; // per level, [bones at that depth, 4, 4]
+  std::vector<int32_t> order(kBones); // bone b's row in the levels concatenated
+  int32_t row = 0;
+  for (size_t l = 0; l < levels.size(); ++l) {
+    Tensor own = take(relatives, indices(levels[l]));
+    if (l == 0) {
+      absolutes.push_back(own);
+    } else {
+      std::vector<int32_t> parentSlots;
+      for (int32_t b : levels[l]) parentSlots.push_back(slot[rig.parents[b]]);
+      absolutes.push_back(matmul(take(absolutes[l - 1], indices(parentSlots)), own));
+    }
+    for (int32_t b : levels[l]) order[b] = row++;
+  }
+  Tensor boneAbsolutes = take(concatenate(absolutes), indices(order));
   // Bone transforms' first three rows, one row of 12 per bone.
-  Tensor transforms = matmul(stack(absolutes), model.inverseBaseAbsolutes)(all, range(0, 3), all);
+  Tensor transforms = matmul(boneAbsolutes, model.inverseBaseAbsolutes)(all, range(0, 3), all);
   // Linear blend skinning: each vertex's transform is its weighted sum of the bones'.
   Tensor blended = reshape(matmul(take(model.weights, ids), reshape(transforms, {kBones, 12})), {-1, 3, 4});
   Tensor base = take(model.basePositions, ids);
