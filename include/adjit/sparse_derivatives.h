@@ -34,6 +34,7 @@ struct SparseMatrix {
   /// Seed vectors used: JVPs (forward) or VJPs (reverse) in one batch.
   int64_t colors = 0;
   SparseMode mode = SparseMode::forward;
+  /// How many nonzeros.
   int64_t nnz() const { return static_cast<int64_t>(col_idx.size()); }
   /// The matrix as a dense [rows, cols] Array.
   Array to_dense() const;
@@ -76,11 +77,14 @@ private:
 /// once per argument signature and the compressed evaluation compiled once.
 template <class F> class SparseDerivativeFn {
 public:
+  /// Made by sparse_jacobian and sparse_hessian; `loc` is where they were called.
   SparseDerivativeFn(F f, bool hessian, SparseOptions o, std::source_location loc)
       : f_(std::move(f)), hessian_(hessian), o_(o), loc_(Location::from(loc)),
         core_(std::make_shared<detail::JitCore>(JitOptions{.name = hessian ? "sparse_hessian" : "sparse_jacobian"})),
         plans_(std::make_shared<detail::SparsePlanCache>()) {}
 
+  /// The sparse Jacobian or Hessian at `args` (Arrays or scalars, in any
+  /// supported structure): planned on the first call per signature.
   template <class... Args> SparseMatrix operator()(const Args&... args) const {
     static_assert(!(detail::hasTensor<Args> || ...),
                   "sparse_jacobian/sparse_hessian: call with Arrays or scalars (not inside a trace yet)");

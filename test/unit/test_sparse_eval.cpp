@@ -45,6 +45,7 @@ Tensor blocks4(const Tensor& x) {
   const Tensor b = reshape(x, Shape{n / 4, 4});
   return reshape(tanh(matmul(b, full(Shape{4, 4}, 0.5, x.dtype())) + b * b), Shape{n});
 }
+// [snippet:sparse-jacobian]
 // Implicit Euler residual of the 1-D heat equation with a cubic reaction:
 // (u_i - u0_i)/dt - (u_{i-1} - 2u_i + u_{i+1})/h^2 + u_i^3.
 Tensor heat(const Tensor& u, const Tensor& u0) {
@@ -53,6 +54,7 @@ Tensor heat(const Tensor& u, const Tensor& u0) {
   const Tensor lap = slice(u, {0}, {n - 2}) - 2.0 * mid + slice(u, {2}, {n});
   return (mid - slice(u0, {1}, {n - 1})) * 10.0 - lap * 4.0 + mid * mid * mid;
 }
+// [/snippet:sparse-jacobian]
 
 } // namespace
 
@@ -89,6 +91,29 @@ TEST_CASE("sparse_jacobian: banded, arrowhead, blocks and an ODE residual agains
     CHECK(af.colors == 24);
     checkAgainst(af, jacfwd(arrow)(x), tol);
   }
+}
+
+TEST_CASE("sparse_jacobian: the guide's example") {
+  // [snippet:sparse-jacobian]
+  auto J = sparse_jacobian(heat); // compiled per signature, like jit
+  Array u(std::vector<double>(1000, 1.0), Shape{1000}), u0(std::vector<double>(1000, 0.5), Shape{1000});
+  SparseMatrix Ju = J(u, u0);
+  // Ju.rows == 998, Ju.cols == 2000 (u's columns, then u0's), Ju.nnz() == 3992;
+  // Ju.colors == 3, Ju.mode == SparseMode::reverse: one VJP batched over 3 seeds
+  // (rows have 4 nonzeros, so columns would need 4 colors).
+  // Row i: Ju.col_idx[Ju.row_ptr[i] .. Ju.row_ptr[i + 1]), values in Ju.values.
+  // [/snippet:sparse-jacobian]
+  CHECK(Ju.rows == 998);
+  CHECK(Ju.cols == 2000);
+  CHECK(Ju.nnz() == 3992);
+  CHECK(Ju.colors == 3);
+  CHECK(Ju.mode == SparseMode::reverse);
+  // Row 0 (u_1's residual): u_0, u_1, u_2, then u0_1.
+  CHECK(Ju.col_idx[0] == 0);
+  CHECK(Ju.col_idx[3] == 1001);
+  CHECK(Ju.values.at(0) == doctest::Approx(-4.0));
+  CHECK(Ju.values.at(1) == doctest::Approx(10.0 + 8.0 + 3.0));
+  CHECK(Ju.values.at(3) == doctest::Approx(-10.0));
 }
 
 TEST_CASE("sparse_hessian: star-colored Hessians against hessian") {
