@@ -151,3 +151,27 @@ TEST_CASE("sparse_hessian: a non-scalar function is an Error at its line") {
   auto onlyInt = [](const Tensor& i) { return sin(cast(i, DType::f64)); };
   CHECK_THROWS_AS((void)sparse_jacobian(onlyInt)(Array(std::vector<int32_t>{1, 2}, Shape{2})), Error);
 }
+
+TEST_CASE("sparse_jacobian: structured arguments and outputs, integer leaves skipped") {
+  // Columns: a's 6 then b's 6 (k, an integer, takes none); rows: the
+  // tuple's first output then its second.
+  auto f = [](const std::vector<Tensor>& ab, const Tensor& k) {
+    const Tensor& a = ab[0];
+    const Tensor& b = ab[1];
+    return std::make_tuple(a * b * cast(k, DType::f64), exp(a) + sum(square(slice(b, {0}, {3}))));
+  };
+  const Array a = randomArray(DType::f64, 6, 5), b = randomArray(DType::f64, 6, 6);
+  const Array k(std::vector<int32_t>{2}, Shape{});
+  const SparseMatrix s = sparse_jacobian(f)(std::vector<Array>{a, b}, k);
+  CHECK(s.rows == 12);
+  CHECK(s.cols == 12);
+  const Array d = s.to_dense();
+  for (int64_t i = 0; i < 6; ++i) {
+    CHECK(d.at(i * 12 + i) == doctest::Approx(2 * b.at(i)).epsilon(1e-12));     // d(2 a b)/da
+    CHECK(d.at(i * 12 + 6 + i) == doctest::Approx(2 * a.at(i)).epsilon(1e-12)); // d(2 a b)/db
+    CHECK(d.at((6 + i) * 12 + i) == doctest::Approx(std::exp(a.at(i))).epsilon(1e-12));
+    for (int64_t j = 0; j < 3; ++j)
+      CHECK(d.at((6 + i) * 12 + 6 + j) == doctest::Approx(2 * b.at(j)).epsilon(1e-12));
+  }
+  CHECK(s.nnz() == 12 + 6 + 18);
+}
