@@ -1,0 +1,180 @@
+// api/SparseEval.cpp — sparse_jacobian and sparse_hessian: the plan of a
+// signature (pattern, coloring, seeds, where each nonzero is in the
+// compressed product) and the traced compressed evaluation.
+#include "ir/IR.h"
+#include "sparsity/Coloring.h"
+#include "support/Assert.h"
+
+#include <adjit/sparse_derivatives.h>
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <unordered_map>
+
+namespace adjit {
+
+Array SparseMatrix::to_dense() const {
+  Array d(values.dtype(), Shape{rows, cols});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = row_ptr[static_cast<std::size_t>(r)]; k < row_ptr[static_cast<std::size_t>(r) + 1]; ++k)
+      d.set(r * cols + col_idx[static_cast<std::size_t>(k)], values.at(k));
+  return d;
+}
+
+namespace detail {
+namespace {
+
+std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
+
+/// The one floating dtype of `types` (f64 if none); mixed ones are an Error.
+DType oneDtype(const char* api, const char* what, const std::vector<Type>& types, const Location& loc) {
+  std::optional<DType> d;
+  for (const Type& t : types) {
+    if (!is_floating(t.dtype)) continue;
+    if (d && *d != t.dtype)
+      throw Error(fmt::format("{}: the function's floating {} must share one dtype, got {} and {}", api, what,
+                              name_of(*d), name_of(t.dtype)), loc);
+    d = t.dtype;
+  }
+  return d.value_or(DType::f64);
+}
+
+/// [colors, n] seed matrix: row c is 1 where color == c.
+Array seedMatrix(DType dt, const sparsity::Coloring& c) {
+  const int64_t n = static_cast<int64_t>(c.color.size());
+  Array s(dt, Shape{c.count, n});
+  for (int64_t j = 0; j < n; ++j) s.set(c.color[at(j)] * n + j, 1.0);
+  return s;
+}
+
+} // namespace
+
+std::shared_ptr<const SparsePlan> planSparse(const Module& m, bool hessian, std::optional<SparseMode> mode,
+                                             const Location& loc) {
+  const char* api = hessian ? "sparse_hessian" : "sparse_jacobian";
+  const ir::Function* fn = m.impl().lookup("f");
+  ADJIT_ASSERT(fn, "sparse: the traced module has no @f");
+  std::vector<Type> ins;
+  bool anyFloating = false;
+  for (ir::ValueId p : fn->params) {
+    ins.push_back(fn->type(p));
+    anyFloating = anyFloating || is_floating(fn->type(p).dtype);
+  }
+  if (!anyFloating) throw Error(fmt::format("{}: the function has no floating argument to differentiate", api), loc);
+  const DType inType = oneDtype(api, "arguments", ins, loc);
+  const DType outType = oneDtype(api, "outputs", fn->resultTypes(), loc);
+  auto plan = std::make_shared<SparsePlan>();
+  plan->pattern = hessian ? hessianSparsity(m) : jacobianSparsity(m);
+  const SparsityPattern& p = plan->pattern;
+  std::vector<int64_t> source(at(p.nnz()));
+  if (hessian) {
+    const sparsity::Coloring c = sparsity::colorStar(p.rows, p.row_ptr, p.col_idx);
+    source = sparsity::starSource(p.rows, p.row_ptr, p.col_idx, c);
+    plan->mode = SparseMode::forward;
+    plan->colors = c.count;
+    plan->dtype = inType;
+    plan->seeds = seedMatrix(inType, c);
+  } else {
+    // The cheaper side first; the other only if its lower bound (the most
+    // nonzeros in a row, or a column) could beat it.
+    std::vector<int64_t> perCol(at(p.cols), 0);
+    int64_t rowBound = 0, colBound = 0;
+    for (int64_t r = 0; r < p.rows; ++r) rowBound = std::max(rowBound, p.row_ptr[at(r) + 1] - p.row_ptr[at(r)]);
+    for (int64_t c : p.col_idx) colBound = std::max(colBound, ++perCol[at(c)]);
+    std::optional<sparsity::Coloring> byCols, byRows;
+    const bool colsFirst = mode ? *mode == SparseMode::forward : rowBound <= colBound;
+    if (colsFirst) byCols = sparsity::colorColumns(p.rows, p.cols, p.row_ptr, p.col_idx);
+    else byRows = sparsity::colorRows(p.rows, p.cols, p.row_ptr, p.col_idx);
+    if (!mode) {
+      if (colsFirst && colBound < byCols->count) byRows = sparsity::colorRows(p.rows, p.cols, p.row_ptr, p.col_idx);
+      if (!colsFirst && rowBound <= byRows->count) byCols = sparsity::colorColumns(p.rows, p.cols, p.row_ptr, p.col_idx);
+    }
+    const bool forward = byCols && (!byRows || byCols->count <= byRows->count);
+    plan->mode = forward ? SparseMode::forward : SparseMode::reverse;
+    const sparsity::Coloring& c = forward ? *byCols : *byRows;
+    plan->colors = c.count;
+    plan->dtype = outType;
+    plan->seeds = seedMatrix(forward ? inType : outType, c);
+    for (int64_t r = 0; r < p.rows; ++r)
+      for (int64_t k = p.row_ptr[at(r)]; k < p.row_ptr[at(r) + 1]; ++k) {
+        const int64_t j = p.col_idx[at(k)];
+        source[at(k)] = forward ? c.color[at(j)] * p.rows + r : c.color[at(r)] * p.cols + j;
+      }
+  }
+  plan->source = Array(source, Shape{p.nnz()});
+  return plan;
+}
+
+Tensor compressedValues(const SparsePlan& plan, bool hessian, const Tensor& seeds, const Tensor& source,
+                        const std::vector<Tensor>& leaves, const FlatFn& f, const Location& loc) {
+  std::vector<std::size_t> floating;
+  std::vector<Tensor> flat;
+  for (std::size_t k = 0; k < leaves.size(); ++k)
+    if (is_floating(leaves[k].dtype())) {
+      floating.push_back(k);
+      flat.push_back(reshape(leaves[k], Shape{leaves[k].size()}));
+    }
+  const Tensor x = flat.size() == 1 ? flat[0] : concatenate(flat);
+  // f on one vector of every floating input, returning one vector of every
+  // floating output.
+  auto g = [&](const Tensor& z) {
+    std::vector<Tensor> ls = leaves;
+    int64_t off = 0;
+    for (std::size_t k : floating) {
+      const int64_t n = leaves[k].size();
+      ls[k] = reshape(slice(z, {off}, {off + n}), leaves[k].shape());
+      off += n;
+    }
+    std::vector<Tensor> outs;
+    for (const Tensor& o : f(ls))
+      if (is_floating(o.dtype())) outs.push_back(reshape(o, Shape{o.size()}));
+    return outs.size() == 1 ? outs[0] : concatenate(outs);
+  };
+  FlatFn one = [&](const std::vector<Tensor>& s) -> std::vector<Tensor> {
+    const Tensor& e = s.at(0);
+    if (hessian) {
+      auto gradient = grad([&](const Tensor& z) { return reshape(g(z), Shape{}); });
+      return {jvp(gradient, std::tuple<Tensor>{x}, std::tuple<Tensor>{e}).second};
+    }
+    if (plan.mode == SparseMode::forward) return {jvp(g, std::tuple<Tensor>{x}, std::tuple<Tensor>{e}).second};
+    auto [y, back] = tracedVjp(g, x);
+    return {back(e).at(0)};
+  };
+  const std::vector<Tensor> rows =
+      vmapCall(one, {seeds}, {0}, [](std::size_t c) { return std::vector<std::optional<int64_t>>(c, 0); }, std::nullopt,
+               loc);
+  const Tensor& b = rows.at(0);
+  return take(reshape(b, Shape{b.size()}), source);
+}
+
+SparseMatrix assemble(const SparsePlan& plan, Array values) {
+  SparseMatrix s;
+  s.rows = plan.pattern.rows;
+  s.cols = plan.pattern.cols;
+  s.row_ptr = plan.pattern.row_ptr;
+  s.col_idx = plan.pattern.col_idx;
+  s.values = std::move(values);
+  s.colors = plan.colors;
+  s.mode = plan.mode;
+  return s;
+}
+
+struct SparsePlanCache::Impl {
+  mutable std::mutex m;
+  std::unordered_map<uint64_t, std::shared_ptr<const SparsePlan>> plans;
+};
+SparsePlanCache::SparsePlanCache() : impl_(std::make_unique<Impl>()) {}
+SparsePlanCache::~SparsePlanCache() = default;
+std::shared_ptr<const SparsePlan> SparsePlanCache::find(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(impl_->m);
+  const auto it = impl_->plans.find(key);
+  return it == impl_->plans.end() ? nullptr : it->second;
+}
+std::shared_ptr<const SparsePlan> SparsePlanCache::insert(uint64_t key, std::shared_ptr<const SparsePlan> plan) {
+  std::lock_guard<std::mutex> lock(impl_->m);
+  return impl_->plans.emplace(key, std::move(plan)).first->second;
+}
+
+} // namespace detail
+} // namespace adjit

@@ -1,0 +1,177 @@
+// test/unit/test_sparse_eval.cpp — sparse_jacobian and sparse_hessian against
+// dense jacfwd and hessian on banded, arrowhead, block-diagonal and ODE
+// residual functions, in f32 and f64, with the colors and mode checked.
+#include <adjit/adjit.h>
+#include <adjit/sparse_derivatives.h>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace adjit;
+
+namespace {
+
+Array randomArray(DType dt, int64_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(0.5, 1.5);
+  Array a(dt, Shape{n});
+  for (int64_t i = 0; i < n; ++i) a.set(i, u(g));
+  return a;
+}
+
+/// Every entry of s equals the dense matrix d ([rows, cols]), and entries
+/// outside the pattern are zero in d.
+void checkAgainst(const SparseMatrix& s, const Array& d, double tol) {
+  REQUIRE(d.shape() == Shape{s.rows, s.cols});
+  const Array sd = s.to_dense();
+  for (int64_t i = 0; i < s.rows * s.cols; ++i) CHECK(sd.at(i) == doctest::Approx(d.at(i)).epsilon(tol));
+  CHECK(s.values.size() == s.nnz());
+}
+
+// A banded Jacobian, 3 columns per row: r_i = x_i * x_{i+1} + sin(x_{i+2}).
+Tensor band3(const Tensor& x) {
+  const int64_t n = x.shape()[0];
+  return slice(x, {0}, {n - 2}) * slice(x, {1}, {n - 1}) + sin(slice(x, {2}, {n}));
+}
+// Diagonal plus a dense last row.
+Tensor arrow(const Tensor& x) {
+  return concatenate({exp(x), reshape(sum(x * x), Shape{1})});
+}
+// Blocks of 4: each block's outputs read the whole block.
+Tensor blocks4(const Tensor& x) {
+  const int64_t n = x.shape()[0];
+  const Tensor b = reshape(x, Shape{n / 4, 4});
+  return reshape(tanh(matmul(b, full(Shape{4, 4}, 0.5, x.dtype())) + b * b), Shape{n});
+}
+// [snippet:sparse-jacobian]
+// Implicit Euler residual of the 1-D heat equation with a cubic reaction:
+// (u_i - u0_i)/dt - (u_{i-1} - 2u_i + u_{i+1})/h^2 + u_i^3.
+Tensor heat(const Tensor& u, const Tensor& u0) {
+  const int64_t n = u.shape()[0];
+  const Tensor mid = slice(u, {1}, {n - 1});
+  const Tensor lap = slice(u, {0}, {n - 2}) - 2.0 * mid + slice(u, {2}, {n});
+  return (mid - slice(u0, {1}, {n - 1})) * 10.0 - lap * 4.0 + mid * mid * mid;
+}
+// [/snippet:sparse-jacobian]
+
+} // namespace
+
+TEST_CASE("sparse_jacobian: banded, arrowhead, blocks and an ODE residual against jacfwd") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
+    const Array x = randomArray(dt, 24, 1);
+    const SparseMatrix b = sparse_jacobian(band3)(x);
+    CHECK(b.colors == 3);
+    CHECK(b.mode == SparseMode::forward);
+    checkAgainst(b, jacfwd(band3)(x), tol);
+    const SparseMatrix a = sparse_jacobian(arrow)(x);
+    CHECK(a.colors == 2); // rows: a dense last row forbids column colorings
+    CHECK(a.mode == SparseMode::reverse);
+    checkAgainst(a, jacfwd(arrow)(x), tol);
+    const SparseMatrix k = sparse_jacobian(blocks4)(x);
+    CHECK(k.colors == 4);
+    checkAgainst(k, jacfwd(blocks4)(x), tol);
+    const Array u0 = randomArray(dt, 24, 2);
+    const SparseMatrix h = sparse_jacobian(heat)(x, u0); // columns: u then u0
+    CHECK(h.rows == 22);
+    CHECK(h.cols == 48);
+    CHECK(h.colors == 3);
+    const Array ju = jacfwd(heat)(x, u0);
+    const Array ju0 = jacfwd(heat, argnums<1>)(x, u0);
+    const Array hd = h.to_dense();
+    for (int64_t r = 0; r < 22; ++r)
+      for (int64_t c = 0; c < 24; ++c) {
+        CHECK(hd.at(r * 48 + c) == doctest::Approx(ju.at(r * 24 + c)).epsilon(tol));
+        CHECK(hd.at(r * 48 + 24 + c) == doctest::Approx(ju0.at(r * 24 + c)).epsilon(tol));
+      }
+    // Forced forward mode on the arrowhead: one color per column.
+    const SparseMatrix af = sparse_jacobian(arrow, SparseOptions{.mode = SparseMode::forward})(x);
+    CHECK(af.colors == 24);
+    checkAgainst(af, jacfwd(arrow)(x), tol);
+  }
+}
+
+TEST_CASE("sparse_jacobian: the guide's example") {
+  // [snippet:sparse-jacobian]
+  auto J = sparse_jacobian(heat); // compiled per signature, like jit
+  Array u(std::vector<double>(1000, 1.0), Shape{1000}), u0(std::vector<double>(1000, 0.5), Shape{1000});
+  SparseMatrix Ju = J(u, u0);
+  // Ju.rows == 998, Ju.cols == 2000 (u's columns, then u0's), Ju.nnz() == 3992;
+  // Ju.colors == 3, Ju.mode == SparseMode::reverse: one VJP batched over 3 seeds
+  // (rows have 4 nonzeros, so columns would need 4 colors).
+  // Row i: Ju.col_idx[Ju.row_ptr[i] .. Ju.row_ptr[i + 1]), values in Ju.values.
+  // [/snippet:sparse-jacobian]
+  CHECK(Ju.rows == 998);
+  CHECK(Ju.cols == 2000);
+  CHECK(Ju.nnz() == 3992);
+  CHECK(Ju.colors == 3);
+  CHECK(Ju.mode == SparseMode::reverse);
+  // Row 0 (u_1's residual): u_0, u_1, u_2, then u0_1.
+  CHECK(Ju.col_idx[0] == 0);
+  CHECK(Ju.col_idx[3] == 1001);
+  CHECK(Ju.values.at(0) == doctest::Approx(-4.0));
+  CHECK(Ju.values.at(1) == doctest::Approx(10.0 + 8.0 + 3.0));
+  CHECK(Ju.values.at(3) == doctest::Approx(-10.0));
+}
+
+TEST_CASE("sparse_hessian: star-colored Hessians against hessian") {
+  auto chain = [](const Tensor& x) { // tridiagonal Hessian
+    const int64_t n = x.shape()[0];
+    const Tensor d = slice(x, {1}, {n}) - square(slice(x, {0}, {n - 1}));
+    return sum(d * d) + sum(cos(x));
+  };
+  auto star = [](const Tensor& x) { // arrowhead Hessian: x_0 couples with all
+    const int64_t n = x.shape()[0];
+    return sum(exp(slice(x, {1}, {n}) * slice(x, {0}, {1}))) + sum(x * x * x);
+  };
+  for (DType dt : {DType::f32, DType::f64}) {
+    const double tol = dt == DType::f64 ? 1e-12 : 1e-4;
+    const Array x = randomArray(dt, 20, 3);
+    const SparseMatrix c = sparse_hessian(chain)(x);
+    CHECK(c.colors == 3);
+    checkAgainst(c, hessian(chain)(x), tol);
+    const SparseMatrix s = sparse_hessian(star)(x);
+    CHECK(s.colors == 2);
+    checkAgainst(s, hessian(star)(x), tol);
+  }
+}
+
+TEST_CASE("sparse_hessian: a non-scalar function is an Error at its line") {
+  auto vec = [](const Tensor& x) { return sin(x); };
+  const Array x = randomArray(DType::f64, 5, 4);
+  try {
+    (void)sparse_hessian(vec)(x);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("one floating scalar") != std::string::npos);
+    CHECK(std::string(e.what()).find("test_sparse_eval.cpp") != std::string::npos);
+  }
+  auto onlyInt = [](const Tensor& i) { return sin(cast(i, DType::f64)); };
+  CHECK_THROWS_AS((void)sparse_jacobian(onlyInt)(Array(std::vector<int32_t>{1, 2}, Shape{2})), Error);
+}
+
+TEST_CASE("sparse_jacobian: structured arguments and outputs, integer leaves skipped") {
+  // Columns: a's 6 then b's 6 (k, an integer, takes none); rows: the
+  // tuple's first output then its second.
+  auto f = [](const std::vector<Tensor>& ab, const Tensor& k) {
+    const Tensor& a = ab[0];
+    const Tensor& b = ab[1];
+    return std::make_tuple(a * b * cast(k, DType::f64), exp(a) + sum(square(slice(b, {0}, {3}))));
+  };
+  const Array a = randomArray(DType::f64, 6, 5), b = randomArray(DType::f64, 6, 6);
+  const Array k(std::vector<int32_t>{2}, Shape{});
+  const SparseMatrix s = sparse_jacobian(f)(std::vector<Array>{a, b}, k);
+  CHECK(s.rows == 12);
+  CHECK(s.cols == 12);
+  const Array d = s.to_dense();
+  for (int64_t i = 0; i < 6; ++i) {
+    CHECK(d.at(i * 12 + i) == doctest::Approx(2 * b.at(i)).epsilon(1e-12));     // d(2 a b)/da
+    CHECK(d.at(i * 12 + 6 + i) == doctest::Approx(2 * a.at(i)).epsilon(1e-12)); // d(2 a b)/db
+    CHECK(d.at((6 + i) * 12 + i) == doctest::Approx(std::exp(a.at(i))).epsilon(1e-12));
+    for (int64_t j = 0; j < 3; ++j)
+      CHECK(d.at((6 + i) * 12 + 6 + j) == doctest::Approx(2 * b.at(j)).epsilon(1e-12));
+  }
+  CHECK(s.nnz() == 12 + 6 + 18);
+}
