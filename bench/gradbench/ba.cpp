@@ -5,7 +5,7 @@
 // column) and then one row per weight. The model is ADBench's
 // (bench/adbench_models.h); the Jacobian's values are adjit's derivatives.
 #include "../adbench_models.h"
-#include "timed.h"
+#include "tool.h"
 
 using namespace adjit;
 using namespace adjit::adbench;

@@ -152,25 +152,6 @@ Tensor determinant(const Plan& plan, const Tensor& a) {
   return scan(step, full({}, 0.0, DType::f64), std::tuple{minors, prefix, signs}).first;
 }
 
-/// `primal` (the determinant) or `gradient` (its gradient, row-major).
-template <class Compiled> class Det : public gradbench::Function {
-public:
-  Det(const gradbench::json& input, Compiled compiled)
-      : a_(gradbench::array(input.at("A"), {static_cast<int64_t>(input.at("A").size())})), compiled_(std::move(compiled)) {}
-  void evaluate() override { result_ = compiled_(a_); }
-  gradbench::json output() const override {
-    if (result_.shape().empty()) return result_.template item<double>();
-    std::vector<double> g(static_cast<size_t>(result_.size()));
-    for (size_t i = 0; i < g.size(); ++i) g[i] = result_.at(static_cast<int64_t>(i));
-    return g;
-  }
-
-private:
-  Array a_;
-  Compiled compiled_;
-  Array result_;
-};
-
 int64_t edge(const gradbench::json& input) {
   const int64_t ell = input.at("ell").get<int64_t>();
   if (ell < 1 || static_cast<int64_t>(input.at("A").size()) != ell * ell)
@@ -178,9 +159,8 @@ int64_t edge(const gradbench::json& input) {
   return ell;
 }
 
-template <class Compiled> std::unique_ptr<gradbench::Function> make(const gradbench::json& input, Compiled compiled) {
-  return std::make_unique<Det<Compiled>>(input, std::move(compiled));
-}
+/// A (row-major) as the compiled function's argument.
+Array matrix(const gradbench::json& input) { return gradbench::array(input.at("A"), {static_cast<int64_t>(input.at("A").size())}); }
 
 } // namespace
 
@@ -189,12 +169,12 @@ int main(int argc, char** argv) {
       {"primal",
        [](const gradbench::json& in) {
          auto det = [ell = edge(in)](Tensor a) { return determinant(makePlan(ell), a); };
-         return make(in, jit(det, gradbench::jitOptions("det.primal")));
+         return gradbench::call(jit(det, gradbench::jitOptions("det.primal")), gradbench::numbersOf, matrix(in));
        }},
       {"gradient",
        [](const gradbench::json& in) {
          auto det = [ell = edge(in)](Tensor a) { return determinant(makePlan(ell), a); };
-         return make(in, jit(grad(det), gradbench::jitOptions("det.gradient")));
+         return gradbench::call(jit(grad(det), gradbench::jitOptions("det.gradient")), gradbench::numbersOf, matrix(in));
        }},
   };
   return gradbench::main(argc, argv, functions);

@@ -3,7 +3,7 @@
 // respect to alpha, mu, q and l. The model is ADBench's (bench/adbench_models.h)
 // with GradBench's sign of the Wishart prior: F = LL - P + K C.
 #include "../adbench_models.h"
-#include "timed.h"
+#include "tool.h"
 
 #include <cmath>
 

@@ -2,7 +2,7 @@
 // sum_i min_j |P_i - C_j|^2 (`cost`), and J H^-1 (`dir`) with J the gradient
 // of the cost in the centroids C and H its Hessian, which is diagonal: adjit
 // computes H·1 (the JVP of the gradient along ones), which is that diagonal.
-#include "call.h"
+#include "tool.h"
 
 using namespace adjit;
 

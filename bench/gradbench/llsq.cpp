@@ -1,7 +1,7 @@
 // bench/gradbench/llsq.cpp — GradBench's `llsq` eval (cmpad's llsq_obj): the
 // least-squares objective y(x) = 1/2 sum_i (s_i - sum_j x_j t_i^j)^2 with
 // t_i = -1 + 2i/(n-1) and s_i = sign(t_i) (`primal`), and its gradient.
-#include "call.h"
+#include "tool.h"
 
 using namespace adjit;
 

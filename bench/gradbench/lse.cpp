@@ -1,6 +1,6 @@
 // bench/gradbench/lse.cpp — GradBench's `lse` eval: log-sum-exp written with
 // a max and a sum (`primal`) and its gradient (`gradient`).
-#include "call.h"
+#include "tool.h"
 
 using namespace adjit;
 

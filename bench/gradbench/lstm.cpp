@@ -4,7 +4,7 @@
 // extra_params). The model is bench/adbench_models.h's, a `scan` over the
 // characters.
 #include "../adbench_models.h"
-#include "timed.h"
+#include "tool.h"
 
 using namespace adjit;
 using namespace adjit::adbench;

@@ -2,7 +2,7 @@
 // of classical Runge-Kutta on [0, 2] for y_0' = x_0, y_i' = x_i y_{i-1},
 // y(0) = 0 (`primal`: y(2)), and the gradient of the last element of y(2)
 // with respect to x (`gradient`).
-#include "call.h"
+#include "tool.h"
 
 using namespace adjit;
 

@@ -24,6 +24,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,39 @@ public:
   /// The last evaluation's output, in the eval's JSON layout.
   virtual json output() const = 0;
 };
+
+/// A Function made of two callables: `run()`, evaluated and timed (a jitted
+/// function compiles on its first call), and `format(result)`, the untimed
+/// conversion of the last result to the eval's JSON output.
+template <class Run, class Format> class Timed : public Function {
+public:
+  Timed(Run run, Format format) : run_(std::move(run)), format_(std::move(format)) {}
+  void evaluate() override { result_.emplace(run_()); }
+  json output() const override { return format_(*result_); }
+
+private:
+  Run run_;
+  Format format_;
+  std::optional<std::invoke_result_t<Run&>> result_;
+};
+
+template <class Run, class Format> std::unique_ptr<Function> timed(Run run, Format format) {
+  return std::make_unique<Timed<Run, Format>>(std::move(run), std::move(format));
+}
+
+/// A Timed that calls `compiled(args...)` on arguments made once from the input.
+template <class Compiled, class Format, class... Args>
+std::unique_ptr<Function> call(Compiled compiled, Format format, Args... args) {
+  return timed([compiled = std::move(compiled), ... args = std::move(args)]() mutable { return compiled(args...); },
+               std::move(format));
+}
+
+/// A scalar result as a JSON number.
+inline json scalar(const adjit::Array& a) { return a.item<double>(); }
+/// A result's numbers as a flat JSON list.
+inline json list(const adjit::Array& a) { return a.to_vector<double>(); }
+/// A rank-0 result as a number, any other as a flat list.
+inline json numbersOf(const adjit::Array& a) { return a.shape().empty() ? scalar(a) : list(a); }
 
 /// Makes a function from the eval's input object.
 using Prepare = std::function<std::unique_ptr<Function>(const json& input)>;
