@@ -8,8 +8,24 @@
 
 #include <doctest/doctest.h>
 
+#include "ir/OpInfo.h"
+
 #include <cstdio>
 #include <cstring>
+
+namespace adjit::test {
+std::set<ir::OpKind>& exercisedOps() {
+  static std::set<ir::OpKind> s;
+  return s;
+}
+
+std::vector<std::string_view> unexercisedOps() {
+  std::vector<std::string_view> missing;
+  for (ir::OpKind k : ir::allOps())
+    if (!exercisedOps().count(k)) missing.push_back(ir::info(k).name);
+  return missing;
+}
+} // namespace adjit::test
 
 int main(int argc, char** argv) {
   doctest::Context context(argc, argv);

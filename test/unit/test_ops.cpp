@@ -8,20 +8,6 @@ using namespace adjit;
 using namespace adjit::test;
 using V = std::vector<Tensor>;
 
-namespace adjit::test {
-std::set<ir::OpKind>& exercisedOps() {
-  static std::set<ir::OpKind> s;
-  return s;
-}
-
-std::vector<std::string_view> unexercisedOps() {
-  std::vector<std::string_view> missing;
-  for (ir::OpKind k : ir::allOps())
-    if (!exercisedOps().count(k)) missing.push_back(ir::info(k).name);
-  return missing;
-}
-} // namespace adjit::test
-
 TEST_CASE("arithmetic with broadcasting") {
   Array a = f32({1, 2, 3, 4, 5, 6}, {2, 3});
   Array b = f32({10, 20, 30});
