@@ -23,8 +23,19 @@ int main(int argc, char** argv) {
   auto f = [log1pexp](Tensor x, Tensor w) { return sum(log1pexp(x * w)); };
 
   Module m = trace_named("f", f, Type{DType::f32, {4}}, Type{DType::f32, {}});
-  m.save(dir + "/model.adj");
   // [/snippet:trace-and-save]
+  // [snippet:aot-sparse-model]
+  // A tridiagonal Jacobian (g) and Hessian (h), for --sparse-jacobian g --sparse-hessian h.
+  auto g = [](Tensor x) {
+    Tensor left = pad(slice(x, {0}, {5}), {1}, {0});  // x[i-1], 0 first
+    Tensor right = pad(slice(x, {1}, {6}), {0}, {1}); // x[i+1], 0 last
+    return left + x * x * right;
+  };
+  auto h = [](Tensor x) { return sum(slice(x, {0}, {5}) * slice(x, {1}, {6})) + sum(exp(x)); };
+  m.add(trace_named("g", g, Type{DType::f64, {6}}));
+  m.add(trace_named("h", h, Type{DType::f64, {6}}));
+  // [/snippet:aot-sparse-model]
+  m.save(dir + "/model.adj");
 
   Array x(std::vector<float>{0.5f, -1.0f, 2.0f, 30.0f}), w(1.5f);
   const double y = jit(f)(x, w).item<double>();
@@ -51,6 +62,18 @@ int main(int argc, char** argv) {
   std::fprintf(out, "f_bwd_map(2): dx[1] = [%.5f, %.5f, %.5f, %.5f], dw = [%.5f, %.5f]\n", dxs.at(4), dxs.at(5), dxs.at(6),
                dxs.at(7), dws.at(0), dws.at(1));
   std::fprintf(out, "f_jvp_map(2): ty = [%.5f, %.5f]\n", tys.at(0), tys.at(1));
+  const Array x6(std::vector<double>{0.5, -1.0, 2.0, 1.5, -0.25, 3.0});
+  for (const auto& [name, s] : {std::pair{"g_jac", sparse_jacobian(g)(x6)}, std::pair{"h_hess", sparse_hessian(h)(x6)}}) {
+    std::fprintf(out, "%s: %lld x %lld, %lld nonzeros from %lld colors\n", name, static_cast<long long>(s.rows),
+                 static_cast<long long>(s.cols), static_cast<long long>(s.nnz()), static_cast<long long>(s.colors));
+    for (int64_t r = 0; r < s.rows; ++r) {
+      std::fprintf(out, "  row %lld:", static_cast<long long>(r));
+      for (int64_t k = s.row_ptr[static_cast<std::size_t>(r)]; k < s.row_ptr[static_cast<std::size_t>(r) + 1]; ++k)
+        std::fprintf(out, " (%lld) %.5f", static_cast<long long>(s.col_idx[static_cast<std::size_t>(k)]), s.values.at(k));
+      std::fprintf(out, "\n");
+    }
+  }
+  std::fprintf(out, "g_jac_work: the same values, nothing allocated\n");
   std::fclose(out);
   std::printf("saved %s/model.adj\n", dir.c_str());
   return 0;

@@ -18,6 +18,7 @@
 #include <adjit/module.h>
 #include <adjit/random.h>
 #include <adjit/sparse.h>
+#include <adjit/sparse_derivatives.h>
 #include <adjit/tensor.h>
 #include <adjit/trace.h>
 #include <adjit/variable.h>

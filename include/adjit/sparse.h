@@ -31,8 +31,9 @@ struct SparsityPattern {
 };
 
 namespace detail {
-SparsityPattern jacobianSparsity(const Module& m);
-SparsityPattern hessianSparsity(const Module& m);
+/// The patterns of `m`'s function `fn`.
+SparsityPattern jacobianSparsity(const Module& m, const std::string& fn = "f");
+SparsityPattern hessianSparsity(const Module& m, const std::string& fn = "f");
 } // namespace detail
 
 /// The structural pattern of the Jacobian of f's floating outputs (rows:

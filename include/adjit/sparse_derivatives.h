@@ -24,21 +24,27 @@ struct SparseOptions {
 };
 
 /// A sparse Jacobian or Hessian in compressed rows (sorted columns) with its
-/// values, and how it was computed.
-struct SparseMatrix {
+/// values, and how it was computed. Called with Arrays, sparse_jacobian and
+/// sparse_hessian return a SparseMatrix (values an Array); inside a trace, a
+/// SparseTensor (values a Tensor of that trace; the pattern is known).
+template <class V> struct BasicSparseMatrix {
   int64_t rows = 0, cols = 0;
   std::vector<int64_t> row_ptr{0};
   std::vector<int64_t> col_idx;
   /// The nonzeros' values, row by row (1-D, in the function's dtype).
-  Array values;
+  V values;
   /// Seed vectors used: JVPs (forward) or VJPs (reverse) in one batch.
   int64_t colors = 0;
   SparseMode mode = SparseMode::forward;
   /// How many nonzeros.
   int64_t nnz() const { return static_cast<int64_t>(col_idx.size()); }
-  /// The matrix as a dense [rows, cols] Array.
-  Array to_dense() const;
+  /// The matrix as a dense [rows, cols] Array (or Tensor).
+  V to_dense() const;
 };
+using SparseMatrix = BasicSparseMatrix<Array>;
+using SparseTensor = BasicSparseMatrix<Tensor>;
+template <> Array BasicSparseMatrix<Array>::to_dense() const;
+template <> Tensor BasicSparseMatrix<Tensor>::to_dense() const;
 
 namespace detail {
 /// A signature's pattern, coloring, seed matrix ([colors, n] or [colors, m])
@@ -51,13 +57,35 @@ struct SparsePlan {
   Array seeds;
   Array source;
 };
-std::shared_ptr<const SparsePlan> planSparse(const Module& m, bool hessian, std::optional<SparseMode> mode,
-                                             const Location& loc);
+/// The plan of `m`'s function `fn`; errors are named `api` (default:
+/// sparse_jacobian or sparse_hessian).
+std::shared_ptr<const SparsePlan> planSparse(const Module& m, const std::string& fn, bool hessian,
+                                             std::optional<SparseMode> mode, const Location& loc,
+                                             const std::string& api = {});
 /// The nonzeros' values traced into the current trace: the batched JVP/VJP
 /// (Hessian: JVP of the gradient) of f over the seeds, gathered at `source`.
 Tensor compressedValues(const SparsePlan& plan, bool hessian, const Tensor& seeds, const Tensor& source,
                         const std::vector<Tensor>& leaves, const FlatFn& f, const Location& loc);
-SparseMatrix assemble(const SparsePlan& plan, Array values);
+template <class V> BasicSparseMatrix<V> assemble(const SparsePlan& plan, V values) {
+  BasicSparseMatrix<V> s;
+  s.rows = plan.pattern.rows;
+  s.cols = plan.pattern.cols;
+  s.row_ptr = plan.pattern.row_ptr;
+  s.col_idx = plan.pattern.col_idx;
+  s.values = std::move(values);
+  s.colors = plan.colors;
+  s.mode = plan.mode;
+  return s;
+}
+/// `adjit compile --sparse-jacobian NAME` (or --sparse-hessian): adds to `m`
+/// a function of @NAME's arguments returning the nonzeros' values (its name
+/// is returned, with the plan: the pattern and coloring).
+struct SparseFunction {
+  std::string function;
+  std::shared_ptr<const SparsePlan> plan;
+};
+SparseFunction addSparseFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, bool hessian,
+                                 std::optional<SparseMode> mode = {});
 /// Plans per argument signature, thread-safe.
 class SparsePlanCache {
 public:
@@ -84,17 +112,23 @@ public:
         plans_(std::make_shared<detail::SparsePlanCache>()) {}
 
   /// The sparse Jacobian or Hessian at `args` (Arrays or scalars, in any
-  /// supported structure): planned on the first call per signature.
-  template <class... Args> SparseMatrix operator()(const Args&... args) const {
-    static_assert(!(detail::hasTensor<Args> || ...),
-                  "sparse_jacobian/sparse_hessian: call with Arrays or scalars (not inside a trace yet)");
+  /// supported structure): planned on the first call per signature. Called
+  /// with Tensors inside a trace (a jit, vmap, map or grad body), the
+  /// compressed evaluation joins that trace and a SparseTensor is returned.
+  template <class... Args> auto operator()(const Args&... args) const {
+    constexpr bool inTrace = (detail::hasTensor<Args> || ...);
     detail::ArgCollector c;
     (detail::visitLeaves(args, c), ...);
     static const std::size_t structure = typeid(std::tuple<Args...>).hash_code();
     c.mix(structure);
     std::shared_ptr<const detail::SparsePlan> plan = plans_->find(c.hash);
-    if (!plan) plan = plans_->insert(c.hash, detail::planSparse(trace_named("f", f_, args...), hessian_, o_.mode, loc_));
-    if (plan->pattern.nnz() == 0) return detail::assemble(*plan, Array(plan->dtype, Shape{0}));
+    if (!plan) plan = plans_->insert(c.hash, detail::planSparse(trace_named("f", f_, args...), "f", hessian_, o_.mode, loc_));
+    using V = std::conditional_t<inTrace, Tensor, Array>;
+    if (plan->pattern.nnz() == 0) {
+      Array none(plan->dtype, Shape{0});
+      if constexpr (inTrace) return detail::assemble<V>(*plan, constant(none));
+      else return detail::assemble<V>(*plan, none);
+    }
     const F& f = f_;
     const bool h = hessian_;
     const Location loc = loc_;
@@ -112,8 +146,8 @@ public:
       };
       return detail::compressedValues(pl, h, seeds, source, leaves, flat, loc);
     };
-    Array values = detail::callCompiled(*core_, body, plan->seeds, plan->source, args...);
-    return detail::assemble(*plan, std::move(values));
+    if constexpr (inTrace) return detail::assemble<V>(*plan, body(constant(plan->seeds), constant(plan->source), args...));
+    else return detail::assemble<V>(*plan, detail::callCompiled(*core_, body, plan->seeds, plan->source, args...));
   }
 
 private:

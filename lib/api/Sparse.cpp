@@ -43,9 +43,9 @@ struct Run {
   std::vector<sparsity::Deps> outputs;
 };
 
-Run analyse(const Module& m, bool hessian) {
-  const ir::Function* fn = m.impl().lookup("f");
-  ADJIT_ASSERT(fn, "sparsity: the traced module has no @f");
+Run analyse(const Module& m, bool hessian, const std::string& name) {
+  const ir::Function* fn = m.impl().lookup(name);
+  ADJIT_ASSERT(fn, "sparsity: the module has no @" + name);
   sparsity::Inputs in = sparsity::numberParams(*fn);
   std::vector<const sparsity::Deps*> params;
   for (const sparsity::Deps& d : in.params) params.push_back(&d);
@@ -56,8 +56,8 @@ Run analyse(const Module& m, bool hessian) {
 
 } // namespace
 
-SparsityPattern jacobianSparsity(const Module& m) {
-  Run run = analyse(m, false);
+SparsityPattern jacobianSparsity(const Module& m, const std::string& fn) {
+  Run run = analyse(m, false, fn);
   SparsityPattern p;
   p.cols = run.inputs.count;
   for (std::size_t k = 0; k < run.outputs.size(); ++k) {
@@ -73,8 +73,8 @@ SparsityPattern jacobianSparsity(const Module& m) {
   return p;
 }
 
-SparsityPattern hessianSparsity(const Module& m) {
-  Run run = analyse(m, true);
+SparsityPattern hessianSparsity(const Module& m, const std::string& name) {
+  Run run = analyse(m, true, name);
   const ir::Function& fn = run.fn;
   if (fn.outputs.size() != 1 || !floating(fn.type(fn.outputs[0])) || fn.type(fn.outputs[0]).size() != 1) {
     // Point at the line that made the (first) output, if an op made it.

@@ -4,6 +4,7 @@
 #include "ir/IR.h"
 #include "sparsity/Coloring.h"
 #include "support/Assert.h"
+#include "trace/Tracer.h"
 
 #include <adjit/sparse_derivatives.h>
 
@@ -14,7 +15,7 @@
 
 namespace adjit {
 
-Array SparseMatrix::to_dense() const {
+template <> Array BasicSparseMatrix<Array>::to_dense() const {
   Array d(values.dtype(), Shape{rows, cols});
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = row_ptr[static_cast<std::size_t>(r)]; k < row_ptr[static_cast<std::size_t>(r) + 1]; ++k)
@@ -22,13 +23,25 @@ Array SparseMatrix::to_dense() const {
   return d;
 }
 
+// In a trace: one gather from the values with a zero appended, each dense
+// element reading its nonzero or that zero.
+template <> Tensor BasicSparseMatrix<Tensor>::to_dense() const {
+  std::vector<int64_t> index(static_cast<std::size_t>(rows * cols), nnz());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = row_ptr[static_cast<std::size_t>(r)]; k < row_ptr[static_cast<std::size_t>(r) + 1]; ++k)
+      index[static_cast<std::size_t>(r * cols + col_idx[static_cast<std::size_t>(k)])] = k;
+  const Tensor padded = concatenate({values, constant(Array(values.dtype(), Shape{1}))});
+  return reshape(take(padded, constant(Array(index, Shape{rows * cols}))), Shape{rows, cols});
+}
+
+
 namespace detail {
 namespace {
 
 std::size_t at(int64_t i) { return static_cast<std::size_t>(i); }
 
 /// The one floating dtype of `types` (f64 if none); mixed ones are an Error.
-DType oneDtype(const char* api, const char* what, const std::vector<Type>& types, const Location& loc) {
+DType oneDtype(const std::string& api, const char* what, const std::vector<Type>& types, const Location& loc) {
   std::optional<DType> d;
   for (const Type& t : types) {
     if (!is_floating(t.dtype)) continue;
@@ -50,11 +63,12 @@ Array seedMatrix(DType dt, const sparsity::Coloring& c) {
 
 } // namespace
 
-std::shared_ptr<const SparsePlan> planSparse(const Module& m, bool hessian, std::optional<SparseMode> mode,
-                                             const Location& loc) {
-  const char* api = hessian ? "sparse_hessian" : "sparse_jacobian";
-  const ir::Function* fn = m.impl().lookup("f");
-  ADJIT_ASSERT(fn, "sparse: the traced module has no @f");
+std::shared_ptr<const SparsePlan> planSparse(const Module& m, const std::string& name, bool hessian,
+                                             std::optional<SparseMode> mode, const Location& loc,
+                                             const std::string& named) {
+  const std::string api = !named.empty() ? named : hessian ? "sparse_hessian" : "sparse_jacobian";
+  const ir::Function* fn = m.impl().lookup(name);
+  ADJIT_ASSERT(fn, std::string("sparse: the module has no @") + name);
   std::vector<Type> ins;
   bool anyFloating = false;
   for (ir::ValueId p : fn->params) {
@@ -65,7 +79,7 @@ std::shared_ptr<const SparsePlan> planSparse(const Module& m, bool hessian, std:
   const DType inType = oneDtype(api, "arguments", ins, loc);
   const DType outType = oneDtype(api, "outputs", fn->resultTypes(), loc);
   auto plan = std::make_shared<SparsePlan>();
-  plan->pattern = hessian ? hessianSparsity(m) : jacobianSparsity(m);
+  plan->pattern = hessian ? hessianSparsity(m, name) : jacobianSparsity(m, name);
   const SparsityPattern& p = plan->pattern;
   std::vector<int64_t> source(at(p.nnz()));
   if (hessian) {
@@ -148,16 +162,45 @@ Tensor compressedValues(const SparsePlan& plan, bool hessian, const Tensor& seed
   return take(reshape(b, Shape{b.size()}), source);
 }
 
-SparseMatrix assemble(const SparsePlan& plan, Array values) {
-  SparseMatrix s;
-  s.rows = plan.pattern.rows;
-  s.cols = plan.pattern.cols;
-  s.row_ptr = plan.pattern.row_ptr;
-  s.col_idx = plan.pattern.col_idx;
-  s.values = std::move(values);
-  s.colors = plan.colors;
-  s.mode = plan.mode;
-  return s;
+SparseFunction addSparseFunction(const std::shared_ptr<ir::Module>& m, const std::string& name, bool hessian,
+                                 std::optional<SparseMode> mode) {
+  const char* flag = hessian ? "--sparse-hessian" : "--sparse-jacobian";
+  const ir::Function* f = m->lookup(name);
+  if (!f) throw Error(fmt::format("compile: {} {}: no function named @{}", flag, name, name));
+  const Location loc = f->loc;
+  const std::string api = fmt::format("compile: {} {}", flag, name);
+  if (hessian) {
+    const std::vector<Type> ys = f->resultTypes();
+    if (ys.size() != 1 || !is_floating(ys[0].dtype) || ys[0].size() != 1 || ys[0].rank() != 0) {
+      std::string got;
+      for (const Type& t : ys) got += (got.empty() ? "" : ", ") + t.str();
+      throw Error(fmt::format("{}: @{} must return one floating scalar, got ({})", api, name, got), loc);
+    }
+  }
+  SparseFunction out;
+  out.plan = planSparse(Module(m), name, hessian, mode, loc, api);
+  const std::vector<Type> params = f->paramTypes();
+  TraceScope scope(m, name + (hessian ? ".sparse_hessian" : ".sparse_jacobian"));
+  out.function = scope.state().fn->name;
+  std::vector<Tensor> leaves;
+  for (const Type& t : params) leaves.push_back(scope.param(t));
+  if (out.plan->pattern.nnz() == 0) {
+    scope.finish({constant(Array(out.plan->dtype, Shape{0}))});
+    return out;
+  }
+  // @name itself, called in whichever trace is current (the batched JVP's
+  // or VJP's body is a trace of its own, in the same module).
+  FlatFn call = [&](const std::vector<Tensor>& xs) {
+    TraceState& s = *currentTrace();
+    std::vector<ir::ValueId> ids;
+    for (const Tensor& x : xs) ids.push_back(valueOf(x, name, loc));
+    std::vector<Tensor> ys;
+    for (ir::ValueId r : s.builder.create(ir::OpKind::Call, ids, {}, {name}, loc)) ys.push_back(wrap(s, r));
+    return ys;
+  };
+  scope.finish({compressedValues(*out.plan, hessian, constant(out.plan->seeds), constant(out.plan->source), leaves, call,
+                                 loc)});
+  return out;
 }
 
 struct SparsePlanCache::Impl {

@@ -1006,6 +1006,16 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     if (impl.scratch) b.CreateFree(scratch);
     b.CreateRetVoid();
   }
+  // void <symbol>_work(ptr in..., ptr out..., ptr scratch): the caller's scratch.
+  if (o.work) {
+    auto* fn = llvm::Function::Create(llvm::FunctionType::get(voidTy, std::vector<llvm::Type*>(nBuffers + 1, ptrTy), false),
+                                      llvm::GlobalValue::ExternalLinkage, symbol + "_work", out);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
+    std::vector<llvm::Value*> args;
+    for (auto& a : fn->args()) args.push_back(&a);
+    b.CreateCall(impl.fn, args);
+    b.CreateRetVoid();
+  }
   // void <symbol>.packed(ptr args): args = {in..., out..., scratch}.
   if (o.packed) {
     auto* packed = llvm::Function::Create(llvm::FunctionType::get(voidTy, {ptrTy}, false),

@@ -28,6 +28,9 @@ inline constexpr const char* kCompilePartAttribute = "adjit-compile-part";
 struct LowerOptions {
   /// A `<symbol>.packed(void**)` entry point (the JIT's); objects for C callers go without.
   bool packed = true;
+  /// A `<symbol>_work(ptr in..., ptr out..., ptr scratch)` entry point taking
+  /// its scratch from the caller (AOT code that must not allocate).
+  bool work = false;
   /// Loops with enough work are split into chunks run through
   /// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
   bool parallel = false;

@@ -310,6 +310,8 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
     for (const std::string& n : r.jvps) what += "\njvp " + n;
     for (const std::string& n : r.vjps) what += "\nvjp " + n;
     for (const std::string& n : r.maps) what += "\nmap " + n;
+    for (const AotRequest::Export& e : r.exports)
+      what += fmt::format("\nexport {} as {} ({})\n{}", e.function, e.symbol, e.what, e.preamble);
     what += fmt::format("\nguard {} source {}", r.headerGuard, r.source);
     key = compileKey(*m, what, options);
     if (auto parts = diskLoad(key); parts && parts->size() == 2) {
@@ -328,6 +330,7 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
   };
   for (const std::string& n : r.functions) need(n);
   for (const std::string& n : r.maps) need(n);
+  for (const AotRequest::Export& e : r.exports) need(e.function);
   auto mapped = [&](const std::string& n) { return std::find(r.maps.begin(), r.maps.end(), n) != r.maps.end(); };
   // --map NAME exports NAME (unless its --vjp bundle does).
   for (const std::string& n : r.maps)
@@ -398,6 +401,18 @@ AotResult compileAot(const std::shared_ptr<ir::Module>& m, const AotRequest& req
     exportFunction(jvpOf.at(n), cName(n) + "_jvp",
                    "forward mode of @" + n + ": its outputs and their tangents along the inputs' tangents (a tangent per floating input and output)",
                    mapped(n));
+  for (const AotRequest::Export& e : r.exports) {
+    const ir::Function& f = *opt->lookup(e.function);
+    const uint64_t work = c.lower(*opt, e.function, e.symbol, true);
+    const std::string params = cParams(f.paramTypes(), f.resultTypes());
+    header += e.preamble;
+    header += fmt::format("\n/* {}: {}\n * inputs:  {}\n * outputs: {} */\nvoid {}({});\n", e.symbol, e.what,
+                          describe(f.paramTypes(), "in"), describe(f.resultTypes(), "out"), e.symbol, params);
+    header += fmt::format("\n/* {}_work: {} with the scratch it needs from the caller: {}_WORK_BYTES bytes,\n"
+                          " * aligned as malloc aligns (NULL when 0); it allocates nothing. */\n#define {}_WORK_BYTES {}\n"
+                          "void {}_work({}, void* work);\n",
+                          e.symbol, e.symbol, e.symbol, e.symbol, work, e.symbol, params);
+  }
   for (std::size_t b = 0; b < r.vjps.size(); ++b) {
     const std::string& n = r.vjps[b];
     const std::string cn = cName(n);

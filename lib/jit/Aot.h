@@ -27,6 +27,14 @@ struct AotRequest {
   /// (NAME_grad_map, NAME_jvp_map, NAME_fwd_map, NAME_bwd_map); NAME itself
   /// is exported too.
   std::vector<std::string> maps;
+  /// Functions of the module exported as `symbol`, with `preamble` put in the
+  /// header before their declaration, and a `symbol_work` twin whose caller
+  /// gives the scratch (`symbol_WORK_BYTES` bytes): nothing is allocated.
+  /// The sparse derivatives of `adjit compile --sparse-jacobian` are these.
+  struct Export {
+    std::string function, symbol, what, preamble;
+  };
+  std::vector<Export> exports;
   /// How code is generated: threads split large loops through the header's
   /// adjit_parallel_for_hook (off by default); objects have no packed entry
   /// points and are one part (both forced).

@@ -262,12 +262,12 @@ void Compilation::runPasses(ir::Module& m, const std::string& subject) {
   report({.stage = Stage::passes, .ms = times_.passes, .module = &m});
 }
 
-uint64_t Compilation::lower(const ir::Module& m, const std::string& function, const std::string& symbol) {
+uint64_t Compilation::lower(const ir::Module& m, const std::string& function, const std::string& symbol, bool work) {
   const auto t0 = Clock::now();
   double planMs = 0;
   const uint64_t scratch =
       codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_),
-                             {.packed = options_.packed, .parallel = options_.threads, .lapack = lapackInUse(options_), .plans = inspected() ? &plans_ : nullptr,
+                             {.packed = options_.packed, .work = work, .parallel = options_.threads, .lapack = lapackInUse(options_), .plans = inspected() ? &plans_ : nullptr,
                               .planAfter = planAfter_, .planMs = &planMs});
   times_.plan += planMs;
   times_.lower += msSince(t0) - planMs;

@@ -121,7 +121,8 @@ public:
   /// Stages "plan" and "lower" for `function` of `m` (and the functions it
   /// calls): its code joins module() under the external name `symbol`.
   /// Returns the scratch bytes a call needs.
-  uint64_t lower(const ir::Module& m, const std::string& function, const std::string& symbol);
+  /// With `work`, also `<symbol>_work`, whose caller gives the scratch.
+  uint64_t lower(const ir::Module& m, const std::string& function, const std::string& symbol, bool work = false);
   /// Stages "optimize" and "codegen": the object files (one unless the
   /// options allow partitions and the module is large). Reports "plan" and
   /// "lower" first, for every function lowered.

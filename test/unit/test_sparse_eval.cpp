@@ -175,3 +175,46 @@ TEST_CASE("sparse_jacobian: structured arguments and outputs, integer leaves ski
   }
   CHECK(s.nnz() == 12 + 6 + 18);
 }
+
+TEST_CASE("sparse_jacobian and sparse_hessian inside a trace: jit, vmap, map and grad compose") {
+  const Array x = randomArray(DType::f64, 12, 7);
+  const SparseMatrix ref = sparse_jacobian(band3)(x);
+  // [snippet:sparse-in-trace]
+  // Inside a trace the pattern is known when tracing; the values are a Tensor.
+  auto values = [](const Tensor& x) { return sparse_jacobian(band3)(x).values; };
+  // [/snippet:sparse-in-trace]
+  const Array v = jit(values)(x);
+  REQUIRE(v.size() == ref.nnz());
+  for (int64_t k = 0; k < ref.nnz(); ++k) CHECK(v.at(k) == doctest::Approx(ref.values.at(k)).epsilon(1e-12));
+  // to_dense in a trace is the dense Jacobian.
+  const Array dense = jit([](const Tensor& x) { return sparse_jacobian(band3)(x).to_dense(); })(x);
+  const Array d = jacfwd(band3)(x);
+  REQUIRE(dense.shape() == d.shape());
+  for (int64_t i = 0; i < d.size(); ++i) CHECK(dense.at(i) == doctest::Approx(d.at(i)).epsilon(1e-12));
+  // Batched: three points at once, by vmap and by map, each its own values.
+  Array xs(DType::f64, Shape{3, 12});
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 12; ++i) xs.set(b * 12 + i, x.at(i) * (1.0 + 0.25 * static_cast<double>(b)));
+  const Array byVmap = vmap(values)(xs);
+  const Array byMap = map(values)(xs);
+  REQUIRE(byVmap.shape() == Shape{3, ref.nnz()});
+  for (int64_t b = 0; b < 3; ++b) {
+    Array xb(DType::f64, Shape{12});
+    for (int64_t i = 0; i < 12; ++i) xb.set(i, xs.at(b * 12 + i));
+    const SparseMatrix s = sparse_jacobian(band3)(xb);
+    for (int64_t k = 0; k < s.nnz(); ++k) {
+      CHECK(byVmap.at(b * s.nnz() + k) == doctest::Approx(s.values.at(k)).epsilon(1e-12));
+      CHECK(byMap.at(b * s.nnz() + k) == doctest::Approx(s.values.at(k)).epsilon(1e-12));
+    }
+  }
+  // Differentiable: the gradient of the nonzeros' squares is that of the
+  // dense Jacobian's (its other entries are zero).
+  const Array gs = grad([](const Tensor& x) { return sum(square(sparse_jacobian(band3)(x).values)); })(x);
+  const Array gd = grad([](const Tensor& x) { return sum(square(jacfwd(band3)(x))); })(x);
+  for (int64_t i = 0; i < 12; ++i) CHECK(gs.at(i) == doctest::Approx(gd.at(i)).epsilon(1e-10));
+  // Hessians too.
+  auto chain = [](const Tensor& x) { return sum(square(slice(x, {1}, {12}) - square(slice(x, {0}, {11})))); };
+  const Array h = jit([chain](const Tensor& x) { return sparse_hessian(chain)(x).to_dense(); })(x);
+  const Array hd = hessian(chain)(x);
+  for (int64_t i = 0; i < hd.size(); ++i) CHECK(h.at(i) == doctest::Approx(hd.at(i)).epsilon(1e-12));
+}

@@ -3,7 +3,8 @@
 //   adjit opt     FILE [--passes=P,...] [--print-after-all]
 //   adjit dump    FILE --emit=KIND [--passes=P,...] [--fn NAME] [-O0..-O3] [--target-cpu=CPU]
 //   adjit run     FILE [--passes=P,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]
-//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]... [--jvp NAME]... [--vjp NAME]... [--map NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
+//   adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]... [--jvp NAME]... [--vjp NAME]... [--map NAME]...
+//                 [--sparse-jacobian NAME]... [--sparse-hessian NAME]... [-O0..-O3] [--target-cpu=CPU] [--threads]
 //   adjit --version
 #include "autodiff/Reverse.h"
 #include "codegen/FusionPlan.h"
@@ -45,7 +46,7 @@ struct GradFlag {
 
 struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu, planAfter;
-  std::vector<std::string> fns, jvps, vjps, maps, values;
+  std::vector<std::string> fns, jvps, vjps, maps, values, sparseJacobians, sparseHessians;
   std::vector<GradFlag> grads;
   bool printAfterAll = false, help = false, version = false, passesGiven = false, threads = false;
   int opt = 2;
@@ -120,6 +121,8 @@ Args parseArgs(int argc, char** argv) {
     } else if (auto v = value("--vjp")) a.vjps.push_back(*v);
     else if (auto v = value("--jvp")) a.jvps.push_back(*v);
     else if (auto v = value("--map")) a.maps.push_back(*v);
+    else if (auto v = value("--sparse-jacobian")) a.sparseJacobians.push_back(*v);
+    else if (auto v = value("--sparse-hessian")) a.sparseHessians.push_back(*v);
     else if (auto v = value("--arg")) a.values.push_back(*v);
     else if (auto v = value("--header")) a.header = *v;
     else if (auto v = value("--target-cpu")) a.cpu = *v;
@@ -446,10 +449,41 @@ std::vector<std::size_t> parseArgnums(const std::string& spec, const std::string
   return argnums;
 }
 
+/// What NAME_jac (or NAME_hess) computes, for its comment in the header.
+std::string sparseWhat(const std::string& name, bool hessian, const detail::SparsePlan& plan) {
+  return fmt::format("the nonzeros of the {} of @{}, row by row (the pattern above), from {} {} in one batch{}",
+                     hessian ? "Hessian" : "Jacobian", name, plan.colors,
+                     hessian ? "Hessian-vector products" : plan.mode == SparseMode::forward ? "JVPs" : "VJPs",
+                     hessian ? " (star coloring, forward over reverse)" : "");
+}
+
+/// The pattern of NAME_jac as static C arrays: NAME_jac_rows, _cols, _nnz,
+/// _colors, _row_ptr, _col_idx.
+std::string sparsePreamble(const std::string& symbol, const detail::SparsePlan& plan) {
+  const SparsityPattern& p = plan.pattern;
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{}", i == 0 ? "" : i % 16 == 0 ? ",\n  " : ", ", v[i]);
+    return s;
+  };
+  std::string s = fmt::format("\n/* The pattern of {}'s output, in compressed rows: row r's nonzeros are in columns\n"
+                              " * {}_col_idx[{}_row_ptr[r] .. {}_row_ptr[r + 1]), sorted, and their values at the same\n"
+                              " * positions of {}'s output. */\n"
+                              "enum {{ {}_rows = {}, {}_cols = {}, {}_nnz = {}, {}_colors = {} }};\n"
+                              "static const int64_t {}_row_ptr[{}] = {{\n  {}}};\n",
+                              symbol, symbol, symbol, symbol, symbol, symbol, p.rows, symbol, p.cols, symbol, p.nnz(),
+                              symbol, plan.colors, symbol, p.rows + 1, list(p.row_ptr));
+  // (C has no empty arrays: a pattern without nonzeros keeps one unused 0.)
+  s += fmt::format("static const int64_t {}_col_idx[{}] = {{\n  {}}};\n", symbol, std::max<int64_t>(p.nnz(), 1),
+                   p.nnz() ? list(p.col_idx) : "0");
+  return s;
+}
+
 int runCompile(const Args& a) {
   if (a.help) {
     std::printf("usage: adjit compile FILE -o OUT.o --header OUT.h [--fn NAME]... [--grad NAME [--argnums I,...]]...\n"
                 "                     [--jvp NAME]... [--vjp NAME]... [--map NAME]...\n"
+                "                     [--sparse-jacobian NAME]... [--sparse-hessian NAME]...\n"
                 "                     [-O0|-O1|-O2|-O3] [--target-cpu=CPU] [--threads]\n\n"
                 "Compiles functions of FILE into a relocatable object and a C header declaring them.\n"
                 "  --fn NAME    export @NAME (default: every function, unless --grad, --jvp, --vjp or --map is given)\n"
@@ -465,6 +499,14 @@ int runCompile(const Args& a) {
                 "               (every buffer holds n of NAME's, one after another) through\n"
                 "               adjit_parallel_for_hook; the other entry points made for NAME get _map\n"
                 "               twins too (NAME_grad_map, NAME_jvp_map, NAME_fwd_map, NAME_bwd_map)\n"
+                "  --sparse-jacobian NAME\n"
+                "               also export NAME_jac(x..., values): the structural nonzeros of the Jacobian of\n"
+                "               @NAME's floating outputs with respect to its floating inputs (all flattened, in\n"
+                "               order), found from the IR, colored, computed by one batched JVP or VJP; the\n"
+                "               header holds the pattern (NAME_jac_rows, _cols, _nnz, _row_ptr, _col_idx: CSR)\n"
+                "               and NAME_jac_work, which takes its scratch from the caller and allocates nothing\n"
+                "  --sparse-hessian NAME\n"
+                "               the same for the Hessian of a scalar @NAME: NAME_hess, both triangles, star-colored\n"
                 "  --threads    split large loops into chunks run through adjit_parallel_for_hook, a\n"
                 "               function pointer the header declares: set it to run chunks on your\n"
                 "               threads; left NULL, the calling thread runs them in order (default: serial code)\n"
@@ -477,7 +519,9 @@ int runCompile(const Args& a) {
   Module m = loadModule(a, "compile");
   engine::AotRequest r;
   r.functions = a.fns;
-  if (r.functions.empty() && a.grads.empty() && a.jvps.empty() && a.vjps.empty() && a.maps.empty()) r.functions = m.function_names();
+  if (r.functions.empty() && a.grads.empty() && a.jvps.empty() && a.vjps.empty() && a.maps.empty() &&
+      a.sparseJacobians.empty() && a.sparseHessians.empty())
+    r.functions = m.function_names();
   for (const GradFlag& g : a.grads) {
     std::optional<std::vector<std::size_t>> argnums;
     if (g.argnums) argnums = parseArgnums(*g.argnums, g.name, m);
@@ -499,6 +543,13 @@ int runCompile(const Args& a) {
   for (char& c : guard) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   r.headerGuard = guard;
   auto shared = std::shared_ptr<ir::Module>(m.impl().clone());
+  for (const auto& [names, hessian] : {std::pair{&a.sparseJacobians, false}, std::pair{&a.sparseHessians, true}})
+    for (const std::string& n : *names) {
+      const std::string symbol = engine::cName(n) + (hessian ? "_hess" : "_jac");
+      if (std::any_of(r.exports.begin(), r.exports.end(), [&](const auto& e) { return e.symbol == symbol; })) continue;
+      const detail::SparseFunction s = detail::addSparseFunction(shared, n, hessian);
+      r.exports.push_back({s.function, symbol, sparseWhat(n, hessian, *s.plan), sparsePreamble(symbol, *s.plan)});
+    }
   engine::AotResult out = engine::compileAot(shared, r);
   writeAtomically({{a.output, out.object}, {a.header, out.header}});
   return 0;
