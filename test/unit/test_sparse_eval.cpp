@@ -217,4 +217,41 @@ TEST_CASE("sparse_jacobian and sparse_hessian inside a trace: jit, vmap, map and
   const Array h = jit([chain](const Tensor& x) { return sparse_hessian(chain)(x).to_dense(); })(x);
   const Array hd = hessian(chain)(x);
   for (int64_t i = 0; i < hd.size(); ++i) CHECK(h.at(i) == doctest::Approx(hd.at(i)).epsilon(1e-12));
+
+TEST_CASE("sparse_hessian: a Lagrangian's multipliers behind stop_gradient take no rows or columns") {
+  // sigma f(z) + lambda . g(z), as IPOPT's eval_h asks for it: the
+  // multipliers are arguments (new values, same compiled program) whose
+  // rows and columns stop_gradient leaves empty, so they cost no colors.
+  auto g = [](const Tensor& z) {
+    const int64_t n = z.shape()[0];
+    return slice(z, {1}, {n}) * sin(slice(z, {0}, {n - 1}));
+  };
+  auto f = [](const Tensor& z) { return sum(z * z * z); };
+  auto lagrangian = [&](const Tensor& z, const Tensor& sigma, const Tensor& lambda) {
+    return stop_gradient(sigma) * f(z) + sum(stop_gradient(lambda) * g(z));
+  };
+  const int64_t n = 12;
+  const Array z = randomArray(DType::f64, n, 7);
+  auto H = sparse_hessian(lagrangian);
+  for (unsigned seed : {8u, 9u}) {
+    const Array sigma(0.5 * seed), lambda = randomArray(DType::f64, n - 1, seed);
+    int compiled = 0;
+    set_compile_listener([&](const CompileEvent&) { ++compiled; });
+    const SparseMatrix h = H(z, sigma, lambda);
+    set_compile_listener({});
+    CHECK(compiled == (seed == 8u ? 1 : 0)); // new multipliers: the same program
+    CHECK(h.rows == n + 1 + n - 1);
+    for (int64_t r = 0; r < h.rows; ++r)
+      for (int64_t k = h.row_ptr[r]; k < h.row_ptr[r + 1]; ++k) {
+        CHECK(r < n);
+        CHECK(h.col_idx[k] < n);
+      }
+    // Tridiagonal in z: the same 3 colors as with the multipliers fixed.
+    CHECK(h.colors == 3);
+    CHECK(h.nnz() == n + 2 * (n - 1));
+    const Array dense = hessian(lagrangian)(z, sigma, lambda);
+    const Array hd = h.to_dense();
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < n; ++c) CHECK(hd.at(r * h.cols + c) == doctest::Approx(dense.at(r * n + c)).epsilon(1e-12));
+  }
 }
