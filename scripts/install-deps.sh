@@ -2,7 +2,7 @@
 # Installs what a fresh Debian 12 machine lacks to build and test adjit.
 # Runs apt only when a package is missing; needs root (or sudo) for that.
 set -eu
-packages="cmake ninja-build g++ python3 llvm-19-dev llvm-19-tools libfmt-dev doctest-dev libopenblas-dev libeigen3-dev nlohmann-json3-dev"
+packages="cmake ninja-build g++ python3 llvm-19-dev llvm-19-tools libfmt-dev doctest-dev libopenblas-dev libeigen3-dev nlohmann-json3-dev libceres-dev"
 # --ci: also what CI's sanitizer and fuzzing stages need (clang-19 and its libFuzzer runtime).
 [ "${1:-}" = "--ci" ] && packages="$packages clang-19 libclang-rt-19-dev"
 missing=""
