@@ -219,34 +219,23 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
                           "ba4_n372_m47423_p204472", "ba5_n257_m65132_p225911"};
   for (const char* in : inputs) {
     if (skipped(in)) continue;
-    const std::vector<double> v = numbers(dataDir + "ba/" + in + ".txt");
-    if (v.size() < 20) continue;
-    const int64_t n = int64_t(v[0]), m = int64_t(v[1]), p = int64_t(v[2]);
-    // One camera, point, weight and feature, replicated as ADBench's reader does.
-    std::vector<double> cams, pts, w(std::size_t(p), v[17]), feats;
-    for (int64_t i = 0; i < n; ++i) cams.insert(cams.end(), v.begin() + 3, v.begin() + 14);
-    for (int64_t i = 0; i < m; ++i) pts.insert(pts.end(), v.begin() + 14, v.begin() + 17);
-    for (int64_t i = 0; i < p; ++i) feats.insert(feats.end(), v.begin() + 18, v.begin() + 20);
-    std::vector<int32_t> camOf(static_cast<std::size_t>(p)), ptOf(static_cast<std::size_t>(p));
-    for (int64_t i = 0; i < p; ++i) camOf[std::size_t(i)] = int32_t(i % n), ptOf[std::size_t(i)] = int32_t(i % m);
-    const Array camsA(cams, {n, 11}), ptsA(pts, {m, 3}), wA(w, {p}), featsA(feats, {p, 2}), camOfA(camOf, {p}), ptOfA(ptOf, {p});
+    const BaInput b = readBa(dataDir + "ba/" + in + ".txt");
+    if (b.p == 0) continue;
+    const int64_t n = b.n, m = b.m, p = b.p;
+    const std::vector<double>& w = b.w;
+    const Array camsA(b.cams, {n, 11}), ptsA(b.points, {m, 3}), wA(b.w, {p}), featsA(b.feats, {p, 2}), camOfA(b.camOf, {p}),
+        ptOfA(b.pointOf, {p});
     // The objective: gathers, then every residual.
     auto objective = [&](Tensor cams, Tensor pts, Tensor w) {
       Tensor err = baReprojection(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0), w, constant(featsA));
       return std::make_tuple(err, baWeightError(w));
     };
-    // Rows of the Jacobian blocks: residual i depends on observation i only,
-    // so the cotangent "1 for residual j of every observation" pulled back to
-    // each observation's own camera, point and weight is row j of every
-    // block. One forward, two backward passes, in one compiled function.
+    // Rows of the Jacobian blocks (baReprojectionRows): one forward, two
+    // backward passes, in one compiled function.
     auto derivative = jit(
         [&](Tensor cams, Tensor pts, Tensor w) {
-          Tensor camP = take(cams, constant(camOfA), 0), XP = take(pts, constant(ptOfA), 0);
-          auto [err, pullback] = vjp([&](Tensor c, Tensor x, Tensor wi) { return baReprojection(c, x, wi, constant(featsA)); },
-                                     camP, XP, w);
-          Tensor one = ones_like(w), zero = zeros_like(w);
-          std::vector<Tensor> r0 = pullback(stack({one, zero}, 1)), r1 = pullback(stack({zero, one}, 1));
-          return std::make_tuple(err, baWeightError(w), r0[0], r0[1], r0[2], r1[0], r1[1], r1[2]);
+          const BaRows r = baReprojectionRows(take(cams, constant(camOfA), 0), take(pts, constant(ptOfA), 0), w, constant(featsA));
+          return std::make_tuple(r.err, baWeightError(w), r.row[0][0], r.row[0][1], r.row[0][2], r.row[1][0], r.row[1][1], r.row[1][2]);
         },
         {.threads = threads});
     auto fj = jit(objective, {.threads = threads});

@@ -6,8 +6,11 @@
 
 #include <adjit/adjit.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -94,6 +97,57 @@ inline Tensor baReprojection(Tensor cam, Tensor X, Tensor w, Tensor feat) {
 
 /// The weight residuals 1 - w^2.
 inline Tensor baWeightError(Tensor w) { return 1.0 - w * w; }
+
+/// The reprojection residuals ([p, 2]) and, for k = 0, 1, row k of every
+/// observation's Jacobian block with respect to its own camera ([p, 11]),
+/// point ([p, 3]) and weight ([p]): residual k of observation i depends on
+/// that observation's rows only, so the pullback of "1 in residual k of every
+/// observation" is row k of every block. One forward, two backward passes.
+struct BaRows {
+  Tensor err;
+  std::vector<Tensor> row[2];
+};
+inline BaRows baReprojectionRows(Tensor camP, Tensor XP, Tensor w, Tensor feat) {
+  auto [err, pullback] = vjp([&](Tensor c, Tensor x, Tensor wi) { return baReprojection(c, x, wi, feat); }, camP, XP, w);
+  Tensor one = ones_like(w), zero = zeros_like(w);
+  return BaRows{err, {pullback(stack({one, zero}, 1)), pullback(stack({zero, one}, 1))}};
+}
+
+/// A BA problem as ADBench's reader builds it from a data file (`n m p`, then
+/// one camera, point, weight and feature): n copies of the camera ([n * 11]),
+/// m of the point ([m * 3]), p of the weight and the feature ([p], [p * 2]);
+/// observation i sees camera i mod n and point i mod m. `observations` > 0
+/// (fewer than p) makes a smaller problem of the same shape: that many
+/// observations over proportionally fewer cameras and points, so each point is
+/// still seen by about p / m cameras.
+struct BaInput {
+  int64_t n = 0, m = 0, p = 0;
+  std::vector<double> cams, points, w, feats;
+  std::vector<int32_t> camOf, pointOf;
+};
+/// ADBench's BA file at `path`; p == 0 when it is missing or too short.
+inline BaInput readBa(const std::string& path, int64_t observations = 0) {
+  std::ifstream in(path);
+  std::vector<double> v;
+  for (double x; in >> x;) v.push_back(x);
+  BaInput b;
+  if (v.size() < 20) return b;
+  b.n = int64_t(v[0]), b.m = int64_t(v[1]), b.p = int64_t(v[2]);
+  if (observations > 0 && observations < b.p) {
+    b.n = std::max<int64_t>(1, b.n * observations / b.p);
+    b.m = std::max<int64_t>(1, b.m * observations / b.p);
+    b.p = observations;
+  }
+  for (int64_t i = 0; i < b.n; ++i) b.cams.insert(b.cams.end(), v.begin() + 3, v.begin() + 14);
+  for (int64_t i = 0; i < b.m; ++i) b.points.insert(b.points.end(), v.begin() + 14, v.begin() + 17);
+  b.w.assign(std::size_t(b.p), v[17]);
+  for (int64_t i = 0; i < b.p; ++i) {
+    b.feats.insert(b.feats.end(), v.begin() + 18, v.begin() + 20);
+    b.camOf.push_back(int32_t(i % b.n));
+    b.pointOf.push_back(int32_t(i % b.m));
+  }
+  return b;
+}
 
 // ---- LSTM -------------------------------------------------------------------------------------
 

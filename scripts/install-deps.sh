@@ -3,8 +3,9 @@
 # Runs apt only when a package is missing; needs root (or sudo) for that.
 set -eu
 packages="cmake ninja-build g++ python3 llvm-19-dev llvm-19-tools libfmt-dev doctest-dev libopenblas-dev libeigen3-dev nlohmann-json3-dev"
-# Optional: IPOPT for examples/ipopt_control (found by pkg-config; the example is skipped without it).
-packages="$packages pkg-config coinor-libipopt-dev"
+# Optional: IPOPT and Ceres for examples/ipopt_control and examples/ceres_ba
+# (each example is skipped without its solver; see the README).
+packages="$packages pkg-config coinor-libipopt-dev libceres-dev"
 # --ci: also what CI's sanitizer and fuzzing stages need (clang-19 and its libFuzzer runtime).
 [ "${1:-}" = "--ci" ] && packages="$packages clang-19 libclang-rt-19-dev"
 missing=""
