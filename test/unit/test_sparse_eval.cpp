@@ -217,6 +217,7 @@ TEST_CASE("sparse_jacobian and sparse_hessian inside a trace: jit, vmap, map and
   const Array h = jit([chain](const Tensor& x) { return sparse_hessian(chain)(x).to_dense(); })(x);
   const Array hd = hessian(chain)(x);
   for (int64_t i = 0; i < hd.size(); ++i) CHECK(h.at(i) == doctest::Approx(hd.at(i)).epsilon(1e-12));
+}
 
 TEST_CASE("sparse_hessian: a Lagrangian's multipliers behind stop_gradient take no rows or columns") {
   // sigma f(z) + lambda . g(z), as IPOPT's eval_h asks for it: the
