@@ -15,15 +15,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  // [snippet:trace-and-save]
-  auto log1pexp = custom_gradient([](Tensor x) {
-    Tensor e = exp(x);
-    return std::make_pair(log(1 + e), [e](Tensor dy) { return dy * (1 - 1 / (1 + e)); });
-  });
-  auto f = [log1pexp](Tensor x, Tensor w) { return sum(log1pexp(x * w)); };
-
-  Module m = trace_named("f", f, Type{DType::f32, {4}}, Type{DType::f32, {}});
-  // [/snippet:trace-and-save]
   // [snippet:aot-sparse-model]
   // A tridiagonal Jacobian (g) and Hessian (h), for --sparse-jacobian g --sparse-hessian h.
   auto g = [](Tensor x) {
@@ -32,10 +23,20 @@ int main(int argc, char** argv) {
     return left + x * x * right;
   };
   auto h = [](Tensor x) { return sum(slice(x, {0}, {5}) * slice(x, {1}, {6})) + sum(exp(x)); };
+  // [/snippet:aot-sparse-model]
+  // [snippet:trace-and-save]
+  auto log1pexp = custom_gradient([](Tensor x) {
+    Tensor e = exp(x);
+    return std::make_pair(log(1 + e), [e](Tensor dy) { return dy * (1 - 1 / (1 + e)); });
+  });
+  auto f = [log1pexp](Tensor x, Tensor w) { return sum(log1pexp(x * w)); };
+
+  Module m = trace_named("f", f, Type{DType::f32, {4}}, Type{DType::f32, {}});
+  // g and h too, for --sparse-jacobian g --sparse-hessian h.
   m.add(trace_named("g", g, Type{DType::f64, {6}}));
   m.add(trace_named("h", h, Type{DType::f64, {6}}));
-  // [/snippet:aot-sparse-model]
   m.save(dir + "/model.adj");
+  // [/snippet:trace-and-save]
 
   Array x(std::vector<float>{0.5f, -1.0f, 2.0f, 30.0f}), w(1.5f);
   const double y = jit(f)(x, w).item<double>();

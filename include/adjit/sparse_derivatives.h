@@ -41,7 +41,9 @@ template <class V> struct BasicSparseMatrix {
   /// The matrix as a dense [rows, cols] Array (or Tensor).
   V to_dense() const;
 };
+/// What sparse_jacobian and sparse_hessian return when called with Arrays.
 using SparseMatrix = BasicSparseMatrix<Array>;
+/// What they return inside a trace (called with Tensors).
 using SparseTensor = BasicSparseMatrix<Tensor>;
 template <> Array BasicSparseMatrix<Array>::to_dense() const;
 template <> Tensor BasicSparseMatrix<Tensor>::to_dense() const;
