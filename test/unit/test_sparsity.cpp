@@ -415,3 +415,19 @@ TEST_CASE("sparsity: windows picked by a known operand, and scatters at run-time
   const RulePatterns r = rulePatterns(*s);
   CHECK(r.jacobian == std::set<std::pair<int64_t, int64_t>>{{0, 0}, {1, 1}, {2, 2}, {0, 3}, {1, 3}, {2, 3}, {0, 4}, {1, 4}, {2, 4}});
 }
+
+TEST_CASE("sparsity: a scan of 1,000 steps is walked step by step, its stacked results exact") {
+  // ys[t] = c_t · x_t with c_{t+1} = c_t + x_t: ys[t] reads x_0 .. x_t (a lower triangle).
+  const int64_t n = 1000;
+  const SparsityPattern p = jacobian_sparsity(
+      [](const Tensor& xs) {
+        auto [c, ys] = scan([](const Tensor& c, const Tensor& x) { return std::pair{c + x, c * x}; },
+                            full({}, 1.0, DType::f64), xs);
+        return ys;
+      },
+      Type{DType::f64, {n}});
+  CHECK(p.rows == n);
+  CHECK(p.nnz() == n * (n + 1) / 2);
+  CHECK(p.contains(n - 1, 0));
+  CHECK(!p.contains(0, 1));
+}
