@@ -126,9 +126,10 @@ struct SparsityCtx {
 
 /// The dependency rule of an op kind.
 struct Rules {
-  /// Gives every result element's terms (or sets whole results). Ops
-  /// without one get `denseDeps`, which is never wrong and seldom exact;
-  /// kNonDifferentiable ops need none (their results depend on nothing).
+  /// Gives every result element's terms (or sets whole results). Every
+  /// differentiable op has one (the table test in test_sparsity.cpp says
+  /// so); kNonDifferentiable ops need none (their results depend on
+  /// nothing). A missing one would be analysed by `denseDeps`.
   void (*deps)(const SparsityCtx&) = nullptr;
 };
 
