@@ -537,6 +537,8 @@ void defineControlFlowOps(Table& t) {
       .jvp = autodiff::scanJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::scanVjp(c); },
       .batch = batchScan,
+      // the body step by step: exact
+      .deps = sparsity::scanDeps,
   });
 
   set(t, OpKind::While, {
@@ -628,6 +630,8 @@ void defineControlFlowOps(Table& t) {
       .jvp = autodiff::whileJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjp(c); },
       .batch = batchWhile,
+      // step by step while the condition is known, then a fixed point (conservative)
+      .deps = sparsity::whileDeps,
   });
 
   // while_vjp @cond, @fwd, @bwd(%const..., %init..., %dfinal...) {consts = K, carries = C}
@@ -851,6 +855,8 @@ void defineControlFlowOps(Table& t) {
       .jvp = autodiff::whileVjpJvp,
       .vjp = [](const autodiff::VjpCtx& c) { autodiff::whileVjpVjp(c); },
       .batch = batchWhileVjp,
+      // the forward loop as while's rule, then the backward one the same way
+      .deps = sparsity::whileVjpDeps,
   });
 }
 

@@ -199,6 +199,43 @@ void emitArgmaxes(LowerCtx& c, const Window& w, const std::function<void(const I
       [&](const Index& oi) { found(oi, c.b.CreateLoad(c.b.getInt64Ty(), indexSlot)); });
 }
 
+/// The dependency rule of the ops that pick from each window of operand
+/// `x` (reduce_window_max, select_and_gather_add: result q reads operand
+/// `from`'s elements; select_and_scatter_add, `scatter`: operand `from`'s
+/// element q is a term of the result's elements). With x known, the window's
+/// first maximum alone (exact); else every element of the window, which the
+/// op's derivative picks from at each point (conservative). No couplings:
+/// piecewise linear.
+void windowDeps(const sparsity::SparsityCtx& c, uint32_t from, std::size_t x, bool scatter) {
+  const Window w = poolWindow(c.type(x).shape, c.op.attrs);
+  const Shape out(w.out.begin(), w.out.end());
+  auto add = [&](int64_t o, int64_t i) {
+    if (scatter) c.term(0, i, {sparsity::Read{from, o}}, sparsity::Couples::nothing);
+    else c.term(0, o, {sparsity::Read{from, i}}, sparsity::Couples::nothing);
+  };
+  if (const Array* known = x != 0 ? c.known(x) : nullptr) {
+    dispatch(known->dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T>) {
+        const std::vector<int64_t> best = argmaxes(w, elems<T>(*known));
+        for (std::size_t o = 0; o < best.size(); ++o)
+          if (best[o] >= 0) add(static_cast<int64_t>(o), best[o]);
+      }
+    });
+    return;
+  }
+  if (scatter) {
+    for (int64_t o = 0; o < w.outs(); ++o) forEachTap(w, unravel(o, out), [&](int64_t, int64_t i) { add(o, i); });
+    return;
+  }
+  std::vector<sparsity::Read> reads;
+  for (int64_t o = 0; o < w.outs(); ++o) {
+    reads.clear();
+    forEachTap(w, unravel(o, out), [&](int64_t, int64_t i) { reads.push_back(sparsity::Read{from, i}); });
+    c.term(0, o, reads, sparsity::Couples::nothing);
+  }
+}
+
 /// The type rule shared by the windowed ops: a floating operand and the
 /// window, strides and padding attributes over all its axes.
 Window inferPool(const InferCtx& c, const Type& x) {
@@ -728,6 +765,27 @@ void defineConvOps(Table& t) {
         });
       },
       .batch = batchConv,
+      // r[n, o, q] = sum over c and k of x[n, g·C/G + c, tap k of q] · kernel[o, c, k]:
+      // one term of two reads per channel and tap (coupling x with the kernel). Exact.
+      .deps = [](const sparsity::SparsityCtx& c) {
+        const Shape &xs = c.type(0).shape, &ks = c.type(1).shape;
+        const Window w = convWindow(xs, ks, c.op.attrs);
+        const int64_t groups = c.op.attrs.integer("feature_group_count");
+        const int64_t N = xs[0], C = xs[1], O = ks[0], Cg = ks[1], Og = O / groups;
+        const int64_t inSize = num_elements(Shape(w.in.begin(), w.in.end())), taps = w.taps(), P = w.outs();
+        const Shape out(w.out.begin(), w.out.end());
+        std::vector<std::pair<int64_t, int64_t>> read; // (tap, input element) of output position q
+        for (int64_t q = 0; q < P; ++q) {
+          read.clear();
+          forEachTap(w, unravel(q, out), [&](int64_t j, int64_t i) { read.emplace_back(j, i); });
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t o = 0; o < O; ++o)
+              for (int64_t ci = 0; ci < Cg; ++ci)
+                for (const auto& [j, i] : read)
+                  c.term(0, (n * O + o) * P + q,
+                         {sparsity::Read{0, (n * C + o / Og * Cg + ci) * inSize + i}, sparsity::Read{1, (o * Cg + ci) * taps + j}});
+        }
+      },
   });
 
   // reduce_window_sum(x) {window, strides, padding}: r[q...] = sum of the
@@ -784,6 +842,13 @@ void defineConvOps(Table& t) {
         });
       },
       .batch = batchPool,
+      // r[q] = the sum of window q: a term per element it reads. Exact.
+      .deps = [](const sparsity::SparsityCtx& c) {
+        const Window w = poolWindow(c.type(0).shape, c.op.attrs);
+        const Shape out(w.out.begin(), w.out.end());
+        for (int64_t o = 0; o < w.outs(); ++o)
+          forEachTap(w, unravel(o, out), [&](int64_t, int64_t i) { c.term(0, o, {sparsity::Read{0, i}}); });
+      },
   });
 
   // reduce_window_max(x) {window, strides, padding}: r[q...] = the maximum
@@ -834,6 +899,9 @@ void defineConvOps(Table& t) {
         c.grad(0, [&] { return select_and_scatter_add(c.dy(), c.x(0), c.op.attrs.ints("window"), windowOptions(c.op.attrs)); });
       },
       .batch = batchPool,
+      // r[q] reads every element of window q, coupling none: it picks one
+      // (conservative, as reduce_max).
+      .deps = [](const sparsity::SparsityCtx& c) { windowDeps(c, 0, 0, false); },
   });
 
   // select_and_scatter_add(s, x) {window, strides, padding}: zeros of x's
@@ -888,6 +956,9 @@ void defineConvOps(Table& t) {
         c.grad(0, [&] { return select_and_gather_add(c.dy(), c.x(1), c.op.attrs.ints("window"), windowOptions(c.op.attrs)); });
       },
       .batch = batchPool,
+      // s[q] lands on the first maximum of x's window q: exact when x is
+      // known; else on any element of the window (conservative). x only selects.
+      .deps = [](const sparsity::SparsityCtx& c) { windowDeps(c, 0, 1, true); },
   });
 
   // select_and_gather_add(t, x) {window, strides, padding}: r[q] = t at the
@@ -933,6 +1004,9 @@ void defineConvOps(Table& t) {
         c.grad(0, [&] { return select_and_scatter_add(c.dy(), c.x(1), c.op.attrs.ints("window"), windowOptions(c.op.attrs)); });
       },
       .batch = batchPool,
+      // r[q] = t at the first maximum of x's window q: exact when x is known;
+      // else any element of the window (conservative). x only selects.
+      .deps = [](const sparsity::SparsityCtx& c) { windowDeps(c, 0, 1, false); },
   });
 }
 

@@ -596,6 +596,34 @@ void defineIndexingOps(Table& t) {
         Tensor r = scatter_add(reshape(c.bx(0), merged(xb, 0, a + 2)), at, u, 0); // [B * P * n, post...]
         c.result(0, reshape(r, xb));
       },
+      // r[e] reads x[e], and each update is a term of the element it lands
+      // on: exact with indices the analysis knows (updates out of range
+      // dropped); with run-time indices, a term of every element along the
+      // axis it could land on (conservative).
+      .deps = [](const sparsity::SparsityCtx& c) {
+        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+        const Shape& rs = c.resultType().shape;
+        const Shape& us = c.type(2).shape;
+        const std::size_t idxRank = c.type(1).shape.size();
+        const int64_t n = rs[axis];
+        const Array* ix = c.known(1);
+        for (int64_t e = 0; e < num_elements(rs); ++e) c.term(0, e, {sparsity::Read{0, e}});
+        for (int64_t u = 0; u < num_elements(us); ++u) {
+          Split s = split(unravel(u, us), axis, idxRank);
+          if (!ix) {
+            for (int64_t k = 0; k < n; ++k) {
+              s.x[axis] = k;
+              c.term(0, ravel(s.x, rs), {sparsity::Read{2, u}});
+            }
+            continue;
+          }
+          int64_t k = ix->get<int64_t>(ravel(s.idx, ix->shape()));
+          if (k < 0) k += n;
+          if (k < 0 || k >= n) continue;
+          s.x[axis] = k;
+          c.term(0, ravel(s.x, rs), {sparsity::Read{2, u}});
+        }
+      },
   });
 }
 

@@ -127,6 +127,68 @@ TriangularSolveOptions optionsOf(const SolveForm& f) {
   return {.lower = f.lower, .left_side = f.left, .transpose_a = f.transpose, .unit_diagonal = f.unit};
 }
 
+/// cholesky's dependency rule: L[i, j] (j <= i) = (a[i, j] - sum_{k<j}
+/// L[i, k] L[j, k]) / L[j, j] reads, through the recurrence, the leading
+/// (j+1)-square lower triangle of a and a[i, 0..j]; the upper triangle of L
+/// reads nothing. One term per element (nonlinear: every two reads couple).
+void choleskyDeps(const sparsity::SparsityCtx& c) {
+  const Shape& s = c.type(0).shape;
+  const int64_t n = s.back();
+  std::vector<sparsity::Read> reads;
+  for (int64_t b = 0; b < batchOf(s); ++b) {
+    const int64_t base = b * n * n;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        reads.clear();
+        for (int64_t p = 0; p <= j; ++p)
+          for (int64_t q = 0; q <= p; ++q) reads.push_back(sparsity::Read{0, base + p * n + q});
+        if (i > j)
+          for (int64_t q = 0; q <= j; ++q) reads.push_back(sparsity::Read{0, base + i * n + q});
+        c.term(0, base + i * n + j, reads);
+      }
+  }
+}
+
+/// triangular_solve's dependency rule. Left side, op(a) = T lower: x[i, c]
+/// = (b[i, c] - sum_{k<i} T[i, k] x[k, c]) / T[i, i] reads, through the
+/// recurrence, T's leading (i+1)-square triangle (without its diagonal if
+/// unit) and b[0..i, c]; T upper runs from the end. A right-side solve is
+/// the left one of the transposes. One term per element, coupled by the
+/// op's traits (linear in b): exact for the Jacobian; for the Hessian it
+/// also pairs a's entries that enter only linearly (a superset).
+void triangularSolveDeps(const sparsity::SparsityCtx& c) {
+  const SolveForm f = solveFormOf(c.op.attrs);
+  const Shape& bs = c.type(1).shape;
+  const int64_t m = c.type(0).shape.back();
+  const int64_t rows = bs[bs.size() - 2], cols = bs.back();
+  // The solve as a left one on U = T (left) or T^T (right), lower if uLower;
+  // its unknowns x'[i, r] are x[i, r] (left) or x[r, i] (right).
+  const bool uLower = f.left ? f.effLower() : !f.effLower();
+  const int64_t others = f.left ? cols : rows;
+  // U[k, l] as an element of a: T[k, l] = a[k, l], or a[l, k] when transposed.
+  auto aAt = [&](int64_t k, int64_t l) {
+    const bool swap = f.left == f.transpose; // U = T^T (right side) undoes one transpose
+    return swap ? l * m + k : k * m + l;
+  };
+  auto bAt = [&](int64_t i, int64_t r) { return f.left ? i * cols + r : r * cols + i; };
+  std::vector<sparsity::Read> reads;
+  for (int64_t bt = 0; bt < batchOf(bs); ++bt) {
+    const int64_t aBase = bt * m * m, bBase = bt * rows * cols;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t r = 0; r < others; ++r) {
+        reads.clear();
+        // The rows of U and b the unknown reads: 0..i (lower) or i..m-1 (upper).
+        const int64_t lo = uLower ? 0 : i, hi = uLower ? i : m - 1;
+        for (int64_t k = lo; k <= hi; ++k) {
+          reads.push_back(sparsity::Read{1, bBase + bAt(k, r)});
+          for (int64_t l = uLower ? 0 : k; l <= (uLower ? k : m - 1); ++l)
+            if (!(f.unit && l == k)) reads.push_back(sparsity::Read{0, aBase + aAt(k, l)});
+        }
+        c.term(0, bBase + bAt(i, r), reads);
+      }
+  }
+}
+
 /// The part of a the solve reads: its triangle, without the diagonal if unit.
 Tensor readPart(const Tensor& a, const SolveForm& f) {
   return f.lower ? tril(a, f.unit ? -1 : 0) : triu(a, f.unit ? 1 : 0);
@@ -362,8 +424,8 @@ void defineLinalgSolveOps(Table& t) {
       },
       // batched over leading axes already: the batch is one more of them
       .batch = batching::leadingAxesBatch,
-      // each matrix of the batch on its own
-      .deps = sparsity::matrixBatchDeps,
+      // the recurrence's reads, matrix by matrix (exact)
+      .deps = choleskyDeps,
   });
 
   // triangular_solve(a, b) {lower, left_side, transpose_a, unit_diagonal}:
@@ -509,8 +571,8 @@ void defineLinalgSolveOps(Table& t) {
         c.grad(1, [&] { return bbar; });
       },
       .batch = batchTriangularSolve,
-      // each matrix of the batch on its own
-      .deps = sparsity::matrixBatchDeps,
+      // the recurrence's reads, matrix by matrix (exact Jacobian)
+      .deps = triangularSolveDeps,
   });
 
   // lu(a) -> (lu, pivots, permutation): P a = L U with partial pivoting,

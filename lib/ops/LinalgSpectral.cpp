@@ -510,8 +510,36 @@ void defineSpectralOps(Table& t) {
       },
       // batched over leading axes already: the batch is one more of them
       .batch = batching::leadingAxesBatch,
-      // each matrix of the batch on its own
-      .deps = sparsity::matrixBatchDeps,
+      // Householder's: q[:, j] reads columns 0..j of a (0..j-1 for j = m-1,
+      // whose reflector has no rows below it and only fixes a sign); r[i, j]
+      // = q[:, i]ᵀ a[:, j] (j >= i) reads q[:, i]'s columns and column j;
+      // below r's diagonal, nothing. One term per entry (nonlinear).
+      .deps = [](const sparsity::SparsityCtx& c) {
+        const Shape& s = c.type(0).shape;
+        const int64_t m = s[s.size() - 2], n = s.back(), k = std::min(m, n);
+        const int64_t batches = num_elements(Shape(s.begin(), s.end() - 2));
+        auto last = [&](int64_t j) { return j == m - 1 ? j - 1 : j; }; // the last column q[:, j] reads
+        std::vector<sparsity::Read> reads;
+        for (int64_t b = 0; b < batches; ++b) {
+          const int64_t base = b * m * n;
+          auto columns = [&](int64_t upTo, int64_t also) {
+            reads.clear();
+            for (int64_t r = 0; r < m; ++r) {
+              for (int64_t col = 0; col <= upTo; ++col) reads.push_back(sparsity::Read{0, base + r * n + col});
+              if (also > upTo) reads.push_back(sparsity::Read{0, base + r * n + also});
+            }
+          };
+          for (int64_t j = 0; j < k; ++j) {
+            columns(last(j), -1);
+            for (int64_t r = 0; r < m; ++r) c.term(0, b * m * k + r * k + j, reads);
+          }
+          for (int64_t i = 0; i < k; ++i)
+            for (int64_t j = i; j < n; ++j) {
+              columns(last(i), j);
+              c.term(1, b * k * n + i * n + j, reads);
+            }
+        }
+      },
   });
 
   // eigh(a) -> w [..., n] ascending, v [..., n, n]: S = (a + aᵀ)/2 = v diag(w) vᵀ.

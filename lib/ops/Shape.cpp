@@ -644,6 +644,26 @@ void defineShapeOps(Table& t) {
         a = prependPerRow(a, "low", c.arity(), 0);
         batchedWith(c, prependPerRow(a, "interior", c.arity(), 0));
       },
+      // each operand element a term of the sum at the element it is placed on: exact
+      .deps = [](const sparsity::SparsityCtx& c) {
+        const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
+        const Shape& rs = c.resultType().shape;
+        const std::size_t rank = rs.size();
+        const std::vector<int64_t> strides = stridesOf(rs);
+        for (std::size_t k = 0; k < c.arity(); ++k) {
+          const Shape& xs = c.type(k).shape;
+          std::vector<int64_t> idx(rank, 0);
+          for (int64_t i = 0; i < num_elements(xs); ++i) {
+            int64_t at = 0;
+            for (std::size_t d = 0; d < rank; ++d) at += (lo[k * rank + d] + idx[d] * (it[k * rank + d] + 1)) * strides[d];
+            c.term(0, at, {sparsity::Read{static_cast<uint32_t>(k), i}});
+            for (std::size_t d = rank; d-- > 0;) { // next index of x
+              if (++idx[d] < xs[d]) break;
+              idx[d] = 0;
+            }
+          }
+        }
+      },
   });
 
   // concatenate {axis}: operands joined along `axis`

@@ -154,15 +154,22 @@ void SparsityCtx::set(std::size_t k, Deps d) const {
   analysis.frame_->direct.at(k) = std::move(d);
 }
 
+void SparsityCtx::setKnown(std::size_t k, std::optional<Array> v) const {
+  ADJIT_ASSERT(!v || v->type() == resultType(k), "sparsity: a known value of the wrong type");
+  analysis.frame_->known.at(static_cast<std::size_t>(op.results.at(k))) = std::move(v);
+}
+
 std::vector<Deps> SparsityCtx::call(const std::string& callee, const std::vector<const Deps*>& args,
-                                    const std::vector<const Array*>& known) const {
+                                    const std::vector<const Array*>& known,
+                                    std::vector<std::optional<Array>>* knownOuts) const {
   const ir::Function* g = analysis.module().lookup(callee);
   ADJIT_ASSERT(g, fmt::format("sparsity: op {} calls @{}, which the module lacks", ir::info(op.kind).name, callee));
-  return analysis.run(*g, args, known);
+  return analysis.run(*g, args, known, knownOuts);
 }
 
 std::vector<Deps> Analysis::run(const ir::Function& fn, const std::vector<const Deps*>& params,
-                                const std::vector<const Array*>& knownParams) {
+                                const std::vector<const Array*>& knownParams,
+                                std::vector<std::optional<Array>>* knownOuts) {
   ADJIT_ASSERT(params.size() == fn.params.size(), "sparsity: one Deps per parameter");
   Frame frame{fn, std::vector<std::optional<Deps>>(fn.types.size()), std::vector<std::optional<Array>>(fn.types.size()),
               {}, {}, {}};
@@ -229,6 +236,10 @@ std::vector<Deps> Analysis::run(const ir::Function& fn, const std::vector<const 
   }
   std::vector<Deps> outs;
   for (ir::ValueId v : fn.outputs) outs.push_back(*frame.deps[static_cast<std::size_t>(v)]);
+  if (knownOuts) {
+    knownOuts->clear();
+    for (ir::ValueId v : fn.outputs) knownOuts->push_back(frame.known[static_cast<std::size_t>(v)]);
+  }
   return outs;
 }
 
@@ -304,8 +315,12 @@ void calleeDeps(const SparsityCtx& c) {
   std::vector<const Deps*> args;
   std::vector<const Array*> known;
   for (std::size_t i = 0; i < c.arity(); ++i) args.push_back(&c.deps(i)), known.push_back(c.known(i));
-  std::vector<Deps> outs = c.call(c.op.callees.at(0), args, known);
-  for (std::size_t k = 0; k < c.op.results.size() && k < outs.size(); ++k) c.set(k, std::move(outs[k]));
+  std::vector<std::optional<Array>> knownOuts;
+  std::vector<Deps> outs = c.call(c.op.callees.at(0), args, known, &knownOuts);
+  for (std::size_t k = 0; k < c.op.results.size() && k < outs.size(); ++k) {
+    c.set(k, std::move(outs[k]));
+    c.setKnown(k, std::move(knownOuts[k]));
+  }
 }
 
 namespace {
@@ -439,6 +454,16 @@ Deps unite(const Deps& a, const Deps& b) {
     d.hptr.push_back(static_cast<int64_t>(d.hidx.size()));
   }
   return d;
+}
+
+bool samePattern(const Deps& a, const Deps& b) {
+  if (a.ptr != b.ptr || a.idx != b.idx) return false;
+  if (a.hptr.empty() && b.hptr.empty()) return true;
+  for (int64_t e = 0; e < a.elements(); ++e) {
+    const auto pa = a.pairsOf(e), pb = b.pairsOf(e);
+    if (!std::equal(pa.begin(), pa.end(), pb.begin(), pb.end())) return false;
+  }
+  return true;
 }
 
 void switchDeps(const SparsityCtx& c) {

@@ -110,19 +110,26 @@ struct SparsityCtx {
   /// Sets result k's dependencies directly (rules that analyse callees);
   /// any terms given for it are dropped.
   void set(std::size_t k, Deps d) const;
+  /// Records result k's value as known (rules that analyse callees: a
+  /// counter a loop or call returns).
+  void setKnown(std::size_t k, std::optional<Array> v) const;
   /// Analyses function `callee` of the module on arguments with these
   /// dependencies (one per parameter; null: depends on nothing); returns its
   /// outputs' dependencies (with their Hessian pairs when tracked). `known`:
   /// the arguments' values where known (null elsewhere), as `known(i)` gives.
+  /// `knownOuts` (if given): the outputs' values where the analysis knows
+  /// them (integer arithmetic on known values: a loop's counter).
   std::vector<Deps> call(const std::string& callee, const std::vector<const Deps*>& args,
-                         const std::vector<const Array*>& known = {}) const;
+                         const std::vector<const Array*>& known = {},
+                         std::vector<std::optional<Array>>* knownOuts = nullptr) const;
 };
 
 /// The dependency rule of an op kind.
 struct Rules {
-  /// Gives every result element's terms (or sets whole results). Ops
-  /// without one get `denseDeps`, which is never wrong and seldom exact;
-  /// kNonDifferentiable ops need none (their results depend on nothing).
+  /// Gives every result element's terms (or sets whole results). Every
+  /// differentiable op has one (the table test in test_sparsity.cpp says
+  /// so); kNonDifferentiable ops need none (their results depend on
+  /// nothing). A missing one would be analysed by `denseDeps`.
   void (*deps)(const SparsityCtx&) = nullptr;
 };
 
@@ -183,6 +190,33 @@ void alongAxisDeps(const SparsityCtx& c);
 void switchDeps(const SparsityCtx& c);
 /// The elementwise union of two values' dependencies (and pairs).
 Deps unite(const Deps& a, const Deps& b);
+/// Whether a and b hold the same sets and pairs (no pairs and an empty
+/// `hptr` count as the same).
+bool samePattern(const Deps& a, const Deps& b);
+
+// Loops (sparsity/Loops.cpp). A step of a loop is its body analysed on the
+// step's operands; the loop's pattern is the steps' composed, not unrolled in
+// the IR.
+
+/// scan: the body analysed once per step, in the loop's order, on the
+/// carries' dependencies so far and the step's slices of the scanned
+/// operands; each stacked result's step t is the body's output at step t.
+/// Exact (as exact as the body's rules). Without scanned operands the walk
+/// stops once a step leaves the carries (and their known values) unchanged:
+/// every later step is the same.
+void scanDeps(const SparsityCtx& c);
+/// while: while the condition's value is known (it reads only values the
+/// analysis knows: a counter from constants), step by step, exact. Once it
+/// is not (it reads the carries' data), the union over every further trip
+/// count: the carries' sets grow by the body's pattern until a step adds
+/// nothing (a fixed point, reached within 2·(carry elements) + 2 steps;
+/// sets only grow). Conservative: a superset of the pattern at any trip count.
+void whileDeps(const SparsityCtx& c);
+/// while_vjp: its forward loop as `whileDeps` (keeping each step's
+/// residuals), then its backward loop: with a known trip count step by step,
+/// last step first (exact); else to a fixed point on the union of every
+/// step's residuals (conservative).
+void whileVjpDeps(const SparsityCtx& c);
 
 /// Where a function's floating parameters start in the flattened numbering
 /// of inputs, parameter by parameter (integer ones take no numbers).
@@ -202,8 +236,10 @@ public:
   /// Dependencies of fn's outputs, given its parameters'. Linear in fn's
   /// size times the sets' sizes; a loop over ops, nesting only where an op
   /// calls a function (so as deep as functions nest, not as programs grow).
+  /// `knownOuts` (if given): fn's outputs' values where the analysis knows them.
   std::vector<Deps> run(const ir::Function& fn, const std::vector<const Deps*>& params,
-                        const std::vector<const Array*>& knownParams = {});
+                        const std::vector<const Array*>& knownParams = {},
+                        std::vector<std::optional<Array>>* knownOuts = nullptr);
 
   bool hessian() const { return hessian_; }
   const ir::Module& module() const { return module_; }
