@@ -107,7 +107,7 @@ public:
     const SparseMatrix H = hessian_(z, Array(1.0), Array::view(lambda0.data(), Shape{m_}));
     // IPOPT takes the Jacobian as triplets (CSR order here, so the values
     // are copied as they come) and the Hessian's lower triangle: pick those
-    // nonzeros once. The multipliers' columns are empty (stop_gradient).
+    // nonzeros once. The Hessian is z's alone (argnums {0}).
     for (int64_t r = 0; r < J.rows; ++r)
       for (int64_t k = J.row_ptr[r]; k < J.row_ptr[r + 1]; ++k) {
         jacRow_.push_back(static_cast<Ipopt::Index>(r));
@@ -264,18 +264,18 @@ private:
   std::function<Tensor(const Tensor&)> g_ = [h = h_](const Tensor& z) { return defects(z, h); };
   // [snippet:lagrangian]
   // The Lagrangian obj_factor * f(z) + lambda . g(z). Its multipliers are
-  // arguments (so changing them does not retrace) but not variables:
-  // stop_gradient leaves their rows and columns of the Hessian's pattern empty.
+  // arguments (so changing them does not retrace) but not variables: the
+  // Hessian is taken with respect to z alone (argnums {0}).
   std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> lagrangian_ =
       [f = f_, g = g_](const Tensor& z, const Tensor& sigma, const Tensor& lambda) {
-        return stop_gradient(sigma) * f(z) + sum(stop_gradient(lambda) * g(z));
+        return sigma * f(z) + sum(lambda * g(z));
       };
+  decltype(sparse_hessian(lagrangian_)) hessian_ = sparse_hessian(lagrangian_, {.argnums = {0}});
   // [/snippet:lagrangian]
   decltype(jit(f_)) objective_ = jit(f_);
   decltype(jit(adjit::grad(f_))) gradient_ = jit(adjit::grad(f_));
   decltype(jit(g_)) constraints_ = jit(g_);
   decltype(sparse_jacobian(g_)) jacobian_ = sparse_jacobian(g_);
-  decltype(sparse_hessian(lagrangian_)) hessian_ = sparse_hessian(lagrangian_);
   decltype(jacfwd(g_)) denseJacobian_ = jacfwd(g_);
   decltype(adjit::hessian(lagrangian_)) denseHessian_ = adjit::hessian(lagrangian_);
   std::vector<Ipopt::Index> jacRow_, jacCol_, hessRow_, hessCol_;

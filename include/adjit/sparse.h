@@ -31,9 +31,10 @@ struct SparsityPattern {
 };
 
 namespace detail {
-/// The patterns of `m`'s function `fn`.
-SparsityPattern jacobianSparsity(const Module& m, const std::string& fn = "f");
-SparsityPattern hessianSparsity(const Module& m, const std::string& fn = "f");
+/// The patterns of `m`'s function `fn`; with `wrt` (one flag per parameter,
+/// that is per argument leaf), with respect to the flagged ones only.
+SparsityPattern jacobianSparsity(const Module& m, const std::string& fn = "f", const std::vector<bool>& wrt = {});
+SparsityPattern hessianSparsity(const Module& m, const std::string& fn = "f", const std::vector<bool>& wrt = {});
 } // namespace detail
 
 /// The structural pattern of the Jacobian of f's floating outputs (rows:

@@ -7,8 +7,10 @@
 #include <adjit/sparse.h>
 #include <adjit/vmap.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace adjit {
 
@@ -21,6 +23,11 @@ struct SparseOptions {
   /// Force forward or reverse mode (Jacobians only); unset: the mode with
   /// fewer colors, forward on a tie.
   std::optional<SparseMode> mode = {};
+  /// The arguments to differentiate with respect to, by position (as grad's
+  /// argnums; every floating leaf of each); empty: all of them. The others
+  /// are held constant: they take no columns (in a Hessian, no rows either),
+  /// and new values of them run the same compiled program.
+  std::vector<std::size_t> argnums = {};
 };
 
 /// A sparse Jacobian or Hessian in compressed rows (sorted columns) with its
@@ -58,12 +65,36 @@ struct SparsePlan {
   DType dtype = DType::f64;
   Array seeds;
   Array source;
+  /// Per argument leaf: differentiated (empty: every leaf).
+  std::vector<bool> wrt;
 };
 /// The plan of `m`'s function `fn`; errors are named `api` (default:
 /// sparse_jacobian or sparse_hessian).
 std::shared_ptr<const SparsePlan> planSparse(const Module& m, const std::string& fn, bool hessian,
                                              std::optional<SparseMode> mode, const Location& loc,
-                                             const std::string& api = {});
+                                             const std::string& api = {}, std::vector<bool> wrt = {});
+/// Per argument leaf of `args`, whether `argnums` selects its argument (all
+/// when empty); an argnum past the arguments is an Error at `loc`.
+template <class... Args>
+std::vector<bool> selectedLeaves(const std::vector<std::size_t>& argnums, const Location& loc, const char* api,
+                                 const Args&... args) {
+  std::vector<bool> wrt;
+  if (argnums.empty()) return wrt;
+  for (std::size_t a : argnums)
+    if (a >= sizeof...(Args))
+      throw Error(std::string(api) + ": argnums has " + std::to_string(a) + ", but the function is called with " +
+                      std::to_string(sizeof...(Args)) + " argument" + (sizeof...(Args) == 1 ? "" : "s"),
+                  loc);
+  std::size_t i = 0;
+  auto add = [&](const auto& arg) {
+    TypeCollector tc;
+    visitLeaves(arg, tc);
+    const bool on = std::find(argnums.begin(), argnums.end(), i++) != argnums.end();
+    wrt.insert(wrt.end(), tc.types.size(), on);
+  };
+  (add(args), ...);
+  return wrt;
+}
 /// The nonzeros' values traced into the current trace: the batched JVP/VJP
 /// (Hessian: JVP of the gradient) of f over the seeds, gathered at `source`.
 Tensor compressedValues(const SparsePlan& plan, bool hessian, const Tensor& seeds, const Tensor& source,
@@ -124,7 +155,11 @@ public:
     static const std::size_t structure = typeid(std::tuple<Args...>).hash_code();
     c.mix(structure);
     std::shared_ptr<const detail::SparsePlan> plan = plans_->find(c.hash);
-    if (!plan) plan = plans_->insert(c.hash, detail::planSparse(trace_named("f", f_, args...), "f", hessian_, o_.mode, loc_));
+    if (!plan) {
+      const char* api = hessian_ ? "sparse_hessian" : "sparse_jacobian";
+      plan = plans_->insert(c.hash, detail::planSparse(trace_named("f", f_, args...), "f", hessian_, o_.mode, loc_, api,
+                                                       detail::selectedLeaves(o_.argnums, loc_, api, args...)));
+    }
     using V = std::conditional_t<inTrace, Tensor, Array>;
     if (plan->pattern.nnz() == 0) {
       Array none(plan->dtype, Shape{0});

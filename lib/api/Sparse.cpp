@@ -43,10 +43,11 @@ struct Run {
   std::vector<sparsity::Deps> outputs;
 };
 
-Run analyse(const Module& m, bool hessian, const std::string& name) {
+Run analyse(const Module& m, bool hessian, const std::string& name, const std::vector<bool>& wrt) {
   const ir::Function* fn = m.impl().lookup(name);
   ADJIT_ASSERT(fn, "sparsity: the module has no @" + name);
-  sparsity::Inputs in = sparsity::numberParams(*fn);
+  ADJIT_ASSERT(wrt.empty() || wrt.size() == fn->params.size(), "sparsity: one wrt flag per parameter");
+  sparsity::Inputs in = sparsity::numberParams(*fn, wrt);
   std::vector<const sparsity::Deps*> params;
   for (const sparsity::Deps& d : in.params) params.push_back(&d);
   sparsity::Analysis a(m.impl(), hessian);
@@ -56,8 +57,8 @@ Run analyse(const Module& m, bool hessian, const std::string& name) {
 
 } // namespace
 
-SparsityPattern jacobianSparsity(const Module& m, const std::string& fn) {
-  Run run = analyse(m, false, fn);
+SparsityPattern jacobianSparsity(const Module& m, const std::string& fn, const std::vector<bool>& wrt) {
+  Run run = analyse(m, false, fn, wrt);
   SparsityPattern p;
   p.cols = run.inputs.count;
   for (std::size_t k = 0; k < run.outputs.size(); ++k) {
@@ -73,8 +74,8 @@ SparsityPattern jacobianSparsity(const Module& m, const std::string& fn) {
   return p;
 }
 
-SparsityPattern hessianSparsity(const Module& m, const std::string& name) {
-  Run run = analyse(m, true, name);
+SparsityPattern hessianSparsity(const Module& m, const std::string& name, const std::vector<bool>& wrt) {
+  Run run = analyse(m, true, name, wrt);
   const ir::Function& fn = run.fn;
   if (fn.outputs.size() != 1 || !floating(fn.type(fn.outputs[0])) || fn.type(fn.outputs[0]).size() != 1) {
     // Point at the line that made the (first) output, if an op made it.

@@ -65,21 +65,27 @@ Array seedMatrix(DType dt, const sparsity::Coloring& c) {
 
 std::shared_ptr<const SparsePlan> planSparse(const Module& m, const std::string& name, bool hessian,
                                              std::optional<SparseMode> mode, const Location& loc,
-                                             const std::string& named) {
+                                             const std::string& named, std::vector<bool> wrt) {
   const std::string api = !named.empty() ? named : hessian ? "sparse_hessian" : "sparse_jacobian";
   const ir::Function* fn = m.impl().lookup(name);
   ADJIT_ASSERT(fn, std::string("sparse: the module has no @") + name);
   std::vector<Type> ins;
   bool anyFloating = false;
-  for (ir::ValueId p : fn->params) {
-    ins.push_back(fn->type(p));
-    anyFloating = anyFloating || is_floating(fn->type(p).dtype);
+  ADJIT_ASSERT(wrt.empty() || wrt.size() == fn->params.size(), "sparse: one wrt flag per argument leaf");
+  for (std::size_t k = 0; k < fn->params.size(); ++k) {
+    if (!wrt.empty() && !wrt[k]) continue;
+    ins.push_back(fn->type(fn->params[k]));
+    anyFloating = anyFloating || is_floating(ins.back().dtype);
   }
-  if (!anyFloating) throw Error(fmt::format("{}: the function has no floating argument to differentiate", api), loc);
+  if (!anyFloating)
+    throw Error(fmt::format("{}: the function has no floating argument to differentiate{}", api,
+                            wrt.empty() ? "" : " among those argnums selects"),
+                loc);
   const DType inType = oneDtype(api, "arguments", ins, loc);
   const DType outType = oneDtype(api, "outputs", fn->resultTypes(), loc);
   auto plan = std::make_shared<SparsePlan>();
-  plan->pattern = hessian ? hessianSparsity(m, name) : jacobianSparsity(m, name);
+  plan->pattern = hessian ? hessianSparsity(m, name, wrt) : jacobianSparsity(m, name, wrt);
+  plan->wrt = std::move(wrt);
   const SparsityPattern& p = plan->pattern;
   std::vector<int64_t> source(at(p.nnz()));
   if (hessian) {
@@ -125,7 +131,7 @@ Tensor compressedValues(const SparsePlan& plan, bool hessian, const Tensor& seed
   std::vector<std::size_t> floating;
   std::vector<Tensor> flat;
   for (std::size_t k = 0; k < leaves.size(); ++k)
-    if (is_floating(leaves[k].dtype())) {
+    if (is_floating(leaves[k].dtype()) && (plan.wrt.empty() || plan.wrt[k])) {
       floating.push_back(k);
       flat.push_back(reshape(leaves[k], Shape{leaves[k].size()}));
     }

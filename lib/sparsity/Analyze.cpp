@@ -243,11 +243,11 @@ std::vector<Deps> Analysis::run(const ir::Function& fn, const std::vector<const 
   return outs;
 }
 
-Inputs numberParams(const ir::Function& fn) {
+Inputs numberParams(const ir::Function& fn, const std::vector<bool>& wrt) {
   Inputs in;
-  for (ir::ValueId p : fn.params) {
-    const Type& t = fn.type(p);
-    if (floating(t)) {
+  for (std::size_t k = 0; k < fn.params.size(); ++k) {
+    const Type& t = fn.type(fn.params[k]);
+    if (floating(t) && (wrt.empty() || wrt[k])) {
       in.params.push_back(Deps::identity(t.size(), in.count));
       in.count += t.size();
     } else {

@@ -224,8 +224,10 @@ struct Inputs {
   std::vector<Deps> params; ///< one per parameter
   int64_t count = 0;        ///< how many input elements in all
 };
-/// Parameter p of `fn` numbered from the floating parameters before it.
-Inputs numberParams(const ir::Function& fn);
+/// Parameter p of `fn` numbered from the floating parameters before it;
+/// with `wrt` (one flag per parameter), only those flagged count: the
+/// others are constants (no columns).
+Inputs numberParams(const ir::Function& fn, const std::vector<bool>& wrt = {});
 
 /// The analysis of one function (and the functions its ops call).
 class Analysis {

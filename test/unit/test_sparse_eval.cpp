@@ -256,3 +256,39 @@ TEST_CASE("sparse_hessian: a Lagrangian's multipliers behind stop_gradient take 
       for (int64_t c = 0; c < n; ++c) CHECK(hd.at(r * h.cols + c) == doctest::Approx(dense.at(r * n + c)).epsilon(1e-12));
   }
 }
+
+TEST_CASE("sparse_jacobian and sparse_hessian with argnums: the other arguments are held constant") {
+  // sigma f(z) + lambda . g(z): with argnums {0} the Hessian is z's alone,
+  // and new multipliers run the same compiled program.
+  auto lagrangian = [](const Tensor& z, const Tensor& sigma, const Tensor& lambda) {
+    const int64_t n = z.shape()[0];
+    const Tensor g = slice(z, {1}, {n}) - square(slice(z, {0}, {n - 1}));
+    return sigma * sum(exp(z)) + sum(lambda * g);
+  };
+  const Array z = randomArray(DType::f64, 8, 11), lambda = randomArray(DType::f64, 7, 12);
+  auto H = sparse_hessian(lagrangian, {.argnums = {0}});
+  for (double sigma : {1.0, 0.5}) {
+    const SparseMatrix h = H(z, Array(sigma), lambda);
+    CHECK(h.rows == 8);
+    CHECK(h.cols == 8);
+    CHECK(h.nnz() == 8); // exp(z) and z_i^2 couple each z_i with itself only
+    CHECK(h.colors == 1);
+    checkAgainst(h, hessian(lagrangian, argnums<0>)(z, Array(sigma), lambda), 1e-12);
+  }
+  // Jacobian of the constraints with respect to z only; lambda's columns absent.
+  auto g = [](const Tensor& z, const Tensor& shift) {
+    const int64_t n = z.shape()[0];
+    return slice(z, {1}, {n}) - square(slice(z, {0}, {n - 1})) + shift;
+  };
+  const SparseMatrix j = sparse_jacobian(g, {.argnums = {0}})(z, lambda);
+  CHECK(j.rows == 7);
+  CHECK(j.cols == 8);
+  CHECK(j.nnz() == 14);
+  checkAgainst(j, jacfwd(g, argnums<0>)(z, lambda), 1e-12);
+  // Mistakes: an argnum past the arguments; only integer arguments selected.
+  CHECK_THROWS_WITH_AS((void)sparse_jacobian(g, {.argnums = {2}})(z, lambda),
+                       doctest::Contains("sparse_jacobian: argnums has 2, but the function is called with 2 arguments"), Error);
+  auto mixed = [](const Tensor& x, const Tensor& k) { return x * cast(k, DType::f64); };
+  CHECK_THROWS_WITH_AS((void)sparse_jacobian(mixed, {.argnums = {1}})(z, Array(std::vector<int32_t>{2}, Shape{})),
+                       doctest::Contains("among those argnums selects"), Error);
+}
