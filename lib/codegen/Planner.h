@@ -243,8 +243,8 @@ private:
   /// level): in the loop body the value is computed before it is used.
   std::vector<Unit> schedule();
 
-  /// Stores the shared values several of `units` compute, and schedules
-  /// `units` again. Storing values changes the loops, so this repeats until
+  /// Stores shared values several of `units` compute (where a later unit
+  /// first meets them: storeSharedComputedTwice), and schedules `units` again. Storing values changes the loops, so this repeats until
   /// nothing changes; past kMaxRounds every shared value is stored, which
   /// needs no further round. True if any value was stored.
   bool storeShared(std::vector<Unit>& units);
