@@ -379,8 +379,8 @@ const std::vector<Read>& Planner::readsOf(std::span<const ValueId> operands, boo
   return reads_;
 }
 
-bool Planner::compatible(const Unit& u, const Unit& r) const {
-  if (u.roots.empty() || u.domain != r.domain || u.size + r.size > budget_) return false;
+bool Planner::compatible(const Unit& u, const Unit& r, int shared) const {
+  if (u.roots.empty() || u.domain != r.domain || u.size + r.size - shared > budget_) return false;
   if (stepGroup(*u.op) != stepGroup(*r.op)) return false;
   if (r.roots[0].reduction && u.reduceFrom != u.domain.size() && u.reduceFrom != r.reduceFrom) return false;
   return true;
@@ -391,6 +391,19 @@ std::vector<Unit> Planner::schedule() {
   // Units by level and step group: a root joins only a unit of its own group.
   std::map<std::pair<int, std::ptrdiff_t>, std::vector<int>> byLevel;
   std::vector<int> levelOf(f_.types.size(), -1), unitOf(f_.types.size(), -1);
+  // computedIn[v]: the unit that last took a root computing fused value v.
+  // A root's ops that a unit computes already cost it nothing there: sibling
+  // reductions of one chain (a Horner polynomial's reverse pass, one sum per
+  // coefficient off a chain of products) share a loop instead of each
+  // counting the whole chain against the budget.
+  std::vector<int> computedIn(f_.types.size(), -1);
+  std::vector<ValueId> rootFused;
+  std::vector<std::pair<int, int>> overlap; // (unit, fused values of the root it computes)
+  auto sharedWith = [&](int u) {
+    for (const auto& [unit, count] : overlap)
+      if (unit == u) return count;
+    return 0;
+  };
   int lastEffect = -1; // ops with side effects run in program order
   for (const ir::Op& op : f_.ops) {
     const ir::OpInfo& info = ir::info(op.kind);
@@ -402,6 +415,28 @@ std::vector<Unit> Planner::schedule() {
       continue;
     }
     std::optional<Unit> root = lowers ? std::nullopt : loopOf(op);
+    rootFused.clear();
+    overlap.clear();
+    if (root) {
+      // Bounded like loopOf's count: materialize() kept every root's fused
+      // operands within the budget.
+      ++gen_;
+      stack_.assign(op.operands.begin(), op.operands.end());
+      while (!stack_.empty()) {
+        const ValueId v = stack_.back();
+        stack_.pop_back();
+        if (!fusedValue(v) || stamp_[at(v)] == gen_) continue;
+        stamp_[at(v)] = gen_;
+        rootFused.push_back(v);
+        for (ValueId o : producer_[at(v)]->operands) stack_.push_back(o);
+      }
+      for (ValueId v : rootFused)
+        if (const int u = computedIn[at(v)]; u >= 0) {
+          auto it = std::find_if(overlap.begin(), overlap.end(), [&](const auto& e) { return e.first == u; });
+          if (it == overlap.end()) overlap.push_back({u, 1});
+          else ++it->second;
+        }
+    }
     const bool pointwise = root && (root->roots[0].reduction || info.has(ir::kElementwise));
     int level = 0;
     std::vector<int> shareUnits; // units this root may join: it reads them at its own index
@@ -420,13 +455,13 @@ std::vector<Unit> Planner::schedule() {
     int target = -1;
     for (int u : shareUnits)
       if (units[static_cast<std::size_t>(u)].level == level) {
-        if (target < 0 && compatible(units[static_cast<std::size_t>(u)], *root)) target = u;
+        if (target < 0 && compatible(units[static_cast<std::size_t>(u)], *root, sharedWith(u))) target = u;
         else if (target != u) level += 1, target = -2;
       }
     if (target == -2) target = -1;
     if (root && target < 0)
       for (int u : byLevel[{level, stepGroup(op)}]) {
-        if (!compatible(units[static_cast<std::size_t>(u)], *root)) continue;
+        if (!compatible(units[static_cast<std::size_t>(u)], *root, sharedWith(u))) continue;
         // Joining an unrelated unit is fine unless it shares a level with a unit we read.
         bool clash = false;
         for (int su : shareUnits) clash = clash || (units[static_cast<std::size_t>(su)].level == level && su != u);
@@ -448,7 +483,7 @@ std::vector<Unit> Planner::schedule() {
     if (target >= 0) {
       Unit& u = units[static_cast<std::size_t>(target)];
       u.roots.push_back(root->roots[0]);
-      u.size += root->size;
+      u.size += root->size - sharedWith(target);
       if (root->roots[0].reduction) u.reduceFrom = root->reduceFrom;
     } else {
       root->level = level;
@@ -457,6 +492,7 @@ std::vector<Unit> Planner::schedule() {
       byLevel[{level, stepGroup(op)}].push_back(target);
     }
     unitOf[at(op.results[0])] = target;
+    for (ValueId v : rootFused) computedIn[at(v)] = target;
   }
   return units;
 }
@@ -475,8 +511,19 @@ bool Planner::storeShared(std::vector<Unit>& units) {
 
 bool Planner::storeSharedComputedTwice(const std::vector<Unit>& units) {
   if (shared_.empty()) return false;
-  std::vector<int> lastUnit(f_.types.size(), -1), count(f_.types.size(), 0);
+  // Only the frontier is stored: a shared value that an earlier unit
+  // computes, where this unit's walk from its roots first meets it. What lies
+  // behind it is then computed by the earlier unit alone, and this one reads
+  // the stored value. (Storing every value computed twice stored each link of
+  // a chain that several loops extend, such as the cotangents of a reverse
+  // Horner recurrence, one sum off each.) Values of several units met behind
+  // other paths are found in the next round, after scheduling again.
+  std::vector<int> firstUnit(f_.types.size(), -1);
+  std::vector<char> isShared(f_.types.size(), 0);
+  for (ValueId v : shared_) isShared[at(v)] = 1;
+  bool changed = false;
   for (std::size_t u = 0; u < units.size(); ++u) {
+    const int unit = static_cast<int>(u);
     ++gen_;
     stack_.clear();
     // A Lower or Reduction kernel (no roots) computes its op's fused operands.
@@ -488,16 +535,14 @@ bool Planner::storeSharedComputedTwice(const std::vector<Unit>& units) {
       stack_.pop_back();
       if (!fusedValue(v) || stamp_[at(v)] == gen_) continue;
       stamp_[at(v)] = gen_;
-      if (lastUnit[at(v)] != static_cast<int>(u)) {
-        lastUnit[at(v)] = static_cast<int>(u);
-        ++count[at(v)];
+      if (firstUnit[at(v)] >= 0 && firstUnit[at(v)] != unit && isShared[at(v)]) {
+        mat_[at(v)] = changed = true;
+        continue;
       }
+      if (firstUnit[at(v)] < 0) firstUnit[at(v)] = unit;
       for (ValueId o : producer_[at(v)]->operands) stack_.push_back(o);
     }
   }
-  bool changed = false;
-  for (ValueId v : shared_)
-    if (!mat_[at(v)] && count[at(v)] > 1) mat_[at(v)] = changed = true;
   return changed;
 }
 

@@ -231,7 +231,9 @@ private:
 
   /// Whether root `r` may join loop `u`. Loops do not span a step-group
   /// boundary (findSteps), so the groups of an unrolled loop get alike loops.
-  bool compatible(const Unit& u, const Unit& r) const;
+  /// `shared`: how many of r's fused values u computes already (they are
+  /// computed once in the loop body).
+  bool compatible(const Unit& u, const Unit& r, int shared) const;
 
   /// Every op that writes memory becomes a unit at a level one above the
   /// levels of the materialised values it reads. Loop roots of one level and
@@ -241,13 +243,15 @@ private:
   /// level): in the loop body the value is computed before it is used.
   std::vector<Unit> schedule();
 
-  /// Stores the shared values several of `units` compute, and schedules
-  /// `units` again. Storing values changes the loops, so this repeats until
+  /// Stores shared values several of `units` compute (where a later unit
+  /// first meets them: storeSharedComputedTwice), and schedules `units` again. Storing values changes the loops, so this repeats until
   /// nothing changes; past kMaxRounds every shared value is stored, which
   /// needs no further round. True if any value was stored.
   bool storeShared(std::vector<Unit>& units);
 
-  /// Materialises the shared values that several units compute; true if any.
+  /// Materialises shared values that several units compute, where a later
+  /// unit's walk first meets one an earlier unit computes (the frontier);
+  /// true if any. Repeated with scheduling until none is left.
   bool storeSharedComputedTwice(const std::vector<Unit>& units);
 
   /// The fused values computed from `operands`, in op order.
