@@ -27,8 +27,11 @@ Worker& worker() {
   return *w;
 }
 
+void stopAtExit();
+
 void loop(Worker& w) {
   std::unique_lock lock(w.m);
+  bool first = true;
   for (;;) {
     w.wake.wait(lock, [&] { return w.exiting || (!w.paused && !w.jobs.empty()); });
     if (w.jobs.empty()) return; // exiting, nothing left
@@ -38,6 +41,11 @@ void loop(Worker& w) {
     lock.unlock();
     job(exiting);
     job = nullptr; // what it holds (LLVM modules, a kernel's last reference) goes outside the lock
+    // Registered again after the first job: what LLVM set up lazily for it
+    // (function-local statics of the code generator) is then destroyed
+    // after the thread is joined, not while a job may still use it.
+    if (first && !exiting) std::atexit(stopAtExit);
+    first = false;
     lock.lock();
     ++w.finished;
     w.idle.notify_all();
@@ -48,6 +56,7 @@ void loop(Worker& w) {
 /// needs was set up before (the JIT, the target, the disk cache directory),
 /// so it is destroyed after this returns. Queued jobs run with `exiting`
 /// (most return at once); the job running finishes its code generation.
+/// Runs once however often it was registered.
 void stopAtExit() {
   Worker& w = worker();
   {
