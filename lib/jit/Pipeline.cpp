@@ -126,15 +126,31 @@ OptimizedModules::OptimizedModules() = default;
 OptimizedModules::~OptimizedModules() = default;
 
 std::vector<std::string> OptimizedModules::emit() {
-  std::vector<std::string> objects;
-  for (const std::unique_ptr<Part>& p : parts_) {
-    if (p->module) {
-      p->object = codegen::emitObject(*p->module, *codegen::createTargetMachine({options_.optLevel, options_.cpu}));
-      p->module.reset();
-      p->context.reset();
+  // Parts (each in its own context) are compiled on threads of their own,
+  // as Compilation::emit compiles them: the optimised code is then in place
+  // about when compiling it alone would have finished.
+  std::vector<Part*> todo;
+  for (const std::unique_ptr<Part>& p : parts_)
+    if (p->module) todo.push_back(p.get());
+  std::vector<std::exception_ptr> errors(todo.size());
+  auto work = [&](std::size_t i) {
+    try {
+      Part& p = *todo[i];
+      p.object = codegen::emitObject(*p.module, *codegen::createTargetMachine({options_.optLevel, options_.cpu}));
+      p.module.reset();
+      p.context.reset();
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
-    objects.push_back(std::move(p->object));
-  }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < todo.size(); ++i) threads.emplace_back(work, i);
+  if (!todo.empty()) work(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::vector<std::string> objects;
+  for (const std::unique_ptr<Part>& p : parts_) objects.push_back(std::move(p->object));
   parts_.clear();
   return objects;
 }

@@ -108,8 +108,8 @@ public:
   ~OptimizedModules();
   OptimizedModules(const OptimizedModules&) = delete;
   OptimizedModules& operator=(const OptimizedModules&) = delete;
-  /// The optimised objects, one for each fast one and in the same order.
-  /// Runs once.
+  /// The optimised objects, one for each fast one and in the same order
+  /// (parts compiled on threads of their own). Runs once.
   std::vector<std::string> emit();
   /// One object's optimised module (Pipeline.cpp).
   struct Part;
