@@ -1,10 +1,13 @@
 // bench/compile_bench.cpp — compile time: for each program, the first call's
 // trace, IR passes, LLVM and total time, and time per op; then run time of the
-// GMM log-likelihood in einsum and matmul form (ADBench inputs), and a disk
+// GMM log-likelihood in einsum and matmul form (ADBench inputs), the tiers
+// (JitOptions::tiers) of B1-B3, G1-G3, an MLP and the GMM gradient, and a disk
 // cache hit in a fresh process. Prints, asserts nothing.
 //   adjit_compile_bench [--quick]     (--quick skips the 100,000-op chains)
 //   adjit_compile_bench --ba          (only the BA full Jacobian)
 //   adjit_compile_bench --only TEXT   (only the compile-time programs whose name contains TEXT)
+//   adjit_compile_bench --tiers [--only TEXT]  (only the tiers section: JitOptions::tiers' first
+//                                     calls, time until the optimised tier is live, run time of each tier)
 #include <adjit/adjit.h>
 
 #include "UnrolledLstm.h"
@@ -458,6 +461,7 @@ void run(bool quick, const std::string& data) {
   }
   if (!only || std::strstr("gmm", only)) gmmBench(data);
   if (!only) baJacobianBench(data);
+  tiersBench(data);
 }
 
 } // namespace
