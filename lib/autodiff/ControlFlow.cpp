@@ -154,6 +154,18 @@ std::string maskKey(const Wanted& w) {
   return key;
 }
 
+/// The ops of function `f` traced again into the current trace on `args`
+/// (a step's split halves inlined into the loop's body: what the loop does
+/// not read of them is then dead code, and their ops fuse with the loop's).
+std::vector<Tensor> inlined(const std::string& f, const std::vector<Tensor>& args, const Location& loc) {
+  TraceState& s = current();
+  std::vector<ir::ValueId> ids;
+  for (const Tensor& t : args) ids.push_back(detail::valueOf(t, "scan", loc));
+  std::vector<Tensor> out;
+  for (ir::ValueId v : inlineFunction(s.builder, fn(f), ids)) out.push_back(detail::wrap(s, v));
+  return out;
+}
+
 ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const Location& loc, const Wanted& wanted = {}) {
   const std::string key = fmt::format("@{} {} {} {}", body, k, c, maskKey(wanted));
   if (std::string f = derived("scanfwd " + key); !f.empty()) {
@@ -162,10 +174,32 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
     for (std::size_t i = fn(body).outputs.size(); i < F.outputs.size(); ++i) s.stacked.push_back(F.type(F.outputs[i]));
     return s;
   }
-  const SplitVjp split = splitVjp(current().module, body);
   const ir::Function& B = fn(body);
   const std::vector<Type> params = B.paramTypes(), outs = B.resultTypes();
   const std::size_t x = params.size() - k - c, nOut = outs.size();
+  // floating consts, carries, xs and ys (fy counts from 0, not from the carries)
+  const std::vector<std::size_t> fk = floatingAmong(params, 0, k), fc = floatingAmong(params, k, k + c),
+                                 fx = floatingAmong(params, k + c, k + c + x), fy = floatingAmong(outs, c, nOut);
+  // The floating consts whose cotangents are accumulated, as indices into fk,
+  // and the floating xs whose cotangents are stacked, as indices into fx.
+  std::vector<std::size_t> wk, wx;
+  for (std::size_t i = 0; i < fk.size(); ++i)
+    if (wants(wanted, fk[i])) wk.push_back(i);
+  for (std::size_t i = 0; i < fx.size(); ++i)
+    if (wants(wanted, k + c + fx[i])) wx.push_back(i);
+  // With a mask, the step's VJP is taken with respect to what the loop wants
+  // only (in parameter order: wanted consts, carries, wanted xs), so residuals
+  // only an unwanted cotangent reads (a constant step size's) are not stacked.
+  // Without one (while_vjp, binomial checkpointing), the step's shared split:
+  // a cotangent per floating parameter.
+  std::vector<std::size_t> wrt;
+  for (std::size_t i : wk) wrt.push_back(fk[i]);
+  for (std::size_t i : fc) wrt.push_back(k + i);
+  for (std::size_t i : wx) wrt.push_back(k + c + fx[i]);
+  const bool masked = !wanted.empty();
+  const SplitVjp split = masked ? splitVjp(current().module, body, wrt) : splitVjp(current().module, body);
+  // Where the bwd's cotangents of the wanted consts, the carries and the wanted xs start.
+  const std::size_t dk = 0, dc = masked ? wk.size() : fk.size(), dxAt = dc + fc.size();
   const std::vector<int64_t> rp = residualParams(fn(split.fwd), nOut);
   std::vector<std::size_t> stackedIdx; // residuals computed by the step, or carries
   ScanSplit s;
@@ -175,18 +209,11 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
       s.stacked.push_back(fn(split.fwd).type(fn(split.fwd).outputs[nOut + r]));
     }
   s.fwd = traceFunction(body + ".scan_fwd", params, loc, [&](const std::vector<Tensor>& ps) {
-    std::vector<Tensor> o = call(split.fwd, ps, loc);
+    std::vector<Tensor> o = inlined(split.fwd, ps, loc);
     std::vector<Tensor> r = slice(o, 0, nOut);
     for (std::size_t i : stackedIdx) r.push_back(o[nOut + i]);
     return r;
   });
-  // floating consts, carries, xs and ys (fy counts from 0, not from the carries)
-  const std::vector<std::size_t> fk = floatingAmong(params, 0, k), fc = floatingAmong(params, k, k + c),
-                                 fx = floatingAmong(params, k + c, k + c + x), fy = floatingAmong(outs, c, nOut);
-  // The floating consts whose cotangents are accumulated, as indices into fk.
-  std::vector<std::size_t> wk;
-  for (std::size_t i = 0; i < fk.size(); ++i)
-    if (wants(wanted, fk[i])) wk.push_back(i);
   std::vector<Type> types = slice(params, 0, k);
   for (std::size_t i : fc) types.push_back(params[k + i]);
   for (std::size_t i : wk) types.push_back(params[fk[i]]);
@@ -211,11 +238,10 @@ ScanSplit scanSplit(const std::string& body, std::size_t k, std::size_t c, const
     }
     args.insert(args.end(), dcarry.begin(), dcarry.end()); // @B's floating outputs: carries, then y's
     args.insert(args.end(), dys.begin(), dys.end());
-    std::vector<Tensor> dx = call(split.bwd, args, loc); // per floating parameter: consts, carries, xs
-    std::vector<Tensor> r = slice(dx, fk.size(), fc.size());
-    for (std::size_t j = 0; j < wk.size(); ++j) r.push_back(add(dconst[j], dx[wk[j]]));
-    for (std::size_t i = 0; i < fx.size(); ++i)
-      if (wants(wanted, k + c + fx[i])) r.push_back(dx[fk.size() + fc.size() + i]);
+    std::vector<Tensor> dx = inlined(split.bwd, args, loc); // see dk, dc, dxAt
+    std::vector<Tensor> r = slice(dx, dc, fc.size());
+    for (std::size_t j = 0; j < wk.size(); ++j) r.push_back(add(dconst[j], dx[dk + (masked ? j : wk[j])]));
+    for (std::size_t j = 0; j < wx.size(); ++j) r.push_back(dx[dxAt + (masked ? j : wx[j])]);
     return r;
   });
   current().module->derived["scanfwd " + key] = s.fwd;

@@ -344,6 +344,23 @@ std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string&
   });
 }
 
+/// " wrt 1 4 ...": the variant of a derivative taken with respect to `wrt` only.
+static std::string wrtVariant(const std::vector<std::size_t>& wrt) {
+  std::string v = " wrt";
+  for (std::size_t i : wrt) v += " " + std::to_string(i);
+  return v;
+}
+
+/// combinedVjp with cotangents of the parameters `wrt` only, in that order.
+static std::string combinedVjp(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::vector<std::size_t>& wrt) {
+  return derive(m, "vjp", name, [&](detail::TraceScope& scope, const ir::Function& g) {
+    Differentiated d = differentiateInto(scope, g, /*withDy=*/true, &wrt);
+    std::vector<Tensor> outs = d.ys;
+    outs.insert(outs.end(), d.dxs.begin(), d.dxs.end());
+    return outs;
+  }, wrtVariant(wrt));
+}
+
 std::string gradFunction(const std::shared_ptr<ir::Module>& m, const std::string& name,
                          const std::optional<std::vector<std::size_t>>& argnums) {
   const ir::Function* g = m->lookup(name);
@@ -385,7 +402,7 @@ static std::vector<bool> residualsAreParams(const ir::Function& fwd, std::size_t
 /// order. The first nY outputs must not be late.
 static SplitVjp splitInTwo(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::string& vname,
                            std::size_t nX, std::size_t nY, const std::vector<char>& late, const std::string& earlyKind,
-                           const std::string& lateKind) {
+                           const std::string& lateKind, const std::string& variant = {}) {
   const ir::Function& v = *m->lookup(vname);
   // Pure ops that read no parameter, even through other ops (constants and
   // what is computed from them alone), are made again in the late half
@@ -430,7 +447,7 @@ static SplitVjp splitInTwo(const std::shared_ptr<ir::Module>& m, const std::stri
   };
   {
     ir::Function& e = m->add(name + "." + earlyKind);
-    m->derived[earlyKind + " @" + name] = e.name;
+    m->derived[earlyKind + variant + " @" + name] = e.name;
     std::unordered_map<ir::ValueId, ir::ValueId> map;
     for (std::size_t i = 0; i < nX; ++i) addParam(e, map, v.params[i]);
     copyOps(e, map, false);
@@ -439,22 +456,22 @@ static SplitVjp splitInTwo(const std::shared_ptr<ir::Module>& m, const std::stri
   }
   {
     ir::Function& l = m->add(name + "." + lateKind);
-    m->derived[lateKind + " @" + name] = l.name;
+    m->derived[lateKind + variant + " @" + name] = l.name;
     std::unordered_map<ir::ValueId, ir::ValueId> map;
     for (ir::ValueId r : residuals) addParam(l, map, r);
     for (std::size_t i = nX; i < v.params.size(); ++i) addParam(l, map, v.params[i]);
     copyOps(l, map, true);
     for (std::size_t i = nY; i < v.outputs.size(); ++i) l.outputs.push_back(map.at(v.outputs[i]));
   }
-  const ir::Function& e = *derivedFunction(*m, earlyKind, name);
-  return {e.name, derivedFunction(*m, lateKind, name)->name, residualsAreParams(e, nY)};
+  const ir::Function& e = *derivedFunction(*m, earlyKind, name, variant);
+  return {e.name, derivedFunction(*m, lateKind, name, variant)->name, residualsAreParams(e, nY)};
 }
 
 /// The halves splitInTwo made of @name earlier, if both are still there.
 static std::optional<SplitVjp> splitBefore(const ir::Module& m, const std::string& name, const std::string& earlyKind,
-                                           const std::string& lateKind) {
-  const ir::Function* early = derivedFunction(m, earlyKind, name);
-  const ir::Function* late = derivedFunction(m, lateKind, name);
+                                           const std::string& lateKind, const std::string& variant = {}) {
+  const ir::Function* early = derivedFunction(m, earlyKind, name, variant);
+  const ir::Function* late = derivedFunction(m, lateKind, name, variant);
   if (!early || !late) return std::nullopt;
   return SplitVjp{early->name, late->name, residualsAreParams(*early, m.lookup(name)->outputs.size())};
 }
@@ -468,6 +485,17 @@ SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name)
   std::vector<char> late(v.ops.size(), 1);
   std::fill(late.begin(), late.begin() + static_cast<std::ptrdiff_t>(g.ops.size()), 0);
   return splitInTwo(m, name, vname, g.params.size(), g.outputs.size(), late, "fwd", "bwd");
+}
+
+SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::vector<std::size_t>& wrt) {
+  const std::string variant = wrtVariant(wrt);
+  if (auto done = splitBefore(*m, name, "fwd", "bwd", variant)) return *done;
+  const std::string vname = combinedVjp(m, name, wrt);
+  const ir::Function& g = *m->lookup(name);
+  const ir::Function& v = *m->lookup(vname);
+  std::vector<char> late(v.ops.size(), 1);
+  std::fill(late.begin(), late.begin() + static_cast<std::ptrdiff_t>(g.ops.size()), 0);
+  return splitInTwo(m, name, vname, g.params.size(), g.outputs.size(), late, "fwd", "bwd", variant);
 }
 
 SplitVjp splitJvp(const std::shared_ptr<ir::Module>& m, const std::string& name) {

@@ -134,6 +134,10 @@ struct SplitVjp {
   std::vector<bool> residualIsParam;
 };
 SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name);
+/// The same with `bwd` (residuals..., dy...) -> (dx per parameter in `wrt`,
+/// in that order): a residual only other parameters' cotangents would read
+/// is not kept (a loop body's split, whose constants need no cotangent).
+SplitVjp splitVjp(const std::shared_ptr<ir::Module>& m, const std::string& name, const std::vector<std::size_t>& wrt);
 
 /// Throws an Error at `site`, "<what>: <purpose>, but its op ...", naming
 /// the first op of `fn` (or of a function it calls) through which its

@@ -88,8 +88,11 @@ void hoistInvariants(TraceState& outer, Region& r, std::size_t own) {
     std::vector<ir::ValueId> results = outer.builder.create(op.kind, operands, op.attrs, op.callees, op.loc);
     for (std::size_t k = 0; k < results.size(); ++k) outerOf[op.results[k]] = results[k];
     // A constant stays in the body too (an immediate there); its copy outside
-    // serves the ops that move out, and is dropped if none does.
-    hoisted[i] = !op.operands.empty();
+    // serves the ops that move out, and is dropped if none does. So does a
+    // broadcast: fused into the body's loops it costs nothing, while hoisted
+    // it would be a tensor the body reads from memory every step (a step size
+    // `h * k` read as an [n] array of h's: RK4's step loaded four of them).
+    hoisted[i] = !op.operands.empty() && op.kind != ir::OpKind::BroadcastTo;
     if (hoisted[i]) moved.insert(op.results.begin(), op.results.end());
   }
   // Hoisted values still read in the body (or returned) become parameters.

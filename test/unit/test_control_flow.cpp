@@ -700,6 +700,28 @@ TEST_CASE("ops of a loop body that read only captured tensors move out of the lo
   check_grads(f, std::tuple{f64({0.5, -0.2, 0.9, 0.1, 0.3, -0.4}), xs});
 }
 
+TEST_CASE("a scalar broadcast in a loop body stays there: the body reads no array of copies of it") {
+  // Before: y * 0.5 and y * h had their broadcasts hoisted, and each step
+  // read two [16] arrays of 0.5s and h's instead of two scalars.
+  auto f = [](Tensor y0, Tensor h) {
+    return sum(fori_loop(0, 4, [&](const Tensor&, const Tensor& y) { return y + y * 0.5 + sin(y) * h; }, y0));
+  };
+  Module m = trace(f, Type{DType::f64, {16}}, Type{DType::f64, {}});
+  const std::string text = m.str();
+  const std::size_t at = text.find("func @scan.body(");
+  REQUIRE(at != std::string::npos);
+  const std::string params = text.substr(at, text.find("->", at) - at);
+  std::size_t arrays = 0;
+  for (std::size_t p = params.find("f64[16]"); p != std::string::npos; p = params.find("f64[16]", p + 1)) ++arrays;
+  CHECK(arrays == 1); // the carry only; h comes in as f64[]
+  CHECK(params.find("f64[]") != std::string::npos);
+  CHECK(text.substr(at).find("broadcast_to(") != std::string::npos);
+  std::vector<double> y0(16);
+  for (std::size_t i = 0; i < y0.size(); ++i) y0[i] = 0.1 * static_cast<double>(i) - 0.5;
+  agrees(f, std::tuple{Array(y0), Array(0.3)});
+  check_grads(f, std::tuple{Array(y0), Array(0.3)});
+}
+
 TEST_CASE("two gradients through one cond and one scan reuse the residuals the first one kept") {
   auto f = jit([](Tensor x, Tensor p) {
     GradientTape tape(/*persistent=*/true);
