@@ -139,7 +139,8 @@ public:
     entry_ = llvm::BasicBlock::Create(fn->getContext(), "entry", fn);
     b_.SetInsertPoint(llvm::BasicBlock::Create(fn->getContext(), "body", fn));
     llvm::FastMathFlags fmf;
-    fmf.setAllowReassoc(); // no contraction: its multiply-adds are llvm.fmuladd (EmitBase::reassocFlags)
+    fmf.setAllowReassoc();
+    fmf.setAllowContract();
     b_.setFastMathFlags(fmf);
   }
 
