@@ -34,7 +34,6 @@ template <> Tensor BasicSparseMatrix<Tensor>::to_dense() const {
   return reshape(take(padded, constant(Array(index, Shape{rows * cols}))), Shape{rows, cols});
 }
 
-
 namespace detail {
 namespace {
 

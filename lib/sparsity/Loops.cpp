@@ -16,21 +16,26 @@ namespace {
 
 bool floating(const Type& t) { return t.dtype == DType::f32 || t.dtype == DType::f64; }
 
-/// Elements [first, first + n) of d, with their pairs.
-Deps rowsOf(const Deps& d, int64_t first, int64_t n) {
-  Deps r;
-  r.ptr.assign(1, 0);
-  const bool pairs = !d.hptr.empty();
-  if (pairs) r.hptr.assign(1, 0);
+/// Appends elements [first, first + n) of d, with their pairs if r keeps them.
+void appendRows(Deps& r, const Deps& d, int64_t first, int64_t n) {
+  const bool pairs = !r.hptr.empty();
   for (int64_t e = first; e < first + n; ++e) {
     const auto s = d.of(e);
     r.idx.insert(r.idx.end(), s.begin(), s.end());
     r.ptr.push_back(static_cast<int64_t>(r.idx.size()));
     if (!pairs) continue;
-    const auto p = d.pairsOf(e);
-    r.hidx.insert(r.hidx.end(), p.begin(), p.end());
+    const auto q = d.pairsOf(e);
+    r.hidx.insert(r.hidx.end(), q.begin(), q.end());
     r.hptr.push_back(static_cast<int64_t>(r.hidx.size()));
   }
+}
+
+/// Elements [first, first + n) of d, with their pairs.
+Deps rowsOf(const Deps& d, int64_t first, int64_t n) {
+  Deps r;
+  r.ptr.assign(1, 0);
+  if (!d.hptr.empty()) r.hptr.assign(1, 0);
+  appendRows(r, d, first, n);
   return r;
 }
 
@@ -38,19 +43,9 @@ Deps rowsOf(const Deps& d, int64_t first, int64_t n) {
 Deps stacked(const std::vector<Deps>& parts) {
   Deps r;
   r.ptr.assign(1, 0);
-  bool pairs = false;
-  for (const Deps& p : parts) pairs = pairs || !p.hptr.empty();
-  if (pairs) r.hptr.assign(1, 0);
   for (const Deps& p : parts)
-    for (int64_t e = 0; e < p.elements(); ++e) {
-      const auto s = p.of(e);
-      r.idx.insert(r.idx.end(), s.begin(), s.end());
-      r.ptr.push_back(static_cast<int64_t>(r.idx.size()));
-      if (!pairs) continue;
-      const auto q = p.pairsOf(e);
-      r.hidx.insert(r.hidx.end(), q.begin(), q.end());
-      r.hptr.push_back(static_cast<int64_t>(r.hidx.size()));
-    }
+    if (!p.hptr.empty()) r.hptr.assign(1, 0);
+  for (const Deps& p : parts) appendRows(r, p, 0, p.elements());
   return r;
 }
 
