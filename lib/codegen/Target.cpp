@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 namespace adjit::codegen {
@@ -31,10 +32,24 @@ static void initializeLLVM() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
+    const char* args = std::getenv("ADJIT_LLVM_ARGS");
+    // Code generation at CodeGenOptLevel::None (the JIT's first tier, see
+    // jit/Pipeline.h; opt_level 0) keeps -O0's fast instruction selection
+    // but allocates registers as -O1 and up do: -O0's allocator spills every
+    // value live across blocks, which left an MLP's value and gradient 4-5x
+    // slower than the optimised code (the same in 1.0-1.1x with this), for
+    // 0-2 ms more compile time (bench/compile_bench.cpp --tiers).
+    // Register allocation never changes what the code computes. Global in
+    // LLVM, so set once here, unless ADJIT_LLVM_ARGS names it.
+    if (!args || std::string_view(args).find("optimize-regalloc") == std::string_view::npos) {
+      llvm::StringMap<llvm::cl::Option*>& options = llvm::cl::getRegisteredOptions();
+      if (auto it = options.find("optimize-regalloc"); it != options.end())
+        it->second->addOccurrence(0, "optimize-regalloc", "true");
+    }
     // ADJIT_LLVM_ARGS: LLVM's own command-line options, for experiments (as
     // Julia's JULIA_LLVM_ARGS or XLA_FLAGS), e.g. "-enable-post-misched=false".
     // A bad one is reported on stderr and ignored; it never ends the process.
-    if (const char* args = std::getenv("ADJIT_LLVM_ARGS")) {
+    if (args) {
       std::vector<std::string> words{"adjit"};
       std::istringstream in(args);
       for (std::string w; in >> w;) words.push_back(w);
