@@ -5,7 +5,11 @@
 
 #include <adjit/error.h>
 
+#include <llvm/AsmParser/Parser.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -242,6 +246,30 @@ std::string emitObject(llvm::Module& m, llvm::TargetMachine& tm) {
 
 std::string emitAssembly(llvm::Module& m, llvm::TargetMachine& tm) {
   return emit(m, tm, llvm::CodeGenFileType::AssemblyFile);
+}
+
+void warmUpCodeGenerator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Instruction selection builds its tables of value types on first use:
+    // one for machine value types, one for the others (<13 x double> here,
+    // which FastISel leaves to SelectionDAG even at -O0).
+    static const char* text = R"(
+define void @warm(ptr %p) {
+  %v = load <13 x double>, ptr %p, align 8
+  %w = fmul <13 x double> %v, %v
+  store <13 x double> %w, ptr %p, align 8
+  ret void
+}
+)";
+    llvm::LLVMContext ctx;
+    llvm::SMDiagnostic err;
+    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, err, ctx);
+    if (!m) throw InternalError("codegen: the warm-up module does not parse: " + err.getMessage().str());
+    auto tm = createTargetMachine({0, ""});
+    configureModule(*m, *tm);
+    emitObject(*m, *tm);
+  });
 }
 
 std::string printLLVM(const llvm::Module& m) {

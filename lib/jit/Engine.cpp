@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -264,6 +265,36 @@ bool tiersEnabled() {
   return on;
 }
 
+/// The code generator's warm-up (codegen::warmUpCodeGenerator) for the
+/// first tiered compile of the process: it runs on a thread of its own while
+/// this compile traces and lowers, and is waited for before the background
+/// thread starts, and before an error leaves the compile, so the process
+/// never exits during it: its statics are then destroyed after the
+/// background thread is joined (Background.cpp). Later compiles find it done.
+class WarmUpGuard {
+public:
+  explicit WarmUpGuard(bool needed) {
+    if (!needed) return;
+    static std::shared_future<void> done = std::async(std::launch::async, [] {
+      try {
+        codegen::warmUpCodeGenerator();
+      } catch (const std::exception& e) { // the tiers still work; only exit may be unsafe
+        logLine("compile", std::string("warm-up of the code generator failed: ") + e.what());
+      }
+    });
+    done_ = &done;
+  }
+  WarmUpGuard(const WarmUpGuard&) = delete;
+  WarmUpGuard& operator=(const WarmUpGuard&) = delete;
+  ~WarmUpGuard() { wait(); }
+  void wait() {
+    if (done_) done_->wait();
+  }
+
+private:
+  const std::shared_future<void>* done_ = nullptr;
+};
+
 /// What the background compile of a tiered kernel's optimised code needs.
 struct OptimizedTierJob {
   std::weak_ptr<Kernel> kernel;
@@ -403,6 +434,10 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   std::vector<Instrumentation*> instruments;
   for (auto& w : watching) instruments.push_back(w.get());
 
+  // Tiered: the objects come from the fast code generator, and `later`
+  // keeps the optimised IR for the background compile.
+  const bool tiered = r.tiers && cached && r.options.optLevel > 0 && tiersEnabled();
+  WarmUpGuard warmUp(tiered);
   Compilation c(label, symbol, r.options, instruments);
   if (stages) c.showPlanAfter(r.planAfter);
   std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
@@ -412,9 +447,6 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   ADJIT_ASSERT(fn, "compile: the passes removed @" + r.function);
   const uint64_t scratch = c.lower(*m, r.function, symbol);
   ++llvmRuns;
-  // Tiered: the objects come from the fast code generator, and `later`
-  // keeps the optimised IR for the background compile.
-  const bool tiered = r.tiers && cached && r.options.optLevel > 0 && tiersEnabled();
   auto job = tiered ? std::make_shared<OptimizedTierJob>() : nullptr;
   const std::vector<std::string> objects = c.emit(tiered ? &job->modules : nullptr);
   // ADJIT_LLVM_ARGS=-time-passes: LLVM's per-pass times of this compilation, on stderr.
@@ -439,6 +471,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
     job->scratch = scratch;
     job->disk = !cacheDirectory().empty();
     job->start = t0 - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(r.traceMs));
+    warmUp.wait();
     background::submit([job](bool exiting) { job->run(exiting); });
   }
   const Compilation::Times& t = c.times();

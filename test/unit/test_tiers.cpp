@@ -93,13 +93,14 @@ template <class F, class... Args> void checkJitTiers(const char* name, const F& 
   int tier = 0;
   set_compile_listener([&](const CompileEvent& e) { tier = e.tier; });
   std::string first;
+  uint64_t before = 0;
   {
     PauseOptimizedTiers pause;
     first = collect(jitted(args...));
+    before = engine::counters().optimizedTiers; // read while ours cannot have run
   }
   set_compile_listener({});
   CHECK(tier == 1);
-  const uint64_t before = engine::counters().optimizedTiers;
   jitted.wait_optimized();
   CHECK(engine::counters().optimizedTiers == before + 1);
   CHECK(collect(jitted(args...)) == first);
