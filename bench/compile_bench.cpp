@@ -1,13 +1,17 @@
 // bench/compile_bench.cpp — compile time: for each program, the first call's
 // trace, IR passes, LLVM and total time, and time per op; then run time of the
-// GMM log-likelihood in einsum and matmul form (ADBench inputs), and a disk
+// GMM log-likelihood in einsum and matmul form (ADBench inputs), the tiers
+// (JitOptions::tiers) of B1-B3, G1-G3, an MLP and the GMM gradient, and a disk
 // cache hit in a fresh process. Prints, asserts nothing.
 //   adjit_compile_bench [--quick]     (--quick skips the 100,000-op chains)
 //   adjit_compile_bench --ba          (only the BA full Jacobian)
 //   adjit_compile_bench --only TEXT   (only the compile-time programs whose name contains TEXT)
+//   adjit_compile_bench --tiers [--only TEXT]  (only the tiers section: JitOptions::tiers' first
+//                                     calls, time until the optimised tier is live, run time of each tier)
 #include <adjit/adjit.h>
 
 #include "UnrolledLstm.h"
+#include "jit/Background.h" // holds the optimised tier back to time the first tier
 
 #include <algorithm>
 #include <chrono>
@@ -228,6 +232,8 @@ void gmmBench(const std::string& data) {
       report(name, 0, [&] { fwd(g.alpha, g.mu, g.q, g.l, g.x); });
       std::snprintf(name, sizeof name, "gmm D=%d K=25 %s gradient", d, einsumForm ? "einsum" : "matmul");
       report(name, 0, [&] { vg(g.alpha, g.mu, g.q, g.l, g.x); });
+      fwd.wait_optimized(); // the run times below are the optimised code's
+      vg.wait_optimized();
       auto median = [](const std::function<void()>& fn) {
         std::vector<double> t;
         for (int i = 0; i < 9; ++i) {
@@ -244,6 +250,128 @@ void gmmBench(const std::string& data) {
     }
     std::printf("gmm D=%d run: einsum %.3f / %.3f ms, matmul %.3f / %.3f ms (forward / value+gradient), einsum/matmul %.2fx / %.2fx\n",
                 d, times[0][0], times[0][1], times[1][0], times[1][1], times[0][0] / times[1][0], times[0][1] / times[1][1]);
+  }
+}
+
+// ---- tiers: first call, time until optimised, run time of each tier ---------
+
+/// FNV-1a of every result's bytes: both tiers must print the same.
+struct BytesHash {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void add(const Array& a) {
+    const auto* p = static_cast<const unsigned char*>(a.raw());
+    for (std::size_t i = 0; i < a.bytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  }
+  template <class T> void addAll(const T& r) {
+    if constexpr (std::is_same_v<T, Array>) add(r);
+    else if constexpr (requires { r.first; r.second; }) {
+      addAll(r.first);
+      addAll(r.second);
+    } else if constexpr (requires { std::tuple_size<T>::value; }) std::apply([&](const auto&... x) { (addAll(x), ...); }, r);
+    else for (const auto& x : r) addAll(x);
+  }
+};
+
+std::vector<float> uniform(std::size_t n, float lo, float hi, unsigned seed) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = lo + (hi - lo) * float((s >> 40) & 0xFFFFFF) / float(0x1000000);
+  }
+  return v;
+}
+
+/// The MLP of a new user's first program: 784-128-10, tanh, softmax cross-entropy, a batch of 64.
+Tensor mlpLoss(Tensor w1, Tensor b1, Tensor w2, Tensor b2, Tensor x, Tensor y) {
+  Tensor h = tanh(matmul(x, w1) + b1);
+  Tensor logits = matmul(h, w2) + b2;
+  return sum(logsumexp(logits, {1})) - sum(logits * y);
+}
+
+/// Median time of `reps` calls of `fn`, and its results' hash.
+template <class F, class... Args> std::pair<double, uint64_t> runTime(const F& fn, const Args&... args) {
+  std::vector<double> t;
+  BytesHash h;
+  for (int i = 0; i < 15; ++i) {
+    auto t0 = Clock::now();
+    auto r = fn(args...);
+    t.push_back(msSince(t0));
+    if (i == 0) h.addAll(r);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], h.h};
+}
+
+/// One program of the tiers section. Each jit has its own name, hence its own
+/// kernel (no cache hit between them), on one thread:
+///  - tiers off: the first call compiles the optimised code itself (before);
+///  - tiered: the first call (tier 1), the time until the optimised tier is
+///    live (wait_optimized), the optimised code's run time;
+///  - tier 1 alone (the optimised tier held back): its run time.
+template <class F, class... Args> void tierRow(const char* name, const F& f, const Args&... args) {
+  if (only && !std::strstr(name, only)) return;
+  engine::background::drain();
+  auto untiered = jit(f, {.name = "untiered", .threads = 1, .tiers = false});
+  auto t0 = Clock::now();
+  untiered(args...);
+  const double before = msSince(t0);
+  auto tiered = jit(f, {.name = "tiered", .threads = 1});
+  t0 = Clock::now();
+  tiered(args...);
+  const double first = msSince(t0);
+  tiered.wait_optimized();
+  const double live = msSince(t0);
+  const auto [optimizedMs, optimizedHash] = runTime(tiered, args...);
+  auto fast = jit(f, {.name = "fast", .threads = 1});
+  double fastMs = 0;
+  uint64_t fastHash = 0;
+  {
+    engine::background::testing::pause(true);
+    std::tie(fastMs, fastHash) = runTime(fast, args...);
+    engine::background::testing::pause(false);
+  }
+  std::printf("%-24s %8.1f ms  %8.1f ms  %8.1f ms  %9.3f ms  %9.3f ms  %5.2fx  %s\n", name, before, first, live, fastMs,
+              optimizedMs, fastMs / optimizedMs, fastHash == optimizedHash ? "bitwise equal" : "DIFFER");
+  std::fflush(stdout);
+}
+
+void tiersBench(const std::string& data) {
+  std::printf("tiers (JitOptions::tiers), one thread: first call with tiers off, first call with tiers (tier 1), time until the\n"
+              "optimised tier is live, run time of tier 1 and of the optimised code (median of 15), their ratio, results\n");
+  std::printf("%-24s %11s  %11s  %11s  %12s  %12s  %6s\n", "program", "tiers off", "tier 1", "optimised", "tier 1 run", "opt. run",
+              "ratio");
+  const Array x(uniform(1000000, -3, 3, 1)), a(0.5f), b(0.25f);
+  const Array m(uniform(1000 * 1000, -5, 5, 2), {1000, 1000});
+  auto b1 = [](Tensor x) { return sum(log1p(exp(x))); };
+  auto b2 = [](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); };
+  auto b3 = [](Tensor x) { return sum(logsumexp(x, {1})); };
+  tierRow("B1", b1, x);
+  tierRow("B2", b2, x, a, b);
+  tierRow("B3", b3, m);
+  tierRow("G1", [b1](Tensor x) { return value_and_grad(b1)(x); }, x);
+  tierRow("G2", [b2](Tensor x, Tensor a, Tensor b) { return value_and_grad(b2, argnums<0, 1, 2>)(x, a, b); }, x, a, b);
+  tierRow("G3", [b3](Tensor x) { return value_and_grad(b3)(x); }, m);
+  {
+    const Array w1(uniform(784 * 128, -0.05f, 0.05f, 3), {784, 128}), bb1(uniform(128, -0.1f, 0.1f, 4));
+    const Array w2(uniform(128 * 10, -0.1f, 0.1f, 5), {128, 10}), bb2(uniform(10, -0.1f, 0.1f, 6));
+    const Array X(uniform(64 * 784, 0, 1, 7), {64, 784});
+    std::vector<float> y(64 * 10, 0.0f);
+    for (int i = 0; i < 64; ++i) y[static_cast<std::size_t>(i * 10 + (i * 7) % 10)] = 1;
+    const Array Y(y, {64, 10});
+    tierRow("MLP 784-128-10 v&g", [](Tensor w1, Tensor b1, Tensor w2, Tensor b2, Tensor x, Tensor y) {
+      return value_and_grad(mlpLoss, argnums<0, 1, 2, 3>)(w1, b1, w2, b2, x, y);
+    }, w1, bb1, w2, bb2, X, Y);
+  }
+  for (int d : {10, 20}) {
+    Gmm g;
+    if (!readGmm(data + "/gmm/1k/gmm_d" + std::to_string(d) + "_K25.txt", 1000, g)) continue;
+    auto f = [&g](Tensor alpha, Tensor mu, Tensor q, Tensor l, Tensor x) { return logLikelihood(g, alpha, mu, q, l, x, false); };
+    char name[64];
+    std::snprintf(name, sizeof name, "GMM D=%d K=25 gradient", d);
+    tierRow(name, [f](Tensor alpha, Tensor mu, Tensor q, Tensor l, Tensor x) {
+      return value_and_grad(f, argnums<0, 1, 2, 3>)(alpha, mu, q, l, x);
+    }, g.alpha, g.mu, g.q, g.l, g.x);
   }
 }
 
@@ -333,6 +461,7 @@ void run(bool quick, const std::string& data) {
   }
   if (!only || std::strstr("gmm", only)) gmmBench(data);
   if (!only) baJacobianBench(data);
+  tiersBench(data);
 }
 
 } // namespace
@@ -355,6 +484,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   const char* data = std::getenv("ADBENCH_DATA");
+  if (argc > 1 && !std::strcmp(argv[1], "--tiers")) { // only the tiers section
+    if (argc > 3 && !std::strcmp(argv[2], "--only")) only = argv[3];
+    tiersBench(data ? data : ADJIT_ADBENCH_DATA);
+    return 0;
+  }
   if (argc > 1 && !std::strcmp(argv[1], "--ba")) { // only the BA Jacobian
     baJacobianBench(data ? data : ADJIT_ADBENCH_DATA);
     return 0;

@@ -159,7 +159,9 @@ def compile_section(text):
            '(planning, lowering, optimisation, code generation). It includes chains of up to 100,000 '
            'elementwise ops and their gradients, unrolled recurrences and LSTM cells, ADBench\'s GMM objective '
            'in einsum and matmul form, BA\'s full Jacobian, and a disk-cache hit in a fresh process. LLVM\'s '
-           'work is split across all cores for large modules.', '']
+           'work is split across all cores for large modules. First calls run tier 1 (JitOptions::tiers: LLVM\'s '
+           'fast code generator on the optimised IR); the tiers lines at the end compare each program\'s first '
+           'call with tiers off and on, the time until the optimised tier is live, and both tiers\' run times.', '']
     if p.rows['row']:
         out += table(['program', 'ops', 'trace', 'passes', 'llvm', 'total', ''],
                      [(n.strip(), o, ms(t), ms(ps), ms(l), ms(tot), extra.strip()) for n, o, t, ps, l, tot, extra in p.rows['row']])

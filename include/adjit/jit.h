@@ -16,6 +16,13 @@ struct JitOptions {
   /// work; 0: $ADJIT_NUM_THREADS, else the hardware's concurrency. Results
   /// are bitwise identical for every count: the split depends on the program.
   int threads = 0;
+  /// Tiered compilation: the first call of a signature runs code from LLVM's
+  /// fast code generator, while the optimised code compiles on a background
+  /// thread and replaces it for later calls (Jitted::wait_optimized waits for
+  /// it). Both compute bitwise the same results. Off here, or for the process
+  /// with ADJIT_TIERS=0: the first call compiles the optimised code itself.
+  /// The disk cache holds only optimised code. See docs/guide/jit-and-caching.md.
+  bool tiers = true;
 };
 
 /// What one compilation cost; ADJIT_LOG=compile prints the same.
@@ -30,6 +37,9 @@ struct CompileEvent {
   double passes_ms = 0;  ///< adjit's IR passes (misses only)
   double llvm_ms = 0;    ///< fusion planning, lowering, LLVM's optimiser and code generator (misses only)
   double load_ms = 0;    ///< linking the machine code into the process
+  /// The code the call runs: 1, quickly compiled, while the optimised code
+  /// compiles in the background (JitOptions::tiers); 2, optimised.
+  int tier = 2;
 };
 
 /// Calls `listener` after every compilation in the process, from the
@@ -116,6 +126,8 @@ public:
   /// The traced module for these argument types.
   Module module(const std::vector<Type>& types, const Body& body);
   std::size_t cacheSize() const;
+  /// Blocks until every signature compiled so far runs optimised code.
+  void waitOptimized() const;
   const JitOptions& options() const { return opts_; }
 
 private:
@@ -262,6 +274,12 @@ public:
   }
   /// Number of signatures compiled so far.
   std::size_t cache_size() const { return core_->cacheSize(); }
+  /// Blocks until every signature compiled so far runs its optimised code
+  /// (JitOptions::tiers: until the background compiles have finished; if one
+  /// failed, its signature keeps the first tier's code, which computes the
+  /// same). For benchmarks timing the optimised code. Returns at once when
+  /// tiers are off.
+  void wait_optimized() const { core_->waitOptimized(); }
 
 private:
   template <class... Args> static std::vector<Type> types(const Args&... args) {

@@ -114,6 +114,10 @@ public:
     }
   }
 
+  /// Blocks until every signature compiled so far runs its optimised code
+  /// (as Jitted::wait_optimized).
+  void wait_optimized() const { core_->waitOptimized(); }
+
   /// The gradient traced into the current trace (arguments are Tensor structures).
   template <class... Args> auto traced(const Args&... args) const {
     static_assert(sizeof...(I) > 0, "argnums must name at least one argument");

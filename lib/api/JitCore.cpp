@@ -78,7 +78,7 @@ static JitCore::Entry* entryFor(JitCore::Impl& impl, const JitOptions& opts, uin
                                 &e->variables);
     double traceMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     e->kernel = engine::compile({.module = traced.impl(), .function = opts.name, .options = {.optLevel = opts.opt_level, .cpu = opts.cpu},
-                                  .traceMs = traceMs, .spent = &traced.impl()});
+                                  .traceMs = traceMs, .spent = &traced.impl(), .tiers = opts.tiers});
   } catch (...) {
     // Waiters hold their own copy of the future: they get this error and never
     // touch the entry, which is removed so a later call tries again.
@@ -224,6 +224,17 @@ CompiledStages JitCore::stages(const std::vector<Type>& types, const Body& body)
   CompiledStages s;
   engine::compile({.module = traced.impl(), .function = opts_.name, .options = {.optLevel = opts_.opt_level, .cpu = opts_.cpu}}, &s);
   return s;
+}
+
+void JitCore::waitOptimized() const {
+  std::vector<std::shared_ptr<engine::Kernel>> kernels;
+  {
+    std::lock_guard lock(impl_->m);
+    for (const auto& [key, bucket] : impl_->entries)
+      for (const auto& e : bucket)
+        if (e->done) kernels.push_back(e->kernel);
+  }
+  for (const auto& k : kernels) engine::waitOptimized(*k);
 }
 
 std::size_t JitCore::cacheSize() const {

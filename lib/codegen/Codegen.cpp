@@ -104,7 +104,6 @@ llvm::Value* EmitBase::intrinsic(llvm::Intrinsic::ID id, std::span<llvm::Value* 
 llvm::FastMathFlags EmitBase::reassocFlags() const {
   llvm::FastMathFlags f;
   f.setAllowReassoc();
-  f.setAllowContract();
   return f;
 }
 

@@ -63,7 +63,11 @@ struct EmitBase {
   llvm::Value* callMath(std::string_view name, DType t, std::span<llvm::Value* const> args) const;
   /// Calls the LLVM intrinsic `id` overloaded on the type of args[0].
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, std::span<llvm::Value* const> args) const;
-  /// Fast-math flags for arithmetic that may be reassociated (reductions, matmul).
+  /// Fast-math flags for arithmetic that may be reassociated (reductions,
+  /// matmul): reassociation only. Fused multiply-adds are asked for
+  /// explicitly (llvm.fmuladd), never left to the code generator to contract,
+  /// so that code generated at any level computes the same bits (the JIT's
+  /// two tiers, jit/Pipeline.h).
   llvm::FastMathFlags reassocFlags() const;
   /// Loads element `linear` of a buffer of dtype t (i1 is stored as one byte).
   llvm::Value* load(DType t, llvm::Value* buffer, llvm::Value* linear) const;

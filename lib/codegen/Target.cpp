@@ -5,7 +5,11 @@
 
 #include <adjit/error.h>
 
+#include <llvm/AsmParser/Parser.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -21,6 +25,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 namespace adjit::codegen {
@@ -31,10 +36,24 @@ static void initializeLLVM() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
+    const char* args = std::getenv("ADJIT_LLVM_ARGS");
+    // Code generation at CodeGenOptLevel::None (the JIT's first tier, see
+    // jit/Pipeline.h; opt_level 0) keeps -O0's fast instruction selection
+    // but allocates registers as -O1 and up do: -O0's allocator spills every
+    // value live across blocks, which left an MLP's value and gradient 4-5x
+    // slower than the optimised code (the same in 1.0-1.1x with this), for
+    // 0-2 ms more compile time (bench/compile_bench.cpp --tiers).
+    // Register allocation never changes what the code computes. Global in
+    // LLVM, so set once here, unless ADJIT_LLVM_ARGS names it.
+    if (!args || std::string_view(args).find("optimize-regalloc") == std::string_view::npos) {
+      llvm::StringMap<llvm::cl::Option*>& options = llvm::cl::getRegisteredOptions();
+      if (auto it = options.find("optimize-regalloc"); it != options.end())
+        it->second->addOccurrence(0, "optimize-regalloc", "true");
+    }
     // ADJIT_LLVM_ARGS: LLVM's own command-line options, for experiments (as
     // Julia's JULIA_LLVM_ARGS or XLA_FLAGS), e.g. "-enable-post-misched=false".
     // A bad one is reported on stderr and ignored; it never ends the process.
-    if (const char* args = std::getenv("ADJIT_LLVM_ARGS")) {
+    if (args) {
       std::vector<std::string> words{"adjit"};
       std::istringstream in(args);
       for (std::string w; in >> w;) words.push_back(w);
@@ -227,6 +246,30 @@ std::string emitObject(llvm::Module& m, llvm::TargetMachine& tm) {
 
 std::string emitAssembly(llvm::Module& m, llvm::TargetMachine& tm) {
   return emit(m, tm, llvm::CodeGenFileType::AssemblyFile);
+}
+
+void warmUpCodeGenerator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Instruction selection builds its tables of value types on first use:
+    // one for machine value types, one for the others (<13 x double> here,
+    // which FastISel leaves to SelectionDAG even at -O0).
+    static const char* text = R"(
+define void @warm(ptr %p) {
+  %v = load <13 x double>, ptr %p, align 8
+  %w = fmul <13 x double> %v, %v
+  store <13 x double> %w, ptr %p, align 8
+  ret void
+}
+)";
+    llvm::LLVMContext ctx;
+    llvm::SMDiagnostic err;
+    std::unique_ptr<llvm::Module> m = llvm::parseAssemblyString(text, err, ctx);
+    if (!m) throw InternalError("codegen: the warm-up module does not parse: " + err.getMessage().str());
+    auto tm = createTargetMachine({0, ""});
+    configureModule(*m, *tm);
+    emitObject(*m, *tm);
+  });
 }
 
 std::string printLLVM(const llvm::Module& m) {

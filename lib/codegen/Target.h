@@ -32,6 +32,16 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int optLevel);
 /// Machine code for the module as an ELF relocatable object (or assembly text).
 std::string emitObject(llvm::Module& m, llvm::TargetMachine& tm);
 std::string emitAssembly(llvm::Module& m, llvm::TargetMachine& tm);
+
+/// Runs LLVM's optimising code generator once on a small module of the kinds
+/// of code adjit emits (vector loops, odd vector widths, compares and
+/// selects, reductions, math calls), so the function-local statics it sets up
+/// lazily exist before a background thread can use them. Such statics are
+/// destroyed at exit in the reverse order of their construction: built first
+/// by a background compile, they would be destroyed while that compile still
+/// runs (jit/Background.cpp waits for it). Safe to call from many threads;
+/// runs once.
+void warmUpCodeGenerator();
 /// Printed LLVM IR of the module.
 std::string printLLVM(const llvm::Module& m);
 

@@ -11,6 +11,7 @@
 
 #include "runtime/Callbacks.h"
 #include "runtime/Lapack.h"
+#include "jit/Background.h"
 #include "jit/DiskCache.h"
 #include "jit/Pipeline.h"
 #include "codegen/Target.h"
@@ -28,6 +29,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -87,6 +90,19 @@ llvm::orc::LLJIT& engine() {
   return *jit;
 }
 
+/// Where tiered kernels' first tiers are loaded: the same symbols as their
+/// optimised code in the main JITDylib, which it links against for the
+/// runtime, libm and libmvec (its own symbols first).
+llvm::orc::JITDylib& firstTierDylib() {
+  static llvm::orc::JITDylib* jd = [] {
+    llvm::orc::LLJIT& j = engine();
+    llvm::orc::JITDylib& d = j.getExecutionSession().createBareJITDylib("adjit-tier1");
+    d.addToLinkOrder(j.getMainJITDylib());
+    return &d;
+  }();
+  return *jd;
+}
+
 /// Kernels by cache key; like the JIT, never destroyed.
 std::mutex& cacheMutexRef() {
   static auto* m = new std::mutex;
@@ -96,12 +112,23 @@ std::map<uint64_t, std::weak_ptr<Kernel>>& cache() {
   static auto* c = new std::map<uint64_t, std::weak_ptr<Kernel>>;
   return *c;
 }
+/// The code of one kernel: what it was loaded with (optimised code in the
+/// main JITDylib, or a first tier in firstTierDylib), and a tiered kernel's
+/// optimised code once loaded.
+struct LoadedCode {
+  llvm::orc::ResourceTrackerSP code, optimized;
+  void remove() {
+    for (llvm::orc::ResourceTrackerSP* t : {&code, &optimized})
+      if (*t) llvm::consumeError((*t)->remove());
+  }
+};
+
 /// The code loaded for each key. A kernel's weak_ptr expires before its
 /// destructor takes the lock; a compile of the same key in between finds the
 /// dying kernel's code here and removes it before loading its own (the
-/// symbols would clash). Whoever takes a tracker out of this map removes it.
-std::map<uint64_t, llvm::orc::ResourceTrackerSP>& loaded() {
-  static auto* l = new std::map<uint64_t, llvm::orc::ResourceTrackerSP>;
+/// symbols would clash). Whoever takes code out of this map removes it.
+std::map<uint64_t, LoadedCode>& loaded() {
+  static auto* l = new std::map<uint64_t, LoadedCode>;
   return *l;
 }
 
@@ -110,7 +137,22 @@ std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 } // namespace
 
 struct Kernel::Resources {
-  llvm::orc::ResourceTrackerSP tracker;
+  llvm::orc::ResourceTrackerSP tracker; ///< LoadedCode::code of the kernel's key while it is loaded
+};
+
+struct Kernel::Tier {
+  std::mutex m;
+  std::condition_variable cv;
+  bool settled = false;              ///< the optimised tier is in place, or will never be
+  std::atomic<bool> optimized{false}; ///< the optimised tier is in place
+  /// Wakes waitOptimized's callers.
+  void settle() {
+    {
+      std::lock_guard lock(m);
+      settled = true;
+    }
+    cv.notify_all();
+  }
 };
 
 namespace {
@@ -127,56 +169,194 @@ Kernel::~Kernel() {
   if (it != cache().end() && it->second.expired()) cache().erase(it);
   // Removed here unless a new load of this key removed it already.
   auto l = loaded().find(key);
-  if (l != loaded().end() && l->second == resources->tracker) {
+  if (l != loaded().end() && l->second.code == resources->tracker) {
+    l->second.remove();
     loaded().erase(l);
-    llvm::consumeError(resources->tracker->remove());
   }
 }
 
 namespace {
 
-std::atomic<uint64_t> memoryHits{0}, diskHits{0}, passRuns{0}, llvmRuns{0};
+std::atomic<uint64_t> memoryHits{0}, diskHits{0}, passRuns{0}, llvmRuns{0}, optimizedTiers{0};
 /// Compilations dumped so far (ADJIT_DUMP): each one's files carry its number.
 std::atomic<uint64_t> dumps{0};
 
 
-/// Links `object` into the JIT and makes it the cached kernel for `key`; if
-/// another thread loaded that key first, returns its kernel instead.
-std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std::string& symbol, const std::string& label,
-                             uint64_t key, uint64_t scratch, const ir::Function& fn) {
-  auto kernel = std::make_shared<Kernel>();
-  kernel->key = key;
-  kernel->inputs = fn.paramTypes();
-  kernel->outputs = fn.resultTypes();
-  kernel->scratchBytes = scratch;
-  std::lock_guard lock(cacheMutexRef());
-  auto it = cache().find(key);
-  if (it != cache().end())
-    if (auto k = it->second.lock()) return k; // another thread finished first
+/// Links `objects` into `jd` under a new tracker; returns the tracker and
+/// the address of `<symbol>.packed`. Call with the cache lock held.
+std::pair<llvm::orc::ResourceTrackerSP, void (*)(void**)> link(llvm::orc::JITDylib& jd, const std::vector<std::string>& objects,
+                                                              const std::string& symbol, const std::string& label) {
   llvm::orc::LLJIT& j = engine();
-  if (auto dying = loaded().find(key); dying != loaded().end()) { // its kernel is being destroyed
-    llvm::consumeError(dying->second->remove());
-    loaded().erase(dying);
-  }
-  auto tracker = j.getMainJITDylib().createResourceTracker();
+  auto tracker = jd.createResourceTracker();
   for (const std::string& object : objects)
     if (auto err = j.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, label))) {
       llvm::consumeError(tracker->remove());
       throw Error("jit: cannot load compiled code: " + llvm::toString(std::move(err)));
     }
-  auto addr = j.lookup(symbol + ".packed");
+  auto addr = j.lookup(jd, symbol + ".packed");
   if (!addr) {
     llvm::consumeError(tracker->remove());
     throw Error("jit: cannot link compiled code: " + llvm::toString(addr.takeError()));
   }
-  kernel->packed = addr->toPtr<void (*)(void**)>();
+  return {tracker, addr->toPtr<void (*)(void**)>()};
+}
+
+/// Links `objects` into the JIT and makes them the cached kernel for `key`:
+/// optimised code, or with `firstTier` a tiered kernel's first tier. If
+/// another thread loaded that key first, returns its kernel instead, and
+/// `fresh` false.
+std::shared_ptr<Kernel> load(const std::vector<std::string>& objects, const std::string& symbol, const std::string& label,
+                             uint64_t key, uint64_t scratch, const ir::Function& fn, bool firstTier = false,
+                             bool* fresh = nullptr) {
+  auto kernel = std::make_shared<Kernel>();
+  kernel->key = key;
+  kernel->inputs = fn.paramTypes();
+  kernel->outputs = fn.resultTypes();
+  kernel->scratchBytes = scratch;
+  if (firstTier) kernel->tier = std::make_shared<Kernel::Tier>();
+  if (fresh) *fresh = false;
+  std::lock_guard lock(cacheMutexRef());
+  auto it = cache().find(key);
+  if (it != cache().end())
+    if (auto k = it->second.lock()) return k; // another thread finished first
+  if (auto dying = loaded().find(key); dying != loaded().end()) { // its kernel is being destroyed
+    dying->second.remove();
+    loaded().erase(dying);
+  }
+  auto [tracker, entry] = link(firstTier ? firstTierDylib() : engine().getMainJITDylib(), objects, symbol, label);
+  kernel->packed.store(entry, std::memory_order_release);
   kernel->resources = std::make_unique<Kernel::Resources>(Kernel::Resources{tracker});
   cache()[key] = kernel;
-  loaded()[key] = tracker;
+  loaded()[key] = {tracker, nullptr};
+  if (fresh) *fresh = true;
   return kernel;
 }
 
+/// Loads a tiered kernel's optimised code and makes it the kernel's entry
+/// point, unless the kernel has been freed. Returns whether it did.
+bool swapIn(const std::weak_ptr<Kernel>& weak, const std::vector<std::string>& objects, const std::string& symbol,
+            const std::string& label) {
+  std::shared_ptr<Kernel> k; // released after the lock: the last reference frees the kernel, which takes it
+  std::lock_guard lock(cacheMutexRef());
+  k = weak.lock();
+  if (!k) return false;
+  // While the kernel lives its code is in `loaded` (only a new load of its
+  // key, after it died, takes it out), and nothing of its key is in the main
+  // JITDylib: no clash with the optimised code.
+  auto l = loaded().find(k->key);
+  ADJIT_ASSERT(l != loaded().end() && l->second.code == k->resources->tracker && !l->second.optimized,
+               "jit: a live tiered kernel's code is not loaded");
+  auto [tracker, entry] = link(engine().getMainJITDylib(), objects, symbol, label);
+  l->second.optimized = tracker;
+  k->packed.store(entry, std::memory_order_release);
+  k->tier->optimized.store(true, std::memory_order_release);
+  return true;
+}
+
+std::mutex hookMutex;
+std::function<void()> optimizedTierHook;
+
+/// ADJIT_TIERS=0 turns tiered compilation off for the process.
+bool tiersEnabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("ADJIT_TIERS");
+    return !v || std::string_view(v) != "0";
+  }();
+  return on;
+}
+
+/// The code generator's warm-up (codegen::warmUpCodeGenerator) for the
+/// first tiered compile of the process: it runs on a thread of its own while
+/// this compile traces and lowers, and is waited for before the background
+/// thread starts, and before an error leaves the compile, so the process
+/// never exits during it: its statics are then destroyed after the
+/// background thread is joined (Background.cpp). Later compiles find it done.
+class WarmUpGuard {
+public:
+  explicit WarmUpGuard(bool needed) {
+    if (!needed) return;
+    static std::shared_future<void> done = std::async(std::launch::async, [] {
+      try {
+        codegen::warmUpCodeGenerator();
+      } catch (const std::exception& e) { // the tiers still work; only exit may be unsafe
+        logLine("compile", std::string("warm-up of the code generator failed: ") + e.what());
+      }
+    });
+    done_ = &done;
+  }
+  WarmUpGuard(const WarmUpGuard&) = delete;
+  WarmUpGuard& operator=(const WarmUpGuard&) = delete;
+  ~WarmUpGuard() { wait(); }
+  void wait() {
+    if (done_) done_->wait();
+  }
+
+private:
+  const std::shared_future<void>* done_ = nullptr;
+};
+
+/// What the background compile of a tiered kernel's optimised code needs.
+struct OptimizedTierJob {
+  std::weak_ptr<Kernel> kernel;
+  std::shared_ptr<Kernel::Tier> tier;
+  OptimizedModules modules;
+  std::string symbol, label, subject; // subject: the function and signature, for the log
+  CacheKey diskKey;
+  uint64_t scratch = 0;
+  bool disk = false; ///< store the optimised objects in the disk cache
+  Clock::time_point start; ///< when the first call began compiling
+
+  /// Compiles, stores and swaps in the optimised code. On exit, or when the
+  /// kernel was freed before this started, compiles only for the disk cache.
+  /// Never throws: on failure the kernel keeps its first tier.
+  void run(bool exiting) noexcept {
+    const bool log = logEnabled("compile");
+    try {
+      if (!disk && (exiting || kernel.expired())) return tier->settle();
+      std::function<void()> hook;
+      {
+        std::lock_guard lock(hookMutex);
+        hook = optimizedTierHook;
+      }
+      if (hook) hook();
+      const auto t0 = Clock::now();
+      const std::vector<std::string> objects = modules.emit();
+      const double codegenMs = msSince(t0);
+      if (disk) {
+        std::vector<std::string> parts{symbol, std::to_string(scratch)};
+        parts.insert(parts.end(), objects.begin(), objects.end());
+        diskStore(diskKey, parts);
+      }
+      const auto t1 = Clock::now();
+      const bool swapped = !exiting && swapIn(kernel, objects, symbol, label);
+      optimizedTiers += swapped;
+      if (log)
+        logLine("compile", fmt::format("{}: tier 2 (optimised) {} {:.2f} ms after the first call: codegen {:.2f} ms, link {:.2f} ms{}",
+                                       subject, swapped ? "live" : exiting ? "compiled at exit" : "compiled after its kernel was freed",
+                                       msSince(start), codegenMs, swapped ? msSince(t1) : 0.0, disk ? ", stored to disk" : ""));
+    } catch (const std::exception& e) {
+      if (log) logLine("compile", fmt::format("{}: tier 2 (optimised) failed, tier 1 stays: {}", subject, e.what()));
+    } catch (...) {
+      if (log) logLine("compile", fmt::format("{}: tier 2 (optimised) failed, tier 1 stays", subject));
+    }
+    tier->settle();
+  }
+};
+
 } // namespace
+
+void testing::onOptimizedTier(std::function<void()> hook) {
+  std::lock_guard lock(hookMutex);
+  optimizedTierHook = std::move(hook);
+}
+
+bool optimized(const Kernel& k) { return !k.tier || k.tier->optimized.load(std::memory_order_acquire); }
+
+void waitOptimized(const Kernel& k) {
+  if (!k.tier) return;
+  std::unique_lock lock(k.tier->m);
+  k.tier->cv.wait(lock, [&] { return k.tier->settled; });
+}
 
 std::mutex listenerMutex;
 std::shared_ptr<const std::function<void(const CompileEvent&)>> listener;
@@ -190,7 +370,7 @@ void notify(const CompileEvent& e) {
   if (l) (*l)(e);
 }
 
-Counters counters() { return {memoryHits.load(), diskHits.load(), passRuns.load(), llvmRuns.load()}; }
+Counters counters() { return {memoryHits.load(), diskHits.load(), passRuns.load(), llvmRuns.load(), optimizedTiers.load()}; }
 
 std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages) {
   const ir::Function* fn = r.module.lookup(r.function);
@@ -223,7 +403,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
           ++memoryHits;
           const double keyMs = msSince(t0);
           if (log) logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, cache hit", r.function, sig, r.traceMs, keyMs));
-          notify({r.function, sig, CompileEvent::Cache::memory_hit, r.traceMs, keyMs, 0, 0, 0});
+          notify({r.function, sig, CompileEvent::Cache::memory_hit, r.traceMs, keyMs, 0, 0, 0, optimized(*k) ? 2 : 1});
           return k;
         }
     }
@@ -240,7 +420,7 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
         if (log)
           logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, load {:.2f} ms, cache miss, disk hit", r.function,
                                          sig, r.traceMs, keyMs, loadMs));
-        notify({r.function, sig, CompileEvent::Cache::disk_hit, r.traceMs, keyMs, 0, 0, loadMs});
+        notify({r.function, sig, CompileEvent::Cache::disk_hit, r.traceMs, keyMs, 0, 0, loadMs, 2});
         return k;
       }
     }
@@ -254,6 +434,10 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   std::vector<Instrumentation*> instruments;
   for (auto& w : watching) instruments.push_back(w.get());
 
+  // Tiered: the objects come from the fast code generator, and `later`
+  // keeps the optimised IR for the background compile.
+  const bool tiered = r.tiers && cached && r.options.optLevel > 0 && tiersEnabled();
+  WarmUpGuard warmUp(tiered);
   Compilation c(label, symbol, r.options, instruments);
   if (stages) c.showPlanAfter(r.planAfter);
   std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
@@ -263,27 +447,43 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   ADJIT_ASSERT(fn, "compile: the passes removed @" + r.function);
   const uint64_t scratch = c.lower(*m, r.function, symbol);
   ++llvmRuns;
-  const std::vector<std::string> objects = c.emit();
+  auto job = tiered ? std::make_shared<OptimizedTierJob>() : nullptr;
+  const std::vector<std::string> objects = c.emit(tiered ? &job->modules : nullptr);
   // ADJIT_LLVM_ARGS=-time-passes: LLVM's per-pass times of this compilation, on stderr.
   if (llvm::TimePassesIsEnabled) llvm::reportAndResetTimings(&llvm::errs());
-  if (cached) {
+  if (cached && !tiered) {
     std::vector<std::string> parts{symbol, std::to_string(scratch)};
     parts.insert(parts.end(), objects.begin(), objects.end());
     diskStore(ck, parts);
   }
 
   auto t2 = Clock::now();
-  std::shared_ptr<Kernel> kernel = load(objects, symbol, label, key, scratch, *fn);
+  bool fresh = false;
+  std::shared_ptr<Kernel> kernel = load(objects, symbol, label, key, scratch, *fn, tiered, &fresh);
   const double linkMs = msSince(t2);
+  if (tiered && fresh) { // (else another thread's kernel came first, with its own job)
+    job->kernel = kernel;
+    job->tier = kernel->tier;
+    job->symbol = symbol;
+    job->label = label;
+    job->subject = r.function + sig;
+    job->diskKey = ck;
+    job->scratch = scratch;
+    job->disk = !cacheDirectory().empty();
+    job->start = t0 - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(r.traceMs));
+    warmUp.wait();
+    background::submit([job](bool exiting) { job->run(exiting); });
+  }
   const Compilation::Times& t = c.times();
-  notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, t.passes, t.llvm(), linkMs});
+  notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, t.passes, t.llvm(), linkMs, tiered ? 1 : 2});
   if (log)
-    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (plan {:.2f}, lower {:.2f}, {}), "
-                                   "link {:.2f} ms, cache miss{}{}",
+    logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (plan {:.2f}, lower {:.2f}, {}{}), "
+                                   "link {:.2f} ms, {}cache miss{}{}",
                                    r.function, sig, r.traceMs, keyMs, t.passes, t.llvm(), t.plan, t.lower,
                                    t.partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", t.optimize, t.partitions)
                                                     : fmt::format("optimise {:.2f}, codegen {:.2f}", t.optimize, t.codegen),
-                                   linkMs, disk, dump ? ", dump " + dumpLabel : ""));
+                                   tiered ? " fast" : "", linkMs, tiered ? "tier 1 (tier 2 compiling), " : "", disk,
+                                   dump ? ", dump " + dumpLabel : ""));
   return kernel;
 }
 
@@ -378,13 +578,14 @@ void runInto(const Kernel& k, std::span<const detail::Leaf> args, std::span<void
   }
   for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = const_cast<void*>(args[i].data);
   for (std::size_t i = 0; i < outs.size(); ++i) ptrs[args.size() + i] = outs[i];
+  void (*const entry)(void**) = k.packed.load(std::memory_order_acquire); // either tier: they compute the same
   if (k.scratchBytes == 0) {
     ptrs[n - 1] = nullptr;
-    k.packed(ptrs);
+    entry(ptrs);
   } else {
     ArenaSlice scratch(k.scratchBytes);
     ptrs[n - 1] = scratch.ptr;
-    k.packed(ptrs);
+    entry(ptrs);
   }
   runtime::rethrowCallbackFailure(); // a host callback that threw: its error, now that compiled code has returned
 }
@@ -420,11 +621,12 @@ struct ManyCalls {
       }
       ArenaSlice scratch(k->scratchBytes); // one workspace serves the chunk's calls, one after another
       ptrs[nPtrs - 1] = scratch.ptr;
+      void (*const entry)(void**) = k->packed.load(std::memory_order_acquire);
       for (int64_t i = from; i < to; ++i) {
         if (failedAt.load(std::memory_order_relaxed) < i) return;
         for (std::size_t j = 0; j < nArgs; ++j) ptrs[j] = const_cast<char*>(static_cast<const char*>(args[j])) + i * argStrides[j];
         for (std::size_t j = 0; j < outs.size(); ++j) ptrs[nArgs + j] = static_cast<char*>(outs[j]) + i * outStrides[j];
-        k->packed(ptrs);
+        entry(ptrs);
         try {
           runtime::rethrowCallbackFailure();
         } catch (...) {

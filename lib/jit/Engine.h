@@ -8,7 +8,9 @@
 
 #include <adjit/jit.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 namespace adjit::engine {
@@ -16,12 +18,21 @@ namespace adjit::engine {
 /// Loaded machine code for one function; freed (its ORC resources removed)
 /// when the last reference goes.
 struct Kernel {
-  void (*packed)(void**) = nullptr;
+  /// The entry point. A tiered kernel (CompileRequest::tiers) starts with
+  /// its first tier's code, and the background compile of the optimised
+  /// tier stores that one's here when it is loaded; calls load it once.
+  /// Both tiers stay loaded until the kernel is freed (a call may still be
+  /// running the first).
+  std::atomic<void (*)(void**)> packed{nullptr};
   std::vector<Type> inputs, outputs;
   uint64_t key = 0;
   uint64_t scratchBytes = 0; ///< workspace the kernel needs per call
   struct Resources;
   std::unique_ptr<Resources> resources;
+  /// A tiered kernel's progress towards its optimised tier; null when the
+  /// kernel was optimised from the start.
+  struct Tier;
+  std::shared_ptr<Tier> tier;
   ~Kernel();
 };
 
@@ -39,6 +50,12 @@ struct CompileRequest {
   /// With `stages`: CompiledStages::plan shows the plan after this planning
   /// step ("all": after each; codegen::planSteps) instead of the finished one.
   std::string planAfter = {};
+  /// Tiered compilation (JitOptions::tiers): on a cache miss, the kernel
+  /// starts with code from LLVM's fast code generator, and the optimised
+  /// code is compiled on the background thread (Background.h) and swapped
+  /// in (Kernel::packed); only that one goes to the disk cache. Off with
+  /// ADJIT_TIERS=0, at optimisation level 0, and when inspecting or dumping.
+  bool tiers = false;
 };
 
 /// Compiles the request's function, or finds it in the process-wide cache or
@@ -48,15 +65,27 @@ struct CompileRequest {
 std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages = nullptr);
 
 /// What compilations did in this process, for tests: hits skip work.
+/// `optimizedTiers` counts tiered kernels whose optimised code was loaded.
 struct Counters {
-  uint64_t memoryHits, diskHits, passRuns, llvmRuns;
+  uint64_t memoryHits, diskHits, passRuns, llvmRuns, optimizedTiers;
 };
 Counters counters();
+
+/// Whether the kernel runs its optimised code: true unless it is tiered and
+/// its optimised tier is not (yet, or ever: its compile failed) in place.
+bool optimized(const Kernel& k);
+/// Blocks until a tiered kernel's optimised tier is in place or has failed
+/// (the kernel then keeps its first tier); returns at once for others.
+void waitOptimized(const Kernel& k);
 
 namespace testing {
 /// Fault injection for tests: a freed kernel waits this long before it takes
 /// the cache lock to unload its code (0 to stop).
 void delayKernelTeardown(std::chrono::milliseconds delay);
+/// Fault injection for tests: each background compile of an optimised tier
+/// calls this first (a throw makes it fail; a sleep widens races); an empty
+/// function removes it.
+void onOptimizedTier(std::function<void()> hook);
 } // namespace testing
 
 /// Number of kernels currently loaded in the process-wide JIT.

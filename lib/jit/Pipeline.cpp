@@ -106,19 +106,77 @@ unsigned partitionsFor(const llvm::Module& lm) {
              : 1;
 }
 
+/// Machine code for the optimised module `m` from LLVM's fast code
+/// generator (-O0: FastISel and the fast register allocator), for the CPU
+/// of `o`; `m` is left as it was.
+std::string emitFast(const llvm::Module& m, const CompileOptions& o) {
+  std::unique_ptr<llvm::Module> copy = llvm::CloneModule(m); // code generation changes its module
+  return codegen::emitObject(*copy, *codegen::createTargetMachine({0, o.cpu}));
+}
+
+} // namespace
+
+struct OptimizedModules::Part {
+  std::unique_ptr<llvm::LLVMContext> context; ///< owns `module`'s types and constants
+  std::unique_ptr<llvm::Module> module;       ///< null: `object` is final (a constant table)
+  std::string object;
+};
+
+OptimizedModules::OptimizedModules() = default;
+OptimizedModules::~OptimizedModules() = default;
+
+std::vector<std::string> OptimizedModules::emit() {
+  // Parts (each in its own context) are compiled on threads of their own,
+  // as Compilation::emit compiles them: the optimised code is then in place
+  // about when compiling it alone would have finished.
+  std::vector<Part*> todo;
+  for (const std::unique_ptr<Part>& p : parts_)
+    if (p->module) todo.push_back(p.get());
+  std::vector<std::exception_ptr> errors(todo.size());
+  auto work = [&](std::size_t i) {
+    try {
+      Part& p = *todo[i];
+      p.object = codegen::emitObject(*p.module, *codegen::createTargetMachine({options_.optLevel, options_.cpu}));
+      p.module.reset();
+      p.context.reset();
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < todo.size(); ++i) threads.emplace_back(work, i);
+  if (!todo.empty()) work(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::vector<std::string> objects;
+  for (const std::unique_ptr<Part>& p : parts_) objects.push_back(std::move(p->object));
+  parts_.clear();
+  return objects;
+}
+
+namespace {
+
 /// Optimises and compiles each part of `bitcode` in its own LLVM context on
-/// its own thread, into objects[first + i].
+/// its own thread, into objects[first + i]; with `later`, compiles them with
+/// the fast code generator and keeps the optimised parts in later->parts_[first + i].
 void compileParts(const std::vector<std::string>& bitcode, const CompileOptions& o, std::vector<std::string>& objects,
-                  std::size_t first) {
+                  std::size_t first, std::vector<std::unique_ptr<OptimizedModules::Part>>* later) {
   std::vector<std::exception_ptr> errors(bitcode.size());
   auto work = [&](std::size_t i) {
     try {
-      llvm::LLVMContext ctx;
-      auto part = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i], "partition"), ctx);
+      auto ctx = std::make_unique<llvm::LLVMContext>();
+      auto part = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i], "partition"), *ctx);
       if (!part) throw InternalError("jit: cannot read a partition back: " + llvm::toString(part.takeError()));
       auto ptm = codegen::createTargetMachine({o.optLevel, o.cpu});
       codegen::optimize(**part, *ptm, o.optLevel);
-      objects[first + i] = codegen::emitObject(**part, *ptm);
+      if (later) {
+        objects[first + i] = emitFast(**part, o);
+        (*later)[first + i] = std::make_unique<OptimizedModules::Part>(
+            OptimizedModules::Part{std::move(ctx), std::move(*part), {}});
+      } else {
+        objects[first + i] = codegen::emitObject(**part, *ptm);
+      }
     } catch (...) {
       errors[i] = std::current_exception();
     }
@@ -274,7 +332,12 @@ uint64_t Compilation::lower(const ir::Module& m, const std::string& function, co
   return scratch;
 }
 
-std::vector<std::string> Compilation::emit() {
+std::vector<std::string> Compilation::emit(OptimizedModules* later) {
+  if (later) later->options_ = options_;
+  // A finished object (constant tables) serves both tiers.
+  auto keepObject = [&](const std::string& object) {
+    if (later) later->parts_.push_back(std::make_unique<OptimizedModules::Part>(OptimizedModules::Part{nullptr, nullptr, object}));
+  };
   auto t0 = Clock::now();
   codegen::configureModule(*module_, *target_);
   times_.lower += msSince(t0);
@@ -285,15 +348,18 @@ std::vector<std::string> Compilation::emit() {
   std::vector<std::string> objects;
   const unsigned parts = options_.partition && !inspected() ? partitionsFor(*module_) : 1;
   if (parts > 1) {
-    if (std::unique_ptr<llvm::Module> data = separateLargeConstants(*module_, symbol_))
+    if (std::unique_ptr<llvm::Module> data = separateLargeConstants(*module_, symbol_)) {
       objects.push_back(codegen::emitObject(*data, *target_));
+      keepObject(objects.back());
+    }
     std::vector<std::string> bitcode = splitModule(*module_, parts, symbol_);
     if (!bitcode.empty()) {
       // Each part is optimised and compiled on its thread: one time for both.
       times_.partitions = static_cast<unsigned>(bitcode.size());
       const std::size_t first = objects.size();
       objects.resize(first + bitcode.size());
-      compileParts(bitcode, options_, objects, first);
+      if (later) later->parts_.resize(first + bitcode.size());
+      compileParts(bitcode, options_, objects, first, later ? &later->parts_ : nullptr);
       times_.optimize += msSince(t0);
       report({.stage = Stage::optimize, .ms = times_.optimize});
       report({.stage = Stage::codegen});
@@ -304,7 +370,14 @@ std::vector<std::string> Compilation::emit() {
   times_.optimize += msSince(t0);
   report({.stage = Stage::optimize, .ms = times_.optimize, .llvm = module_.get(), .target = target_.get()});
   t0 = Clock::now();
-  objects.push_back(codegen::emitObject(*module_, *target_));
+  if (later) {
+    objects.push_back(emitFast(*module_, options_));
+    // The optimised module moves out, with the context that owns its parts.
+    later->parts_.push_back(std::make_unique<OptimizedModules::Part>(
+        OptimizedModules::Part{std::move(context_), std::move(module_), {}}));
+  } else {
+    objects.push_back(codegen::emitObject(*module_, *target_));
+  }
   times_.codegen += msSince(t0);
   report({.stage = Stage::codegen, .ms = times_.codegen});
   return objects;

@@ -94,6 +94,32 @@ std::unique_ptr<Instrumentation> collectStages(CompiledStages& stages);
 /// to `<label>.6-asm.s`, each opening with a comment naming `subject`.
 std::unique_ptr<Instrumentation> dumpStages(std::string label, std::string subject);
 
+/// The optimised LLVM modules of a compilation whose objects came from the
+/// fast code generator (Compilation::emit with `later`, the JIT's first
+/// tier): code generation at the options' level makes the optimised objects
+/// from the same optimised IR, later, on any one thread. Code generation
+/// only chooses instructions and registers: both sets of objects compute the
+/// same bits (adjit's IR fixes the order of every floating-point operation
+/// once LLVM's optimiser has run, and asks for each fused multiply-add
+/// explicitly, so no contraction is left to the code generator).
+class OptimizedModules {
+public:
+  OptimizedModules();
+  ~OptimizedModules();
+  OptimizedModules(const OptimizedModules&) = delete;
+  OptimizedModules& operator=(const OptimizedModules&) = delete;
+  /// The optimised objects, one for each fast one and in the same order
+  /// (parts compiled on threads of their own). Runs once.
+  std::vector<std::string> emit();
+  /// One object's optimised module (Pipeline.cpp).
+  struct Part;
+
+private:
+  friend class Compilation;
+  std::vector<std::unique_ptr<Part>> parts_;
+  CompileOptions options_;
+};
+
 /// One compilation: a module's functions lowered into one LLVM module, then
 /// optimised and compiled to objects. Stages run in order: passes (optional),
 /// lower (once per exported function), emit.
@@ -125,8 +151,11 @@ public:
   uint64_t lower(const ir::Module& m, const std::string& function, const std::string& symbol, bool work = false);
   /// Stages "optimize" and "codegen": the object files (one unless the
   /// options allow partitions and the module is large). Reports "plan" and
-  /// "lower" first, for every function lowered.
-  std::vector<std::string> emit();
+  /// "lower" first, for every function lowered. With `later`, the objects
+  /// come from LLVM's fast code generator (-O0's instruction selection and
+  /// register allocation, on the IR optimised as always), and `later` keeps
+  /// the optimised IR for the optimised objects.
+  std::vector<std::string> emit(OptimizedModules* later = nullptr);
 
   /// Milliseconds per stage so far, and how many parts were compiled.
   struct Times {

@@ -12,6 +12,9 @@ fail() { echo "FAILED: $*"; cat "$dir/log"; exit 1; }
 "$quickstart" >"$dir/want" 2>/dev/null
 
 run "$cache" | grep -q 'cache miss, disk miss$' || fail "first run: expected a disk miss"
+# Tiered: the first call ran tier 1; the optimised tier went to disk (at exit at the latest).
+grep -q 'tier 1' "$dir/log" || fail "first run: expected tier 1 code on the first call"
+grep -q 'tier 2 (optimised).*stored to disk' "$dir/log" || fail "first run: the optimised tier was not stored"
 cmp -s "$dir/out" "$dir/want" || fail "first run: wrong output"
 [ "$(stat -c %a "$cache")" = 700 ] || fail "cache directory is not 0700"
 entry=$(ls "$cache"/*.adjk); [ "$(ls "$cache" | wc -l)" = 1 ] || fail "expected one entry"
@@ -19,6 +22,7 @@ size=$(stat -c %s "$entry")
 
 run "$cache" | grep -q 'disk hit$' || fail "second run: expected a disk hit"
 grep -q 'llvm' "$dir/log" && fail "a disk hit ran LLVM"
+grep -q 'tier' "$dir/log" && fail "a disk hit should start with optimised code"
 cmp -s "$dir/out" "$dir/want" || fail "disk hit: wrong output"
 
 # Truncated, then one byte flipped: ignored, recompiled, rewritten whole.
