@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,6 +52,12 @@ public:
   llvm::Value* buffer(ir::ValueId v);
   /// Whether v is computed inline (no buffer) by the plan.
   bool fused(ir::ValueId v) const { return plan_.fused(v); }
+  /// The elements of v when they follow from constants alone (v and what it
+  /// is computed from, at most kMaxKnownElements elements in all, evaluated
+  /// by the ops' reference semantics), else nullopt; nullopt in a shared
+  /// kernel, whose code serves kernels that name other constants there.
+  std::optional<Array> knownValue(ir::ValueId v) const;
+  static constexpr int64_t kMaxKnownElements = int64_t(1) << 18;
   /// Calls lowered function `name` on buffers, giving it the scratch past ours
   /// and past the first `after` bytes of the workspace (which the caller keeps
   /// using across the call: a loop's next carry).
