@@ -27,6 +27,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace adjit::codegen {
 
@@ -339,23 +340,24 @@ void FunctionEmitter::finishAliasScopes(std::size_t kernel) {
 
 std::optional<Array> FunctionEmitter::knownValue(ir::ValueId v) const {
   if (kernelFrame_) return std::nullopt;
+  if (auto it = known_.find(v); it != known_.end()) return it->second;
+  std::optional<Array>& answer = known_[v];
   // The ops v is computed from, back to ops of no operands (a worklist);
   // any parameter, effect or call among them and v is not known.
   std::vector<const ir::Op*> cone;
   std::vector<ir::ValueId> work{v};
-  std::vector<char> seen(f_.types.size(), 0);
+  std::unordered_set<ir::ValueId> seen; // (the cone's size, not the function's)
   int64_t elements = 0;
   while (!work.empty()) {
     const ir::ValueId x = work.back();
     work.pop_back();
-    if (seen[static_cast<std::size_t>(x)]) continue;
-    seen[static_cast<std::size_t>(x)] = 1;
+    if (!seen.insert(x).second) continue;
     const ir::Op* p = producer_[static_cast<std::size_t>(x)];
-    if (!p) return std::nullopt;
+    if (!p) return answer;
     const ir::OpInfo& info = ir::info(p->kind);
-    if (!info.has(ir::kPure) || info.has(ir::kHasCallee)) return std::nullopt;
+    if (!info.has(ir::kPure) || info.has(ir::kHasCallee)) return answer;
     elements += f_.type(x).size();
-    if (elements > kMaxKnownElements) return std::nullopt;
+    if (elements > kMaxKnownElements) return answer;
     cone.push_back(p);
     for (ir::ValueId o : p->operands) work.push_back(o);
   }
@@ -369,7 +371,7 @@ std::optional<Array> FunctionEmitter::knownValue(ir::ValueId v) const {
     std::vector<Array> out = ir::info(op->kind).eval(ir::EvalCtx{*op, f_, in, nullptr});
     for (std::size_t r = 0; r < out.size(); ++r) value.insert_or_assign(op->results[r], std::move(out[r]));
   }
-  return value.at(v);
+  return answer = value.at(v);
 }
 
 llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {

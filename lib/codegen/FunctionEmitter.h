@@ -257,6 +257,8 @@ private:
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
+  /// knownValue's answers, by value (several scatters often read one index array).
+  mutable std::unordered_map<ir::ValueId, std::optional<Array>> known_;
   std::vector<char> inLoop_; ///< elementwise roots of the loop being emitted: computed, not loaded
   std::vector<llvm::Value*> buffers_; ///< per frame
   std::vector<ir::ValueId> bufferSet_; ///< values with a buffer in this frame
