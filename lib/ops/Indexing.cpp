@@ -182,6 +182,10 @@ ScatterRuns scatterRuns(const Array& idx, int64_t n) {
   return r;
 }
 
+/// The longest axis scatter_add groups known indices along (its table of runs
+/// holds one start per position along it).
+constexpr int64_t kMaxScatterRuns = int64_t(1) << 16;
+
 /// How many partial sums scatter_add keeps per element where its indices are known.
 constexpr int64_t kScatterPartials = 4;
 
@@ -256,9 +260,12 @@ void lowerScatterAddKnown(LowerCtx& c, const Array& idx) {
 /// scatter_add's lowering: r = x, then r[pre, idx[j...], post] += upd[pre,
 /// j..., post] for every update in row-major order; an update whose index is
 /// out of range (after wrapping a negative one) is dropped. With indices
-/// known when compiling, lowerScatterAddKnown.
+/// known when compiling (and an axis of at most kMaxScatterRuns), lowerScatterAddKnown.
 void lowerScatterAdd(LowerCtx& c) {
-  if (const std::optional<Array> idx = c.knownOperand(1)) return lowerScatterAddKnown(c, *idx);
+  // (Along an axis of at most kMaxScatterRuns, which bounds the table of where runs start.)
+  const int64_t along = c.resultType().shape[static_cast<std::size_t>(c.op.attrs.integer("axis"))];
+  if (along <= kMaxScatterRuns)
+    if (const std::optional<Array> idx = c.knownOperand(1)) return lowerScatterAddKnown(c, *idx);
   const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
   const Type& rt = c.resultType();
   const Shape& us = c.operandType(2).shape;
