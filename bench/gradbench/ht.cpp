@@ -6,10 +6,12 @@
 // an empty `us` is the "simple" one (each point matched to a vertex).
 //
 // The model (ADBench's): the 22 bones' rotations come from Euler angles in
-// theta, chain down the bone tree (unrolled at trace time, one batched
-// product per depth: the tree is the input's structure), and blend the base vertex positions by the skinning
-// weights; a global angle-axis rotation and translation follow. Only the
-// vertices a correspondence reads are skinned: the residuals read no other.
+// theta, chain down the bone tree, and blend the base vertex positions by the
+// skinning weights; a global angle-axis rotation and translation follow. The
+// tree is the input's structure, unrolled at trace time: the palm's bones (no
+// angle moves them) one batched product per depth, then each finger's chain of
+// three posed bones, the five fingers batched by vmap. Only the vertices a
+// correspondence reads are skinned: the residuals read no other.
 #include "tool.h"
 
 #include <cstdio>
@@ -21,20 +23,31 @@ namespace {
 
 constexpr int64_t kThetas = 26;
 constexpr int64_t kBones = 22;
+constexpr int64_t kFingers = 5;
+constexpr int64_t kFingerThetas = 4; ///< thetas per finger
+constexpr int64_t kFingerBones = 3;  ///< posed bones per finger, a chain
 
-/// What is fixed by the model, known at trace time: the bone tree, whether
-/// the model is mirrored, and which entry of theta drives each bone's Euler
-/// angles (kThetas for "none": that angle is 0).
+/// What is fixed by the model, known at trace time: the bone tree split into
+/// the palm (bones no angle moves: their transforms are constants of the
+/// model) and the fingers (each a chain of three posed bones below a palm
+/// bone, moved by that finger's four thetas only), and whether the model is
+/// mirrored. Writing each finger apart is what lets forward mode push a
+/// finger's four directions through its own three bones alone.
 struct Rig {
   std::vector<int> parents;
   bool mirrored = false;
-  Array angleSource; ///< i32 [3, kBones]: per bone, theta's index for its x, z, y angles
+  std::vector<int32_t> palm;          ///< palm bones, parents before children
+  std::vector<int32_t> fingerBones;   ///< [kFingers * kFingerBones]: each chain, root first
+  std::vector<int32_t> fingerParents; ///< [kFingers]: the palm bone each chain hangs from
+  /// i32 [3, kFingerBones]: per angle (x, z, y) and bone of a chain, the index
+  /// of the finger's theta that drives it (kFingerThetas for "none": 0).
+  Array fingerAngles;
 };
 
 /// The rig of a model; the layout of theta is ADBench's (global rotation 0-2,
-/// global translation 3-5, then 4 per finger: two angles at its second bone,
-/// one at each of the next two; the wrist, the fingers' first bones and the
-/// forearm stay unposed).
+/// global translation 3-5, then 4 per finger: two angles (x, z) at its second
+/// bone, the x angle at each of the next two; the wrist, the fingers' first
+/// bones and the forearm stay unposed).
 Rig makeRig(const gradbench::json& model) {
   Rig rig;
   rig.parents = model.at("parents").get<std::vector<int>>();
@@ -46,16 +59,31 @@ Rig makeRig(const gradbench::json& model) {
     if (rig.parents[b] >= b)
       throw Error("ht: bone " + std::to_string(b) + "'s parent " + std::to_string(rig.parents[b]) +
                   " must come before it (parents are listed first)");
-  std::vector<int32_t> source(3 * kBones, int32_t(kThetas));
-  int t = 6;
-  for (int finger = 0; finger < 5; ++finger) {
-    const int first = 2 + 4 * finger;
-    source[first] = t++;         // x angle of the finger's second bone
-    source[kBones + first] = t++; // its z angle
-    source[first + 1] = t++;
-    source[first + 2] = t++;
+  // Finger f's thetas 6 + 4f .. 9 + 4f pose bones 2 + 4f (x, z), 3 + 4f (x)
+  // and 4 + 4f (x): those must be a chain with no other bone below it.
+  std::vector<int> finger(kBones, -1);
+  for (int f = 0; f < kFingers; ++f) {
+    const int first = 2 + 4 * f;
+    for (int k = 0; k < kFingerBones; ++k) {
+      finger[first + k] = f;
+      rig.fingerBones.push_back(first + k);
+    }
+    rig.fingerParents.push_back(rig.parents[first]);
   }
-  rig.angleSource = Array(source, {3, kBones});
+  for (int b = 0; b < kBones; ++b) {
+    const int p = rig.parents[b];
+    const bool chained = finger[b] >= 0 && b != 2 + 4 * finger[b];
+    if (p >= 0 && finger[p] >= 0 && !(chained && p == b - 1))
+      throw Error("ht: bone " + std::to_string(b) + " hangs from finger bone " + std::to_string(p) +
+                  ", expected each finger's posed bones " + std::to_string(2 + 4 * finger[p]) + "-" +
+                  std::to_string(4 + 4 * finger[p]) + " to be a chain with nothing else below it (ADBench's hand)");
+    if (chained && p != b - 1)
+      throw Error("ht: bone " + std::to_string(b) + "'s parent is " + std::to_string(p) + ", expected " +
+                  std::to_string(b - 1) + " (each finger's posed bones are a chain, ADBench's hand)");
+    if (finger[b] < 0) rig.palm.push_back(b);
+  }
+  const int32_t none = int32_t(kFingerThetas);
+  rig.fingerAngles = Array(std::vector<int32_t>{0, 2, 3, 1, none, none, none, none, none}, {3, kFingerBones});
   return rig;
 }
 
@@ -82,7 +110,7 @@ Tensor angleAxisRotation(const Tensor& aa) {
   return where(tiny, eye, c * eye + (1.0 - c) * outer + s * cross);
 }
 
-/// Each bone's rotation Rz(z) Ry(y) Rx(x) from its Euler angles, [kBones, 3, 3],
+/// Each bone's rotation Rz(z) Ry(y) Rx(x) from its Euler angles, [bones, 3, 3],
 /// the product written out (one stack of entries rather than two batched
 /// matrix products: fewer kernels to compile).
 Tensor eulerRotations(const Tensor& x, const Tensor& z, const Tensor& y) {
@@ -100,33 +128,25 @@ struct Model {
   Tensor weights;               ///< [vertices, kBones]
 };
 
-/// The posed positions [m, 3] of the vertices `ids` ([m] integers).
-Tensor skinnedVertices(const Rig& rig, const Tensor& theta, const Model& model, const Tensor& ids) {
-  // Euler angles per bone, picked from theta (an appended 0 for unposed ones).
-  Tensor padded = concatenate({theta, full({1}, 0.0, DType::f64)});
-  Tensor angles = take(padded, reshape(constant(rig.angleSource), {3 * kBones}));
-  Tensor rotations = eulerRotations(angles(range(0, kBones)), angles(range(kBones, 2 * kBones)),
-                                    angles(range(2 * kBones, 3 * kBones)));
-  // base_relative @ [[R, 0], [0, 1]]: the first three columns turn, the last stays.
-  Tensor turned = matmul(model.baseRelatives(all, all, range(0, 3)), rotations);
-  Tensor relatives = concatenate({turned, model.baseRelatives(all, all, range(3, 4))}, 2);
-  // Down the tree: each bone's absolute transform is its parent's times its
-  // own, one batched product per depth of the tree (4 here, not 21 products:
-  // fewer kernels for LLVM to compile).
-  auto indices = [](const std::vector<int32_t>& v) { return constant(Array(v, {int64_t(v.size())})); };
+Tensor indices(const std::vector<int32_t>& v) { return constant(Array(v, {int64_t(v.size())})); }
+
+/// The palm bones' absolute transforms, [palm bones, 4, 4] in rig.palm's
+/// order: the base relatives chained down the tree, one batched product per
+/// depth (no angle moves them).
+Tensor palmAbsolutes(const Rig& rig, const Model& model) {
   std::vector<int> depth(kBones, 0), slot(kBones, 0);
   std::vector<std::vector<int32_t>> levels;
-  for (int b = 0; b < kBones; ++b) {
+  for (int32_t b : rig.palm) {
     depth[b] = rig.parents[b] < 0 ? 0 : depth[rig.parents[b]] + 1;
     if (int(levels.size()) <= depth[b]) levels.emplace_back();
     slot[b] = int(levels[depth[b]].size());
     levels[depth[b]].push_back(b);
   }
   std::vector<Tensor> absolutes; // per level, [bones at that depth, 4, 4]
-  std::vector<int32_t> order(kBones); // bone b's row in the levels concatenated
-  int32_t row = 0;
+  std::vector<int32_t> row(kBones, 0);
+  int32_t next = 0;
   for (size_t l = 0; l < levels.size(); ++l) {
-    Tensor own = take(relatives, indices(levels[l]));
+    Tensor own = take(model.baseRelatives, indices(levels[l]));
     if (l == 0) {
       absolutes.push_back(own);
     } else {
@@ -134,36 +154,186 @@ Tensor skinnedVertices(const Rig& rig, const Tensor& theta, const Model& model, 
       for (int32_t b : levels[l]) parentSlots.push_back(slot[rig.parents[b]]);
       absolutes.push_back(matmul(take(absolutes[l - 1], indices(parentSlots)), own));
     }
-    for (int32_t b : levels[l]) order[b] = row++;
+    for (int32_t b : levels[l]) row[b] = next++;
   }
-  Tensor boneAbsolutes = take(concatenate(absolutes), indices(order));
-  // Bone transforms' first three rows, one row of 12 per bone.
-  Tensor transforms = matmul(boneAbsolutes, model.inverseBaseAbsolutes)(all, range(0, 3), all);
-  // Linear blend skinning: each vertex's transform is its weighted sum of the bones'.
-  Tensor blended = reshape(matmul(take(model.weights, ids), reshape(transforms, {kBones, 12})), {-1, 3, 4});
-  Tensor base = take(model.basePositions, ids);
-  Tensor positions = sum(blended * reshape(base, {-1, 1, 4}), {2});
+  std::vector<int32_t> back; // rig.palm's bones' rows in the levels concatenated
+  for (int32_t b : rig.palm) back.push_back(row[b]);
+  return take(concatenate(absolutes), indices(back));
+}
+
+/// One finger's bone transforms (first three rows), [kFingerBones, 12]: its
+/// chain hangs from `parentAbsolute` [4, 4]; `relatives` and
+/// `inverseBaseAbsolutes` are its bones' [kFingerBones, 4, 4], `thetas`
+/// [kFingerThetas] its angles, placed by `fingerAngles` (Rig::fingerAngles).
+Tensor fingerTransforms(const Array& fingerAngles, const Tensor& thetas, const Tensor& parentAbsolute,
+                        const Tensor& relatives, const Tensor& inverseBaseAbsolutes) {
+  Tensor padded = concatenate({thetas, full({1}, 0.0, DType::f64)});
+  Tensor angles = take(padded, reshape(constant(fingerAngles), {3 * kFingerBones}));
+  Tensor rotations = eulerRotations(angles(range(0, kFingerBones)), angles(range(kFingerBones, 2 * kFingerBones)),
+                                    angles(range(2 * kFingerBones, 3 * kFingerBones)));
+  // base_relative @ [[R, 0], [0, 1]]: the first three columns turn, the last stays.
+  Tensor turned = matmul(relatives(all, all, range(0, 3)), rotations);
+  Tensor posed = concatenate({turned, relatives(all, all, range(3, 4))}, 2);
+  std::vector<Tensor> absolutes{matmul(parentAbsolute, posed(0))};
+  for (int64_t k = 1; k < kFingerBones; ++k) absolutes.push_back(matmul(absolutes.back(), posed(k)));
+  Tensor transforms = matmul(stack(absolutes), inverseBaseAbsolutes)(all, range(0, 3), all);
+  return reshape(transforms, {kFingerBones, 12});
+}
+
+/// What the vertices `ids` ([m] integers) need from the model, theta aside.
+struct Skin {
+  Tensor weights;              ///< [m, kBones]
+  Tensor palm;                 ///< [palm bones, 12]: the palm's transforms (first three rows)
+  Tensor parentAbsolutes;      ///< [kFingers, 4, 4]: what each finger's chain hangs from
+  Tensor relatives;            ///< [kFingers, kFingerBones, 4, 4]
+  Tensor inverseBaseAbsolutes; ///< [kFingers, kFingerBones, 4, 4]
+  Tensor base;                 ///< [m, 4]: the vertices' base positions
+};
+
+/// The skin of the vertices `ids`; `gatherOnce` copies their rows of the
+/// model out once (worth it where many loops read them: the Jacobian).
+Skin makeSkin(const Rig& rig, const Model& model, const Tensor& ids, bool gatherOnce) {
+  Skin s;
+  if (gatherOnce) {
+    // The vertices' rows of the model gathered once into one array: its
+    // readers (the Jacobian has many over [m] and more) then read it, where
+    // each would otherwise gather again through ids.
+    Tensor rows = concatenate({take(model.weights, ids), take(model.basePositions, ids)}, 1);
+    s.weights = rows(all, range(0, kBones));
+    s.base = rows(all, range(kBones, kBones + 4));
+  } else {
+    s.weights = take(model.weights, ids);
+    s.base = take(model.basePositions, ids);
+  }
+  const int64_t palmBones = int64_t(rig.palm.size());
+  Tensor absolutes = palmAbsolutes(rig, model);
+  Tensor transforms = matmul(absolutes, take(model.inverseBaseAbsolutes, indices(rig.palm)))(all, range(0, 3), all);
+  s.palm = reshape(transforms, {palmBones, 12});
+  std::vector<int32_t> palmRow(kBones, 0), parentRows;
+  for (size_t i = 0; i < rig.palm.size(); ++i) palmRow[rig.palm[i]] = int32_t(i);
+  for (int32_t p : rig.fingerParents) parentRows.push_back(palmRow[p]);
+  s.parentAbsolutes = take(absolutes, indices(parentRows));
+  s.relatives = reshape(take(model.baseRelatives, indices(rig.fingerBones)), {kFingers, kFingerBones, 4, 4});
+  s.inverseBaseAbsolutes =
+      reshape(take(model.inverseBaseAbsolutes, indices(rig.fingerBones)), {kFingers, kFingerBones, 4, 4});
+  return s;
+}
+
+/// Linear blend skinning: the vertices' positions [m, 3] from per-bone
+/// transforms (first three rows) [bones, 12] and their weights [m, bones].
+Tensor blend(const Tensor& weights, const Tensor& transforms, const Tensor& base) {
+  return sum(reshape(matmul(weights, transforms), {-1, 3, 4}) * reshape(base, {-1, 1, 4}), {2});
+}
+
+/// The skinned positions [m, 3] (before the global rotation and translation)
+/// for the fingers' angles [kFingers, kFingerThetas]: every bone's transform
+/// (the five fingers' by one vmap), in bone order, blended by the weights.
+Tensor skinned(const Rig& rig, const Skin& s, const Tensor& fingers) {
+  auto one = [&rig](const Tensor& t, const Tensor& pa, const Tensor& rel, const Tensor& iba) {
+    return fingerTransforms(rig.fingerAngles, t, pa, rel, iba);
+  };
+  Tensor fingerBones = vmap(one)(fingers, s.parentAbsolutes, s.relatives, s.inverseBaseAbsolutes);
+  Tensor transforms = concatenate({s.palm, reshape(fingerBones, {kFingers * kFingerBones, 12})});
+  std::vector<int32_t> row(kBones, 0); // bone b's row of `transforms`
+  int32_t next = 0;
+  for (int32_t b : rig.palm) row[b] = next++;
+  for (int32_t b : rig.fingerBones) row[b] = next++;
+  return blend(s.weights, take(transforms, indices(row)), s.base);
+}
+
+/// The global rotation (angle-axis, unit scale) and translation of skinned
+/// positions [m, 3] (mirrored first for a mirrored model).
+Tensor placed(const Rig& rig, Tensor positions, const Tensor& rotation, const Tensor& translation) {
   if (rig.mirrored) positions = positions * constant(Array(std::vector<double>{-1, 1, 1}, {3}));
-  // Global rotation (angle-axis theta[0:3], unit scale) and translation theta[3:6].
-  Tensor global = angleAxisRotation(theta(range(0, 3)));
-  return matmul(positions, global, {.transpose_b = true}) + theta(range(3, 6));
+  return matmul(positions, angleAxisRotation(rotation), {.transpose_b = true}) + translation;
+}
+
+/// The pieces of theta: the global rotation [3] and translation [3], and the
+/// fingers' angles [kFingers, kFingerThetas].
+struct Pose {
+  Tensor rotation, translation, fingers;
+};
+Pose pose(const Tensor& theta) {
+  return {theta(range(0, 3)), theta(range(3, 6)), reshape(theta(range(6, kThetas)), {kFingers, kFingerThetas})};
+}
+
+/// The residuals: `finish(positions, shift)` makes them from the posed
+/// positions [m, 3] of the vertices the skin was made for (shift: an invalid
+/// Tensor here, see residualsJacobian).
+template <class Finish> Tensor residuals(const Rig& rig, const Skin& s, const Tensor& theta, const Finish& finish) {
+  const Pose p = pose(theta);
+  return finish(placed(rig, skinned(rig, s, p.fingers), p.rotation, p.translation), Tensor());
+}
+
+/// The residuals' Jacobian [rows, (2 +) kThetas], all of it by adjit's forward
+/// mode, with the directions grouped by what they reach (jacfwd over theta
+/// would push all 28 through every bone of the skinning):
+/// - a finger's four angles move only its three bones: the Jacobian of that
+///   finger's share of the skinned positions (jacfwd, vmap over the fingers:
+///   3 bones' weights per vertex instead of 22), pushed on through the global
+///   placement and the residuals by one JVP batched over the 20 directions;
+/// - the global rotation, translation and (complicated variant) the us shift
+///   act after the skinning: jacfwd over those three parts as one structure
+///   (each part its own JVP) of the residuals of the skinned positions.
+/// `finish(positions, shift)` makes the residuals as in `residuals`; with
+/// `withShift`, shift is a [2] added to every pair of us (so its columns are
+/// the eval's d/du0 and d/du1, as each residual reads its own pair only), and
+/// those two columns come first.
+template <class Finish>
+Tensor residualsJacobian(const Rig& rig, const Skin& s, const Tensor& theta, bool withShift, const Finish& finish) {
+  const Pose p = pose(theta);
+  Tensor positions = skinned(rig, s, p.fingers);
+  Tensor noShift = full({2}, 0.0, DType::f64);
+  auto ofGlobals = [&](const std::vector<Tensor>& g) {
+    return finish(placed(rig, positions, g[0], g[1]), withShift ? g[2] : Tensor());
+  };
+  std::vector<Tensor> globals{p.rotation, p.translation};
+  if (withShift) globals.push_back(noShift);
+  const std::vector<Tensor> globalColumns = jacfwd(ofGlobals)(globals);
+  // A finger's share of the skinned positions, transposed [3, m]: its bones'
+  // transforms T [3 bones, 3, 4] times `weighted` [3 bones * 4, m], each
+  // vertex's weight for that bone times its base position (no theta in it).
+  // Written as T's rows times `weighted`, a batch of directions of T stacks
+  // into one product's rows (matmul's batching rule) and nothing else grows.
+  auto share = [&rig](const Tensor& t, const Tensor& pa, const Tensor& rel, const Tensor& iba, const Tensor& weighted) {
+    Tensor transforms = reshape(fingerTransforms(rig.fingerAngles, t, pa, rel, iba), {kFingerBones, 3, 4});
+    return matmul(reshape(transpose(transforms, {1, 0, 2}), {3, kFingerBones * 4}), weighted);
+  };
+  Tensor fingerWeights = reshape(take(s.weights, indices(rig.fingerBones), 1), {-1, kFingers, kFingerBones});
+  Tensor weighted = reshape(reshape(transpose(fingerWeights, {1, 2, 0}), {kFingers, kFingerBones, 1, -1}) *
+                                reshape(transpose(s.base), {1, 1, 4, -1}),
+                            {kFingers, kFingerBones * 4, -1});
+  Tensor shareJacobians = vmap(jacfwd(share))(p.fingers, s.parentAbsolutes, s.relatives, s.inverseBaseAbsolutes,
+                                              weighted); // [kFingers, 3, m, kFingerThetas]
+  Tensor directions = reshape(transpose(shareJacobians, {0, 3, 2, 1}), {kFingers * kFingerThetas, -1, 3});
+  auto ofPositions = [&](const Tensor& x) {
+    return finish(placed(rig, x, p.rotation, p.translation), withShift ? noShift : Tensor());
+  };
+  auto along = [&](const Tensor& d) { return jvp(ofPositions, std::make_tuple(positions), std::make_tuple(d)).second; };
+  Tensor fingerColumns = transpose(vmap(along)(directions)); // [rows, 20]
+  std::vector<Tensor> columns;
+  if (withShift) columns.push_back(globalColumns[2]);
+  columns.insert(columns.end(), {globalColumns[0], globalColumns[1], fingerColumns});
+  return concatenate(columns, 1);
 }
 
 /// Simple variant: point i minus vertex correspondences[i], flattened [3n].
-Tensor simpleResiduals(const Rig& rig, const Tensor& theta, const Model& model, const Tensor& correspondences,
-                       const Tensor& points) {
-  return reshape(points - skinnedVertices(rig, theta, model, correspondences), {-1});
+auto simpleFinish(const Tensor& points) {
+  return [points](const Tensor& positions, const Tensor&) { return reshape(points - positions, {-1}); };
 }
 
 /// Complicated variant: point i minus the point at barycentric coordinates
-/// (u0, u1, 1 - u0 - u1) in triangle correspondences[i], flattened [3n].
-Tensor complicatedResiduals(const Rig& rig, const Tensor& theta, const Tensor& us, const Model& model,
-                            const Tensor& triangles, const Tensor& correspondences, const Tensor& points) {
-  Tensor corners = take(triangles, correspondences);                      // [n, 3] vertex ids
-  Tensor vertices = reshape(skinnedVertices(rig, theta, model, reshape(corners, {-1})), {-1, 3, 3});
-  Tensor u0 = us(all, range(0, 1)), u1 = us(all, range(1, 2));
-  Tensor hand = u0 * vertices(all, 0, all) + u1 * vertices(all, 1, all) + (1.0 - u0 - u1) * vertices(all, 2, all);
-  return reshape(points - hand, {-1});
+/// (u0, u1, 1 - u0 - u1) of the posed corners of triangle correspondences[i]
+/// (positions [3n, 3], corners in order), flattened [3n]; a valid shift [2]
+/// is added to every pair of us.
+auto complicatedFinish(const Tensor& us, const Tensor& points) {
+  return [us, points](const Tensor& positions, const Tensor& shift) {
+    Tensor u = shift.valid() ? us + shift : us;
+    Tensor vertices = reshape(positions, {-1, 3, 3});
+    Tensor u0 = u(all, range(0, 1)), u1 = u(all, range(1, 2));
+    Tensor hand = u0 * vertices(all, 0, all) + u1 * vertices(all, 1, all) + (1.0 - u0 - u1) * vertices(all, 2, all);
+    return reshape(points - hand, {-1});
+  };
 }
 
 /// The input's arrays.
@@ -217,48 +387,31 @@ public:
     const int64_t cols = kThetas + (in_.complicated ? 2 : 0);
     result_ = jacobian_ ? Array(DType::f64, {3 * in_.n, cols}) : Array(DType::f64, {3 * in_.n});
     const Rig& rig = in_.rig;
-    auto model = [](Tensor br, Tensor iba, Tensor bp, Tensor w) { return Model{br, iba, bp, w}; };
+    const bool jac = jacobian_;
+    const JitOptions options = gradbench::jitOptions(jac ? "ht_jacobian" : "ht_objective");
     if (!in_.complicated) {
-      auto f = [rig, model](Tensor theta, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor corr, Tensor pts) {
-        return simpleResiduals(rig, theta, model(br, iba, bp, w), corr, pts);
+      auto f = [rig, jac](Tensor theta, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor corr, Tensor pts) {
+        const Skin s = makeSkin(rig, Model{br, iba, bp, w}, corr, jac);
+        return jac ? residualsJacobian(rig, s, theta, false, simpleFinish(pts))
+                   : residuals(rig, s, theta, simpleFinish(pts));
       };
-      if (jacobian_)
-        run_ = [j = jit(jacfwd(f), gradbench::jitOptions("ht_jacobian"))](const Input& i, Array& out) {
-          j.into(out, i.theta, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.correspondences,
-                   i.points);
-        };
-      else
-        run_ = [j = jit(f, gradbench::jitOptions("ht_objective"))](const Input& i, Array& out) {
-          j.into(out, i.theta, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.correspondences,
-                   i.points);
-        };
+      run_ = [j = jit(f, options)](const Input& i, Array& out) {
+        j.into(out, i.theta, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.correspondences,
+               i.points);
+      };
     } else {
-      auto f = [rig, model](Tensor theta, Tensor us, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor tri,
-                            Tensor corr, Tensor pts) {
-        return complicatedResiduals(rig, theta, us, model(br, iba, bp, w), tri, corr, pts);
+      // The Jacobian's columns are the eval's: d/du0 and d/du1 of each
+      // residual, then d/dtheta.
+      auto f = [rig, jac](Tensor theta, Tensor us, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor tri,
+                          Tensor corr, Tensor pts) {
+        const Skin s = makeSkin(rig, Model{br, iba, bp, w}, reshape(take(tri, corr), {-1}), jac); // corners in order
+        return jac ? residualsJacobian(rig, s, theta, true, complicatedFinish(us, pts))
+                   : residuals(rig, s, theta, complicatedFinish(us, pts));
       };
-      // The Jacobian's columns are the eval's: d/du0 and d/du1 of each residual
-      // (each residual reads its own pair of us only), then d/dtheta. Shifting
-      // every pair by the same (s0, s1) gives exactly those two columns as the
-      // derivatives in s0 and s1 at s = 0: one dense Jacobian in p = (s, theta).
-      auto shifted = [f](Tensor p, Tensor us, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor tri, Tensor corr,
-                         Tensor pts) {
-        return f(p(range(2, {})), us + p(range(0, 2)), br, iba, bp, w, tri, corr, pts);
+      run_ = [j = jit(f, options)](const Input& i, Array& out) {
+        j.into(out, i.theta, i.us, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.triangles,
+               i.correspondences, i.points);
       };
-      if (jacobian_) {
-        std::vector<double> p(2, 0.0);
-        for (double t : in_.theta.to_vector<double>()) p.push_back(t);
-        in_.theta = Array(p, {kThetas + 2});
-        run_ = [j = jit(jacfwd(shifted), gradbench::jitOptions("ht_jacobian"))](const Input& i, Array& out) {
-          j.into(out, i.theta, i.us, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.triangles,
-                   i.correspondences, i.points);
-        };
-      } else {
-        run_ = [j = jit(f, gradbench::jitOptions("ht_objective"))](const Input& i, Array& out) {
-          j.into(out, i.theta, i.us, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.triangles,
-                   i.correspondences, i.points);
-        };
-      }
     }
   }
 

@@ -27,6 +27,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace adjit::codegen {
 
@@ -130,6 +131,7 @@ llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return
 llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
 bool LowerCtx::hasBuffer(std::size_t i) const { return !fe.fused(op.operands.at(i)); }
+std::optional<Array> LowerCtx::knownOperand(std::size_t i) const { return fe.knownValue(op.operands.at(i)); }
 void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after) const {
   fe.call(name, std::move(buffers), after);
 }
@@ -333,6 +335,42 @@ void FunctionEmitter::finishAliasScopes(std::size_t kernel) {
   }
   scopeOf_.clear();
   accesses_.clear();
+}
+
+std::optional<Array> FunctionEmitter::knownValue(ir::ValueId v) const {
+  if (kernelFrame_) return std::nullopt;
+  if (auto it = known_.find(v); it != known_.end()) return it->second;
+  std::optional<Array>& answer = known_[v];
+  // The ops v is computed from, back to ops of no operands (a worklist);
+  // any parameter, effect or call among them and v is not known.
+  std::vector<const ir::Op*> cone;
+  std::vector<ir::ValueId> work{v};
+  std::unordered_set<ir::ValueId> seen; // (the cone's size, not the function's)
+  int64_t elements = 0;
+  while (!work.empty()) {
+    const ir::ValueId x = work.back();
+    work.pop_back();
+    if (!seen.insert(x).second) continue;
+    const ir::Op* p = producer_[static_cast<std::size_t>(x)];
+    if (!p) return answer;
+    const ir::OpInfo& info = ir::info(p->kind);
+    if (!info.has(ir::kPure) || info.has(ir::kHasCallee)) return answer;
+    elements += f_.type(x).size();
+    if (elements > kMaxKnownElements) return answer;
+    cone.push_back(p);
+    for (ir::ValueId o : p->operands) work.push_back(o);
+  }
+  // Evaluated in program order (the ops are one vector: address order).
+  std::sort(cone.begin(), cone.end());
+  cone.erase(std::unique(cone.begin(), cone.end()), cone.end());
+  std::unordered_map<ir::ValueId, Array> value;
+  for (const ir::Op* op : cone) {
+    std::vector<Array> in;
+    for (ir::ValueId o : op->operands) in.push_back(value.at(o));
+    std::vector<Array> out = ir::info(op->kind).eval(ir::EvalCtx{*op, f_, in, nullptr});
+    for (std::size_t r = 0; r < out.size(); ++r) value.insert_or_assign(op->results[r], std::move(out[r]));
+  }
+  return answer = value.at(v);
 }
 
 llvm::Value* FunctionEmitter::constantGlobal(const Array& a) {

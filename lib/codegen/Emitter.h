@@ -8,6 +8,7 @@
 #include <llvm/IR/IRBuilder.h>
 
 #include <functional>
+#include <optional>
 #include <span>
 
 namespace adjit::codegen {
@@ -120,6 +121,10 @@ struct LowerCtx : EmitBase {
   llvm::Value* operandBuffer(std::size_t i) const;
   /// Whether the plan gave operand `i` a buffer (else it is computed inline).
   bool hasBuffer(std::size_t i) const;
+  /// The elements of operand `i` where they are known when compiling
+  /// (computed from constants alone, in code emitted for this op alone;
+  /// FunctionEmitter::knownValue), else nullopt.
+  std::optional<Array> knownOperand(std::size_t i) const;
   /// Emits a loop nest over `shape` (outermost first) calling `body` with the index.
   void loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const;
   /// loopNest over rows [rowBegin, rowEnd) of `shape` when they are set, else over all of it.

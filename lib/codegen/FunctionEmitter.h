@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,6 +52,12 @@ public:
   llvm::Value* buffer(ir::ValueId v);
   /// Whether v is computed inline (no buffer) by the plan.
   bool fused(ir::ValueId v) const { return plan_.fused(v); }
+  /// The elements of v when they follow from constants alone (v and what it
+  /// is computed from, at most kMaxKnownElements elements in all, evaluated
+  /// by the ops' reference semantics), else nullopt; nullopt in a shared
+  /// kernel, whose code serves kernels that name other constants there.
+  std::optional<Array> knownValue(ir::ValueId v) const;
+  static constexpr int64_t kMaxKnownElements = int64_t(1) << 18;
   /// Calls lowered function `name` on buffers, giving it the scratch past ours
   /// and past the first `after` bytes of the workspace (which the caller keeps
   /// using across the call: a loop's next carry).
@@ -250,6 +257,8 @@ private:
   uint64_t calleeScratch_ = 0;     ///< the largest scratch of a callee
   llvm::BasicBlock* entry_ = nullptr;
   std::vector<const ir::Op*> producer_;
+  /// knownValue's answers, by value (several scatters often read one index array).
+  mutable std::unordered_map<ir::ValueId, std::optional<Array>> known_;
   std::vector<char> inLoop_; ///< elementwise roots of the loop being emitted: computed, not loaded
   std::vector<llvm::Value*> buffers_; ///< per frame
   std::vector<ir::ValueId> bufferSet_; ///< values with a buffer in this frame

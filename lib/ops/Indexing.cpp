@@ -153,6 +153,140 @@ bool anyBatched(const batching::BatchCtx& c, std::size_t first) {
   return false;
 }
 
+/// Where scatter_add's indices are known when compiling: for each position k
+/// along the axis, the positions j of the index array (row-major) that land
+/// on k (a negative index wrapped, out-of-range ones dropped), in increasing
+/// order: `at[start[k] .. start[k + 1])`.
+struct ScatterRuns {
+  std::vector<int64_t> start; ///< [n + 1]
+  std::vector<int32_t> at;    ///< positions in idx, grouped by where they land
+};
+
+ScatterRuns scatterRuns(const Array& idx, int64_t n) {
+  ScatterRuns r;
+  r.start.assign(static_cast<std::size_t>(n + 1), 0);
+  std::vector<int64_t> land(static_cast<std::size_t>(idx.size()), -1);
+  for (int64_t j = 0; j < idx.size(); ++j) {
+    int64_t k = idx.get<int64_t>(j);
+    if (k < 0) k += n;
+    if (k < 0 || k >= n) continue;
+    land[static_cast<std::size_t>(j)] = k;
+    ++r.start[static_cast<std::size_t>(k + 1)];
+  }
+  for (int64_t k = 0; k < n; ++k) r.start[static_cast<std::size_t>(k + 1)] += r.start[static_cast<std::size_t>(k)];
+  r.at.resize(static_cast<std::size_t>(r.start.back()));
+  std::vector<int64_t> next(r.start.begin(), r.start.end() - 1);
+  for (int64_t j = 0; j < idx.size(); ++j)
+    if (land[static_cast<std::size_t>(j)] >= 0)
+      r.at[static_cast<std::size_t>(next[static_cast<std::size_t>(land[static_cast<std::size_t>(j)])]++)] = static_cast<int32_t>(j);
+  return r;
+}
+
+/// The longest axis scatter_add groups known indices along (its table of runs
+/// holds one start per position along it).
+constexpr int64_t kMaxScatterRuns = int64_t(1) << 16;
+
+/// How many partial sums scatter_add keeps per element where its indices are known.
+constexpr int64_t kScatterPartials = 4;
+
+/// scatter_add with indices known when compiling (constants, in code of this
+/// op alone), r[pre, k, post] = x[pre, k, post] + the updates that land on k.
+/// Each element reads its own run of updates (ScatterRuns) and sums it in
+/// registers: no element is stored before its last update, so updates that
+/// hit one element again and again (a gather's gradient into a small matrix)
+/// do not wait for each other's stores, and nothing is bounds-checked at run
+/// time. The order is fixed, the same on every machine and every run: with
+/// u_0 .. u_{m-1} the updates landing on an element in row-major order and
+/// q = m div 4, s_p = sum_{i<q} u_{4i+p} (p = 0..3, in increasing i, from 0),
+/// t = u_{4q} + ... + u_{m-1} (from 0), and
+///   r = x + (((s_0 + s_1) + (s_2 + s_3)) + t).
+/// (The one-accumulator order, x + u_0 + u_1 + ..., is the interpreter's:
+/// the two differ only by rounding, as any reassociation does.)
+void lowerScatterAddKnown(LowerCtx& c, const Array& idx) {
+  const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+  const Type& rt = c.resultType();
+  const DType t = rt.dtype;
+  const int64_t n = rt.shape[axis], count = idx.size();
+  const int64_t pre = num_elements(Shape(rt.shape.begin(), rt.shape.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const int64_t post = num_elements(Shape(rt.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, rt.shape.end()));
+  const ScatterRuns runs = scatterRuns(idx, n);
+  llvm::Value* start = c.globalConstant(Array(runs.start, Shape{n + 1}));
+  llvm::Value* at = runs.at.empty() ? nullptr : c.globalConstant(Array(runs.at, Shape{static_cast<int64_t>(runs.at.size())}));
+  auto add = [&](llvm::Value* a, llvm::Value* b, const char* name = "") {
+    return is_floating(t) ? c.b.CreateFAdd(a, b, name) : c.b.CreateAdd(a, b, name);
+  };
+  std::vector<llvm::Value*> slots;
+  for (int64_t p = 0; p <= kScatterPartials; ++p) slots.push_back(c.scalarSlot(t));
+  llvm::Type* elem = c.scalarType(t);
+  c.loopNest(Shape{pre, n, post}, [&](const Index& i) {
+    const auto& d = c.dims(i, Shape{pre, n, post});
+    llvm::Value* e = c.linear(i, Shape{pre, n, post}); // the result's element, row-major
+    llvm::Value* r = c.operand(0, Index::ofLinear(e));
+    if (at) {
+      llvm::Value* begin = c.load(DType::i64, start, d[1]);
+      llvm::Value* end = c.load(DType::i64, start, c.b.CreateAdd(d[1], c.i64(1)));
+      for (llvm::Value* s : slots) c.b.CreateStore(c.constant(t, 0), s);
+      // The update at position j of idx: upd[pre, j, post], row-major.
+      auto update = [&](llvm::Value* run) {
+        llvm::Value* j = c.b.CreateSExt(c.load(DType::i32, at, run), c.b.getInt64Ty());
+        llvm::Value* u = c.b.CreateAdd(c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(count)), j), c.i64(post)), d[2]);
+        return c.operand(2, Index::ofLinear(u));
+      };
+      auto accumulate = [&](llvm::Value* slot, llvm::Value* run) {
+        c.b.CreateStore(add(c.b.CreateLoad(elem, slot), update(run)), slot);
+      };
+      llvm::Value* quads = c.b.CreateLShr(c.b.CreateSub(end, begin), c.i64(2));
+      c.loopRange(c.i64(0), quads, [&](llvm::Value* q) {
+        llvm::Value* first = c.b.CreateAdd(begin, c.b.CreateShl(q, c.i64(2)));
+        for (int64_t p = 0; p < kScatterPartials; ++p)
+          accumulate(slots[static_cast<std::size_t>(p)], c.b.CreateAdd(first, c.i64(p)));
+      });
+      c.loopRange(c.b.CreateAdd(begin, c.b.CreateShl(quads, c.i64(2))), end,
+                  [&](llvm::Value* run) { accumulate(slots.back(), run); });
+      // Named, so that tests can read the order (test/ir/scatter-add.adj).
+      const char* names[] = {"scatter.s0", "scatter.s1", "scatter.s2", "scatter.s3", "scatter.tail"};
+      std::vector<llvm::Value*> v;
+      for (int64_t p = 0; p <= kScatterPartials; ++p)
+        v.push_back(c.b.CreateLoad(elem, slots[static_cast<std::size_t>(p)], names[p]));
+      llvm::Value* s01 = add(v[0], v[1], "scatter.s01");
+      llvm::Value* s23 = add(v[2], v[3], "scatter.s23");
+      llvm::Value* updates = add(add(s01, s23, "scatter.parts"), v[4], "scatter.updates");
+      r = add(r, updates, "scatter.r");
+    }
+    c.store(t, r, c.results[0], e);
+  });
+}
+
+/// scatter_add's lowering: r = x, then r[pre, idx[j...], post] += upd[pre,
+/// j..., post] for every update in row-major order; an update whose index is
+/// out of range (after wrapping a negative one) is dropped. With indices
+/// known when compiling (and an axis of at most kMaxScatterRuns), lowerScatterAddKnown.
+void lowerScatterAdd(LowerCtx& c) {
+  // (Along an axis of at most kMaxScatterRuns, which bounds the table of where runs start.)
+  const int64_t along = c.resultType().shape[static_cast<std::size_t>(c.op.attrs.integer("axis"))];
+  if (along <= kMaxScatterRuns)
+    if (const std::optional<Array> idx = c.knownOperand(1)) return lowerScatterAddKnown(c, *idx);
+  const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+  const Type& rt = c.resultType();
+  const Shape& us = c.operandType(2).shape;
+  const std::size_t idxRank = c.operandType(1).shape.size();
+  const int64_t n = rt.shape[axis];
+  c.loopNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.operand(0, i), c.results[0], c.linear(i, rt.shape)); });
+  c.loopNest(us, [&](const Index& ui) {
+    const auto& o = c.dims(ui, us);
+    std::vector<llvm::Value*> xi(o.begin(), o.begin() + axis), ii(o.begin() + axis, o.begin() + axis + idxRank);
+    llvm::Value* k = wrapNegative(c, c.b.CreateSExt(c.operand(1, Index::ofDims(ii)), c.b.getInt64Ty()), n);
+    llvm::Value* u = c.operand(2, ui);
+    c.ifThen(c.b.CreateICmpULT(k, c.i64(n)), [&] {
+      xi.push_back(k);
+      xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
+      llvm::Value* dst = c.linear(Index::ofDims(xi), rt.shape);
+      llvm::Value* old = c.load(rt.dtype, c.results[0], dst);
+      c.store(rt.dtype, is_floating(rt.dtype) ? c.b.CreateFAdd(old, u) : c.b.CreateAdd(old, u), c.results[0], dst);
+    });
+  });
+}
+
 } // namespace
 
 void defineIndexingOps(Table& t) {
@@ -524,34 +658,7 @@ void defineIndexingOps(Table& t) {
         return std::vector<Array>{std::move(r)};
       },
       .fold = noFold,
-      .lower = [](LowerCtx& c) {
-        const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
-        const Type& rt = c.resultType();
-        const Shape& us = c.operandType(2).shape;
-        const std::size_t idxRank = c.operandType(1).shape.size();
-        const int64_t n = rt.shape[axis];
-        c.loopNest(rt.shape, [&](const Index& i) { c.store(rt.dtype, c.operand(0, i), c.results[0], c.linear(i, rt.shape)); });
-        c.loopNest(us, [&](const Index& ui) {
-          const auto& o = c.dims(ui, us);
-          std::vector<llvm::Value*> xi(o.begin(), o.begin() + axis), ii(o.begin() + axis, o.begin() + axis + idxRank);
-          llvm::Value* k = wrapNegative(c, c.b.CreateSExt(c.operand(1, Index::ofDims(ii)), c.b.getInt64Ty()), n);
-          llvm::Value* inRange = c.b.CreateICmpULT(k, c.i64(n));
-          llvm::Function* f = c.b.GetInsertBlock()->getParent();
-          auto* addBB = llvm::BasicBlock::Create(c.ctx(), "scatter.add", f);
-          auto* contBB = llvm::BasicBlock::Create(c.ctx(), "scatter.cont", f);
-          llvm::Value* u = c.operand(2, ui);
-          c.b.CreateCondBr(inRange, addBB, contBB);
-          c.b.SetInsertPoint(addBB);
-          xi.push_back(k);
-          xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
-          llvm::Value* dst = c.linear(Index::ofDims(xi), rt.shape);
-          llvm::Value* old = c.load(rt.dtype, c.results[0], dst);
-          llvm::Value* sum = is_floating(rt.dtype) ? c.b.CreateFAdd(old, u) : c.b.CreateAdd(old, u);
-          c.store(rt.dtype, sum, c.results[0], dst);
-          c.b.CreateBr(contBB);
-          c.b.SetInsertPoint(contBB);
-        });
-      },
+      .lower = lowerScatterAdd,
       // x: the cotangent; updates: the cotangent where they landed, 0 where dropped
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
