@@ -71,7 +71,7 @@ FusionPlan Planner::draft() {
 }
 
 namespace {
-constexpr std::string_view kStepNames[] = {"draft", "group", "tiles", "chunk", "runs", "split", "place"};
+constexpr std::string_view kStepNames[] = {"draft", "group", "tiles", "chunk", "peel", "runs", "split", "place"};
 } // namespace
 
 FusionPlan Planner::finish(FusionPlan p) {
@@ -84,6 +84,7 @@ FusionPlan Planner::finish(FusionPlan p) {
       {"group", [](Planner& q, FusionPlan& p) { q.group(p); }},
       {"tiles", [](Planner& q, FusionPlan& p) { q.tiles(p); }},
       {"chunk", [](Planner& q, FusionPlan& p) { if (q.parallel_) q.chunk(p); }}, // no threads: no chunks
+      {"peel", [](Planner& q, FusionPlan& p) { q.peel(p); }},
       {"runs", [](Planner&, FusionPlan& p) { findRuns(p); }},
       {"split", [](Planner& q, FusionPlan& p) { q.split(p); }},
       {"place", [](Planner& q, FusionPlan& p) { q.place(p); }},

@@ -335,6 +335,14 @@ private:
   /// epilogue of the same type.
   void tiles(FusionPlan& p);
 
+  /// Cuts the last axis of each loop that computes pads inline where they
+  /// change between reading their operand and their zeros (Kernel::peel),
+  /// following its values through elementwise ops and the ops with a
+  /// `lastAxisShift` hook: the widest piece where every pad met does one or
+  /// the other throughout, if at least kMinPeelPiece points, runs as a loop
+  /// of its own. Linear in the loops' bodies (capped per loop).
+  void peel(FusionPlan& p) const;
+
   /// Finds runs: at each kernel, the period (up to kMaxPeriod kernels) whose
   /// pattern of shared code repeats most, if at least kMinRepeats times.
   /// Each kernel is scanned once per period: linear in the plan.
