@@ -888,3 +888,24 @@ TEST_CASE("a gradient through a while_loop that hits max_iterations raises the l
     CHECK(dc.item<double>() == doctest::Approx(trips * std::pow(c, trips - 1)));
   }
 }
+
+TEST_CASE("scan carries take turns in two buffers: odd and even step counts end in the result") {
+  // The next carry reads the carry one point back, after the body has
+  // written its stacked output: carry and next carry must be two buffers.
+  auto f = [](Tensor c0, Tensor xs) {
+    auto [c, ys] = scan(
+        [](Tensor c, Tensor x) {
+          Tensor back = pad(slice(c, {0}, {7}), {1}, {0});
+          return std::pair{back * x + c, c * x};
+        },
+        c0, xs);
+    return std::pair{c, ys};
+  };
+  const Array c0 = f64({1, 2, 3, 4, 5, 6, 7, 8});
+  for (int64_t steps : {0, 1, 2, 5}) {
+    INFO(steps << " steps");
+    std::vector<double> xv(static_cast<std::size_t>(steps * 8));
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.25 + 0.125 * double(i % 5);
+    agrees(f, std::tuple{c0, Array(xv, Shape{steps, 8})});
+  }
+}
