@@ -499,46 +499,37 @@ void defineControlFlowOps(Table& t) {
         return results;
       },
       .fold = noFold,
-      // The carry lives in two buffers, the result's and one in the
-      // workspace, that take turns: each step reads one and writes the next
-      // carry into the other (the body may read its carry after writing some
-      // of its results, so one buffer cannot do), and the last step writes
-      // the result's; so the first step reads the result's buffer when the
-      // steps are even in number, the workspace's when odd. Nothing is copied
-      // back per step. A carry the body updates in place as its last read of
-      // it (FusionPlan::sharedOutputs: a ring buffer's dynamic_update_slice)
-      // stays in the result buffer: a step then costs the update's window,
-      // not the carry's size.
+      // The carry lives in the result buffers; each step writes the next one
+      // into the workspace and copies it back (the body may read its carry
+      // after writing some of its results, so they cannot share buffers) --
+      // except a carry the body updates in place as its last read of it
+      // (FusionPlan::sharedOutputs: a ring buffer's dynamic_update_slice),
+      // which the body reads and writes in the result buffer: a step then
+      // costs the update's window, not the carry's size.
       .lower = [](LowerCtx& c) {
         const ScanShape s = scanShape(c.op);
-        const int64_t n = static_cast<int64_t>(s.n);
         std::vector<Type> carryTypes;
         std::vector<char> shared(s.c);
         for (std::size_t i = 0; i < s.c; ++i) {
           carryTypes.push_back(c.resultType(i));
+          copyBuffer(c, c.results[i], c.operandBuffer(s.k + i), c.resultType(i).bytes());
           shared[i] = c.calleeShares(0, i, s.k + i);
         }
-        auto [other, reserved] = workspaceFor(c, carryTypes);
-        auto alternates = [&](std::size_t i) { return !other.empty() && !shared[i]; };
-        for (std::size_t i = 0; i < s.c; ++i)
-          copyBuffer(c, alternates(i) && n % 2 == 1 ? other[i] : c.results[i], c.operandBuffer(s.k + i), carryTypes[i].bytes());
+        auto [next, reserved] = workspaceFor(c, carryTypes);
+        const int64_t n = static_cast<int64_t>(s.n);
         c.loop(n, [&](llvm::Value* iv) {
           llvm::Value* t = s.reverse ? c.b.CreateSub(c.i64(n - 1), iv) : iv;
-          // Whether this step reads the carry from the result's buffer.
-          llvm::Value* fromResult = c.b.CreateICmpEQ(c.b.CreateAnd(iv, c.i64(1)), c.i64(n % 2));
-          auto carry = [&](std::size_t i, bool next) {
-            if (!alternates(i)) return c.results[i];
-            return next ? c.b.CreateSelect(fromResult, other[i], c.results[i]) : c.b.CreateSelect(fromResult, c.results[i], other[i]);
-          };
           std::vector<llvm::Value*> args;
           for (std::size_t i = 0; i < s.k; ++i) args.push_back(c.operandBuffer(i));
-          for (std::size_t i = 0; i < s.c; ++i) args.push_back(carry(i, false));
+          for (std::size_t i = 0; i < s.c; ++i) args.push_back(c.results[i]);
           for (std::size_t j = 0; j < s.x; ++j)
             args.push_back(byteOffset(c, c.operandBuffer(s.k + s.c + j), t, sliceType(c.operandType(s.k + s.c + j)).bytes()));
-          for (std::size_t i = 0; i < s.c; ++i) args.push_back(carry(i, true));
+          for (std::size_t i = 0; i < s.c; ++i) args.push_back(next.empty() || shared[i] ? c.results[i] : next[i]);
           for (std::size_t j = s.c; j < c.op.results.size(); ++j)
             args.push_back(byteOffset(c, c.results[j], t, sliceType(c.resultType(j)).bytes()));
           c.call(c.op.callees[0], std::move(args), reserved);
+          for (std::size_t i = 0; i < s.c && !next.empty(); ++i)
+            if (!shared[i]) copyBuffer(c, c.results[i], next[i], carryTypes[i].bytes());
         });
       },
       // A reverse scan of the body's VJP over stacked residuals, and a scan of
