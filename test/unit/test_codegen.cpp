@@ -1160,12 +1160,13 @@ TEST_CASE("pads fused into a loop read their operands where the loop is cut, and
     checkPeeled(total, x, y, true, 2);
   }
   {
-    // Rows: the last axis of a nest, its rows kept, or summed.
+    // Rows: the last axis of a nest, its rows kept (split into chunks of
+    // rows for threads), or summed.
     auto rows = [](Tensor x, Tensor y) {
-      return pad(slice(x, {0, 2}, {40, 600}), {0, 0}, {0, 2}) * y + pad(slice(y, {1, 0}, {40, 598}), {0, 2}, {1, 0});
+      return pad(slice(x, {0, 2}, {40, 1000}), {0, 0}, {0, 2}) * y + pad(slice(y, {1, 0}, {40, 998}), {0, 2}, {1, 0});
     };
-    auto [x, y] = in({40, 600}, f64);
-    checkPeeled(rows, x, y, true);
+    auto [x, y] = in({40, 1000}, f64);
+    checkPeeled(rows, x, y, true, 2);
     auto rowSums = [](Tensor x, Tensor y) {
       return broadcast_to(sum(pad(slice(x, {0, 2}, {40, 600}), {0, 0}, {0, 2}) * y, {1}, true), {40, 600}) + y;
     };
