@@ -127,6 +127,13 @@ bool EmitBase::parallel() const { return fe.parallel(); }
 bool EmitBase::lapack() const { return fe.lapack(); }
 llvm::Module& EmitBase::llvmModule() const { return fe.llvmModule(); }
 
+std::optional<std::pair<int64_t, int64_t>> EmitBase::knownRange(llvm::Value* v) const {
+  if (const auto* k = llvm::dyn_cast<llvm::ConstantInt>(v)) return std::pair{k->getSExtValue(), k->getSExtValue()};
+  return fe.indexRange(v);
+}
+
+void EmitBase::setRange(llvm::Value* v, int64_t first, int64_t last) const { fe.setIndexRange(v, first, last); }
+
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
@@ -704,8 +711,13 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
   llvm::Value* end = chunk ? chunk->end : nullptr;
   c.rowBegin = begin;
   c.rowEnd = end;
+  // The last axis cut into pieces (Kernel::peel) is the outer nest's when
+  // nothing is reduced, else the inner one's.
+  const bool peelOuter = !k.peel.empty() && inner.empty(), peelInner = !k.peel.empty() && !inner.empty();
   auto outerNest = [&](const std::function<void(const Index&)>& fn) {
-    if (!chunk || k.partials) return c.loopNest(outer, fn);
+    const bool rows = chunk && !k.partials;
+    if (peelOuter) return peeledNest(c, outer, k.peel, rows ? begin : nullptr, rows ? end : nullptr, fn);
+    if (!rows) return c.loopNest(outer, fn);
     c.rowNest(outer, fn);
   };
   outerNest([&](const Index& o) {
@@ -717,14 +729,17 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
         b_.CreateStore(codegen::lowering(k.roots[i].op->kind).reduce->identity(c, t), slots[i]);
       }
     if (chunk && k.partials && !k.flat) {
-      c.rowNest(inner, body);
+      if (peelInner) peeledNest(c, inner, k.peel, begin, end, body);
+      else c.rowNest(inner, body);
     } else if (!k.flat) {
-      c.loopNest(inner, [&](const Index& i) {
+      auto point = [&](const Index& i) {
         std::vector<llvm::Value*> d = od;
         const auto& id = c.dims(i, inner);
         d.insert(d.end(), id.begin(), id.end());
         body(Index::ofDims(std::move(d)));
-      });
+      };
+      if (peelInner) peeledNest(c, inner, k.peel, nullptr, nullptr, point);
+      else c.loopNest(inner, point);
     } else if (chunk && k.partials) {
       const int64_t perRow = innerSize / domain[0];
       c.loopRange(b_.CreateMul(begin, c.i64(perRow)), b_.CreateMul(end, c.i64(perRow)),
@@ -744,6 +759,47 @@ void FunctionEmitter::emitLoop(const Kernel& k, const Chunk* chunk) {
       }
   });
   for (const LoopRoot& r : k.roots) inLoop_[static_cast<std::size_t>(r.value)] = 0;
+}
+
+void FunctionEmitter::peeledNest(const LowerCtx& c, const Shape& shape, const std::vector<int64_t>& peel,
+                                 llvm::Value* rowBegin, llvm::Value* rowEnd,
+                                 const std::function<void(const Index&)>& body) {
+  const std::size_t last = shape.size() - 1;
+  std::vector<int64_t> cuts{0};
+  cuts.insert(cuts.end(), peel.begin(), peel.end());
+  cuts.push_back(shape[last]);
+  std::vector<llvm::Value*> ivs;
+  auto each = [&](llvm::Value* iv, auto&& inner) {
+    ivs.push_back(iv);
+    inner();
+    ivs.pop_back();
+  };
+  // The last axis, piece by piece: [cuts[p], cuts[p + 1]), within the rows
+  // [rowBegin, rowEnd) when the last axis is axis 0 of a chunk.
+  auto pieces = [&] {
+    for (std::size_t p = 0; p + 1 < cuts.size(); ++p) {
+      const int64_t from = cuts[p], to = cuts[p + 1];
+      auto piece = [&](llvm::Value* iv) {
+        setIndexRange(iv, from, to - 1);
+        each(iv, [&] { body(Index::ofDims(ivs)); });
+      };
+      if (last == 0 && rowBegin) {
+        llvm::Value* lo = c.intrinsic(llvm::Intrinsic::smax, {{rowBegin, c.i64(from)}});
+        llvm::Value* hi = c.intrinsic(llvm::Intrinsic::smin, {{rowEnd, c.i64(to)}});
+        c.loopRange(lo, hi, piece);
+      } else {
+        c.loop(to - from, [&](llvm::Value* j) { piece(from == 0 ? j : b_.CreateNSWAdd(j, c.i64(from))); });
+      }
+    }
+  };
+  // The axes before the last: whole, or axis 0's rows [rowBegin, rowEnd).
+  std::function<void(std::size_t)> nest = [&](std::size_t d) {
+    if (d == last) return pieces();
+    auto next = [&](llvm::Value* iv) { each(iv, [&] { nest(d + 1); }); };
+    if (d == 0 && rowBegin) c.loopRange(rowBegin, rowEnd, next);
+    else c.loop(shape[d], next);
+  };
+  nest(0);
 }
 
 /// After a reducing tile epilogue ran on every tile of its op: each result

@@ -82,6 +82,16 @@ struct EmitBase {
   /// (the JIT, where a LAPACK library was loaded; never objects).
   bool lapack() const;
   llvm::Module& llvmModule() const;
+  /// The values an index `v` may take, [first, last], when known: a
+  /// constant's, or what setRange recorded (a peeled loop's induction
+  /// variable, a shifted index of one); nullopt otherwise.
+  std::optional<std::pair<int64_t, int64_t>> knownRange(llvm::Value* v) const;
+  /// knownRange, or [0, extent - 1] for an index along an axis of `extent`.
+  std::pair<int64_t, int64_t> range(llvm::Value* v, int64_t extent) const {
+    return knownRange(v).value_or(std::pair<int64_t, int64_t>{0, extent - 1});
+  }
+  /// Records that index `v` lies in [first, last] wherever it is computed.
+  void setRange(llvm::Value* v, int64_t first, int64_t last) const;
 };
 
 /// Elementwise ops: the scalar body only. `args` are operand elements.

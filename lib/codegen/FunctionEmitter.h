@@ -98,6 +98,13 @@ public:
       memoLog_.pop_back();
     }
   }
+  /// The range recorded for index value v (EmitBase::setRange), if any.
+  std::optional<std::pair<int64_t, int64_t>> indexRange(llvm::Value* v) const {
+    auto it = ranges_.find(v);
+    if (it == ranges_.end()) return std::nullopt;
+    return it->second;
+  }
+  void setIndexRange(llvm::Value* v, int64_t first, int64_t last) { ranges_[v] = {first, last}; }
   /// Loops emitted so far that LLVM will keep as loops (see LowerCtx::loopRange).
   int64_t longLoops = 0;
 
@@ -147,6 +154,11 @@ private:
     std::size_t colAxes = 1;
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
+  /// LowerCtx::loopNest over `shape` (over rows [rowBegin, rowEnd) of axis 0
+  /// when they are set), its last axis run as the pieces Kernel::peel cuts
+  /// it into, one loop each, with each piece's range recorded on its index.
+  void peeledNest(const LowerCtx& c, const Shape& shape, const std::vector<int64_t>& peel, llvm::Value* rowBegin,
+                  llvm::Value* rowEnd, const std::function<void(const Index&)>& body);
   void emitTileCombine(const Kernel& k);
   /// acc = combine(acc, x) for reduction root r (acc: a scalar slot).
   void accumulate(const LoopRoot& r, llvm::Value* acc, llvm::Value* x);
@@ -273,6 +285,9 @@ private:
   std::map<llvm::Value*, int> scopeOf_; ///< buffers of the current kernel
   std::vector<std::pair<llvm::Instruction*, int>> accesses_;
   std::unordered_map<std::string, llvm::Value*> globals_; ///< by dtype and bytes
+  /// Index values known to lie in a range (EmitBase::setRange): values are
+  /// never freed while the function is emitted, so entries stay true.
+  std::unordered_map<llvm::Value*, std::pair<int64_t, int64_t>> ranges_;
   std::unordered_map<Key, std::vector<llvm::Value*>, KeyHash> memo_;
   std::vector<Key> memoLog_;
 };

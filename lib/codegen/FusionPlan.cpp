@@ -11,6 +11,7 @@
 #include <numeric>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace adjit::codegen::planning {
 
@@ -71,7 +72,7 @@ FusionPlan Planner::draft() {
 }
 
 namespace {
-constexpr std::string_view kStepNames[] = {"draft", "group", "tiles", "chunk", "runs", "split", "place"};
+constexpr std::string_view kStepNames[] = {"draft", "group", "tiles", "chunk", "peel", "runs", "split", "place"};
 } // namespace
 
 FusionPlan Planner::finish(FusionPlan p) {
@@ -84,6 +85,7 @@ FusionPlan Planner::finish(FusionPlan p) {
       {"group", [](Planner& q, FusionPlan& p) { q.group(p); }},
       {"tiles", [](Planner& q, FusionPlan& p) { q.tiles(p); }},
       {"chunk", [](Planner& q, FusionPlan& p) { if (q.parallel_) q.chunk(p); }}, // no threads: no chunks
+      {"peel", [](Planner& q, FusionPlan& p) { q.peel(p); }},
       {"runs", [](Planner&, FusionPlan& p) { findRuns(p); }},
       {"split", [](Planner& q, FusionPlan& p) { q.split(p); }},
       {"place", [](Planner& q, FusionPlan& p) { q.place(p); }},
@@ -379,6 +381,32 @@ const std::vector<Read>& Planner::readsOf(std::span<const ValueId> operands, boo
   return reads_;
 }
 
+bool Planner::shiftedOnly(std::span<const ValueId> operands, ValueId target) {
+  // (value, whether the path to it went through an op that is neither
+  // elementwise nor a shift along the last axis)
+  std::vector<std::pair<ValueId, bool>> work;
+  std::unordered_set<int64_t> seen;
+  for (ValueId o : operands) work.push_back({o, false});
+  while (!work.empty()) {
+    const auto [v, other] = work.back();
+    work.pop_back();
+    if (!seen.insert(int64_t(v) * 2 + other).second) continue;
+    if (v == target) {
+      if (other) return false;
+      continue;
+    }
+    if (!fusedValue(v)) continue;
+    const ir::Op& p = *producer_[at(v)];
+    const Lowering& l = codegen::lowering(p.kind);
+    for (std::size_t i = 0; i < p.operands.size(); ++i) {
+      const bool keeps = ir::info(p.kind).has(ir::kElementwise) ||
+                         (l.lastAxisShift && l.lastAxisShift(f_.type(p.operands[i]), i, f_.type(v), p.attrs));
+      work.push_back({p.operands[i], other || !keeps});
+    }
+  }
+  return true;
+}
+
 bool Planner::compatible(const Unit& u, const Unit& r, int shared) const {
   if (u.roots.empty() || u.domain != r.domain || u.size + r.size - shared > budget_) return false;
   if (stepGroup(*u.op) != stepGroup(*r.op)) return false;
@@ -397,6 +425,7 @@ std::vector<Unit> Planner::schedule() {
   // coefficient off a chain of products) share a loop instead of each
   // counting the whole chain against the budget.
   std::vector<int> computedIn(f_.types.size(), -1);
+  recomputeCost_.assign(f_.types.size(), 0);
   std::vector<ValueId> rootFused;
   std::vector<std::pair<int, int>> overlap; // (unit, fused values of the root it computes)
   auto sharedWith = [&](int u) {
@@ -440,13 +469,31 @@ std::vector<Unit> Planner::schedule() {
     const bool pointwise = root && (root->roots[0].reduction || info.has(ir::kElementwise));
     int level = 0;
     std::vector<int> shareUnits; // units this root may join: it reads them at its own index
+    // Per unit, the ops this root adds by computing that unit's roots again
+    // at shifted points (see shiftedOnly).
+    std::vector<std::pair<int, int>> recomputed;
+    auto extraFor = [&](int u) {
+      for (const auto& [unit, ops] : recomputed)
+        if (unit == u) return ops;
+      return 0;
+    };
     for (const Read& r : readsOf(op.operands, pointwise)) {
       const int u = unitOf[at(r.value)];
-      const bool share = root && r.sameIndex && u >= 0 && !units[static_cast<std::size_t>(u)].roots.empty() &&
-                         f_.type(r.value).shape == root->domain && !codegen::lowering(producer_[at(r.value)]->kind).reduce;
-      if (share) {
+      const bool loopRoot = root && u >= 0 && !units[static_cast<std::size_t>(u)].roots.empty() &&
+                            f_.type(r.value).shape == root->domain && !codegen::lowering(producer_[at(r.value)]->kind).reduce;
+      // A loop's own root read at shifted points is computed there again
+      // (the emitter computes a loop's roots wherever the loop reads them),
+      // when it is cheap: a few multiply-adds cost less than a pass over
+      // memory; an exp per shifted read does not.
+      const bool shifted = loopRoot && !r.sameIndex && !expensive_[at(r.value)] && shiftedOnly(op.operands, r.value);
+      if (loopRoot && (r.sameIndex || shifted)) {
         level = std::max(level, levelOf[at(r.value)]);
         if (std::find(shareUnits.begin(), shareUnits.end(), u) == shareUnits.end()) shareUnits.push_back(u);
+        if (shifted) {
+          auto it = std::find_if(recomputed.begin(), recomputed.end(), [&](const auto& e) { return e.first == u; });
+          if (it == recomputed.end()) recomputed.push_back({u, recomputeCost_[at(r.value)]});
+          else it->second += recomputeCost_[at(r.value)];
+        }
       } else {
         level = std::max(level, levelOf[at(r.value)] + 1);
       }
@@ -455,7 +502,7 @@ std::vector<Unit> Planner::schedule() {
     int target = -1;
     for (int u : shareUnits)
       if (units[static_cast<std::size_t>(u)].level == level) {
-        if (target < 0 && compatible(units[static_cast<std::size_t>(u)], *root, sharedWith(u))) target = u;
+        if (target < 0 && compatible(units[static_cast<std::size_t>(u)], *root, sharedWith(u) - extraFor(u))) target = u;
         else if (target != u) level += 1, target = -2;
       }
     if (target == -2) target = -1;
@@ -480,10 +527,12 @@ std::vector<Unit> Planner::schedule() {
       units.push_back({&op, level, {}, {}, 0, 0});
       continue;
     }
+    // What computing this root again elsewhere costs: its ops, and the roots it computes again itself.
+    recomputeCost_[at(op.results[0])] = root->size + (target >= 0 ? extraFor(target) : 0);
     if (target >= 0) {
       Unit& u = units[static_cast<std::size_t>(target)];
       u.roots.push_back(root->roots[0]);
-      u.size += root->size - sharedWith(target);
+      u.size += root->size - sharedWith(target) + extraFor(target);
       if (root->roots[0].reduction) u.reduceFrom = root->reduceFrom;
     } else {
       root->level = level;

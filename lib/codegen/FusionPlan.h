@@ -113,6 +113,12 @@ struct Kernel {
   int64_t chunks = 0;
   int64_t chunkRows = 0;
   bool partials = false;
+  /// Loop: where the last axis of the domain is cut (points 0 < c < extent,
+  /// ascending): each piece runs as a loop of its own, in which the pads the
+  /// loop computes inline read either their operand or their zeros at every
+  /// point, so they need no select or clamped index and their reads stay
+  /// consecutive (Planner::peel). Empty: one loop.
+  std::vector<int64_t> peel;
 };
 
 /// Whether k is a tile epilogue that reduces (Kernel::tileRows).

@@ -88,6 +88,14 @@ struct InPlace {
   void (*lower)(LowerCtx&) = nullptr;
 };
 
+/// How an op with an `element` hook reads an operand along the last axis:
+/// result element j reads operand element j + shift, for j in [first, end)
+/// only (outside, the op reads nothing of the operand there: a pad's zeros).
+struct AxisShift {
+  int64_t shift = 0;
+  int64_t first = 0, end = 0;
+};
+
 /// The lowering rules and planning facts of an op kind.
 struct Lowering {
   uint32_t traits = 0; ///< Trait bits
@@ -110,6 +118,14 @@ struct Lowering {
   /// over the same rows that read each other's values only so may run block
   /// by block (codegen's RowGroup). Null: reads may be at any row.
   bool (*keepsRows)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook that read operand `i` along the result's
+  /// last axis at a constant shift (a slice of stride 1 there, a pad without
+  /// interior there, a broadcast that keeps it): the shift, and where the
+  /// read happens; nullopt otherwise. The planner cuts a loop's last axis
+  /// where fused pads change between reading their operand and their zeros
+  /// (Kernel::peel), so that between the cuts they need no select and no
+  /// clamped index, and their reads stay consecutive (vector loads).
+  std::optional<AxisShift> (*lastAxisShift)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
   /// For ops with kTilePrologue: whether the lowering for this vector unit
   /// reads operand `i` tile by tile (matmul's packed kernel packs both), so
   /// that a prologue can compute it there; else the planner leaves its

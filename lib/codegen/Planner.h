@@ -181,6 +181,13 @@ private:
 
   bool fusedValue(ValueId v) const { return !mat_[at(v)] && producer_[at(v)]; }
 
+  /// Whether every path from `operands` through fused values to `target`
+  /// keeps the last axis at a constant shift (elementwise ops, and ops whose
+  /// `lastAxisShift` hook answers): a loop reading `target` so may compute it
+  /// again at those points (a Runge-Kutta stage reading the previous one a
+  /// point back) instead of reading it from memory in a loop of its own.
+  bool shiftedOnly(std::span<const ValueId> operands, ValueId target);
+
   /// Distinct fused values reachable from `roots` through fused operands,
   /// counted up to `limit`.
   int dagSize(std::span<const ValueId> roots, int limit);
@@ -335,6 +342,14 @@ private:
   /// epilogue of the same type.
   void tiles(FusionPlan& p);
 
+  /// Cuts the last axis of each loop that computes pads inline where they
+  /// change between reading their operand and their zeros (Kernel::peel),
+  /// following its values through elementwise ops and the ops with a
+  /// `lastAxisShift` hook: the widest piece where every pad met does one or
+  /// the other throughout, if at least kMinPeelPiece points, runs as a loop
+  /// of its own. Linear in the loops' bodies (capped per loop).
+  void peel(FusionPlan& p) const;
+
   /// Finds runs: at each kernel, the period (up to kMaxPeriod kernels) whose
   /// pattern of shared code repeats most, if at least kMinRepeats times.
   /// Each kernel is scanned once per period: linear in the plan.
@@ -408,6 +423,9 @@ private:
   std::vector<std::size_t> slot_;
   uint32_t gen_ = 0;
   std::vector<ValueId> stack_;
+  /// Per loop root (schedule()): the ops a loop computing it again at other
+  /// points adds per point, its own and those of the roots it computes again.
+  std::vector<int> recomputeCost_;
   std::vector<std::pair<ValueId, bool>> walk_;
   std::vector<Read> reads_;
   // Scratch state of kernelKey: per value, in the current key (keyMark_ ==

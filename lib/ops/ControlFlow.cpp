@@ -500,36 +500,70 @@ void defineControlFlowOps(Table& t) {
       },
       .fold = noFold,
       // The carry lives in the result buffers; each step writes the next one
-      // into the workspace and copies it back (the body may read its carry
-      // after writing some of its results, so they cannot share buffers) --
-      // except a carry the body updates in place as its last read of it
-      // (FusionPlan::sharedOutputs: a ring buffer's dynamic_update_slice),
-      // which the body reads and writes in the result buffer: a step then
-      // costs the update's window, not the carry's size.
+      // into the workspace (the body may read its carry after writing some
+      // of its results, so they cannot share buffers) -- except a carry the
+      // body updates in place as its last read of it (FusionPlan::
+      // sharedOutputs: a ring buffer's dynamic_update_slice), which the body
+      // reads and writes in the result buffer: a step then costs the
+      // update's window, not the carry's size.
+      // Carries of kAlternateBytes or more take turns in the two buffers
+      // instead of being copied back after every step: the loop runs pairs
+      // of steps through two call sites, the first reading the result buffer
+      // and writing the workspace's, the second the other way (when the steps
+      // are odd in number, the first pair skips its first step, the carry
+      // starting in the workspace). Two sites, not one call on buffers chosen
+      // by parity: the body's alias scopes say its carry and its next carry
+      // never alias, which holds for every call at one site (each inlined
+      // site gets scopes of its own) but not across two steps of one site
+      // that swap the buffers, once LLVM unrolls the loop (wrong results at
+      // -O3). Smaller carries are copied: a second inlined body costs LLVM
+      // more than their copy costs the run.
       .lower = [](LowerCtx& c) {
+        constexpr uint64_t kAlternateBytes = 4096;
         const ScanShape s = scanShape(c.op);
+        const int64_t n = static_cast<int64_t>(s.n);
         std::vector<Type> carryTypes;
         std::vector<char> shared(s.c);
+        uint64_t alternateBytes = 0;
         for (std::size_t i = 0; i < s.c; ++i) {
           carryTypes.push_back(c.resultType(i));
-          copyBuffer(c, c.results[i], c.operandBuffer(s.k + i), c.resultType(i).bytes());
           shared[i] = c.calleeShares(0, i, s.k + i);
+          if (!shared[i]) alternateBytes += carryTypes[i].bytes();
         }
-        auto [next, reserved] = workspaceFor(c, carryTypes);
-        const int64_t n = static_cast<int64_t>(s.n);
-        c.loop(n, [&](llvm::Value* iv) {
-          llvm::Value* t = s.reverse ? c.b.CreateSub(c.i64(n - 1), iv) : iv;
+        auto [other, reserved] = workspaceFor(c, carryTypes);
+        const bool alternate = !other.empty() && alternateBytes >= kAlternateBytes && n > 1;
+        const bool oddStart = alternate && n % 2 == 1; // the carry starts in the workspace
+        for (std::size_t i = 0; i < s.c; ++i)
+          copyBuffer(c, oddStart && !shared[i] ? other[i] : c.results[i], c.operandBuffer(s.k + i), carryTypes[i].bytes());
+        // Step `step`, reading the carry from `from` and writing the next to `to` (per carry).
+        auto call = [&](llvm::Value* step, const std::vector<llvm::Value*>& from, const std::vector<llvm::Value*>& to) {
+          llvm::Value* t = s.reverse ? c.b.CreateSub(c.i64(n - 1), step) : step;
           std::vector<llvm::Value*> args;
           for (std::size_t i = 0; i < s.k; ++i) args.push_back(c.operandBuffer(i));
-          for (std::size_t i = 0; i < s.c; ++i) args.push_back(c.results[i]);
+          args.insert(args.end(), from.begin(), from.end());
           for (std::size_t j = 0; j < s.x; ++j)
             args.push_back(byteOffset(c, c.operandBuffer(s.k + s.c + j), t, sliceType(c.operandType(s.k + s.c + j)).bytes()));
-          for (std::size_t i = 0; i < s.c; ++i) args.push_back(next.empty() || shared[i] ? c.results[i] : next[i]);
+          args.insert(args.end(), to.begin(), to.end());
           for (std::size_t j = s.c; j < c.op.results.size(); ++j)
             args.push_back(byteOffset(c, c.results[j], t, sliceType(c.resultType(j)).bytes()));
           c.call(c.op.callees[0], std::move(args), reserved);
-          for (std::size_t i = 0; i < s.c && !next.empty(); ++i)
-            if (!shared[i]) copyBuffer(c, c.results[i], next[i], carryTypes[i].bytes());
+        };
+        std::vector<llvm::Value*> results(c.results.begin(), c.results.begin() + static_cast<std::ptrdiff_t>(s.c)), work = results;
+        for (std::size_t i = 0; i < s.c; ++i)
+          if (!other.empty() && !shared[i]) work[i] = other[i];
+        if (!alternate) {
+          c.loop(n, [&](llvm::Value* iv) {
+            call(iv, results, work);
+            for (std::size_t i = 0; i < s.c && !other.empty(); ++i)
+              if (!shared[i]) copyBuffer(c, c.results[i], other[i], carryTypes[i].bytes());
+          });
+          return;
+        }
+        c.loop((n + 1) / 2, [&](llvm::Value* pair) {
+          llvm::Value* first = c.b.CreateSub(c.b.CreateMul(pair, c.i64(2)), c.i64(oddStart ? 1 : 0));
+          if (oddStart) c.ifThen(c.b.CreateICmpNE(pair, c.i64(0)), [&] { call(first, results, work); });
+          else call(first, results, work);
+          call(c.b.CreateAdd(first, c.i64(1)), work, results);
         });
       },
       // A reverse scan of the body's VJP over stacked residuals, and a scan of

@@ -80,6 +80,9 @@ struct Hooks {
   /// over the same rows that read each other's values only so may run block
   /// by block (codegen's RowGroup). Null: reads may be at any row.
   bool (*keepsRows)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook: how they read operand `i` along the
+  /// last axis, when at a constant shift (codegen::Lowering::lastAxisShift).
+  std::optional<codegen::AxisShift> (*lastAxisShift)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
   /// For ops with kTilePrologue: whether the lowering for this vector unit
   /// reads operand `i` tile by tile (matmul's packed kernel packs both), so
   /// that a prologue can compute it there; else the planner leaves its

@@ -16,6 +16,7 @@
 namespace adjit::ops {
 namespace {
 
+using codegen::AxisShift;
 using codegen::ElementCtx;
 using codegen::Index;
 using codegen::LowerCtx;
@@ -313,6 +314,11 @@ void defineShapeOps(Table& t) {
       },
       // axis 0 is the operand's axis 0 only when no axis is added in front
       .keepsRows = [](const Type& in, std::size_t, const Type& out, const ir::Attrs&) { return in.rank() == out.rank(); },
+      // the operand's last axis, when not broadcast, is the result's
+      .lastAxisShift = [](const Type& in, std::size_t, const Type& out, const ir::Attrs&) -> std::optional<AxisShift> {
+        if (in.shape.empty() || in.shape.back() != out.shape.back()) return std::nullopt;
+        return AxisShift{.shift = 0, .first = 0, .end = out.shape.back()};
+      },
       // the VJP of a broadcast is a sum over the broadcast dimensions
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
@@ -442,8 +448,10 @@ void defineShapeOps(Table& t) {
         SliceSpec s = sliceSpec(c.op.attrs);
         const auto& o = c.dims(c.index, c.resultType().shape);
         std::vector<llvm::Value*> i(o.size());
-        for (std::size_t d = 0; d < o.size(); ++d)
+        for (std::size_t d = 0; d < o.size(); ++d) {
           i[d] = c.b.CreateAdd(c.i64(s.start[d]), c.b.CreateMul(o[d], c.i64(s.stride[d])));
+          if (auto r = c.knownRange(o[d])) c.setRange(i[d], s.start[d] + r->first * s.stride[d], s.start[d] + r->second * s.stride[d]);
+        }
         return c.operand(0, Index::ofDims(std::move(i)));
       },
       // Contiguous when, below some axis p, only one index is kept per axis and
@@ -467,6 +475,12 @@ void defineShapeOps(Table& t) {
       },
       // with axis 0 as long as the operand's, it is whole: from row 0, every row
       .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs&) { return true; },
+      // element j of the last axis reads start + j (stride 1)
+      .lastAxisShift = [](const Type&, std::size_t, const Type& out, const ir::Attrs& a) -> std::optional<AxisShift> {
+        SliceSpec s = sliceSpec(a);
+        if (out.shape.empty() || s.stride.back() != 1) return std::nullopt;
+        return AxisShift{.shift = s.start.back(), .first = 0, .end = out.shape.back()};
+      },
       // zero-pad the cotangent back to the operand's shape
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {
@@ -523,10 +537,23 @@ void defineShapeOps(Table& t) {
         const auto &lo = c.op.attrs.ints("low"), &it = c.op.attrs.ints("interior");
         const Shape& in = c.operandType(0).shape;
         if (num_elements(in) == 0) return c.constant(c.resultType().dtype, 0); // all padding
-        const auto& o = c.dims(c.index, c.resultType().shape);
+        const Shape& out = c.resultType().shape;
+        const auto& o = c.dims(c.index, out);
         llvm::Value* inside = c.b.getTrue();
         std::vector<llvm::Value*> i(o.size());
         for (std::size_t d = 0; d < o.size(); ++d) {
+          // Where the loop's index range (a peeled loop's piece) puts every
+          // point of this axis inside the operand, or every point outside
+          // it: no select, no clamp, and consecutive reads.
+          if (it[d] == 0) {
+            const auto [first, last] = c.range(o[d], out[d]);
+            if (last < lo[d] || first >= lo[d] + in[d]) return c.constant(c.resultType().dtype, 0);
+            if (first >= lo[d] && last < lo[d] + in[d]) {
+              i[d] = lo[d] == 0 ? o[d] : c.b.CreateNSWSub(o[d], c.i64(lo[d]));
+              c.setRange(i[d], first - lo[d], last - lo[d]);
+              continue;
+            }
+          }
           llvm::Value* t = c.b.CreateSub(o[d], c.i64(lo[d]));
           llvm::Value* q = c.b.CreateSDiv(t, c.i64(it[d] + 1));
           llvm::Value* onGrid = c.b.CreateICmpEQ(c.b.CreateSRem(t, c.i64(it[d] + 1)), c.i64(0));
@@ -540,6 +567,13 @@ void defineShapeOps(Table& t) {
       },
       // with axis 0 as long as the operand's, nothing is padded along it
       .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs&) { return true; },
+      // without interior padding, element j of the last axis reads j - low
+      // where that is inside the operand
+      .lastAxisShift = [](const Type& in, std::size_t, const Type&, const ir::Attrs& a) -> std::optional<AxisShift> {
+        const auto &lo = a.ints("low"), &it = a.ints("interior");
+        if (in.shape.empty() || it.back() != 0) return std::nullopt;
+        return AxisShift{.shift = -lo.back(), .first = lo.back(), .end = lo.back() + in.shape.back()};
+      },
       // the kept elements' cotangent: a strided slice
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {

@@ -1130,3 +1130,103 @@ TEST_CASE("scatter_adds alike but for their indices may share code: each sums by
   CHECK(plan.find("code of") != std::string::npos);
   CHECK(jit(f)(u).to_vector<double>() == want);
 }
+
+namespace {
+
+/// sin(0.37 i + phase) over `shape`, in dtype t.
+Array waves(Shape shape, DType t, double phase) {
+  std::vector<double> v(static_cast<std::size_t>(num_elements(shape)));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * double(i) + phase);
+  if (t == DType::f64) return Array(v, std::move(shape));
+  return Array(std::vector<float>(v.begin(), v.end()), std::move(shape));
+}
+
+/// Checks f(x, y) jitted against the interpreter, and whether its plan cuts
+/// a loop's last axis into pieces (and, with `threads`, splits it into chunks).
+template <class F> void checkPeeled(const F& f, const Array& x, const Array& y, bool peeled, int threads = 1) {
+  const Module m = trace(f, x.type(), y.type());
+  const Array want = m.interpret("f", {x, y})[0];
+  auto g = jit(f, {.threads = threads});
+  const std::string plan = g.lower(x, y).plan;
+  INFO(plan);
+  CHECK((plan.find("last axis in pieces") != std::string::npos) == peeled);
+  if (threads > 1) CHECK(plan.find("chunks of") != std::string::npos);
+  ADJIT_CHECK_CLOSE(g(x, y), want, x.dtype() == DType::f32 ? 1e-5 : 1e-12);
+}
+
+/// A Runge-Kutta stage: y one point back, shifted again through a product.
+Tensor shift2(const Tensor& x, const Tensor& y) {
+  const int64_t n = x.shape()[0];
+  Tensor a = pad(slice(y, {0}, {n - 1}), {1}, {0}) * x;
+  return pad(slice(a, {0}, {n - 1}), {1}, {0}) + a * y;
+}
+
+} // namespace
+
+// Each case compiles once: the cases share out the dtypes and sizes (below a
+// vector, the smallest peeled loop, loops split into chunks for threads).
+TEST_CASE("pads fused into a loop read their operands where the loop is cut, and compute what the interpreter computes") {
+  const DType f32 = DType::f32, f64 = DType::f64;
+  auto in = [](Shape s, DType t) { return std::pair{waves(s, t, 0.1), waves(s, t, 0.7)}; };
+  {
+    auto [x, y] = in({3}, f64); // fewer points than a vector: not cut
+    checkPeeled(shift2, x, y, false);
+  }
+  {
+    auto [x, y] = in({32}, f32);
+    checkPeeled(shift2, x, y, true);
+  }
+  {
+    auto [x, y] = in({40000}, f64); // chunks of rows, each cut where it crosses a piece
+    checkPeeled(shift2, x, y, true, 2);
+  }
+  {
+    // The transpose of a shift: one point ahead, zero at the end; and by 3 both ways.
+    auto back = [](Tensor x, Tensor y) {
+      const int64_t n = x.shape()[0];
+      Tensor a = pad(slice(x * y, {1}, {n}), {0}, {1});
+      return a + pad(slice(exp(y), {0}, {n - 3}), {3}, {0}) + pad(slice(x, {3}, {n}), {0}, {3});
+    };
+    auto [x, y] = in({1000}, f32);
+    checkPeeled(back, x, y, true);
+  }
+  {
+    // Pads wider than their operand, whose zeros fill whole pieces, and a pad of nothing.
+    auto wide = [](Tensor x, Tensor y) {
+      const int64_t n = x.shape()[0];
+      Tensor p = pad(x * y, {2 * n + 5}, {n + 40}) + pad(y, {n + 40}, {2 * n + 5});
+      return p * p + pad(pad(x, {0}, {0}), {3 * n + 45}, {0});
+    };
+    auto [x, y] = in({5}, f64);
+    checkPeeled(wide, x, y, true);
+  }
+  {
+    // Interior padding is left to the select (never cut), and still right.
+    auto interior = [](Tensor x, Tensor y) { return pad(x, {1}, {0}, {1}) + pad(sin(y), {0}, {1}, {1}); };
+    auto [x, y] = in({64}, f32);
+    checkPeeled(interior, x, y, false);
+  }
+  {
+    // A sum over the shifted axis, over chunks with partial sums.
+    auto total = [](Tensor x, Tensor y) {
+      const int64_t n = x.shape()[0];
+      return sum(pad(slice(x, {0}, {n - 1}), {1}, {0}) * y) + sum(x);
+    };
+    auto [x, y] = in({40000}, f32);
+    checkPeeled(total, x, y, true, 2);
+  }
+  {
+    // Rows: the last axis of a nest, its rows kept (split into chunks of
+    // rows for threads), or summed.
+    auto rows = [](Tensor x, Tensor y) {
+      return pad(slice(x, {0, 2}, {40, 1000}), {0, 0}, {0, 2}) * y + pad(slice(y, {1, 0}, {40, 998}), {0, 2}, {1, 0});
+    };
+    auto [x, y] = in({40, 1000}, f64);
+    checkPeeled(rows, x, y, true, 2);
+    auto rowSums = [](Tensor x, Tensor y) {
+      return broadcast_to(sum(pad(slice(x, {0, 2}, {40, 600}), {0, 0}, {0, 2}) * y, {1}, true), {40, 600}) + y;
+    };
+    auto [x32, y32] = in({40, 600}, f32);
+    checkPeeled(rowSums, x32, y32, true);
+  }
+}

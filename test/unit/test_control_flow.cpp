@@ -888,3 +888,42 @@ TEST_CASE("a gradient through a while_loop that hits max_iterations raises the l
     CHECK(dc.item<double>() == doctest::Approx(trips * std::pow(c, trips - 1)));
   }
 }
+
+TEST_CASE("scan carries take turns in two buffers: odd and even step counts end in the result, at -O2 and -O3") {
+  // The next carry reads the carry one point back, after the body has
+  // written its stacked output: carry and next carry must be two buffers.
+  // 512 doubles: large enough to alternate rather than be copied back.
+  auto step = [](Tensor c, Tensor x) {
+    Tensor back = pad(slice(c, {0}, {511}), {1}, {0});
+    return std::pair{back * x + c, c * x};
+  };
+  auto f = [&](Tensor c0, Tensor xs) {
+    auto [c, ys] = scan(step, c0, xs);
+    return std::pair{c, ys};
+  };
+  // Its gradient runs a reverse scan over residuals (wrong at -O3 when one
+  // call site swapped the buffers: the body's alias scopes did not hold).
+  auto loss = [&](Tensor c0, Tensor xs) {
+    auto [c, ys] = scan(step, c0, xs);
+    return sum(c * c) + sum(ys);
+  };
+  std::vector<double> cv(512);
+  for (std::size_t i = 0; i < cv.size(); ++i) cv[i] = 0.5 + 0.25 * std::sin(double(i));
+  const Array c0(cv, Shape{512});
+  for (int64_t steps : {0, 1, 2, 5}) {
+    INFO(steps << " steps");
+    std::vector<double> xv(static_cast<std::size_t>(steps * 512));
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.25 + 0.125 * double(i % 5);
+    const Array xs(xv, Shape{steps, 512});
+    const Module m = trace(f, c0.type(), xs.type()), gm = trace(grad(loss), c0.type(), xs.type());
+    const std::vector<Array> want = m.interpret("f", {c0, xs});
+    const Array dwant = gm.interpret("f", {c0, xs})[0];
+    for (int level : {2, 3}) {
+      INFO("-O" << level);
+      auto [c, ys] = jit(f, {.opt_level = level})(c0, xs);
+      ADJIT_CHECK_CLOSE(c, want[0], 1e-12);
+      ADJIT_CHECK_CLOSE(ys, want[1], 1e-12);
+      ADJIT_CHECK_CLOSE(jit(grad(loss), {.opt_level = level})(c0, xs), dwant, 1e-12);
+    }
+  }
+}
