@@ -141,8 +141,15 @@ private:
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
   void emitTileCombine(const Kernel& k);
-  /// acc = combine(acc, x) for reduction root r (acc: a scalar slot).
+  /// acc = combine(acc, x) for reduction root r (acc: a slot of its accumulator).
   void accumulate(const LoopRoot& r, llvm::Value* acc, llvm::Value* x);
+  /// acc = merge(acc, other) for reduction op: `other` is an accumulator
+  /// (a partial result), not an element.
+  void mergeInto(const ir::Op& op, DType t, llvm::Value* acc, llvm::Value* other);
+  /// The type of reduction op's accumulator for dtype t (ReduceHooks::state).
+  llvm::Type* accumulatorType(const ir::Op& op, DType t);
+  /// The result an accumulator of reduction op stands for (ReduceHooks::finish).
+  llvm::Value* finishAccumulator(const ir::Op& op, DType t, llvm::Value* acc);
   /// Reduction root r's partial results at `part`, `each` per element of its
   /// result, combined in order into its `kept` elements.
   void combinePartials(LowerCtx& c, const LoopRoot& r, llvm::Value* part, int64_t kept, int64_t each);
