@@ -93,6 +93,9 @@ public:
   }
   /// Loops emitted so far that LLVM will keep as loops (see LowerCtx::loopRange).
   int64_t longLoops = 0;
+  /// libm calls and reduction steps (accumulate) emitted so far: what
+  /// LowerCtx::loopRange asks of an innermost loop's body.
+  int64_t mathCalls = 0, accumulations = 0;
 
   /// The multi-dimensional index of linear position `l` in `shape`, computed once per scope.
   const std::vector<llvm::Value*>& delinearize(llvm::Value* l, const Shape& shape);
