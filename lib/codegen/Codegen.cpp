@@ -250,10 +250,12 @@ llvm::Instruction* LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, con
   // back-to-back calls. Measured against LLVM's choice on AVX-512, one
   // thread, minimum of 150 calls of 10^6 elements: exp(x) 0.32 -> 0.28 ms,
   // log(x*x+1) 0.35 -> 0.30, B3 (logsumexp's exp(x - max) and sum) 0.44 ->
-  // 0.41, F1 0.44 -> 0.37; but F3's loop (exp, two sums) went 0.49 -> 0.60,
-  // and loops of two calls (exp then log1p: B1, G1) lost 5-13%: there the
-  // other vectors' calls are the independent work between dependent ones.
-  // Those keep LLVM's choice (test/ir/libm-interleave.adj).
+  // 0.41, F1 0.44 -> 0.37; on AVX2 (x86-64-v3) exp(x) 0.49 -> 0.30 and
+  // log(x*x+1) 0.49 -> 0.34, though B3 went 0.476 -> 0.507 ms there. But
+  // F3's loop (exp, two sums) went 0.49 -> 0.60 on AVX-512, and loops of two
+  // calls (exp then log1p: B1, G1) lost 5-13%: there the other vectors'
+  // calls are the independent work between dependent ones. Those keep
+  // LLVM's choice (test/ir/libm-interleave.adj).
   else if (fe.mathCalls == mathCallsBefore + 1 && fe.accumulations <= accumulationsBefore + 1)
     setLoopHints(latch, {llvm::MDNode::get(ctx(), {llvm::MDString::get(ctx(), "llvm.loop.interleave.count"),
                                                    llvm::ConstantAsMetadata::get(b.getInt32(1))})});
