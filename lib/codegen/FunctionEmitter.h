@@ -107,6 +107,9 @@ public:
   void setIndexRange(llvm::Value* v, int64_t first, int64_t last) { ranges_[v] = {first, last}; }
   /// Loops emitted so far that LLVM will keep as loops (see LowerCtx::loopRange).
   int64_t longLoops = 0;
+  /// libm calls and reduction steps (accumulate) emitted so far: what
+  /// LowerCtx::loopRange asks of an innermost loop's body.
+  int64_t mathCalls = 0, accumulations = 0;
 
   /// The multi-dimensional index of linear position `l` in `shape`, computed once per scope.
   const std::vector<llvm::Value*>& delinearize(llvm::Value* l, const Shape& shape);
@@ -160,8 +163,15 @@ private:
   void peeledNest(const LowerCtx& c, const Shape& shape, const std::vector<int64_t>& peel, llvm::Value* rowBegin,
                   llvm::Value* rowEnd, const std::function<void(const Index&)>& body);
   void emitTileCombine(const Kernel& k);
-  /// acc = combine(acc, x) for reduction root r (acc: a scalar slot).
+  /// acc = combine(acc, x) for reduction root r (acc: a slot of its accumulator).
   void accumulate(const LoopRoot& r, llvm::Value* acc, llvm::Value* x);
+  /// acc = merge(acc, other) for reduction op: `other` is an accumulator
+  /// (a partial result), not an element.
+  void mergeInto(const ir::Op& op, DType t, llvm::Value* acc, llvm::Value* other);
+  /// The type of reduction op's accumulator for dtype t (ReduceHooks::state).
+  llvm::Type* accumulatorType(const ir::Op& op, DType t);
+  /// The result an accumulator of reduction op stands for (ReduceHooks::finish).
+  llvm::Value* finishAccumulator(const ir::Op& op, DType t, llvm::Value* acc);
   /// Reduction root r's partial results at `part`, `each` per element of its
   /// result, combined in order into its `kept` elements.
   void combinePartials(LowerCtx& c, const LoopRoot& r, llvm::Value* part, int64_t kept, int64_t each);

@@ -16,7 +16,10 @@
 #include <span>
 #include <utility>
 
-namespace llvm { class Value; }
+namespace llvm {
+class Type;
+class Value;
+} // namespace llvm
 
 namespace adjit::codegen {
 
@@ -58,9 +61,18 @@ enum Trait : uint32_t {
 /// domain; the op supplies the accumulator's identity and combine step.
 struct ReduceHooks {
   /// The accumulator's start, a constant of dtype t (kept in t: INT64_MAX is
-  /// not a double).
+  /// not a double), or of `state`'s type when set.
   llvm::Value* (*identity)(EmitBase&, DType t);
+  /// The accumulator after element x.
   llvm::Value* (*combine)(EmitBase&, DType, llvm::Value* acc, llvm::Value* x);
+  /// Optional, for an accumulator kept in another form than the result (a
+  /// float max as an ordered integer, so that LLVM vectorises it as an
+  /// integer max): its type, how two accumulators combine (partial results,
+  /// in order) and the result one stands for. Without them the accumulator
+  /// is a value of dtype t, and partial results combine by `combine`.
+  llvm::Type* (*state)(EmitBase&, DType t) = nullptr;
+  llvm::Value* (*merge)(EmitBase&, DType, llvm::Value* acc, llvm::Value* other) = nullptr;
+  llvm::Value* (*finish)(EmitBase&, DType, llvm::Value* acc) = nullptr;
 };
 
 /// A libm function an op's scalar lowering calls: `name` for f64, `name`+"f"

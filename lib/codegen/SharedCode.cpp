@@ -181,7 +181,7 @@ void FunctionEmitter::emitParallelLoop(const Kernel& k) {
   std::vector<llvm::Value*> partials;
   for (const LoopRoot& r : k.roots)
     if (r.reduction && k.partials) {
-      partials.push_back(entryAlloca(c.scalarType(f_.type(r.value).dtype), static_cast<uint64_t>(k.chunks)));
+      partials.push_back(entryAlloca(accumulatorType(*r.op, f_.type(r.value).dtype), static_cast<uint64_t>(k.chunks)));
       b_.CreateStore(partials.back(), ctxSlot(b_, ctx, n + partials.size()));
     }
   llvm::Type* voidTy = b_.getVoidTy();

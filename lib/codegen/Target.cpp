@@ -126,6 +126,13 @@ void configureModule(llvm::Module& m, const llvm::TargetMachine& tm) {
   for (llvm::Function& f : m) {
     if (f.isDeclaration()) continue;
     f.addFnAttr("target-cpu", tm.getTargetCPU());
+    // Spill slots aligned to the vector width. Without this, LLVM decides
+    // whether to realign the stack before register allocation, from the
+    // allocas alone (SROA leaves none): the 64-byte spills of a loop's
+    // vectors around libmvec calls then land at whatever the caller's rsp
+    // gives, mostly across two cache lines. Measured on B2 (AVX-512, one
+    // thread): 1.25-1.35x the hand-written loop before, 1.0x after.
+    f.addFnAttr("stackrealign");
     if (!tm.getTargetFeatureString().empty()) f.addFnAttr("target-features", tm.getTargetFeatureString());
   }
 }

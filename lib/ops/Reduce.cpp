@@ -2,7 +2,8 @@
 // with `keepdims`; argmax and argmin, cumsum and cumprod along an axis.
 // Compiled reductions may reassociate (sums are vectorised with several
 // partial accumulators), so float results can differ from the sequential
-// reference in the last bits; max and min are exact and propagate NaN.
+// reference in the last bits; max and min are exact and propagate NaN (as
+// the default quiet NaN), with -0 below +0, in any order of the elements.
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
@@ -39,10 +40,16 @@ template <class T> T combine(Kind k, T a, T b) {
   case kSum: return wrap(a, b, [](auto x, auto y) { return x + y; }); // integers wrap, as compiled code does
   case kProd: return wrap(a, b, [](auto x, auto y) { return x * y; });
   case kMax:
-    if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+      if (a == 0 && b == 0) return std::signbit(a) ? b : a; // +0 above -0
+    }
     return a > b ? a : b;
   case kMin:
-    if constexpr (std::is_floating_point_v<T>) if (std::isnan(a) || std::isnan(b)) return a + b;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+      if (a == 0 && b == 0) return std::signbit(a) ? a : b;
+    }
     return a < b ? a : b;
   }
   return a;
@@ -102,6 +109,41 @@ template <Kind K> std::vector<Array> evalReduce(const EvalCtx& c) {
   return {std::move(r)};
 }
 
+// Float max and min accumulate an ordered integer key instead of a float:
+// the float's bits, with the magnitude bits flipped when the sign is set,
+// compare as signed integers as the floats do (-0 below +0), and a NaN is
+// mapped past the end the reduction moves to (the largest key for max, the
+// smallest for min). One integer max (min) per element is a reduction LLVM
+// vectorises with several accumulators and a short horizontal tail, where
+// llvm.maximum cost some six dependent instructions per vector and a long
+// serial tail (B3: logsumexp). The key of the result does not depend on the
+// order of the elements, so every vector width, chunking and thread count
+// gives the same bits; any NaN gives the default quiet NaN.
+
+/// The integer type of dtype t's keys (i32 for f32, i64 for f64).
+llvm::IntegerType* keyType(codegen::EmitBase& c, DType t) { return c.b.getIntNTy(static_cast<unsigned>(8 * size_of(t))); }
+
+/// Flips the magnitude bits of `bits` when its sign bit is set: float bits to
+/// their ordered key, and back (the map is its own inverse).
+llvm::Value* flipNegative(codegen::EmitBase& c, llvm::Value* bits) {
+  const unsigned w = bits->getType()->getIntegerBitWidth();
+  return c.b.CreateXor(bits, c.b.CreateLShr(c.b.CreateAShr(bits, w - 1), 1));
+}
+
+/// The key past every float's (max) or below it (min): where NaNs go.
+llvm::ConstantInt* nanKey(codegen::EmitBase& c, Kind k, DType t) {
+  const unsigned w = keyType(c, t)->getBitWidth();
+  return llvm::ConstantInt::get(c.ctx(), k == kMax ? llvm::APInt::getSignedMaxValue(w) : llvm::APInt::getSignedMinValue(w));
+}
+
+/// The ordered key of float x; NaN to nanKey.
+llvm::Value* orderedKey(codegen::EmitBase& c, Kind k, DType t, llvm::Value* x) {
+  llvm::Value* key = flipNegative(c, c.b.CreateBitCast(x, keyType(c, t)));
+  return c.b.CreateSelect(c.b.CreateFCmpUNO(x, x), nanKey(c, k, t), key);
+}
+
+bool keyed(Kind k, DType t) { return (k == kMax || k == kMin) && is_floating(t); }
+
 llvm::Value* emitCombine(codegen::EmitBase& c, Kind k, DType t, llvm::Value* a, llvm::Value* b) {
   const bool f = is_floating(t);
   llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
@@ -109,8 +151,8 @@ llvm::Value* emitCombine(codegen::EmitBase& c, Kind k, DType t, llvm::Value* a, 
   switch (k) {
   case kSum: return f ? c.b.CreateFAdd(a, b) : c.b.CreateAdd(a, b);
   case kProd: return f ? c.b.CreateFMul(a, b) : c.b.CreateMul(a, b);
-  case kMax: return c.intrinsic(f ? llvm::Intrinsic::maximum : llvm::Intrinsic::smax, {{a, b}});
-  case kMin: return c.intrinsic(f ? llvm::Intrinsic::minimum : llvm::Intrinsic::smin, {{a, b}});
+  case kMax: return c.intrinsic(llvm::Intrinsic::smax, {{a, f ? orderedKey(c, k, t, b) : b}});
+  case kMin: return c.intrinsic(llvm::Intrinsic::smin, {{a, f ? orderedKey(c, k, t, b) : b}});
   }
   return a;
 }
@@ -123,8 +165,28 @@ std::optional<ir::Folded> foldNoAxes(const ir::FoldCtx& c) {
 /// The accumulator of reduction K for the codegen driver's loops.
 template <Kind K> const ReduceHooks* reducer() {
   static const ReduceHooks hooks{
-      [](codegen::EmitBase& c, DType t) { return identityConstant(c, K, t); },
-      [](codegen::EmitBase& c, DType t, llvm::Value* acc, llvm::Value* x) { return emitCombine(c, K, t, acc, x); },
+      .identity = [](codegen::EmitBase& c, DType t) -> llvm::Value* {
+        llvm::Value* id = identityConstant(c, K, t);
+        if (!keyed(K, t)) return id;
+        // the key of -inf (max) or +inf (min), folded
+        const llvm::APInt bits = llvm::cast<llvm::ConstantFP>(id)->getValueAPF().bitcastToAPInt();
+        const unsigned w = bits.getBitWidth();
+        return llvm::ConstantInt::get(c.ctx(), bits.isNegative() ? bits ^ llvm::APInt::getSignedMaxValue(w) : bits);
+      },
+      .combine = [](codegen::EmitBase& c, DType t, llvm::Value* acc, llvm::Value* x) { return emitCombine(c, K, t, acc, x); },
+      .state = [](codegen::EmitBase& c, DType t) -> llvm::Type* {
+        return keyed(K, t) ? keyType(c, t) : c.scalarType(t);
+      },
+      .merge = [](codegen::EmitBase& c, DType t, llvm::Value* acc, llvm::Value* other) -> llvm::Value* {
+        if (!keyed(K, t)) return emitCombine(c, K, t, acc, other);
+        return c.intrinsic(K == kMax ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, {{acc, other}});
+      },
+      .finish = [](codegen::EmitBase& c, DType t, llvm::Value* acc) -> llvm::Value* {
+        if (!keyed(K, t)) return acc;
+        llvm::Type* ft = c.scalarType(t);
+        return c.b.CreateSelect(c.b.CreateICmpEQ(acc, nanKey(c, K, t)), llvm::ConstantFP::getQNaN(ft),
+                                c.b.CreateBitCast(flipNegative(c, acc), ft));
+      },
   };
   return &hooks;
 }

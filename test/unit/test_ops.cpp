@@ -632,6 +632,125 @@ template <class T> void checkReductions(const std::vector<T>& values, int cols) 
 
 } // namespace
 
+/// Rows of length n whose reduce_max / reduce_min hinge on NaN, the sign of
+/// zero or infinities, with the values expected of them computed here.
+template <class T> struct ExtremeRows {
+  std::vector<T> data;
+  int64_t rows = 0;
+  explicit ExtremeRows(int64_t n) {
+    const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+    auto row = [&](auto at) {
+      for (int64_t i = 0; i < n; ++i) data.push_back(at(i));
+      ++rows;
+    };
+    auto value = [](int64_t i) { return static_cast<T>(std::sin(0.7 * static_cast<double>(i)) * 3); };
+    row([&](int64_t) { return -inf; });
+    row([&](int64_t i) { return i == n / 2 ? T(0) : T(-0.0); });     // one +0 among -0s
+    row([&](int64_t i) { return i == n - 1 ? T(-0.0) : T(0); });     // one -0 among +0s
+    row([&](int64_t) { return T(-0.0); });
+    row([&](int64_t i) { return i == 0 ? nan : value(i); });
+    row([&](int64_t i) { return i == n - 1 ? nan : value(i); });
+    row([&](int64_t i) { return i == n / 2 ? -nan : value(i); });      // a NaN with its sign bit set
+    row([&](int64_t i) { return i == n / 3 ? inf : -inf; });
+    row([&](int64_t i) { return value(i) - T(1e-3); });
+  }
+  const T* at(int64_t r, int64_t n) const { return data.data() + r * n; }
+};
+
+/// max (Max) or min of a row: NaN if any, +0 above -0.
+template <bool Max, class T> T extremeOf(const T* x, int64_t n) {
+  T best = Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return std::numeric_limits<T>::quiet_NaN();
+    if (x[i] == 0 && best == 0) { // -0 and +0: the max is +0 if either is, the min -0
+      if (std::signbit(x[i]) != Max) best = x[i];
+    } else if (Max ? x[i] > best : x[i] < best) {
+      best = x[i];
+    }
+  }
+  return best;
+}
+
+template <class T> void checkExtremes(int64_t n) {
+  INFO("n = " << n << ", " << sizeof(T) * 8 << "-bit floats");
+  const ExtremeRows<T> rows(n);
+  const Array x(rows.data, {rows.rows, n});
+  auto f = [](Tensor x) {
+    return std::make_tuple(max(x, {1}), min(x, {1}), logsumexp(x, {1}), argmax(x, 1), argmin(x, 1));
+  };
+  const std::vector<Array> interp = trace(f, x.type()).interpret("f", {x});
+  auto [mx, mn, lse, amax, amin] = jit(f)(x);
+  auto bits = [](T v) { return std::isnan(v) ? std::string("nan") : bytesOf(Array(std::vector<T>{v}, {})); };
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    INFO("row " << r);
+    const T* row = rows.at(r, n);
+    const T wantMax = extremeOf<true>(row, n), wantMin = extremeOf<false>(row, n);
+    // NaN, infinities and the sign of zero exactly: compared as bits.
+    CHECK(bits(mx.template data<T>()[r]) == bits(wantMax));
+    CHECK(bits(mn.template data<T>()[r]) == bits(wantMin));
+    CHECK(bits(interp[0].template data<T>()[r]) == bits(wantMax));
+    CHECK(bits(interp[1].template data<T>()[r]) == bits(wantMin));
+    // logsumexp: NaN with a NaN, -inf for a row of -inf, +inf with a +inf.
+    double want = 0;
+    if (std::isnan(wantMax) || std::isinf(wantMax)) want = wantMax;
+    else {
+      for (int64_t i = 0; i < n; ++i) want += std::exp(static_cast<double>(row[i]) - wantMax);
+      want = wantMax + std::log(want);
+    }
+    const double got = lse.template data<T>()[r];
+    if (std::isnan(want) || std::isinf(want)) CHECK(bits(static_cast<T>(got)) == bits(static_cast<T>(want)));
+    else CHECK(got == doctest::Approx(want).epsilon(1e-5));
+    // argmax / argmin: the first NaN, else the first extreme (-0 and +0 tie).
+    int64_t first = 0, firstMin = 0;
+    for (int64_t i = 0; i < n && !std::isnan(row[first]); ++i) {
+      if (std::isnan(row[i]) || row[i] > row[first]) first = i;
+    }
+    for (int64_t i = 0; i < n && !std::isnan(row[firstMin]); ++i) {
+      if (std::isnan(row[i]) || row[i] < row[firstMin]) firstMin = i;
+    }
+    CHECK(amax.template data<int64_t>()[r] == first);
+    CHECK(amin.template data<int64_t>()[r] == firstMin);
+  }
+}
+
+// reduce_max and reduce_min accumulate ordered integer keys (lib/ops/Reduce.cpp);
+// lengths below one vector, at a remainder of every width (4, 8, 16 lanes,
+// interleaved by 4) and above; run at every CPU level in CI.
+TEST_CASE("max, min, logsumexp, argmax: NaN, -0 below +0 and infinities, at every vector width") {
+  for (int64_t n : {1, 7, 67, 1000}) {
+    checkExtremes<float>(n);
+    checkExtremes<double>(n);
+  }
+}
+
+TEST_CASE("max and min of one long vector: chunks on threads give the same bits, NaN and -0 included") {
+  const int64_t n = 200000;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = -static_cast<float>(i % 1000) - 1;
+  auto f = [](Tensor x) { return std::make_tuple(max(x), min(x * -1.0f)); };
+  auto one = jit(f, {.threads = 1}), two = jit(f, {.threads = 2});
+  auto same = [&](const Array& x, float wantMax, bool nan) {
+    auto [a1, b1] = one(x);
+    auto [a2, b2] = two(x);
+    CHECK(bytesOf(a1) == bytesOf(a2));
+    CHECK(bytesOf(b1) == bytesOf(b2));
+    if (nan) {
+      CHECK(std::isnan(a1.item<float>()));
+      CHECK(std::isnan(b1.item<float>()));
+    } else {
+      CHECK(bytesOf(a1) == bytesOf(Array(std::vector<float>{wantMax}, {})));
+      CHECK(bytesOf(b1) == bytesOf(Array(std::vector<float>{-wantMax}, {})));
+    }
+  };
+  same(Array(v, {n}), -1.0f, false);
+  v[150000] = -0.0f; // the largest, in a late chunk
+  same(Array(v, {n}), -0.0f, false);
+  v[3] = 0.0f; // +0 in the first chunk wins over -0 in a later one
+  same(Array(v, {n}), 0.0f, false);
+  v[190001] = -std::numeric_limits<float>::quiet_NaN();
+  same(Array(v, {n}), 0.0f, true);
+}
+
 TEST_CASE("every reduction of every dtype agrees with plain C++, at the integer limits too") {
   // Identities held as doubles made min of i64 return INT64_MIN: INT64_MAX is
   // not a double. Rows of 20 also exercise the vectorised loops.
