@@ -114,8 +114,9 @@ static JitCore::Entry* entryOf(JitCore::Impl& impl, const JitOptions& opts, uint
 /// Runs the entry's kernel writing its user outputs into `outs`. Variables
 /// the function reads are passed without copying, under their locks (taken
 /// in one global order), and the values it assigns are written back.
-static void runEntry(const JitCore::Entry& e, std::span<const Leaf> args, std::vector<void*> outs, int threads) {
-  if (e.variables.reads.empty()) return engine::runInto(*e.kernel, args, outs, threads);
+static void runEntry(const JitCore::Entry& e, std::span<const Leaf> args, std::span<void* const> userOuts, int threads) {
+  if (e.variables.reads.empty()) return engine::runInto(*e.kernel, args, userOuts, threads);
+  std::vector<void*> outs(userOuts.begin(), userOuts.end());
   std::vector<VariableState*> locked;
   for (const auto& v : e.variables.reads) locked.push_back(v.get());
   std::sort(locked.begin(), locked.end());
@@ -143,12 +144,15 @@ const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> a
   const std::size_t nUser = e->kernel->outputs.size() - e->variables.writes.size();
   outs.clear();
   outs.reserve(nUser);
-  std::vector<void*> ptrs;
+  constexpr std::size_t kInline = 8; // a call allocates only its results
+  void* inlinePtrs[kInline];
+  std::vector<void*> heapPtrs(nUser > kInline ? nUser : 0);
+  void** ptrs = nUser > kInline ? heapPtrs.data() : inlinePtrs;
   for (std::size_t i = 0; i < nUser; ++i) {
     outs.push_back(Array::uninitialized(e->kernel->outputs[i]));
-    ptrs.push_back(outs.back().raw());
+    ptrs[i] = outs.back().raw();
   }
-  runEntry(*e, args, std::move(ptrs), opts_.threads);
+  runEntry(*e, args, std::span<void* const>(ptrs, nUser), opts_.threads);
   return e->skeleton;
 }
 
@@ -179,7 +183,7 @@ void JitCore::callInto(uint64_t key, std::span<const Leaf> args, const Body& bod
   }
   std::vector<void*> ptrs;
   for (const Leaf& o : outs) ptrs.push_back(const_cast<void*>(o.data));
-  runEntry(*e, args, std::move(ptrs), opts_.threads);
+  runEntry(*e, args, ptrs, opts_.threads);
 }
 
 std::vector<Tensor> JitCore::callInTrace(uint64_t key, const std::vector<Tensor>& args, const Body& body,
