@@ -62,68 +62,99 @@ def ms(x):
     return f'{x} ms'
 
 
+def spread(q, lo, hi):
+    """A ratio with its quartiles, as adjit_bench printed them."""
+    return f'{q}x ({lo}–{hi})'
+
+
 def bench_section(text):
+    R = rf'{NUM}x \[{NUM}-{NUM}\]'  # a ratio and its quartiles
     p = Parser([
-        ('grad', rf'^(G\d)\s+adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{NUM}x\s+vs own forward\s+{NUM}x\s+'
-                 rf'cold compile\s+{NUM} ms'),
+        ('row', rf'^([BG]\d)\s+1 thread: adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{R}\s+(\d+) threads: '
+                rf'adjit\s+{NUM} ms\s+OpenMP\s+{NUM} ms\s+ratio\s+{R}\s+cold compile\s+{NUM} ms\s+probe {NUM} GFLOP/s\s+'
+                rf'\((.*)\)$'),
+        ('own', rf'^(G\d)\s+vs own forward \(1 thread\):\s+{R}'),
+        ('mlp', rf'^(B4|G4)\s+(?:PyTorch 1 thread\s+{NUM} ms\s+adjit/PyTorch\s+{R}\s+\(([^,]*), loss {NUM}\)|'
+                rf'PyTorch (.*?))\s+FMA peak {NUM} GFLOP/s: adjit {NUM}%, baseline {NUM}%(?:, PyTorch {NUM}%)? of it'),
         ('b0', rf'^B0\s+adjit\s+{NUM} ns per call.*cold compile\s+{NUM} ms'),
-        ('fwd', rf'^(B\d)\s+adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{NUM}x\s+cold compile\s+{NUM} ms'),
-        ('jvp', rf'^(F\d|H4)\s+(?:jvp|hvp)\s+{NUM} ms\s+forward\s+{NUM} ms\s+ratio\s+{NUM}x \(target <= {NUM}\)\s+'
+        ('probe', rf'^phase probe: FMA peak {NUM} GFLOP/s \((.*)\)'),
+        ('jvp', rf'^(F\d|H4)\s+(?:jvp|hvp)\s+{NUM} ms\s+forward\s+{NUM} ms\s+ratio\s+{R} \(target <= {NUM}\)\s+'
                 rf'cold\s+{NUM} ms'),
-        ('jac', rf'^J\s+jacfwd\s+{NUM} ms\s+jacrev\s+{NUM} ms\s+jacrev/jacfwd\s+{NUM}x.*cold {NUM} / {NUM} ms'),
-        ('threads', rf'^(\w+)\s+1 thread\s+{NUM} ms\s+(\d+) threads\s+{NUM} ms\s+speedup\s+{NUM}x\s+'
-                    rf'baseline\s+{NUM}x \({NUM} / {NUM} ms\)\s+\(results ([^)]*)\)'),
-        ('ode_ckpt', rf'^ODE\s+value\+gradient, checkpoint (\S+?):?\s+adjit\s+{NUM} ms\s+ratio\s+{NUM}x\s+'
+        ('jac', rf'^J\s+jacfwd\s+{NUM} ms\s+jacrev\s+{NUM} ms\s+jacrev/jacfwd\s+{R}.*cold {NUM} / {NUM} ms'),
+        ('ode_ckpt', rf'^ODE\s+value\+gradient, checkpoint (\S+?):?\s+adjit\s+{NUM} ms\s+ratio\s+{R}\s+'
                      rf'cold compile\s+{NUM} ms\s+residuals (\d+) bytes'),
-        ('ode', rf'^ODE\s+(forward|value\+gradient)\s+adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{NUM}x '
+        ('ode', rf'^ODE\s+(forward|value\+gradient)\s+adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{R} '
                 rf'\(target <= {NUM}x\)\s+cold compile\s+{NUM} ms(?:.*residuals (\d+) bytes)?'),
-    ]).feed(text, skip=('adjit benchmarks', 'gradients (', 'threads (', 'forward mode (', 'ODE ('))
+        ('r1', rf'^R1\s+adjit\s+{NUM} ms \({NUM} GB/s\)\s+baseline\s+{NUM} ms \({NUM} GB/s\)\s+ratio\s+{R}\s+'
+               rf'cold compile\s+{NUM} ms\s+\(max rel. diff ([^)]*)\)'),
+    ]).feed(text, skip=('adjit benchmarks', 'run time against hand-written', 'forward mode at one thread', 'ODE (',
+                        'random numbers ('))
     r = p.rows
+    probes = [f'{g} GFLOP/s' for g, _ in r['probe']]
     out = ['## Run time against hand-written C++', '',
-           '`adjit_bench` times compiled code against hand-written C++ compiled with `-O3 -march=native '
-           '-ffast-math -fopenmp-simd` and libmvec, in the same process: medians of runs, ratio = adjit / '
-           'baseline, lower is better. adjit uses all cores (its default) and the baselines one; B4\'s '
-           'baseline is plain i-k-j loops, not a BLAS. "Cold compile" is the first call: tracing, passes, '
-           'LLVM and one run.', '']
-    if r['fwd'] or r['b0']:
-        rows = [(n, f'{ms(a)}', f'{ms(b)}', f'{q}x', ms(c)) for n, a, b, q, c in r['fwd']]
-        rows += [('B0 (call overhead)', f'{ns} ns/call', '', 'target < 100 ns', ms(c)) for ns, c in r['b0']]
-        out += table(['', 'adjit', 'baseline', 'ratio', 'cold compile'], rows) + ['']
-    if r['grad']:
-        out += ['Value and gradient against a hand-written analytic gradient, and against adjit\'s own forward:', '']
-        out += table(['', 'adjit', 'hand-written', 'ratio', 'vs own forward', 'cold compile'],
-                     [(n, ms(a), ms(b), f'{q}x', f'{f}x', ms(c)) for n, a, b, q, f, c in r['grad']])
-        out += ['']
+           '`adjit_bench` times compiled code against hand-written C++ (`bench/baselines.cpp`, compiled with '
+           '`-O3 -march=native -ffast-math -fopenmp-simd` and libmvec) in the same process, like with like: adjit '
+           'at one thread (`JitOptions::threads = 1`) against the plain loop at one thread, and adjit at all '
+           'threads against the same loops threaded with OpenMP over row ranges. Every side of a comparison runs '
+           'in turn, round after round (batches of three calls, the first untimed; a pause after each threaded '
+           'batch so no idle pool spins on the other side\'s core): times are medians over the rounds, ratios '
+           '(adjit / baseline, lower is better) are the median and in parentheses the quartiles of the rounds\' '
+           'ratios. B4/G4\'s baseline is plain i-k-j loops, not a BLAS. "Cold compile" is the first call at one '
+           'thread: tracing, passes, LLVM and one run. "Probe" is the one-thread FMA peak read in the same rounds '
+           '(`bench/fma_probe.cpp`); the section\'s phase probes read ' + (', '.join(probes) or 'nothing') + '.', '']
+    if r['row'] or r['b0']:
+        own = {n: spread(q, lo, hi) for n, q, lo, hi in r['own']}
+        rows = []
+        for (n, a1, b1, q1, l1, h1, t, an, bn, qn, ln, hn, c, pr, check) in r['row']:
+            rows.append((n, ms(a1), ms(b1), spread(q1, l1, h1), ms(an), ms(bn), spread(qn, ln, hn), own.get(n, ''),
+                         ms(c), f'{pr} GFLOP/s', check))
+        threads = r['row'][0][6] if r['row'] else 'all'
+        rows += [('B0 (call overhead)', f'{ns} ns/call', '', 'target < 100 ns', '', '', '', '', ms(c), '', '')
+                 for ns, c in r['b0']]
+        out += table(['', 'adjit, 1 thread', 'baseline, 1 thread', 'ratio', f'adjit, {threads} threads',
+                      f'OpenMP baseline, {threads} threads', 'ratio', 'gradient / own forward (1 thread)',
+                      'cold compile', 'probe', 'results'], rows) + ['']
+    if r['mlp']:
+        out += ['The MLP rows (B4: 0.5 · sum((tanh(X W1) W2)²), X 256×512, W1 and W2 512×512, f32; G4: its value and '
+                'gradient in W1 and W2) beside PyTorch at one thread (`bench/mlp_torch.py`, a child process that takes '
+                'its turn in the same rounds; where PyTorch is not installed the row says so), and every side\'s '
+                'speed as a fraction of the one-thread FMA peak read in the same rounds:', '']
+        rows = []
+        for n, pt, q, lo, hi, version, loss, missing, peak, fa, fb, fp in r['mlp']:
+            rows.append((n, ms(pt) if pt else (missing or 'not run'), spread(q, lo, hi) if q else '', version or '',
+                         f'{peak} GFLOP/s', f'{fa}%', f'{fb}%', f'{fp}%' if fp else ''))
+        out += table(['', 'PyTorch, 1 thread', 'adjit / PyTorch', 'version', 'FMA peak (1 thread)', 'adjit',
+                      'hand-written', 'PyTorch'], rows) + ['']
     if r['jvp'] or r['jac']:
-        out += ['Forward mode against adjit\'s own forward (F1–F3: the tangent of B1–B3 along a random '
-                'direction; H4: a Hessian-vector product of G4\'s loss, forward over reverse; J: the Jacobian '
-                'of R^16 → R^1000 by `jacfwd` against `jacrev`):', '']
-        rows = [(n, ms(a), ms(f), f'{q}x', f'≤ {t}x', ms(c)) for n, a, f, q, t, c in r['jvp']]
-        rows += [('J', ms(a), f'{ms(b)} (jacrev)', f'{q}x faster', '', f'{c1} / {c2} ms')
-                 for a, b, q, c1, c2 in r['jac']]
+        out += ['Forward mode at one thread against adjit\'s own forward at one thread, in turn (F1–F3: the tangent '
+                'of B1–B3 along a random direction; H4: a Hessian-vector product of G4\'s loss, forward over reverse); '
+                'J: the Jacobian of R^16 → R^1000 by `jacfwd` against `jacrev`, all threads both:', '']
+        rows = [(n, ms(a), ms(f), spread(q, lo, hi), f'≤ {t}x', ms(c)) for n, a, f, q, lo, hi, t, c in r['jvp']]
+        rows += [('J', ms(a), f'{ms(b)} (jacrev)', f'{spread(q, lo, hi)} faster', '', f'{c1} / {c2} ms')
+                 for a, b, q, lo, hi, c1, c2 in r['jac']]
         out += table(['', 'adjit', 'forward', 'ratio', 'target', 'cold compile'], rows) + ['']
-    if r['threads']:
-        out += ['One thread against all, the two alternating so the machine\'s drifts hit both alike, next to '
-                'the hand-written baseline threaded with OpenMP over row ranges (what the machine gives two '
-                'threads on the same work at that moment):', '']
-        out += table(['', '1 thread', 'all threads', 'speedup', 'OpenMP baseline speedup', 'results'],
-                     [(n, ms(a), f'{ms(b)} ({t} threads)', f'{s}x', f'{bs}x', res)
-                      for n, a, t, b, s, bs, _, _, res in r['threads']])
-        out += ['']
     if r['ode'] or r['ode_ckpt']:
-        out += ['`examples/ode`: RK4 on a damped, driven pendulum, 1,000 steps of `scan`, in f64, against a '
-                'hand-written RK4 loop and a discrete adjoint that keeps each step\'s state and recomputes the '
-                'stages:', '']
+        out += ['`examples/ode`: RK4 on a damped, driven pendulum, 1,000 steps of `scan`, in f64, one thread, against '
+                'a hand-written RK4 loop and a discrete adjoint that keeps each step\'s state and recomputes the '
+                'stages, in turn:', '']
         out += table(['', 'adjit', 'hand-written', 'ratio', 'target', 'cold compile', 'residuals'],
-                     [(n, ms(a), ms(b), f'{q}x', f'≤ {t}x', ms(c), f'{res} bytes' if res else '')
-                      for n, a, b, q, t, c, res in r['ode']])
+                     [(n, ms(a), ms(b), spread(q, lo, hi), f'≤ {t}x', ms(c), f'{res} bytes' if res else '')
+                      for n, a, b, q, lo, hi, t, c, res in r['ode']])
         out += ['']
         if r['ode_ckpt']:
             out += ['Value and gradient with `.checkpoint` policies (see '
-                    '[control flow](guide/control-flow.md#checkpointing-a-scan)):', '']
+                    '[control flow](guide/control-flow.md#checkpointing-a-scan)), each in turn with the hand-written '
+                    'adjoint:', '']
             out += table(['policy', 'adjit', 'vs hand-written', 'cold compile', 'residuals'],
-                         [(f'`{n}`', ms(a), f'{q}x', ms(c), f'{res} bytes') for n, a, q, c, res in r['ode_ckpt']])
+                         [(f'`{n}`', ms(a), spread(q, lo, hi), ms(c), f'{res} bytes')
+                          for n, a, q, lo, hi, c, res in r['ode_ckpt']])
             out += ['']
+    if r['r1']:
+        out += ['R1: 10^7 standard normal f32 samples (`random::normal`) at one thread against a hand-written '
+                'Threefry and erf⁻¹ loop, in turn:', '']
+        out += table(['', 'adjit', 'hand-written', 'ratio', 'cold compile', 'max rel. diff'],
+                     [('R1', f'{ms(a)} ({ga} GB/s)', f'{ms(b)} ({gb} GB/s)', spread(q, lo, hi), ms(c), d)
+                      for a, ga, b, gb, q, lo, hi, c, d in r['r1']]) + ['']
     if p.other:
         out += ['Other lines of the output:', ''] + verbatim(p.other) + ['']
     return out
