@@ -71,19 +71,39 @@ template <class F, class... A> static double cold(F& f, const A&... args) {
   return ms(Clock::now() - t0);
 }
 
-/// The phase probe: the one-thread FMA peak now (median of five 4 ms runs).
-static double probeNow() {
-  std::vector<double> v;
-  for (int i = 0; i < 5; ++i) v.push_back(fma_probe_gflops(4));
-  return bench::spreadOf(v).median;
+/// The FMA probe on `threads` OpenMP threads at once for `millis` ms: the
+/// sum of their GFLOP/s (below threads x the one-thread reading when other
+/// processes hold cores).
+static double probeThreads(int threads, double millis) {
+  if (threads == 1) return fma_probe_gflops(millis);
+  double g = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : g)
+  g += fma_probe_gflops(millis);
+  return g;
 }
 
+/// adjit's default thread count: ADJIT_NUM_THREADS, else the hardware's.
+static int allThreads() {
+  const char* env = std::getenv("ADJIT_NUM_THREADS");
+  return env && std::atoi(env) > 0 ? std::atoi(env) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// The phase probe: the FMA peak now at one thread and on all (medians of
+/// five 4 ms readings).
 static void printProbe() {
-  std::printf("phase probe: FMA peak %.1f GFLOP/s (one thread, %s)\n", probeNow(), fma_probe_isa());
+  const int all = allThreads();
+  std::vector<double> one, many;
+  for (int i = 0; i < 5; ++i) one.push_back(fma_probe_gflops(4));
+  for (int i = 0; i < 5; ++i) many.push_back(probeThreads(all, 4));
+  std::printf("phase probe: FMA peak %.1f GFLOP/s (one thread, %s), %.1f GFLOP/s on %d threads at once\n",
+              bench::spreadOf(one).median, fma_probe_isa(), bench::spreadOf(many).median, all);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // OpenMP's threads go to sleep
 }
 
-/// A side that reads the FMA probe for 2 ms each round: its value is GFLOP/s.
+/// Sides that read the FMA probe for 2 ms each round, at one thread and on
+/// all: their values are GFLOP/s.
 static Side probeSide() { return Side{.round = [] { return fma_probe_gflops(2); }}; }
+static Side probeSideAll(int all) { return Side{.round = [all] { return probeThreads(all, 2); }, .pooled = true}; }
 
 /// Two sides run in turn for `reps` rounds.
 static void interleavePair(Side& a, Side& b, int reps, Side* probe = nullptr) {
@@ -132,29 +152,29 @@ struct Row {
 /// Times a row: adjit and the baseline at one thread, adjit and the OpenMP
 /// baseline at all threads, the FMA probe, and where asked adjit's own
 /// forward and PyTorch, all in turn in the same rounds. Prints
-///   NAME 1 thread: adjit, baseline, ratio   N threads: adjit, OpenMP, ratio   cold compile, probe, check
+///   NAME 1 thread: adjit, baseline, ratio   N threads: adjit, OpenMP, ratio   cold compile, probe (1 / N threads), check
 /// and for gradient rows the ratio to the forward, for matmul rows PyTorch
 /// and the fractions of the FMA peak.
 static void runRow(const Row& row, int reps, int all, bench::TorchPeer* torch) {
   Side a1{.round = bench::batchOf(row.adjit1)}, b1{.round = bench::batchOf([&] { row.baseline(1); })};
   Side aN{.round = bench::batchOf(row.adjitAll), .pooled = true};
   Side bN{.round = bench::batchOf([&] { row.baseline(all); }), .pooled = true};
-  Side probe = probeSide(), f1{.round = bench::batchOf(row.forward1)};
+  Side probe = probeSide(), probeAll = probeSideAll(all), f1{.round = bench::batchOf(row.forward1)};
   double torchValue = 0;
   Side pt{.round = [&] {
     const std::vector<double> t = torch->run(row.torch, 3, torchValue);
     return t.size() == 3 ? (t[1] + t[2]) / 2 : std::nan("");
   }};
-  std::vector<Side*> sides = {&a1, &b1, &probe, &aN, &bN};
+  std::vector<Side*> sides = {&a1, &b1, &probe, &aN, &bN, &probeAll};
   if (row.forward1) sides.push_back(&f1);
   const bool withTorch = row.torch && torch && torch->available();
   if (withTorch) sides.push_back(&pt);
   bench::interleave(sides, reps);
   const double peak = bench::median(probe);
   std::printf("%-4s 1 thread: adjit %8.3f ms  baseline %8.3f ms  ratio %s   %d threads: adjit %8.3f ms  OpenMP %8.3f ms  "
-              "ratio %s   cold compile %6.1f ms   probe %.0f GFLOP/s   (%s)\n",
+              "ratio %s   cold compile %6.1f ms   probe %.0f / %.0f GFLOP/s   (%s)\n",
               row.name, bench::median(a1), bench::median(b1), bench::ratioText(bench::ratioOf(a1, b1)).c_str(), all,
-              bench::median(aN), bench::median(bN), bench::ratioText(bench::ratioOf(aN, bN)).c_str(), row.cold, peak,
+              bench::median(aN), bench::median(bN), bench::ratioText(bench::ratioOf(aN, bN)).c_str(), row.cold, peak, bench::median(probeAll),
               row.check().c_str());
   if (row.forward1)
     std::printf("%-4s vs own forward (1 thread): %s\n", row.name, bench::ratioText(bench::ratioOf(a1, f1)).c_str());
@@ -496,8 +516,7 @@ int main(int argc, char** argv) {
     randomSection(reps);
     return 0;
   }
-  const char* env = std::getenv("ADJIT_NUM_THREADS");
-  const int all = env && std::atoi(env) > 0 ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
+  const int all = allThreads();
   std::printf("adjit benchmarks (%d rounds; ratio = adjit / hand-written baseline; every section's absolute times "
               "with its phase probe, the one-thread FMA peak measured in the same minutes)\n", reps);
   printProbe();

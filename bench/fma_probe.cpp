@@ -72,15 +72,19 @@ double run(int64_t iters) {
 
 } // namespace
 
-double fma_probe_gflops(double millis) {
-  static int64_t perMs = 0; // iterations per millisecond, calibrated on the first call
-  if (perMs == 0) {
+/// Iterations of run() per millisecond on this machine (thread-safe: a static's initialiser).
+static int64_t iterationsPerMs() {
+  static const int64_t perMs = [] {
     int64_t iters = 1 << 14;
     double s = run(iters);
     while (s < 2e-3) s = run(iters *= 2);
-    perMs = static_cast<int64_t>(double(iters) / (s * 1e3)) + 1;
-  }
-  const int64_t iters = static_cast<int64_t>(double(perMs) * millis) + 1;
+    return static_cast<int64_t>(double(iters) / (s * 1e3)) + 1;
+  }();
+  return perMs;
+}
+
+double fma_probe_gflops(double millis) {
+  const int64_t iters = static_cast<int64_t>(double(iterationsPerMs()) * millis) + 1;
   const double s = run(iters);
   return 2.0 * kLanes * kAccs * double(iters) / s * 1e-9;
 }

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Writes docs/benchmarks.md from the benchmarks' output.
+"""Writes the tables of docs/benchmarks.md from the benchmarks' output.
 
 Runs adjit_bench, adjit_compile_bench, adjit_adbench and (where they were built)
 adjit_matmul_bench, adjit_linalg_bench, adjit_decompositions_bench, adjit_conv_bench,
 adjit_vmap_bench, adjit_sort_bench and adjit_map_bench from BUILD_DIR, one after the
-other, and writes their current numbers as markdown tables under a header naming the date, the commit,
-the CPU and its core count. Lines a parser does not know are kept verbatim
-under their section, so nothing a benchmark prints is lost. History lives in
-git, not in this file.
+other, and writes each one's current numbers as markdown tables, in place between
+its markers (<!-- tables.py: begin BINARY --> ... end BINARY -->), under a line
+naming the date, the commit, the CPU and its core count, the load average, and
+the phase probe (adjit_phase_probe: the one-thread FMA peak) read just before
+and after the run. Text outside the markers is kept; a section not yet in the
+file is appended. Lines a parser does not know are kept verbatim under their
+section, so nothing a benchmark prints is lost. History lives in git, not in
+this file. Run it on a quiet machine (`nice`, nothing else building).
 
-usage: bench/tables.py BUILD_DIR [--out FILE] [--quick] [--from DIR]
+usage: bench/tables.py BUILD_DIR [--out FILE] [--quick] [--only A,B] [--from DIR]
   --out FILE  where to write (default: docs/benchmarks.md of this repository)
+  --only A,B  only these benchmarks (adjit_bench or bench, ...); the other sections stay
   --quick     adjit_compile_bench --quick, adjit_adbench --smallest, adjit_matmul_bench --quick
   --from DIR  read DIR/<binary>.txt instead of running the binaries (output captured
               elsewhere, or samples to test the parsers); BUILD_DIR is then unused
@@ -71,13 +76,13 @@ def bench_section(text):
     R = rf'{NUM}x \[{NUM}-{NUM}\]'  # a ratio and its quartiles
     p = Parser([
         ('row', rf'^([BG]\d)\s+1 thread: adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{R}\s+(\d+) threads: '
-                rf'adjit\s+{NUM} ms\s+OpenMP\s+{NUM} ms\s+ratio\s+{R}\s+cold compile\s+{NUM} ms\s+probe {NUM} GFLOP/s\s+'
+                rf'adjit\s+{NUM} ms\s+OpenMP\s+{NUM} ms\s+ratio\s+{R}\s+cold compile\s+{NUM} ms\s+probe {NUM} / {NUM} GFLOP/s\s+'
                 rf'\((.*)\)$'),
         ('own', rf'^(G\d)\s+vs own forward \(1 thread\):\s+{R}'),
         ('mlp', rf'^(B4|G4)\s+(?:PyTorch 1 thread\s+{NUM} ms\s+adjit/PyTorch\s+{R}\s+\(([^,]*), loss {NUM}\)|'
                 rf'PyTorch (.*?))\s+FMA peak {NUM} GFLOP/s: adjit {NUM}%, baseline {NUM}%(?:, PyTorch {NUM}%)? of it'),
         ('b0', rf'^B0\s+adjit\s+{NUM} ns per call.*cold compile\s+{NUM} ms'),
-        ('probe', rf'^phase probe: FMA peak {NUM} GFLOP/s \((.*)\)'),
+        ('probe', rf'^phase probe: FMA peak {NUM} GFLOP/s \(([^)]*)\)(?:, {NUM} GFLOP/s on (\d+) threads)?'),
         ('jvp', rf'^(F\d|H4)\s+(?:jvp|hvp)\s+{NUM} ms\s+forward\s+{NUM} ms\s+ratio\s+{R} \(target <= {NUM}\)\s+'
                 rf'cold\s+{NUM} ms'),
         ('jac', rf'^J\s+jacfwd\s+{NUM} ms\s+jacrev\s+{NUM} ms\s+jacrev/jacfwd\s+{R}.*cold {NUM} / {NUM} ms'),
@@ -90,7 +95,7 @@ def bench_section(text):
     ]).feed(text, skip=('adjit benchmarks', 'run time against hand-written', 'forward mode at one thread', 'ODE (',
                         'random numbers ('))
     r = p.rows
-    probes = [f'{g} GFLOP/s' for g, _ in r['probe']]
+    probes = [f'{g} GFLOP/s' + (f' ({gn} on {t} threads)' if gn else '') for g, _, gn, t in r['probe']]
     out = ['## Run time against hand-written C++', '',
            '`adjit_bench` times compiled code against hand-written C++ (`bench/baselines.cpp`, compiled with '
            '`-O3 -march=native -ffast-math -fopenmp-simd` and libmvec) in the same process, like with like: adjit '
@@ -100,20 +105,21 @@ def bench_section(text):
            'batch so no idle pool spins on the other side\'s core): times are medians over the rounds, ratios '
            '(adjit / baseline, lower is better) are the median and in parentheses the quartiles of the rounds\' '
            'ratios. B4/G4\'s baseline is plain i-k-j loops, not a BLAS. "Cold compile" is the first call at one '
-           'thread: tracing, passes, LLVM and one run. "Probe" is the one-thread FMA peak read in the same rounds '
-           '(`bench/fma_probe.cpp`); the section\'s phase probes read ' + (', '.join(probes) or 'nothing') + '.', '']
+           'thread: tracing, passes, LLVM and one run. "Probe" is the FMA peak at one thread and on all threads at once '
+           '(their sum), read in the same rounds (`bench/fma_probe.cpp`): a low all-threads reading means other '
+           'processes held cores; the section\'s phase probes read ' + (', '.join(probes) or 'nothing') + '.', '']
     if r['row'] or r['b0']:
         own = {n: spread(q, lo, hi) for n, q, lo, hi in r['own']}
         rows = []
-        for (n, a1, b1, q1, l1, h1, t, an, bn, qn, ln, hn, c, pr, check) in r['row']:
+        for (n, a1, b1, q1, l1, h1, t, an, bn, qn, ln, hn, c, pr, prn, check) in r['row']:
             rows.append((n, ms(a1), ms(b1), spread(q1, l1, h1), ms(an), ms(bn), spread(qn, ln, hn), own.get(n, ''),
-                         ms(c), f'{pr} GFLOP/s', check))
+                         ms(c), f'{pr} / {prn} GFLOP/s', check))
         threads = r['row'][0][6] if r['row'] else 'all'
         rows += [('B0 (call overhead)', f'{ns} ns/call', '', 'target < 100 ns', '', '', '', '', ms(c), '', '')
                  for ns, c in r['b0']]
         out += table(['', 'adjit, 1 thread', 'baseline, 1 thread', 'ratio', f'adjit, {threads} threads',
                       f'OpenMP baseline, {threads} threads', 'ratio', 'gradient / own forward (1 thread)',
-                      'cold compile', 'probe', 'results'], rows) + ['']
+                      'cold compile', f'probe (1 / {threads} threads)', 'results'], rows) + ['']
     if r['mlp']:
         out += ['The MLP rows (B4: 0.5 · sum((tanh(X W1) W2)²), X 256×512, W1 and W2 512×512, f32; G4: its value and '
                 'gradient in W1 and W2) beside PyTorch at one thread (`bench/mlp_torch.py`, a child process that takes '
@@ -267,8 +273,58 @@ def cpu_model():
     return 'unknown CPU'
 
 
+def begin_marker(binary):
+    return f'<!-- tables.py: begin {binary} -->'
+
+
+def end_marker(binary):
+    return f'<!-- tables.py: end {binary} -->'
+
+
+HEAD = ['# Benchmarks', '',
+        'Each section below is one benchmark\'s current table, with the date, commit and machine it was measured on. '
+        '`python3 bench/tables.py BUILD_DIR` (a Release build with `-DADJIT_BUILD_BENCH=ON`, the default) runs the '
+        'benchmarks one after the other and rewrites each section in place, between its `tables.py` markers; '
+        '`--only adjit_bench,adjit_adbench` reruns just those. Older numbers are in git\'s history of this file.', '',
+        'Method: one benchmark process at a time; medians of repeated calls; where two variants are compared '
+        '(adjit against a baseline, one thread against all) their runs take turns in one process, so that the '
+        'machine\'s slow and fast phases (minutes long on the development VMs) hit both alike, and the table gives '
+        'the ratios, where the benchmark prints it with their spread. Absolute times come with a phase probe: '
+        'the one-thread FMA peak (`adjit_phase_probe`, `bench/fma_probe.cpp`) read just before and after the '
+        'benchmark ran, and by `adjit_bench` inside its own rounds; a low reading marks a slow phase. The disk '
+        'cache is off (`ADJIT_CACHE_DIR=`), so first calls compile.', '']
+
+
+def probe(build):
+    """The phase probe's reading now ("109.8 GFLOP/s"), or None where it is not built."""
+    exe = os.path.join(build, 'adjit_phase_probe')
+    if not os.path.exists(exe):
+        return None
+    m = re.search(rf'FMA peak {NUM} GFLOP/s \(one thread, ([^)]*)\), {NUM} GFLOP/s on (\d+) threads',
+                  subprocess.run([exe], capture_output=True, text=True).stdout)
+    return (f'{m.group(1)} GFLOP/s at one thread, {m.group(3)} on {m.group(4)} threads', m.group(2)) if m else None
+
+
+def with_meta(lines, meta):
+    """The section's lines with `meta` (a paragraph) after its title."""
+    return lines[:2] + [meta, ''] + lines[2:]
+
+
+def splice(old, sections):
+    """`old` (the file's text) with each (binary, lines) section put between its markers, or appended."""
+    text = old
+    for binary, lines in sections:
+        block = '\n'.join([begin_marker(binary)] + lines + [end_marker(binary)])
+        i, j = text.find(begin_marker(binary)), text.find(end_marker(binary))
+        if i >= 0 and j > i:
+            text = text[:i] + block + text[j + len(end_marker(binary)):]
+        else:
+            text = text.rstrip('\n') + '\n\n' + block + '\n'
+    return text
+
+
 def main(argv):
-    args, out_path, quick, source = [], os.path.join(REPO, 'docs', 'benchmarks.md'), False, None
+    args, out_path, quick, source, only = [], os.path.join(REPO, 'docs', 'benchmarks.md'), False, None, None
     it = iter(argv[1:])
     for a in it:
         if a == '--out':
@@ -277,6 +333,8 @@ def main(argv):
             quick = True
         elif a == '--from':
             source = next(it)
+        elif a == '--only':
+            only = {n if n.startswith('adjit_') else 'adjit_' + n for n in next(it).split(',')}
         elif a in ('-h', '--help'):
             print(__doc__)
             return 0
@@ -285,44 +343,71 @@ def main(argv):
     if not args and not source:
         print(__doc__)
         return 2
+    if only is not None and only - {b for b, *_ in BENCHES}:
+        print(f'tables.py: unknown benchmarks {", ".join(sorted(only - {b for b, *_ in BENCHES}))}', file=sys.stderr)
+        return 2
     build = os.path.abspath(args[0]) if args else None
     commit = subprocess.run(['git', '-C', REPO, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()
-    body, ran = [], []
+    # Changes to tracked files other than this output (a section written by an earlier run) make the commit "with local changes".
+    dirty = subprocess.run(['git', '-C', REPO, 'status', '--porcelain', '--untracked-files=no', '--', '.',
+                            ':!' + os.path.relpath(os.path.abspath(out_path), REPO)], capture_output=True,
+                           text=True).stdout.strip()
+    commit = (commit or 'unknown') + (' with local changes' if dirty else '')
+    machine = f'{cpu_model()} ({os.cpu_count()} cores)'
+    sections = []
     for binary, plain, quick_args, section in BENCHES:
+        if only is not None and binary not in only:
+            continue
         cmd_args = quick_args if quick else plain
+        when = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+        before = after = None
+        load = os.getloadavg()[0]
         if source:
             path = os.path.join(source, binary + '.txt')
             if not os.path.exists(path):
                 continue
             with open(path, encoding='utf-8') as f:
                 text = f.read()
-            ran.append(f'`{binary}` (captured in `{path}`)')
+            how = f'`{binary}` (output captured in `{path}`)'
+            when = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+            load = None
         else:
             exe = os.path.join(build, binary)
             if not os.path.exists(exe):
-                print(f'tables.py: {exe} is not built; its section is left out', file=sys.stderr)
+                print(f'tables.py: {exe} is not built; its section is left as it was', file=sys.stderr)
                 continue
             print(f'tables.py: running {binary} {" ".join(cmd_args)}', file=sys.stderr)
+            before = probe(build)
             # The disk cache off (ADJIT_CACHE_DIR empty): a "cold compile" must
             # compile, not load what an earlier run of the benchmark left.
             env = dict(os.environ, ADJIT_CACHE_DIR='')
             r = subprocess.run([exe] + cmd_args, capture_output=True, text=True, cwd=build, env=env)
+            after = probe(build)
             text = r.stdout
             if r.returncode not in (0, 77):
                 text += f'\n(exit status {r.returncode})\n' + r.stderr
-            ran.append('`' + ' '.join([binary] + cmd_args) + '`')
-        body += section(text)
-    head = ['# Benchmarks', '',
-            f'Measured on {datetime.date.today().isoformat()} at commit `{commit or "unknown"}`, on {cpu_model()} '
-            f'with {os.cpu_count()} cores, by {", ".join(ran) or "nothing"}. Regenerate this file with '
-            '`python3 bench/tables.py BUILD_DIR` (a Release build with `-DADJIT_BUILD_BENCH=ON`, the default); '
-            'older numbers are in git\'s history of this file.', '',
-            'Method: one benchmark process at a time on an otherwise idle machine; medians of repeated calls; '
-            'where two variants are compared (one thread against all, adjit against a baseline), their runs '
-            'are interleaved so that the machine\'s drifts hit both alike, and the table gives ratios. The disk '
-            'cache is off (`ADJIT_CACHE_DIR=`), so first calls compile.', '']
+            how = '`' + ' '.join([binary] + cmd_args) + '`'
+        meta = f'*Measured {when} at commit `{commit}` on {machine} by {how}'
+        if load is not None:
+            meta += f', load average {load:.1f} at the start'
+        if before and after:
+            meta += f'; phase probe (one-thread FMA peak, {before[1]}) {before[0]} before, {after[0]} after'
+        sections.append((binary, with_meta(section(text), meta + '.*')))
+    if not sections:
+        print('tables.py: nothing ran; nothing written', file=sys.stderr)
+        return 1
+    old = ''
+    if os.path.exists(out_path):
+        with open(out_path, encoding='utf-8') as f:
+            old = f.read()
+    if '<!-- tables.py: begin ' not in old:  # no markers yet: a new file
+        if only is not None and old:
+            print(f'tables.py: {out_path} has no tables.py markers; run without --only once to rewrite it',
+                  file=sys.stderr)
+            return 1
+        old = '\n'.join(HEAD) + '\n'
     with open(out_path, 'w', encoding='utf-8') as f:
-        f.write('\n'.join(head + body).rstrip('\n') + '\n')
+        f.write(splice(old, sections).rstrip('\n') + '\n')
     print(f'tables.py: wrote {out_path}', file=sys.stderr)
     return 0
 
