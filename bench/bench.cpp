@@ -219,7 +219,7 @@ static void handWrittenSection(int reps, int all) {
     torch = std::make_unique<bench::TorchPeer>(py ? py : "/usr/bin/python3", ADJIT_BENCH_DIR "/mlp_torch.py", folder,
                                                X.data<float>(), W1.data<float>(), W2.data<float>(), M, K, N);
 
-  std::printf("\nrun time against hand-written C++ (-O3 -march=native -ffast-math, libmvec): adjit at 1 thread against the "
+  std::printf("\nrun time against hand-written C++ (-O3 -march=" ADJIT_BASELINE_MARCH " -ffast-math, libmvec): adjit at 1 thread against the "
               "baseline at 1 thread, adjit at all threads (JitOptions::threads; ADJIT_NUM_THREADS sets the default) "
               "against the baseline threaded with OpenMP over row ranges; times are medians of %d rounds in which every "
               "side runs in turn, ratios = adjit / baseline, median [quartiles] of the rounds' ratios\n", reps);
@@ -518,7 +518,16 @@ int main(int argc, char** argv) {
   }
   const int all = allThreads();
   std::printf("adjit benchmarks (%d rounds; ratio = adjit / hand-written baseline; every section's absolute times "
-              "with its phase probe, the one-thread FMA peak measured in the same minutes)\n", reps);
+              "with its phase probe, the FMA peak measured in the same minutes)\n", reps);
+  // Both sides must target the same instructions: the baselines are built
+  // for ADJIT_BASELINE_MARCH, adjit compiles for ADJIT_CPU (else the host).
+  const char* cpu = std::getenv("ADJIT_CPU");
+  const std::string march = ADJIT_BASELINE_MARCH;
+  std::printf("targets: baselines and probe -march=%s, adjit %s%s\n", march.c_str(), cpu && *cpu ? "ADJIT_CPU=" : "the host",
+              cpu && *cpu ? cpu : "");
+  if (march != "native" && (!cpu || march != cpu))
+    std::printf("warning: the baselines are built for %s but ADJIT_CPU is %s: run with ADJIT_CPU=%s to compare like "
+                "with like\n", march.c_str(), cpu && *cpu ? cpu : "unset", march.c_str());
   printProbe();
   { // B0: call overhead of a jitted scalar function
     auto f = jit([](Tensor x) { return x * 2.0f + 1.0f; });

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the tables of docs/benchmarks.md from the benchmarks' output.
 
-Runs adjit_bench, adjit_compile_bench, adjit_adbench and (where they were built)
+Runs adjit_bench, adjit_bench_avx2 (with ADJIT_CPU=x86-64-v3), adjit_compile_bench, adjit_adbench and (where they were built)
 adjit_matmul_bench, adjit_linalg_bench, adjit_decompositions_bench, adjit_conv_bench,
 adjit_vmap_bench, adjit_sort_bench and adjit_map_bench from BUILD_DIR, one after the
 other, and writes each one's current numbers as markdown tables, in place between
@@ -72,7 +72,7 @@ def spread(q, lo, hi):
     return f'{q}x ({lo}–{hi})'
 
 
-def bench_section(text):
+def bench_section(text, title='Run time against hand-written C++'):
     R = rf'{NUM}x \[{NUM}-{NUM}\]'  # a ratio and its quartiles
     p = Parser([
         ('row', rf'^([BG]\d)\s+1 thread: adjit\s+{NUM} ms\s+baseline\s+{NUM} ms\s+ratio\s+{R}\s+(\d+) threads: '
@@ -92,13 +92,16 @@ def bench_section(text):
                 rf'\(target <= {NUM}x\)\s+cold compile\s+{NUM} ms(?:.*residuals (\d+) bytes)?'),
         ('r1', rf'^R1\s+adjit\s+{NUM} ms \({NUM} GB/s\)\s+baseline\s+{NUM} ms \({NUM} GB/s\)\s+ratio\s+{R}\s+'
                rf'cold compile\s+{NUM} ms\s+\(max rel. diff ([^)]*)\)'),
+        ('targets', r'^targets: (.*)$'),
     ]).feed(text, skip=('adjit benchmarks', 'run time against hand-written', 'forward mode at one thread', 'ODE (',
                         'random numbers ('))
     r = p.rows
     probes = [f'{g} GFLOP/s' + (f' ({gn} on {t} threads)' if gn else '') for g, _, gn, t in r['probe']]
-    out = ['## Run time against hand-written C++', '',
+    targets = ''.join(f' Targets: {t}.' for (t,) in r['targets'])
+    out = [f'## {title}', '',
            '`adjit_bench` times compiled code against hand-written C++ (`bench/baselines.cpp`, compiled with '
-           '`-O3 -march=native -ffast-math -fopenmp-simd` and libmvec) in the same process, like with like: adjit '
+           '`-O3 -march=native -ffast-math -fopenmp-simd` and libmvec; `adjit_bench_avx2` with `-march=x86-64-v3`, '
+           'run with `ADJIT_CPU=x86-64-v3`) in the same process, like with like: adjit '
            'at one thread (`JitOptions::threads = 1`) against the plain loop at one thread, and adjit at all '
            'threads against the same loops threaded with OpenMP over row ranges. Every side of a comparison runs '
            'in turn, round after round (batches of three calls, the first untimed; a pause after each threaded '
@@ -107,7 +110,7 @@ def bench_section(text):
            'ratios. B4/G4\'s baseline is plain i-k-j loops, not a BLAS. "Cold compile" is the first call at one '
            'thread: tracing, passes, LLVM and one run. "Probe" is the FMA peak at one thread and on all threads at once '
            '(their sum), read in the same rounds (`bench/fma_probe.cpp`): a low all-threads reading means other '
-           'processes held cores; the section\'s phase probes read ' + (', '.join(probes) or 'nothing') + '.', '']
+           'processes held cores; the section\'s phase probes read ' + (', '.join(probes) or 'nothing') + '.' + targets, '']
     if r['row'] or r['b0']:
         own = {n: spread(q, lo, hi) for n, q, lo, hi in r['own']}
         rows = []
@@ -222,6 +225,8 @@ def printed_section(title, intro):
 
 BENCHES = [  # binary, arguments, --quick arguments, section
     ('adjit_bench', [], [], bench_section),
+    ('adjit_bench_avx2', [], [], lambda text: bench_section(
+        text, 'Run time against hand-written C++, AVX2 (x86-64-v3) on both sides')),
     ('adjit_compile_bench', [], ['--quick'], compile_section),
     ('adjit_adbench', [], ['--smallest'], adbench_section),
     ('adjit_matmul_bench', [], ['--quick'], matmul_section),
@@ -260,6 +265,10 @@ BENCHES = [  # binary, arguments, --quick arguments, section
         'parentheses, the compile events\' own times; one program serves every N), and the speedup of all '
         'threads over one.')),
 ]
+
+
+# Environment per benchmark: adjit_bench_avx2's baselines are built for x86-64-v3, so adjit targets it too.
+BENCH_ENV = {'adjit_bench_avx2': {'ADJIT_CPU': 'x86-64-v3'}}
 
 
 def cpu_model():
@@ -380,13 +389,13 @@ def main(argv):
             before = probe(build)
             # The disk cache off (ADJIT_CACHE_DIR empty): a "cold compile" must
             # compile, not load what an earlier run of the benchmark left.
-            env = dict(os.environ, ADJIT_CACHE_DIR='')
+            env = dict(os.environ, ADJIT_CACHE_DIR='', **BENCH_ENV.get(binary, {}))
             r = subprocess.run([exe] + cmd_args, capture_output=True, text=True, cwd=build, env=env)
             after = probe(build)
             text = r.stdout
             if r.returncode not in (0, 77):
                 text += f'\n(exit status {r.returncode})\n' + r.stderr
-            how = '`' + ' '.join([binary] + cmd_args) + '`'
+            how = '`' + ' '.join([f'{k}={v}' for k, v in BENCH_ENV.get(binary, {}).items()] + [binary] + cmd_args) + '`'
         meta = f'*Measured {when} at commit `{commit}` on {machine} by {how}'
         if load is not None:
             meta += f', load average {load:.1f} at the start'
