@@ -7,8 +7,8 @@ adjit_vmap_bench, adjit_sort_bench and adjit_map_bench from BUILD_DIR, one after
 other, and writes each one's current numbers as markdown tables, in place between
 its markers (<!-- tables.py: begin BINARY --> ... end BINARY -->), under a line
 naming the date, the commit, the CPU and its core count, the load average, and
-the phase probe (adjit_phase_probe: the one-thread FMA peak) read just before
-and after the run. Text outside the markers is kept; a section not yet in the
+the phase probe (adjit_phase_probe: the FMA peak at one thread and on all)
+read just before and after the run. Text outside the markers is kept; a section not yet in the
 file is appended. Lines a parser does not know are kept verbatim under their
 section, so nothing a benchmark prints is lost. History lives in git, not in
 this file. Run it on a quiet machine (`nice`, nothing else building).
@@ -16,7 +16,7 @@ this file. Run it on a quiet machine (`nice`, nothing else building).
 usage: bench/tables.py BUILD_DIR [--out FILE] [--quick] [--only A,B] [--from DIR]
   --out FILE  where to write (default: docs/benchmarks.md of this repository)
   --only A,B  only these benchmarks (adjit_bench or bench, ...); the other sections stay
-  --quick     adjit_compile_bench --quick, adjit_adbench --smallest, adjit_matmul_bench --quick
+  --quick     adjit_bench 7 (rounds, not 21), adjit_compile_bench --quick, adjit_adbench --smallest, adjit_matmul_bench --quick
   --from DIR  read DIR/<binary>.txt instead of running the binaries (output captured
               elsewhere, or samples to test the parsers); BUILD_DIR is then unused
 """
@@ -224,8 +224,8 @@ def printed_section(title, intro):
 
 
 BENCHES = [  # binary, arguments, --quick arguments, section
-    ('adjit_bench', [], [], bench_section),
-    ('adjit_bench_avx2', [], [], lambda text: bench_section(
+    ('adjit_bench', [], ['7'], bench_section),
+    ('adjit_bench_avx2', [], ['7'], lambda text: bench_section(
         text, 'Run time against hand-written C++, AVX2 (x86-64-v3) on both sides')),
     ('adjit_compile_bench', [], ['--quick'], compile_section),
     ('adjit_adbench', [], ['--smallest'], adbench_section),
