@@ -89,14 +89,18 @@ static int allThreads() {
 }
 
 /// The phase probe: the FMA peak now at one thread and on all (medians of
-/// five 4 ms readings).
+/// five 4 ms readings), and one 200 ms reading of each.
 static void printProbe() {
   const int all = allThreads();
   std::vector<double> one, many;
   for (int i = 0; i < 5; ++i) one.push_back(fma_probe_gflops(4));
   for (int i = 0; i < 5; ++i) many.push_back(probeThreads(all, 4));
-  std::printf("phase probe: FMA peak %.1f GFLOP/s (one thread, %s), %.1f GFLOP/s on %d threads at once\n",
-              bench::spreadOf(one).median, fma_probe_isa(), bench::spreadOf(many).median, all);
+  // One long run each: what a thread got beside the machine's other
+  // processes (the short runs' median reads the phase's peak).
+  const double oneLong = fma_probe_gflops(200), manyLong = probeThreads(all, 200);
+  std::printf("phase probe: FMA peak %.1f GFLOP/s (one thread, %s), %.1f GFLOP/s on %d threads at once; "
+              "over 200 ms %.1f / %.1f GFLOP/s\n",
+              bench::spreadOf(one).median, fma_probe_isa(), bench::spreadOf(many).median, all, oneLong, manyLong);
   std::this_thread::sleep_for(std::chrono::milliseconds(20)); // OpenMP's threads go to sleep
 }
 

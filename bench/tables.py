@@ -82,7 +82,8 @@ def bench_section(text, title='Run time against hand-written C++'):
         ('mlp', rf'^(B4|G4)\s+(?:PyTorch 1 thread\s+{NUM} ms\s+adjit/PyTorch\s+{R}\s+\(([^,]*), loss {NUM}\)|'
                 rf'PyTorch (.*?))\s+FMA peak {NUM} GFLOP/s: adjit {NUM}%, baseline {NUM}%(?:, PyTorch {NUM}%)? of it'),
         ('b0', rf'^B0\s+adjit\s+{NUM} ns per call.*cold compile\s+{NUM} ms'),
-        ('probe', rf'^phase probe: FMA peak {NUM} GFLOP/s \(([^)]*)\)(?:, {NUM} GFLOP/s on (\d+) threads)?'),
+        ('probe', rf'^phase probe: FMA peak {NUM} GFLOP/s \(([^)]*)\)(?:, {NUM} GFLOP/s on (\d+) threads at once)?'
+                  rf'(?:; over 200 ms {NUM} / {NUM} GFLOP/s)?'),
         ('jvp', rf'^(F\d|H4)\s+(?:jvp|hvp)\s+{NUM} ms\s+forward\s+{NUM} ms\s+ratio\s+{R} \(target <= {NUM}\)\s+'
                 rf'cold\s+{NUM} ms'),
         ('jac', rf'^J\s+jacfwd\s+{NUM} ms\s+jacrev\s+{NUM} ms\s+jacrev/jacfwd\s+{R}.*cold {NUM} / {NUM} ms'),
@@ -96,7 +97,8 @@ def bench_section(text, title='Run time against hand-written C++'):
     ]).feed(text, skip=('adjit benchmarks', 'run time against hand-written', 'forward mode at one thread', 'ODE (',
                         'random numbers ('))
     r = p.rows
-    probes = [f'{g} GFLOP/s' + (f' ({gn} on {t} threads)' if gn else '') for g, _, gn, t in r['probe']]
+    probes = [f'{g} GFLOP/s' + (f' ({gn} on {t} threads)' if gn else '') + (f' and over 200 ms {l1} / {ln}' if l1 else '')
+              for g, _, gn, t, l1, ln in r['probe']]
     targets = ''.join(f' Targets: {t}.' for (t,) in r['targets'])
     out = [f'## {title}', '',
            '`adjit_bench` times compiled code against hand-written C++ (`bench/baselines.cpp`, compiled with '
@@ -110,7 +112,8 @@ def bench_section(text, title='Run time against hand-written C++'):
            'ratios. B4/G4\'s baseline is plain i-k-j loops, not a BLAS. "Cold compile" is the first call at one '
            'thread: tracing, passes, LLVM and one run. "Probe" is the FMA peak at one thread and on all threads at once '
            '(their sum), read in the same rounds (`bench/fma_probe.cpp`): a low all-threads reading means other '
-           'processes held cores; the section\'s phase probes read ' + (', '.join(probes) or 'nothing') + '.' + targets, '']
+           'processes held cores; the section\'s phase probes (the peak of short runs, and what a 200 ms run got beside the machine\'s other '
+           'processes) read ' + (', '.join(probes) or 'nothing') + '.' + targets, '']
     if r['row'] or r['b0']:
         own = {n: spread(q, lo, hi) for n, q, lo, hi in r['own']}
         rows = []
@@ -309,9 +312,9 @@ def probe(build):
     exe = os.path.join(build, 'adjit_phase_probe')
     if not os.path.exists(exe):
         return None
-    m = re.search(rf'FMA peak {NUM} GFLOP/s \(one thread, ([^)]*)\), {NUM} GFLOP/s on (\d+) threads',
-                  subprocess.run([exe], capture_output=True, text=True).stdout)
-    return (f'{m.group(1)} GFLOP/s at one thread, {m.group(3)} on {m.group(4)} threads', m.group(2)) if m else None
+    m = re.search(rf'FMA peak {NUM} GFLOP/s \(one thread, ([^)]*)\), {NUM} GFLOP/s on (\d+) threads at once; '
+                  rf'over 200 ms {NUM} / {NUM} GFLOP/s', subprocess.run([exe], capture_output=True, text=True).stdout)
+    return (f'{m.group(1)} / {m.group(3)} GFLOP/s peak, {m.group(5)} / {m.group(6)} over 200 ms', m.group(2)) if m else None
 
 
 def with_meta(lines, meta):
@@ -400,7 +403,8 @@ def main(argv):
         if load is not None:
             meta += f', load average {load:.1f} at the start'
         if before and after:
-            meta += f'; phase probe (one-thread FMA peak, {before[1]}) {before[0]} before, {after[0]} after'
+            meta += (f'; phase probe (FMA, {before[1]}, at one thread / on all {os.cpu_count()}: the peak of short runs, '
+                     f'and what one 200 ms run got beside the other load) {before[0]} before, {after[0]} after')
         sections.append((binary, with_meta(section(text), meta + '.*')))
     if not sections:
         print('tables.py: nothing ran; nothing written', file=sys.stderr)
