@@ -109,11 +109,15 @@ def bench_section(text, title='Run time against hand-written C++'):
            'in turn, round after round (batches of three calls, the first untimed; a pause after each threaded '
            'batch so no idle pool spins on the other side\'s core): times are medians over the rounds, ratios '
            '(adjit / baseline, lower is better) are the median and in parentheses the quartiles of the rounds\' '
-           'ratios. B4/G4\'s baseline is plain i-k-j loops, not a BLAS. "Cold compile" is the first call at one '
+           'ratios. The all-threads columns mean something only when the machine\'s other cores were free (the '
+           'phase probe\'s 200 ms reading on all threads near its peak): OpenMP\'s static split waits at its barrier '
+           'for a thread the scheduler has set aside for another process, a time slice at a time (the flat 6-16 ms '
+           'of loaded runs), where adjit\'s pool lets the calling thread take the work. B4/G4\'s baseline is plain '
+           'i-k-j loops, not a BLAS. "Cold compile" is the first call at one '
            'thread: tracing, passes, LLVM and one run. "Probe" is the FMA peak at one thread and on all threads at once '
            '(their sum), read in the same rounds (`bench/fma_probe.cpp`): a low all-threads reading means other '
-           'processes held cores; the section\'s phase probes (the peak of short runs, and what a 200 ms run got beside the machine\'s other '
-           'processes) read ' + (', '.join(probes) or 'nothing') + '.' + targets, '']
+           'processes held cores; the section\'s phase probes (the peak of short runs, and what a 200 ms run got '
+           'beside the machine\'s other processes) read ' + (', '.join(probes) or 'nothing') + '.' + targets, '']
     if r['row'] or r['b0']:
         own = {n: spread(q, lo, hi) for n, q, lo, hi in r['own']}
         rows = []
