@@ -306,8 +306,10 @@ HEAD = ['# Benchmarks', '',
         '(adjit against a baseline, one thread against all) their runs take turns in one process, so that the '
         'machine\'s slow and fast phases (minutes long on the development VMs) hit both alike, and the table gives '
         'the ratios, where the benchmark prints it with their spread. Absolute times come with a phase probe: '
-        'the one-thread FMA peak (`adjit_phase_probe`, `bench/fma_probe.cpp`) read just before and after the '
-        'benchmark ran, and by `adjit_bench` inside its own rounds; a low reading marks a slow phase. The disk '
+        'the FMA peak at one thread and on all at once (`adjit_phase_probe`, `bench/fma_probe.cpp`), as the median of '
+        'short runs (a low reading marks a slow phase of the machine) and as one 200 ms run (a low reading: other '
+        'processes held the cores), read just before and after the benchmark ran, and by `adjit_bench` inside its '
+        'own rounds. The disk '
         'cache is off (`ADJIT_CACHE_DIR=`), so first calls compile.', '']
 
 
