@@ -1,17 +1,28 @@
 // bench/bench.cpp — adjit's compiled code next to hand-written C++ baselines,
-// measured in the same process. Prints times, the ratio adjit/baseline, and
-// the cold compile time (first call: trace + compile + run). Not a test.
+// measured in the same process: adjit at one thread against the baseline at
+// one thread, adjit at all threads against the baseline threaded with OpenMP,
+// every side of a comparison in turn (bench/compare.h), ratios with their
+// spread; the MLP rows beside PyTorch at one thread (bench/mlp_torch.py, a
+// child process taking turns) and as fractions of the measured FMA peak
+// (bench/fma_probe.cpp), which also serves as every section's phase probe.
+// Prints the cold compile time (first call: trace + compile + run). Not a test.
 #include <adjit/adjit.h>
 
 #include <omp.h>
+#include <unistd.h>
+
+#include "compare.h"
+#include "fma_probe.h"
+#include "torch_peer.h"
 
 #include <cmath>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -34,21 +45,10 @@ void base_normal(uint32_t k0, uint32_t k1, float* out, int64_t n);
 }
 
 using namespace adjit;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::Side;
 
 static double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-/// Median time of `reps` runs of fn, in ms.
-static double timeIt(const std::function<void()>& fn, int reps) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    t.push_back(ms(Clock::now() - t0));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 static std::vector<float> randomVector(std::size_t n, float lo, float hi, unsigned seed) {
   std::mt19937 g(seed);
@@ -58,21 +58,11 @@ static std::vector<float> randomVector(std::size_t n, float lo, float hi, unsign
   return v;
 }
 
-static void reportGrad(const char* name, double cold, double adjitMs, double baseMs, double fwdMs, double maxErr) {
-  std::printf("%-4s adjit %9.3f ms   baseline %9.3f ms   ratio %5.2fx   vs own forward %5.2fx   cold compile %7.1f ms   (max rel. diff %.1e)\n",
-              name, adjitMs, baseMs, adjitMs / baseMs, adjitMs / fwdMs, cold, maxErr);
-}
-
 /// Largest relative difference between two float buffers.
 static double maxRelDiff(const float* a, const float* b, int64_t n) {
   double m = 0;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i]))));
   return m;
-}
-
-static void report(const char* name, double cold, double adjitMs, double baseMs, float got, float want) {
-  std::printf("%-4s adjit %9.3f ms   baseline %9.3f ms   ratio %5.2fx   cold compile %7.1f ms   (result %.6g vs %.6g)\n",
-              name, adjitMs, baseMs, adjitMs / baseMs, cold, got, want);
 }
 
 /// The first call's time (trace, compile, run); then waits for the optimised
@@ -85,9 +75,69 @@ template <class F, class... A> static double cold(F& f, const A&... args) {
   return t;
 }
 
+/// The FMA probe on `threads` OpenMP threads at once for `millis` ms: the
+/// sum of their GFLOP/s (below threads x the one-thread reading when other
+/// processes hold cores).
+static double probeThreads(int threads, double millis) {
+  if (threads == 1) return fma_probe_gflops(millis);
+  double g = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : g)
+  g += fma_probe_gflops(millis);
+  return g;
+}
+
+/// adjit's default thread count: ADJIT_NUM_THREADS, else the hardware's.
+static int allThreads() {
+  const char* env = std::getenv("ADJIT_NUM_THREADS");
+  return env && std::atoi(env) > 0 ? std::atoi(env) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+/// The phase probe: the FMA peak now at one thread and on all (medians of
+/// five 4 ms readings), and one 200 ms reading of each.
+static void printProbe() {
+  const int all = allThreads();
+  std::vector<double> one, many;
+  for (int i = 0; i < 5; ++i) one.push_back(fma_probe_gflops(4));
+  for (int i = 0; i < 5; ++i) many.push_back(probeThreads(all, 4));
+  // One long run each: what a thread got beside the machine's other
+  // processes (the short runs' median reads the phase's peak).
+  const double oneLong = fma_probe_gflops(200), manyLong = probeThreads(all, 200);
+  std::printf("phase probe: FMA peak %.1f GFLOP/s (one thread, %s), %.1f GFLOP/s on %d threads at once; "
+              "over 200 ms %.1f / %.1f GFLOP/s\n",
+              bench::spreadOf(one).median, fma_probe_isa(), bench::spreadOf(many).median, all, oneLong, manyLong);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // OpenMP's threads go to sleep
+}
+
+/// Sides that read the FMA probe for 2 ms each round, at one thread and on
+/// all: their values are GFLOP/s.
+static Side probeSide() { return Side{.round = [] { return fma_probe_gflops(2); }}; }
+static Side probeSideAll(int all) { return Side{.round = [all] { return probeThreads(all, 2); }, .pooled = true}; }
+
+/// Two sides run in turn for `reps` rounds.
+static void interleavePair(Side& a, Side& b, int reps, Side* probe = nullptr) {
+  std::vector<Side*> sides = {&a, &b};
+  if (probe) sides.push_back(probe);
+  bench::interleave(sides, reps);
+}
+
+/// The bytes of a result (an Array, or pairs and tuples of them): one
+/// thread's results and all threads' must be bitwise equal.
+template <class R> static void appendBytes(std::string& s, const R& r) {
+  if constexpr (std::is_same_v<R, Array>) s.append(static_cast<const char*>(r.raw()), r.bytes());
+  else std::apply([&](const auto&... e) { (appendBytes(s, e), ...); }, r);
+}
+template <class R> static bool bitwiseEqual(const R& a, const R& b) {
+  std::string x, y;
+  appendBytes(x, a);
+  appendBytes(y, b);
+  return x == y;
+}
+
 /// Runs part(t, begin, end) for the T ranges of [0, n) on T OpenMP threads:
-/// how an expert threads the hand-written baselines.
+/// how an expert threads the hand-written baselines. One thread calls part
+/// directly: the plain loop, no OpenMP region.
 template <class F> static void ompRanges(int threads, int64_t n, F&& part) {
+  if (threads == 1) return part(0, 0, n);
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), T = omp_get_num_threads();
@@ -95,185 +145,304 @@ template <class F> static void ompRanges(int threads, int64_t n, F&& part) {
   }
 }
 
-/// The same programs with one thread and with all (JitOptions::threads): the
-/// speedup, and whether the results are bitwise equal (they must be). Next to
-/// it, the hand-written baselines threaded with OpenMP over row ranges, timed
-/// right after: what this machine gives two threads on the same work at about
-/// the same moment (a shared VM's second core varies by the minute).
-static void threadsSection(int reps, const Array& x) {
-  auto b1 = [](Tensor x) { return sum(log1p(exp(x))); };
-  auto b2 = [](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); };
-  auto b3 = [](Tensor x) { return sum(logsumexp(x, {1})); };
-  auto b4 = [](Tensor x, Tensor w1, Tensor w2) {
-    Tensor o = matmul(tanh(matmul(x, w1)), w2);
-    return 0.5f * sum(o * o);
-  };
-  const Array a(0.5f), b(0.25f);
+/// One benchmark against its hand-written baseline.
+struct Row {
+  const char* name;
+  std::function<void()> adjit1, adjitAll; ///< JitOptions::threads = 1 and the default (all)
+  std::function<void(int)> baseline;      ///< the hand-written code on this many OpenMP threads
+  double cold = 0;                        ///< the first call of adjit1 (trace, compile, run), ms
+  std::function<std::string()> check;     ///< after the runs: the results against the baseline's
+  std::function<void()> forward1 = {};    ///< gradient rows: adjit's forward at one thread
+  double flops = 0;                       ///< per call, for rows bound by matrix products
+  const char* torch = nullptr;            ///< "fwd" or "grad": PyTorch at one thread beside it
+};
+
+/// Times a row: adjit and the baseline at one thread, adjit and the OpenMP
+/// baseline at all threads, the FMA probe, and where asked adjit's own
+/// forward and PyTorch, all in turn in the same rounds. Prints
+///   NAME 1 thread: adjit, baseline, ratio   N threads: adjit, OpenMP, ratio   cold compile, probe (1 / N threads), check
+/// and for gradient rows the ratio to the forward, for matmul rows PyTorch
+/// and the fractions of the FMA peak.
+static void runRow(const Row& row, int reps, int all, bench::TorchPeer* torch) {
+  Side a1{.round = bench::batchOf(row.adjit1)}, b1{.round = bench::batchOf([&] { row.baseline(1); })};
+  Side aN{.round = bench::batchOf(row.adjitAll), .pooled = true};
+  Side bN{.round = bench::batchOf([&] { row.baseline(all); }), .pooled = true};
+  Side probe = probeSide(), probeAll = probeSideAll(all), f1{.round = bench::batchOf(row.forward1)};
+  double torchValue = 0;
+  Side pt{.round = [&] {
+    const std::vector<double> t = torch->run(row.torch, 3, torchValue);
+    return t.size() == 3 ? (t[1] + t[2]) / 2 : std::nan("");
+  }};
+  std::vector<Side*> sides = {&a1, &b1, &probe, &aN, &bN, &probeAll};
+  if (row.forward1) sides.push_back(&f1);
+  const bool withTorch = row.torch && torch && torch->available();
+  if (withTorch) sides.push_back(&pt);
+  bench::interleave(sides, reps);
+  const double peak = bench::median(probe);
+  std::printf("%-4s 1 thread: adjit %8.3f ms  baseline %8.3f ms  ratio %s   %d threads: adjit %8.3f ms  OpenMP %8.3f ms  "
+              "ratio %s   cold compile %6.1f ms   probe %.0f / %.0f GFLOP/s   (%s)\n",
+              row.name, bench::median(a1), bench::median(b1), bench::ratioText(bench::ratioOf(a1, b1)).c_str(), all,
+              bench::median(aN), bench::median(bN), bench::ratioText(bench::ratioOf(aN, bN)).c_str(), row.cold, peak, bench::median(probeAll),
+              row.check().c_str());
+  if (row.forward1)
+    std::printf("%-4s vs own forward (1 thread): %s\n", row.name, bench::ratioText(bench::ratioOf(a1, f1)).c_str());
+  if (row.flops > 0) {
+    // Per round: the side's GFLOP/s over the probe's reading of that round.
+    auto ofPeak = [&](const Side& s) {
+      std::vector<double> f;
+      for (std::size_t i = 0; i < s.values.size() && i < probe.values.size(); ++i)
+        f.push_back(row.flops / (s.values[i] * 1e6) / probe.values[i]);
+      return 100 * bench::spreadOf(f).median;
+    };
+    std::string torchText = torch ? "PyTorch " + torch->status() : std::string("PyTorch not run");
+    if (withTorch && torch->available()) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "PyTorch 1 thread %8.3f ms  adjit/PyTorch %s  (%s, loss %.6g)", bench::median(pt),
+                    bench::ratioText(bench::ratioOf(a1, pt)).c_str(), torch->status().c_str(), torchValue);
+      torchText = buf;
+    }
+    std::printf("%-4s %s   FMA peak %.1f GFLOP/s: adjit %.0f%%, baseline %.0f%%", row.name, torchText.c_str(), peak,
+                ofPeak(a1), ofPeak(b1));
+    if (withTorch && torch->available()) std::printf(", PyTorch %.0f%%", ofPeak(pt));
+    std::printf(" of it at one thread\n");
+  }
+  std::fflush(stdout);
+}
+
+/// B1-B4 and G1-G4 against the hand-written baselines of baselines.cpp.
+static void handWrittenSection(int reps, int all) {
+  const int64_t n = 1000000, M = 256, K = 512, N = 512;
+  const Array x(randomVector(n, -3, 3, 1)), a(0.5f), b(0.25f);
   const Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
-  const int64_t M = 256, K = 512, N = 512, n = x.size();
   const Array X(randomVector(M * K, -1, 1, 3), {M, K}), W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N}),
       W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
-  const char* env = std::getenv("ADJIT_NUM_THREADS");
-  const int all = env && std::atoi(env) > 0 ? std::atoi(env) : static_cast<int>(std::thread::hardware_concurrency());
-  std::printf("\nthreads (JitOptions::threads; ADJIT_NUM_THREADS sets the default): 1 thread vs all; the hand-written "
-              "baseline threaded with OpenMP alike\n");
+  const float* xs = x.data<float>();
+  const float* mrow = m.data<float>();
+
+  // PyTorch beside the MLP rows, in a child process taking turns with this one.
+  std::unique_ptr<bench::TorchPeer> torch;
+  const char* py = std::getenv("ADJIT_BENCH_PYTHON");
+  std::string folder = "/tmp/adjit_bench.XXXXXX";
+  if ((!py || *py) && mkdtemp(folder.data()))
+    torch = std::make_unique<bench::TorchPeer>(py ? py : "/usr/bin/python3", ADJIT_BENCH_DIR "/mlp_torch.py", folder,
+                                               X.data<float>(), W1.data<float>(), W2.data<float>(), M, K, N);
+
+  std::printf("\nrun time against hand-written C++ (-O3 -march=" ADJIT_BASELINE_MARCH " -ffast-math, libmvec): adjit at 1 thread against the "
+              "baseline at 1 thread, adjit at all threads (JitOptions::threads; ADJIT_NUM_THREADS sets the default) "
+              "against the baseline threaded with OpenMP over row ranges; times are medians of %d rounds in which every "
+              "side runs in turn, ratios = adjit / baseline, median [quartiles] of the rounds' ratios\n", reps);
+  printProbe();
   // Per-thread outputs of the baselines (partial sums, gradients of shared weights).
   std::vector<float> out(static_cast<std::size_t>(std::max(n, M * N))), out2(out.size()), out3(out.size());
   std::vector<std::vector<float>> dw1(static_cast<std::size_t>(all), std::vector<float>(K * N)),
       dw2(static_cast<std::size_t>(all), std::vector<float>(N * N));
   std::vector<float> sums(static_cast<std::size_t>(all) * 3);
-  const float* xs = x.data<float>();
-  auto row = [&](const char* name, const std::function<void(int)>& baseline, auto fn, const auto&... args) {
-    auto one = jit(fn, {.threads = 1});
-    auto many = jit(fn);
-    one(args...);
-    many(args...);
-    one.wait_optimized();
-    many.wait_optimized();
-    baseline(1);
-    baseline(all);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    // One thread and all alternating, so that the machine's slow drifts hit
-    // both alike, in batches of three calls of which the last two are timed:
-    // what a program calling one of them again and again sees. (Single calls
-    // in turn timed each on data the other had just written from other
-    // cores: in this VM's slow phases B4's one-thread calls took 1.33 ms
-    // after a two-thread call, against 1.22 ms after one of their own.)
-    // Adjit's runs, then the baseline's. Not all four in turn:
-    // an idle pool thread spins a while before it sleeps (adjit's and
-    // OpenMP's alike), and a spinning thread of one runtime takes the core
-    // the other's thread needs (both fell to 1.0x so).
-    std::vector<double> a, b, c, d;
-    auto alternate = [&](std::vector<double>& x, const auto& first, std::vector<double>& y, const auto& second) {
-      auto batch = [](std::vector<double>& times, const auto& fn) {
-        for (int call = 0; call < 3; ++call) {
-          const auto t0 = Clock::now();
-          fn();
-          if (call > 0) times.push_back(ms(Clock::now() - t0));
-        }
-      };
-      for (int i = 0; i < reps; ++i) {
-        batch(x, first);
-        batch(y, second);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // the pool threads go to sleep
-    };
-    alternate(a, [&] { one(args...); }, b, [&] { many(args...); });
-    alternate(c, [&] { baseline(1); }, d, [&] { baseline(all); });
-    auto median = [](std::vector<double>& v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    const double t1 = median(a), tn = median(b), b1 = median(c), bn = median(d);
-    auto bytes = [](const auto& r) {
-      std::string s;
-      auto add = [&](const Array& a) { s.append(static_cast<const char*>(a.raw()), a.bytes()); };
-      if constexpr (std::is_same_v<std::decay_t<decltype(r)>, Array>) add(r);
-      else {
-        add(r.first);
-        std::apply([&](const auto&... g) { (add(g), ...); }, [&] {
-          if constexpr (std::is_same_v<std::decay_t<decltype(r.second)>, Array>) return std::tuple<Array>{r.second};
-          else return r.second;
-        }());
-      }
-      return s;
-    };
-    std::printf("%-4s 1 thread %9.3f ms   %d threads %9.3f ms   speedup %5.2fx   baseline %5.2fx (%.3f / %.3f ms)   (results %s)\n",
-                name, t1, all, tn, t1 / tn, b1 / bn, b1, bn, bytes(one(args...)) == bytes(many(args...)) ? "bitwise equal" : "DIFFER");
+  auto total = [&](int T) { // the sum of T threads' partial results
+    float s = 0;
+    for (int t = 0; t < T; ++t) s += sums[t];
+    return s;
   };
   auto elementwise = [&](auto part) { return [&, part](int T) { ompRanges(T, n, part); }; };
-  row("B1", elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_b1(xs + i, e - i); }), b1, x);
-  row("B2", elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_b2(xs + i, 0.5f, 0.25f, e - i); }), b2, x, a, b);
-  row("B3", [&](int T) { ompRanges(T, 1000, [&](int t, int64_t r, int64_t e) { sums[t] = base_b3(m.data<float>() + r * 1000, e - r, 1000); }); },
-      b3, m);
-  row("B4", [&](int T) {
-        ompRanges(T, M, [&](int t, int64_t r, int64_t e) {
-          sums[t] = base_b4(X.data<float>() + r * K, W1.data<float>(), W2.data<float>(), out.data() + r * N, out2.data() + r * N, e - r, K, N);
+  auto rows = [&](auto part) { return [&, part](int T) { ompRanges(T, 1000, part); }; };
+  auto mlpRows = [&](auto part) { return [&, part](int T) { ompRanges(T, M, part); }; };
+  auto forwardCheck = [&](const Array& r1, const Array& rN, const std::function<void(int)>& baseline) {
+    baseline(1);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "result %.6g vs %.6g, threads %s", r1.item<double>(), double(total(1)),
+                  bitwiseEqual(r1, rN) ? "bitwise equal" : "DIFFER");
+    return std::string(buf);
+  };
+  auto gradCheck = [&](double err, bool equal) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "max rel. diff %.1e, threads %s", err, equal ? "bitwise equal" : "DIFFER");
+    return std::string(buf);
+  };
+
+  auto b1f = [](Tensor x) { return sum(log1p(exp(x))); };
+  auto b2f = [](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); };
+  auto b3f = [](Tensor x) { return sum(logsumexp(x, {1})); };
+  auto b4f = [](Tensor x, Tensor w1, Tensor w2) {
+    Tensor o = matmul(tanh(matmul(x, w1)), w2);
+    return 0.5f * sum(o * o);
+  };
+  auto f1 = jit(b1f, {.name = "b1", .threads = 1}), fN = jit(b1f, {.name = "b1"});
+  auto f2 = jit(b2f, {.name = "b2", .threads = 1}), f2N = jit(b2f, {.name = "b2"});
+  auto f3 = jit(b3f, {.name = "b3", .threads = 1}), f3N = jit(b3f, {.name = "b3"});
+  auto f4 = jit(b4f, {.name = "b4", .threads = 1}), f4N = jit(b4f, {.name = "b4"});
+  Array r1, rN;
+
+  const std::function<void(int)> base1 = elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_b1(xs + i, e - i); });
+  cold(fN, x);
+  runRow({.name = "B1", .adjit1 = [&] { r1 = f1(x); }, .adjitAll = [&] { rN = fN(x); }, .baseline = base1,
+          .cold = cold(f1, x), .check = [&] { return forwardCheck(r1, rN, base1); }}, reps, all, torch.get());
+  const std::function<void(int)> base2 =
+      elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_b2(xs + i, 0.5f, 0.25f, e - i); });
+  cold(f2N, x, a, b);
+  runRow({.name = "B2", .adjit1 = [&] { r1 = f2(x, a, b); }, .adjitAll = [&] { rN = f2N(x, a, b); }, .baseline = base2,
+          .cold = cold(f2, x, a, b), .check = [&] { return forwardCheck(r1, rN, base2); }}, reps, all, torch.get());
+  const std::function<void(int)> base3 =
+      rows([&](int t, int64_t r, int64_t e) { sums[t] = base_b3(mrow + r * 1000, e - r, 1000); });
+  cold(f3N, m);
+  runRow({.name = "B3", .adjit1 = [&] { r1 = f3(m); }, .adjitAll = [&] { rN = f3N(m); }, .baseline = base3,
+          .cold = cold(f3, m), .check = [&] { return forwardCheck(r1, rN, base3); }}, reps, all, torch.get());
+  // Two products of 2*M*K*N and 2*M*N*N flops.
+  const double mlpFlops = 2.0 * M * K * N + 2.0 * M * N * N;
+  const std::function<void(int)> base4 = mlpRows([&](int t, int64_t r, int64_t e) {
+    sums[t] = base_b4(X.data<float>() + r * K, W1.data<float>(), W2.data<float>(), out.data() + r * N, out2.data() + r * N,
+                      e - r, K, N);
+  });
+  cold(f4N, X, W1, W2);
+  runRow({.name = "B4", .adjit1 = [&] { r1 = f4(X, W1, W2); }, .adjitAll = [&] { rN = f4N(X, W1, W2); },
+          .baseline = base4, .cold = cold(f4, X, W1, W2), .check = [&] { return forwardCheck(r1, rN, base4); },
+          .flops = mlpFlops, .torch = "fwd"}, reps, all, torch.get());
+
+  { // G1
+    auto vg = value_and_grad(b1f);
+    auto g1 = jit([vg](Tensor x) { return vg(x); }, {.name = "g1", .threads = 1});
+    auto gN = jit([vg](Tensor x) { return vg(x); }, {.name = "g1"});
+    decltype(g1(x)) q1, qN;
+    const std::function<void(int)> base =
+        elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_g1(xs + i, out.data() + i, e - i); });
+    cold(gN, x);
+    runRow({.name = "G1", .adjit1 = [&] { q1 = g1(x); }, .adjitAll = [&] { qN = gN(x); }, .baseline = base,
+            .cold = cold(g1, x), .check = [&] {
+              base(1);
+              return gradCheck(maxRelDiff(q1.second.data<float>(), out.data(), n), bitwiseEqual(q1, qN));
+            }, .forward1 = [&] { f1(x); }}, reps, all, torch.get());
+  }
+  { // G2
+    auto vg = value_and_grad(b2f, argnums<0, 1, 2>);
+    auto g1 = jit([vg](Tensor x, Tensor a, Tensor b) { return vg(x, a, b); }, {.name = "g2", .threads = 1});
+    auto gN = jit([vg](Tensor x, Tensor a, Tensor b) { return vg(x, a, b); }, {.name = "g2"});
+    decltype(g1(x, a, b)) q1, qN;
+    const std::function<void(int)> base = elementwise([&](int t, int64_t i, int64_t e) {
+      sums[t] = base_g2(xs + i, 0.5f, 0.25f, out.data() + i, &sums[all + t], &sums[2 * all + t], e - i);
+    });
+    cold(gN, x, a, b);
+    runRow({.name = "G2", .adjit1 = [&] { q1 = g1(x, a, b); }, .adjitAll = [&] { qN = gN(x, a, b); }, .baseline = base,
+            .cold = cold(g1, x, a, b), .check = [&] {
+              base(1);
+              const double ga = sums[all], gb = sums[2 * all];
+              const double err = std::max({maxRelDiff(std::get<0>(q1.second).data<float>(), out.data(), n),
+                                           std::fabs(std::get<1>(q1.second).item<double>() - ga) / std::max(1.0, std::fabs(ga)),
+                                           std::fabs(std::get<2>(q1.second).item<double>() - gb) / std::max(1.0, std::fabs(gb))});
+              return gradCheck(err, bitwiseEqual(q1, qN));
+            }, .forward1 = [&] { f2(x, a, b); }}, reps, all, torch.get());
+  }
+  { // G3
+    auto vg = value_and_grad(b3f);
+    auto g1 = jit([vg](Tensor x) { return vg(x); }, {.name = "g3", .threads = 1});
+    auto gN = jit([vg](Tensor x) { return vg(x); }, {.name = "g3"});
+    decltype(g1(m)) q1, qN;
+    const std::function<void(int)> base = rows([&](int t, int64_t r, int64_t e) {
+      sums[t] = base_g3(mrow + r * 1000, out.data() + r * 1000, e - r, 1000);
+    });
+    cold(gN, m);
+    runRow({.name = "G3", .adjit1 = [&] { q1 = g1(m); }, .adjitAll = [&] { qN = gN(m); }, .baseline = base,
+            .cold = cold(g1, m), .check = [&] {
+              base(1);
+              return gradCheck(maxRelDiff(q1.second.data<float>(), out.data(), 1000 * 1000), bitwiseEqual(q1, qN));
+            }, .forward1 = [&] { f3(m); }}, reps, all, torch.get());
+  }
+  { // G4: each thread's rows give partial weight gradients; the sum of the partials is threaded too.
+    auto vg = value_and_grad(b4f, argnums<1, 2>);
+    auto g1 = jit([vg](Tensor x, Tensor w1, Tensor w2) { return vg(x, w1, w2); }, {.name = "g4", .threads = 1});
+    auto gN = jit([vg](Tensor x, Tensor w1, Tensor w2) { return vg(x, w1, w2); }, {.name = "g4"});
+    decltype(g1(X, W1, W2)) q1, qN;
+    const std::function<void(int)> base = [&](int T) {
+      ompRanges(T, M, [&](int t, int64_t r, int64_t e) {
+        sums[t] = base_g4(X.data<float>() + r * K, W1.data<float>(), W2.data<float>(), out.data() + r * N,
+                          out2.data() + r * N, out3.data() + r * N, dw1[t].data(), dw2[t].data(), e - r, K, N);
+      });
+      for (auto* dw : {&dw1, &dw2})
+        ompRanges(T, static_cast<int64_t>((*dw)[0].size()), [&](int, int64_t i, int64_t e) {
+          for (int u = 1; u < T; ++u)
+            for (int64_t j = i; j < e; ++j) (*dw)[0][j] += (*dw)[u][j];
         });
-      }, b4, X, W1, W2);
-  row("G1", elementwise([&](int t, int64_t i, int64_t e) { sums[t] = base_g1(xs + i, out.data() + i, e - i); }), value_and_grad(b1), x);
-  row("G2", elementwise([&](int t, int64_t i, int64_t e) {
-        sums[t] = base_g2(xs + i, 0.5f, 0.25f, out.data() + i, &sums[all + t], &sums[2 * all + t], e - i);
-      }), value_and_grad(b2, argnums<0, 1, 2>), x, a, b);
-  row("G3", [&](int T) {
-        ompRanges(T, 1000, [&](int t, int64_t r, int64_t e) {
-          sums[t] = base_g3(m.data<float>() + r * 1000, out.data() + r * 1000, e - r, 1000);
-        });
-      }, value_and_grad(b3), m);
-  // G4: each thread's rows give partial weight gradients; the sum of the partials is threaded too.
-  row("G4", [&](int T) {
-        ompRanges(T, M, [&](int t, int64_t r, int64_t e) {
-          sums[t] = base_g4(X.data<float>() + r * K, W1.data<float>(), W2.data<float>(), out.data() + r * N, out2.data() + r * N,
-                            out3.data() + r * N, dw1[t].data(), dw2[t].data(), e - r, K, N);
-        });
-        for (auto* dw : {&dw1, &dw2})
-          ompRanges(T, static_cast<int64_t>((*dw)[0].size()), [&](int, int64_t i, int64_t e) {
-            for (int u = 1; u < T; ++u)
-              for (int64_t j = i; j < e; ++j) (*dw)[0][j] += (*dw)[u][j];
-          });
-      }, value_and_grad(b4, argnums<1, 2>), X, W1, W2);
+    };
+    // The forward's flops, H^T O and X^T dH for the weights' gradients, O W2^T for dH.
+    const double flops = mlpFlops + 2.0 * M * N * N + 2.0 * M * N * N + 2.0 * M * K * N;
+    cold(gN, X, W1, W2);
+    runRow({.name = "G4", .adjit1 = [&] { q1 = g1(X, W1, W2); }, .adjitAll = [&] { qN = gN(X, W1, W2); }, .baseline = base,
+            .cold = cold(g1, X, W1, W2), .check = [&] {
+              base(1);
+              return gradCheck(std::max(maxRelDiff(std::get<0>(q1.second).data<float>(), dw1[0].data(), K * N),
+                                        maxRelDiff(std::get<1>(q1.second).data<float>(), dw2[0].data(), N * N)),
+                               bitwiseEqual(q1, qN));
+            }, .forward1 = [&] { f4(X, W1, W2); }, .flops = flops, .torch = "grad"}, reps, all, torch.get());
+  }
+  torch.reset();
+  for (const char* f : {"x.f32", "w1.f32", "w2.f32"}) std::remove((folder + "/" + f).c_str());
+  rmdir(folder.c_str());
 }
 
-/// examples/ode: RK4 over 1,000 steps of a damped pendulum with `scan`, next
-/// to a hand-written RK4 and a hand-written discrete adjoint.
-/// Forward mode: jvp of B1-B3 against their forward (target <= 1.5x), a
-/// Hessian-vector product of G4's loss against its forward (target <= 4x),
-/// and the Jacobian of R^16 -> R^1000 by jacfwd against jacrev.
-static void forwardSection(int reps, const Array& x, const double* fwd) {
-  std::printf("\nforward mode (ratio = adjit's jvp / adjit's forward)\n");
-  const int64_t n = x.size();
-  const Array dx(randomVector(static_cast<std::size_t>(n), -1, 1, 11));
-  auto row = [&](const char* name, double c, double a, double forward) {
-    std::printf("%-4s jvp  %9.3f ms   forward %9.3f ms   ratio %5.2fx (target <= 1.5)   cold %7.1f ms\n", name, a, forward,
-                a / forward, c);
+/// Forward mode at one thread: jvp of B1-B3 against their forward (target
+/// <= 1.5x), a Hessian-vector product of G4's loss against its forward
+/// (target <= 4x), each pair in turn; and the Jacobian of R^16 -> R^1000 by
+/// jacfwd against jacrev (all threads both).
+static void forwardSection(int reps) {
+  std::printf("\nforward mode at one thread (ratio = adjit's jvp / adjit's forward, median [quartiles] of %d rounds in turn)\n",
+              reps);
+  printProbe();
+  const int64_t n = 1000000;
+  const Array x(randomVector(n, -3, 3, 1)), dx(randomVector(static_cast<std::size_t>(n), -1, 1, 11));
+  auto row = [&](const char* name, const char* kind, double c, double target, const std::function<void()>& tangent,
+                 const std::function<void()>& forward) {
+    Side a{.round = bench::batchOf(tangent)}, f{.round = bench::batchOf(forward)};
+    interleavePair(a, f, reps);
+    std::printf("%-4s %s  %9.3f ms   forward %9.3f ms   ratio %s (target <= %g)   cold %7.1f ms\n", name, kind,
+                bench::median(a), bench::median(f), bench::ratioText(bench::ratioOf(a, f)).c_str(), target, c);
+    std::fflush(stdout);
   };
-  { // F1
-    auto f = [](Tensor x) { return sum(log1p(exp(x))); };
-    auto j = jit([f](Tensor x, Tensor dx) { return jvp(f, std::tuple{x}, std::tuple{dx}).second; }, {.name = "f1"});
+  auto jvpRow = [&](const char* name, auto f, const Array& x, const Array& dx) {
+    auto j = jit([f](Tensor x, Tensor dx) { return jvp(f, std::tuple{x}, std::tuple{dx}).second; },
+                 {.name = name, .threads = 1});
+    auto fwd = jit(f, {.name = name, .threads = 1});
     const double c = cold(j, x, dx);
-    row("F1", c, timeIt([&] { j(x, dx); }, reps), fwd[1]);
-  }
-  { // F2
-    auto f = [](Tensor x) { return sum(tanh(0.5f * x + 0.25f) * exp(-x * x) + sqrt(x * x + 1.0f)); };
-    auto j = jit([f](Tensor x, Tensor dx) { return jvp(f, std::tuple{x}, std::tuple{dx}).second; }, {.name = "f2"});
-    const double c = cold(j, x, dx);
-    row("F2", c, timeIt([&] { j(x, dx); }, reps), fwd[2]);
-  }
-  { // F3
-    Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000}), dm(randomVector(1000 * 1000, -1, 1, 12), {1000, 1000});
-    auto f = [](Tensor x) { return sum(logsumexp(x, {1})); };
-    auto j = jit([f](Tensor x, Tensor dx) { return jvp(f, std::tuple{x}, std::tuple{dx}).second; }, {.name = "f3"});
-    const double c = cold(j, m, dm);
-    row("F3", c, timeIt([&] { j(m, dm); }, reps), fwd[3]);
+    cold(fwd, x);
+    row(name, "jvp", c, 1.5, [&] { j(x, dx); }, [&] { fwd(x); });
+  };
+  jvpRow("F1", [](Tensor x) { return sum(log1p(exp(x))); }, x, dx);
+  jvpRow("F2", [](Tensor x) { return sum(tanh(0.5f * x + 0.25f) * exp(-x * x) + sqrt(x * x + 1.0f)); }, x, dx);
+  {
+    const Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000}), dm(randomVector(1000 * 1000, -1, 1, 12), {1000, 1000});
+    jvpRow("F3", [](Tensor x) { return sum(logsumexp(x, {1})); }, m, dm);
   }
   { // H4: the Hessian of G4's loss in W1 times a direction (forward over reverse)
     const int64_t M = 256, K = 512, N = 512;
-    Array X(randomVector(M * K, -1, 1, 3), {M, K});
-    Array W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N}), V(randomVector(K * N, -1, 1, 13), {K, N});
-    Array W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
+    const Array X(randomVector(M * K, -1, 1, 3), {M, K});
+    const Array W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N}), V(randomVector(K * N, -1, 1, 13), {K, N});
+    const Array W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
     auto loss = [](Tensor x, Tensor w1, Tensor w2) {
       Tensor o = matmul(tanh(matmul(x, w1)), w2);
       return 0.5f * sum(o * o);
     };
     auto h = jit([loss](Tensor x, Tensor w1, Tensor w2, Tensor v) {
       return hvp([&](Tensor w) { return loss(x, w, w2); }).traced(w1, v);
-    }, {.name = "h4"});
+    }, {.name = "h4", .threads = 1});
+    auto fwd = jit(loss, {.name = "b4", .threads = 1});
     const double c = cold(h, X, W1, W2, V);
-    const double a = timeIt([&] { h(X, W1, W2, V); }, std::max(3, reps / 3));
-    std::printf("H4   hvp  %9.3f ms   forward %9.3f ms   ratio %5.2fx (target <= 4)     cold %7.1f ms\n", a, fwd[4], a / fwd[4], c);
+    cold(fwd, X, W1, W2);
+    row("H4", "hvp", c, 4, [&] { h(X, W1, W2, V); }, [&] { fwd(X, W1, W2); });
   }
   { // J: jacfwd vs jacrev of R^16 -> R^1000
-    Array A(randomVector(1000 * 16, -1, 1, 14), {1000, 16}), x16(randomVector(16, -1, 1, 15), {16});
+    const Array A(randomVector(1000 * 16, -1, 1, 14), {1000, 16}), x16(randomVector(16, -1, 1, 15), {16});
     auto g = [](Tensor a, Tensor x) { return tanh(reshape(matmul(a, reshape(x, {16, 1})), {1000})); };
     auto jf = jacfwd(g, argnums<1>);
     auto jr = jacrev(g, argnums<1>);
     const double cf = cold(jf, A, x16), cr = cold(jr, A, x16);
-    const double a = timeIt([&] { jf(A, x16); }, reps), b = timeIt([&] { jr(A, x16); }, reps);
-    std::printf("J    jacfwd %7.3f ms   jacrev %9.3f ms   jacrev/jacfwd %5.2fx (R^16 -> R^1000: 16 tangents vs 1,000 cotangents, each batched)   cold %.1f / %.1f ms\n",
-                a, b, b / a, cf, cr);
+    Side a{.round = bench::batchOf([&] { jf(A, x16); }), .pooled = true};
+    Side b{.round = bench::batchOf([&] { jr(A, x16); }), .pooled = true};
+    interleavePair(a, b, reps);
+    std::printf("J    jacfwd %7.3f ms   jacrev %9.3f ms   jacrev/jacfwd %s (R^16 -> R^1000: 16 tangents vs 1,000 "
+                "cotangents, each batched; all threads both)   cold %.1f / %.1f ms\n",
+                bench::median(a), bench::median(b), bench::ratioText(bench::ratioOf(b, a)).c_str(), cf, cr);
   }
 }
 
+/// examples/ode: RK4 over 1,000 steps of a damped pendulum with `scan`, next
+/// to a hand-written RK4 and a hand-written discrete adjoint; one thread,
+/// each pair in turn.
 static void odeSection(int reps) {
   constexpr int64_t kSteps = 1000;
   constexpr double kH = 0.01;
@@ -293,64 +462,68 @@ static void odeSection(int reps) {
   const Array s0(std::vector<double>{1.0, 0.0}), p(std::vector<double>{0.3, 9.81, 0.5});
   std::vector<double> states(2 * (kSteps + 1));
   double ds0[2], dp[3];
-  std::printf("\nODE (examples/ode: RK4, %lld steps, scan; ratio = adjit / hand-written RK4 and discrete adjoint)\n",
-              static_cast<long long>(kSteps));
-  auto f = jit(angle, {.name = "ode"});
+  std::printf("\nODE (examples/ode: RK4, %lld steps, scan, one thread; ratio = adjit / hand-written RK4 and discrete adjoint, "
+              "median [quartiles] of %d rounds in turn)\n", static_cast<long long>(kSteps), reps);
+  printProbe();
+  auto pair = [&](const std::function<void()>& adjit, const std::function<void()>& base, double& a, double& b) {
+    Side x{.round = bench::batchOf(adjit)}, y{.round = bench::batchOf(base)};
+    interleavePair(x, y, reps);
+    a = bench::median(x);
+    b = bench::median(y);
+    return bench::ratioText(bench::ratioOf(x, y));
+  };
+  auto f = jit(angle, {.name = "ode", .threads = 1});
   const double cf = cold(f, s0, p);
-  double got = 0, want = 0;
-  const double a = timeIt([&] { got = f(s0, p).item<double>(); }, reps);
-  const double b = timeIt([&] { want = base_ode(s0.data<double>(), p.data<double>(), kSteps, kH, states.data()); }, reps);
-  std::printf("ODE  forward         adjit %8.3f ms   baseline %8.3f ms   ratio %5.2fx (target <= 1.25x)   cold compile %6.1f ms   (%.9f vs %.9f)\n",
-              a, b, a / b, cf, got, want);
-  auto g = value_and_grad(angle, argnums<0, 1>);
+  double got = 0, want = 0, a = 0, b = 0;
+  std::string r = pair([&] { got = f(s0, p).item<double>(); },
+                       [&] { want = base_ode(s0.data<double>(), p.data<double>(), kSteps, kH, states.data()); }, a, b);
+  std::printf("ODE  forward         adjit %8.3f ms   baseline %8.3f ms   ratio %s (target <= 1.25x)   cold compile %6.1f ms   (%.9f vs %.9f)\n",
+              a, b, r.c_str(), cf, got, want);
+  auto vg = value_and_grad(angle, argnums<0, 1>);
+  auto g = jit([vg](Tensor s0, Tensor p) { return vg(s0, p); }, {.name = "ode_grad", .threads = 1});
   const double cg = cold(g, s0, p);
-  const double ga = timeIt([&] { g(s0, p); }, reps);
-  const double gb = timeIt([&] { base_ode_adjoint(s0.data<double>(), p.data<double>(), kSteps, kH, states.data(), ds0, dp); }, reps);
-  auto r = g(s0, p);
+  auto baseAdjoint = [&] { base_ode_adjoint(s0.data<double>(), p.data<double>(), kSteps, kH, states.data(), ds0, dp); };
+  r = pair([&] { g(s0, p); }, baseAdjoint, a, b);
+  const double gb = b;
+  auto res = g(s0, p);
   double err = 0;
-  for (int i = 0; i < 3; ++i) err = std::max(err, std::fabs(std::get<1>(r.second).at(i) - dp[i]) / std::max(1.0, std::fabs(dp[i])));
-  for (int i = 0; i < 2; ++i) err = std::max(err, std::fabs(std::get<0>(r.second).at(i) - ds0[i]) / std::max(1.0, std::fabs(ds0[i])));
+  for (int i = 0; i < 3; ++i) err = std::max(err, std::fabs(std::get<1>(res.second).at(i) - dp[i]) / std::max(1.0, std::fabs(dp[i])));
+  for (int i = 0; i < 2; ++i) err = std::max(err, std::fabs(std::get<0>(res.second).at(i) - ds0[i]) / std::max(1.0, std::fabs(ds0[i])));
   auto [y, back] = vjp(angle, s0, p);
-  std::printf("ODE  value+gradient  adjit %8.3f ms   baseline %8.3f ms   ratio %5.2fx (target <= 1.5x)    cold compile %6.1f ms   "
+  std::printf("ODE  value+gradient  adjit %8.3f ms   baseline %8.3f ms   ratio %s (target <= 1.5x)    cold compile %6.1f ms   "
               "(max rel. diff %.1e; residuals %zu bytes, baseline %zu)\n",
-              ga, gb, ga / gb, cg, err, back.residual_bytes(), states.size() * sizeof(double));
+              a, gb, r.c_str(), cg, err, back.residual_bytes(), states.size() * sizeof(double));
   for (Checkpoint cp : {every(8), every(32), every(128), binomial(4), binomial(8), binomial(16)}) {
-    auto gk = value_and_grad(angleWith(cp), argnums<0, 1>);
+    auto vgk = value_and_grad(angleWith(cp), argnums<0, 1>);
+    auto gk = jit([vgk](Tensor s0, Tensor p) { return vgk(s0, p); }, {.name = "ode_grad", .threads = 1});
     const double ck = cold(gk, s0, p);
-    const double t = timeIt([&] { gk(s0, p); }, reps);
+    r = pair([&] { gk(s0, p); }, baseAdjoint, a, b);
     auto [yk, backk] = vjp(angleWith(cp), s0, p);
-    std::printf("ODE  value+gradient, checkpoint %-12s adjit %8.3f ms   ratio %5.2fx   cold compile %6.1f ms   residuals %zu bytes\n",
-                (cp.str() + ":").c_str(), t, t / gb, ck, backk.residual_bytes());
+    std::printf("ODE  value+gradient, checkpoint %-12s adjit %8.3f ms   ratio %s   cold compile %6.1f ms   residuals %zu bytes\n",
+                (cp.str() + ":").c_str(), a, r.c_str(), ck, backk.residual_bytes());
   }
 }
 
 /// R1: 10^7 standard normal f32 samples (adjit::random::normal) on one thread
-/// against the hand-written Threefry + erf_inv loop of baselines.cpp, runs
-/// interleaved so both see the same machine load.
+/// against the hand-written Threefry + erf_inv loop of baselines.cpp, in turn.
 static void randomSection(int reps) {
   const int64_t n = 10000000;
-  std::printf("\nrandom numbers (R1: %lld normal f32 samples, one thread; ratio = adjit / hand-written Threefry loop)\n",
-              static_cast<long long>(n));
+  std::printf("\nrandom numbers (R1: %lld normal f32 samples, one thread; ratio = adjit / hand-written Threefry loop, "
+              "median [quartiles] of %d rounds in turn)\n", static_cast<long long>(n), reps);
+  printProbe();
   auto f = jit([n](Tensor key) { return random::normal(key, {n}); }, {.name = "r1", .threads = 1});
   const Array key = random::key_data(0);
-  double c = cold(f, key);
+  const double c = cold(f, key);
   std::vector<float> base(static_cast<std::size_t>(n));
   Array got;
-  std::vector<double> ta, tb;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    got = f(key);
-    ta.push_back(ms(Clock::now() - t0));
-    t0 = Clock::now();
-    base_normal(0, 0, base.data(), n);
-    tb.push_back(ms(Clock::now() - t0));
-  }
-  std::sort(ta.begin(), ta.end());
-  std::sort(tb.begin(), tb.end());
-  const double a = ta[ta.size() / 2], b = tb[tb.size() / 2];
-  std::printf("R1   adjit %9.3f ms (%.2f GB/s)   baseline %9.3f ms (%.2f GB/s)   ratio %5.2fx   cold compile %7.1f ms   "
+  Side x{.round = bench::batchOf([&] { got = f(key); })};
+  Side y{.round = bench::batchOf([&] { base_normal(0, 0, base.data(), n); })};
+  interleavePair(x, y, reps);
+  const double a = bench::median(x), b = bench::median(y);
+  std::printf("R1   adjit %9.3f ms (%.2f GB/s)   baseline %9.3f ms (%.2f GB/s)   ratio %s   cold compile %7.1f ms   "
               "(max rel. diff %.1e)\n",
-              a, 4e-6 * double(n) / a, b, 4e-6 * double(n) / b, a / b, c, maxRelDiff(got.data<float>(), base.data(), 1000));
+              a, 4e-6 * double(n) / a, b, 4e-6 * double(n) / b, bench::ratioText(bench::ratioOf(x, y)).c_str(), c,
+              maxRelDiff(got.data<float>(), base.data(), 1000));
 }
 
 int main(int argc, char** argv) {
@@ -359,8 +532,19 @@ int main(int argc, char** argv) {
     randomSection(reps);
     return 0;
   }
-  std::printf("adjit benchmarks (median of %d runs; ratio = adjit / hand-written baseline)\n", reps);
-
+  const int all = allThreads();
+  std::printf("adjit benchmarks (%d rounds; ratio = adjit / hand-written baseline; every section's absolute times "
+              "with its phase probe, the FMA peak measured in the same minutes)\n", reps);
+  // Both sides must target the same instructions: the baselines are built
+  // for ADJIT_BASELINE_MARCH, adjit compiles for ADJIT_CPU (else the host).
+  const char* cpu = std::getenv("ADJIT_CPU");
+  const std::string march = ADJIT_BASELINE_MARCH;
+  std::printf("targets: baselines and probe -march=%s, adjit %s%s\n", march.c_str(), cpu && *cpu ? "ADJIT_CPU=" : "the host",
+              cpu && *cpu ? cpu : "");
+  if (march != "native" && (!cpu || march != cpu))
+    std::printf("warning: the baselines are built for %s but ADJIT_CPU is %s: run with ADJIT_CPU=%s to compare like "
+                "with like\n", march.c_str(), cpu && *cpu ? cpu : "unset", march.c_str());
+  printProbe();
   { // B0: call overhead of a jitted scalar function
     auto f = jit([](Tensor x) { return x * 2.0f + 1.0f; });
     double c = cold(f, 1.0f);
@@ -371,114 +555,9 @@ int main(int argc, char** argv) {
     double ns = ms(Clock::now() - t0) * 1e6 / n;
     std::printf("B0   adjit %9.1f ns per call (target < 100 ns)   cold compile %7.1f ms   (checksum %.3g)\n", ns, c, acc);
   }
-
-  const int64_t n = 1000000;
-  double fwd[5] = {0, 0, 0, 0, 0}; // adjit's forward times, for gradient / forward ratios
-  Array x(randomVector(n, -3, 3, 1));
-  { // B1
-    auto f = jit([](Tensor x) { return sum(log1p(exp(x))); }, {.name = "b1"});
-    double c = cold(f, x);
-    float got = 0, want = 0;
-    double a = timeIt([&] { got = f(x).item<float>(); }, reps);
-    double b = timeIt([&] { want = base_b1(x.data<float>(), n); }, reps);
-    report("B1", c, a, b, got, want);
-    fwd[1] = a;
-  }
-  { // B2
-    auto f = jit([](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); },
-                 {.name = "b2"});
-    double c = cold(f, x, 0.5f, 0.25f);
-    float got = 0, want = 0;
-    double a = timeIt([&] { got = f(x, 0.5f, 0.25f).item<float>(); }, reps);
-    double b = timeIt([&] { want = base_b2(x.data<float>(), 0.5f, 0.25f, n); }, reps);
-    report("B2", c, a, b, got, want);
-    fwd[2] = a;
-  }
-  { // B3
-    Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
-    auto f = jit([](Tensor x) { return sum(logsumexp(x, {1})); }, {.name = "b3"});
-    double c = cold(f, m);
-    float got = 0, want = 0;
-    double a = timeIt([&] { got = f(m).item<float>(); }, reps);
-    double b = timeIt([&] { want = base_b3(m.data<float>(), 1000, 1000); }, reps);
-    report("B3", c, a, b, got, want);
-    fwd[3] = a;
-  }
-  { // B4
-    const int64_t M = 256, K = 512, N = 512;
-    Array X(randomVector(M * K, -1, 1, 3), {M, K});
-    Array W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N});
-    Array W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
-    auto f = jit([](Tensor x, Tensor w1, Tensor w2) {
-      Tensor o = matmul(tanh(matmul(x, w1)), w2);
-      return 0.5f * sum(o * o);
-    }, {.name = "b4"});
-    double c = cold(f, X, W1, W2);
-    std::vector<float> h(M * N), o(M * N);
-    float got = 0, want = 0;
-    double a = timeIt([&] { got = f(X, W1, W2).item<float>(); }, std::max(3, reps / 3));
-    double b = timeIt([&] { want = base_b4(X.data<float>(), W1.data<float>(), W2.data<float>(), h.data(), o.data(), M, K, N); },
-                      std::max(3, reps / 3));
-    report("B4", c, a, b, got, want);
-    fwd[4] = a;
-  }
-
-  std::printf("\ngradients (value and gradient; ratio = adjit / hand-written analytic gradient)\n");
-  { // G1
-    auto g = value_and_grad([](Tensor x) { return sum(log1p(exp(x))); });
-    double c = cold(g, x);
-    std::vector<float> gb(n);
-    double a = timeIt([&] { g(x); }, reps);
-    double b = timeIt([&] { base_g1(x.data<float>(), gb.data(), n); }, reps);
-    Array gx = g(x).second;
-    reportGrad("G1", c, a, b, fwd[1], maxRelDiff(gx.data<float>(), gb.data(), n));
-  }
-  { // G2
-    auto g = value_and_grad([](Tensor x, Tensor a, Tensor b) { return sum(tanh(a * x + b) * exp(-x * x) + sqrt(x * x + 1.0f)); },
-                            argnums<0, 1, 2>);
-    double c = cold(g, x, 0.5f, 0.25f);
-    std::vector<float> gx(n);
-    float ga = 0, gb = 0;
-    double a = timeIt([&] { g(x, 0.5f, 0.25f); }, reps);
-    double b = timeIt([&] { base_g2(x.data<float>(), 0.5f, 0.25f, gx.data(), &ga, &gb, n); }, reps);
-    auto r = g(x, 0.5f, 0.25f);
-    double err = std::max({maxRelDiff(std::get<0>(r.second).data<float>(), gx.data(), n),
-                           std::fabs(std::get<1>(r.second).item<double>() - ga) / std::max(1.0, std::fabs(double(ga))),
-                           std::fabs(std::get<2>(r.second).item<double>() - gb) / std::max(1.0, std::fabs(double(gb)))});
-    reportGrad("G2", c, a, b, fwd[2], err);
-  }
-  { // G3
-    Array m(randomVector(1000 * 1000, -5, 5, 2), {1000, 1000});
-    auto g = value_and_grad([](Tensor x) { return sum(logsumexp(x, {1})); });
-    double c = cold(g, m);
-    std::vector<float> gb(1000 * 1000);
-    double a = timeIt([&] { g(m); }, reps);
-    double b = timeIt([&] { base_g3(m.data<float>(), gb.data(), 1000, 1000); }, reps);
-    Array gx = g(m).second;
-    reportGrad("G3", c, a, b, fwd[3], maxRelDiff(gx.data<float>(), gb.data(), 1000 * 1000));
-  }
-  { // G4
-    const int64_t M = 256, K = 512, N = 512;
-    Array X(randomVector(M * K, -1, 1, 3), {M, K});
-    Array W1(randomVector(K * N, -0.05f, 0.05f, 4), {K, N});
-    Array W2(randomVector(N * N, -0.05f, 0.05f, 5), {N, N});
-    auto g = value_and_grad([](Tensor x, Tensor w1, Tensor w2) {
-      Tensor o = matmul(tanh(matmul(x, w1)), w2);
-      return 0.5f * sum(o * o);
-    }, argnums<1, 2>);
-    double c = cold(g, X, W1, W2);
-    std::vector<float> h(M * N), o(M * N), dh(M * N), dw1(K * N), dw2(N * N);
-    double a = timeIt([&] { g(X, W1, W2); }, std::max(3, reps / 3));
-    double b = timeIt([&] { base_g4(X.data<float>(), W1.data<float>(), W2.data<float>(), h.data(), o.data(), dh.data(),
-                                    dw1.data(), dw2.data(), M, K, N); }, std::max(3, reps / 3));
-    auto r = g(X, W1, W2);
-    double err = std::max(maxRelDiff(std::get<0>(r.second).data<float>(), dw1.data(), K * N),
-                          maxRelDiff(std::get<1>(r.second).data<float>(), dw2.data(), N * N));
-    reportGrad("G4", c, a, b, fwd[4], err);
-  }
-  forwardSection(reps, x, fwd);
+  handWrittenSection(reps, all);
+  forwardSection(reps);
   odeSection(reps);
-  threadsSection(reps, x);
   randomSection(reps);
   return 0;
 }
