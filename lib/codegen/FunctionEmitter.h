@@ -17,6 +17,9 @@
 
 namespace adjit::codegen {
 
+/// The LLVM type an element of dtype t is stored as (i1 as one byte).
+llvm::Type* storageType(llvm::IRBuilderBase& b, DType t);
+
 class FunctionEmitter {
 public:
   /// A lowered function and the scratch bytes it needs.

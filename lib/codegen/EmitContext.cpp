@@ -1,0 +1,284 @@
+// codegen/EmitContext.cpp — the contexts the op table's hooks emit through
+// (EmitBase, ElementCtx, LowerCtx, Emitter.h): constants, loads and stores,
+// math calls, calls of other functions, and the loop skeletons (loop,
+// loopRange, loopNest, rowNest). Each forwards to the FunctionEmitter
+// (Codegen.cpp) for what depends on the function being emitted.
+#include "codegen/Emitter.h"
+#include "codegen/FunctionEmitter.h"
+#include "codegen/Lowering.h"
+#include "support/Assert.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+namespace adjit::codegen {
+
+// ---- EmitBase helpers -------------------------------------------------------
+
+llvm::Type* EmitBase::scalarType(DType t) const {
+  switch (t) {
+  case DType::f32: return b.getFloatTy();
+  case DType::f64: return b.getDoubleTy();
+  case DType::i32: return b.getInt32Ty();
+  case DType::i64: return b.getInt64Ty();
+  case DType::i1: return b.getInt1Ty();
+  }
+  ADJIT_UNREACHABLE("bad dtype");
+}
+
+llvm::Type* storageType(llvm::IRBuilderBase& b, DType t) {
+  switch (t) {
+  case DType::f32: return b.getFloatTy();
+  case DType::f64: return b.getDoubleTy();
+  case DType::i32: return b.getInt32Ty();
+  case DType::i64: return b.getInt64Ty();
+  case DType::i1: return b.getInt8Ty();
+  }
+  ADJIT_UNREACHABLE("bad dtype");
+}
+
+llvm::Value* EmitBase::constant(DType t, double v) const {
+  llvm::Type* ty = scalarType(t);
+  if (is_floating(t)) return llvm::ConstantFP::get(ty, v);
+  if (t == DType::i1) return b.getInt1(v != 0);
+  return llvm::ConstantInt::get(ty, static_cast<uint64_t>(static_cast<int64_t>(v)), true);
+}
+
+const std::vector<llvm::Value*>& EmitBase::dims(const Index& idx, const Shape& shape) const {
+  if (idx.dims.size() == shape.size()) return idx.dims;
+  ADJIT_ASSERT(idx.dims.empty() && idx.linear, "index has neither dims nor a linear position");
+  idx.dims = fe.delinearize(idx.linear, shape);
+  return idx.dims;
+}
+
+llvm::Value* EmitBase::linear(const Index& idx, const Shape& shape) const {
+  if (idx.linear) return idx.linear;
+  if (shape.empty()) return idx.linear = i64(0);
+  ADJIT_ASSERT(idx.dims.size() == shape.size(), "index rank differs from the shape's");
+  return idx.linear = fe.linearize(idx.dims, shape);
+}
+
+llvm::Value* EmitBase::callMath(std::string_view name, DType t, std::span<llvm::Value* const> args) const {
+  std::string fname(name);
+  if (t == DType::f32) fname += "f";
+  llvm::Type* ty = scalarType(t);
+  std::vector<llvm::Type*> params(args.size(), ty);
+  llvm::FunctionCallee fc = fe.llvmModule().getOrInsertFunction(fname, llvm::FunctionType::get(ty, params, false));
+  auto* fn = llvm::cast<llvm::Function>(fc.getCallee());
+  // Pure math: no errno, so calls can be hoisted, CSE'd and vectorised.
+  fn->setDoesNotAccessMemory();
+  fn->setDoesNotThrow();
+  fn->setWillReturn();
+  llvm::CallInst* call = b.CreateCall(fc, llvm::ArrayRef<llvm::Value*>(args.data(), args.size()));
+  call->setDoesNotAccessMemory();
+  ++fe.mathCalls;
+  return call;
+}
+
+llvm::Value* EmitBase::intrinsic(llvm::Intrinsic::ID id, std::span<llvm::Value* const> args) const {
+  return b.CreateIntrinsic(id, {args[0]->getType()}, llvm::ArrayRef<llvm::Value*>(args.data(), args.size()));
+}
+
+llvm::FastMathFlags EmitBase::reassocFlags() const {
+  llvm::FastMathFlags f;
+  f.setAllowReassoc();
+  return f;
+}
+
+llvm::Value* EmitBase::load(DType t, llvm::Value* buffer, llvm::Value* lin) const {
+  llvm::Type* st = storageType(b, t);
+  llvm::LoadInst* v = b.CreateLoad(st, b.CreateInBoundsGEP(st, buffer, fe.rowIndex(buffer, lin)));
+  fe.tagAccess(v, buffer);
+  return t == DType::i1 ? b.CreateTrunc(v, b.getInt1Ty()) : static_cast<llvm::Value*>(v);
+}
+
+void EmitBase::store(DType t, llvm::Value* value, llvm::Value* buffer, llvm::Value* lin) const {
+  llvm::Type* st = storageType(b, t);
+  if (t == DType::i1) value = b.CreateZExt(value, st);
+  fe.tagAccess(b.CreateStore(value, b.CreateInBoundsGEP(st, buffer, fe.rowIndex(buffer, lin))), buffer);
+}
+
+llvm::Value* EmitBase::globalConstant(const Array& a) const { return fe.constantGlobal(a); }
+const VectorUnit& EmitBase::vectorUnit() const { return fe.vectorUnit(); }
+bool EmitBase::parallel() const { return fe.parallel(); }
+bool EmitBase::lapack() const { return fe.lapack(); }
+llvm::Module& EmitBase::llvmModule() const { return fe.llvmModule(); }
+
+std::optional<std::pair<int64_t, int64_t>> EmitBase::knownRange(llvm::Value* v) const {
+  if (const auto* k = llvm::dyn_cast<llvm::ConstantInt>(v)) return std::pair{k->getSExtValue(), k->getSExtValue()};
+  return fe.indexRange(v);
+}
+
+void EmitBase::setRange(llvm::Value* v, int64_t first, int64_t last) const { fe.setIndexRange(v, first, last); }
+
+llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
+llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
+llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }
+bool LowerCtx::hasBuffer(std::size_t i) const { return !fe.fused(op.operands.at(i)); }
+std::optional<Array> LowerCtx::knownOperand(std::size_t i) const { return fe.knownValue(op.operands.at(i)); }
+void LowerCtx::call(const std::string& name, std::vector<llvm::Value*> buffers, uint64_t after) const {
+  fe.call(name, std::move(buffers), after);
+}
+llvm::Value* LowerCtx::workspace(uint64_t bytes) const { return fe.workspace(bytes); }
+const ir::Function& LowerCtx::callee(std::size_t i) const { return fe.calleeFunction(op.callees.at(i)); }
+bool LowerCtx::calleeShares(std::size_t i, std::size_t output, std::size_t param) const {
+  return fe.calleeShares(op.callees.at(i), output, param);
+}
+void LowerCtx::callFirstCallee() const {
+  std::vector<llvm::Value*> args;
+  for (std::size_t i = 0; i < op.operands.size(); ++i) args.push_back(operandBuffer(i));
+  args.insert(args.end(), results.begin(), results.end());
+  call(op.callees.at(0), std::move(args));
+}
+
+llvm::FunctionType* tileFunctionType(llvm::LLVMContext& ctx) {
+  auto* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* ptr = llvm::PointerType::get(ctx, 0);
+  return llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, i64, i64, i64, i64, i64, ptr, i64}, false);
+}
+
+void LowerCtx::callEpilogue(llvm::Value* matrix, llvm::Value* row0, llvm::Value* row1, llvm::Value* col0, llvm::Value* col1,
+                            llvm::Value* tile, llvm::Value* stride) const {
+  ADJIT_ASSERT(epilogue, "no epilogue to call");
+  b.CreateCall(tileFunctionType(ctx()), epilogue, {epilogueCtx, matrix, row0, row1, col0, col1, tile, stride});
+}
+
+llvm::Value* LowerCtx::scalarSlot(DType t) const { return fe.entryAlloca(scalarType(t), 1); }
+llvm::Value* LowerCtx::entryAlloca(llvm::Type* t, uint64_t count) const { return fe.entryAlloca(t, count); }
+
+void setLoopHints(llvm::Instruction* latch, std::initializer_list<llvm::Metadata*> hints) {
+  std::vector<llvm::Metadata*> ops{nullptr};
+  ops.insert(ops.end(), hints.begin(), hints.end());
+  llvm::MDNode* id = llvm::MDNode::getDistinct(latch->getContext(), ops);
+  id->replaceOperandWith(0, id); // a loop ID names itself
+  latch->setMetadata(llvm::LLVMContext::MD_loop, id);
+}
+
+llvm::MDNode* noVectorizeHint(llvm::LLVMContext& ctx) {
+  llvm::Metadata* hint[] = {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
+                            llvm::ConstantAsMetadata::get(llvm::ConstantInt::getFalse(ctx))};
+  return llvm::MDNode::get(ctx, hint);
+}
+
+/// Loops of at least this many trips (or of trips known at run time only)
+/// stay loops: LLVM's full unrolling, which stops at a few hundred
+/// instructions, leaves them.
+constexpr int64_t kLongLoopTrips = 64;
+
+void LowerCtx::loop(int64_t n, const std::function<void(llvm::Value*)>& body) const {
+  // No loop for no trip or one: LLVM would spend time removing it.
+  if (n <= 0) return;
+  if (n == 1) {
+    body(i64(0));
+    return;
+  }
+  loopRange(i64(0), i64(n), body);
+}
+
+void LowerCtx::ifThen(llvm::Value* cond, const std::function<void()>& then) const {
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  auto* thenBB = llvm::BasicBlock::Create(ctx(), "then", f);
+  auto* done = llvm::BasicBlock::Create(ctx(), "endif", f);
+  b.CreateCondBr(cond, thenBB, done);
+  b.SetInsertPoint(thenBB);
+  then();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
+void LowerCtx::ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  auto* thenBB = llvm::BasicBlock::Create(ctx(), "then", f);
+  auto* elseBB = llvm::BasicBlock::Create(ctx(), "else", f);
+  auto* done = llvm::BasicBlock::Create(ctx(), "endif", f);
+  b.CreateCondBr(cond, thenBB, elseBB);
+  b.SetInsertPoint(thenBB);
+  then();
+  b.CreateBr(done);
+  b.SetInsertPoint(elseBB);
+  otherwise();
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
+llvm::Instruction* LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
+  llvm::Function* f = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx(), "loop", f);
+  auto* bodyBB = llvm::BasicBlock::Create(ctx(), "loop.body", f);
+  auto* exit = llvm::BasicBlock::Create(ctx(), "loop.exit", f);
+  b.CreateBr(header);
+  b.SetInsertPoint(header);
+  llvm::PHINode* iv = b.CreatePHI(b.getInt64Ty(), 2, "i");
+  iv->addIncoming(begin, pre);
+  b.CreateCondBr(b.CreateICmpSLT(iv, end), bodyBB, exit);
+  b.SetInsertPoint(bodyBB);
+  const std::size_t scope = fe.openScope(); // what the body computes stays in it
+  const int64_t longLoopsBefore = fe.longLoops, mathCallsBefore = fe.mathCalls, accumulationsBefore = fe.accumulations;
+  body(iv);
+  fe.closeScope(scope);
+  llvm::Value* next = b.CreateAdd(iv, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  iv->addIncoming(next, b.GetInsertBlock());
+  llvm::Instruction* latch = b.CreateBr(header);
+  // A loop around a long loop is never unrolled: fully unrolled, a [25, 10,
+  // 1000] nest became 10 vectorised loops (and their remainders) per row,
+  // whose loop strength reduction took 20-30 ms of a GMM gradient's 150 ms in
+  // LLVM's code generator, for no speed. Short inner loops may still be
+  // unrolled away, and their outer loop with them. Marking innermost loops
+  // instead would stop their interleaving, which LLVM ties to the same hint.
+  if (fe.longLoops > longLoopsBefore)
+    setLoopHints(latch, {llvm::MDNode::get(ctx(), {llvm::MDString::get(ctx(), "llvm.loop.unroll.disable")})});
+  // An innermost loop calling libm once per element, with at most one
+  // accumulator, keeps one vector per step: the call preserves no vector
+  // register, and LLVM's four vectors per step only added spills around
+  // back-to-back calls. Measured against LLVM's choice on AVX-512, one
+  // thread, minimum of 150 calls of 10^6 elements: exp(x) 0.32 -> 0.28 ms,
+  // log(x*x+1) 0.35 -> 0.30, B3 (logsumexp's exp(x - max) and sum) 0.44 ->
+  // 0.41, F1 0.44 -> 0.37; on AVX2 (x86-64-v3) exp(x) 0.49 -> 0.30 and
+  // log(x*x+1) 0.49 -> 0.34, though B3 went 0.476 -> 0.507 ms there. But
+  // F3's loop (exp, two sums) went 0.49 -> 0.60 on AVX-512, and loops of two
+  // calls (exp then log1p: B1, G1) lost 5-13%: there the other vectors'
+  // calls are the independent work between dependent ones. Those keep
+  // LLVM's choice (test/ir/libm-interleave.adj).
+  else if (fe.mathCalls == mathCallsBefore + 1 && fe.accumulations <= accumulationsBefore + 1)
+    setLoopHints(latch, {llvm::MDNode::get(ctx(), {llvm::MDString::get(ctx(), "llvm.loop.interleave.count"),
+                                                   llvm::ConstantAsMetadata::get(b.getInt32(1))})});
+  const auto* constBegin = llvm::dyn_cast<llvm::ConstantInt>(begin);
+  const auto* constEnd = llvm::dyn_cast<llvm::ConstantInt>(end);
+  if (!constBegin || !constEnd || constEnd->getSExtValue() - constBegin->getSExtValue() >= kLongLoopTrips) ++fe.longLoops;
+  b.SetInsertPoint(exit);
+  return latch;
+}
+
+void LowerCtx::loopNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
+  std::vector<llvm::Value*> ivs;
+  std::function<void(std::size_t)> rec = [&](std::size_t d) {
+    if (d == shape.size()) {
+      body(Index::ofDims(ivs));
+      return;
+    }
+    loop(shape[d], [&](llvm::Value* iv) {
+      ivs.push_back(iv);
+      rec(d + 1);
+      ivs.pop_back();
+    });
+  };
+  rec(0);
+}
+
+
+void LowerCtx::rowNest(const Shape& shape, const std::function<void(const Index&)>& body) const {
+  if (!rowBegin) return loopNest(shape, body);
+  const Shape rest(shape.begin() + 1, shape.end());
+  loopRange(rowBegin, rowEnd, [&](llvm::Value* row) {
+    loopNest(rest, [&](const Index& r) {
+      std::vector<llvm::Value*> d{row};
+      const auto& rd = dims(r, rest);
+      d.insert(d.end(), rd.begin(), rd.end());
+      body(Index::ofDims(std::move(d)));
+    });
+  });
+}
+
+} // namespace adjit::codegen
