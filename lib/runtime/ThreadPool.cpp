@@ -14,6 +14,11 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#include <unistd.h>
+#endif
+
 namespace adjit::runtime {
 namespace {
 
@@ -77,6 +82,7 @@ public:
       std::thread(&Pool::serve, this).detach();
       ++workers_;
     }
+    keepOffCallersCpu();
     current_ = &job;
     generation_.fetch_add(1, std::memory_order_release);
     lock.unlock();
@@ -93,6 +99,43 @@ public:
   static thread_local bool inPool;
 
 private:
+#if defined(__linux__)
+  /// Keeps the pool's threads off the CPU the caller runs on. Woken while
+  /// the machine's other CPUs look busy (on a VM: a vCPU the hypervisor
+  /// descheduled while it idled), a pool thread is queued on the waking
+  /// thread's CPU, where it cannot run until that thread's time slice ends:
+  /// the caller then did every chunk itself, and a pool thread that finally
+  /// ran there spun beside it (0.5 ms loops took 4-16 ms; on the 2-core
+  /// development VM after 20 ms idle, half the jobs ran without their pool
+  /// thread). A pool thread allowed every CPU but the caller's is woken on
+  /// another one. The masks change only when the caller has moved to another
+  /// CPU since the last job; a failing sched_setaffinity (a sandbox that
+  /// forbids it) leaves the thread where the scheduler puts it.
+  void keepOffCallersCpu() {
+    const int cpu = sched_getcpu();
+    if (cpu < 0 || cpu == avoided_ || !CPU_ISSET(cpu, &allowed_) || CPU_COUNT(&allowed_) < 2) return;
+    avoided_ = cpu;
+    for (pid_t tid : tids_) keepOff(tid);
+  }
+  /// Allows thread `tid` every CPU of the process but avoided_ (under mutex_).
+  void keepOff(pid_t tid) const {
+    if (avoided_ < 0) return;
+    cpu_set_t mask = allowed_;
+    CPU_CLR(avoided_, &mask);
+    sched_setaffinity(tid, sizeof mask, &mask);
+  }
+  /// The CPUs the process may run on (its main thread's mask), read once.
+  cpu_set_t allowed_ = [] {
+    cpu_set_t m;
+    if (sched_getaffinity(getpid(), sizeof m, &m) != 0) CPU_ZERO(&m);
+    return m;
+  }();
+  int avoided_ = -1;
+  std::vector<pid_t> tids_;
+#else
+  void keepOffCallersCpu() {}
+#endif
+
   /// Runs the chunks of thread `me`'s range, then any left in the others.
   /// Each thread's share is the same part of every job with the same number
   /// of chunks: consecutive loops over the same rows keep them on one core,
@@ -121,6 +164,10 @@ private:
     inPool = true;
     uint64_t seen = 0;
     std::unique_lock lock(mutex_);
+#if defined(__linux__)
+    tids_.push_back(gettid()); // after the job that started this thread set avoided_
+    keepOff(0);
+#endif
     for (;;) {
       // Spin a while before sleeping: a kernel's loops come in quick
       // succession, and waking a sleeping thread costs tens of microseconds.
@@ -166,6 +213,12 @@ int defaultThreads() {
       if (end != e && *end == '\0' && v >= 1 && v <= 1024) return static_cast<int>(v);
       std::fprintf(stderr, "adjit: warning: ADJIT_NUM_THREADS='%s' ignored: expected an integer from 1 to 1024\n", e);
     }
+#if defined(__linux__)
+    // The CPUs this process may run on (taskset, a container's cpuset), as
+    // OpenMP counts them: more threads than that would share CPUs.
+    cpu_set_t allowed;
+    if (sched_getaffinity(getpid(), sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0) return CPU_COUNT(&allowed);
+#endif
     const unsigned hw = std::thread::hardware_concurrency();
     return hw ? static_cast<int>(hw) : 1;
   }();

@@ -6,7 +6,8 @@
 
 namespace adjit::runtime {
 
-/// ADJIT_NUM_THREADS if set (a positive integer), else the hardware's concurrency.
+/// ADJIT_NUM_THREADS if set (a positive integer), else how many CPUs the
+/// process may run on (its affinity mask; the hardware's concurrency elsewhere).
 int defaultThreads();
 
 /// Sets how many threads (the caller included) kernels called from this

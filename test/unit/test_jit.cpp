@@ -559,6 +559,62 @@ TEST_CASE("each thread starts at its own contiguous share of the chunks") {
   CHECK(st.firstElsewhere.load() == 4);
 }
 
+#if defined(__linux__)
+TEST_CASE("the pool's threads keep off the caller's CPU") {
+  // A pool thread queued on the caller's CPU cannot run until the caller's
+  // time slice ends. Pinned to each of two CPUs in turn, the caller must find
+  // its pool thread allowed every CPU but its own, and running elsewhere.
+  cpu_set_t process;
+  REQUIRE(sched_getaffinity(getpid(), sizeof process, &process) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &process)) cpus.push_back(c);
+  if (cpus.size() < 2) return; // one CPU: nothing to keep off
+  { // the pool reads the process's CPUs when it starts: before this thread is pinned
+    const runtime::CallThreads two(2);
+    adjit_parallel_for([](void*, int64_t) {}, nullptr, 2);
+  }
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  struct State {
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<pid_t> helper{0};
+    std::atomic<int> helperCpu{-1};
+  };
+  for (int cpu : cpus) {
+    CAPTURE(cpu);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) { // a sandbox that forbids it: so does the pool
+      MESSAGE("sched_setaffinity is not allowed here: not checked");
+      break;
+    }
+    State st;
+    const runtime::CallThreads scope(2);
+    adjit_parallel_for(
+        [](void* ctx, int64_t c) {
+          auto& s = *static_cast<State*>(ctx);
+          if (std::this_thread::get_id() != s.caller) {
+            s.helperCpu = sched_getcpu();
+            s.helper = gettid();
+          } else if (c == 0) { // wait (up to 10 s) for the pool thread
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (s.helper.load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+          }
+        },
+        &st, 2);
+    REQUIRE(st.helper.load() != 0);
+    CHECK(st.helperCpu.load() != cpu);
+    cpu_set_t mask;
+    REQUIRE(sched_getaffinity(st.helper.load(), sizeof mask, &mask) == 0);
+    CHECK_FALSE(CPU_ISSET(cpu, &mask));
+    CHECK(CPU_COUNT(&mask) == CPU_COUNT(&process) - 1);
+  }
+  sched_setaffinity(0, sizeof saved, &saved);
+}
+#endif
+
 TEST_CASE("small loops stay on one thread") {
   // 10,000 elements of a few ops: below the split threshold.
   auto plan = jit([](Tensor x) { return sum(exp(x)); }).lower(Array(std::vector<float>(10000, 1.0f))).plan;
