@@ -2,7 +2,7 @@
 """Runs adjit's GradBench tool over a directory of GradBench inputs and checks
 every output against the suite's reference (bench/gradbench/run.py).
 
-    run.py DATA_DIR TOOL_DIR [--eval NAME] [--small] [--runs N] [--markdown FILE]
+    run.py DATA_DIR TOOL_DIR [--eval NAME] [--small] [--runs N] [--rounds R] [--probe EXE] [--markdown FILE]
 
 DATA_DIR holds <eval>/<name>.input.json and <eval>/<name>.expected.json (and
 optionally manual_timings.tsv: the reference tool's times); TOOL_DIR holds one
@@ -12,6 +12,14 @@ needs no data: its inputs are made here and checked against x^2 and 2x.
 Prints one line per eval, input and function: the first run's time (which
 includes adjit's compilation), the median time, the reference's time and the
 ratio to it, the derivative/primal ratio, and `valid` or `INVALID: ...`.
+With --rounds R (R > 1) every function of an input runs R times in turn with the
+others (a process of N evaluations each, the order reversed every other round),
+so the machine's slow and fast phases hit them alike: the median is then the
+median of the rounds' medians, and the derivative/primal ratio is the median of
+the rounds' ratios with its quartiles. The reference's times were recorded
+elsewhere, so the ratio to them comes with the phase probe (adjit_phase_probe:
+the FMA peak at one thread, read before and after; found beside TOOL_DIR's
+build or given by --probe): a low reading marks a slow phase of the machine.
 Exits 1 if any output is invalid or missing (a missing executable counts),
 77 (a skip, for CTest) if DATA_DIR does not exist. The tools run with adjit's
 disk cache off (ADJIT_CACHE_DIR empty), so the first run pays the compilation.
@@ -140,6 +148,30 @@ def run_tool(exe, inp, function, runs, timeout):
     return output, [t["nanoseconds"] for t in timings if t.get("name") == "evaluate"], None
 
 
+def quartiles(values):
+    """(median, lower quartile, upper quartile) by nearest rank."""
+    v = sorted(values)
+    at = lambda q: v[int(q * (len(v) - 1) + 0.5)]
+    return at(0.5), at(0.25), at(0.75)
+
+
+def find_probe(tool_dir, given):
+    """The phase probe's path, or None: --probe, else beside the build TOOL_DIR is in."""
+    if given:
+        return given
+    exe = os.path.normpath(os.path.join(tool_dir, "..", "..", "..", "adjit_phase_probe"))
+    return exe if os.access(exe, os.X_OK) else None
+
+
+def read_probe(exe):
+    """The probe's line ("phase probe: FMA peak ..."), or a note why there is none."""
+    try:
+        out = subprocess.run([exe], capture_output=True, text=True, timeout=120).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"phase probe: unavailable ({e})"
+    return out.splitlines()[-1] if out else "phase probe: no output"
+
+
 def fmt(ns):
     if ns is None:
         return "-"
@@ -156,15 +188,24 @@ def main():
     ap.add_argument("--eval", action="append", help="only this eval (repeatable)")
     ap.add_argument("--small", action="store_true", help="only the smallest input of each eval")
     ap.add_argument("--runs", type=int, default=10, help="evaluations per input and function (default 10)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of each function, in turn with the input's other functions (default 1)")
+    ap.add_argument("--probe", help="the phase probe executable (default: adjit_phase_probe of TOOL_DIR's build)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per tool run")
     ap.add_argument("--markdown", help="also write the results as a markdown table to this file")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     if not os.path.isdir(args.data_dir):
         print(f"skipped: GradBench data not found at {os.path.abspath(args.data_dir)}; it ships in ../shared/bench-data")
         return 77
     refs = reference_times(args.data_dir)
+    probe = find_probe(args.tool_dir, args.probe)
+    probes = [read_probe(probe)] if probe else []
+    if probes:
+        print("before: " + probes[0], flush=True)
     rows, failures = [], 0
     header = f"{'eval':8} {'input':34} {'function':9} {'first':>9} {'median':>9} {'reference':>9} {'ratio':>6} {'d/p':>5}  result"
     print(header, flush=True)
@@ -173,42 +214,56 @@ def main():
             inputs = inputs[:1]
         exe = os.path.join(args.tool_dir, ev)
         for name, inp, expected in inputs:
-            medians = {}
-            for function, want in expected.items():
-                if not os.access(exe, os.X_OK):
-                    output, times, error = None, [], f"missing executable {exe}"
-                else:
-                    output, times, error = run_tool(exe, inp, function, args.runs, args.timeout)
-                if error is None and not times:
-                    error = "no evaluate timings"
-                if error is None:
-                    m = mismatch(output, want)
-                    result = "valid" if m is None else "INVALID: " + m
-                else:
-                    result = "INVALID: " + error
+            functions = list(expected)
+            times, errors = {f: [] for f in functions}, {f: None for f in functions}
+            for r in range(args.rounds):
+                for function in (functions if r % 2 == 0 else functions[::-1]):
+                    if errors[function]:
+                        continue
+                    if not os.access(exe, os.X_OK):
+                        output, t, error = None, [], f"missing executable {exe}"
+                    else:
+                        output, t, error = run_tool(exe, inp, function, args.runs, args.timeout)
+                    if error is None and not t:
+                        error = "no evaluate timings"
+                    if error is None:
+                        m = mismatch(output, expected[function])
+                        error = None if m is None else m
+                    if error is None:
+                        times[function].append(t)
+                    else:
+                        errors[function] = error
+            deriv, primal = DERIVATIVES.get(ev, (None, None))
+            for function in functions:
+                result = "valid" if errors[function] is None else "INVALID: " + errors[function]
                 failures += result != "valid"
-                first = times[0] if times else None
-                median = statistics.median(times) if times else None
-                medians[function] = median
+                runs = times[function]
+                first = runs[0][0] if runs else None
+                median = statistics.median(statistics.median(t) for t in runs) if runs else None
                 ref = refs.get((ev, name, function))
                 ratio = median / ref if median and ref else None
                 dp = None
-                deriv, primal = DERIVATIVES.get(ev, (None, None))
-                if function == deriv and medians.get(primal):
-                    dp = median / medians[primal] if median else None
+                if function == deriv and runs and len(times.get(primal, [])) == len(runs):
+                    dp = quartiles([statistics.median(d) / statistics.median(p) for d, p in zip(runs, times[primal])])
                 row = dict(eval=ev, input=name, function=function, first=first, median=median, reference=ref,
                            ratio=ratio, dp=dp, result=result)
                 rows.append(row)
+                dp_text = "-" if dp is None else f"{dp[0]:.2f}" + (f" [{dp[1]:.2f}-{dp[2]:.2f}]" if args.rounds > 1 else "")
                 print(f"{ev:8} {name:34} {function:9} {fmt(first):>9} {fmt(median):>9} {fmt(ref):>9} "
-                      f"{'-' if ratio is None else f'{ratio:.2f}':>6} {'-' if dp is None else f'{dp:.2f}':>5}  {result}",
-                      flush=True)
+                      f"{'-' if ratio is None else f'{ratio:.2f}':>6} {dp_text:>5}  {result}", flush=True)
+    if probe:
+        probes.append(read_probe(probe))
+        print("after: " + probes[1], flush=True)
     if args.markdown:
         with open(args.markdown, "w") as f:
+            if probes:
+                f.write(f"Phase probe before: {probes[0].removeprefix('phase probe: ')}; after: {probes[1].removeprefix('phase probe: ')}. Rounds: {args.rounds}.\n\n")
             f.write("| eval | input | function | first run | median | reference | ratio | derivative/primal | result |\n")
             f.write("|---|---|---|--:|--:|--:|--:|--:|---|\n")
             for r in rows:
                 ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-                dp = "-" if r["dp"] is None else f"{r['dp']:.2f}"
+                dp = "-" if r["dp"] is None else f"{r['dp'][0]:.2f}" + (
+                    f" ({r['dp'][1]:.2f}–{r['dp'][2]:.2f})" if args.rounds > 1 else "")
                 f.write(f"| {r['eval']} | {r['input']} | {r['function']} | {fmt(r['first'])} | {fmt(r['median'])} | "
                         f"{fmt(r['reference'])} | {ratio} | {dp} | {r['result']} |\n")
     print(f"{len(rows) - failures} of {len(rows)} outputs valid", flush=True)
