@@ -19,7 +19,8 @@ median of the rounds' medians, and the derivative/primal ratio is the median of
 the rounds' ratios with its quartiles. The reference's times were recorded
 elsewhere, so the ratio to them comes with the phase probe (adjit_phase_probe:
 the FMA peak at one thread, read before and after; found beside TOOL_DIR's
-build or given by --probe): a low reading marks a slow phase of the machine.
+build or given by --probe; --probe none reads none): a low reading marks a
+slow phase of the machine.
 Exits 1 if any output is invalid or missing (a missing executable counts),
 77 (a skip, for CTest) if DATA_DIR does not exist. The tools run with adjit's
 disk cache off (ADJIT_CACHE_DIR empty), so the first run pays the compilation.
@@ -158,7 +159,7 @@ def quartiles(values):
 def find_probe(tool_dir, given):
     """The phase probe's path, or None: --probe, else beside the build TOOL_DIR is in."""
     if given:
-        return given
+        return None if given == "none" else given
     exe = os.path.normpath(os.path.join(tool_dir, "..", "..", "..", "adjit_phase_probe"))
     return exe if os.access(exe, os.X_OK) else None
 
@@ -190,7 +191,7 @@ def main():
     ap.add_argument("--runs", type=int, default=10, help="evaluations per input and function (default 10)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of each function, in turn with the input's other functions (default 1)")
-    ap.add_argument("--probe", help="the phase probe executable (default: adjit_phase_probe of TOOL_DIR's build)")
+    ap.add_argument("--probe", help="the phase probe executable (default: adjit_phase_probe of TOOL_DIR's build; none: no probe)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per tool run")
     ap.add_argument("--markdown", help="also write the results as a markdown table to this file")
     args = ap.parse_args()
