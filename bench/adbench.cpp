@@ -10,6 +10,7 @@
 //   adjit_adbench [gmm|ba|lstm]... [--threads N] [--unrolled] [--smallest] [--input TEXT] [--data DIR]
 //   (default: all problems and inputs, all cores; LSTM as a scan)
 #include "adbench_models.h"
+#include "compare.h"
 
 #include <adjit/adjit.h>
 
@@ -61,19 +62,26 @@ void append(std::vector<double>& to, const Array& a) {
   to.insert(to.end(), v.begin(), v.end());
 }
 
-/// Median of `reps` runs (at least 3, about 0.5 s in all), in seconds.
-double timeIt(const std::function<void()>& fn) {
-  fn();
-  std::vector<double> t;
-  double total = 0;
-  while (t.size() < 3 || (total < 0.5 && t.size() < 101)) {
-    auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    total += t.back();
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+/// The objective's and the derivative's times in seconds, the medians of
+/// rounds in which both run in turn (bench/compare.h: a batch of three calls
+/// each, the first untimed; 7 to 101 rounds, about a second in all), so the
+/// machine's slow and fast phases hit both alike; `ratio`: the rounds'
+/// derivative/objective ratios.
+struct InTurn {
+  double objective = 0, derivative = 0;
+  bench::Spread ratio;
+};
+InTurn timeInTurn(const std::function<void()>& objective, const std::function<void()>& derivative) {
+  objective();
+  derivative();
+  const auto t0 = Clock::now();
+  objective();
+  derivative();
+  const double once = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int rounds = static_cast<int>(std::clamp(1.0 / (3 * std::max(once, 1e-9)), 7.0, 101.0));
+  bench::Side o{bench::batchOf(objective)}, d{bench::batchOf(derivative)};
+  bench::interleave({&o, &d}, rounds);
+  return {bench::median(o) * 1e-3, bench::median(d) * 1e-3, bench::ratioOf(d, o)};
 }
 
 /// Manual's timings on this machine kind, by input ("gmm/1k/gmm_d10_K25").
@@ -102,13 +110,14 @@ bool skipped(const std::string& input) { return input.find(only) == std::string:
 int checked = 0;
 bool failed = false;
 
-void row(const char* name, double err, double compileS, double tf, double tj, std::pair<double, double> manual) {
+void row(const char* name, double err, double compileS, const InTurn& t, std::pair<double, double> manual) {
   ++checked;
   failed = failed || !(err <= 1e-8);
   std::printf("%-26s %s (%.1e)  compile %6.2f s   objective %9.3f ms (Manual %9.3f, %5.2fx)   derivative %9.3f ms "
-              "(Manual %9.3f, %5.2fx)   d/o %5.2f\n",
-              name, err <= 1e-8 ? "ok " : "BAD", err, compileS, tf * 1e3, manual.first * 1e3, tf / manual.first, tj * 1e3,
-              manual.second * 1e3, tj / manual.second, tj / tf);
+              "(Manual %9.3f, %5.2fx)   d/o %5.2f [%.2f-%.2f]\n",
+              name, err <= 1e-8 ? "ok " : "BAD", err, compileS, t.objective * 1e3, manual.first * 1e3,
+              t.objective / manual.first, t.derivative * 1e3, manual.second * 1e3, t.derivative / manual.second,
+              t.ratio.median, t.ratio.q1, t.ratio.q3);
   std::fflush(stdout);
 }
 
@@ -188,10 +197,9 @@ void gmm(const std::map<std::string, std::pair<double, double>>& manual) {
     const double err = std::max({mismatch(values(value), numbers(referenceDir + "gmm/" + in + "_F_Manual.txt")),
                                  mismatch(values(v), numbers(referenceDir + "gmm/" + in + "_F_Manual.txt")),
                                  mismatch(jac, numbers(referenceDir + "gmm/" + in + "_J_Manual.txt"))});
-    const double tf = timeIt([&] { fj(g.alpha, g.mu, g.q, g.l); });
-    const double tj = timeIt([&] { gj(g.alpha, g.mu, g.q, g.l); });
+    const InTurn t = timeInTurn([&] { fj(g.alpha, g.mu, g.q, g.l); }, [&] { gj(g.alpha, g.mu, g.q, g.l); });
     auto it = manual.find("gmm/" + in);
-    row(in.c_str(), err, compileS, tf, tj, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
+    row(in.c_str(), err, compileS, t, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
     if (smallest) break;
   }
 }
@@ -279,10 +287,9 @@ void ba(const std::map<std::string, std::pair<double, double>>& manual) {
       worst = std::max({worst, mismatch(blockRow(j0, i), want0), mismatch(blockRow(j1, i), want1)});
     }
     worst = std::max(worst, mismatch({-2 * w[0]}, jsonNumbers(json, "J_w_row_val")));
-    const double tf = timeIt([&] { fj(camsA, ptsA, wA); });
-    const double tj = timeIt([&] { jacobian(); });
+    const InTurn t = timeInTurn([&] { fj(camsA, ptsA, wA); }, [&] { jacobian(); });
     auto it = manual.find(std::string("ba/") + in);
-    row(in, worst, compileS, tf, tj, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
+    row(in, worst, compileS, t, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
     if (smallest) break;
   }
 }
@@ -323,10 +330,9 @@ void lstm(const std::map<std::string, std::pair<double, double>>& manual) {
     const std::string ref = referenceDir + "lstm/" + in;
     const double err = std::max({mismatch(values(loss), numbers(ref + "_F_Manual.txt")),
                                  mismatch(values(value), numbers(ref + "_F_Manual.txt")), mismatch(jac, numbers(ref + "_J_Manual.txt"))});
-    const double tf = timeIt([&] { fj(mainP, extraP); });
-    const double tj = timeIt([&] { gj(mainP, extraP); });
+    const InTurn t = timeInTurn([&] { fj(mainP, extraP); }, [&] { gj(mainP, extraP); });
     auto it = manual.find(std::string("lstm/") + in);
-    row(in, err, compileS, tf, tj, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
+    row(in, err, compileS, t, it == manual.end() ? std::pair<double, double>{NAN, NAN} : it->second);
     if (smallest) break;
   }
 }
@@ -354,8 +360,8 @@ int main(int argc, char** argv) {
   }
   const auto manual = manualTimings();
   std::printf("ADBench with adjit: 'ok' when every value is within ADBench's 1e-8 of the Manual reference;\n"
-              "times are medians; ratios = adjit / Manual (one core, g++ -O3); compile = first calls;\n"
-              "d/o = adjit's derivative / its objective\n");
+              "times are medians of rounds in which objective and derivative take turns; ratios = adjit / Manual (one core,\n"
+              "g++ -O3, recorded); compile = first calls; d/o = adjit's derivative / its objective, median [quartiles] of the rounds\n");
   if (want("gmm")) gmm(manual);
   if (want("ba")) ba(manual);
   if (want("lstm")) lstm(manual);

@@ -178,20 +178,22 @@ def bench_section(text, title='Run time against hand-written C++'):
 
 def adbench_section(text):
     p = Parser([('row', rf'^(.+?)\s+(ok |BAD) \(([^)]*)\)\s+compile\s+{NUM} s\s+objective\s+{NUM} ms \(Manual\s+{NUM},'
-                        rf'\s+{NUM}x\)\s+derivative\s+{NUM} ms \(Manual\s+{NUM},\s+{NUM}x\)\s+d/o\s+{NUM}'),
+                        rf'\s+{NUM}x\)\s+derivative\s+{NUM} ms \(Manual\s+{NUM},\s+{NUM}x\)\s+d/o\s+{NUM} \[{NUM}-{NUM}\]'),
                 ('problem', r'^(GMM|BA|LSTM) \((.*)$')])
-    p.feed(text, skip=("ADBench with adjit", "times are medians", "d/o = ", "  "))
+    p.feed(text, skip=("ADBench with adjit", "times are medians", "g++ -O3, recorded", "  "))
     out = ['## ADBench', '',
            '`adjit_adbench` runs ADBench\'s objectives (GMM, BA, LSTM; the data set\'s README defines them) '
            'written with adjit in f64, checks every value against ADBench\'s hand-written module (Manual) with '
            'ADBench\'s criterion (|x − y| / max(1, |x| + |y|) ≤ 1e-8), and times them against Manual\'s timings '
-           'on the same machine kind (one core, g++ -O3). `d/o` is adjit\'s derivative time over its objective '
-           'time; `compile` is the first calls (tracing, compiling, one run of each). The code is '
-           '`bench/adbench.cpp`.', '']
+           'recorded on the same machine kind (one core, g++ -O3; read them beside the section\'s phase probe). '
+           'adjit\'s objective and derivative take turns, round after round, in one process: times are the '
+           'medians of the rounds, and `d/o`, adjit\'s derivative time over its objective time, is the median '
+           'and in parentheses the quartiles of the rounds\' ratios. `compile` is the first calls (tracing, '
+           'compiling, one run of each). The code is `bench/adbench.cpp`.', '']
     if p.rows['row']:
         out += table(['input', 'check', 'compile', 'objective', 'Manual', 'ratio', 'derivative', 'Manual', 'ratio', 'd/o'],
                      [(n.strip(), ok.strip(), f'{c} s', ms(o), ms(om), f'{oq}x', ms(d), ms(dm),
-                       f'{dq}x', f'{do}') for n, ok, _, c, o, om, oq, d, dm, dq, do in p.rows['row']])
+                       f'{dq}x', f'{do} ({lo}–{hi})') for n, ok, _, c, o, om, oq, d, dm, dq, do, lo, hi in p.rows['row']])
         out += ['']
     if p.other:
         out += ['Other lines of the output:', ''] + verbatim(p.other) + ['']
