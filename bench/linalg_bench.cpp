@@ -134,6 +134,9 @@ template <class T> void choleskySolve(int64_t batch, int64_t n) {
   std::tuple<Array, Array> G;
   const double compile = firstCall([&] { X = f(A, B); }), compileChol = firstCall([&] { L = chol(A); }),
                compileGrad = firstCall([&] { G = g(A, B); });
+  f.wait_optimized(); // time the optimised code (JitOptions::tiers)
+  chol.wait_optimized();
+  g.wait_optimized();
   std::vector<T> work(a.size()), x(b.size());
   const int ni = int(n);
   auto lapackChol = [&] {
@@ -211,6 +214,7 @@ void largeCholesky(int64_t n, int reps) {
   std::vector<double> l(a.size()), g(a.size());
   auto fwd = jit([](const Tensor& x) { return linalg::cholesky(x, false); }, {.threads = 1});
   Array L = fwd(A);
+  fwd.wait_optimized(); // time the optimised code (JitOptions::tiers)
   auto lapackFwd = [&] {
     std::memcpy(l.data(), a.data(), a.size() * sizeof(double));
     int info = 0;
@@ -224,6 +228,7 @@ void largeCholesky(int64_t n, int reps) {
 
   auto gradient = jit(grad([](const Tensor& x, const Tensor& wt) { return sum(linalg::cholesky(x, false) * wt); }), {.threads = 1});
   Array G = gradient(A, W);
+  gradient.wait_optimized();
   auto lapackGrad = [&] { // column-major: L lower; abar = sym(L^-T Φ(L^T W) L^-1)
     lapackFwd();
     std::memcpy(g.data(), w.data(), w.size() * sizeof(double));
@@ -261,6 +266,7 @@ void largeSolve(int64_t n, int reps) {
   std::vector<int> ipiv(static_cast<std::size_t>(n));
   auto fwd = jit([](const Tensor& m, const Tensor& v) { return linalg::solve(m, v); }, {.threads = 1});
   Array X = fwd(A, B);
+  fwd.wait_optimized(); // time the optimised code (JitOptions::tiers)
   // the row-major a is column-major aᵀ: factor it, and solve with 'T' for a
   auto lapackFwd = [&] {
     std::memcpy(work.data(), a.data(), a.size() * sizeof(double));
@@ -276,6 +282,7 @@ void largeSolve(int64_t n, int reps) {
 
   auto gradient = jit(grad([](const Tensor& m, const Tensor& v, const Tensor& w) { return sum(linalg::solve(m, v) * w); }), {.threads = 1});
   Array G = gradient(A, B, C);
+  gradient.wait_optimized();
   auto lapackGrad = [&] { // abar = -(a^-T c) xᵀ; row-major abar is column-major -x yᵀ
     lapackFwd();
     std::memcpy(y.data(), c.data(), c.size() * sizeof(double));
@@ -306,6 +313,7 @@ void largeEigh(int64_t n, int reps) {
   lwork = int(work.size()), liwork = int(iwork.size());
   auto fwd = jit([](const Tensor& m) { auto [e, vec] = linalg::eigh(m); return std::tuple{e, vec}; }, {.threads = 1});
   auto [E, Vec] = fwd(A);
+  fwd.wait_optimized(); // time the optimised code (JitOptions::tiers)
   auto lapackFwd = [&] {
     std::memcpy(v.data(), a.data(), a.size() * sizeof(double));
     dsyevd_("V", "L", &ni, v.data(), &ni, ev.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
@@ -320,6 +328,7 @@ void largeEigh(int64_t n, int reps) {
     return sum(e * c) + sum(vec * vec * wt);
   }), {.threads = 1});
   Array G = gradient(A, CW, W);
+  gradient.wait_optimized();
   const double one = 1, zero = 0;
   auto lapackGrad = [&] { // gS = V (diag(cw) + F ∘ (Vᵀ gV)) Vᵀ, gV = 2 V ∘ W; gA = (gS + gSᵀ)/2
     lapackFwd();
@@ -378,6 +387,7 @@ void thresholds() {
         runtime::lapack::GeneratedOnlyHere generated;
         return gen(A);
       }();
+      gen.wait_optimized(); // the optimised tier compiles the same lowered code
       const auto t = interleaved([&] { r = gen(A); }, [&] { op.lapack(n, a.data(), x.data()); });
       std::printf("  %lld: %5.2f", (long long)n, t.first / t.second);
       std::fflush(stdout);
@@ -398,6 +408,7 @@ void solveGrad(int64_t n) {
   auto loss = [](const Tensor& x, const Tensor& y, const Tensor& v) { return sum(linalg::solve(x, y) * v); };
   auto f = jit(grad(loss, argnums<0, 1>), {.threads = 1});
   auto g = f(A, B, W);
+  f.wait_optimized(); // time the optimised code (JitOptions::tiers)
   std::vector<double> at(a.size()), work(a.size()), x(b.size()), bbar(b.size()), abar(a.size());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j) at[std::size_t(j * n + i)] = a[std::size_t(i * n + j)];

@@ -137,7 +137,11 @@ void perExampleSection(int reps) {
   const double coldV = msOf([&] { viaVmap(w1, b1, w2, b2, X, Y); });
   const double coldL = msOf([&] { one(w1, b1, w2, b2, xs[0], ys[0]); });
   const double coldH = msOf([&] { byHand(w1, b1, w2, b2, X, Y); });
+  viaVmap.wait_optimized(); // time the optimised code (JitOptions::tiers)
+  one.wait_optimized();
+  byHand.wait_optimized();
   byHandMul(w1, b1, w2, b2, X, Y);
+  byHandMul.wait_optimized();
   // The three agree: dW1 of example 3, and all of dW1 against the hand-written form.
   const auto [vw1, vb1, vw2, vb2] = viaVmap(w1, b1, w2, b2, X, Y);
   const auto [hw1, hb1, hw2, hb2] = byHand(w1, b1, w2, b2, X, Y);
@@ -191,6 +195,7 @@ template <class F, class... A> void jacobianRow(const char* name, const F& f, in
   auto coldWith = [&](auto& j, JacobianPath p) {
     const auto before = detail::setJacobianPolicy({.path = p});
     const double t = msOf([&] { j(args...); });
+    j.wait_optimized();
     detail::setJacobianPolicy(before);
     return t;
   };

@@ -138,6 +138,10 @@ public:
   /// Number of per-instance signatures compiled so far (one serves every N).
   std::size_t cache_size() const { return core_->cacheSize(); }
 
+  /// Waits until every signature compiled so far runs its optimised code
+  /// (JitOptions::tiers; as Jitted::wait_optimized).
+  void wait_optimized() const { core_->waitOptimized(); }
+
 private:
   template <class... Args> void collect(detail::MapCollector& c, const Args&... args) const {
     std::size_t i = 0;
