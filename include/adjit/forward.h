@@ -217,6 +217,9 @@ public:
   template <class... Args> auto operator()(const Args&... args) const {
     return detail::tracedOrCompiled(*this, *core_, args...);
   }
+  /// Waits until every signature compiled so far runs its optimised code
+  /// (JitOptions::tiers; as Jitted::wait_optimized).
+  void wait_optimized() const { core_->waitOptimized(); }
   /// The Jacobians traced into the current trace.
   template <class... Args> auto traced(const Args&... args) const {
     static_assert(sizeof...(I) > 0, "argnums must name at least one argument");
@@ -316,6 +319,9 @@ public:
   template <class X, class V> auto operator()(const X& x, const V& v) const {
     return detail::tracedOrCompiled(*this, *core_, x, v);
   }
+  /// Waits until every signature compiled so far runs its optimised code
+  /// (JitOptions::tiers; as Jitted::wait_optimized).
+  void wait_optimized() const { core_->waitOptimized(); }
   /// H(x) v traced into the current trace.
   Tensor traced(const Tensor& x, const Tensor& v) const {
     auto g = grad(f_, argnums<0>, loc_);

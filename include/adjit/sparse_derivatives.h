@@ -186,6 +186,9 @@ public:
     if constexpr (inTrace) return detail::assemble<V>(*plan, body(constant(plan->seeds), constant(plan->source), args...));
     else return detail::assemble<V>(*plan, detail::callCompiled(*core_, body, plan->seeds, plan->source, args...));
   }
+  /// Waits until every signature compiled so far runs its optimised code
+  /// (JitOptions::tiers; as Jitted::wait_optimized).
+  void wait_optimized() const { core_->waitOptimized(); }
 
 private:
   F f_;

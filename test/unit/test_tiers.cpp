@@ -242,3 +242,27 @@ TEST_CASE("tiers: JitOptions::tiers = false compiles the optimised code on the f
   f.wait_optimized(); // returns at once
   g.wait_optimized();
 }
+
+/// obj's first call (its first tier; the optimised one held back), then its
+/// wait_optimized: an optimised tier more must be in place when it returns.
+template <class Obj, class... A> void checkWaitOptimized(const char* name, const Obj& obj, const A&... args) {
+  INFO(name);
+  engine::background::drain(); // earlier tests' optimised tiers: in place before counting ours
+  uint64_t before = 0;
+  {
+    PauseOptimizedTiers pause;
+    obj(args...);
+    before = engine::counters().optimizedTiers; // read while ours cannot have run
+  }
+  obj.wait_optimized();
+  CHECK(engine::counters().optimizedTiers > before);
+}
+
+TEST_CASE("tiers: wait_optimized of map, jacfwd, jacrev, hvp and sparse_jacobian objects") {
+  const Array xs(std::vector<double>{1, 2, 3}, {3, 1}), x(std::vector<double>{0.5, -1, 2}), v(std::vector<double>{1, 0, 2});
+  checkWaitOptimized("map", map([](Tensor t) { return t * 3.0 + 1.0; }, {.name = "mapped_tiers"}), xs);
+  checkWaitOptimized("jacfwd", jacfwd([](Tensor t) { return sin(t) * 2.0; }), x);
+  checkWaitOptimized("jacrev", jacrev([](Tensor t) { return cos(t) * 3.0; }), x);
+  checkWaitOptimized("hvp", hvp([](Tensor t) { return sum(exp(t) * t); }), x, v);
+  checkWaitOptimized("sparse_jacobian", sparse_jacobian([](Tensor t) { return tanh(t) * 4.0; }), x);
+}
