@@ -1,6 +1,7 @@
 // ops/Sort.cpp — sort (stable, along an axis: operand 0 is the key, the
-// others are payloads moved with it) and searchsorted (binary search in a
-// sorted 1-D tensor). The order is numpy's: NaNs last, -0.0 and 0.0 equal
+// others are payloads moved with it), top_k (the first k of the last axis in
+// a stable descending sort's order, found by selection) and searchsorted
+// (binary search in a sorted 1-D tensor). The order is numpy's: NaNs last, -0.0 and 0.0 equal
 // (ties keep their order); `descending` is the exact reverse of that order
 // with ties still in their original order (NaNs first), as JAX's and
 // PyTorch's descending sorts. The compiled sort is a generated bottom-up merge
@@ -11,6 +12,7 @@
 #include "ops/Common.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 namespace adjit::ops {
@@ -204,6 +206,111 @@ void lowerSort(LowerCtx& c) {
   });
 }
 
+/// top_k's order as unsigned words, larger first: an element's key
+/// (orderKey, ascending) in the high half and its position complemented in
+/// the low half, so that of equal keys the lower position is larger. Every
+/// word of a row is distinct; a 32-bit key and position make an i64, a
+/// 64-bit key an i128.
+struct TopKWords {
+  unsigned half;   ///< bits of the key and of the position
+  llvm::Type* word; ///< the word's integer type
+};
+TopKWords topKWords(codegen::EmitBase& c, DType t, int64_t n) {
+  const unsigned half = (t == DType::f32 || t == DType::i32) && n < (int64_t(1) << 32) ? 32 : 64;
+  return {half, c.b.getIntNTy(2 * half)};
+}
+
+/// top_k's lowering: per row, a heap of the k largest words seen (its root
+/// the smallest of them), filled with the first k elements, then offered
+/// each other one, which replaces the root only when larger; the heap is
+/// then emptied smallest first into the results' last slots. O(n) compares
+/// and O(k log k + (insertions) log k) moves per row, against sort's
+/// O(n log n); the results are read from the operand at the words'
+/// positions, so a NaN's payload and -0.0 are kept.
+void lowerTopK(LowerCtx& c) {
+  const Type& xt = c.operandType(0);
+  const int64_t n = xt.shape.back(), k = c.op.attrs.integer("k");
+  const int64_t rows = n == 0 ? 0 : num_elements(xt.shape) / n;
+  if (rows == 0 || k == 0) return;
+  const auto [half, w] = topKWords(c, xt.dtype, n);
+  llvm::Type* halfTy = c.b.getIntNTy(half);
+  llvm::Type* i64 = c.b.getInt64Ty();
+  llvm::Value* heap = c.workspace(static_cast<uint64_t>(k) * (2 * half / 8));
+  auto load = [&](llvm::Value* i) { return c.b.CreateLoad(w, c.b.CreateInBoundsGEP(w, heap, i)); };
+  auto store = [&](llvm::Value* v, llvm::Value* i) { c.b.CreateStore(v, c.b.CreateInBoundsGEP(w, heap, i)); };
+  auto word = [&](llvm::Value* r, llvm::Value* j) {
+    llvm::Value* x = c.operand(0, Index::ofLinear(c.b.CreateAdd(c.b.CreateMul(r, c.i64(n)), j)));
+    llvm::Value* key = c.b.CreateZExt(orderKey(c, xt.dtype, x, false), w);
+    llvm::Value* pos = c.b.CreateZExt(c.b.CreateNot(c.b.CreateTrunc(j, halfTy)), w);
+    return c.b.CreateOr(c.b.CreateShl(key, half), pos);
+  };
+  llvm::Value* iSlot = c.scalarSlot(DType::i64);
+  llvm::Value* sizeSlot = c.scalarSlot(DType::i64);
+  // Moves heap[i0] down until no child of it is smaller, in a heap of `size` words.
+  auto siftDown = [&](llvm::Value* i0, llvm::Value* size) {
+    c.b.CreateStore(i0, iSlot);
+    llvm::Value *i = nullptr, *child = nullptr, *wi = nullptr, *wc = nullptr;
+    whileLoop(
+        c,
+        [&] {
+          i = c.b.CreateLoad(i64, iSlot);
+          llvm::Value* l = c.b.CreateAdd(c.b.CreateShl(i, 1), c.i64(1));
+          llvm::Value* r = c.b.CreateAdd(l, c.i64(1));
+          llvm::Value* hasL = c.b.CreateICmpSLT(l, size);
+          llvm::Value* hasR = c.b.CreateICmpSLT(r, size);
+          // children read only where they exist (else i itself)
+          llvm::Value* wl = load(c.b.CreateSelect(hasL, l, i));
+          llvm::Value* wr = load(c.b.CreateSelect(hasR, r, i));
+          llvm::Value* right = c.b.CreateAnd(hasR, c.b.CreateICmpULT(wr, wl));
+          child = c.b.CreateSelect(right, r, l);
+          wc = c.b.CreateSelect(right, wr, wl);
+          wi = load(i);
+          return c.b.CreateAnd(hasL, c.b.CreateICmpULT(wc, wi));
+        },
+        [&] {
+          store(wc, i);
+          store(wi, child);
+          c.b.CreateStore(child, iSlot);
+        });
+  };
+  c.loop(rows, [&](llvm::Value* r) {
+    c.loop(k, [&](llvm::Value* j) { store(word(r, j), j); });
+    c.loop(k / 2, [&](llvm::Value* t) { siftDown(c.b.CreateSub(c.i64(k / 2 - 1), t), c.i64(k)); });
+    c.loopRange(c.i64(k), c.i64(n), [&](llvm::Value* j) {
+      llvm::Value* wj = word(r, j);
+      c.ifThen(c.b.CreateICmpUGT(wj, load(c.i64(0))), [&] {
+        store(wj, c.i64(0));
+        siftDown(c.i64(0), c.i64(k));
+      });
+    });
+    // Smallest first, into the last free slot: the results descend.
+    c.b.CreateStore(c.i64(k), sizeSlot);
+    c.loop(k, [&](llvm::Value* t) {
+      llvm::Value* size = c.b.CreateSub(c.b.CreateLoad(i64, sizeSlot), c.i64(1));
+      llvm::Value* top = load(c.i64(0));
+      llvm::Value* j = c.b.CreateZExt(c.b.CreateNot(c.b.CreateTrunc(top, halfTy)), i64);
+      llvm::Value* dst = c.b.CreateAdd(c.b.CreateMul(r, c.i64(k)), c.b.CreateSub(c.i64(k - 1), t));
+      c.store(xt.dtype, c.operand(0, Index::ofLinear(c.b.CreateAdd(c.b.CreateMul(r, c.i64(n)), j))), c.results[0], dst);
+      const DType it = c.resultType(1).dtype;
+      c.store(it, it == DType::i64 ? j : c.b.CreateTrunc(j, c.b.getInt32Ty()), c.results[1], dst);
+      store(load(size), c.i64(0));
+      c.b.CreateStore(size, sizeSlot);
+      siftDown(c.i64(0), size);
+    });
+  });
+}
+
+/// Flat positions in top_k's operand of its results' elements: each
+/// row's indices offset by the row's start.
+Tensor topKSources(const Tensor& indices, int64_t n) {
+  const Shape rs = indices.shape();
+  const int64_t k = rs.back(), rows = k == 0 ? 0 : num_elements(rs) / k;
+  Shape column = rs;
+  column.back() = 1;
+  Tensor start = reshape(iota({rows}, 0, DType::i64) * n, column);
+  return reshape(cast(indices, DType::i64) + start, {rows * k});
+}
+
 /// The position of each element of a sort's result in its operand, a
 /// flat index into the operand's elements: sort(keys, iota)'s second result
 /// along the axis, made flat.
@@ -298,6 +405,83 @@ void defineSortOps(Table& t) {
       .batch = [](const batching::BatchCtx& c) { batching::shiftedBatch(c, {"axis"}); },
       // result k's element reads operand k's row: the order's derivative is zero
       .deps = sparsity::alongAxisDeps,
+  });
+
+  // top_k(x) {k, dtype}: the k first elements of x's last axis in the order
+  // of a stable descending sort (larger first, NaN first, ties by lower
+  // position: lax.top_k's), and their positions (dtype i32 or i64).
+  set(t, OpKind::TopK, {
+      .infer = [](const InferCtx& c) {
+        const Type& x = c.operands[0];
+        if (x.dtype == DType::i1) c.fail("expected a numeric operand, got {}", x.str());
+        if (x.rank() == 0) c.fail("expected an operand of rank >= 1, got {}", x.str());
+        const int64_t k = c.integer("k");
+        if (k < 0 || k > x.shape.back()) c.fail("k must be in [0, {}] (the last axis of {}), got {}", x.shape.back(), x.str(), k);
+        const DType dt = c.dtype("dtype");
+        if (dt != DType::i32 && dt != DType::i64) c.fail("dtype must be i32 or i64, got {}", name_of(dt));
+        Shape s = x.shape;
+        s.back() = k;
+        return std::vector<Type>{Type{x.dtype, s}, Type{dt, s}};
+      },
+      .eval = [](const EvalCtx& c) {
+        const Array& x = c.args[0];
+        const int64_t n = x.shape().back(), k = c.op.attrs.integer("k");
+        const int64_t rows = n == 0 ? 0 : x.size() / n;
+        Array values(c.resultType(0)), indices(c.resultType(1));
+        std::vector<int64_t> perm(static_cast<std::size_t>(n));
+        dispatch(x.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* v = elems<T>(x);
+          for (int64_t r = 0; r < rows; ++r) {
+            const T* row = v + r * n;
+            std::iota(perm.begin(), perm.end(), 0);
+            // before in a stable descending sort: a total order
+            std::partial_sort(perm.begin(), perm.begin() + k, perm.end(), [&](int64_t a, int64_t b) {
+              return before(row[a], row[b], true) || (!before(row[b], row[a], true) && a < b);
+            });
+            for (int64_t e = 0; e < k; ++e) {
+              const int64_t j = perm[static_cast<std::size_t>(e)];
+              std::memcpy(static_cast<char*>(values.raw()) + (r * k + e) * sizeof(T), row + j, sizeof(T));
+              indices.set(r * k + e, static_cast<double>(j));
+            }
+          }
+        });
+        return std::vector<Array>{std::move(values), std::move(indices)};
+      },
+      .fold = noFold,
+      .lower = lowerTopK,
+      // d values = the tangent at the selected positions (the selection's
+      // derivative is zero)
+      .jvp = [](const autodiff::JvpCtx& c) {
+        std::optional<Tensor> d = c.dx(0);
+        if (!d) return;
+        const Shape xs = d->shape();
+        Tensor flat = reshape(*d, {num_elements(xs)});
+        c.tangent(0, reshape(take(flat, topKSources(c.y(1), xs.back()), 0), c.y(1).shape()));
+      },
+      // the values' cotangent added at the positions they were taken from
+      .vjp = [](const autodiff::VjpCtx& c) {
+        std::optional<Tensor> ct = c.ct(0);
+        if (!ct || !is_floating(ct->dtype())) return;
+        c.grad(0, [&] {
+          const Shape xs = c.x(0).shape();
+          const int64_t size = num_elements(xs);
+          Tensor zero = zeros_like(reshape(c.x(0), {size}));
+          return reshape(scatter_add(zero, topKSources(c.y(1), xs.back()), reshape(*ct, {num_elements(ct->shape())})), xs);
+        });
+      },
+      // over the last axis, the leading ones alike: the batch axis leads
+      .batch = batching::leadingAxesBatch,
+      // each value reads its whole row (which one is taken depends on the point)
+      .deps = [](const sparsity::SparsityCtx& c) {
+        if (!is_floating(c.resultType(0).dtype)) return;
+        const int64_t n = c.type(0).shape.back(), k = c.resultType(0).shape.back();
+        const int64_t rows = n == 0 ? 0 : num_elements(c.type(0).shape) / n;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t e = 0; e < k; ++e)
+            for (int64_t j = 0; j < n; ++j)
+              c.term(0, r * k + e, {sparsity::Read{0, r * n + j}}, sparsity::Couples::nothing);
+      },
   });
 
   // searchsorted(a, v) {right, dtype}: per element of v, the number of

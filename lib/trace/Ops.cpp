@@ -749,12 +749,13 @@ TopK top_k(const Tensor& x, int64_t k, DType dtype, SrcLoc l) {
     throw Error(fmt::format("top_k: k must be in [0, {}] (the last axis of {}), got {}", n, x.type().str(), k), loc);
   if (dtype != DType::i32 && dtype != DType::i64)
     throw Error(fmt::format("top_k: dtype must be i32 or i64, got {}", name_of(dtype)), loc);
-  // a stable descending sort: larger first, ties by position
-  std::vector<Tensor> r = sort({x, iota(x.shape(), -1, dtype, l)}, -1, true, l);
-  std::vector<int64_t> start(static_cast<std::size_t>(x.rank()), 0);
-  std::vector<int64_t> limit = x.shape();
-  limit.back() = k;
-  return {slice(r[0], start, limit, {}, l), slice(r[1], start, limit, {}, l)};
+  TraceState& s = stateOf({&x}, "top_k", loc);
+  ir::Attrs a;
+  a.set("k", k);
+  a.set("dtype", dtype);
+  const std::vector<ir::ValueId> r = s.builder.create(OpKind::TopK, {detail::valueOf(x, "top_k", loc)}, std::move(a), {},
+                                                      s.locOverride ? *s.locOverride : loc);
+  return {detail::wrap(s, r[0]), detail::wrap(s, r[1])};
 }
 
 Tensor searchsorted(const Tensor& sorted, const Tensor& values, std::string_view side, DType dtype, SrcLoc l) {

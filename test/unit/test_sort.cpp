@@ -304,6 +304,49 @@ TEST_CASE("top_k: the k largest along the last axis, larger first, ties by posit
                        doctest::Contains("top_k: k must be in [0, 5]"), Error);
 }
 
+TEST_CASE("top_k's selection equals the first k of a stable descending sort, for every dtype and k") {
+  // The compiled top_k is a heap selection, not a sort: check its order
+  // (NaN first, ties by position, -0.0 equal to 0.0, the bits of the chosen
+  // element kept) against std::stable_sort, with inputs that keep replacing
+  // the heap's root (ascending rows) and that never do (descending rows).
+  auto check = [](auto tag, int64_t rows, int64_t n, uint32_t seed) {
+    using T = decltype(tag);
+    std::vector<T> v = tiesAndNaNs<T>(static_cast<std::size_t>(rows * n), seed);
+    if (seed % 3 == 1) std::sort(v.begin(), v.end(), [](T a, T b) { return before(a, b, false); });
+    if (seed % 3 == 2) std::sort(v.begin(), v.end(), [](T a, T b) { return before(a, b, true); });
+    const Array x(v, Shape{rows, n});
+    for (int64_t k : {int64_t(0), int64_t(1), int64_t(2), n / 3, n - 1, n}) {
+      if (k < 0 || k > n) continue;
+      CAPTURE(n);
+      CAPTURE(k);
+      auto f = [k](Tensor t) {
+        TopK r = top_k(t, k, DType::i64);
+        return std::make_tuple(r.values, r.indices);
+      };
+      Module m = trace(f, x.type());
+      const std::vector<Array> want = m.interpret("f", {x});
+      const auto [values, indices] = jit(f)(x);
+      CHECK(bytesOf(values) == bytesOf(want[0]));
+      CHECK(bytesOf(indices) == bytesOf(want[1]));
+      std::vector<int64_t> expected;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<int64_t> perm(static_cast<std::size_t>(n));
+        std::iota(perm.begin(), perm.end(), 0);
+        std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return before(v[r * n + a], v[r * n + b], true); });
+        expected.insert(expected.end(), perm.begin(), perm.begin() + k);
+      }
+      CHECK(indices.template to_vector<int64_t>() == expected);
+    }
+  };
+  uint32_t seed = 0;
+  for (int64_t n : {1, 2, 5, 17, 300}) {
+    check(float{}, 3, n, seed++);
+    check(double{}, 2, n, seed++);
+    check(int32_t{}, 2, n, seed++);
+    check(int64_t{}, 1, n, seed++);
+  }
+}
+
 TEST_CASE("searchsorted agrees with std::lower_bound and std::upper_bound, NaN last") {
   const std::vector<double> s{-1, 0, 0, 2.5, 3, 3, 3, 8, std::nan("")};
   const std::vector<double> v{-2, -1, 0, 1, 3, 3.5, 8, 9, std::nan(""), std::numeric_limits<double>::infinity()};

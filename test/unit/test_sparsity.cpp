@@ -214,12 +214,12 @@ TEST_CASE("sparsity: every op's dependency rule against forward-mode Jacobians a
   // piecewise constant that is zero at some points (fmod and mod in y:
   // -trunc(x / y)). And examples whose function is exactly linear though
   // their op is not (atanh(tanh(x)) = x).
-  // sort too: each result element picks one of its row's elements.
+  // sort and top_k too: each result element picks one of its row's elements.
   // reduce_window_max, select_and_scatter_add and select_and_gather_add
   // likewise pick each window's maximum (their rules are exact when the
   // selecting operand is known: tested below).
   const std::set<std::string_view> pointwiseSubset = {"select", "maximum", "minimum", "clip", "reduce_max",
-                                                      "reduce_min", "fmod", "mod", "sort", "reduce_window_max",
+                                                      "reduce_min", "fmod", "mod", "sort", "top_k", "reduce_window_max",
                                                       "select_and_scatter_add", "select_and_gather_add"};
   const std::set<std::string_view> linearExample = {"atanh"};
   // lu's rule is each matrix of the batch as a whole

@@ -233,7 +233,7 @@ bool exactOp(ir::OpKind k) {
       "neg", "abs", "sign", "floor", "ceil", "round", "trunc", "rint", "maximum", "minimum", "clip", "copysign", "lt",
       "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not", "select", "cast", "shift_left", "shift_right_logical",
       "shift_right_arithmetic", "population_count", "bitcast", "stop_gradient", "prevent_gradient", "concatenate",
-      "pad", "one_hot", "dynamic_update_slice", "reduce_max", "reduce_min", "argmax", "argmin", "sort", "searchsorted",
+      "pad", "one_hot", "dynamic_update_slice", "reduce_max", "reduce_min", "argmax", "argmin", "sort", "top_k", "searchsorted",
       "tril", "triu", "reduce_window_max"};
   return ir::info(k).has(ir::kElementsFromOperand) || names.count(ir::info(k).name) > 0;
 }
