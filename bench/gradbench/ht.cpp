@@ -188,7 +188,9 @@ struct Skin {
   Tensor relatives;            ///< [kFingers, kFingerBones, 4, 4]
   Tensor inverseBaseAbsolutes; ///< [kFingers, kFingerBones, 4, 4]
   Tensor base;                 ///< [m, 4]: the vertices' base positions
-  Tensor columns;              ///< [kBones + 4, m]: weights and base transposed (gatherOnce only)
+  /// [kFingers * kFingerBones + 4, m] (gatherOnce only): the fingers' bones'
+  /// weights (Rig::fingerBones' order) and the base positions, transposed
+  Tensor columns;
 };
 
 /// The skin of the vertices `ids`; `gatherOnce` copies their rows of the
@@ -205,8 +207,8 @@ Skin makeSkin(const Rig& rig, const Model& model, const Tensor& ids, bool gather
     // The same rows transposed, once: the Jacobian's table of weight times
     // base position runs along the vertices, and reading `rows` column-wise
     // for each of its 18,000 entries (two strided loads, a gather each) took
-    // a third of the Jacobian's time; this copy reads each of 7,800 once.
-    s.columns = concatenate({transpose(s.weights), transpose(s.base)});
+    // a third of the Jacobian's time; this copy reads each of 5,700 once.
+    s.columns = concatenate({transpose(take(s.weights, indices(rig.fingerBones), 1)), transpose(s.base)});
   } else {
     s.weights = take(model.weights, ids);
     s.base = take(model.basePositions, ids);
@@ -265,8 +267,9 @@ Pose pose(const Tensor& theta) {
 
 /// What the posed vertices are matched against: the points [n, 3] and, in
 /// the complicated variant, each point's barycentric coordinates us [n, 2] in
-/// its triangle (the skin's vertices being the triangles' corners in order,
-/// m = 3n); an invalid us is the simple variant (vertex i against point i).
+/// its triangle (the skin's vertices being the triangles' corners, all first
+/// corners, then all second, then all third: m = 3n); an invalid us is the
+/// simple variant (vertex i against point i).
 struct Matches {
   Tensor points, us;
 };
@@ -278,12 +281,12 @@ struct Matches {
 Tensor combine(const Matches& mt, const Tensor& x, const Tensor& shift) {
   if (!mt.us.valid()) return x;
   Tensor u = shift.valid() ? mt.us + shift : mt.us;
-  Tensor u0 = u(all, range(0, 1)), u1 = u(all, range(1, 2));
-  Tensor coefficients = concatenate({u0, u1, 1.0 - u0 - u1}, 1); // [n, 3]
+  Tensor u0 = u(all, 0), u1 = u(all, 1);
+  Tensor coefficients = stack({u0, u1, 1.0 - u0 - u1}); // [3, n]
   std::vector<int64_t> shape = x.shape();
   shape.back() /= 3;
-  shape.push_back(3);
-  return sum(reshape(x, shape) * coefficients, {int64_t(shape.size()) - 1});
+  shape.insert(shape.end() - 1, 3);
+  return sum(reshape(x, shape) * coefficients, {int64_t(shape.size()) - 2});
 }
 
 /// The residuals [3n] from the combined skinned positions [n, 3] (see
@@ -340,12 +343,12 @@ Tensor residualsJacobian(const Rig& rig, const Skin& s, const Tensor& theta, con
     Tensor transforms = reshape(fingerTransforms(rig.fingerAngles, t, pa, rel, iba), {kFingerBones, 3, 4});
     return matmul(reshape(transpose(transforms, {1, 0, 2}), {3, kFingerBones * 4}), weighted);
   };
-  Tensor fingerWeights = reshape(take(s.columns, indices(rig.fingerBones)), {kFingers, kFingerBones, 1, -1});
+  const int64_t fingerBones = kFingers * kFingerBones;
+  Tensor fingerWeights = reshape(s.columns(range(0, fingerBones)), {kFingers, kFingerBones, 1, -1});
   // Combined before its axes are merged: the loop making it then runs over
   // [fingers, bones, 4, n] x 3 corners with no index divided by another.
-  Tensor weighted = reshape(combine(mt, fingerWeights * reshape(s.columns(range(kBones, kBones + 4)), {1, 1, 4, -1}),
-                                    Tensor()),
-                            {kFingers, kFingerBones * 4, -1});
+  Tensor base = reshape(s.columns(range(fingerBones, fingerBones + 4)), {1, 1, 4, -1});
+  Tensor weighted = reshape(combine(mt, fingerWeights * base, Tensor()), {kFingers, kFingerBones * 4, -1});
   Tensor shareJacobians = vmap(jacfwd(share))(p.fingers, s.parentAbsolutes, s.relatives, s.inverseBaseAbsolutes,
                                               weighted); // [kFingers, 3, n, kFingerThetas]
   Tensor directions = reshape(transpose(shareJacobians, {0, 3, 2, 1}), {kFingers * kFingerThetas, -1, 3});
@@ -426,7 +429,8 @@ public:
       // residual, then d/dtheta.
       auto f = [rig, jac](Tensor theta, Tensor us, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor tri,
                           Tensor corr, Tensor pts) {
-        const Skin s = makeSkin(rig, Model{br, iba, bp, w}, reshape(take(tri, corr), {-1}), jac); // corners in order
+        // Corner-major (Matches): combining the corners sums three runs of n.
+        const Skin s = makeSkin(rig, Model{br, iba, bp, w}, reshape(transpose(take(tri, corr)), {-1}), jac);
         return jac ? residualsJacobian(rig, s, theta, Matches{pts, us}) : residuals(rig, s, theta, {pts, us});
       };
       run_ = [j = jit(f, options)](const Input& i, Array& out) {
