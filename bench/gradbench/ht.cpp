@@ -418,7 +418,8 @@ public:
     if (!in_.complicated) {
       auto f = [rig, jac](Tensor theta, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor corr, Tensor pts) {
         const Skin s = makeSkin(rig, Model{br, iba, bp, w}, corr, jac);
-        return jac ? residualsJacobian(rig, s, theta, Matches{pts, Tensor()}) : residuals(rig, s, theta, {pts, Tensor()});
+        const Matches mt{pts, Tensor()};
+        return jac ? residualsJacobian(rig, s, theta, mt) : residuals(rig, s, theta, mt);
       };
       run_ = [j = jit(f, options)](const Input& i, Array& out) {
         j.into(out, i.theta, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.correspondences,
@@ -431,7 +432,8 @@ public:
                           Tensor corr, Tensor pts) {
         // Corner-major (Matches): combining the corners sums three runs of n.
         const Skin s = makeSkin(rig, Model{br, iba, bp, w}, reshape(transpose(take(tri, corr)), {-1}), jac);
-        return jac ? residualsJacobian(rig, s, theta, Matches{pts, us}) : residuals(rig, s, theta, {pts, us});
+        const Matches mt{pts, us};
+        return jac ? residualsJacobian(rig, s, theta, mt) : residuals(rig, s, theta, mt);
       };
       run_ = [j = jit(f, options)](const Input& i, Array& out) {
         j.into(out, i.theta, i.us, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.triangles,
