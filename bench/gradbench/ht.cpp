@@ -188,6 +188,9 @@ struct Skin {
   Tensor relatives;            ///< [kFingers, kFingerBones, 4, 4]
   Tensor inverseBaseAbsolutes; ///< [kFingers, kFingerBones, 4, 4]
   Tensor base;                 ///< [m, 4]: the vertices' base positions
+  /// [kFingers * kFingerBones + 4, m] (gatherOnce only): the fingers' bones'
+  /// weights (Rig::fingerBones' order) and the base positions, transposed
+  Tensor columns;
 };
 
 /// The skin of the vertices `ids`; `gatherOnce` copies their rows of the
@@ -201,6 +204,11 @@ Skin makeSkin(const Rig& rig, const Model& model, const Tensor& ids, bool gather
     Tensor rows = concatenate({take(model.weights, ids), take(model.basePositions, ids)}, 1);
     s.weights = rows(all, range(0, kBones));
     s.base = rows(all, range(kBones, kBones + 4));
+    // The same rows transposed, once: the Jacobian's table of weight times
+    // base position runs along the vertices, and reading `rows` column-wise
+    // for each of its 18,000 entries (two strided loads, a gather each) took
+    // a third of the Jacobian's time; this copy reads each of 5,700 once.
+    s.columns = concatenate({transpose(take(s.weights, indices(rig.fingerBones), 1)), transpose(s.base)});
   } else {
     s.weights = take(model.weights, ids);
     s.base = take(model.basePositions, ids);
@@ -257,83 +265,101 @@ Pose pose(const Tensor& theta) {
   return {theta(range(0, 3)), theta(range(3, 6)), reshape(theta(range(6, kThetas)), {kFingers, kFingerThetas})};
 }
 
-/// The residuals: `finish(positions, shift)` makes them from the posed
-/// positions [m, 3] of the vertices the skin was made for (shift: an invalid
-/// Tensor here, see residualsJacobian).
-template <class Finish> Tensor residuals(const Rig& rig, const Skin& s, const Tensor& theta, const Finish& finish) {
-  const Pose p = pose(theta);
-  return finish(placed(rig, skinned(rig, s, p.fingers), p.rotation, p.translation), Tensor());
+/// What the posed vertices are matched against: the points [n, 3] and, in
+/// the complicated variant, each point's barycentric coordinates us [n, 2] in
+/// its triangle (the skin's vertices being the triangles' corners, all first
+/// corners, then all second, then all third: m = 3n); an invalid us is the
+/// simple variant (vertex i against point i).
+struct Matches {
+  Tensor points, us;
+};
+
+/// Each point's combination of the vertices it is matched with, along the
+/// last axis: x [..., m] -> [..., n]. Complicated variant: the corners
+/// weighted by (u0, u1, 1 - u0 - u1), `shift` [2] (when valid) added to every
+/// pair of us first; simple variant: x itself.
+Tensor combine(const Matches& mt, const Tensor& x, const Tensor& shift) {
+  if (!mt.us.valid()) return x;
+  Tensor u = shift.valid() ? mt.us + shift : mt.us;
+  Tensor u0 = u(all, 0), u1 = u(all, 1);
+  Tensor coefficients = stack({u0, u1, 1.0 - u0 - u1}); // [3, n]
+  std::vector<int64_t> shape = x.shape();
+  shape.back() /= 3;
+  shape.insert(shape.end() - 1, 3);
+  return sum(reshape(x, shape) * coefficients, {int64_t(shape.size()) - 2});
 }
 
-/// The residuals' Jacobian [rows, (2 +) kThetas], all of it by adjit's forward
+/// The residuals [3n] from the combined skinned positions [n, 3] (see
+/// `combine`): the barycentric coefficients sum to one, so combining the
+/// corners before the global placement (an affine map) is the same as
+/// combining them after it, and places n points instead of 3n.
+Tensor residualsOf(const Rig& rig, const Matches& mt, const Tensor& combined, const Tensor& rotation,
+                   const Tensor& translation) {
+  return reshape(mt.points - placed(rig, combined, rotation, translation), {-1});
+}
+
+/// The residuals [3n] of the skin's vertices.
+Tensor residuals(const Rig& rig, const Skin& s, const Tensor& theta, const Matches& mt) {
+  const Pose p = pose(theta);
+  Tensor combined = transpose(combine(mt, transpose(skinned(rig, s, p.fingers)), Tensor()));
+  return residualsOf(rig, mt, combined, p.rotation, p.translation);
+}
+
+/// The residuals' Jacobian [3n, (2 +) kThetas], all of it by adjit's forward
 /// mode, with the directions grouped by what they reach (jacfwd over theta
 /// would push all 28 through every bone of the skinning):
 /// - a finger's four angles move only its three bones: the Jacobian of that
-///   finger's share of the skinned positions (jacfwd, vmap over the fingers:
-///   3 bones' weights per vertex instead of 22), pushed on through the global
-///   placement and the residuals by one JVP batched over the 20 directions;
+///   finger's share of the combined skinned positions (jacfwd, vmap over the
+///   fingers: 3 bones' weights per point instead of 22), pushed on through
+///   the global placement and the residuals by one JVP batched over the 20
+///   directions;
 /// - the global rotation, translation and (complicated variant) the us shift
 ///   act after the skinning: jacfwd over those three parts as one structure
 ///   (each part its own JVP) of the residuals of the skinned positions.
-/// `finish(positions, shift)` makes the residuals as in `residuals`; with
-/// `withShift`, shift is a [2] added to every pair of us (so its columns are
-/// the eval's d/du0 and d/du1, as each residual reads its own pair only), and
-/// those two columns come first.
-template <class Finish>
-Tensor residualsJacobian(const Rig& rig, const Skin& s, const Tensor& theta, bool withShift, const Finish& finish) {
+/// In the complicated variant a shift [2] is added to every pair of us (so
+/// its columns are the eval's d/du0 and d/du1, as each residual reads its own
+/// pair only), and those two columns come first.
+Tensor residualsJacobian(const Rig& rig, const Skin& s, const Tensor& theta, const Matches& mt) {
+  const bool withShift = mt.us.valid();
   const Pose p = pose(theta);
-  Tensor positions = skinned(rig, s, p.fingers);
-  Tensor noShift = full({2}, 0.0, DType::f64);
+  Tensor positions = transpose(skinned(rig, s, p.fingers)); // [3, m]
   auto ofGlobals = [&](const std::vector<Tensor>& g) {
-    return finish(placed(rig, positions, g[0], g[1]), withShift ? g[2] : Tensor());
+    Tensor combined = transpose(combine(mt, positions, withShift ? g[2] : Tensor()));
+    return residualsOf(rig, mt, combined, g[0], g[1]);
   };
   std::vector<Tensor> globals{p.rotation, p.translation};
-  if (withShift) globals.push_back(noShift);
+  if (withShift) globals.push_back(full({2}, 0.0, DType::f64));
   const std::vector<Tensor> globalColumns = jacfwd(ofGlobals)(globals);
-  // A finger's share of the skinned positions, transposed [3, m]: its bones'
-  // transforms T [3 bones, 3, 4] times `weighted` [3 bones * 4, m], each
-  // vertex's weight for that bone times its base position (no theta in it).
-  // Written as T's rows times `weighted`, a batch of directions of T stacks
-  // into one product's rows (matmul's batching rule) and nothing else grows.
+  // A finger's share of the combined skinned positions, transposed [3, n]:
+  // its bones' transforms T [3 bones, 3, 4] times `weighted` [3 bones * 4,
+  // n], each vertex's weight for that bone times its base position, combined
+  // per point like the positions (skinning is linear in that table: it is
+  // combined once, and the product runs over the n points, not the 3n
+  // corners). No theta in it; made from the model's rows transposed
+  // (Skin::columns), read contiguously. Written as T's rows times
+  // `weighted`, a batch of directions of T stacks into one product's rows
+  // (matmul's batching rule) and nothing else grows.
   auto share = [&rig](const Tensor& t, const Tensor& pa, const Tensor& rel, const Tensor& iba, const Tensor& weighted) {
     Tensor transforms = reshape(fingerTransforms(rig.fingerAngles, t, pa, rel, iba), {kFingerBones, 3, 4});
     return matmul(reshape(transpose(transforms, {1, 0, 2}), {3, kFingerBones * 4}), weighted);
   };
-  Tensor fingerWeights = reshape(take(s.weights, indices(rig.fingerBones), 1), {-1, kFingers, kFingerBones});
-  Tensor weighted = reshape(reshape(transpose(fingerWeights, {1, 2, 0}), {kFingers, kFingerBones, 1, -1}) *
-                                reshape(transpose(s.base), {1, 1, 4, -1}),
-                            {kFingers, kFingerBones * 4, -1});
+  const int64_t fingerBones = kFingers * kFingerBones;
+  Tensor fingerWeights = reshape(s.columns(range(0, fingerBones)), {kFingers, kFingerBones, 1, -1});
+  // Combined before its axes are merged: the loop making it then runs over
+  // [fingers, bones, 4, n] x 3 corners with no index divided by another.
+  Tensor base = reshape(s.columns(range(fingerBones, fingerBones + 4)), {1, 1, 4, -1});
+  Tensor weighted = reshape(combine(mt, fingerWeights * base, Tensor()), {kFingers, kFingerBones * 4, -1});
   Tensor shareJacobians = vmap(jacfwd(share))(p.fingers, s.parentAbsolutes, s.relatives, s.inverseBaseAbsolutes,
-                                              weighted); // [kFingers, 3, m, kFingerThetas]
+                                              weighted); // [kFingers, 3, n, kFingerThetas]
   Tensor directions = reshape(transpose(shareJacobians, {0, 3, 2, 1}), {kFingers * kFingerThetas, -1, 3});
-  auto ofPositions = [&](const Tensor& x) {
-    return finish(placed(rig, x, p.rotation, p.translation), withShift ? noShift : Tensor());
-  };
-  auto along = [&](const Tensor& d) { return jvp(ofPositions, std::make_tuple(positions), std::make_tuple(d)).second; };
-  Tensor fingerColumns = transpose(vmap(along)(directions)); // [rows, 20]
+  Tensor combined = transpose(combine(mt, positions, Tensor()));
+  auto ofCombined = [&](const Tensor& x) { return residualsOf(rig, mt, x, p.rotation, p.translation); };
+  auto along = [&](const Tensor& d) { return jvp(ofCombined, std::make_tuple(combined), std::make_tuple(d)).second; };
+  Tensor fingerColumns = transpose(vmap(along)(directions)); // [3n, 20]
   std::vector<Tensor> columns;
   if (withShift) columns.push_back(globalColumns[2]);
   columns.insert(columns.end(), {globalColumns[0], globalColumns[1], fingerColumns});
   return concatenate(columns, 1);
-}
-
-/// Simple variant: point i minus vertex correspondences[i], flattened [3n].
-auto simpleFinish(const Tensor& points) {
-  return [points](const Tensor& positions, const Tensor&) { return reshape(points - positions, {-1}); };
-}
-
-/// Complicated variant: point i minus the point at barycentric coordinates
-/// (u0, u1, 1 - u0 - u1) of the posed corners of triangle correspondences[i]
-/// (positions [3n, 3], corners in order), flattened [3n]; a valid shift [2]
-/// is added to every pair of us.
-auto complicatedFinish(const Tensor& us, const Tensor& points) {
-  return [us, points](const Tensor& positions, const Tensor& shift) {
-    Tensor u = shift.valid() ? us + shift : us;
-    Tensor vertices = reshape(positions, {-1, 3, 3});
-    Tensor u0 = u(all, range(0, 1)), u1 = u(all, range(1, 2));
-    Tensor hand = u0 * vertices(all, 0, all) + u1 * vertices(all, 1, all) + (1.0 - u0 - u1) * vertices(all, 2, all);
-    return reshape(points - hand, {-1});
-  };
 }
 
 /// The input's arrays.
@@ -392,8 +418,8 @@ public:
     if (!in_.complicated) {
       auto f = [rig, jac](Tensor theta, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor corr, Tensor pts) {
         const Skin s = makeSkin(rig, Model{br, iba, bp, w}, corr, jac);
-        return jac ? residualsJacobian(rig, s, theta, false, simpleFinish(pts))
-                   : residuals(rig, s, theta, simpleFinish(pts));
+        const Matches mt{pts, Tensor()};
+        return jac ? residualsJacobian(rig, s, theta, mt) : residuals(rig, s, theta, mt);
       };
       run_ = [j = jit(f, options)](const Input& i, Array& out) {
         j.into(out, i.theta, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.correspondences,
@@ -404,9 +430,10 @@ public:
       // residual, then d/dtheta.
       auto f = [rig, jac](Tensor theta, Tensor us, Tensor br, Tensor iba, Tensor bp, Tensor w, Tensor tri,
                           Tensor corr, Tensor pts) {
-        const Skin s = makeSkin(rig, Model{br, iba, bp, w}, reshape(take(tri, corr), {-1}), jac); // corners in order
-        return jac ? residualsJacobian(rig, s, theta, true, complicatedFinish(us, pts))
-                   : residuals(rig, s, theta, complicatedFinish(us, pts));
+        // Corner-major (Matches): combining the corners sums three runs of n.
+        const Skin s = makeSkin(rig, Model{br, iba, bp, w}, reshape(transpose(take(tri, corr)), {-1}), jac);
+        const Matches mt{pts, us};
+        return jac ? residualsJacobian(rig, s, theta, mt) : residuals(rig, s, theta, mt);
       };
       run_ = [j = jit(f, options)](const Input& i, Array& out) {
         j.into(out, i.theta, i.us, i.baseRelatives, i.inverseBaseAbsolutes, i.basePositions, i.weights, i.triangles,

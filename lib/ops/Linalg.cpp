@@ -22,8 +22,10 @@ using ir::InferCtx;
 
 /// Unpacked products over at most this many terms (k) sum each element of
 /// the result in a register. A GMM objective's 5 × [2,2]·[2,1000] products
-/// (k = 2): i-k-j loops took about a fifth of its 7 us.
-constexpr int64_t kRegisterDepth = 8;
+/// (k = 2): i-k-j loops took about a fifth of its 7 us. At k = 12 too (ht's
+/// Jacobian: 5 × [12,12]·[12,100], i-k-j loading and storing C 12 times)
+/// the register sums took its time from 43 to 40 us (one Zen 4 core).
+constexpr int64_t kRegisterDepth = 16;
 
 /// A matmul's transposition flags (absent attributes are false).
 struct Form {

@@ -33,6 +33,10 @@ constexpr int64_t kMinTransposedK = 64;
 /// its contraction is long: up to two micro-tiles of the packed kernel.
 constexpr int64_t kMaxDotSide = 32;
 
+/// The shortest contraction for which a matrix-vector product (M or N of
+/// one) is rewritten.
+constexpr int64_t kMinMatvecK = 16;
+
 /// How many times more rows than columns make a product with few columns
 /// (at most kMaxDotSide) computed transposed.
 constexpr int64_t kTallRatio = 8;
@@ -111,6 +115,15 @@ public:
       if (role[d] == Role::M) mSize *= P[d];
       if (role[d] == Role::N) nSize *= P[d];
     }
+    // A matrix-vector product with a short contraction stays a fused loop:
+    // that loop reads each element of the matrix side once, times an
+    // element of the vector, which is all the product does. As a matmul the
+    // matrix side is first copied into the product's layout (batch axes
+    // first) and a kernel runs per batch for a few multiply-adds. (ht's
+    // Jacobian: a [5, 12, 300] table combined over each triangle's 3 corners
+    // became 100 products [60, 3] x [3, 1] behind a transposed copy of the
+    // table, half of the Jacobian's time.)
+    if ((mSize == 1 || nSize == 1) && kSize < kMinMatvecK) return -1;
     // A tall product with few columns (a GMM gradient's 1,000 x 20 from
     // K = 20) is computed transposed, C^T = B^T A^T: the kernels' column
     // panels are then full, and the tall side's copy with K before M is

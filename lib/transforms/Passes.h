@@ -28,6 +28,11 @@ void contract(ir::Module& m);
 /// Before: verified IR. After: same sums in another order of additions;
 /// replaced adds and pads may be dead (run dce).
 void padSum(ir::Module& m);
+/// Rewrites reduce_sum(c * x) (c one number broadcast; negations between
+/// them allowed) into c * reduce_sum(x).
+/// Before: verified IR. After: same sums, scaled after summing; replaced ops
+/// may be dead (run dce), new sums may repeat earlier ones (run cse).
+void scaleSum(ir::Module& m);
 /// Removes ops without side effects whose results are unused.
 /// Before: verified IR. After: every remaining such op's result is used.
 void dce(ir::Module& m);

@@ -16,6 +16,8 @@ static std::vector<Pass>& registry() {
   static std::vector<Pass> passes = {
       {"fold", "constant folding and algebraic identities (x*1, x+0, ...)", [](ir::Module& m, const std::string&) { fold(m); }},
       {"simplify", "the same as fold", [](ir::Module& m, const std::string&) { fold(m); }},
+      {"scale-sum", "the sum of an array times a broadcast number becomes the scaled sum",
+       [](ir::Module& m, const std::string&) { scaleSum(m); }},
       {"cse", "common subexpression elimination", [](ir::Module& m, const std::string&) { cse(m); }},
       {"contract", "einsum written with broadcasts (sum of a broadcast product) becomes a batched matmul",
        [](ir::Module& m, const std::string&) { contract(m); }},
@@ -31,7 +33,7 @@ const std::vector<Pass>& allPasses() { return registry(); }
 void registerPass(Pass pass) { registry().push_back(std::move(pass)); }
 
 const std::vector<std::string>& defaultPipeline() {
-  static const std::vector<std::string> p = {"fold", "cse", "contract", "pad-sum", "dce"};
+  static const std::vector<std::string> p = {"fold", "scale-sum", "cse", "contract", "pad-sum", "dce"};
   return p;
 }
 
