@@ -23,6 +23,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -107,6 +108,43 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o)
   auto tm = jtmb->createTargetMachine();
   if (!tm) throw Error("cannot create a target machine: " + llvm::toString(tm.takeError()));
   return std::move(*tm);
+}
+
+namespace {
+/// Idle target machines by level and CPU. Never destroyed, like the JIT:
+/// background compiles may borrow during static destruction.
+struct TargetMachinePool {
+  std::mutex m;
+  std::map<std::string, std::vector<std::unique_ptr<llvm::TargetMachine>>> idle;
+};
+TargetMachinePool& targetMachinePool() {
+  static auto* pool = new TargetMachinePool;
+  return *pool;
+}
+} // namespace
+
+void ReturnTargetMachine::operator()(llvm::TargetMachine* tm) const {
+  if (!tm) return;
+  TargetMachinePool& pool = targetMachinePool();
+  std::lock_guard lock(pool.m);
+  pool.idle[key].emplace_back(tm);
+}
+
+PooledTargetMachine borrowTargetMachine(const TargetOptions& o) {
+  // Keyed as createTargetMachine resolves the CPU (ADJIT_CPU may change).
+  const char* env = o.cpu.empty() ? std::getenv("ADJIT_CPU") : nullptr;
+  std::string key = std::to_string(o.optLevel) + " " + (!o.cpu.empty() ? o.cpu : env ? env : "");
+  TargetMachinePool& pool = targetMachinePool();
+  {
+    std::lock_guard lock(pool.m);
+    auto it = pool.idle.find(key);
+    if (it != pool.idle.end() && !it->second.empty()) {
+      llvm::TargetMachine* tm = it->second.back().release();
+      it->second.pop_back();
+      return PooledTargetMachine(tm, ReturnTargetMachine{std::move(key)});
+    }
+  }
+  return PooledTargetMachine(createTargetMachine(o).release(), ReturnTargetMachine{std::move(key)});
 }
 
 std::string targetKey(const llvm::TargetMachine& tm) {

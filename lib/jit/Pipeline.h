@@ -8,6 +8,7 @@
 // pipeline (Engine.cpp, Aot.cpp).
 #pragma once
 
+#include "codegen/TargetPool.h"
 #include "ir/IR.h"
 #include "jit/DiskCache.h"
 
@@ -178,7 +179,7 @@ private:
   CompileOptions options_;
   std::vector<Instrumentation*> instruments_;
   std::unique_ptr<Instrumentation> verifier_; ///< ADJIT_VERIFY: checks every stage's artifact
-  std::unique_ptr<llvm::TargetMachine> target_;
+  codegen::PooledTargetMachine target_;
   std::unique_ptr<llvm::LLVMContext> context_;
   std::unique_ptr<llvm::Module> module_;
   std::string plans_, planAfter_;
