@@ -37,7 +37,7 @@ struct CompileOptions {
   /// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
   bool threads = true;
   /// Each lowered function gets a `<symbol>.packed(void**)` entry point, which
-  /// the JIT calls; objects for C callers have the plain entry points only.
+  /// the JIT calls, and no other; objects for C callers have the plain entry points only.
   bool packed = true;
   /// Large modules may be optimised and compiled in parts on threads of their
   /// own, one object per part (the JIT). Off: one object (AOT).
