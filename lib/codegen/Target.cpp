@@ -10,6 +10,9 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/SourceMgr.h>
+#include <llvm/CodeGen/MachineModuleInfo.h>
+#include <llvm/CodeGen/Passes.h>
+#include <llvm/CodeGen/TargetPassConfig.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -274,13 +277,39 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, int level) {
   mpm.run(m, mam);
 }
 
+/// Adds the code generator's passes to `pm`, as LLVMTargetMachine::addPassesToEmitFile
+/// does, less the machine instruction scheduler at CodeGenOptLevel::None.
+/// That level (the first tier) allocates registers as -O1 does (see
+/// initializeLLVM), and LLVM's pipeline then schedules before allocation
+/// too, which only shortens the code's critical paths. Without it, tier-1
+/// compiles of B2 and G3 take 6% fewer instructions (callgrind); their
+/// code computes the same (scheduling reorders, never changes, operations).
+static bool addCodeGenPasses(llvm::legacy::PassManager& pm, llvm::TargetMachine& tm, llvm::raw_pwrite_stream& os,
+                             llvm::CodeGenFileType kind) {
+  auto& ltm = static_cast<llvm::LLVMTargetMachine&>(tm);
+  if (tm.getOptLevel() != llvm::CodeGenOptLevel::None || !llvm::TargetPassConfig::willCompleteCodeGenPipeline())
+    return ltm.addPassesToEmitFile(pm, os, nullptr, kind);
+  auto* mmi = new llvm::MachineModuleInfoWrapperPass(&ltm);
+  llvm::TargetPassConfig* config = ltm.createPassConfig(pm);
+  config->setDisableVerify(true);
+  config->disablePass(&llvm::MachineSchedulerID);
+  pm.add(config);
+  pm.add(mmi);
+  if (config->addISelPasses()) return true;
+  config->addMachinePasses();
+  config->setInitialized();
+  if (ltm.addAsmPrinter(pm, os, nullptr, kind, mmi->getMMI().getContext())) return true;
+  pm.add(llvm::createFreeMachineFunctionPass());
+  return false;
+}
+
 static std::string emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeGenFileType kind) {
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
   llvm::legacy::PassManager pm;
   llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
   pm.add(new llvm::TargetLibraryInfoWrapperPass(tlii));
-  if (tm.addPassesToEmitFile(pm, os, nullptr, kind)) throw Error("the target cannot emit this file type");
+  if (addCodeGenPasses(pm, tm, os, kind)) throw Error("the target cannot emit this file type");
   pm.run(m);
   return std::string(buf.begin(), buf.end());
 }
