@@ -856,8 +856,11 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
   auto* voidTy = llvm::Type::getVoidTy(ctx);
   const std::size_t nBuffers = ef->params.size() + ef->outputs.size();
 
-  // void <symbol>(ptr in..., ptr out...): allocates its own scratch.
-  {
+  // void <symbol>(ptr in..., ptr out...): allocates its own scratch. Not
+  // with the JIT's packed entry: the JIT calls nothing else, and each entry
+  // inlines the whole body (twice the code for LLVM to optimise and compile:
+  // tier-1 compiles of B1 28.5M -> 21.9M instructions, G3 67.3M -> 60.5M).
+  if (!o.packed) {
     auto* fn = llvm::Function::Create(llvm::FunctionType::get(voidTy, std::vector<llvm::Type*>(nBuffers, ptrTy), false),
                                       llvm::GlobalValue::ExternalLinkage, symbol, out);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));

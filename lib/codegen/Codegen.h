@@ -1,7 +1,8 @@
 // codegen/Codegen.h — lowers IR functions to LLVM IR over flat row-major buffers.
 //
-// For an IR function @f the generated code is
+// For an IR function @f the generated code is, for C callers (AOT),
 //   void <symbol>(const void* in0, ..., void* out0, ...)   // buffers must not overlap
+// or, for the JIT (LowerOptions::packed),
 //   void <symbol>.packed(void** args)                      // args = {in..., out..., scratch}
 // Large intermediates live in a scratch region whose size is known at compile
 // time: <symbol> mallocs it per call; callers of .packed (the JIT) pass a
@@ -26,7 +27,8 @@ inline constexpr const char* kCompilePartAttribute = "adjit-compile-part";
 
 /// How lowerFunction lowers, and what it reports.
 struct LowerOptions {
-  /// A `<symbol>.packed(void**)` entry point (the JIT's); objects for C callers go without.
+  /// A `<symbol>.packed(void**)` entry point (the JIT's) instead of the plain
+  /// `<symbol>(ptr in..., ptr out...)` of objects for C callers.
   bool packed = true;
   /// A `<symbol>_work(ptr in..., ptr out..., ptr scratch)` entry point taking
   /// its scratch from the caller (AOT code that must not allocate).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "codegen/Emitter.h"
+#include "codegen/TargetPool.h"
 
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
@@ -21,6 +22,13 @@ struct TargetOptions {
 /// A target machine for the host (or `o.cpu`, else $ADJIT_CPU, on the host's architecture).
 /// Throws adjit::Error for an unknown CPU or unusable target.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o);
+
+/// A target machine as createTargetMachine makes it, lent from a pool of
+/// machines for the same level and CPU, or made when every such machine is
+/// in use. A machine keeps the subtargets (instruction, register and
+/// lowering tables, 1-2 ms to build) it made for earlier modules; a machine
+/// is not safe to share between threads, so each is used by one borrower.
+PooledTargetMachine borrowTargetMachine(const TargetOptions& o);
 /// "<triple> <cpu> <features>": identifies generated code for cache keys.
 std::string targetKey(const llvm::TargetMachine& tm);
 /// The vector unit of the machine's CPU features (AVX-512F, AVX, or SSE's 128 bits).

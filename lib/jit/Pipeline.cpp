@@ -111,7 +111,7 @@ unsigned partitionsFor(const llvm::Module& lm) {
 /// of `o`; `m` is left as it was.
 std::string emitFast(const llvm::Module& m, const CompileOptions& o) {
   std::unique_ptr<llvm::Module> copy = llvm::CloneModule(m); // code generation changes its module
-  return codegen::emitObject(*copy, *codegen::createTargetMachine({0, o.cpu}));
+  return codegen::emitObject(*copy, *codegen::borrowTargetMachine({0, o.cpu}));
 }
 
 } // namespace
@@ -136,7 +136,7 @@ std::vector<std::string> OptimizedModules::emit() {
   auto work = [&](std::size_t i) {
     try {
       Part& p = *todo[i];
-      p.object = codegen::emitObject(*p.module, *codegen::createTargetMachine({options_.optLevel, options_.cpu}));
+      p.object = codegen::emitObject(*p.module, *codegen::borrowTargetMachine({options_.optLevel, options_.cpu}));
       p.module.reset();
       p.context.reset();
     } catch (...) {
@@ -168,7 +168,7 @@ void compileParts(const std::vector<std::string>& bitcode, const CompileOptions&
       auto ctx = std::make_unique<llvm::LLVMContext>();
       auto part = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i], "partition"), *ctx);
       if (!part) throw InternalError("jit: cannot read a partition back: " + llvm::toString(part.takeError()));
-      auto ptm = codegen::createTargetMachine({o.optLevel, o.cpu});
+      auto ptm = codegen::borrowTargetMachine({o.optLevel, o.cpu});
       codegen::optimize(**part, *ptm, o.optLevel);
       if (later) {
         objects[first + i] = emitFast(**part, o);
@@ -292,7 +292,7 @@ std::string_view stageName(Stage s) {
 
 Compilation::Compilation(std::string name, std::string symbol, CompileOptions options, std::vector<Instrumentation*> instruments)
     : name_(std::move(name)), symbol_(std::move(symbol)), options_(std::move(options)), instruments_(std::move(instruments)),
-      target_(codegen::createTargetMachine({options_.optLevel, options_.cpu})),
+      target_(codegen::borrowTargetMachine({options_.optLevel, options_.cpu})),
       context_(std::make_unique<llvm::LLVMContext>()), module_(std::make_unique<llvm::Module>(name_, *context_)) {
   if (ir::verifyAfterPasses()) {
     verifier_ = std::make_unique<VerifyStages>();

@@ -8,6 +8,7 @@
 // pipeline (Engine.cpp, Aot.cpp).
 #pragma once
 
+#include "codegen/TargetPool.h"
 #include "ir/IR.h"
 #include "jit/DiskCache.h"
 
@@ -36,7 +37,7 @@ struct CompileOptions {
   /// adjit_parallel_for (runtime/ThreadPool.h); without, the code calls nothing.
   bool threads = true;
   /// Each lowered function gets a `<symbol>.packed(void**)` entry point, which
-  /// the JIT calls; objects for C callers have the plain entry points only.
+  /// the JIT calls, and no other; objects for C callers have the plain entry points only.
   bool packed = true;
   /// Large modules may be optimised and compiled in parts on threads of their
   /// own, one object per part (the JIT). Off: one object (AOT).
@@ -178,7 +179,7 @@ private:
   CompileOptions options_;
   std::vector<Instrumentation*> instruments_;
   std::unique_ptr<Instrumentation> verifier_; ///< ADJIT_VERIFY: checks every stage's artifact
-  std::unique_ptr<llvm::TargetMachine> target_;
+  codegen::PooledTargetMachine target_;
   std::unique_ptr<llvm::LLVMContext> context_;
   std::unique_ptr<llvm::Module> module_;
   std::string plans_, planAfter_;
