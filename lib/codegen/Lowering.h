@@ -169,6 +169,8 @@ struct Lowering {
   /// elements replaced: the lowering the planner uses instead when it may
   /// update that operand's buffer in place (see InPlace).
   InPlace inPlace = {};
+  /// Whether the lowering may call LAPACK when the compile allows it.
+  bool lapack = false;
   bool has(Trait t) const { return (traits & t) != 0; }
   /// The hook that writes whole results: `lower`, or for an op the planner
   /// lowers in place, `inPlace.lower`.

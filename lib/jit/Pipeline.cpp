@@ -3,6 +3,7 @@
 #include "jit/Pipeline.h"
 
 #include "codegen/Codegen.h"
+#include "codegen/Lowering.h"
 #include "codegen/Target.h"
 #include "ir/Text.h"
 #include "ir/Verifier.h"
@@ -201,15 +202,19 @@ std::string targetKeyFor(const std::string& cpu) {
 
 } // namespace
 
-bool lapackInUse(const CompileOptions& o) {
-  return o.lapack && !runtime::lapack::generatedOnlyHere() && runtime::lapack::available();
+bool lapackInUse(const ir::Module& m, const CompileOptions& o) {
+  if (!o.lapack || runtime::lapack::generatedOnlyHere()) return false;
+  auto mayCall = [](const auto& f) {
+    return std::any_of(f->ops.begin(), f->ops.end(), [](const ir::Op& op) { return codegen::lowering(op.kind).lapack; });
+  };
+  return std::any_of(m.functions.begin(), m.functions.end(), mayCall) && runtime::lapack::available();
 }
 
 CacheKey compileKey(const ir::Module& m, std::string_view what, const CompileOptions& o) {
   LongHash h;
   ir::fingerprint(m, {.codeLocations = true}, h);
   h.update(fmt::format("\n{}\n{} O{} threads {} packed {} partition {} lapack {}\n{}", what, targetKeyFor(o.cpu), o.optLevel,
-                       o.threads, o.packed, o.partition, lapackInUse(o), buildIdentity()));
+                       o.threads, o.packed, o.partition, lapackInUse(m, o), buildIdentity()));
   return CacheKey::of(h);
 }
 
@@ -325,7 +330,7 @@ uint64_t Compilation::lower(const ir::Module& m, const std::string& function, co
   double planMs = 0;
   const uint64_t scratch =
       codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_),
-                             {.packed = options_.packed, .work = work, .parallel = options_.threads, .lapack = lapackInUse(options_), .plans = inspected() ? &plans_ : nullptr,
+                             {.packed = options_.packed, .work = work, .parallel = options_.threads, .lapack = lapackInUse(m, options_), .plans = inspected() ? &plans_ : nullptr,
                               .planAfter = planAfter_, .planMs = &planMs});
   times_.plan += planMs;
   times_.lower += msSince(t0) - planMs;

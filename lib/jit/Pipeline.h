@@ -49,9 +49,12 @@ struct CompileOptions {
   bool lapack = true;
 };
 
-/// Whether code compiled with `o` calls LAPACK: o.lapack and a LAPACK
-/// library loaded. Part of the cache key: the generated code differs.
-bool lapackInUse(const CompileOptions& o);
+/// Whether code compiled from `m` with `o` may call LAPACK: o.lapack, an op
+/// of `m` whose lowering may (codegen::Lowering::lapack), and a LAPACK
+/// library loaded (looked for only then: loading it costs milliseconds).
+/// Part of the cache key: the generated code differs. (No pass of the
+/// pipeline makes such an op, so the traced module and the lowered one agree.)
+bool lapackInUse(const ir::Module& m, const CompileOptions& o);
 
 /// The key of a compilation in the process-wide and disk caches: the IR
 /// (with the locations compiled code reports: a while loop's limit error

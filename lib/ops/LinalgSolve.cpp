@@ -426,6 +426,7 @@ void defineLinalgSolveOps(Table& t) {
       .batch = batching::leadingAxesBatch,
       // the recurrence's reads, matrix by matrix (exact)
       .deps = choleskyDeps,
+      .lapack = true,
   });
 
   // triangular_solve(a, b) {lower, left_side, transpose_a, unit_diagonal}:
@@ -573,6 +574,7 @@ void defineLinalgSolveOps(Table& t) {
       .batch = batchTriangularSolve,
       // the recurrence's reads, matrix by matrix (exact Jacobian)
       .deps = triangularSolveDeps,
+      .lapack = true,
   });
 
   // lu(a) -> (lu, pivots, permutation): P a = L U with partial pivoting,
@@ -686,6 +688,7 @@ void defineLinalgSolveOps(Table& t) {
       .batch = batching::leadingAxesBatch,
       // each matrix of the batch on its own
       .deps = sparsity::matrixBatchDeps,
+      .lapack = true,
   });
 }
 

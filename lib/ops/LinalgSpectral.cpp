@@ -589,6 +589,7 @@ void defineSpectralOps(Table& t) {
       .batch = batching::leadingAxesBatch,
       // each matrix of the batch on its own
       .deps = sparsity::matrixBatchDeps,
+      .lapack = true,
   });
 
   // svd(a) -> u [..., m, k], s [..., k] descending, vt [..., k, n]: a = u diag(s) vt.
@@ -673,6 +674,7 @@ void defineSpectralOps(Table& t) {
       .batch = batching::leadingAxesBatch,
       // each matrix of the batch on its own
       .deps = sparsity::matrixBatchDeps,
+      .lapack = true,
   });
 }
 

@@ -53,7 +53,8 @@ void registerAll() {
                         .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
                         .lastAxisShift = h.lastAxisShift,
                         .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid,
-                        .tileColumnAxes = h.tileColumnAxes, .data = h.data, .inPlace = h.inPlace});
+                        .tileColumnAxes = h.tileColumnAxes, .data = h.data, .inPlace = h.inPlace,
+                        .lapack = h.lapack});
   }
 }
 

@@ -128,6 +128,10 @@ struct Hooks {
   /// without one get sparsity::elementwiseDeps; ops without one are
   /// analysed by sparsity::denseDeps (never wrong, seldom exact).
   void (*deps)(const sparsity::SparsityCtx&) = nullptr;
+  /// Whether the lowering may call LAPACK (runtime/Lapack.h) when
+  /// CompileOptions::lapack allows: only modules holding such an op make
+  /// the compile look for the library, whose loading costs milliseconds.
+  bool lapack = false;
 };
 
 

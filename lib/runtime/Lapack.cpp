@@ -5,6 +5,8 @@
 // routines work in place on the result buffer (see each entry point).
 #include "runtime/Lapack.h"
 
+#include "support/Log.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -83,7 +85,11 @@ const Library* load() {
 }
 
 const Library* lib() {
-  static const Library* l = load();
+  static const Library* l = [] {
+    const Library* found = load();
+    if (logEnabled("compile")) logLine("compile", found ? "lapack: loaded " + found->name : std::string("lapack: none found"));
+    return found;
+  }();
   return l;
 }
 
