@@ -377,9 +377,22 @@ private:
   /// read only inside it (not results; viewed, if at all, at their own rows)
   /// get rows of the block buffer, sharing bytes when their live ranges in
   /// the group do not overlap, up to a row size that still leaves
-  /// kMinBlockRows rows in kBlockBytes; the block gets as many rows as fit.
-  /// It pays when those values would take kGroupMinBytes or more in memory,
-  /// in two blocks or more.
+  /// kMinBlockRows rows in kBlockBytes; or, when the kernel reading one last
+  /// writes a result of its type in place of it (outputFor), that result's
+  /// rows (inOutput_). The block gets as many rows as fit in kBlockBytes
+  /// with both. It pays when those values would take kGroupMinBytes or more
+  /// in memory, in two blocks or more.
+  /// A result of loop kernel `lastReader`, v's last reader, that may be
+  /// computed in place of v (v then lives in that result's buffer, rather
+  /// than in a block buffer): not a reduction, of v's type and the loop's
+  /// domain, the kernel reading v at each point's own index only (its roots'
+  /// values at a point are computed before any is stored), neither of them
+  /// a view, the result not in `taken` (one value per result; added). -1: none.
+  /// The kernel writing v then makes the result's cache misses, amid its own
+  /// work, and the block buffer leaves the cache to the rows (softmax's
+  /// gradient: exp(x - max) written into the result, then scaled in place).
+  ValueId outputFor(const FusionPlan& p, ValueId v, int lastReader, std::vector<ValueId>& taken);
+
   bool sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& lastRead, const std::vector<char>& viewed,
                  std::vector<std::pair<ValueId, uint64_t>>& local);
 
@@ -414,6 +427,8 @@ private:
   std::vector<char> inPlace_;    ///< per value: computed by its op's Lowering::inPlace (materialize())
   std::vector<int> groupOf_;     ///< per value: the row-group candidate whose kernel writes it (group())
   std::vector<int> blockOf_;     ///< per value: the group sized (sizeGroup) whose block buffer holds it
+  /// Values of row groups computed in a result's buffer (sizeGroup): value, result.
+  std::vector<std::pair<ValueId, ValueId>> inOutput_;
   /// The values in block buffers: value, group, offset in the block (Storage::Block).
   std::vector<std::tuple<ValueId, uint32_t, uint64_t>> blocks_;
   std::vector<int64_t> viewOffset_; ///< per view: the element offset into that value
