@@ -7,7 +7,10 @@
 #include "support/Assert.h"
 
 #include <algorithm>
+#include <bit>
 #include <queue>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace adjit::codegen::planning {
 
@@ -395,7 +398,6 @@ bool Planner::sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& l
                std::vector<std::pair<ValueId, uint64_t>>& local) {
   RowGroup& g = p.groups[gi];
   const int first = static_cast<int>(g.first), last = first + static_cast<int>(g.count) - 1;
-  constexpr uint64_t kMaxRowBytes = kBlockBytes / kMinBlockRows;
   ScratchAllocator rows; // in bytes per row
   uint64_t rowBytes = 0;
   // Values in place of a result (value, result), and their bytes per row.
@@ -419,7 +421,7 @@ bool Planner::sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& l
         }
       }
       const uint64_t offset = rows.allocate(bytes);
-      if (offset + bytes > kMaxRowBytes) { // too wide: it stays in memory
+      if (offset + bytes > kMaxBlockRowBytes) { // too wide: it stays in memory
         rows.release(offset, bytes);
         continue;
       }
@@ -428,12 +430,34 @@ bool Planner::sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& l
       local.push_back({v, offset});
     }
   }
-  // Values in place of results stay in cache while the block runs, like the block's.
-  const uint64_t footprint = rowBytes + outputRowBytes;
-  const int64_t fit = footprint ? static_cast<int64_t>(kBlockBytes / footprint) / kMinBlockRows * kMinBlockRows : kMaxBlockRows;
-  g.blockRows = std::clamp<int64_t>(fit, kMinBlockRows, kMaxBlockRows);
+  // Values in place of results stay in cache while the block runs, like the
+  // block's; so do the rows of buffers two of the group's kernels touch
+  // (those of values in place of results counted already).
+  const uint64_t saved = rowBytes + outputRowBytes;
+  uint64_t footprint = saved;
+  std::unordered_map<ValueId, std::pair<int, int>> touched; // buffer: kernels touching it, the last of them
+  std::unordered_set<ValueId> counted;
+  for (const auto& [v, offset] : local) counted.insert(v);
+  for (const auto& [v, out] : inOutput) counted.insert({v, out});
+  std::vector<ValueId> operands;
+  for (int k = first; k <= last; ++k) {
+    const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
+    auto touch = [&](ValueId v) {
+      const ValueId base = viewOf_[at(v)] >= 0 ? viewOf_[at(v)] : v;
+      if (counted.count(base) || f_.type(base).rank() == 0 || f_.type(base).shape[0] != g.rows) return;
+      auto& [kernels, lastKernel] = touched[base];
+      if (kernels && lastKernel == k) return;
+      ++kernels;
+      lastKernel = k;
+      if (kernels == 2) footprint += static_cast<uint64_t>(f_.type(base).bytes() / g.rows);
+    };
+    for (const Read& r : readsOf(operandsOf(kn, operands), false)) touch(r.value);
+    for (ValueId v : writtenBy(kn, written)) touch(v);
+  }
+  const int64_t fit = footprint ? static_cast<int64_t>(kBlockBytes / footprint) : kMaxBlockRows;
+  g.blockRows = std::clamp<int64_t>(fit >= 8 ? fit / 8 * 8 : int64_t(1) << std::bit_width(static_cast<uint64_t>(fit)) >> 1, kMinBlockRows, kMaxBlockRows);
   g.blockBytes = rowBytes * static_cast<uint64_t>(g.blockRows);
-  if (g.blocks() < 2 || footprint * static_cast<uint64_t>(g.rows) < kGroupMinBytes) return false;
+  if (g.blocks() < 2 || saved * static_cast<uint64_t>(g.rows) < kGroupMinBytes) return false;
   for (auto& [v, offset] : local) offset *= static_cast<uint64_t>(g.blockRows);
   for (const auto& [v, offset] : local) blockOf_[at(v)] = static_cast<int>(gi);
   for (const auto& [v, out] : inOutput) inOutput_.push_back({v, out});

@@ -86,8 +86,17 @@ constexpr int kGroupMaxRepeats = 4;
 /// small stacks), its rows kMinBlockRows to kMaxBlockRows. Measured on
 /// ADBench's BA Jacobian (ba3, 182,072 rows; 37 ms without groups): 16, 32,
 /// 64 and 128 KB took 11.1, 10.7, 10.5 and 10.0 ms; the stack decides.
+/// A value takes at most kMaxBlockRowBytes of a block's row. Rows of other
+/// buffers that two kernels of the group touch (softmax's x, read for the
+/// max and again for exp; a result written in place of a value) count
+/// against kBlockBytes too: a block of a 1000-column softmax gradient then
+/// has 4 rows, not 8, and its rows stay in L1 from kernel to kernel
+/// (G3 0.99x -> 0.85x of the hand-written loop, 2 rows alike). Blocks of
+/// 8 rows or more have a multiple of 8 (per-row loops vectorise across
+/// rows), fewer a power of two.
 constexpr uint64_t kBlockBytes = 32 << 10;
-constexpr int64_t kMinBlockRows = 8, kMaxBlockRows = 1024;
+constexpr int64_t kMinBlockRows = 2, kMaxBlockRows = 1024;
+constexpr uint64_t kMaxBlockRowBytes = kBlockBytes / 8;
 /// A tile epilogue (Kernel::epilogue) is the kernel reading a product at
 /// most this many kernels after it: planning stays linear.
 constexpr int kMaxEpilogueDistance = 16;
@@ -376,12 +385,12 @@ private:
   /// Sizes row group g, or returns false when it would not pay. Its values
   /// read only inside it (not results; viewed, if at all, at their own rows)
   /// get rows of the block buffer, sharing bytes when their live ranges in
-  /// the group do not overlap, up to a row size that still leaves
-  /// kMinBlockRows rows in kBlockBytes; or, when the kernel reading one last
-  /// writes a result of its type in place of it (outputFor), that result's
-  /// rows (inOutput_). The block gets as many rows as fit in kBlockBytes
-  /// with both. It pays when those values would take kGroupMinBytes or more
-  /// in memory, in two blocks or more.
+  /// the group do not overlap, up to kMaxBlockRowBytes; or, when the kernel
+  /// reading one last writes a result of its type in place of it
+  /// (outputFor), that result's rows (inOutput_). The block gets as many
+  /// rows as fit in kBlockBytes with both and the rows of the buffers two of
+  /// its kernels touch. It pays when those values would take kGroupMinBytes
+  /// or more in memory, in two blocks or more.
   /// A result of loop kernel `lastReader`, v's last reader, that may be
   /// computed in place of v (v then lives in that result's buffer, rather
   /// than in a block buffer): not a reduction, of v's type and the loop's
