@@ -6,6 +6,9 @@
 // child process taking turns) and as fractions of the measured FMA peak
 // (bench/fma_probe.cpp), which also serves as every section's phase probe.
 // Prints the cold compile time (first call: trace + compile + run). Not a test.
+//   adjit_bench [ROUNDS [random | ROWS]]: ROUNDS rounds (21); "random" runs
+//   the random-number section only; ROWS, names separated by commas
+//   ("G3,B2"), runs those rows of B0-B4 and G1-G4 only.
 #include <adjit/adjit.h>
 
 #include <omp.h>
@@ -47,6 +50,12 @@ void base_normal(uint32_t k0, uint32_t k1, float* out, int64_t n);
 using namespace adjit;
 using bench::Clock;
 using bench::Side;
+
+/// The rows asked for on the command line; empty: all.
+static std::string gRows;
+static bool wanted(const char* row) {
+  return gRows.empty() || ("," + gRows + ",").find("," + std::string(row) + ",") != std::string::npos;
+}
 
 static double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -164,6 +173,7 @@ struct Row {
 /// and for gradient rows the ratio to the forward, for matmul rows PyTorch
 /// and the fractions of the FMA peak.
 static void runRow(const Row& row, int reps, int all, bench::TorchPeer* torch) {
+  if (!wanted(row.name)) return;
   Side a1{.round = bench::batchOf(row.adjit1)}, b1{.round = bench::batchOf([&] { row.baseline(1); })};
   Side aN{.round = bench::batchOf(row.adjitAll), .pooled = true};
   Side bN{.round = bench::batchOf([&] { row.baseline(all); }), .pooled = true};
@@ -223,7 +233,7 @@ static void handWrittenSection(int reps, int all) {
   std::unique_ptr<bench::TorchPeer> torch;
   const char* py = std::getenv("ADJIT_BENCH_PYTHON");
   std::string folder = "/tmp/adjit_bench.XXXXXX";
-  if ((!py || *py) && mkdtemp(folder.data()))
+  if ((!py || *py) && (wanted("B4") || wanted("G4")) && mkdtemp(folder.data()))
     torch = std::make_unique<bench::TorchPeer>(py ? py : "/usr/bin/python3", ADJIT_BENCH_DIR "/mlp_torch.py", folder,
                                                X.data<float>(), W1.data<float>(), W2.data<float>(), M, K, N);
 
@@ -540,6 +550,7 @@ int main(int argc, char** argv) {
     randomSection(reps);
     return 0;
   }
+  if (argc > 2) gRows = argv[2];
   const int all = allThreads();
   std::printf("adjit benchmarks (%d rounds; ratio = adjit / hand-written baseline; every section's absolute times "
               "with its phase probe, the FMA peak measured in the same minutes)\n", reps);
@@ -553,7 +564,7 @@ int main(int argc, char** argv) {
     std::printf("warning: the baselines are built for %s but ADJIT_CPU is %s: run with ADJIT_CPU=%s to compare like "
                 "with like\n", march.c_str(), cpu && *cpu ? cpu : "unset", march.c_str());
   printProbe();
-  { // B0: call overhead of a jitted scalar function
+  if (wanted("B0")) { // B0: call overhead of a jitted scalar function
     auto f = jit([](Tensor x) { return x * 2.0f + 1.0f; });
     double c = cold(f, 1.0f);
     // The fastest of 7 batches: a call's cost, not the other processes'.
@@ -569,6 +580,7 @@ int main(int argc, char** argv) {
                 ns, c, acc);
   }
   handWrittenSection(reps, all);
+  if (!gRows.empty()) return 0;
   forwardSection(reps);
   odeSection(reps);
   randomSection(reps);

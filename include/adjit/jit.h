@@ -4,6 +4,8 @@
 
 #include <adjit/trace.h>
 
+#include <new>
+#include <vector>
 
 namespace adjit {
 
@@ -98,6 +100,40 @@ struct ArgCollector final : LeafSink {
   void size(std::size_t n) override { mix(n + 0x51); }
 };
 
+/// A call's result Arrays, held in place for up to kInline of them: a call
+/// then allocates only their data (none for scalars), not a vector (B0).
+class CallResults {
+public:
+  static constexpr std::size_t kInline = 4;
+  CallResults() = default;
+  CallResults(const CallResults&) = delete;
+  CallResults& operator=(const CallResults&) = delete;
+  ~CallResults() { clear(); }
+  /// Drops the results held; room for n.
+  void reset(std::size_t n) {
+    clear();
+    if (n > kInline) heap_.reserve(n);
+  }
+  void push(Array&& a) {
+    if (heap_.capacity() > 0) heap_.push_back(std::move(a));
+    else new (inline_ + count_ * sizeof(Array)) Array(std::move(a));
+    ++count_;
+  }
+  Array* data() { return heap_.capacity() > 0 ? heap_.data() : std::launder(reinterpret_cast<Array*>(inline_)); }
+  std::size_t size() const { return count_; }
+
+private:
+  void clear() {
+    if (heap_.capacity() == 0)
+      for (std::size_t i = 0; i < count_; ++i) data()[i].~Array();
+    heap_.clear();
+    count_ = 0;
+  }
+  alignas(Array) unsigned char inline_[kInline * sizeof(Array)];
+  std::vector<Array> heap_;
+  std::size_t count_ = 0;
+};
+
 /// Type-erased core of a jitted function: signature cache, compilation, calls.
 class JitCore {
 public:
@@ -109,8 +145,7 @@ public:
   ~JitCore();
   /// Runs the kernel for the arguments' signature, tracing and compiling it first
   /// if needed. Fills `outs` and returns the output structure's skeleton.
-  const std::shared_ptr<void>& call(uint64_t key, std::span<const Leaf> args, const Body& body,
-                                    std::vector<Array>& outs);
+  const std::shared_ptr<void>& call(uint64_t key, std::span<const Leaf> args, const Body& body, CallResults& outs);
   /// Runs the kernel writing its results into `outs` (the caller's buffers,
   /// one per result, of the results' types); allocates nothing for them.
   void callInto(uint64_t key, std::span<const Leaf> args, const Body& body, std::span<const Leaf> outs);
@@ -185,7 +220,7 @@ template <bool InTrace, class F, class... Args> auto call(JitCore& core, const F
       const Tensor* it = outs.data();
       return rebuild<Tensor>(*static_cast<const R*>(skel.get()), it);
     } else {
-      std::vector<Array> outs;
+      CallResults outs;
       const std::shared_ptr<void>& skel = core.call(c.hash, c.leaves(), body, outs);
       Array* it = outs.data();
       return rebuild<Array>(*static_cast<const R*>(skel.get()), it);

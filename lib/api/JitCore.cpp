@@ -138,19 +138,17 @@ const JitCore::Entry& JitCore::compiled(uint64_t key, std::span<const Leaf> args
   return *entryOf(*impl_, opts_, key, args, body);
 }
 
-const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body,
-                                           std::vector<Array>& outs) {
+const std::shared_ptr<void>& JitCore::call(uint64_t key, std::span<const Leaf> args, const Body& body, CallResults& outs) {
   const Entry* e = entryOf(*impl_, opts_, key, args, body);
   const std::size_t nUser = e->kernel->outputs.size() - e->variables.writes.size();
-  outs.clear();
-  outs.reserve(nUser);
+  outs.reset(nUser);
   constexpr std::size_t kInline = 8; // a call allocates only its results
   void* inlinePtrs[kInline];
   std::vector<void*> heapPtrs(nUser > kInline ? nUser : 0);
   void** ptrs = nUser > kInline ? heapPtrs.data() : inlinePtrs;
   for (std::size_t i = 0; i < nUser; ++i) {
-    outs.push_back(Array::uninitialized(e->kernel->outputs[i]));
-    ptrs[i] = outs.back().raw();
+    outs.push(Array::uninitialized(e->kernel->outputs[i]));
+    ptrs[i] = outs.data()[i].raw();
   }
   runEntry(*e, args, std::span<void* const>(ptrs, nUser), opts_.threads);
   return e->skeleton;

@@ -6,7 +6,11 @@
 #include "codegen/ScratchAllocator.h"
 #include "support/Assert.h"
 
+#include <algorithm>
+#include <bit>
 #include <queue>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace adjit::codegen::planning {
 
@@ -78,6 +82,7 @@ int64_t Planner::groupRows(const Kernel& k, std::span<const int> repeats, bool& 
 
 void Planner::group(FusionPlan& p) {
   blocks_.clear();
+  inOutput_.clear();
   const std::size_t n = p.kernels.size();
   groupOf_.assign(f_.types.size(), -1);
   std::vector<int> pendingOf(f_.types.size(), -1);
@@ -175,12 +180,14 @@ void Planner::group(FusionPlan& p) {
   readers(p, writer, lastRead);
   // A view of a block value reads the block at its rows when it starts at
   // row 0 and has the same rows (a reshape keeping axis 0).
+  // viewed: 1 when such a view does not, 2 when all views of it do.
   std::vector<char> viewed(f_.types.size(), 0);
   for (std::size_t v = 0; v < viewOf_.size(); ++v)
     if (const ValueId base = viewOf_[v]; base >= 0) {
       lastRead[at(base)] = std::max(lastRead[at(base)], lastRead[v]);
       const Shape &vs = f_.type(static_cast<ValueId>(v)).shape, &bs = f_.type(base).shape;
       if (viewOffset_[v] != 0 || vs.empty() || bs.empty() || vs[0] != bs[0]) viewed[at(base)] = 1;
+      else if (!viewed[at(base)]) viewed[at(base)] = 2;
     }
   blockOf_.assign(f_.types.size(), -1);
   std::vector<RowGroup> kept;
@@ -197,6 +204,7 @@ void Planner::group(FusionPlan& p) {
   if (p.groups.empty()) {
     p.kernels = std::move(original);
     blocks_.clear();
+    inOutput_.clear();
     return;
   }
   // A kernel of a row group has code of its own (a function of the block's rows).
@@ -368,13 +376,34 @@ void Planner::tiles(FusionPlan& p) {
   reshare(p);
 }
 
+ValueId Planner::outputFor(const FusionPlan& p, ValueId v, int lastReader, std::vector<ValueId>& taken) {
+  const Kernel& k = p.kernels[static_cast<std::size_t>(lastReader)];
+  if (k.kind != Kernel::Kind::Loop || viewOf_[at(v)] >= 0 || f_.type(v).shape != k.domain) return -1;
+  ValueId out = -1;
+  for (const LoopRoot& r : k.roots)
+    if (!r.reduction && isOutput_[at(r.value)] && viewOf_[at(r.value)] < 0 && f_.type(r.value) == f_.type(v) &&
+        std::find(taken.begin(), taken.end(), r.value) == taken.end()) {
+      out = r.value;
+      break;
+    }
+  if (out < 0) return -1;
+  for (const LoopRoot& r : k.roots) // (a reduction's loop runs over its operand's points)
+    for (const Read& read : readsOf(r.op->operands, r.reduction || ir::info(r.op->kind).has(ir::kElementwise)))
+      if (read.value == v && !read.sameIndex) return -1;
+  taken.push_back(out);
+  return out;
+}
+
 bool Planner::sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& lastRead, const std::vector<char>& viewed,
                std::vector<std::pair<ValueId, uint64_t>>& local) {
   RowGroup& g = p.groups[gi];
   const int first = static_cast<int>(g.first), last = first + static_cast<int>(g.count) - 1;
-  constexpr uint64_t kMaxRowBytes = kBlockBytes / kMinBlockRows;
   ScratchAllocator rows; // in bytes per row
   uint64_t rowBytes = 0;
+  // Values in place of a result (value, result), and their bytes per row.
+  std::vector<std::pair<ValueId, ValueId>> inOutput;
+  std::vector<ValueId> taken;
+  uint64_t outputRowBytes = 0;
   using Live = std::tuple<int, uint64_t, uint64_t>; // last reader, row offset, bytes per row
   std::priority_queue<Live, std::vector<Live>, std::greater<>> live;
   std::vector<ValueId> written;
@@ -382,10 +411,17 @@ bool Planner::sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& l
   for (int k = first; k <= last; ++k) {
     for (; !live.empty() && std::get<0>(live.top()) < k; live.pop()) rows.release(std::get<1>(live.top()), std::get<2>(live.top()));
     for (ValueId v : writtenBy(p.kernels[static_cast<std::size_t>(k)], written)) {
-      if (isOutput_[at(v)] || lastRead[at(v)] > last || viewed[at(v)]) continue;
+      if (isOutput_[at(v)] || lastRead[at(v)] > last || viewed[at(v)] == 1) continue;
       const uint64_t bytes = (static_cast<uint64_t>(f_.type(v).bytes() / g.rows) + 7) / 8 * 8;
+      if (!viewed[at(v)] && lastRead[at(v)] > k) {
+        if (const ValueId out = outputFor(p, v, lastRead[at(v)], taken); out >= 0) {
+          inOutput.push_back({v, out});
+          outputRowBytes += bytes;
+          continue;
+        }
+      }
       const uint64_t offset = rows.allocate(bytes);
-      if (offset + bytes > kMaxRowBytes) { // too wide: it stays in memory
+      if (offset + bytes > kMaxBlockRowBytes) { // too wide: it stays in memory
         rows.release(offset, bytes);
         continue;
       }
@@ -394,12 +430,37 @@ bool Planner::sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& l
       local.push_back({v, offset});
     }
   }
-  const int64_t fit = rowBytes ? static_cast<int64_t>(kBlockBytes / rowBytes) / kMinBlockRows * kMinBlockRows : kMaxBlockRows;
-  g.blockRows = std::clamp<int64_t>(fit, kMinBlockRows, kMaxBlockRows);
+  // Values in place of results stay in cache while the block runs, like the
+  // block's; so do the rows of buffers two of the group's kernels touch
+  // (those of values in place of results counted already).
+  const uint64_t saved = rowBytes + outputRowBytes;
+  uint64_t footprint = saved;
+  std::unordered_map<ValueId, std::pair<int, int>> touched; // buffer: kernels touching it, the last of them
+  std::unordered_set<ValueId> counted;
+  for (const auto& [v, offset] : local) counted.insert(v);
+  for (const auto& [v, out] : inOutput) counted.insert({v, out});
+  std::vector<ValueId> operands;
+  for (int k = first; k <= last; ++k) {
+    const Kernel& kn = p.kernels[static_cast<std::size_t>(k)];
+    auto touch = [&](ValueId v) {
+      const ValueId base = viewOf_[at(v)] >= 0 ? viewOf_[at(v)] : v;
+      if (counted.count(base) || f_.type(base).rank() == 0 || f_.type(base).shape[0] != g.rows) return;
+      auto& [kernels, lastKernel] = touched[base];
+      if (kernels && lastKernel == k) return;
+      ++kernels;
+      lastKernel = k;
+      if (kernels == 2) footprint += static_cast<uint64_t>(f_.type(base).bytes() / g.rows);
+    };
+    for (const Read& r : readsOf(operandsOf(kn, operands), false)) touch(r.value);
+    for (ValueId v : writtenBy(kn, written)) touch(v);
+  }
+  const int64_t fit = footprint ? static_cast<int64_t>(kBlockBytes / footprint) : kMaxBlockRows;
+  g.blockRows = std::clamp<int64_t>(fit >= 8 ? fit / 8 * 8 : int64_t(1) << std::bit_width(static_cast<uint64_t>(fit)) >> 1, kMinBlockRows, kMaxBlockRows);
   g.blockBytes = rowBytes * static_cast<uint64_t>(g.blockRows);
-  if (g.blocks() < 2 || rowBytes * static_cast<uint64_t>(g.rows) < kGroupMinBytes) return false;
+  if (g.blocks() < 2 || saved * static_cast<uint64_t>(g.rows) < kGroupMinBytes) return false;
   for (auto& [v, offset] : local) offset *= static_cast<uint64_t>(g.blockRows);
   for (const auto& [v, offset] : local) blockOf_[at(v)] = static_cast<int>(gi);
+  for (const auto& [v, out] : inOutput) inOutput_.push_back({v, out});
   std::erase_if(g.buffers, [&](ValueId v) {
     const ValueId base = viewOf_[at(v)];
     return blockOf_[at(base >= 0 ? base : v)] == static_cast<int>(gi);

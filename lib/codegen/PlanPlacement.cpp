@@ -152,6 +152,9 @@ void Planner::place(FusionPlan& p) {
     if (p.place[at(v)].where == Storage::Fused && writer[at(v)] >= 0) p.place[at(v)] = {Storage::Output, static_cast<uint32_t>(i), 0};
     else lastRead[at(v)] = kEnd; // copied into the result after the last kernel
   }
+  // A value of a row group in place of a result (sizeGroup) is in the caller's buffer for it.
+  for (const auto& [v, out] : inOutput_)
+    if (p.place[at(out)].where == Storage::Output && f_.outputs[p.place[at(out)].index] == out) p.place[at(v)] = p.place[at(out)];
   // A view is read from its buffer: that buffer lives as long as the view is read.
   for (std::size_t v = 0; v < n; ++v)
     if (const ValueId base = viewOf_[v]; base >= 0) {

@@ -86,8 +86,17 @@ constexpr int kGroupMaxRepeats = 4;
 /// small stacks), its rows kMinBlockRows to kMaxBlockRows. Measured on
 /// ADBench's BA Jacobian (ba3, 182,072 rows; 37 ms without groups): 16, 32,
 /// 64 and 128 KB took 11.1, 10.7, 10.5 and 10.0 ms; the stack decides.
+/// A value takes at most kMaxBlockRowBytes of a block's row. Rows of other
+/// buffers that two kernels of the group touch (softmax's x, read for the
+/// max and again for exp; a result written in place of a value) count
+/// against kBlockBytes too: a block of a 1000-column softmax gradient then
+/// has 4 rows, not 8, and its rows stay in L1 from kernel to kernel
+/// (G3 0.99x -> 0.85x of the hand-written loop, 2 rows alike). Blocks of
+/// 8 rows or more have a multiple of 8 (per-row loops vectorise across
+/// rows), fewer a power of two.
 constexpr uint64_t kBlockBytes = 32 << 10;
-constexpr int64_t kMinBlockRows = 8, kMaxBlockRows = 1024;
+constexpr int64_t kMinBlockRows = 2, kMaxBlockRows = 1024;
+constexpr uint64_t kMaxBlockRowBytes = kBlockBytes / 8;
 /// A tile epilogue (Kernel::epilogue) is the kernel reading a product at
 /// most this many kernels after it: planning stays linear.
 constexpr int kMaxEpilogueDistance = 16;
@@ -376,10 +385,23 @@ private:
   /// Sizes row group g, or returns false when it would not pay. Its values
   /// read only inside it (not results; viewed, if at all, at their own rows)
   /// get rows of the block buffer, sharing bytes when their live ranges in
-  /// the group do not overlap, up to a row size that still leaves
-  /// kMinBlockRows rows in kBlockBytes; the block gets as many rows as fit.
-  /// It pays when those values would take kGroupMinBytes or more in memory,
-  /// in two blocks or more.
+  /// the group do not overlap, up to kMaxBlockRowBytes; or, when the kernel
+  /// reading one last writes a result of its type in place of it
+  /// (outputFor), that result's rows (inOutput_). The block gets as many
+  /// rows as fit in kBlockBytes with both and the rows of the buffers two of
+  /// its kernels touch. It pays when those values would take kGroupMinBytes
+  /// or more in memory, in two blocks or more.
+  /// A result of loop kernel `lastReader`, v's last reader, that may be
+  /// computed in place of v (v then lives in that result's buffer, rather
+  /// than in a block buffer): not a reduction, of v's type and the loop's
+  /// domain, the kernel reading v at each point's own index only (its roots'
+  /// values at a point are computed before any is stored), neither of them
+  /// a view, the result not in `taken` (one value per result; added). -1: none.
+  /// The kernel writing v then makes the result's cache misses, amid its own
+  /// work, and the block buffer leaves the cache to the rows (softmax's
+  /// gradient: exp(x - max) written into the result, then scaled in place).
+  ValueId outputFor(const FusionPlan& p, ValueId v, int lastReader, std::vector<ValueId>& taken);
+
   bool sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& lastRead, const std::vector<char>& viewed,
                  std::vector<std::pair<ValueId, uint64_t>>& local);
 
@@ -414,6 +436,8 @@ private:
   std::vector<char> inPlace_;    ///< per value: computed by its op's Lowering::inPlace (materialize())
   std::vector<int> groupOf_;     ///< per value: the row-group candidate whose kernel writes it (group())
   std::vector<int> blockOf_;     ///< per value: the group sized (sizeGroup) whose block buffer holds it
+  /// Values of row groups computed in a result's buffer (sizeGroup): value, result.
+  std::vector<std::pair<ValueId, ValueId>> inOutput_;
   /// The values in block buffers: value, group, offset in the block (Storage::Block).
   std::vector<std::tuple<ValueId, uint32_t, uint64_t>> blocks_;
   std::vector<int64_t> viewOffset_; ///< per view: the element offset into that value

@@ -130,8 +130,18 @@ llvm::Value* FunctionEmitter::openWithContext(llvm::Function* fn, const std::vec
   openFrame(fn);
   llvm::Value* ctx = fn->getArg(0);
   llvm::IRBuilder<> eb(entry_);
+  // Values in the same output's buffer (a row group's value in place of a
+  // result) get one pointer: one alias scope.
+  std::vector<llvm::Value*> outputs;
   for (std::size_t j = 0; j < buffers.size(); ++j) {
-    buffers_[static_cast<std::size_t>(buffers[j])] = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, ctx, j));
+    const Placement& p = plan_.place[static_cast<std::size_t>(buffers[j])];
+    llvm::Value* shared = p.where == Storage::Output && p.index < outputs.size() ? outputs[p.index] : nullptr;
+    llvm::Value* buf = shared ? shared : eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, ctx, j));
+    if (p.where == Storage::Output) {
+      if (outputs.size() <= p.index) outputs.resize(p.index + 1, nullptr);
+      outputs[p.index] = buf;
+    }
+    buffers_[static_cast<std::size_t>(buffers[j])] = buf;
     bufferSet_.push_back(buffers[j]);
   }
   scratch_ = eb.CreateLoad(eb.getPtrTy(), ctxSlot(eb, ctx, buffers.size()));

@@ -97,6 +97,23 @@ TEST_CASE("returning a parameter, or one value twice") {
   CHECK(c.to_vector<float>() == std::vector<float>{3, 6});
 }
 
+TEST_CASE("a call's results: up to four held in place, more on the heap") {
+  // detail::CallResults: each result must come out once, in order, whichever storage held it.
+  auto four = jit([](Tensor x) { return std::make_tuple(x + 1, x + 2, x * 3, std::vector<Tensor>{}); });
+  auto six = jit([](Tensor x) { return std::vector<Tensor>{x + 1, x + 2, x + 3, x + 4, x + 5, x * x}; });
+  for (int call = 0; call < 2; ++call) {
+    auto [a, b, c, none] = four(f32({1, 2}));
+    CHECK(a.to_vector<float>() == std::vector<float>{2, 3});
+    CHECK(b.to_vector<float>() == std::vector<float>{3, 4});
+    CHECK(c.to_vector<float>() == std::vector<float>{3, 6});
+    CHECK(none.empty());
+    const std::vector<Array> r = six(f32({1, 2}));
+    REQUIRE(r.size() == 6);
+    for (int i = 0; i < 5; ++i) CHECK(r[static_cast<std::size_t>(i)].to_vector<float>() == std::vector<float>{2.0f + i, 3.0f + i});
+    CHECK(r[5].to_vector<float>() == std::vector<float>{1, 4});
+  }
+}
+
 TEST_CASE("many threads call one jitted function") {
   auto f = jit([](Tensor x, Tensor y) { return sum(x * y); });
   std::vector<std::thread> threads;
