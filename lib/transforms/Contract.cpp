@@ -10,6 +10,7 @@
 #include "ir/Builder.h"
 #include "ir/OpInfo.h"
 #include "transforms/Passes.h"
+#include "transforms/RebuildSums.h"
 
 #include <algorithm>
 #include <map>
@@ -244,31 +245,11 @@ void contract(ir::Module& m) {
                                 worthRewriting(f.type(op.operands[0])));
     }
     if (!candidate) continue;
-    // Rebuild the op list: new ops are appended where the reduction stood.
-    std::vector<ir::Op> old = std::move(f.ops);
-    f.ops.clear();
-    f.ops.reserve(old.size());
-    std::vector<ValueId> map(f.types.size());
-    std::iota(map.begin(), map.end(), 0);
-    std::vector<const ir::Op*> producer(f.types.size(), nullptr);
-    for (const ir::Op& op : old)
-      for (ValueId r : op.results) producer[static_cast<std::size_t>(r)] = &op;
-    Rewriter rw(m, f, producer);
-    for (ir::Op& op : old) {
-      for (ValueId& o : op.operands) o = map[static_cast<std::size_t>(o)];
-      if (op.kind == OpKind::ReduceSum) {
-        const ValueId v = rw.rewrite(op, uses);
-        if (v >= 0) {
-          map[static_cast<std::size_t>(op.results[0])] = v;
-          continue;
-        }
-      }
-      // The rewriter reads muls and broadcasts through `producer` (into
-      // `old`): those are copied, every other op moved.
-      if (op.kind == OpKind::Mul || op.kind == OpKind::BroadcastTo) f.ops.push_back(op);
-      else f.ops.push_back(std::move(op));
-    }
-    for (ValueId& o : f.outputs) o = map[static_cast<std::size_t>(o)];
+    // New ops are appended where the reduction stood. The rewriter reads
+    // muls and broadcasts through the old list: those are copied.
+    rebuildSums<Rewriter>(
+        m, f, [&](Rewriter& rw, const ir::Op& op) { return rw.rewrite(op, uses); },
+        [](OpKind k) { return k == OpKind::Mul || k == OpKind::BroadcastTo; });
   }
 }
 

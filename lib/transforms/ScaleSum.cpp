@@ -12,6 +12,7 @@
 // dead (run dce), and the new sums may repeat earlier ones (run cse).
 #include "ir/Builder.h"
 #include "transforms/Passes.h"
+#include "transforms/RebuildSums.h"
 
 #include <numeric>
 
@@ -108,31 +109,11 @@ void scaleSum(ir::Module& m) {
     bool candidate = false;
     for (const ir::Op& op : f.ops) candidate = candidate || op.kind == OpKind::ReduceSum;
     if (!candidate) continue;
-    // Rebuild the op list: new ops are appended where the reduction stood.
-    std::vector<ir::Op> old = std::move(f.ops);
-    f.ops.clear();
-    f.ops.reserve(old.size());
-    std::vector<ValueId> map(f.types.size());
-    std::iota(map.begin(), map.end(), 0);
-    std::vector<const ir::Op*> producer(f.types.size(), nullptr);
-    for (const ir::Op& op : old)
-      for (ValueId r : op.results) producer[static_cast<std::size_t>(r)] = &op;
-    Rewriter rw(m, f, producer);
-    for (ir::Op& op : old) {
-      for (ValueId& o : op.operands) o = map[static_cast<std::size_t>(o)];
-      if (op.kind == OpKind::ReduceSum) {
-        const ValueId v = rw.rewrite(op);
-        if (v >= 0) {
-          map[static_cast<std::size_t>(op.results[0])] = v;
-          continue;
-        }
-      }
-      // The rewriter reads negations, products and broadcasts through
-      // `producer` (into `old`): those are copied, every other op moved.
-      if (op.kind == OpKind::Neg || op.kind == OpKind::Mul || op.kind == OpKind::BroadcastTo) f.ops.push_back(op);
-      else f.ops.push_back(std::move(op));
-    }
-    for (ValueId& o : f.outputs) o = map[static_cast<std::size_t>(o)];
+    // New ops are appended where the reduction stood. The rewriter reads
+    // negations, products and broadcasts through the old list: those are copied.
+    rebuildSums<Rewriter>(
+        m, f, [](Rewriter& rw, const ir::Op& op) { return rw.rewrite(op); },
+        [](OpKind k) { return k == OpKind::Neg || k == OpKind::Mul || k == OpKind::BroadcastTo; });
   }
 }
 
