@@ -652,7 +652,7 @@ std::pair<int, int> checkDerivatives(bool reverse, unsigned seed) {
     compiled += o.compiled;
     for (const std::string& why : o.failures) FAIL_CHECK(why);
   }
-  MESSAGE(cases << " layouts of " << what << "s checked, " << compiled << " of them compiled too");
+  MESSAGE(cases << " layouts of " << std::string(what) << "s checked, " << compiled << " of them compiled too");
   return {cases, compiled};
 }
 
