@@ -382,15 +382,6 @@ private:
   /// (lastRead: -1 when none; a view's reads count for the value it views).
   void readers(const FusionPlan& p, std::vector<int>& writer, std::vector<int>& lastRead);
 
-  /// Sizes row group g, or returns false when it would not pay. Its values
-  /// read only inside it (not results; viewed, if at all, at their own rows)
-  /// get rows of the block buffer, sharing bytes when their live ranges in
-  /// the group do not overlap, up to kMaxBlockRowBytes; or, when the kernel
-  /// reading one last writes a result of its type in place of it
-  /// (outputFor), that result's rows (inOutput_). The block gets as many
-  /// rows as fit in kBlockBytes with both and the rows of the buffers two of
-  /// its kernels touch. It pays when those values would take kGroupMinBytes
-  /// or more in memory, in two blocks or more.
   /// A result of loop kernel `lastReader`, v's last reader, that may be
   /// computed in place of v (v then lives in that result's buffer, rather
   /// than in a block buffer): not a reduction, of v's type and the loop's
@@ -402,6 +393,15 @@ private:
   /// gradient: exp(x - max) written into the result, then scaled in place).
   ValueId outputFor(const FusionPlan& p, ValueId v, int lastReader, std::vector<ValueId>& taken);
 
+  /// Sizes row group g, or returns false when it would not pay. Its values
+  /// read only inside it (not results; viewed, if at all, at their own rows)
+  /// get rows of the block buffer, sharing bytes when their live ranges in
+  /// the group do not overlap, up to kMaxBlockRowBytes; or, when the kernel
+  /// reading one last writes a result of its type in place of it
+  /// (outputFor), that result's rows (inOutput_). The block gets as many
+  /// rows as fit in kBlockBytes with both and the rows of the buffers two of
+  /// its kernels touch. It pays when those values would take kGroupMinBytes
+  /// or more in memory, in two blocks or more.
   bool sizeGroup(FusionPlan& p, std::size_t gi, const std::vector<int>& lastRead, const std::vector<char>& viewed,
                  std::vector<std::pair<ValueId, uint64_t>>& local);
 

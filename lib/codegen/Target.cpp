@@ -82,16 +82,21 @@ static llvm::CodeGenOptLevel codegenLevel(int level) {
   }
 }
 
+/// The CPU asked for: the caller's, else ADJIT_CPU (x86-64-v2 to see what an
+/// SSE4.2 machine computes, x86-64-v3 for AVX2), else "" (the host's).
+static std::string requestedCpu(const TargetOptions& o) {
+  if (!o.cpu.empty()) return o.cpu;
+  const char* env = std::getenv("ADJIT_CPU");
+  return env ? env : "";
+}
+
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const TargetOptions& o) {
   initializeLLVM();
   if (o.optLevel < 0 || o.optLevel > 3)
     throw Error("optimisation level must be 0, 1, 2 or 3, got " + std::to_string(o.optLevel));
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) throw Error("cannot target the host: " + llvm::toString(jtmb.takeError()));
-  // ADJIT_CPU names the CPU when the caller does not (x86-64-v2 to see what an
-  // SSE4.2 machine computes, x86-64-v3 for AVX2).
-  const char* env = std::getenv("ADJIT_CPU");
-  const std::string cpu = !o.cpu.empty() ? o.cpu : env ? env : "";
+  const std::string cpu = requestedCpu(o);
   if (!cpu.empty()) {
     const llvm::Triple& t = jtmb->getTargetTriple();
     std::string err;
@@ -135,8 +140,7 @@ void ReturnTargetMachine::operator()(llvm::TargetMachine* tm) const {
 
 PooledTargetMachine borrowTargetMachine(const TargetOptions& o) {
   // Keyed as createTargetMachine resolves the CPU (ADJIT_CPU may change).
-  const char* env = o.cpu.empty() ? std::getenv("ADJIT_CPU") : nullptr;
-  std::string key = std::to_string(o.optLevel) + " " + (!o.cpu.empty() ? o.cpu : env ? env : "");
+  std::string key = std::to_string(o.optLevel) + " " + requestedCpu(o);
   TargetMachinePool& pool = targetMachinePool();
   {
     std::lock_guard lock(pool.m);
