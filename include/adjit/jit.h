@@ -49,6 +49,13 @@ struct CompileEvent {
 /// benchmarks (like jax.monitoring).
 void set_compile_listener(std::function<void(const CompileEvent&)> listener);
 
+/// Waits until every optimised tier queued so far in the process is in place
+/// (JitOptions::tiers): that of every signature whose first call has
+/// returned, whichever jitted object or transform compiled it. For
+/// benchmarks and for a loop about to call many functions many times; one
+/// object's Jitted::wait_optimized waits for that object's only.
+void wait_all_optimized();
+
 /// Every stage of one compilation as text, for debugging.
 struct CompiledStages {
   std::string traced_adj;        ///< IR as traced

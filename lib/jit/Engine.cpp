@@ -495,6 +495,8 @@ void adjit::set_compile_listener(std::function<void(const CompileEvent&)> l) {
   listener = l ? std::make_shared<const std::function<void(const CompileEvent&)>>(std::move(l)) : nullptr;
 }
 
+void adjit::wait_all_optimized() { adjit::engine::background::drain(); }
+
 namespace adjit::engine {
 
 std::size_t liveKernels() {

@@ -1,7 +1,8 @@
 // test/unit/test_tiers.cpp — tiered compilation (JitOptions::tiers): the first
 // tier and the optimised tier compute bitwise the same, the swap under calls
 // from many threads, kernels freed while their optimised tier compiles, a
-// failing optimised compile, and turning tiers off.
+// failing optimised compile, turning tiers off, and waiting for the optimised
+// tiers of one object or of all.
 #include "Check.h"
 #include "RandomPrograms.h"
 #include "autodiff/Reverse.h"
@@ -265,4 +266,21 @@ TEST_CASE("tiers: wait_optimized of map, jacfwd, jacrev, hvp and sparse_jacobian
   checkWaitOptimized("jacrev", jacrev([](Tensor t) { return cos(t) * 3.0; }), x);
   checkWaitOptimized("hvp", hvp([](Tensor t) { return sum(exp(t) * t); }), x, v);
   checkWaitOptimized("sparse_jacobian", sparse_jacobian([](Tensor t) { return tanh(t) * 4.0; }), x);
+}
+
+TEST_CASE("tiers: wait_all_optimized waits for every object's optimised tier") {
+  engine::background::drain(); // earlier tests' optimised tiers: in place before counting ours
+  auto f = jit([](Tensor x) { return x * 7.0 + 2.0; }, {.name = "all_tiers_f"});
+  auto g = grad([](Tensor x) { return sum(sin(x) * x); });
+  const Array x(std::vector<double>{0.25, -1.5, 3});
+  uint64_t before = 0;
+  {
+    PauseOptimizedTiers pause;
+    f(x);
+    g(x);
+    before = engine::counters().optimizedTiers; // read while neither can have run
+  }
+  wait_all_optimized();
+  CHECK(engine::counters().optimizedTiers >= before + 2);
+  wait_all_optimized(); // nothing queued: returns at once
 }
