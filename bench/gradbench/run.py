@@ -2,7 +2,7 @@
 """Runs adjit's GradBench tool over a directory of GradBench inputs and checks
 every output against the suite's reference (bench/gradbench/run.py).
 
-    run.py DATA_DIR TOOL_DIR [--eval NAME] [--small] [--runs N] [--rounds R] [--probe EXE] [--markdown FILE]
+    run.py DATA_DIR TOOL_DIR [--eval NAME] [--small] [--runs N] [--rounds R] [--probe EXE] [--markdown FILE [--section NAME]]
 
 DATA_DIR holds <eval>/<name>.input.json and <eval>/<name>.expected.json (and
 optionally manual_timings.tsv: the reference tool's times); TOOL_DIR holds one
@@ -10,8 +10,9 @@ executable per eval, called as `TOOL_DIR/EVAL INPUT.json FUNCTION`. `hello`
 needs no data: its inputs are made here and checked against x^2 and 2x.
 
 Prints one line per eval, input and function: the first run's time (which
-includes adjit's compilation), the median time, the reference's time and the
-ratio to it, the derivative/primal ratio, and `valid` or `INVALID: ...`.
+includes adjit's compilation), the median time of the later runs (the tool runs
+them on the optimised code: tool.h), the reference's time and the ratio to it,
+the derivative/primal ratio, and `valid` or `INVALID: ...`.
 With --rounds R (R > 1) every function of an input runs R times in turn with the
 others (a process of N evaluations each, the order reversed every other round),
 so the machine's slow and fast phases hit them alike: the median is then the
@@ -21,14 +22,21 @@ elsewhere, so the ratio to them comes with the phase probe (adjit_phase_probe:
 the FMA peak at one thread, read before and after; found beside TOOL_DIR's
 build or given by --probe; --probe none reads none): a low reading marks a
 slow phase of the machine.
+--markdown FILE writes the results as a markdown table under a line naming the
+date, the commit, the CPU, the load and the command: between the markers
+<!-- run.py: begin NAME --> and <!-- run.py: end NAME --> when FILE has them
+(NAME: --section, default `results`; docs/gradbench.md has such sections, and the
+text around them is kept), else as the whole file.
 Exits 1 if any output is invalid or missing (a missing executable counts),
 77 (a skip, for CTest) if DATA_DIR does not exist. The tools run with adjit's
 disk cache off (ADJIT_CACHE_DIR empty), so the first run pays the compilation.
 """
 import argparse
+import datetime
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -182,6 +190,55 @@ def fmt(ns):
     return f"{ns} ns"
 
 
+def machine():
+    """'CPU model (N cores)' from /proc/cpuinfo, or the platform's name."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            models = re.findall(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+        return f"{models[0].strip()} ({len(models)} cores)"
+    except (OSError, IndexError):
+        import platform
+        return platform.machine()
+
+
+def commit():
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        return subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def write_markdown(path, rows, probes, args):
+    """The results table under its measurement line, in place between the markers of `path` if it has them."""
+    command = "run.py" + "".join(f" --eval {e}" for e in args.eval or []) + (" --small" if args.small else "") + \
+        f" --runs {args.runs} --rounds {args.rounds}"
+    lines = [f"*Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC at commit `{commit()}` on "
+             f"{machine()} by `{command}`, one thread, load average {os.getloadavg()[0]:.1f} at the end"
+             + (f"; phase probe before: {probes[0].removeprefix('phase probe: ')}; after: {probes[1].removeprefix('phase probe: ')}"
+                if len(probes) == 2 else "") + ".*", "",
+             "| eval | input | function | first run | median | reference | ratio | derivative/primal | result |",
+             "|---|---|---|--:|--:|--:|--:|--:|---|"]
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        dp = "-" if r["dp"] is None else f"{r['dp'][0]:.2f}" + (
+            f" ({r['dp'][1]:.2f}–{r['dp'][2]:.2f})" if args.rounds > 1 else "")
+        lines.append(f"| {r['eval']} | {r['input']} | {r['function']} | {fmt(r['first'])} | {fmt(r['median'])} | "
+                     f"{fmt(r['reference'])} | {ratio} | {dp} | {r['result']} |")
+    begin, end = f"<!-- run.py: begin {args.section} -->", f"<!-- run.py: end {args.section} -->"
+    text = "\n".join(lines) + "\n"
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError:
+        old = ""
+    if begin in old and end in old:
+        text = old[:old.index(begin) + len(begin)] + "\n" + text + old[old.index(end):]
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data_dir")
@@ -194,6 +251,7 @@ def main():
     ap.add_argument("--probe", help="the phase probe executable (default: adjit_phase_probe of TOOL_DIR's build; none: no probe)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per tool run")
     ap.add_argument("--markdown", help="also write the results as a markdown table to this file")
+    ap.add_argument("--section", default="results", help="--markdown's section in FILE (default results)")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be at least 1")
@@ -240,12 +298,14 @@ def main():
                 failures += result != "valid"
                 runs = times[function]
                 first = runs[0][0] if runs else None
-                median = statistics.median(statistics.median(t) for t in runs) if runs else None
+                later = [t[1:] or t for t in runs]  # without the cold first run, when there are others
+                median = statistics.median(statistics.median(t) for t in later) if runs else None
                 ref = refs.get((ev, name, function))
                 ratio = median / ref if median and ref else None
                 dp = None
                 if function == deriv and runs and len(times.get(primal, [])) == len(runs):
-                    dp = quartiles([statistics.median(d) / statistics.median(p) for d, p in zip(runs, times[primal])])
+                    dp = quartiles([statistics.median(d[1:] or d) / statistics.median(p[1:] or p)
+                                    for d, p in zip(runs, times[primal])])
                 row = dict(eval=ev, input=name, function=function, first=first, median=median, reference=ref,
                            ratio=ratio, dp=dp, result=result)
                 rows.append(row)
@@ -256,17 +316,7 @@ def main():
         probes.append(read_probe(probe))
         print("after: " + probes[1], flush=True)
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            if probes:
-                f.write(f"Phase probe before: {probes[0].removeprefix('phase probe: ')}; after: {probes[1].removeprefix('phase probe: ')}. Rounds: {args.rounds}.\n\n")
-            f.write("| eval | input | function | first run | median | reference | ratio | derivative/primal | result |\n")
-            f.write("|---|---|---|--:|--:|--:|--:|--:|---|\n")
-            for r in rows:
-                ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-                dp = "-" if r["dp"] is None else f"{r['dp'][0]:.2f}" + (
-                    f" ({r['dp'][1]:.2f}–{r['dp'][2]:.2f})" if args.rounds > 1 else "")
-                f.write(f"| {r['eval']} | {r['input']} | {r['function']} | {fmt(r['first'])} | {fmt(r['median'])} | "
-                        f"{fmt(r['reference'])} | {ratio} | {dp} | {r['result']} |\n")
+        write_markdown(args.markdown, rows, probes, args)
     print(f"{len(rows) - failures} of {len(rows)} outputs valid", flush=True)
     return 1 if failures or not rows else 0
 

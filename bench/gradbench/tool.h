@@ -13,6 +13,15 @@
 //   {"name": "prepare", "nanoseconds": N}
 //   {"name": "evaluate", "nanoseconds": N}   (one line per run; the first is the cold one)
 //
+// The first evaluation's time is the cold one: tracing, adjit's passes, the
+// first tier's code generation (JitOptions::tiers) and one run. Before the
+// second evaluation the tool waits, untimed, for the optimised tier
+// (adjit::wait_all_optimized), which compiles on a background thread, so the
+// later times are the optimised code's: the steady state of a function
+// called many times, which the suite's per-run times compare. Without the
+// wait, a function whose runs take microseconds would run the first tier for
+// every run the suite asks for.
+//
 // A bad command line, an unreadable input or an adjit::Error prints one line
 // to stderr and exits 1. Every eval runs adjit on one thread.
 #pragma once
