@@ -251,6 +251,8 @@ std::vector<Section> sections() {
                      "adjit: error: dump: no function named @f.grad (functions: @f); --passes='grad(f)' makes it"),
            printedBy("adjit dump f.adj --emt=llvm",
                      "adjit: error: unknown option '--emt=llvm'; did you mean '--emit'? (see 'adjit --help')"),
+           printedBy("adjit run f.adj --fn f --arg 1,2:f32[2] --grad f",
+                     "adjit: error: run: option --grad does not apply to 'adjit run'; it is an option of 'adjit compile' (see 'adjit run --help')"),
            printedBy("adjit dmup f.adj", "adjit: error: unknown command 'dmup'; did you mean 'dump'? (see 'adjit --help')"),
        }},
       {"Environment variables",

@@ -48,6 +48,7 @@ struct Args {
   std::string command, file, output, header, emit = "adj", passes, cpu, planAfter;
   std::vector<std::string> fns, jvps, vjps, maps, values, sparseJacobians, sparseHessians;
   std::vector<GradFlag> grads;
+  std::vector<std::string_view> given; ///< the options given, as the usage spells them ("-O" for -O0..-O3)
   bool printAfterAll = false, help = false, version = false, passesGiven = false, threads = false;
   int opt = 2;
 };
@@ -91,8 +92,10 @@ Args parseArgs(int argc, char** argv) {
   for (std::size_t i = 1; i < av.size(); ++i) {
     const std::string& s = av[i];
     std::vector<std::string_view> known; // every option tried below, for suggestions
+    std::string_view matched;           // the option s is, once found
     auto is = [&](std::string_view flag) {
       known.push_back(flag);
+      if (s == flag) matched = flag;
       return s == flag;
     };
     // --flag=VALUE or --flag VALUE
@@ -100,9 +103,13 @@ Args parseArgs(int argc, char** argv) {
       known.push_back(flag);
       if (s == flag) {
         if (i + 1 >= av.size()) usageError("option " + s + " needs a value");
+        matched = flag;
         return av[++i];
       }
-      if (s.size() > flag.size() && s.starts_with(flag) && s[flag.size()] == '=') return s.substr(flag.size() + 1);
+      if (s.size() > flag.size() && s.starts_with(flag) && s[flag.size()] == '=') {
+        matched = flag;
+        return s.substr(flag.size() + 1);
+      }
       return std::nullopt;
     };
     if (is("--help") || is("-h")) a.help = true;
@@ -127,13 +134,46 @@ Args parseArgs(int argc, char** argv) {
     else if (auto v = value("--header")) a.header = *v;
     else if (auto v = value("--target-cpu")) a.cpu = *v;
     else if (auto v = value("-o")) a.output = *v;
-    else if (s.size() == 3 && s[0] == '-' && s[1] == 'O' && s[2] >= '0' && s[2] <= '3') a.opt = s[2] - '0';
+    else if (s.size() == 3 && s[0] == '-' && s[1] == 'O' && s[2] >= '0' && s[2] <= '3') a.opt = s[2] - '0', matched = "-O";
     else if (!s.empty() && s[0] == '-') // (--emt=llvm is compared as --emt)
       usageError("unknown option '" + s + "'" + suggestion(std::string_view(s).substr(0, s.find('=')), known));
     else if (a.file.empty()) a.file = s;
     else usageError("unexpected argument '" + s + "'");
+    if (!matched.empty() && matched != "--help" && matched != "-h" && matched != "--version") a.given.push_back(matched);
   }
   return a;
+}
+
+/// The options each command takes, besides --help and --version. An option
+/// of another command is an error, not silently ignored.
+const std::vector<std::pair<std::string_view, std::vector<std::string_view>>> kCommandOptions = {
+    {"opt", {"--passes", "--print-after-all"}},
+    {"dump", {"--emit", "--passes", "--fn", "-O", "--target-cpu", "--print-plan-after"}},
+    {"run", {"--passes", "--fn", "--arg", "-O", "--target-cpu"}},
+    {"compile",
+     {"-o", "--header", "--fn", "--grad", "--argnums", "--jvp", "--vjp", "--map", "--sparse-jacobian", "--sparse-hessian", "-O",
+      "--target-cpu", "--threads"}},
+};
+
+/// Throws if `a` gives an option its command does not take, naming the
+/// commands that do.
+void checkOptionsApply(const Args& a) {
+  const auto takes = [](const std::vector<std::string_view>& options, std::string_view o) {
+    return std::find(options.begin(), options.end(), o) != options.end();
+  };
+  const auto command = std::find_if(kCommandOptions.begin(), kCommandOptions.end(), [&](const auto& c) { return c.first == a.command; });
+  if (command == kCommandOptions.end()) return; // an unknown command is reported as such
+  for (std::string_view o : a.given) {
+    if (takes(command->second, o)) continue;
+    std::vector<std::string> commands;
+    for (const auto& [name, options] : kCommandOptions)
+      if (takes(options, o)) commands.push_back(fmt::format("'adjit {}'", name));
+    ADJIT_ASSERT(!commands.empty(), "adjit: option " + std::string(o) + " is no command's (kCommandOptions)");
+    std::string others = commands.front();
+    for (std::size_t i = 1; i < commands.size(); ++i) others += (i + 1 == commands.size() ? " and " : ", ") + commands[i];
+    throw Error(fmt::format("{}: option {} does not apply to 'adjit {}'; it is an option of {} (see 'adjit {} --help')", a.command, o,
+                            a.command, others, a.command));
+  }
 }
 
 /// Splits "vjp(f),fold,cse" at the commas outside parentheses.
@@ -389,7 +429,7 @@ Array parseArg(const std::string& spec) {
 
 int runRun(const Args& a) {
   if (a.help) {
-    std::printf("usage: adjit run FILE [--passes=P1,P2,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3]\n\n"
+    std::printf("usage: adjit run FILE [--passes=P1,P2,...] --fn NAME --arg VALUES:TYPE ... [-O0..-O3] [--target-cpu=CPU]\n\n"
                 "Runs @NAME through the JIT and prints each output. Each --arg is comma-separated\n"
                 "values and a type, as in --arg 1,2,3:f32[3] or --arg 2.5:f64[]. --passes runs first,\n"
                 "so --fn may name a function they add: --passes='grad(f)' --fn f.grad.\n");
@@ -572,6 +612,7 @@ int main(int argc, char** argv) {
       printVersion();
       return 0;
     }
+    checkOptionsApply(a);
     if (a.command == "opt") return runOpt(a);
     if (a.command == "dump") return runDump(a);
     if (a.command == "run") return runRun(a);
