@@ -17,3 +17,9 @@ config.substitutions.append(("%project_version", lit_config.params["project_vers
 config.substitutions.append(("%llvm_version", lit_config.params["llvm_version"]))
 # Compilations cache kernels in the build tree, never in the user's home.
 config.environment["ADJIT_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
+# The CPU level and tiers asked of the whole run (ADJIT_CPU=x86-64-v3 ctest
+# tests the AVX2 code paths) reach these tests too: lit passes no other
+# variable of the caller's environment.
+for name in ("ADJIT_CPU", "ADJIT_TIERS", "ADJIT_NUM_THREADS"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]

@@ -2,7 +2,9 @@
 // keeps the build light on small machines). After a full run, in whatever
 // order, it checks that every op of the table went through a value test
 // (check3 or agrees): a new op without one fails the run by name. Runs that
-// select or skip test cases skip that check.
+// select or skip test cases skip that check. Run by hand, it leaves the
+// disk cache off as CTest does (a cache hit skips the first tier, which the
+// tiers' tests watch), unless ADJIT_CACHE_DIR is set.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "Check.h"
 
@@ -11,6 +13,7 @@
 #include "ir/OpInfo.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace adjit::test {
@@ -28,6 +31,7 @@ std::vector<std::string_view> unexercisedOps() {
 } // namespace adjit::test
 
 int main(int argc, char** argv) {
+  setenv("ADJIT_CACHE_DIR", "", /*overwrite=*/0);
   doctest::Context context(argc, argv);
   const int failed = context.run();
   if (context.shouldExit() || failed) return failed;
