@@ -17,13 +17,14 @@
 //   Singular vectors for zero singular values complete the others to an
 //   orthonormal set (completeColumns), as LAPACK's do.
 // - eigh and svd of a matrix with a NaN or inf entry: every result NaN
-//   (qr's reflections spread NaNs on their own).
+//   (qr's reflections spread NaNs on their own; its LAPACK path makes every
+//   result NaN, runtime/Lapack.cpp's qr says why).
 //
 // Lowering: the generated Householder QR and Jacobi methods, or from an
 // order of kLapackQr, kLapackEigh (kLapackQr and kLapackSvd on min(m, n))
 // LAPACK's geqrf + orgqr, syevd and gesdd (s or d) where the JIT has it
 // loaded at run time (LinalgLapack.h; never in objects, nor with
-// ADJIT_LAPACK=0), with the same conventions (signs, order, NaN); the
+// ADJIT_LAPACK=0), with the same conventions (signs, order, NaN but qr's); the
 // vectors of repeated or zero eigen- and singular values are another basis
 // of the same space. `linalg_bench --thresholds`, one f64 matrix, generated
 // time / LAPACK path's time (above 1: LAPACK faster), loaded 2-core machine:

@@ -319,7 +319,10 @@ template <class T> void svd(int64_t batch, int64_t m, int64_t n, const T* a, T* 
 /// it is (column-major aᵀ = L Q is a = Qᵀ Lᵀ, no transposes): OpenBLAS's
 /// are slower, gelqf + orglq / geqrf + orgqr 1.35× at 256², 1.32× at 512²
 /// (f64, one thread), against transposes of ~0.1 ms at 512². geqrf's
-/// diagonal signs are qr's convention (LinalgSpectral.cpp).
+/// diagonal signs are qr's convention (LinalgSpectral.cpp). A NaN or inf
+/// entry makes q and r all NaN: OpenBLAS's sgeqrf + sorgqr left entries of
+/// q and r finite that depend on a NaN (80², f32; the generated
+/// reflections spread it from its column on).
 template <class T> void qr(int64_t batch, int64_t m, int64_t n, const T* a, T* q, T* r) {
   const Routines<T>& lp = lib()->get<T>();
   const int64_t k = std::min(m, n);
@@ -334,6 +337,13 @@ template <class T> void qr(int64_t batch, int64_t m, int64_t n, const T* a, T* q
   for (int64_t b = 0; b < batch; ++b) {
     const T* A = a + b * m * n;
     T *Q = q + b * m * k, *R = r + b * k * n;
+    bool finite = true;
+    for (int64_t i = 0; i < m * n; ++i) finite = finite && std::isfinite(A[i]);
+    if (!finite) {
+      fillNaN(Q, m * k);
+      fillNaN(R, k * n);
+      continue;
+    }
     transposeInto(A, n, f.data(), m, m, n);
     info = 0;
     lp.geqrf(&M, &N, f.data(), &M, tau.data(), work.data(), &lwork, &info);
