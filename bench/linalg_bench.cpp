@@ -10,8 +10,9 @@
 // and BLAS calls (bench/linalg_torch.py times PyTorch on them); the gradient
 // of a 64×64 and 256×256 solve (LAPACK's: dgesv, dgetrs and an outer product
 // by hand). Not a test.
-// `--quick`: fewer repetitions, no 2048²; `--no-2048`; `--thresholds`: the
-// sweep the LAPACK thresholds come from.
+// `--quick`: fewer repetitions, no 2048²; `--no-2048`; `--large-only`: the
+// 512² and 2048² rows alone; `--reps N`: N rounds of each large row (best of
+// N, interleaved); `--thresholds`: the sweep the LAPACK thresholds come from.
 #include <adjit/adjit.h>
 
 #include "runtime/Lapack.h" // the generated path for the threshold sweep (bench/ sees lib/)
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <type_traits>
@@ -43,6 +45,12 @@ void dger_(const int* m, const int* n, const double* alpha, const double* x, con
            const int* lda);
 void dgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k, const double* alpha, const double* a, const int* lda,
             const double* b, const int* ldb, const double* beta, double* c, const int* ldc);
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork, int* info);
+void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work, const int* lwork,
+             int* info);
+void dgelqf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork, int* info);
+void dorglq_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work, const int* lwork,
+             int* info);
 void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work, const int* lwork,
              int* iwork, const int* liwork, int* info);
 }
@@ -206,6 +214,11 @@ void reportLarge(const char* what, int64_t n, std::pair<double, double> t, doubl
 
 /// cholesky of an n×n SPD matrix, forward (dpotrf) and the gradient of
 /// sum(cholesky(a) * W) (Murray's rule with BLAS: dpotrf, dtrmm, two dtrsm).
+/// LAPACK gives what adjit gives, from a's lower triangle: the row-major L,
+/// which is the column-major U = Lᵀ of dpotrf("U"). (dpotrf("L") of the
+/// same symmetric buffer leaves Lᵀ's row-major layout instead, the other
+/// output: at 512², one thread, it is ~12% faster than "U": 1.26 against
+/// 1.41 ms. adjit cannot take it without transposing a and L, 0.1 ms each.)
 void largeCholesky(int64_t n, int reps) {
   const std::vector<double> a = spd(1, n), w = symmetricMatrix(n, 0.5);
   const Array A(a, {n, n}), W(w, {n, n});
@@ -215,40 +228,43 @@ void largeCholesky(int64_t n, int reps) {
   auto fwd = jit([](const Tensor& x) { return linalg::cholesky(x, false); }, {.threads = 1});
   Array L = fwd(A);
   fwd.wait_optimized(); // time the optimised code (JitOptions::tiers)
-  auto lapackFwd = [&] {
+  auto lapackFwd = [&] { // l's upper triangle (column-major) is row-major L; below it, a's entries are left
     std::memcpy(l.data(), a.data(), a.size() * sizeof(double));
     int info = 0;
-    dpotrf_("L", &ni, l.data(), &ni, &info);
+    dpotrf_("U", &ni, l.data(), &ni, &info);
   };
   auto t = interleavedReps(reps, [&] { L = fwd(A); }, lapackFwd);
   double err = 0;
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j <= i; ++j) err = std::max(err, std::fabs(L.at(i * n + j) - l[std::size_t(j * n + i)]));
+    for (int64_t j = 0; j <= i; ++j) err = std::max(err, std::fabs(L.at(i * n + j) - l[std::size_t(i * n + j)]));
   reportLarge("cholesky forward", n, t, err);
 
   auto gradient = jit(grad([](const Tensor& x, const Tensor& wt) { return sum(linalg::cholesky(x, false) * wt); }), {.threads = 1});
   Array G = gradient(A, W);
   gradient.wait_optimized();
-  auto lapackGrad = [&] { // column-major: L lower; abar = sym(L^-T Φ(L^T W) L^-1)
+  // Row-major X is column-major Xᵀ: with U = Lᵀ (l, column-major) and W's
+  // buffer column-major Wᵀ, the rule's Lᵀ W is (Wᵀ L)ᵀ = (Wᵀ Uᵀ)ᵀ (one dtrmm),
+  // and G = L⁻ᵀ Φ(Lᵀ W) L⁻¹ is Gᵀ = U⁻¹ Φ(..)ᵀ U⁻ᵀ (two dtrsm), g read row-major
+  // is G: abar = tril(G) + triu(G, 1)ᵀ, row-major as adjit's.
+  auto lapackGrad = [&] {
     lapackFwd();
     std::memcpy(g.data(), w.data(), w.size() * sizeof(double));
-    dtrmm_("L", "L", "T", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t i = 0; i < j; ++i) g[std::size_t(i + j * n)] = 0;
-      g[std::size_t(j + j * n)] *= 0.5;
+    dtrmm_("R", "U", "T", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
+    for (int64_t i = 0; i < n; ++i) { // row-major: Φ keeps the lower triangle, the diagonal halved
+      for (int64_t j = i + 1; j < n; ++j) g[std::size_t(i * n + j)] = 0;
+      g[std::size_t(i * n + i)] *= 0.5;
     }
-    dtrsm_("L", "L", "T", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
-    dtrsm_("R", "L", "N", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = j + 1; i < n; ++i) {
-        g[std::size_t(i + j * n)] += g[std::size_t(j + i * n)];
-        g[std::size_t(j + i * n)] = 0;
+    dtrsm_("L", "U", "N", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
+    dtrsm_("R", "U", "T", "N", &ni, &ni, &one, l.data(), &ni, g.data(), &ni);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < i; ++j) {
+        g[std::size_t(i * n + j)] += g[std::size_t(j * n + i)];
+        g[std::size_t(j * n + i)] = 0;
       }
   };
   t = interleavedReps(reps, [&] { G = gradient(A, W); }, lapackGrad);
   err = 0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j <= i; ++j) err = std::max(err, std::fabs(G.at(i * n + j) - g[std::size_t(i + j * n)]));
+  for (std::size_t i = 0; i < g.size(); ++i) err = std::max(err, std::fabs(G.at(int64_t(i)) - g[i]));
   reportLarge("cholesky gradient", n, t, err);
 }
 
@@ -372,6 +388,8 @@ void thresholds() {
        [&](int64_t n, const double* a, double* out) { adjit_lapack_lu(1, 1, n, a, out, p.data(), q.data()); }},
       {"triangular_solve [n, n]", [](const Tensor& a) { return linalg::triangular_solve(a, a, {.lower = true, .left_side = true}); },
        [&](int64_t n, const double* a, double* out) { adjit_lapack_triangular_solve(1, 3, 1, n, n, a, a, out); }},
+      {"qr", [](const Tensor& a) { return linalg::qr(a).q; },
+       [&](int64_t n, const double* a, double* out) { adjit_lapack_qr(1, 1, n, n, a, out, y.data()); }},
       {"eigh", [](const Tensor& a) { return linalg::eigh(a).eigenvectors; },
        [&](int64_t n, const double* a, double* out) { adjit_lapack_eigh(1, 1, n, a, w.data(), out); }},
       {"svd", [](const Tensor& a) { return linalg::svd(a).u; },
@@ -394,6 +412,65 @@ void thresholds() {
     }
     std::printf("\n");
   }
+}
+
+/// qr of an n×n matrix (q and r): adjit (its LAPACK path above kLapackQr:
+/// geqrf and orgqr on a transposed copy, q and r transposed out) against
+/// dgeqrf + dorgqr on the row-major buffer as it is, which is the QR of aᵀ:
+/// LAPACK's work without the transposes, other outputs (a bound, not the
+/// same computation); the results checked against dgelqf + dorglq, whose
+/// factorisation of column-major aᵀ = L Q is a = Qᵀ Lᵀ, a's QR in row-major
+/// (the same outputs, no transposes; OpenBLAS's are slower: timed too).
+/// Then adjit's generated code against its LAPACK path.
+void largeQr(int64_t n, int reps) {
+  std::vector<double> a(static_cast<std::size_t>(n * n));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i)) + (i % std::size_t(n + 1) == 0 ? 2.0 : 0.0);
+  const Array A(a, {n, n});
+  const int ni = int(n);
+  std::vector<double> f(a.size()), r(a.size()), tau(static_cast<std::size_t>(n)), work(1);
+  int lwork = -1, info = 0;
+  dgelqf_(&ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+  double most = work[0];
+  dgeqrf_(&ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+  most = std::max(most, work[0]);
+  dorglq_(&ni, &ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+  most = std::max(most, work[0]);
+  dorgqr_(&ni, &ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+  work.resize(std::size_t(std::max(most, work[0]))), lwork = int(work.size());
+  auto qrOf = [](const Tensor& m) { auto d = linalg::qr(m); return std::tuple{d.q, d.r}; };
+  auto fwd = jit(qrOf, {.threads = 1});
+  auto gen = jit(qrOf, {.threads = 1});
+  auto [Q, R] = fwd(A);
+  auto [Qg, Rg] = [&] {
+    runtime::lapack::GeneratedOnlyHere generated;
+    return gen(A);
+  }();
+  fwd.wait_optimized(), gen.wait_optimized();
+  auto lq = [&] {
+    std::memcpy(f.data(), a.data(), a.size() * sizeof(double));
+    dgelqf_(&ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+    for (int64_t j = 0; j < n; ++j) // L, column-major, is row-major r
+      for (int64_t i = 0; i < n; ++i) r[std::size_t(j * n + i)] = i >= j ? f[std::size_t(j * n + i)] : 0.0;
+    dorglq_(&ni, &ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+  };
+  auto qrT = [&] {
+    std::memcpy(f.data(), a.data(), a.size() * sizeof(double));
+    dgeqrf_(&ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+    dorgqr_(&ni, &ni, &ni, f.data(), &ni, tau.data(), work.data(), &lwork, &info);
+  };
+  auto t = interleavedReps(reps, [&] { std::tie(Q, R) = fwd(A); }, qrT);
+  lq();
+  double err = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    err = std::max({err, std::fabs(Q.at(int64_t(i)) - f[i]), std::fabs(R.at(int64_t(i)) - r[i])});
+  reportLarge("qr forward (dgeqrf + dorgqr of aᵀ)", n, t, err);
+  t = interleavedReps(reps, lq, qrT);
+  reportLarge("  dgelqf+dorglq / dgeqrf+dorgqr", n, t, 0);
+  t = interleavedReps(std::max(1, reps / 3), [&] { std::tie(Qg, Rg) = gen(A); }, [&] { std::tie(Q, R) = fwd(A); });
+  err = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    err = std::max({err, std::fabs(Q.at(int64_t(i)) - Qg.at(int64_t(i))), std::fabs(R.at(int64_t(i)) - Rg.at(int64_t(i)))});
+  reportLarge("  qr generated / LAPACK path", n, t, err);
 }
 
 /// The gradient of sum(solve(a, b) * w) in a and b (one right-hand side):
@@ -436,28 +513,34 @@ void solveGrad(int64_t n) {
 } // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, sweep = false, large = true;
+  bool quick = false, sweep = false, large = true, largeOnly = false;
+  int reps512 = 0;
   for (int i = 1; i < argc; ++i) {
     quick = quick || std::strcmp(argv[i], "--quick") == 0;
     sweep = sweep || std::strcmp(argv[i], "--thresholds") == 0;
+    largeOnly = largeOnly || std::strcmp(argv[i], "--large-only") == 0;
     if (std::strcmp(argv[i], "--no-2048") == 0) large = false;
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps512 = std::atoi(argv[++i]);
   }
   if (quick) gBudget = 0.05, large = false;
   openblas_set_num_threads(1);
   std::printf("one thread; adjit's time includes its call overhead\n");
-  choleskySolve<double>(1000, 8);
-  choleskySolve<double>(100, 32);
-  choleskySolve<float>(1000, 8);
-  choleskySolve<float>(100, 32);
-  solveGrad(64);
-  solveGrad(256);
+  if (!largeOnly) {
+    choleskySolve<double>(1000, 8);
+    choleskySolve<double>(100, 32);
+    choleskySolve<float>(1000, 8);
+    choleskySolve<float>(100, 32);
+    solveGrad(64);
+    solveGrad(256);
+  }
   if (sweep) thresholds();
   std::printf("\nlarge matrices (adjit/LAPACK: below 1.2 is the target)\n");
   for (int64_t n : {512, 2048}) {
     if (n > 512 && !large) break;
-    const int reps = n > 512 ? 2 : quick ? 3 : 7;
+    const int reps = reps512 > 0 ? (n > 512 ? std::max(2, reps512 / 4) : reps512) : n > 512 ? 2 : quick ? 3 : 7;
     largeCholesky(n, reps);
     largeSolve(n, reps);
     largeEigh(n, n > 512 ? 1 : reps);
   }
+  for (int64_t n : {256, 512}) largeQr(n, quick ? 3 : 7);
 }

@@ -78,6 +78,7 @@ llvm::orc::LLJIT& engine() {
     entry("adjit_lapack_cholesky", &adjit_lapack_cholesky);
     entry("adjit_lapack_triangular_solve", &adjit_lapack_triangular_solve);
     entry("adjit_lapack_lu", &adjit_lapack_lu);
+    entry("adjit_lapack_qr", &adjit_lapack_qr);
     entry("adjit_lapack_eigh", &adjit_lapack_eigh);
     entry("adjit_lapack_svd", &adjit_lapack_svd);
     if (auto err = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))

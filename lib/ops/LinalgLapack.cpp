@@ -1,5 +1,5 @@
-// ops/LinalgLapack.cpp — lowerings of cholesky, triangular_solve, lu, eigh
-// and svd as one call to runtime/Lapack.h's entry point for the whole batch;
+// ops/LinalgLapack.cpp — lowerings of cholesky, triangular_solve, lu, qr,
+// eigh and svd as one call to runtime/Lapack.h's entry point for the whole batch;
 // the layouts, conventions and NaN results are handled there, in C++.
 #include "ops/LinalgLapack.h"
 
@@ -51,6 +51,12 @@ void lowerTriangularSolve(LowerCtx& c) {
 void lowerLu(LowerCtx& c) {
   const Shape& s = c.operandType(0).shape;
   emitCall(c, "adjit_lapack_lu", {c.i64(batchOf(s)), c.i64(s.back())}, {c.operandBuffer(0), c.results[0], c.results[1], c.results[2]});
+}
+
+void lowerQr(LowerCtx& c) {
+  const Shape& s = c.operandType(0).shape;
+  emitCall(c, "adjit_lapack_qr", {c.i64(batchOf(s)), c.i64(s[s.size() - 2]), c.i64(s.back())},
+           {c.operandBuffer(0), c.results[0], c.results[1]});
 }
 
 void lowerEigh(LowerCtx& c) {

@@ -17,6 +17,7 @@ bool use(const codegen::LowerCtx& c, int64_t n, int64_t threshold);
 void lowerCholesky(codegen::LowerCtx& c);
 void lowerTriangularSolve(codegen::LowerCtx& c);
 void lowerLu(codegen::LowerCtx& c);
+void lowerQr(codegen::LowerCtx& c);
 void lowerEigh(codegen::LowerCtx& c);
 void lowerSvd(codegen::LowerCtx& c);
 

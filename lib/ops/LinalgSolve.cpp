@@ -35,10 +35,17 @@
 // so lu from 64; cholesky and triangular_solve from 48, although LAPACK
 // wins earlier for one matrix: up to 32 (the GMM and Kalman sizes) batches
 // are the generated code's to win, vectorised across the batch. Above the
-// thresholds (adjit / LAPACK called directly, the bench's large rows, two
-// runs): cholesky 1.19–1.23× at 512², 1.11× at 2048²; solve 1.25–1.34×,
-// 1.29× (its lu copies a transposed and back, as getrf pivots rows of a
-// column-major matrix, and P b is a one-hot matmul).
+// thresholds (adjit / LAPACK called directly, the bench's large rows, 512²
+// f64, best of 3 or 9 interleaved, six runs at load 2.5–6): cholesky
+// 1.03–1.10× dpotrf("U") (the same row-major L; "L" is ~12% faster but
+// leaves Lᵀ's layout), its gradient 0.90–0.95×; solve 1.01–1.14× dgetrf +
+// dgetrs, its gradient 1.06–1.13×. (Were, in the lead's quick run: cholesky 1.33× and
+// 1.21× against dpotrf("L") with the same rule; solve 1.48× and 1.78×: lu's
+// transposing copy took 0.76 ms, P b was a one-hot matmul, and trsm for one
+// vector packs all of a; see runtime/Lapack.cpp and trace/Linalg.cpp's
+// permuteRows.)
+// What is left of solve's gap: getrf pivots rows of a column-major matrix,
+// so lu's a is transposed in place and back (0.18 ms each at 512²).
 #include "codegen/Emitter.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"

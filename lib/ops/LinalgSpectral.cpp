@@ -17,20 +17,27 @@
 //   Singular vectors for zero singular values complete the others to an
 //   orthonormal set (completeColumns), as LAPACK's do.
 // - eigh and svd of a matrix with a NaN or inf entry: every result NaN
-//   (qr's reflections spread NaNs on their own).
+//   (qr's reflections spread NaNs on their own; its LAPACK path makes every
+//   result NaN, runtime/Lapack.cpp's qr says why).
 //
-// Lowering: the generated Jacobi methods, or from an order of kLapackEigh
-// (kLapackSvd on min(m, n)) LAPACK's dsyevd/ssyevd and dgesdd/sgesdd where
-// the JIT has it loaded at run time (LinalgLapack.h; never in objects, nor
-// with ADJIT_LAPACK=0), with the same conventions (signs, order, NaN); the
+// Lowering: the generated Householder QR and Jacobi methods, or from an
+// order of kLapackQr, kLapackEigh (kLapackQr and kLapackSvd on min(m, n))
+// LAPACK's geqrf + orgqr, syevd and gesdd (s or d) where the JIT has it
+// loaded at run time (LinalgLapack.h; never in objects, nor with
+// ADJIT_LAPACK=0), with the same conventions (signs, order, NaN but qr's); the
 // vectors of repeated or zero eigen- and singular values are another basis
 // of the same space. `linalg_bench --thresholds`, one f64 matrix, generated
 // time / LAPACK path's time (above 1: LAPACK faster), loaded 2-core machine:
 //   order   8     12    16    24    32    48    64    96    128
+//   qr      0.37  0.61  0.55  0.95  1.38  2.1   2.9   3.3   7.5
 //   eigh    1.3   2.5   1.8   3.0   4.0   4.4   8.5   47    44
 //   svd     0.75  1.02  1.05  1.39  1.86  2.2   2.6   2.6   3.1
 // eigh at 512²: 4.2 s generated; through the LAPACK path 1.06–1.09× dsyevd
-// called directly, 1.00× at 2048² (bench/linalg_bench.cpp).
+// called directly, 1.00× at 2048² (bench/linalg_bench.cpp). qr (square,
+// f64): generated 67× the LAPACK path's time at 256² (173 / 2.6 ms), 74× at
+// 512² (2.6 s / 36 ms); the LAPACK path 1.05–1.11× dgeqrf + dorgqr called
+// directly on the buffer (the QR of aᵀ: no transposes; runtime/Lapack.cpp's
+// qr says why not dgelqf + dorglq, which would need none).
 #include "ops/LinalgSpectral.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
@@ -442,7 +449,7 @@ Tensor qrCotangent(const Tensor& q, const Tensor& r, const std::optional<Tensor>
 
 /// The orders (min(m, n) for svd) from which the JIT calls LAPACK
 /// (LinalgLapack.h), where it is loaded: measured, see the header comment.
-constexpr int64_t kLapackEigh = 16, kLapackSvd = 24;
+constexpr int64_t kLapackEigh = 16, kLapackSvd = 24, kLapackQr = 32;
 
 void defineSpectralOps(Table& t) {
   // qr(a) -> q [..., m, k], r [..., k, n], k = min(m, n), a = q r, qᵀq = I,
@@ -473,7 +480,11 @@ void defineSpectralOps(Table& t) {
         });
       },
       .fold = noFold,
-      .lower = spectral::lowerQr,
+      .lower = [](codegen::LowerCtx& c) {
+        const Mat d = matOf(c.operandType(0).shape);
+        if (lapack::use(c, std::min(d.m, d.n), kLapackQr) && lapack::use(c, std::max(d.m, d.n), 0)) return lapack::lowerQr(c);
+        spectral::lowerQr(c);
+      },
       .jvp = [](const autodiff::JvpCtx& c) {
         const std::optional<Tensor> da = c.dx(0);
         if (!da) return;
@@ -540,6 +551,7 @@ void defineSpectralOps(Table& t) {
             }
         }
       },
+      .lapack = true,
   });
 
   // eigh(a) -> w [..., n] ascending, v [..., n, n]: S = (a + aᵀ)/2 = v diag(w) vᵀ.

@@ -54,6 +54,8 @@ void adjit_lapack_triangular_solve(int32_t f64, int32_t flags, int64_t batch, in
 void adjit_lapack_lu(int32_t f64, int64_t batch, int64_t n, const void* a, void* lu, int32_t* pivots, int32_t* permutation) noexcept;
 /// eigh of (a + aᵀ)/2: w ascending, v's columns with their largest-magnitude entry positive.
 void adjit_lapack_eigh(int32_t f64, int64_t batch, int64_t n, const void* a, void* w, void* v) noexcept;
+/// Reduced qr: q [m, k] with orthonormal columns, r [k, n] upper triangular, LAPACK's signs (k = min(m, n)).
+void adjit_lapack_qr(int32_t f64, int64_t batch, int64_t m, int64_t n, const void* a, void* q, void* r) noexcept;
 /// Reduced svd: u [m, k], s [k] descending, vt [k, n]; u's columns with their largest-magnitude entry positive.
 void adjit_lapack_svd(int32_t f64, int64_t batch, int64_t m, int64_t n, const void* a, void* u, void* s, void* vt) noexcept;
 }

@@ -1,6 +1,6 @@
 // test/unit/test_lapack.cpp — the LAPACK path of large factorisations (the
 // JIT's, where a LAPACK library is loaded at run time: runtime/Lapack.h):
-// cholesky, triangular_solve (every flag), lu, solve, eigh and svd against
+// cholesky, triangular_solve (every flag), lu, solve, qr, eigh and svd against
 // the generated path (runtime::lapack::GeneratedOnlyHere) and the interpreter, f32
 // and f64, batched; gradients against finite differences in f64; NaN for a
 // matrix that is not positive definite; and that the path is taken (its entry
@@ -104,6 +104,7 @@ TEST_CASE("lapack: large cholesky, triangular_solve and lu call LAPACK where it 
   CHECK(callsLapack([](V x) { return la::cholesky(x[0]); }, {a}, "adjit_lapack_cholesky") == loaded);
   CHECK(callsLapack([](V x) { return la::lu(x[0]).lu; }, {a}, "adjit_lapack_lu") == loaded);
   CHECK(callsLapack([](V x) { return la::triangular_solve(x[0], x[0], {.lower = true}); }, {a}, "adjit_lapack_triangular_solve") == loaded);
+  CHECK(callsLapack([](V x) { return la::qr(x[0]).r; }, {a}, "adjit_lapack_qr") == loaded);
   CHECK(callsLapack([](V x) { return la::eigh(x[0]).eigenvalues; }, {a}, "adjit_lapack_eigh") == loaded);
   CHECK(callsLapack([](V x) { return la::svd(x[0]).s; }, {a}, "adjit_lapack_svd") == loaded);
   // never when turned off, nor for small matrices
@@ -147,6 +148,18 @@ TEST_CASE("lapack: triangular_solve agrees with the generated code for every com
     }
 }
 
+TEST_CASE("lapack: triangular_solve with one right-hand side (LAPACK's trsv) agrees for every combination of flags, f32 and f64") {
+  for (int flags = 0; flags < 16; ++flags)
+    for (DType t : {DType::f64, DType::f32}) {
+      const la::TriangularSolveOptions o{.lower = bool(flags & 1), .left_side = bool(flags & 2), .transpose_a = bool(flags & 4),
+                                         .unit_diagonal = bool(flags & 8)};
+      INFO("flags " << flags << " " << name_of(t));
+      const Array a = triangularish(t, {3, kN, kN}, 40 + flags);
+      const Array b = randomMatrix(t, o.left_side ? Shape{3, kN, 1} : Shape{3, 1, kN}, 41);
+      agree(threeWays([o](V x) { return V{la::triangular_solve(x[0], x[1], o)}; }, {a, b}), tolOf(t));
+    }
+}
+
 TEST_CASE("lapack: lu keeps adjit's pivots and permutation; solve, det agree, f32 and f64, batched") {
   for (DType t : {DType::f64, DType::f32}) {
     INFO(name_of(t));
@@ -169,6 +182,34 @@ TEST_CASE("lapack: lu keeps adjit's pivots and permutation; solve, det agree, f3
       return V{matmul(one_hot(f.permutation, kN, f.lu.dtype()), x[0]) - (matmul(tril(f.lu, -1), u) + u)};
     }, {s}), tolOf(t) * 10);
   }
+}
+
+TEST_CASE("lapack: qr agrees with the generated code and the interpreter (LAPACK's signs), square, tall and wide, f32 and f64, batched") {
+  for (DType t : {DType::f64, DType::f32}) {
+    INFO(name_of(t));
+    auto qr = [](V x) { const auto d = la::qr(x[0]); return V{d.q, d.r}; };
+    agree(threeWays(qr, {randomMatrix(t, {2, kN, kN}, 30)}), tolOf(t) * 10);
+    agree(threeWays(qr, {randomMatrix(t, {kN + 7, kN}, 31)}), tolOf(t) * 10);
+    agree(threeWays(qr, {randomMatrix(t, {2, kN, kN + 9}, 32)}), tolOf(t) * 10);
+    // a NaN: the generated reflections spread it from its column on (as the
+    // interpreter), the LAPACK path makes every result NaN (LAPACK alone may not)
+    Array nan = randomMatrix(t, {2, kN, kN}, 34);
+    nan.set(kN * kN + 3 * kN + 17, std::nan(""));
+    const ThreeWays r = threeWays(qr, {nan});
+    for (std::size_t i = 0; i < 2; ++i) {
+      INFO("result " << i);
+      ADJIT_CHECK_CLOSE(r.generated[i], r.interp[i], tolOf(t) * 10);
+      const int64_t half = r.interp[i].size() / 2;
+      for (int64_t e = 0; e < half; ++e) REQUIRE(r.lapack[i].at(e) == doctest::Approx(r.interp[i].at(e)).epsilon(tolOf(t) * 100));
+      if (!runtime::lapack::available()) continue;
+      for (int64_t e = half; e < 2 * half; ++e) REQUIRE(std::isnan(r.lapack[i].at(e)));
+    }
+  }
+  // the path counts its matrices
+  if (!runtime::lapack::available()) return;
+  const uint64_t before = runtime::lapack::matricesDone();
+  jit([](const Tensor& x) { return la::qr(x).q; })(randomMatrix(DType::f64, {3, kN, kN}, 33));
+  CHECK(runtime::lapack::matricesDone() - before == 3);
 }
 
 TEST_CASE("lapack: eigh and svd agree with the generated code (values, signed vectors), f32 and f64, batched") {
@@ -197,6 +238,7 @@ TEST_CASE("lapack: gradients through the LAPACK path against finite differences,
   const CheckGradsOptions o{.modes = {"rev", "fwd"}, .rtol = 1e-4};
   check_grads([&](const Tensor& x) { return sum(la::cholesky(x) * constant(w)); }, a, o);
   check_grads([&](const Tensor& x) { return sum(la::solve(x, constant(b)) * constant(c)); }, a, o);
+  check_grads([&](const Tensor& x) { const auto d = la::qr(x); return sum(d.q * constant(w)) + sum(d.r * constant(w)); }, a, o);
   check_grads([&](const Tensor& x) {
     const auto e = la::eigh(x);
     // sign-invariant: the eigenvalues and the projector onto the top eigenvector
