@@ -1,9 +1,9 @@
 // adjit/decompositions.h — matrix decompositions with derivatives: QR,
 // symmetric eigendecomposition and SVD, batched over leading axes, in f32
 // and f64 (JAX's jnp.linalg.qr/eigh/svd in reduced form). Small matrices
-// run generated code (Householder QR, Jacobi methods); larger ones call
-// LAPACK where the process can load it, and the generated code where it
-// cannot (docs/guide/decompositions.md gives the sizes).
+// run generated code (Householder QR, Jacobi methods); for larger ones the
+// JIT calls LAPACK where it is installed, while ahead-of-time objects keep
+// the generated code (docs/guide/decompositions.md gives the sizes).
 #pragma once
 
 #include <adjit/tensor.h>
