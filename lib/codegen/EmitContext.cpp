@@ -176,7 +176,9 @@ static int serialChainInterleave(const llvm::BasicBlock& body, int64_t accumulat
   // AVX-512, one thread, 3 interleaved rounds of 200 runs beside the code
   // without it, load average 6): the primal 0.99 -> 0.73 us at n = 128,
   // 7.43 -> 5.13 at n = 1024, 116 -> 88 at n = 16392; the gradient (its
-  // forward chain's loops) 2.33 -> 2.11, 16.4 -> 14.0, 263 -> 236 us. Not
+  // forward chain's loops) 2.33 -> 2.11, 16.4 -> 14.0, 263 -> 236 us. 8
+  // vectors per step were slower than 4 (the primal 91 -> 127 us at n = 16392,
+  // 0.74 -> 0.82 at n = 128). Not
   // past the trip count: forcing 4 vectors of 8 over 16 points left every
   // point to the scalar remainder (0.29 -> 0.86 us). Not with more than 4
   // accumulators either: each would take that many registers (the
