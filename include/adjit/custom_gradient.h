@@ -216,7 +216,7 @@ template <class F, class... X> struct Recompute {
   std::tuple<X...> xs;
   std::pair<std::vector<Tensor>, std::vector<Tensor>> operator()(const std::vector<Tensor>& dys,
                                                                  const std::vector<Variable>& vars) const {
-    std::size_t mark = traceMark();
+    const TraceMark mark = traceMark();
     auto aliasOne = [](const Tensor& t) { return alias(t); };
     std::tuple<X...> again = std::apply([&](const auto&... x) {
       return std::tuple<X...>{mapLeaves<Tensor>(x, aliasOne)...};

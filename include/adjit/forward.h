@@ -14,7 +14,7 @@ namespace detail {
 /// Forward pass over the ops traced since `mark`: the tangents of `ys` when
 /// the `xs` move along `dxs` (zeros where no tangent reaches a y). A tangent
 /// whose type is not its primal's is an Error at `loc`.
-std::vector<Tensor> pushForward(const char* api, std::size_t mark, const std::vector<Tensor>& xs,
+std::vector<Tensor> pushForward(const char* api, const TraceMark& mark, const std::vector<Tensor>& xs,
                                 const std::vector<Tensor>& dxs, const std::vector<Tensor>& ys, const Location& loc);
 /// The Jacobian of g at x, shaped g(x).shape + x.shape: the JVP of g along
 /// every vector of the basis of x (`forward`), or the VJP of every vector of
@@ -138,7 +138,7 @@ namespace detail {
 /// through the ops f traced (pushForward), reading f's values; it returns
 /// them in f's output structure R.
 template <class R> struct TracedLinear {
-  std::size_t mark;
+  TraceMark mark;
   R y;
   std::vector<Tensor> xs;
   /// One tangent per primal leaf; zeros for outputs no tangent reaches.

@@ -8,7 +8,10 @@
 #include <adjit/variable.h>
 
 #include <initializer_list>
+#include <memory>
 #include <optional>
+#include <tuple>
+#include <type_traits>
 
 namespace adjit {
 
@@ -17,14 +20,26 @@ namespace detail {
 /// Makes a fresh value equal to `t` (so two arguments that are one tensor get
 /// separate gradients); its gradient flows on to `t`.
 Tensor alias(const Tensor& t);
-/// The ops count of the current trace's function.
-std::size_t traceMark();
+/// Where the current trace stands: which trace, and how many ops its
+/// function holds. Derivatives of what was traced since then must be taken
+/// in the same trace: in a nested one (a vmap, loop or branch body) the ops
+/// after the mark are not the function's (an Error, not a wrong result).
+struct TraceMark {
+  uint64_t trace = 0;
+  std::size_t ops = 0;
+};
+TraceMark traceMark();
+/// Whether `mark` was taken in the current trace.
+bool inMarkedTrace(const TraceMark& mark);
+/// The op count of `mark`, checked to be the current trace's: otherwise an
+/// Error at `loc` naming `api` (a derivative function called in a nested trace).
+std::size_t opsSince(const TraceMark& mark, const char* api, const Location& loc);
 /// Reverse pass over the ops traced since `mark`: d(y weighted by seed)/d(xs).
 /// A seed whose type is not y's is an Error at `loc`.
-std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
+std::vector<std::optional<Tensor>> differentiate(const TraceMark& mark, const Tensor& y, std::optional<Tensor> seed,
                                                  const std::vector<Tensor>& xs, const Location& loc = {});
 /// The same for several ys, summed, each weighted by its seed (nullopt: ones).
-std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std::vector<Tensor>& ys,
+std::vector<std::optional<Tensor>> differentiateAll(const TraceMark& mark, const std::vector<Tensor>& ys,
                                                     const std::vector<std::optional<Tensor>>& seeds,
                                                     const std::vector<Tensor>& xs);
 /// Checks the output of a function given to grad: one floating scalar.
@@ -37,7 +52,7 @@ void checkGradArg(const Tensor& x, int argnum, const char* api, const Location& 
 namespace detail {
 /// Gradients of y (traced since `mark`) with respect to each variable: the sum
 /// over the values its reads returned; zeros where y does not depend on it.
-std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const std::vector<Variable>& vars);
+std::vector<Tensor> variableGradients(const TraceMark& mark, const Tensor& y, const std::vector<Variable>& vars);
 } // namespace detail
 
 /// The gradient of f with respect to variables (rather than arguments):
@@ -56,7 +71,7 @@ public:
 
   /// The gradients traced into the current trace (arguments are Tensor structures).
   template <class... Args> auto traced(const Args&... args) const {
-    std::size_t mark = detail::traceMark();
+    const detail::TraceMark mark = detail::traceMark();
     Tensor y = f_(args...);
     detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad", loc_);
     std::vector<Tensor> g = detail::variableGradients(mark, y, vars_);
@@ -124,7 +139,7 @@ public:
     std::tuple<Args...> in{args...};
     // Alias the differentiated arguments so each is its own source.
     auto aliased = aliasArgs(in, std::make_index_sequence<sizeof...(Args)>{});
-    std::size_t mark = detail::traceMark();
+    const detail::TraceMark mark = detail::traceMark();
     Tensor y = std::apply(f_, aliased);
     detail::checkGradOutput(y, WithValue ? "value_and_grad" : "grad", loc_);
     std::vector<Tensor> xs;
@@ -270,7 +285,7 @@ namespace detail {
 template <class F, class... P> auto traceFromMark(const F& f, const P&... primals) {
   auto a = [](const Tensor& x) { return alias(x); };
   std::tuple<P...> aliased{mapLeaves<Tensor>(primals, a)...};
-  const std::size_t mark = traceMark();
+  const TraceMark mark = traceMark();
   auto y = std::apply(f, aliased);
   std::vector<Tensor> xs;
   auto c = [&](const Tensor& x) { xs.push_back(x); };
@@ -307,13 +322,33 @@ template <class F, class... P> auto vjp(F&& f, const P&... primals) {
 }
 
 namespace detail {
+/// The VJP function of f at `primals` traced in the current trace. Called in
+/// that trace, it differentiates the ops f traced there. Called in a trace
+/// nested in it (vmap(vjp_fn), a loop or branch body), those ops are not in
+/// the nested function: f, kept by the VJP function when it can be copied,
+/// is traced again there on the primals (captured from the enclosing trace;
+/// under vmap the unbatched forward runs once), and that trace is
+/// differentiated. A callable that cannot be copied makes that an Error.
 template <class F, class... P> auto tracedVjp(F&& f, const P&... primals) {
+  using Fn = std::decay_t<F>;
+  constexpr bool keep = std::is_copy_constructible_v<Fn>;
+  std::shared_ptr<const Fn> kept;
+  if constexpr (keep) kept = std::make_shared<const Fn>(f);
   auto [out, xs, mark] = traceFromMark(f, primals...);
   const Tensor y = out;
-  auto fn = [mark, y, xs](const Tensor& cotangent, std::source_location loc = std::source_location::current()) {
-    std::vector<std::optional<Tensor>> g = differentiate(mark, y, cotangent, xs, Location::from(loc));
+  auto fn = [mark, y, xs, kept, again = std::make_tuple(primals...)](
+                const Tensor& cotangent, std::source_location loc = std::source_location::current()) {
+    std::vector<Tensor> sources = xs;
+    std::vector<std::optional<Tensor>> g;
+    if (inMarkedTrace(mark) || !kept) {
+      g = differentiate(mark, y, cotangent, sources, Location::from(loc)); // (an Error in another trace)
+    } else {
+      auto [y2, xs2, mark2] = std::apply([&](const auto&... p) { return traceFromMark(*kept, p...); }, again);
+      sources = xs2;
+      g = differentiate(mark2, y2, cotangent, sources, Location::from(loc));
+    }
     std::vector<Tensor> r;
-    for (std::size_t i = 0; i < g.size(); ++i) r.push_back(g[i] ? *g[i] : zeros_like(xs[i]));
+    for (std::size_t i = 0; i < g.size(); ++i) r.push_back(g[i] ? *g[i] : zeros_like(sources[i]));
     return r;
   };
   return std::make_pair(y, fn);

@@ -258,27 +258,47 @@ Tensor alias(const Tensor& t) {
                                    s.locOverride.value_or(Location{})));
 }
 
-std::size_t traceMark() {
+TraceMark traceMark() {
   TraceState* s = currentTrace();
   if (!s) throw Error("grad: called with Tensors outside of a trace");
-  return s->fn->ops.size();
+  return {s->id, s->fn->ops.size()};
 }
 
-std::vector<std::optional<Tensor>> differentiate(std::size_t mark, const Tensor& y, std::optional<Tensor> seed,
+bool inMarkedTrace(const TraceMark& mark) {
+  const TraceState* s = currentTrace();
+  return s && s->id == mark.trace;
+}
+
+// A derivative function made in one trace and called in a nested one (a
+// vmap, loop or branch body) would otherwise read another function's ops.
+std::size_t opsSince(const TraceMark& mark, const char* api, const Location& loc) {
+  const TraceState* s = currentTrace();
+  if (!s) throw Error(fmt::format("{}: called with Tensors outside of a trace", api), loc);
+  if (s->id != mark.trace)
+    throw Error(fmt::format("{}: this derivative function was made in an enclosing trace and is called inside a nested one "
+                            "(a vmap, loop or branch body, or a custom gradient's rule); make it inside that body",
+                            api),
+                loc);
+  ADJIT_ASSERT(mark.ops <= s->fn->ops.size(), "a trace mark past its function's end");
+  return mark.ops;
+}
+
+std::vector<std::optional<Tensor>> differentiate(const TraceMark& mark, const Tensor& y, std::optional<Tensor> seed,
                                                  const std::vector<Tensor>& xs, const Location& loc) {
   if (seed && seed->type() != y.type())
     throw Error(fmt::format("vjp: the cotangent must have the output's type {}, got {}", y.type().str(),
                             seed->type().str()), loc);
+  opsSince(mark, "vjp", loc);
   return differentiateAll(mark, {y}, {std::move(seed)}, xs);
 }
 
-std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std::vector<Tensor>& ys,
+std::vector<std::optional<Tensor>> differentiateAll(const TraceMark& mark, const std::vector<Tensor>& ys,
                                                     const std::vector<std::optional<Tensor>>& seeds,
                                                     const std::vector<Tensor>& xs) {
   ADJIT_ASSERT(ys.size() == seeds.size(), "differentiateAll: one seed per output");
   TraceState& s = traceOf(ys.at(0), "grad", {});
   autodiff::Request r;
-  r.begin = mark;
+  r.begin = opsSince(mark, "grad", {});
   r.end = s.fn->ops.size();
   for (const Tensor& y : ys) r.targets.push_back(valueOf(y, "grad", {}));
   r.seeds = seeds;
@@ -286,10 +306,10 @@ std::vector<std::optional<Tensor>> differentiateAll(std::size_t mark, const std:
   return autodiff::reverse(r);
 }
 
-std::vector<Tensor> variableGradients(std::size_t mark, const Tensor& y, const std::vector<Variable>& vars) {
+std::vector<Tensor> variableGradients(const TraceMark& mark, const Tensor& y, const std::vector<Variable>& vars) {
   TraceState& s = traceOf(y, "grad", {});
   autodiff::Request r;
-  r.begin = mark;
+  r.begin = opsSince(mark, "grad", {});
   r.end = s.fn->ops.size();
   r.targets = {valueOf(y, "grad", {})};
   r.seeds = {std::nullopt};

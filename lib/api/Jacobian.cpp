@@ -22,7 +22,7 @@ namespace {
 /// autodiff::forward over the ops of the current trace since `mark`, for
 /// the API `api` (named in its errors at `loc`): each tangent must have its
 /// primal's type; nullopt for a y no tangent reaches.
-std::vector<std::optional<Tensor>> forwardTangents(const char* api, std::size_t mark, const std::vector<Tensor>& xs,
+std::vector<std::optional<Tensor>> forwardTangents(const char* api, const TraceMark& mark, const std::vector<Tensor>& xs,
                                                    const std::vector<Tensor>& dxs, const std::vector<Tensor>& ys,
                                                    const Location& loc) {
   TraceState* s = currentTrace();
@@ -31,7 +31,7 @@ std::vector<std::optional<Tensor>> forwardTangents(const char* api, std::size_t 
     throw Error(fmt::format("{}: {} tangents for {} primals (give them in the primals' structure)", api, dxs.size(),
                             xs.size()), loc);
   autodiff::ForwardRequest r;
-  r.begin = mark;
+  r.begin = opsSince(mark, api, loc);
   r.end = s->fn->ops.size();
   for (std::size_t k = 0; k < xs.size(); ++k) {
     traceOf(dxs[k], api, loc);
@@ -47,7 +47,7 @@ std::vector<std::optional<Tensor>> forwardTangents(const char* api, std::size_t 
 
 } // namespace
 
-std::vector<Tensor> pushForward(const char* api, std::size_t mark, const std::vector<Tensor>& xs,
+std::vector<Tensor> pushForward(const char* api, const TraceMark& mark, const std::vector<Tensor>& xs,
                                 const std::vector<Tensor>& dxs, const std::vector<Tensor>& ys, const Location& loc) {
   const std::vector<std::optional<Tensor>> t = forwardTangents(api, mark, xs, dxs, ys, loc);
   std::vector<Tensor> out;

@@ -168,6 +168,38 @@ TEST_CASE("vmap composes: grad of a sum over vmap, vmap of jvp, vmap of hessian,
   CHECK_MESSAGE(close(jit([&](const Tensor& x) { return vmap(f)(x); })(xs), vmap(f)(xs), 0, &why), why);
 }
 
+TEST_CASE("a VJP function made in a trace works under vmap and in a loop body there: the Jacobian by vmap(vjp_fn)") {
+  // JAX's jacrev pattern: the pullback of f at x, batched over the basis of
+  // the output. The pullback was made in the enclosing trace; the vmap body
+  // is a nested one (it hung, reading the enclosing function's op count).
+  auto f = [](const Tensor& z) { return sin(z) * z + z * z * z; };
+  const Array x(std::vector<double>{0.5, -1.25, 2.0});
+  auto jac = jit([&](const Tensor& x) {
+    auto [y, pullback] = vjp(f, x);
+    const Tensor basis = one_hot(iota({3}, 0, DType::i32), 3, DType::f64);
+    return vmap([&](const Tensor& c) { return pullback(c)[0]; })(basis);
+  });
+  auto want = jit([&](const Tensor& x) { return jacrev(f)(x); });
+  std::string why;
+  CHECK_MESSAGE(close(jac(x), want(x), 1e-14, &why), why);
+  // Called in a scan body: the cotangents of the steps, summed.
+  auto looped = jit([&](const Tensor& x) {
+    auto [y, pullback] = vjp(f, x);
+    const Tensor basis = one_hot(iota({3}, 0, DType::i32), 3, DType::f64);
+    return scan([&](const Tensor& acc, const Tensor& c) { return std::pair{acc + pullback(c)[0], acc}; }, zeros_like(x), basis)
+        .first;
+  });
+  CHECK_MESSAGE(close(looped(x), jit([&](const Tensor& x) { return sum(jacrev(f)(x), {0}); })(x), 1e-14, &why), why);
+  // linearize's function keeps no copy of f: called under vmap it is an Error, not a wrong tangent.
+  auto lin = jit([&](const Tensor& x) {
+    auto [y, jvpFn] = linearize(f, x);
+    const Tensor basis = one_hot(iota({3}, 0, DType::i32), 3, DType::f64);
+    return vmap([&](const Tensor& t) { return jvpFn(t); })(basis);
+  });
+  CHECK_THROWS_WITH_AS(lin(x), doctest::Contains("linearize: this derivative function was made in an enclosing trace and is called inside a nested one"),
+                       Error);
+}
+
 TEST_CASE("vmap takes and returns structures") {
   auto f = [](const std::pair<Tensor, Tensor>& p, const std::vector<Tensor>& v) {
     return std::make_tuple(p.first * v[0], std::vector<Tensor>{p.second + v[1], v[0] * 2.0});
