@@ -216,10 +216,10 @@ template <class F, class... A> void jacobianRow(const char* name, const F& f, in
 /// products form: the batched tangents are elementwise; jacfwd's rows [n, out]
 /// are transposed to [out, n] by the loop that computes them): 0.68-0.78x
 /// while that loop ran in the Jacobian's order, gathering its two reads of
-/// the rows before it; 1.44-1.47x since it runs along those rows and stores
+/// the rows before it; 1.56-1.76x since it runs along those rows and stores
 /// through register transposes (codegen.md, "Transposes stored along their
-/// operand's rows"; AVX-512, load 6-7, interleaved; x86-64-v2 1.09-1.15x,
-/// x86-64-v3 1.10-1.13x).
+/// operand's rows"; AVX-512, load 4-7, five interleaved runs; x86-64-v2
+/// 0.70-0.85x before, 1.20-1.25x after; x86-64-v3 1.15-1.26x, 1.33-1.47x).
 void jacobianSection(int reps) {
   std::printf("\nJacobians: one JVP or VJP batched over the basis against a scan of one per basis vector, one thread "
               "(target >= 5x faster where products form, never slower)\n");

@@ -1260,6 +1260,8 @@ TEST_CASE("a transpose of work reading buffer rows runs along those rows, and st
   check(shifted, waves({37, 45}, DType::f64, 0.1), waves({37, 45}, DType::f64, 0.7), true);
   check(shifted, waves({64, 48}, DType::f32, 0.1), waves({64, 48}, DType::f32, 0.7), true);
   check(shifted, waves({5, 3}, DType::f32, 0.1), waves({5, 3}, DType::f32, 0.7), true); // below a vector: element by element
+  // Rows longer than the tile holds: in segments (f64 AVX-512: 128 columns), the last one partial.
+  check(shifted, waves({20, 300}, DType::f64, 0.1), waves({20, 300}, DType::f64, 0.7), true);
   auto lead = [](Tensor x, Tensor y) { return transpose((x - y) * y, {0, 2, 1}); };
   check(lead, waves({3, 40, 24}, DType::f32, 0.1), waves({3, 40, 24}, DType::f32, 0.7), true);
   // One buffer row read (y is a row broadcast): its column reads cost what
