@@ -212,8 +212,14 @@ template <class F, class... A> void jacobianRow(const char* name, const F& f, in
 /// runs): jacfwd of tanh(A x) 77-81x faster than the scan at R^256 -> R^256
 /// (0.005 / 0.39 ms) and 5.6-5.7x at R^16 -> R^1000 (0.012 / 0.067 ms), where
 /// the product with the basis folds away and A x, tanh and one fused loop
-/// remain; jacrev 89-118x and 31-33x; hessian of Rosenbrock R^100 1.8-2.0x
-/// (no products form: the batched tangents are elementwise).
+/// remain; jacrev 89-118x and 31-33x. Hessian of Rosenbrock R^100 (no
+/// products form: the batched tangents are elementwise; jacfwd's rows [n, out]
+/// are transposed to [out, n] by the loop that computes them): 0.68-0.78x
+/// while that loop ran in the Jacobian's order, gathering its two reads of
+/// the rows before it; 1.56-1.76x since it runs along those rows and stores
+/// through register transposes (codegen.md, "Transposes stored along their
+/// operand's rows"; AVX-512, load 4-7, five interleaved runs; x86-64-v2
+/// 0.70-0.85x before, 1.20-1.25x after; x86-64-v3 1.15-1.26x, 1.33-1.47x).
 void jacobianSection(int reps) {
   std::printf("\nJacobians: one JVP or VJP batched over the basis against a scan of one per basis vector, one thread "
               "(target >= 5x faster where products form, never slower)\n");

@@ -160,6 +160,9 @@ private:
     std::size_t colAxes = 1;
   };
   void emitLoop(const Kernel& k, const Chunk* chunk = nullptr);
+  /// Kernel::swapped: the loop along its root's operand's rows, stored
+  /// through a tile buffer transposed in registers.
+  void emitSwapped(const Kernel& k, LowerCtx& c, llvm::Value* out);
   /// LowerCtx::loopNest over `shape` (over rows [rowBegin, rowEnd) of axis 0
   /// when they are set), its last axis run as the pieces Kernel::peel cuts
   /// it into, one loop each, with each piece's range recorded on its index.

@@ -119,6 +119,14 @@ struct Kernel {
   /// point, so they need no select or clamped index and their reads stay
   /// consecutive (Planner::peel). Empty: one loop.
   std::vector<int64_t> peel;
+  /// Loop: runs with the loops of the domain's last two axes exchanged. Its
+  /// one root exchanges those axes of what the loop computes (a transpose,
+  /// Lowering::swapsLastAxes), and that operand's cone reads rows of more
+  /// buffers than the one root stores: in the root's order those reads go
+  /// down columns (gathers), in the operand's order they are consecutive and
+  /// only the store goes down a column (Planner::peel decides; `peel` then
+  /// cuts the operand's last axis, the inner loop).
+  bool swapped = false;
 };
 
 /// Whether k is a tile epilogue that reduces (Kernel::tileRows).

@@ -100,11 +100,12 @@ std::string FusionPlan::str() const {
       if (kn.prologueOf >= 0) s += fmt::format(", on the tiles #{} reads", kn.prologueOf);
       if (kn.chunks > 1)
         s += fmt::format(", {} chunks of {} rows{}", kn.chunks, kn.chunkRows, kn.partials ? " with partials" : "");
+      if (kn.swapped) s += ", last two axes' loops exchanged";
       if (!kn.peel.empty()) {
-        s += ", last axis in pieces";
+        s += kn.swapped ? ", inner axis in pieces" : ", last axis in pieces";
         int64_t from = 0;
         for (int64_t c : kn.peel) s += fmt::format(" [{},{})", std::exchange(from, c), c);
-        s += fmt::format(" [{},{})", from, kn.domain.back());
+        s += fmt::format(" [{},{})", from, kn.swapped ? kn.domain[kn.domain.size() - 2] : kn.domain.back());
       }
       s += "\n";
       for (const LoopRoot& r : kn.roots) lines.push_back({r.value, r.reduction ? "reduce" : "store"});

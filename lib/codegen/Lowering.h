@@ -138,6 +138,12 @@ struct Lowering {
   /// (Kernel::peel), so that between the cuts they need no select and no
   /// clamped index, and their reads stay consecutive (vector loads).
   std::optional<AxisShift> (*lastAxisShift)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook: whether the result is operand 0 with
+  /// its last two axes exchanged and the others in place (a transpose). A
+  /// loop storing such a result may run with those two axes' loops exchanged,
+  /// so that what it computes of the operand goes along the operand's rows
+  /// (Kernel::swapped).
+  bool (*swapsLastAxes)(const Type& operand, const Type& result, const ir::Attrs&) = nullptr;
   /// For ops with kTilePrologue: whether the lowering for this vector unit
   /// reads operand `i` tile by tile (matmul's packed kernel packs both), so
   /// that a prologue can compute it there; else the planner leaves its

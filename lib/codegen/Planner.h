@@ -356,7 +356,11 @@ private:
   /// following its values through elementwise ops and the ops with a
   /// `lastAxisShift` hook: the widest piece where every pad met does one or
   /// the other throughout, if at least kMinPeelPiece points, runs as a loop
-  /// of its own. Linear in the loops' bodies (capped per loop).
+  /// of its own. First, a loop whose one root exchanges the last two axes of
+  /// what it computes (Lowering::swapsLastAxes), and whose operand reads more
+  /// buffer rows than that one store, runs in the operand's order
+  /// (Kernel::swapped), and its inner axis (the operand's last) is the one
+  /// cut. Linear in the loops' bodies (capped per loop).
   void peel(FusionPlan& p) const;
 
   /// Finds runs: at each kernel, the period (up to kMaxPeriod kernels) whose

@@ -51,7 +51,7 @@ void registerAll() {
     sparsity::define(k, {.deps = h.deps ? h.deps : (tr.ir & ir::kElementwise) ? sparsity::elementwiseDeps : nullptr});
     codegen::define(k, {.traits = tr.codegen, .scalar = h.scalar, .element = h.element, .lower = h.lower,
                         .reduce = h.reduce, .libm = h.libm, .view = h.view, .keepsRows = h.keepsRows,
-                        .lastAxisShift = h.lastAxisShift,
+                        .lastAxisShift = h.lastAxisShift, .swapsLastAxes = h.swapsLastAxes,
                         .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid,
                         .tileColumnAxes = h.tileColumnAxes, .data = h.data, .inPlace = h.inPlace,
                         .lapack = h.lapack});

@@ -83,6 +83,9 @@ struct Hooks {
   /// For ops with an `element` hook: how they read operand `i` along the
   /// last axis, when at a constant shift (codegen::Lowering::lastAxisShift).
   std::optional<codegen::AxisShift> (*lastAxisShift)(const Type& operand, std::size_t i, const Type& result, const ir::Attrs&) = nullptr;
+  /// For ops with an `element` hook: whether the result is operand 0 with its
+  /// last two axes exchanged (codegen::Lowering::swapsLastAxes).
+  bool (*swapsLastAxes)(const Type& operand, const Type& result, const ir::Attrs&) = nullptr;
   /// For ops with kTilePrologue: whether the lowering for this vector unit
   /// reads operand `i` tile by tile (matmul's packed kernel packs both), so
   /// that a prologue can compute it there; else the planner leaves its

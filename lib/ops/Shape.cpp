@@ -397,6 +397,14 @@ void defineShapeOps(Table& t) {
         return c.operand(0, Index::ofDims(std::move(i)));
       },
       .keepsRows = [](const Type&, std::size_t, const Type&, const ir::Attrs& a) { return a.ints("perm").at(0) == 0; },
+      .swapsLastAxes = [](const Type&, const Type&, const ir::Attrs& a) {
+        const auto& perm = a.ints("perm");
+        const std::size_t r = perm.size();
+        if (r < 2 || perm[r - 2] != static_cast<int64_t>(r - 1) || perm[r - 1] != static_cast<int64_t>(r - 2)) return false;
+        for (std::size_t d = 0; d + 2 < r; ++d)
+          if (perm[d] != static_cast<int64_t>(d)) return false;
+        return true;
+      },
       // transpose back with the inverse permutation
       .jvp = autodiff::linearJvp,
       .vjp = [](const autodiff::VjpCtx& c) {

@@ -1236,3 +1236,36 @@ TEST_CASE("pads fused into a loop read their operands where the loop is cut, and
     checkPeeled(rowSums, x32, y32, true);
   }
 }
+
+// A loop storing a transpose of what it computes, whose operand reads rows of
+// two or more buffers, runs along the operand's rows and stores through a
+// tile transposed in registers (Kernel::swapped): same bits as the
+// interpreter for sizes that are and are not multiples of a vector, with
+// pads cut along the inner axis, a leading axis, and sizes below a vector.
+TEST_CASE("a transpose of work reading buffer rows runs along those rows, and stores what the interpreter computes") {
+  auto check = [](const auto& f, const Array& x, const Array& y, bool swapped) {
+    const Module m = trace(f, x.type(), y.type());
+    const Array want = m.interpret("f", {x, y})[0];
+    auto g = jit(f, {.threads = 1});
+    const std::string plan = g.lower(x, y).plan;
+    INFO(plan);
+    CHECK((plan.find("last two axes' loops exchanged") != std::string::npos) == swapped);
+    CHECK(bytesOf(g(x, y)) == bytesOf(want));
+  };
+  auto shifted = [](Tensor x, Tensor y) {
+    const int64_t m = x.shape()[0], n = x.shape()[1];
+    const Tensor a = x * y;
+    return transpose(pad(slice(a, {0, 0}, {m, n - 1}), {0, 1}, {0, 0}) + a + y, {1, 0});
+  };
+  check(shifted, waves({37, 45}, DType::f64, 0.1), waves({37, 45}, DType::f64, 0.7), true);
+  check(shifted, waves({64, 48}, DType::f32, 0.1), waves({64, 48}, DType::f32, 0.7), true);
+  check(shifted, waves({5, 3}, DType::f32, 0.1), waves({5, 3}, DType::f32, 0.7), true); // below a vector: element by element
+  // Rows longer than the tile holds: in segments (f64 AVX-512: 128 columns), the last one partial.
+  check(shifted, waves({20, 300}, DType::f64, 0.1), waves({20, 300}, DType::f64, 0.7), true);
+  auto lead = [](Tensor x, Tensor y) { return transpose((x - y) * y, {0, 2, 1}); };
+  check(lead, waves({3, 40, 24}, DType::f32, 0.1), waves({3, 40, 24}, DType::f32, 0.7), true);
+  // One buffer row read (y is a row broadcast): its column reads cost what
+  // the exchanged loop's stores would, and the loop keeps the result's order.
+  auto one = [](Tensor x, Tensor y) { return transpose(x * y, {1, 0}); };
+  check(one, waves({33, 40}, DType::f64, 0.1), waves({40}, DType::f64, 0.7), false);
+}
