@@ -283,27 +283,33 @@ std::size_t opsSince(const TraceMark& mark, const char* api, const Location& loc
   return mark.ops;
 }
 
-std::vector<std::optional<Tensor>> differentiate(const TraceMark& mark, const Tensor& y, std::optional<Tensor> seed,
-                                                 const std::vector<Tensor>& xs, const Location& loc) {
-  if (seed && seed->type() != y.type())
-    throw Error(fmt::format("vjp: the cotangent must have the output's type {}, got {}", y.type().str(),
-                            seed->type().str()), loc);
-  opsSince(mark, "vjp", loc);
-  return differentiateAll(mark, {y}, {std::move(seed)}, xs);
-}
-
-std::vector<std::optional<Tensor>> differentiateAll(const TraceMark& mark, const std::vector<Tensor>& ys,
-                                                    const std::vector<std::optional<Tensor>>& seeds,
-                                                    const std::vector<Tensor>& xs) {
-  ADJIT_ASSERT(ys.size() == seeds.size(), "differentiateAll: one seed per output");
+// The reverse pass over the current trace's ops from `begin` (checked by opsSince).
+static std::vector<std::optional<Tensor>> reverseSince(std::size_t begin, const std::vector<Tensor>& ys,
+                                                       const std::vector<std::optional<Tensor>>& seeds,
+                                                       const std::vector<Tensor>& xs) {
+  ADJIT_ASSERT(ys.size() == seeds.size(), "reverseSince: one seed per output");
   TraceState& s = traceOf(ys.at(0), "grad", {});
   autodiff::Request r;
-  r.begin = opsSince(mark, "grad", {});
+  r.begin = begin;
   r.end = s.fn->ops.size();
   for (const Tensor& y : ys) r.targets.push_back(valueOf(y, "grad", {}));
   r.seeds = seeds;
   for (const Tensor& x : xs) r.sources.push_back(valueOf(x, "grad", {}));
   return autodiff::reverse(r);
+}
+
+std::vector<std::optional<Tensor>> differentiate(const TraceMark& mark, const Tensor& y, std::optional<Tensor> seed,
+                                                 const std::vector<Tensor>& xs, const Location& loc) {
+  if (seed && seed->type() != y.type())
+    throw Error(fmt::format("vjp: the cotangent must have the output's type {}, got {}", y.type().str(),
+                            seed->type().str()), loc);
+  return reverseSince(opsSince(mark, "vjp", loc), {y}, {std::move(seed)}, xs);
+}
+
+std::vector<std::optional<Tensor>> differentiateAll(const TraceMark& mark, const std::vector<Tensor>& ys,
+                                                    const std::vector<std::optional<Tensor>>& seeds,
+                                                    const std::vector<Tensor>& xs) {
+  return reverseSince(opsSince(mark, "grad", {}), ys, seeds, xs);
 }
 
 std::vector<Tensor> variableGradients(const TraceMark& mark, const Tensor& y, const std::vector<Variable>& vars) {
