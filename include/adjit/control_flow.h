@@ -410,7 +410,8 @@ C fori_loop(const detail::Bound& lower, const detail::Bound& upper, const Body& 
   if (opts.checkpoint.policy != Checkpoint::Policy::all) { // a scan over the step indices
     const auto [lo, hi] = detail::staticBounds(lower, upper, opts.max_iterations, Location::from(sl));
     auto step = [&](const C& c, const Tensor& i) { return std::pair{checkedBody(i, c), std::tuple<>{}}; };
-    return scan(step, init, add(iota({hi - lo}), full({}, static_cast<double>(lo), DType::i32)), ScanOptions{.checkpoint = opts.checkpoint}, sl).first;
+    const ScanOptions scanOpts{.length = std::nullopt, .reverse = false, .checkpoint = opts.checkpoint};
+    return scan(step, init, add(iota({hi - lo}), full({}, static_cast<double>(lo), DType::i32)), scanOpts, sl).first;
   }
   return detail::rebuildLike(init, detail::foriCall(lower, upper, fn, detail::leavesOf(init), opts.max_iterations, Location::from(sl)));
 }
