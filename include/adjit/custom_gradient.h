@@ -48,7 +48,20 @@ template <class R> std::vector<Tensor> flatten(const R& r) {
 }
 
 template <class G> struct IsCustomGradientFn : std::false_type {};
-template <class F> struct IsCustomGradientFn<CustomGradientFn<F>> : std::true_type {};
+template <class F> struct IsCustomGradientFn<CustomGradientFn<F>> : std::true_type {
+  using Function = F;
+};
+
+/// Whether grad_fn can be called with arguments A. A custom_gradient object's
+/// call operator accepts any arguments in form (a wrong call is a
+/// static_assert in its body, not a substitution failure), so for one the
+/// question goes to the function it wraps.
+template <class G, class... A> constexpr bool gradFnInvocable() {
+  if constexpr (IsCustomGradientFn<G>::value)
+    return std::is_invocable_v<const typename IsCustomGradientFn<G>::Function&, A...>;
+  else
+    return std::is_invocable_v<const G&, A...>;
+}
 
 /// Whether grad_fn takes `variables` after the cotangents (given one by one,
 /// or as a vector). A custom_gradient object given as grad_fn (TensorFlow's
@@ -89,12 +102,12 @@ GradResult callGradFn(const G& g, const std::vector<Tensor>& dys, const std::vec
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       if constexpr (withVars) {
         return finish(g(dys.at(I)..., vars));
-      } else if constexpr (std::is_invocable_v<const G&, decltype((void)I, Tensor{})...>) {
+      } else if constexpr (gradFnInvocable<G, decltype((void)I, Tensor{})...>()) {
         return finish(g(dys.at(I)...));
-      } else if constexpr (std::is_invocable_v<const G&, const std::vector<Tensor>&>) {
+      } else if constexpr (gradFnInvocable<G, const std::vector<Tensor>&>()) {
         return finish(g(dys));
       } else {
-        static_assert(std::is_invocable_v<const G&, decltype((void)I, Tensor{})...>,
+        static_assert(gradFnInvocable<G, decltype((void)I, Tensor{})...>(),
                       "custom_gradient: grad_fn must take one Tensor per output leaf of f (or a "
                       "std::vector<Tensor> of them), then `const std::vector<Variable>&` if f reads variables");
         return GradResult{};
