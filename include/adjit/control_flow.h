@@ -340,7 +340,9 @@ auto checkpointedScan(const Body& body, const C& init, const X& xs, ScanOptions 
     };
     std::vector<Tensor> args = leavesOf(c), xl = leavesOf(xb);
     args.insert(args.end(), xl.begin(), xl.end());
-    return rebuildLike(*skeleton, rematCall(fn, args, "scan", Location::from(sl)));
+    // (rematCall traces fn, which sets skeleton: call it before reading it.)
+    const std::vector<Tensor> outs = rematCall(fn, args, "scan", Location::from(sl));
+    return rebuildLike(*skeleton, outs);
   };
   auto runMain = [&](const C& c) { return plainScan(outerBody, c, mainXs, ScanOptions{.length = blocks, .reverse = opts.reverse}, sl); };
   auto runTail = [&](const C& c) { return plainScan(body, c, tailXs, ScanOptions{.length = n - mainSteps, .reverse = opts.reverse}, sl); };
