@@ -570,9 +570,15 @@ void defineIndexingOps(Table& t) {
         const auto& o = c.dims(c.index, c.resultType().shape);
         std::vector<llvm::Value*> xi(o.begin(), o.begin() + axis), ii(o.begin() + axis, o.begin() + axis + idxRank);
         llvm::Value* k = c.b.CreateSExt(c.operand(1, Index::ofDims(ii)), c.b.getInt64Ty());
-        k = wrapNegative(c, k, xs[axis]);
-        k = c.intrinsic(llvm::Intrinsic::smax, {{k, c.i64(0)}});
-        k = c.intrinsic(llvm::Intrinsic::smin, {{k, c.i64(xs[axis] - 1)}});
+        // Indices known when compiling to lie in [0, n) are used as they are:
+        // wrapping and clamping cost about 9 instructions per element read
+        // (det's leaves read A through two gathers of constant indices).
+        const auto bounds = c.operandBounds(1);
+        if (!bounds || bounds->first < 0 || bounds->second >= xs[axis]) {
+          k = wrapNegative(c, k, xs[axis]);
+          k = c.intrinsic(llvm::Intrinsic::smax, {{k, c.i64(0)}});
+          k = c.intrinsic(llvm::Intrinsic::smin, {{k, c.i64(xs[axis] - 1)}});
+        }
         xi.push_back(k);
         xi.insert(xi.end(), o.begin() + axis + idxRank, o.end());
         return c.operand(0, Index::ofDims(std::move(xi)));
