@@ -50,6 +50,17 @@ llvm::Value* wrapNegative(codegen::EmitBase& c, llvm::Value* i, int64_t n) {
   return c.b.CreateSelect(c.b.CreateICmpSLT(i, c.i64(0)), c.b.CreateAdd(i, c.i64(n)), i);
 }
 
+/// Whether a gather's or scatter_add's indices (operand 1) are known to be
+/// 0, 1, ..., n-1 for the n positions along the op's axis of operand 0: the
+/// op then maps each position to itself.
+bool identityIndices(const ir::FoldCtx& c) {
+  const Type& x = c.type(c.op.operands[0]);
+  const Type& idx = c.type(c.op.operands[1]);
+  const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
+  const int64_t n = x.shape[axis];
+  return idx.rank() == 1 && idx.shape[0] == n && n > 0 && c.known[1].ramp == n;
+}
+
 /// The indices gather actually reads: negatives wrapped, the rest clamped to [0, n-1].
 Tensor effectiveIndices(const Tensor& idx, int64_t n) {
   Tensor k = where(idx < 0, idx + n, idx);
@@ -562,7 +573,11 @@ void defineIndexingOps(Table& t) {
         }
         return std::vector<Array>{std::move(r)};
       },
-      .fold = noFold,
+      // gather(x, [0, 1, ..., n-1]) along an axis of n = x: each element reads itself
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (identityIndices(c)) return ir::Folded{c.op.operands[0]};
+        return std::nullopt;
+      },
       .element = [](ElementCtx& c) -> llvm::Value* {
         const auto axis = static_cast<std::size_t>(c.op.attrs.integer("axis"));
         const Shape& xs = c.operandType(0).shape;
@@ -663,7 +678,12 @@ void defineIndexingOps(Table& t) {
         }
         return std::vector<Array>{std::move(r)};
       },
-      .fold = noFold,
+      // scatter_add(x, [0, 1, ..., n-1], u) along an axis of n = x + u (each
+      // element gets its one update), folded in turn (x = 0 gives u)
+      .fold = [](const ir::FoldCtx& c) -> std::optional<ir::Folded> {
+        if (!identityIndices(c) || c.type(c.op.operands[2]) != c.type(c.op.operands[0])) return std::nullopt;
+        return ir::Folded{ir::Rewrite{OpKind::Add, {c.op.operands[0], c.op.operands[2]}, {}}};
+      },
       .lower = lowerScatterAdd,
       // x: the cotangent; updates: the cotangent where they landed, 0 where dropped
       .jvp = autodiff::linearJvp,
