@@ -93,6 +93,21 @@ void FunctionEmitter::finishAliasScopes(std::size_t kernel) {
   accesses_.clear();
 }
 
+std::optional<std::pair<int64_t, int64_t>> FunctionEmitter::knownBounds(ir::ValueId v) const {
+  if (kernelFrame_ || !is_integer(f_.type(v).dtype)) return std::nullopt;
+  if (auto it = bounds_.find(v); it != bounds_.end()) return it->second;
+  std::optional<std::pair<int64_t, int64_t>> answer;
+  if (const std::optional<Array> a = knownValue(v); a && a->size() > 0) {
+    answer = std::pair{a->get<int64_t>(0), a->get<int64_t>(0)};
+    for (int64_t k = 1; k < a->size(); ++k) {
+      const int64_t e = a->get<int64_t>(k);
+      answer->first = std::min(answer->first, e);
+      answer->second = std::max(answer->second, e);
+    }
+  }
+  return bounds_[v] = answer;
+}
+
 std::optional<Array> FunctionEmitter::knownValue(ir::ValueId v) const {
   if (kernelFrame_) return std::nullopt;
   if (auto it = known_.find(v); it != known_.end()) return it->second;

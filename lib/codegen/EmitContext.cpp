@@ -115,6 +115,10 @@ std::optional<std::pair<int64_t, int64_t>> EmitBase::knownRange(llvm::Value* v) 
 
 void EmitBase::setRange(llvm::Value* v, int64_t first, int64_t last) const { fe.setIndexRange(v, first, last); }
 
+std::optional<std::pair<int64_t, int64_t>> EmitBase::operandBounds(std::size_t i) const {
+  return fe.knownBounds(op.operands.at(i));
+}
+
 llvm::Value* ElementCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operand(std::size_t i, const Index& idx) const { return fe.element(op.operands.at(i), idx); }
 llvm::Value* LowerCtx::operandBuffer(std::size_t i) const { return fe.buffer(op.operands.at(i)); }

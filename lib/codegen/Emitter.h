@@ -92,6 +92,10 @@ struct EmitBase {
   }
   /// Records that index `v` lies in [first, last] wherever it is computed.
   void setRange(llvm::Value* v, int64_t first, int64_t last) const;
+  /// The least and the greatest element of integer operand `i` where its
+  /// elements are known when compiling (FunctionEmitter::knownValue), else
+  /// nullopt: indices known to lie in range need no wrapping or clamping.
+  std::optional<std::pair<int64_t, int64_t>> operandBounds(std::size_t i) const;
 };
 
 /// Elementwise ops: the scalar body only. `args` are operand elements.

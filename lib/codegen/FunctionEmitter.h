@@ -61,6 +61,9 @@ public:
   /// kernel, whose code serves kernels that name other constants there.
   std::optional<Array> knownValue(ir::ValueId v) const;
   static constexpr int64_t kMaxKnownElements = int64_t(1) << 18;
+  /// The least and the greatest element of integer value v where knownValue
+  /// knows its elements (and v has some), else nullopt.
+  std::optional<std::pair<int64_t, int64_t>> knownBounds(ir::ValueId v) const;
   /// Calls lowered function `name` on buffers, giving it the scratch past ours
   /// and past the first `after` bytes of the workspace (which the caller keeps
   /// using across the call: a loop's next carry).
@@ -287,6 +290,8 @@ private:
   std::vector<const ir::Op*> producer_;
   /// knownValue's answers, by value (several scatters often read one index array).
   mutable std::unordered_map<ir::ValueId, std::optional<Array>> known_;
+  /// knownBounds' answers, by value (a gather's indices are read once per fused use).
+  mutable std::unordered_map<ir::ValueId, std::optional<std::pair<int64_t, int64_t>>> bounds_;
   std::vector<char> inLoop_; ///< elementwise roots of the loop being emitted: computed, not loaded
   std::vector<llvm::Value*> buffers_; ///< per frame
   std::vector<ir::ValueId> bufferSet_; ///< values with a buffer in this frame

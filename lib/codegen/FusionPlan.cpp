@@ -146,6 +146,8 @@ void Planner::facts() {
         ++uses_[at(op.operands[j])];
     if (codegen::lowering(op.kind).has(codegen::kMaterializesOperands))
       for (ValueId o : op.operands) initialMat_[at(o)] = 1;
+    for (std::size_t j = 0; j < op.operands.size() && j < 32; ++j)
+      if (codegen::lowering(op.kind).materializedOperands & (1u << j)) initialMat_[at(op.operands[j])] = 1;
   }
   users_ = Users::of(f_);
   struct TypeHash {

@@ -177,6 +177,11 @@ struct Lowering {
   InPlace inPlace = {};
   /// Whether the lowering may call LAPACK when the compile allows it.
   bool lapack = false;
+  /// Bit i set: the lowering reads operand i in an order of its own, not
+  /// along the result (scatter_add's updates, grouped by where they land):
+  /// the planner computes that operand in a loop of its own, which
+  /// vectorises, instead of fusing its computation into the reads.
+  uint32_t materializedOperands = 0;
   bool has(Trait t) const { return (traits & t) != 0; }
   /// The hook that writes whole results: `lower`, or for an op the planner
   /// lowers in place, `inPlace.lower`.

@@ -54,7 +54,7 @@ void registerAll() {
                         .lastAxisShift = h.lastAxisShift, .swapsLastAxes = h.swapsLastAxes,
                         .tilesOperand = h.tilesOperand, .tileGrid = h.tileGrid,
                         .tileColumnAxes = h.tileColumnAxes, .data = h.data, .inPlace = h.inPlace,
-                        .lapack = h.lapack});
+                        .lapack = h.lapack, .materializedOperands = h.materializedOperands});
   }
 }
 

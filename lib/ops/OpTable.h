@@ -65,6 +65,8 @@ struct Hooks {
   llvm::Value* (*element)(codegen::ElementCtx&) = nullptr;
   void (*lower)(codegen::LowerCtx&) = nullptr;
   const ReduceHooks* reduce = nullptr;
+  /// Operands the lowering reads in an order of its own (Lowering::materializedOperands).
+  uint32_t materializedOperands = 0;
   /// The libm function `scalar` calls, if any (see MathFunction).
   MathFunction libm = {};
   /// For ops whose result is a contiguous run of operand 0's elements in the
