@@ -7,6 +7,7 @@
 #include "support/Assert.h"
 #include "support/Hash.h"
 
+#include <algorithm>
 #include <exception>
 #include <numeric>
 #include <thread>
@@ -798,7 +799,9 @@ using planning::Planner;
 
 std::span<const std::string_view> planSteps() { return planning::kStepNames; }
 
-FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
+namespace {
+
+FusionPlan planOnce(const ir::Function& f, const PlanOptions& o) {
   // Step groups pay off where the budget's cuts drift against the steps (an
   // LSTM's gradient: 82 distinct loop bodies without them, 54 with); where
   // the budget already cuts in step (a chain of one op kind) they only add
@@ -838,6 +841,35 @@ FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
   helper.join();
   if (error) std::rethrow_exception(error);
   return b ? better(std::move(*a), std::move(*b)) : free.finish(std::move(*a));
+}
+
+/// The loop of `p` that keeps the most reductions: how many, and its ops per point.
+std::pair<int, int> mostLoopReductions(const FusionPlan& p) {
+  std::pair<int, int> most{0, 0};
+  for (const Kernel& k : p.kernels) {
+    if (k.kind != Kernel::Kind::Loop) continue;
+    const auto n = static_cast<int>(std::count_if(k.roots.begin(), k.roots.end(), [](const LoopRoot& r) { return r.reduction; }));
+    if (n > most.first) most = {n, k.bodySize};
+  }
+  return most;
+}
+
+} // namespace
+
+FusionPlan planFusion(const ir::Function& f, const PlanOptions& o) {
+  // A loop with more than kMaxLoopReductions sums: the function again, with
+  // a budget of that loop's ops per sum times kMaxLoopReductions (sibling
+  // sums share their chain, so the sums a loop takes grow with the budget).
+  // The first plan is not shown.
+  PlanOptions quiet = o;
+  quiet.observe = nullptr;
+  FusionPlan p = planOnce(f, o.observe ? quiet : o);
+  if (const auto [sums, size] = mostLoopReductions(p); sums > planning::kMaxLoopReductions) {
+    PlanOptions fewer = o;
+    fewer.bodyBudget = std::max(1, size * planning::kMaxLoopReductions / sums);
+    if (fewer.bodyBudget < o.bodyBudget) return planOnce(f, fewer);
+  }
+  return o.observe ? planOnce(f, o) : p;
 }
 
 } // namespace adjit::codegen

@@ -41,6 +41,21 @@ constexpr std::size_t kMaxOperandLoops = 8;
 /// when at most this many ops read that operand (all before it): checking
 /// them stays linear in the function's size.
 constexpr std::size_t kMaxInPlaceUsers = 16;
+/// A loop keeps at most about this many reductions. Each keeps its partial
+/// sums in vector registers for the whole loop, and sibling sums off one
+/// chain (a polynomial's gradient keeps one per coefficient) filled loops of
+/// 96 ops with 24-48 of them, past the 32 registers. A function whose plan
+/// has a loop with more is planned again with the body budget scaled down to
+/// fit (planFusion), so its chains are cut (a link stored) more often.
+/// Chosen on GradBench's llsq gradient, with the body budget forced for the
+/// whole function (gradient/primal at n = 16, 64, 256, 1024, 4096, interleaved
+/// rounds): 24-48 sums a loop 2.21-2.24, 3.44-3.51, 2.67-2.75, 2.61-2.72,
+/// 2.55-2.58; 16 a loop 1.85-1.93, 2.20, 2.00-2.01, 1.99-2.01, 1.97-1.98; 12
+/// a loop 1.66-1.67, 2.15-2.24, 1.94-1.96, 1.90, 1.88-1.89; 8 a loop 1.67,
+/// 1.86, 1.96, 2.86, 2.00. With this rule (its inputs n = 16 to 16392, two
+/// runs of each build in turn): 2.12-3.50 -> 1.62-2.23, first calls 0.23-0.87
+/// -> 0.14-0.34 s.
+constexpr int kMaxLoopReductions = 12;
 /// What a kernel lowered by its op's `lower` hook weighs in a function's budget.
 constexpr int kLowerWeight = 32;
 /// A kernel doing fewer ops per call than this is worth sharing only in
