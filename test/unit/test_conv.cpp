@@ -239,6 +239,17 @@ TEST_CASE("conv's kernel gradient as dot products along the window's rows agrees
       const Array want = trace(f, types).interpret("f", {x, w, dy}).at(0);
       check3(f, {x, w, dy}, want, t == DType::f32 ? 2e-4 : 1e-12);
     }
+  // Enough work per row block that the blocks of outputs run on threads (kParallelWork)
+  {
+    const Array x = randomArray({DType::f32, {4, 8, 40, 40}}, rng), w = randomArray({DType::f32, {16, 8, 3, 3}}, rng),
+                dy = randomArray({DType::f32, {4, 16, 40, 40}}, rng);
+    auto f = [](Tensor a, Tensor k, Tensor u) {
+      return vjp([](Tensor p, Tensor q) { return conv2d(p, q, {.padding = {1}}); }, a, k).second(u)[1];
+    };
+    const Array want = trace(f, x.type(), w.type(), dy.type()).interpret("f", {x, w, dy}).at(0);
+    ADJIT_CHECK_CLOSE(jit(f, {.threads = 2})(x, w, dy), want, 2e-4);
+    ADJIT_CHECK_CLOSE(jit(f, {.threads = 1})(x, w, dy), want, 2e-4);
+  }
   // An infinity in dy's first column: the taps left of it read padding, so the
   // kernel's first column of taps never multiplies it and stays finite.
   const Array x = randomArray({DType::f32, {2, 3, 8, 20}}, rng), w = randomArray({DType::f32, {4, 3, 3, 3}}, rng);
