@@ -324,22 +324,29 @@ std::vector<int64_t> swap01(std::size_t r) {
 // A tile epilogue (bias, activation: kTileEpilogue, tiles [image][output
 // channel][positions]) runs on each micro-tile inside the matmul in the
 // per-image im2col kernel, and on each image's rows once final in the others.
-// Measured (bench/conv_bench.cpp and bench/conv_torch.py back to back, one
-// thread, AVX-512 host, f32, ResNet 3×3 64→64 56×56 batch 32; the 2-core host
-// shared, load 20: ratios of best times from three runs): im2col against
-// direct 27× at batch 4 (earlier measurement). Forward 263–275 ms, 0.67× an
-// im2col + OpenBLAS sgemm loop in the same process and 1.05–1.3× PyTorch
-// 1.13 (oneDNN) — at load 2, 71 ms against PyTorch's 62 ms, 1.15×. Bias +
-// relu fused: 0.54–0.74× the loop + sgemm + a bias-relu pass. Backward
-// (both gradients) 0.93–1.09× the OpenBLAS loop (1.41–1.58× before the
-// correlation kernel, whose product was [O, C·taps] × [C·taps, 9·4 images],
-// the whole kernel repacked per 4 images); forward + backward 1.65–1.72×
-// PyTorch: the kernel gradient (415–570 ms alone) takes twice the input
-// gradient's time (230–290 ms) for the same multiply-adds, its im2col
-// copying each input element 9 times (231 MB) in a loop whose innermost
-// axis is the 3 output columns; PyTorch's oneDNN path has no im2col.
-// LeNet-5 (batch 64, 32×32): forward 0.87 ms, 0.37× PyTorch's 2.3 ms;
-// gradient 8.8 ms at load 2, 2.1× PyTorch's 4.1 ms (13.7–26.7 ms at load 20).
+// Measured (bench/conv_bench.cpp: PyTorch 1.13 (oneDNN) in a child process
+// taking turns with adjit on the same inputs, and an im2col + OpenBLAS sgemm
+// loop, every side in turn each round; one thread, f32, a 2-core Zen 5
+// AVX-512 host shared with builds, load 4.7-5.4; medians of 5 rounds at
+// batch 32, 9 at batch 4, ratios the median [quartiles] of the rounds'):
+// ResNet 3×3 64→64 56×56, batch 32 / batch 4, adjit / PyTorch:
+//   forward                 94 ms 0.53x [0.53-0.55] / 11 ms 0.36x [0.29-0.50]
+//   input gradient alone    92 ms 0.54x [0.52-0.55] / 11 ms 0.47x [0.44-0.50]
+//   kernel gradient alone   83 ms 0.29x [0.27-0.29] / 9.7 ms 0.97x [0.66-1.28]
+//   both gradients         178 ms 0.39x [0.39-0.39] / 22 ms 0.47x [0.42-0.69]
+//   forward + backward     244 ms 0.49x [0.39-0.59] / 31 ms 0.78x [0.50-1.09]
+//   + bias + relu           97 ms 0.53x [0.50-0.64] (0.62x the sgemm loop + a pass)
+// PyTorch's own times vary most with the load (2-3x those of a quiet
+// machine at batch 32, where its forward took 62 ms against adjit's 71 at
+// load 2): the batch-4 kernel gradient, 0.66-1.28x, is the close one. Before
+// the window-dot kernel, the kernel gradient took twice the input
+// gradient's time (415-570 ms alone at batch 32, load 20), its im2col
+// copying each input element 9 times in a loop whose innermost axis was
+// the 3 output columns; forward + backward was 1.65-1.72x PyTorch.
+// LeNet-5 (batch 64, 32×32), same runs, batch 32's / batch 4's: forward
+// 1.15 ms 0.44x / 0.78 ms 0.34x; gradient 4.1 ms 0.73x [0.60-0.84] / 4.7 ms
+// 0.74x [0.70-0.79] (8.8 ms, 2.1x PyTorch's 4.1 at load 2 before the
+// window dot, im2col by rows and the direct product for few rows).
 
 /// The tile epilogue, if any, on images [first, first + count) of the
 /// result, rows (output channels) [row0, row0 + rows) of each, all columns
