@@ -3,7 +3,7 @@
 // input with the output's cotangent, the window as large as the image): dot
 // products along the window's rows, vector lanes over the window's last axis,
 // read where they lie (no im2col matrix, no packing). conv's lowering
-// (ops/Conv.cpp) calls it, as matmul's calls the packed product.
+// (ops/ConvLowering.cpp) calls it, as matmul's calls the packed product.
 #pragma once
 
 #include "codegen/Emitter.h"
