@@ -225,6 +225,9 @@ TEST_CASE("conv's kernel gradient as dot products along the window's rows agrees
       {{3, 4, 9, 21}, {6, 2, 3, 5}, {.padding = {{2, 0}, {1, 3}}, .feature_group_count = 2}},
       {{4, 3, 40}, {5, 3, 5}, {.padding = {{2, 2}}}},
       {{2, 2, 5, 6, 18}, {4, 2, 2, 3, 3}, {.strides = {2, 1, 1}, .padding = {{1, 1}, {1, 1}, {1, 1}}}},
+      // a dilated kernel (its gradient's window strides along the rows) and a crop
+      {{3, 4, 12, 30}, {5, 4, 3, 3}, {.padding = {{2, 2}, {2, 2}}, .rhs_dilation = {2, 2}}},
+      {{3, 4, 12, 30}, {5, 4, 3, 3}, {.padding = {{1, -1}, {-1, 2}}}},
   };
   std::mt19937 rng(21);
   for (DType t : {DType::f64, DType::f32})
