@@ -62,15 +62,22 @@ using llvm::Value;
 //   + bias + relu           97 ms 0.53x [0.50-0.64] (0.62x the sgemm loop + a pass)
 // PyTorch's own times vary most with the load (2-3x those of a quiet
 // machine at batch 32, where its forward took 62 ms against adjit's 71 at
-// load 2): the batch-4 kernel gradient, 0.66-1.28x, is the close one. Before
+// load 2): the batch-4 kernel gradient, 0.66-1.28x, is the close one. At
+// load 3 (same bench, 20 minutes later), batch 32 / batch 4: forward 54 ms
+// 0.52x / 6.7 ms 0.49x; kernel gradient alone 50 ms 0.27x / 6.1 ms 1.14x
+// [1.10-1.17] (PyTorch's 5.2 ms: 178 GFLOP/s, adjit's 152 of a 217-233
+// peak: the window dot's lanes are 56/64 used on rows of 56, and each row
+// block's 24 accumulators are summed across their lanes); forward +
+// backward 157 ms 0.75x [0.51-0.83] / 20 ms 0.79x [0.58-1.16]. Before
 // the window-dot kernel, the kernel gradient took twice the input
 // gradient's time (415-570 ms alone at batch 32, load 20), its im2col
 // copying each input element 9 times in a loop whose innermost axis was
 // the 3 output columns; forward + backward was 1.65-1.72x PyTorch.
 // LeNet-5 (batch 64, 32×32), same runs, batch 32's / batch 4's: forward
 // 1.15 ms 0.44x / 0.78 ms 0.34x; gradient 4.1 ms 0.73x [0.60-0.84] / 4.7 ms
-// 0.74x [0.70-0.79] (8.8 ms, 2.1x PyTorch's 4.1 at load 2 before the
-// window dot, im2col by rows and the direct product for few rows).
+// 0.74x [0.70-0.79]; at load 3, 2.8 ms 0.71x [0.61-0.73] (8.8 ms, 2.1x
+// PyTorch's 4.1 at load 2 before the window dot, im2col by rows and the
+// direct product for few rows).
 
 /// The tile epilogue, if any, on images [first, first + count) of the
 /// result, rows (output channels) [row0, row0 + rows) of each, all columns
