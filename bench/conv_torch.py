@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """PyTorch's side of bench/conv_bench.cpp: the same convolutions and the same
-LeNet-5, one thread (PyTorch 1.13's CPU convolution runs oneDNN), run by hand
-(PyTorch cannot run in-process from C++). Prints the median and best time of each case;
-adjit_conv_bench prints adjit's for the same cases, so run the two back to
-back and divide. Asserts nothing.
+LeNet-5, one thread (PyTorch 1.13's CPU convolution runs oneDNN). By hand it
+prints the median and best time of each case on inputs of its own; with
+--serve (bench/torch_peer.h) adjit_conv_bench runs it as a child process
+taking turns with adjit on the same inputs, and prints the ratios. Asserts
+nothing.
 
 Cases (f32):
 - ResNet 3x3: x [32, 64, 56, 56], w [64, 64, 3, 3], stride 1, padding 1:
@@ -14,6 +15,17 @@ Cases (f32):
   forward, and the gradients of sum(logits * g) in all ten parameters.
 
     /usr/bin/python3 bench/conv_torch.py [--quick]
+    /usr/bin/python3 bench/conv_torch.py --serve DIR N
+
+--serve reads the inputs (raw little-endian f32, row-major) from DIR: x, w,
+b, g of the ResNet conv at batch N, the LeNet's ten parameters p0..p9, its
+images, its output cotangent gl and the cut blocks' u1 and u2; prints "ready
+torch VERSION" (or "unavailable: REASON" and exits), then answers each
+request line "CASE CALLS" with one line: a checksum of the last call's
+results (the sum of their squares, float64), then each call's time in ms.
+Cases: fwd, fwd_bias_relu, dx, dw, bwd (both gradients from dy), fwd_bwd
+(autograd through the forward), lenet_fwd, lenet_grad, lenet_block1,
+lenet_block2 (the gradient cut after the first or second conv block).
 """
 import statistics
 import sys
@@ -44,7 +56,76 @@ def lenet(params, x):
     return h @ f3 + e3
 
 
+def checksum(results):
+    return float(sum((r.double() ** 2).sum() for r in results))
+
+
+def serve(folder, n):
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+
+    def load(name, *shape):
+        with open(f'{folder}/{name}.f32', 'rb') as f:
+            data = bytearray(f.read())
+        return torch.frombuffer(data, dtype=torch.float32).reshape(shape).clone()
+
+    x, w, b, g = load('x', n, 64, 56, 56), load('w', 64, 64, 3, 3), load('b', 64), load('g', n, 64, 56, 56)
+    shapes = [(6, 1, 5, 5), (6,), (16, 6, 5, 5), (16,), (400, 120), (120,), (120, 84), (84,), (84, 10), (10,)]
+    params = [load(f'p{i}', *s) for i, s in enumerate(shapes)]
+    images, gl = load('images', 64, 1, 32, 32), load('gl', 64, 10)
+    u1, u2 = load('u1', 64, 6, 14, 14), load('u2', 64, 16, 5, 5)
+
+    def conv_backward(mask):
+        # aten's convolution backward: the gradients PyTorch's autograd computes, alone
+        return [r for r in torch.ops.aten.convolution_backward(g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
+                if r is not None]
+
+    def autograd(fn, inputs):
+        leaves = [t.clone().requires_grad_() for t in inputs]
+        return torch.autograd.grad(fn(*leaves), leaves)
+
+    def block(depth, u):
+        def loss(c1, b1, c2=None, b2=None):
+            h = F.max_pool2d(F.relu(F.conv2d(images, c1, b1)), 2)
+            if depth == 2:
+                h = F.max_pool2d(F.relu(F.conv2d(h, c2, b2)), 2)
+            return (h * u).sum()
+        return lambda: autograd(loss, params[:2 * depth])
+
+    cases = {
+        'fwd': lambda: [F.conv2d(x, w, padding=1)],
+        'fwd_bias_relu': lambda: [F.relu(F.conv2d(x, w, b, padding=1))],
+        'dx': lambda: conv_backward([True, False, False]),
+        'dw': lambda: conv_backward([False, True, False]),
+        'bwd': lambda: conv_backward([True, True, False]),
+        'fwd_bwd': lambda: autograd(lambda xr, wr: (F.conv2d(xr, wr, padding=1) * g).sum(), [x, w]),
+        'lenet_fwd': lambda: [lenet(params, images)],
+        'lenet_grad': lambda: autograd(lambda *ps: (lenet(ps, images) * gl).sum(), params),
+        'lenet_block1': block(1, u1),
+        'lenet_block2': block(2, u2),
+    }
+    print(f'ready torch {torch.__version__}', flush=True)
+    for line in sys.stdin:
+        what, count = line.split()
+        times, results = [], []
+        for _ in range(int(count)):
+            t0 = time.perf_counter()
+            if what in ('fwd', 'fwd_bias_relu', 'dx', 'dw', 'bwd', 'lenet_fwd'):
+                with torch.no_grad():
+                    results = cases[what]()
+            else:
+                results = cases[what]()
+            times.append((time.perf_counter() - t0) * 1e3)
+        print(f'{checksum(results):.17g} ' + ' '.join(f'{t:.6f}' for t in times), flush=True)
+    return 0
+
+
 def main(argv):
+    if len(argv) > 1 and argv[1] == '--serve':
+        return serve(argv[2], int(argv[3]))
     quick = '--quick' in argv
     reps = 3 if quick else 11
     torch.set_num_threads(1)
@@ -95,4 +176,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    main(sys.argv)
+    sys.exit(main(sys.argv))

@@ -256,8 +256,10 @@ BENCHES = [  # binary, arguments, --quick arguments, section
         '(`dsyevd`, `dgesdd`), f64, one thread each, runs interleaved.')),
     ('adjit_conv_bench', [], ['--quick'], printed_section(
         'Convolution',
-        '`adjit_conv_bench`: a ResNet-style 3x3 convolution, forward and both gradients, against im2col plus '
-        'OpenBLAS `sgemm` in the same process, one thread each, runs interleaved.')),
+        '`adjit_conv_bench`: a ResNet-style 3x3 convolution (forward, both gradients and each alone) and LeNet-5 '
+        '(forward, gradient, the gradient cut after each conv block) against PyTorch 1.13 (oneDNN; '
+        '`bench/conv_torch.py --serve` in a child process taking turns) and im2col plus OpenBLAS `sgemm`, '
+        'one thread each, every side in turn in the same rounds, medians.')),
     ('adjit_vmap_bench', [], ['--quick'], printed_section(
         'Batching',
         '`adjit_vmap_bench`: per-example gradients of a 784-256-10 tanh MLP (softmax cross-entropy, batch 256, '

@@ -1,7 +1,8 @@
-// bench/torch_peer.h — PyTorch in a child process (bench/mlp_torch.py --serve),
-// taking turns with adjit_bench: each request runs a batch of PyTorch calls
-// while this process waits, so PyTorch's times come from the same seconds as
-// adjit's. Linux-only, like the benchmarks' OpenMP baselines.
+// bench/torch_peer.h — PyTorch in a child process (bench/mlp_torch.py or
+// bench/conv_torch.py --serve), taking turns with adjit_bench or
+// adjit_conv_bench: each request runs a batch of PyTorch calls while this
+// process waits, so PyTorch's times come from the same seconds as adjit's.
+// Linux-only, like the benchmarks' OpenMP baselines.
 #pragma once
 
 #include <signal.h>
@@ -22,19 +23,32 @@ namespace bench {
 
 class TorchPeer {
 public:
+  /// One raw f32 array the child reads from the folder.
+  struct Input {
+    std::string name; ///< file name, e.g. "x.f32"
+    const float* data;
+    long count;
+  };
+
   /// Writes X [m, k], W1 [k, n], W2 [n, n] to `folder` and starts `python`
   /// on `script` there; available() says whether PyTorch answered.
   TorchPeer(const std::string& python, const std::string& script, const std::string& folder, const float* x,
-            const float* w1, const float* w2, long m, long k, long n) {
-    auto dump = [&](const char* name, const float* p, long count) {
-      FILE* f = std::fopen((folder + "/" + name).c_str(), "wb");
-      const bool ok = f && std::fwrite(p, sizeof(float), static_cast<std::size_t>(count), f) == static_cast<std::size_t>(count);
+            const float* w1, const float* w2, long m, long k, long n)
+      : TorchPeer(python, script, folder, {{"x.f32", x, m * k}, {"w1.f32", w1, k * n}, {"w2.f32", w2, n * n}},
+                  {std::to_string(m), std::to_string(k), std::to_string(n)}) {}
+
+  /// Writes `inputs` to `folder` and starts `python script --serve folder
+  /// args...`; available() says whether PyTorch answered.
+  TorchPeer(const std::string& python, const std::string& script, const std::string& folder, const std::vector<Input>& inputs,
+            const std::vector<std::string>& extra) {
+    for (const Input& in : inputs) {
+      FILE* f = std::fopen((folder + "/" + in.name).c_str(), "wb");
+      const bool ok = f && std::fwrite(in.data, sizeof(float), static_cast<std::size_t>(in.count), f) == static_cast<std::size_t>(in.count);
       if (f) std::fclose(f);
-      return ok;
-    };
-    if (!dump("x.f32", x, m * k) || !dump("w1.f32", w1, k * n) || !dump("w2.f32", w2, n * n)) {
-      status_ = "unavailable: cannot write its inputs to " + folder;
-      return;
+      if (!ok) {
+        status_ = "unavailable: cannot write its inputs to " + folder;
+        return;
+      }
     }
     std::signal(SIGPIPE, SIG_IGN); // a child that died makes writes fail, not this process
     int toChild[2], fromChild[2];
@@ -53,7 +67,8 @@ public:
       const std::string s = *e;
       if (s.rfind("OMP_NUM_THREADS=", 0) && s.rfind("MKL_NUM_THREADS=", 0) && s.rfind("OPENBLAS_NUM_THREADS=", 0)) env.push_back(s);
     }
-    std::vector<std::string> args = {python, script, "--serve", folder, std::to_string(m), std::to_string(k), std::to_string(n)};
+    std::vector<std::string> args = {python, script, "--serve", folder};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     for (auto& e : env) envp.push_back(e.data());
@@ -89,8 +104,9 @@ public:
   /// "torch 1.13.1" when available, else "unavailable: REASON".
   const std::string& status() const { return status_; }
 
-  /// Runs `calls` calls of "fwd" or "grad" in PyTorch; returns their times in
-  /// ms (empty if the child has gone) and sets `value` to the last loss.
+  /// Runs `calls` calls of the script's case `what` ("fwd" or "grad" for the
+  /// MLP) in PyTorch; returns their times in ms (empty if the child has gone)
+  /// and sets `value` to what the script says of the last call (the loss).
   std::vector<double> run(const char* what, int calls, double& value) {
     std::vector<double> times;
     if (!available_) return times;

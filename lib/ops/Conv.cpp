@@ -5,10 +5,10 @@
 // select_and_scatter_add and select_and_gather_add route values to or from
 // each window's first maximum (max pooling's derivatives).
 #include "codegen/Emitter.h"
-#include "codegen/Gemm.h"
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+#include "ops/ConvWindow.h"
 
 #include <adjit/conv.h>
 
@@ -16,6 +16,24 @@
 #include <numeric>
 
 namespace adjit::ops {
+
+namespace convwindow {
+
+/// Where tap `k` of output position `o` reads along axis d of the window:
+/// {whether it reads an element, its index (0 when it does not)}.
+std::pair<llvm::Value*, llvm::Value*> emitTap(const codegen::EmitBase& c, const Window& w, std::size_t d, llvm::Value* o, llvm::Value* k) {
+  llvm::Value* p = c.b.CreateSub(c.b.CreateAdd(c.b.CreateMul(o, c.i64(w.stride[d])), c.b.CreateMul(k, c.i64(w.rhsDil[d]))),
+                           c.i64(w.lo[d]));
+  llvm::Value* valid = c.b.CreateICmpULT(p, c.i64(dilated(w.in[d], w.lhsDil[d]))); // unsigned: p < 0 fails too
+  if (w.lhsDil[d] > 1) {
+    valid = c.b.CreateAnd(valid, c.b.CreateICmpEQ(c.b.CreateURem(p, c.i64(w.lhsDil[d])), c.i64(0)));
+    p = c.b.CreateUDiv(p, c.i64(w.lhsDil[d]));
+  }
+  return {valid, c.b.CreateSelect(valid, p, c.i64(0))};
+}
+
+} // namespace convwindow
+
 namespace {
 
 using codegen::Index;
@@ -23,19 +41,9 @@ using codegen::LowerCtx;
 using ir::EvalCtx;
 using ir::InferCtx;
 using llvm::Value;
-
-int64_t dilated(int64_t n, int64_t d) { return n == 0 ? 0 : (n - 1) * d + 1; }
-
-/// A window sliding along some axes: output position o and tap k read the
-/// input at p = o·stride + k·rhsDil - lo of the input dilated by lhsDil
-/// (lhsDil - 1 zeros between elements) and padded by lo and hi; a p that
-/// lands in padding or between dilated elements reads zero (or nothing).
-struct Window {
-  std::vector<int64_t> in, k, out, stride, lo, hi, lhsDil, rhsDil;
-  std::size_t rank() const { return in.size(); }
-  int64_t taps() const { return num_elements(Shape(k.begin(), k.end())); }
-  int64_t outs() const { return num_elements(Shape(out.begin(), out.end())); }
-};
+using convwindow::dilated;
+using convwindow::emitTap;
+using convwindow::Window;
 
 /// The window's geometry, or a message saying what is wrong with it.
 std::variant<Window, std::string> geometry(const Shape& in, const Shape& k, const std::vector<int64_t>& strides,
@@ -112,19 +120,6 @@ template <class Tap> void forEachTap(const Window& w, std::span<const int64_t> o
       k[d] = 0;
     }
   }
-}
-
-/// Where tap `k` of output position `o` reads along axis d of the window:
-/// {whether it reads an element, its index (0 when it does not)}.
-std::pair<Value*, Value*> emitTap(const codegen::EmitBase& c, const Window& w, std::size_t d, Value* o, Value* k) {
-  Value* p = c.b.CreateSub(c.b.CreateAdd(c.b.CreateMul(o, c.i64(w.stride[d])), c.b.CreateMul(k, c.i64(w.rhsDil[d]))),
-                           c.i64(w.lo[d]));
-  Value* valid = c.b.CreateICmpULT(p, c.i64(dilated(w.in[d], w.lhsDil[d]))); // unsigned: p < 0 fails too
-  if (w.lhsDil[d] > 1) {
-    valid = c.b.CreateAnd(valid, c.b.CreateICmpEQ(c.b.CreateURem(p, c.i64(w.lhsDil[d])), c.i64(0)));
-    p = c.b.CreateUDiv(p, c.i64(w.lhsDil[d]));
-  }
-  return {valid, c.b.CreateSelect(valid, p, c.i64(0))};
 }
 
 /// For a window over every axis of its operand: for each output position
@@ -290,271 +285,6 @@ std::vector<int64_t> swap01(std::size_t r) {
   return p;
 }
 
-// Convolution's lowering.
-//
-// Three kernels, by shape class, each with the generated matmul's own rule
-// (usePackedGemm) deciding between it and plain loops:
-//  - im2col: per image (or chunk of images, imagesPerProduct) and group, the
-//    window's taps copied into a matrix in the workspace (rows: channel and
-//    tap; columns: output positions), then the packed matmul of
-//    codegen/Gemm.cpp multiplies the kernel by it, writing the result rows in
-//    place. A 1×1 convolution without stride, padding or dilation reads the
-//    input as that matrix directly. Forward convolutions and input gradients.
-//  - correlation (correlationChannels): a window wider than its few outputs,
-//    the kernel gradient's shape: one product over all images' positions,
-//    a few channels deep at a time, the channels' products summed.
-//  - direct: per output element a sum over the group's channels and the
-//    window's taps (padding and dilation holes skipped by a select), for
-//    products too small for the packed kernel (by the matmul's rule; not
-//    measured against im2col at those sizes).
-// A tile epilogue (bias, activation: kTileEpilogue, tiles [image][output
-// channel][positions]) runs on each micro-tile inside the matmul in the
-// per-image im2col kernel, and on each image's rows once final in the others.
-// Measured (bench/conv_bench.cpp and bench/conv_torch.py back to back, one
-// thread, AVX-512 host, f32, ResNet 3×3 64→64 56×56 batch 32; the 2-core host
-// shared, load 20: ratios of best times from three runs): im2col against
-// direct 27× at batch 4 (earlier measurement). Forward 263–275 ms, 0.67× an
-// im2col + OpenBLAS sgemm loop in the same process and 1.05–1.3× PyTorch
-// 1.13 (oneDNN) — at load 2, 71 ms against PyTorch's 62 ms, 1.15×. Bias +
-// relu fused: 0.54–0.74× the loop + sgemm + a bias-relu pass. Backward
-// (both gradients) 0.93–1.09× the OpenBLAS loop (1.41–1.58× before the
-// correlation kernel, whose product was [O, C·taps] × [C·taps, 9·4 images],
-// the whole kernel repacked per 4 images); forward + backward 1.65–1.72×
-// PyTorch: the kernel gradient (415–570 ms alone) takes twice the input
-// gradient's time (230–290 ms) for the same multiply-adds, its im2col
-// copying each input element 9 times (231 MB) in a loop whose innermost
-// axis is the 3 output columns; PyTorch's oneDNN path has no im2col.
-// LeNet-5 (batch 64, 32×32): forward 0.87 ms, 0.37× PyTorch's 2.3 ms;
-// gradient 8.8 ms at load 2, 2.1× PyTorch's 4.1 ms (13.7–26.7 ms at load 20).
-
-/// The tile epilogue, if any, on images [first, first + count) of the
-/// result, rows (output channels) [row0, row0 + rows) of each, all columns
-/// (positions), once their values are final in the result's buffer.
-void callEpilogueOnImages(LowerCtx& c, Value* first, int64_t count, Value* row0, int64_t rows) {
-  if (!c.epilogue) return;
-  const Shape& rs = c.resultType().shape;
-  const int64_t O = rs[1], P = num_elements(Shape(rs.begin() + 2, rs.end()));
-  c.loop(count, [&](Value* i) {
-    Value* image = c.b.CreateAdd(first, i);
-    Value* at = c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(image, c.i64(O)), row0), c.i64(P));
-    c.callEpilogue(image, row0, c.b.CreateAdd(row0, c.i64(rows)), c.i64(0), c.i64(P),
-                   c.b.CreateInBoundsGEP(c.scalarType(c.resultType().dtype), c.results[0], at), c.i64(P));
-  });
-}
-
-/// `c` without its epilogue: for products whose tiles are not yet final.
-LowerCtx withoutEpilogue(const LowerCtx& c) {
-  LowerCtx plain = c;
-  plain.epilogue = plain.epilogueCtx = nullptr;
-  return plain;
-}
-
-void lowerConvDirect(LowerCtx& c, const Window& w, int64_t groups) {
-  const Type& rt = c.resultType();
-  const DType t = rt.dtype;
-  const Shape &xs = c.operandType(0).shape, &ks = c.operandType(1).shape;
-  const int64_t C = xs[1], Cg = ks[1], Og = ks[0] / groups, taps = w.taps();
-  Value *X = c.operandBuffer(0), *K = c.operandBuffer(1), *R = c.results[0];
-  Value* slot = c.scalarSlot(t);
-  llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
-  c.b.setFastMathFlags(c.reassocFlags());
-  Shape inner{Cg};
-  inner.insert(inner.end(), w.k.begin(), w.k.end());
-  c.loopNest(rt.shape, [&](const Index& oi) {
-    const std::vector<Value*> o = c.dims(oi, rt.shape);
-    Value* g = c.b.CreateUDiv(o[1], c.i64(Og));
-    c.b.CreateStore(c.constant(t, 0), slot);
-    c.loopNest(inner, [&](const Index& ii) {
-      const std::vector<Value*> k = c.dims(ii, inner);
-      Value* valid = c.b.getTrue();
-      // x[n, g·Cg + ci, p...] and kernel[o, ci, k...]
-      Value* xi = c.b.CreateAdd(c.b.CreateMul(o[0], c.i64(C)), c.b.CreateAdd(c.b.CreateMul(g, c.i64(Cg)), k[0]));
-      for (std::size_t d = 0; d < w.rank(); ++d) {
-        auto [v, p] = emitTap(c, w, d, o[2 + d], k[1 + d]);
-        valid = c.b.CreateAnd(valid, v);
-        xi = c.b.CreateAdd(c.b.CreateMul(xi, c.i64(w.in[d])), p);
-      }
-      Value* ki = c.b.CreateAdd(c.b.CreateMul(o[1], c.i64(Cg * taps)), c.linear(ii, inner));
-      Value* xv = c.b.CreateSelect(valid, c.load(t, X, xi), c.constant(t, 0));
-      Value* acc = c.b.CreateLoad(c.scalarType(t), slot);
-      c.b.CreateStore(c.intrinsic(llvm::Intrinsic::fmuladd, {{xv, c.load(t, K, ki), acc}}), slot);
-    });
-    c.store(t, c.b.CreateLoad(c.scalarType(t), slot), R, c.linear(oi, rt.shape));
-  });
-  callEpilogueOnImages(c, c.i64(0), rt.shape[0], c.i64(0), rt.shape[1]);
-}
-
-/// Whether conv's window reads its input as it is (1×1, no stride, padding or dilation).
-bool pointwise(const Window& w) {
-  for (std::size_t d = 0; d < w.rank(); ++d)
-    if (w.k[d] != 1 || w.stride[d] != 1 || w.lo[d] != 0 || w.hi[d] != 0 || w.lhsDil[d] != 1) return false;
-  return true;
-}
-
-/// How many images one product covers: all columns of one image when it
-/// has enough output positions, else several images side by side (a kernel
-/// gradient's few positions: 9 per image for a 3×3 kernel), so the matmul
-/// has columns to fill its tiles and packs the shared kernel once per chunk.
-/// A divisor of the batch, its im2col matrix within kChunkBytes.
-int64_t imagesPerProduct(int64_t batch, int64_t positions, int64_t rows, std::size_t elem) {
-  constexpr int64_t kWideEnough = 256, kChunkBytes = 16 << 20;
-  if (positions >= kWideEnough || positions == 0) return 1;
-  int64_t chunk = std::min(batch, (kWideEnough + positions - 1) / positions);
-  while (chunk > 1 && (batch % chunk != 0 || chunk * positions * rows * static_cast<int64_t>(elem) > kChunkBytes)) --chunk;
-  return std::max<int64_t>(chunk, 1);
-}
-
-void lowerConvIm2col(LowerCtx& c, const Window& w, int64_t groups, int64_t chunk, const codegen::GemmShape& gs) {
-  const Type& rt = c.resultType();
-  const DType t = rt.dtype;
-  const Shape& xs = c.operandType(0).shape;
-  const int64_t N = xs[0], C = xs[1], Cg = C / groups, O = rt.shape[1], Og = O / groups;
-  const int64_t P = w.outs(), Kd = Cg * w.taps(), inSize = num_elements(Shape(w.in.begin(), w.in.end()));
-  Value *X = c.operandBuffer(0), *K = c.operandBuffer(1), *R = c.results[0];
-  llvm::Type* elem = c.scalarType(t);
-  const bool direct = pointwise(w) && chunk == 1;
-  const uint64_t gemmBytes = (codegen::gemmWorkspaceBytes(gs, c.vectorUnit(), c.parallel()) + 63) / 64 * 64;
-  const uint64_t colBytes = direct ? 0 : (static_cast<uint64_t>(Kd * chunk * P) * size_of(t) + 63) / 64 * 64;
-  const uint64_t tmpBytes = chunk > 1 ? static_cast<uint64_t>(Og * chunk * P) * size_of(t) : 0;
-  Value* work = c.workspace(gemmBytes + colBytes + tmpBytes);
-  Value* col = c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), work, gemmBytes);
-  Value* tmp = c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), work, gemmBytes + colBytes);
-  // rows (ci, k...), columns (image, o...): the loop nest's linear index is row · chunk·P + column
-  Shape cols{Cg};
-  cols.insert(cols.end(), w.k.begin(), w.k.end());
-  cols.push_back(chunk);
-  cols.insert(cols.end(), w.out.begin(), w.out.end());
-  const std::size_t r = w.rank();
-  c.loop(N / chunk, [&](Value* nc) {
-    Value* first = c.b.CreateMul(nc, c.i64(chunk));
-    c.loop(groups, [&](Value* g) {
-      Value* channel0 = c.b.CreateMul(g, c.i64(Cg));
-      Value* B = col;
-      if (direct) {
-        B = c.b.CreateInBoundsGEP(elem, X, c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(first, c.i64(C)), channel0), c.i64(inSize)));
-      } else {
-        c.loopNest(cols, [&](const Index& ci) {
-          const std::vector<Value*> d = c.dims(ci, cols);
-          Value* valid = c.b.getTrue();
-          Value* image = c.b.CreateAdd(first, d[1 + r]);
-          Value* xi = c.b.CreateAdd(c.b.CreateAdd(c.b.CreateMul(image, c.i64(C)), channel0), d[0]);
-          for (std::size_t a = 0; a < r; ++a) {
-            auto [v, p] = emitTap(c, w, a, d[2 + r + a], d[1 + a]);
-            valid = c.b.CreateAnd(valid, v);
-            xi = c.b.CreateAdd(c.b.CreateMul(xi, c.i64(w.in[a])), p);
-          }
-          c.store(t, c.b.CreateSelect(valid, c.load(t, X, xi), c.constant(t, 0)), col, c.linear(ci, cols));
-        });
-      }
-      Value* A = c.b.CreateInBoundsGEP(elem, K, c.b.CreateMul(g, c.i64(Og * Kd)));
-      auto outRow = [&](Value* image, Value* o) { // R[image, g·Og + o, :]
-        return c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(image, c.i64(O)), c.b.CreateAdd(c.b.CreateMul(g, c.i64(Og)), o)), c.i64(P));
-      };
-      Value* row0 = c.b.CreateMul(g, c.i64(Og));
-      if (chunk == 1) // each micro-tile's epilogue runs on it in the matmul
-        return codegen::emitPackedGemm(c, gs, A, B, c.b.CreateInBoundsGEP(elem, R, outRow(first, c.i64(0))), {first, row0});
-      codegen::emitPackedGemm(withoutEpilogue(c), gs, A, B, tmp);
-      const Shape moved{chunk, Og, P}; // tmp[o, image·P + q] -> R[first + image, g·Og + o, q]
-      c.loopNest(moved, [&](const Index& mi) {
-        const std::vector<Value*> d = c.dims(mi, moved);
-        Value* from = c.b.CreateAdd(c.b.CreateMul(d[1], c.i64(chunk * P)), c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(P)), d[2]));
-        c.store(t, c.load(t, tmp, from), R, c.b.CreateAdd(outRow(c.b.CreateAdd(first, d[0]), d[1]), d[2]));
-      });
-      callEpilogueOnImages(c, first, chunk, row0, Og);
-    });
-  });
-}
-
-/// The kernel gradient's shape class: a window wider than its few output
-/// positions (conv's VJP in the kernel correlates x with dy: 9 positions of
-/// a 56×56 window over each of 32 "channels", the forward's images). Per
-/// image, the im2col matrix would copy every input element once per output
-/// position and its product would be a thin [O, C·taps] × [C·taps, P]; the
-/// product instead runs over all images at once (columns: image and
-/// position) and over a few channels at a time (rows: channel and tap),
-/// the channels' products summed. The number of channels per product (a
-/// divisor of the group's, the im2col matrix within kChunkBytes, the
-/// product's depth within kDeep: deeper gains nothing, the matmul blocks k
-/// anyway), or 0 when the shape is not of this class or does not fit.
-int64_t correlationChannels(int64_t batch, int64_t Cg, int64_t Og, int64_t taps, int64_t positions, std::size_t elem) {
-  constexpr int64_t kWideEnough = 256, kChunkBytes = 16 << 20, kDeep = 4096;
-  const int64_t cols = batch * positions, e = static_cast<int64_t>(elem);
-  if (positions == 0 || positions >= kWideEnough || taps <= positions || cols < kWideEnough / 4 ||
-      Og * cols * e > kChunkBytes || taps * cols * e > kChunkBytes)
-    return 0;
-  int64_t cc = std::max<int64_t>(1, std::min({Cg, kChunkBytes / (taps * cols * e), kDeep / taps}));
-  while (Cg % cc != 0) --cc;
-  return cc;
-}
-
-/// conv as the kernel gradient's shape class (correlationChannels): per
-/// group, acc[o, (n, q)] = sum over chunks of cc channels of the group's
-/// kernel rows for those channels (copied contiguous) times their im2col
-/// matrix [(c, k), (n, q)]; then acc moved to R[n, g·Og + o, q].
-void lowerConvCorrelation(LowerCtx& c, const Window& w, int64_t groups, int64_t cc, const codegen::GemmShape& gs) {
-  const Type& rt = c.resultType();
-  const DType t = rt.dtype;
-  const Shape& xs = c.operandType(0).shape;
-  const int64_t N = xs[0], C = xs[1], Cg = C / groups, O = rt.shape[1], Og = O / groups;
-  const int64_t P = w.outs(), taps = w.taps(), Kd = Cg * taps, cols = N * P;
-  Value *X = c.operandBuffer(0), *K = c.operandBuffer(1), *R = c.results[0];
-  const uint64_t e = size_of(t);
-  auto aligned = [](uint64_t b) { return (b + 63) / 64 * 64; };
-  const uint64_t gemmBytes = aligned(codegen::gemmWorkspaceBytes(gs, c.vectorUnit(), c.parallel()));
-  const uint64_t aBytes = aligned(static_cast<uint64_t>(Og * cc * taps) * e), bBytes = aligned(static_cast<uint64_t>(cc * taps * cols) * e);
-  const uint64_t accBytes = aligned(static_cast<uint64_t>(Og * cols) * e);
-  Value* work = c.workspace(gemmBytes + aBytes + bBytes + 2 * accBytes);
-  auto at = [&](uint64_t offset) { return c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), work, offset); };
-  Value *A = at(gemmBytes), *B = at(gemmBytes + aBytes), *acc = at(gemmBytes + aBytes + bBytes),
-        *part = at(gemmBytes + aBytes + bBytes + accBytes);
-  llvm::IRBuilder<>::FastMathFlagGuard guard(c.b);
-  c.b.setFastMathFlags(c.reassocFlags());
-  const std::size_t r = w.rank();
-  Shape rows{cc}; // B's loop nest [c, k..., n, q...]: its linear index is B's
-  rows.insert(rows.end(), w.k.begin(), w.k.end());
-  rows.push_back(N);
-  rows.insert(rows.end(), w.out.begin(), w.out.end());
-  c.loop(groups, [&](Value* g) {
-    c.loop(Cg / cc, [&](Value* chunk) {
-      Value* channel0 = c.b.CreateAdd(c.b.CreateMul(g, c.i64(Cg)), c.b.CreateMul(chunk, c.i64(cc)));
-      // A[o, j] = K[g·Og + o, chunk·cc·taps + j]
-      c.loopNest({Og, cc * taps}, [&](const Index& ai) {
-        const std::vector<Value*> d = c.dims(ai, {Og, cc * taps});
-        Value* from = c.b.CreateAdd(c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(g, c.i64(Og)), d[0]), c.i64(Kd)),
-                                    c.b.CreateAdd(c.b.CreateMul(chunk, c.i64(cc * taps)), d[1]));
-        c.store(t, c.load(t, K, from), A, c.linear(ai, {Og, cc * taps}));
-      });
-      c.loopNest(rows, [&](const Index& bi) {
-        const std::vector<Value*> d = c.dims(bi, rows);
-        Value* valid = c.b.getTrue();
-        Value* xi = c.b.CreateAdd(c.b.CreateMul(d[1 + r], c.i64(C)), c.b.CreateAdd(channel0, d[0]));
-        for (std::size_t a = 0; a < r; ++a) {
-          auto [v, p] = emitTap(c, w, a, d[2 + r + a], d[1 + a]);
-          valid = c.b.CreateAnd(valid, v);
-          xi = c.b.CreateAdd(c.b.CreateMul(xi, c.i64(w.in[a])), p);
-        }
-        c.store(t, c.b.CreateSelect(valid, c.load(t, X, xi), c.constant(t, 0)), B, c.linear(bi, rows));
-      });
-      Value* first = c.b.CreateICmpEQ(chunk, c.i64(0));
-      codegen::emitPackedGemm(withoutEpilogue(c), gs, A, B, c.b.CreateSelect(first, acc, part));
-      // acc += part after the first chunk (a loop of no iterations on the first)
-      c.loopRange(c.i64(0), c.b.CreateSelect(first, c.i64(0), c.i64(Og * cols)), [&](Value* i) {
-        c.store(t, c.b.CreateFAdd(c.load(t, acc, i), c.load(t, part, i)), acc, i);
-      });
-    });
-    const Shape moved{N, Og, P}; // acc[o, n·P + q] -> R[n, g·Og + o, q]
-    c.loopNest(moved, [&](const Index& mi) {
-      const std::vector<Value*> d = c.dims(mi, moved);
-      Value* from = c.b.CreateAdd(c.b.CreateMul(d[1], c.i64(cols)), c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(P)), d[2]));
-      Value* to = c.b.CreateAdd(c.b.CreateMul(c.b.CreateAdd(c.b.CreateMul(d[0], c.i64(O)), c.b.CreateAdd(c.b.CreateMul(g, c.i64(Og)), d[1])),
-                                            c.i64(P)),
-                                d[2]);
-      c.store(t, c.load(t, acc, from), R, to);
-    });
-    callEpilogueOnImages(c, c.i64(0), N, c.b.CreateMul(g, c.i64(Og)), Og);
-  });
-}
-
 /// `head` followed by s[from:].
 Shape joinShape(std::initializer_list<int64_t> head, const Shape& s, std::size_t from) {
   Shape r(head);
@@ -680,20 +410,8 @@ void defineConvOps(Table& t) {
       },
       .fold = noFold,
       .lower = [](LowerCtx& c) {
-        const Window w = convWindow(c.operandType(0).shape, c.operandType(1).shape, c.op.attrs);
-        const int64_t groups = c.op.attrs.integer("feature_group_count");
-        const Type& rt = c.resultType();
-        const int64_t rows = c.operandType(1).shape[1] * w.taps();
-        const int64_t Og = rt.shape[1] / groups;
-        if (const int64_t cc = correlationChannels(rt.shape[0], c.operandType(1).shape[1], Og, w.taps(), w.outs(), size_of(rt.dtype))) {
-          const codegen::GemmShape gs{rt.dtype, 1, Og, rt.shape[0] * w.outs(), cc * w.taps()};
-          if (codegen::usePackedGemm(gs, c.vectorUnit())) return lowerConvCorrelation(c, w, groups, cc, gs);
-        }
-        const int64_t chunk = imagesPerProduct(rt.shape[0], w.outs(), rows, size_of(rt.dtype));
-        const codegen::GemmShape gs{rt.dtype, 1, rt.shape[1] / groups, chunk * w.outs(), rows};
-        if (gs.m > 0 && gs.n > 0 && gs.k > 0 && codegen::usePackedGemm(gs, c.vectorUnit()))
-          return lowerConvIm2col(c, w, groups, chunk, gs);
-        lowerConvDirect(c, w, groups);
+        convwindow::lowerConv(c, convWindow(c.operandType(0).shape, c.operandType(1).shape, c.op.attrs),
+                        c.op.attrs.integer("feature_group_count"));
       },
       // The epilogue's tiles: matrices are images, rows output channels, columns positions (all spatial axes).
       .tileGrid = [](std::span<const Type>, const ir::Attrs&, const codegen::VectorUnit&) {

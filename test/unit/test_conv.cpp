@@ -8,6 +8,8 @@
 
 #include <adjit/adjit.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 
 using namespace adjit;
@@ -208,6 +210,70 @@ TEST_CASE("conv's kernel gradient at a size its lowering takes as one product ov
     const Array want = trace(f, types).interpret("f", {x, w, dy}).at(0);
     check3(f, {x, w, dy}, want, t == DType::f32 ? 2e-4 : 1e-12); // sums of 784 products
   }
+}
+
+TEST_CASE("conv's kernel gradient as dot products along the window's rows agrees compiled and interpreted; padding is never multiplied") {
+  // dk correlates x with dy: a window of dy's size over the kernel's 3x3 (or 5 or 2x3x3) positions,
+  // the shape lib/codegen/WindowDot.cpp takes (rows wider and narrower than a vector, groups, a
+  // batch and outputs that leave partial register tiles, padding on both sides, 1-d to 3-d)
+  struct Case {
+    Shape x, w;
+    ConvOptions o;
+  };
+  const std::vector<Case> cases{
+      {{5, 6, 13, 37}, {10, 6, 3, 3}, {.padding = {{1, 1}, {1, 1}}}},
+      {{3, 4, 9, 21}, {6, 2, 3, 5}, {.padding = {{2, 0}, {1, 3}}, .feature_group_count = 2}},
+      {{4, 3, 40}, {5, 3, 5}, {.padding = {{2, 2}}}},
+      {{2, 2, 5, 6, 18}, {4, 2, 2, 3, 3}, {.strides = {2, 1, 1}, .padding = {{1, 1}, {1, 1}, {1, 1}}}},
+      // a dilated kernel (its gradient's window strides along the rows) and a crop
+      {{3, 4, 12, 30}, {5, 4, 3, 3}, {.padding = {{2, 2}, {2, 2}}, .rhs_dilation = {2, 2}}},
+      {{3, 4, 12, 30}, {5, 4, 3, 3}, {.padding = {{1, -1}, {-1, 2}}}},
+  };
+  std::mt19937 rng(21);
+  for (DType t : {DType::f64, DType::f32})
+    for (const Case& c : cases) {
+      const Array x = randomArray({t, c.x}, rng), w = randomArray({t, c.w}, rng);
+      const ConvOptions o = c.o;
+      const Shape ys = trace([o](Tensor a, Tensor k) { return conv(a, k, o); }, x.type(), w.type()).interpret("f", {x, w}).at(0).shape();
+      const Array dy = randomArray({t, ys}, rng);
+      auto f = [o](V v) { return vjp([o](Tensor a, Tensor k) { return conv(a, k, o); }, v[0], v[1]).second(v[2])[1]; };
+      INFO("x " << x.type().str() << " w " << w.type().str());
+      std::vector<Type> types{x.type(), w.type(), dy.type()};
+      const Array want = trace(f, types).interpret("f", {x, w, dy}).at(0);
+      check3(f, {x, w, dy}, want, t == DType::f32 ? 2e-4 : 1e-12);
+    }
+  // Enough work per row block that the blocks of outputs run on threads (kParallelWork)
+  {
+    const Array x = randomArray({DType::f32, {4, 8, 40, 40}}, rng), w = randomArray({DType::f32, {16, 8, 3, 3}}, rng),
+                dy = randomArray({DType::f32, {4, 16, 40, 40}}, rng);
+    auto f = [](Tensor a, Tensor k, Tensor u) {
+      return vjp([](Tensor p, Tensor q) { return conv2d(p, q, {.padding = {1}}); }, a, k).second(u)[1];
+    };
+    const Array want = trace(f, x.type(), w.type(), dy.type()).interpret("f", {x, w, dy}).at(0);
+    ADJIT_CHECK_CLOSE(jit(f, {.threads = 2})(x, w, dy), want, 2e-4);
+    ADJIT_CHECK_CLOSE(jit(f, {.threads = 1})(x, w, dy), want, 2e-4);
+  }
+  // An infinity in dy's first column: the taps left of it read padding, so the
+  // kernel's first column of taps never multiplies it and stays finite.
+  const Array x = randomArray({DType::f32, {2, 3, 8, 20}}, rng), w = randomArray({DType::f32, {4, 3, 3, 3}}, rng);
+  Array dy = randomArray({DType::f32, {2, 4, 8, 20}}, rng);
+  dy.set(5 * 20, std::numeric_limits<double>::infinity()); // dy[0, 0, 5, 0]
+  auto f = [](Tensor a, Tensor k, Tensor u) {
+    return vjp([](Tensor p, Tensor q) { return conv2d(p, q, {.padding = {1}}); }, a, k).second(u)[1];
+  };
+  const Array want = trace(f, x.type(), w.type(), dy.type()).interpret("f", {x, w, dy}).at(0);
+  auto jf = jit(f);
+  // Vector units narrower than 256 bits (ADJIT_CPU=x86-64-v2) take the
+  // correlation kernel, whose im2col matrix multiplies dy by the padding's zeros.
+  if (jf.lower(x, w, dy).llvm_ir.find("adjit.windowdot") == std::string::npos) return;
+  const Array got = jf(x, w, dy);
+  for (int64_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::isfinite(got.at(i)) == std::isfinite(want.at(i)));
+    if (std::isfinite(want.at(i))) CHECK(got.at(i) == doctest::Approx(want.at(i)).epsilon(1e-4));
+  }
+  CHECK(std::isfinite(want.at(0)));   // dk[0, 0, 0, 0]: kx = 0
+  CHECK(!std::isfinite(want.at(1)));  // dk[0, 0, 0, 1]
 }
 
 TEST_CASE("a conv's bias and activation run on its tiles (every lowering), as the interpreter computes them") {
