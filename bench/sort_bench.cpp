@@ -2,12 +2,22 @@
 // std::stable_sort in the same process, one thread: 10^6 random f32 (and a
 // batch of short rows), runs interleaved so both see the same machine load;
 // prints times and the ratio; and top_k (k = 10 and 1000 of the same n)
-// next to std::partial_sort. Not a test. `--n N` sorts N elements.
+// next to std::partial_sort. Then the same against PyTorch 1.13 (torch.sort,
+// torch.topk; bench/sort_torch.py --serve in a child process taking turns
+// with this one, bench/torch_peer.h), skipped where torch is absent.
+// Not a test. `--n N` sorts N elements; ADJIT_BENCH_PYTHON names the Python
+// with torch (default /usr/bin/python3; empty: no PyTorch rows).
 // On the shared 2-core development machine under load (2026-11-27): 10^6 f32
 // 174 ms against std::sort's 188 ms (0.93), 10,000 rows of 100 45 ms against
 // 61 ms (0.74); the timings are inflated by the load, the ratios less so.
-// top_k is still a full sort and a slice: 10^6 f32, k = 10 115 ms against
-// std::partial_sort's 0.67 ms, k = 1000 152 ms against 1.7 ms (load ~17).
+// top_k is a selection (a heap of the k best per row), no longer a full sort:
+// 10^6 f32, k = 10 0.9-1.4 ms against std::partial_sort's 0.7-0.8 ms, k = 1000
+// 1.4-2.2 ms against 1.6-2.4 ms (2026-12-07, load 3-5).
+// Against PyTorch (2026-12-07, two runs of 7 interleaved rounds, load 3.3-4.8):
+// sort with i64 positions (sort_key_val with an iota, what torch.sort
+// returns) of 10^6 f32 0.64-0.66x torch.sort's time (0.56-0.59x stable=True),
+// 10,000 rows of 100 0.37-0.39x (0.40-0.41x); top_k with i64 indices
+// 0.59-0.78x torch.topk at k = 10, 0.55-0.87x at k = 1000 (noisy: ~2 ms calls).
 // A ring buffer in scan (rows x 8 f32, one row written per step, 200,000
 // steps) under load 12-20: 2.4-3.6 ns per step at 16, 1,024 and 65,536 rows
 // against 1.9-2.9 ns for the C++ loop (1.15-1.5x): the step does not grow
@@ -15,11 +25,20 @@
 // before, it took 8.6 ns, 1.8 us and 157 us).
 #include <adjit/adjit.h>
 
+#include <stdlib.h>
+
+#include "compare.h"
+#include "torch_peer.h"
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -144,6 +163,95 @@ void ringRow(int64_t rows, int64_t steps, int reps) {
               tCpp / steps * 1e9, tAdjit / tCpp, same ? "" : "  (RESULTS DIFFER)");
 }
 
+/// sum over rows of sum_i (i + 1) * v_i in double: the checksum sort_torch.py
+/// prints, which depends on the order of the values.
+double orderChecksum(const Array& v, int64_t cols) {
+  double s = 0;
+  for (int64_t i = 0; i < v.size(); ++i) s += double(i % cols + 1) * v.at(i);
+  return s;
+}
+
+/// adjit against PyTorch (bench/sort_torch.py --serve in a child process,
+/// taking turns with this one, round after round, on the same inputs): sort
+/// with its i64 positions (what torch.sort returns) of n floats and of a
+/// batch of rows, against torch.sort unstable (its default) and stable; top_k
+/// (values and i64 indices) against torch.topk. Times are medians of the
+/// rounds, ratios medians [quartiles] of the rounds' ratios.
+void torchRows(int64_t n, int rounds) {
+  const int64_t rows = 10000, cols = 100;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> xv(static_cast<std::size_t>(n)), bv(static_cast<std::size_t>(rows * cols));
+  for (float& v : xv) v = normal(rng);
+  for (float& v : bv) v = normal(rng);
+  const Array x(xv, Shape{n}), xb(bv, Shape{rows, cols});
+  const char* py = std::getenv("ADJIT_BENCH_PYTHON");
+  std::string folder = "/tmp/adjit_sort_bench.XXXXXX";
+  std::unique_ptr<bench::TorchPeer> torch;
+  if ((!py || *py) && mkdtemp(folder.data()))
+    torch = std::make_unique<bench::TorchPeer>(
+        py ? py : "/usr/bin/python3", ADJIT_BENCH_DIR "/sort_torch.py", folder,
+        std::vector<bench::TorchPeer::Input>{{"x.f32", xv.data(), long(n)}, {"xb.f32", bv.data(), long(rows * cols)}},
+        std::vector<std::string>{std::to_string(n), std::to_string(rows), std::to_string(cols)});
+  if (!torch || !torch->available()) {
+    std::printf("PyTorch rows skipped: %s\n", torch ? torch->status().c_str() : "disabled by ADJIT_BENCH_PYTHON (empty)");
+    return;
+  }
+  std::printf("against PyTorch (%s), one thread each; medians of %d rounds in which every side runs in turn, "
+              "ratios = adjit / PyTorch, median [quartiles] of the rounds' ratios\n",
+              torch->status().c_str(), rounds);
+  auto withPositions = jit([](Tensor t) { return sort_key_val(t, iota(t.shape(), t.rank() - 1, DType::i64)); }, {.threads = 1});
+  // `calls` calls a round per side, the first untimed (as bench::batchOf)
+  auto torchSide = [&](const char* what, int calls, double& sum) {
+    return [&, what, calls] {
+      const std::vector<double> times = torch->run(what, calls, sum);
+      if (times.size() < 2) return 0.0;
+      double total = 0;
+      for (std::size_t i = 1; i < times.size(); ++i) total += times[i];
+      return total / double(times.size() - 1);
+    };
+  };
+  auto row = [&](const char* label, int calls, const std::function<void()>& mine, const std::function<Array()>& values, int64_t width,
+                 std::vector<const char*> cases) {
+    bench::Side a{bench::batchOf(mine, calls)};
+    std::vector<bench::Side> t(cases.size());
+    std::vector<double> sums(cases.size());
+    std::vector<bench::Side*> sides{&a};
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      t[i].round = torchSide(cases[i], calls, sums[i]);
+      sides.push_back(&t[i]);
+    }
+    bench::interleave(sides, rounds);
+    if (!torch->available()) {
+      std::printf("%s: %s\n", label, torch->status().c_str());
+      return;
+    }
+    const double sum = orderChecksum(values(), width);
+    std::printf("%-36s adjit %8.3f ms", label, bench::median(a));
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      std::printf("  torch %s %8.3f ms ratio %s (checksums differ by %.0e)", cases[i], bench::median(t[i]),
+                  bench::ratioText(bench::ratioOf(a, t[i])).c_str(), std::fabs(sum - sums[i]) / std::max(std::fabs(sums[i]), 1e-300));
+    std::printf("\n");
+    std::fflush(stdout);
+  };
+  const std::string one = "sort+positions f32 1 x " + std::to_string(n);
+  withPositions(x);
+  withPositions.wait_optimized();
+  row(one.c_str(), 3, [&] { withPositions(x); }, [&] { return withPositions(x).first; }, n, {"sort", "sort_stable"});
+  withPositions(xb);
+  withPositions.wait_optimized();
+  row("sort+positions f32 10000 x 100", 3, [&] { withPositions(xb); }, [&] { return withPositions(xb).first; }, cols,
+      {"rows", "rows_stable"});
+  for (int64_t k : {10, 1000}) {
+    auto f = jit([k](Tensor t) { TopK r = top_k(t, k, DType::i64); return std::pair{r.values, r.indices}; }, {.threads = 1});
+    f(x);
+    f.wait_optimized();
+    const std::string label = "top_k f32 n " + std::to_string(n) + " k " + std::to_string(k);
+    const std::string name = "topk" + std::to_string(k);
+    row(label.c_str(), 21, [&] { f(x); }, [&] { return f(x).first; }, k, {name.c_str()});
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -155,5 +263,6 @@ int main(int argc, char** argv) {
   topK(n, 10, 5);
   topK(n, 1000, 5);
   for (int64_t rows : {16, 1024, 65536}) ringRow(rows, 200000, 5);
+  torchRows(n, 7);
   return 0;
 }

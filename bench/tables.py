@@ -270,7 +270,11 @@ BENCHES = [  # binary, arguments, --quick arguments, section
         '`bench/per_example_grads_torch.py`, run by hand.')),
     ('adjit_sort_bench', [], [], printed_section(
         'Sorting',
-        '`adjit_sort_bench`: `sort` of f32 against `std::sort`, one thread, runs interleaved.')),
+        '`adjit_sort_bench`: `sort` of f32 against `std::sort` and `top_k` against `std::partial_sort`, one thread, '
+        'runs interleaved; then `sort` with its i64 positions against `torch.sort` (default and stable) and `top_k` '
+        'against `torch.topk`, PyTorch 1.13 on one thread in a child process (`bench/sort_torch.py --serve`) taking '
+        'turns with adjit round after round (medians of the rounds; ratios adjit / PyTorch, median [quartiles]); '
+        'the scan ring buffer against a C++ loop.')),
     ('adjit_map_bench', [], ['--quick'], printed_section(
         'map over a run-time count',
         '`adjit_map_bench`: `map` of an RK4 step of a 12-state rigid body over N instances: time per instance '

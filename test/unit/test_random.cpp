@@ -1,6 +1,6 @@
 // test/unit/test_random.cpp — integer bit ops, erf_inv, and adjit::random:
 // Threefry's known-answer vectors, JAX's documented values, interpreter =
-// JIT bit for bit, keys through jit and scan, sample statistics, gradients.
+// JIT bit for bit, keys through jit, scan and vmap, sample statistics, gradients.
 #include "Check.h"
 
 #include <adjit/adjit.h>
@@ -319,6 +319,53 @@ TEST_CASE("uniform, normal and randint give the same bits for SSE, AVX2 and the 
   CHECK(bytesOf(jit(f, {.threads = 4})(key)) == bytesOf(host));
   auto big = [](Tensor k) { return random::normal(k, {1 << 16}, DType::f64); };
   CHECK(bytesOf(jit(big, {.threads = 4})(key)) == bytesOf(jit(big, {.threads = 1})(key)));
+}
+
+TEST_CASE("vmap over a batch of keys gives each key's values bit for bit: uniform, normal, split, fold_in, bernoulli, randint") {
+  // keys i32[4, 2], and the same keys one at a time; batched along axis 0 and,
+  // transposed, along axis 1
+  const Array keys = jit([](Tensor k) { return random::split(k, 4); })(random::key_data(51));
+  const Array keysT = jit([](Tensor ks) { return transpose(ks); })(keys);
+  std::vector<Array> each;
+  for (int64_t i = 0; i < 4; ++i) each.push_back(jit([i](Tensor ks) { return ks[i]; })(keys));
+  auto perKey = [&](auto f, const char* what) {
+    INFO(what);
+    const Array batched = sameBits([f](Tensor ks) { return vmap(f)(ks); }, {keys});
+    const Array batchedT = sameBits([f](Tensor ks) { return vmap(f, {.in_axes = {1}})(ks); }, {keysT});
+    CHECK(bytesOf(batchedT) == bytesOf(batched));
+    for (int64_t i = 0; i < 4; ++i) {
+      INFO("key " << i);
+      const Array one = sameBits(f, {each[i]});
+      const Array slice = jit([i](Tensor b) { return b[i]; })(batched);
+      CHECK(bytesOf(slice) == bytesOf(one));
+    }
+  };
+  perKey([](Tensor k) { return random::uniform(k, {5}); }, "uniform f32");
+  perKey([](Tensor k) { return random::uniform(k, {2, 3}, DType::f64, -2.0, 3.0); }, "uniform f64 [-2, 3)");
+  perKey([](Tensor k) { return random::normal(k, {5}); }, "normal f32");
+  perKey([](Tensor k) { return random::normal(k, {3}, DType::f64); }, "normal f64");
+  perKey([](Tensor k) { return random::split(k, 3); }, "split");
+  perKey([](Tensor k) { return random::fold_in(k, 7); }, "fold_in");
+  perKey([](Tensor k) { return random::uniform(random::split(k)[1], {4}); }, "uniform of a split key");
+  perKey([](Tensor k) { return random::bernoulli(k, 0.3, {6}); }, "bernoulli");
+  perKey([](Tensor k) { return random::randint(k, {6}, -5, 1000); }, "randint");
+  // fold_in with batched data and a batched or shared key
+  const Array ds = i32({3, -1, 0, 100});
+  const Array folded = sameBits([](Tensor ks, Tensor d) { return vmap([](Tensor k, Tensor d) { return random::fold_in(k, d); })(ks, d); },
+                                {keys, ds});
+  const Array foldedShared = sameBits(
+      [](Tensor k, Tensor d) {
+        return vmap([](Tensor k, Tensor d) { return random::fold_in(k, d); }, {.in_axes = {std::nullopt, 0}})(k, d);
+      },
+      {each[0], ds});
+  for (int64_t i = 0; i < 4; ++i) {
+    INFO("data " << i);
+    const Array d = Array(ds.data<int32_t>()[i]);
+    const Array one = sameBits([](Tensor k, Tensor d) { return random::fold_in(k, d); }, {each[i], d});
+    const Array shared = sameBits([](Tensor k, Tensor d) { return random::fold_in(k, d); }, {each[0], d});
+    CHECK(bytesOf(jit([i](Tensor b) { return b[i]; })(folded)) == bytesOf(one));
+    CHECK(bytesOf(jit([i](Tensor b) { return b[i]; })(foldedShared)) == bytesOf(shared));
+  }
 }
 
 namespace {
