@@ -250,25 +250,38 @@ void LowerCtx::ifElse(llvm::Value* cond, const std::function<void()>& then, cons
   b.SetInsertPoint(done);
 }
 
-llvm::Instruction* LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
+llvm::Instruction* countedLoop(llvm::IRBuilderBase& b, llvm::Value* begin, llvm::Value* end, int64_t step,
+                               llvm::function_ref<void(llvm::Value*)> body, llvm::StringRef ivName) {
+  llvm::LLVMContext& ctx = b.getContext();
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = b.GetInsertBlock();
-  auto* header = llvm::BasicBlock::Create(ctx(), "loop", f);
-  auto* bodyBB = llvm::BasicBlock::Create(ctx(), "loop.body", f);
-  auto* exit = llvm::BasicBlock::Create(ctx(), "loop.exit", f);
+  auto* header = llvm::BasicBlock::Create(ctx, "loop", f);
+  auto* bodyBB = llvm::BasicBlock::Create(ctx, "loop.body", f);
+  auto* exit = llvm::BasicBlock::Create(ctx, "loop.exit", f);
   b.CreateBr(header);
   b.SetInsertPoint(header);
-  llvm::PHINode* iv = b.CreatePHI(b.getInt64Ty(), 2, "i");
+  llvm::PHINode* iv = b.CreatePHI(b.getInt64Ty(), 2, ivName);
   iv->addIncoming(begin, pre);
   b.CreateCondBr(b.CreateICmpSLT(iv, end), bodyBB, exit);
   b.SetInsertPoint(bodyBB);
-  const std::size_t scope = fe.openScope(); // what the body computes stays in it
-  const int64_t longLoopsBefore = fe.longLoops, mathCallsBefore = fe.mathCalls, accumulationsBefore = fe.accumulations;
   body(iv);
-  fe.closeScope(scope);
-  llvm::Value* next = b.CreateAdd(iv, i64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
+  llvm::Value* next = b.CreateAdd(iv, b.getInt64(static_cast<uint64_t>(step)), ivName.empty() ? "" : ivName + ".next",
+                                  /*HasNUW=*/true, /*HasNSW=*/true);
   iv->addIncoming(next, b.GetInsertBlock());
   llvm::Instruction* latch = b.CreateBr(header);
+  b.SetInsertPoint(exit);
+  return latch;
+}
+
+llvm::Instruction* LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, const std::function<void(llvm::Value*)>& body) const {
+  const int64_t longLoopsBefore = fe.longLoops, mathCallsBefore = fe.mathCalls, accumulationsBefore = fe.accumulations;
+  llvm::BasicBlock* bodyBB = nullptr;
+  llvm::Instruction* latch = countedLoop(b, begin, end, 1, [&](llvm::Value* iv) {
+    bodyBB = b.GetInsertBlock();
+    const std::size_t scope = fe.openScope(); // what the body computes stays in it
+    body(iv);
+    fe.closeScope(scope);
+  }, "i");
   // A loop around a long loop is never unrolled: fully unrolled, a [25, 10,
   // 1000] nest became 10 vectorised loops (and their remainders) per row,
   // whose loop strength reduction took 20-30 ms of a GMM gradient's 150 ms in
@@ -294,14 +307,13 @@ llvm::Instruction* LowerCtx::loopRange(llvm::Value* begin, llvm::Value* end, con
                                                    llvm::ConstantAsMetadata::get(b.getInt32(1))})});
   const auto* constBegin = llvm::dyn_cast<llvm::ConstantInt>(begin);
   const auto* constEnd = llvm::dyn_cast<llvm::ConstantInt>(end);
-  if (fe.longLoops == longLoopsBefore && fe.mathCalls == mathCallsBefore && b.GetInsertBlock() == bodyBB) {
+  if (fe.longLoops == longLoopsBefore && fe.mathCalls == mathCallsBefore && latch->getParent() == bodyBB) {
     const int64_t trips = constBegin && constEnd ? constEnd->getSExtValue() - constBegin->getSExtValue() : -1;
     if (const int ic = serialChainInterleave(*bodyBB, fe.accumulations - accumulationsBefore, trips, vectorUnit().bits); ic > 1)
       setLoopHints(latch, {llvm::MDNode::get(ctx(), {llvm::MDString::get(ctx(), "llvm.loop.interleave.count"),
                                                      llvm::ConstantAsMetadata::get(b.getInt32(ic))})});
   }
   if (!constBegin || !constEnd || constEnd->getSExtValue() - constBegin->getSExtValue() >= kLongLoopTrips) ++fe.longLoops;
-  b.SetInsertPoint(exit);
   return latch;
 }
 

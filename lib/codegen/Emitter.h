@@ -187,6 +187,13 @@ struct LowerCtx : EmitBase {
 /// i64 col1, ptr tile, i64 stride); see LowerCtx::callEpilogue.
 llvm::FunctionType* tileFunctionType(llvm::LLVMContext& ctx);
 
+/// for (iv = begin; iv < end; iv += step) body(iv), emitted at `b`'s insertion
+/// point (blocks "loop", "loop.body", "loop.exit"; the induction variable
+/// named `ivName`, its increment `ivName`.next, no wrap): leaves `b` at the
+/// exit and returns the loop's latch branch (for setLoopHints).
+llvm::Instruction* countedLoop(llvm::IRBuilderBase& b, llvm::Value* begin, llvm::Value* end, int64_t step,
+                               llvm::function_ref<void(llvm::Value*)> body, llvm::StringRef ivName = "");
+
 /// Marks the loop whose latch branch is `latch` with loop hints (the
 /// operands of its llvm.loop ID), e.g. "llvm.loop.unroll.disable".
 void setLoopHints(llvm::Instruction* latch, std::initializer_list<llvm::Metadata*> hints);

@@ -146,22 +146,8 @@ public:
   /// for (iv = begin; iv < end; iv += step) body(iv); LLVM may transform the
   /// loop only when `optimise` (see plain()).
   template <class Body> void forRange(llvm::Value* begin, llvm::Value* end, int64_t step, Body body, bool optimise = false) {
-    llvm::LLVMContext& ctx = b_.getContext();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx, "loop", fn_);
-    auto* bodyBB = llvm::BasicBlock::Create(ctx, "loop.body", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx, "loop.exit", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2);
-    iv->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), bodyBB, exit);
-    b_.SetInsertPoint(bodyBB);
-    body(static_cast<llvm::Value*>(iv));
-    iv->addIncoming(b_.CreateAdd(iv, i64(step), "", true, true), b_.GetInsertBlock());
-    llvm::Instruction* latch = b_.CreateBr(header);
+    llvm::Instruction* latch = countedLoop(b_, begin, end, step, body);
     if (!optimise) plain(latch);
-    b_.SetInsertPoint(exit);
   }
   /// Marks a loop's latch branch: the loop stays as written (LLVM would
   /// otherwise vectorise, interleave and unroll these loops at great compile

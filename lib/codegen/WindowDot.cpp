@@ -274,23 +274,10 @@ private:
   }
 
   template <class Body> void forRange(llvm::Value* begin, llvm::Value* end, Body body) {
-    llvm::LLVMContext& ctx = b_.getContext();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx, "loop", fn_);
-    auto* bodyBB = llvm::BasicBlock::Create(ctx, "loop.body", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx, "loop.exit", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2);
-    iv->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), bodyBB, exit);
-    b_.SetInsertPoint(bodyBB);
-    body(static_cast<llvm::Value*>(iv));
-    iv->addIncoming(add(iv, i64(1)), b_.GetInsertBlock());
-    llvm::Instruction* latch = b_.CreateBr(header);
+    llvm::Instruction* latch = countedLoop(b_, begin, end, 1, body);
     // already vector code: LLVM is not to vectorise or unroll it again
+    llvm::LLVMContext& ctx = b_.getContext();
     setLoopHints(latch, {noVectorizeHint(ctx), llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")})});
-    b_.SetInsertPoint(exit);
   }
 
   template <class Then, class Else> void ifElse(llvm::Value* cond, Then then, Else otherwise) {
