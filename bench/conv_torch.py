@@ -34,6 +34,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+import torch_serve
+
 
 def timed(fn, reps):
     """'median M ms (best B)' over reps runs; adjit_conv_bench prints best times."""
@@ -61,16 +63,10 @@ def checksum(results):
 
 
 def serve(folder, n):
-    torch.set_num_threads(1)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
+    torch_serve.one_thread()
 
     def load(name, *shape):
-        with open(f'{folder}/{name}.f32', 'rb') as f:
-            data = bytearray(f.read())
-        return torch.frombuffer(data, dtype=torch.float32).reshape(shape).clone()
+        return torch_serve.load_f32(folder, name, *shape)
 
     x, w, b, g = load('x', n, 64, 56, 56), load('w', 64, 64, 3, 3), load('b', 64), load('g', n, 64, 56, 56)
     shapes = [(6, 1, 5, 5), (6,), (16, 6, 5, 5), (16,), (400, 120), (120,), (120, 84), (84,), (84, 10), (10,)]
@@ -107,20 +103,7 @@ def serve(folder, n):
         'lenet_block1': block(1, u1),
         'lenet_block2': block(2, u2),
     }
-    print(f'ready torch {torch.__version__}', flush=True)
-    for line in sys.stdin:
-        what, count = line.split()
-        times, results = [], []
-        for _ in range(int(count)):
-            t0 = time.perf_counter()
-            if what in ('fwd', 'fwd_bias_relu', 'dx', 'dw', 'bwd', 'lenet_fwd'):
-                with torch.no_grad():
-                    results = cases[what]()
-            else:
-                results = cases[what]()
-            times.append((time.perf_counter() - t0) * 1e3)
-        print(f'{checksum(results):.17g} ' + ' '.join(f'{t:.6f}' for t in times), flush=True)
-    return 0
+    return torch_serve.serve(cases, checksum, no_grad={'fwd', 'fwd_bias_relu', 'dx', 'dw', 'bwd', 'lenet_fwd'})
 
 
 def main(argv):

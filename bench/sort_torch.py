@@ -23,6 +23,7 @@ import time
 
 try:
     import torch
+    import torch_serve
 except ImportError as e:
     print(f'unavailable: {e}', flush=True)
     sys.exit(0)
@@ -45,39 +46,17 @@ def cases_of(x, xb):
     }
 
 
-def one_thread():
-    torch.set_num_threads(1)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
-
-
 def serve(folder, n, rows, cols):
-    one_thread()
+    torch_serve.one_thread()
 
-    def load(name, *shape):
-        with open(f'{folder}/{name}.f32', 'rb') as f:
-            data = bytearray(f.read())
-        return torch.frombuffer(data, dtype=torch.float32).reshape(shape).clone()
-
-    cases = cases_of(load('x', n), load('xb', rows, cols))
-    print(f'ready torch {torch.__version__}', flush=True)
-    for line in sys.stdin:
-        what, count = line.split()
-        times, result = [], None
-        for _ in range(int(count)):
-            t0 = time.perf_counter()
-            result = cases[what]()
-            times.append((time.perf_counter() - t0) * 1e3)
-        print(f'{checksum(result[0]):.17g} ' + ' '.join(f'{t:.6f}' for t in times), flush=True)
-    return 0
+    cases = cases_of(torch_serve.load_f32(folder, 'x', n), torch_serve.load_f32(folder, 'xb', rows, cols))
+    return torch_serve.serve(cases, lambda result: checksum(result[0]))
 
 
 def main(argv):
     if len(argv) > 1 and argv[1] == '--serve':
         return serve(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
-    one_thread()
+    torch_serve.one_thread()
     n = int(argv[1]) if len(argv) > 1 else 1000000
     gen = torch.Generator().manual_seed(52)
     cases = cases_of(torch.randn(n, generator=gen), torch.randn(10000, 100, generator=gen))
