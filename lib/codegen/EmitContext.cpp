@@ -235,11 +235,13 @@ void LowerCtx::ifThen(llvm::Value* cond, const std::function<void()>& then) cons
   b.SetInsertPoint(done);
 }
 
-void LowerCtx::ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
+void branches(llvm::IRBuilderBase& b, llvm::Value* cond, llvm::function_ref<void()> then,
+              llvm::function_ref<void()> otherwise, llvm::StringRef joinName) {
+  llvm::LLVMContext& ctx = b.getContext();
   llvm::Function* f = b.GetInsertBlock()->getParent();
-  auto* thenBB = llvm::BasicBlock::Create(ctx(), "then", f);
-  auto* elseBB = llvm::BasicBlock::Create(ctx(), "else", f);
-  auto* done = llvm::BasicBlock::Create(ctx(), "endif", f);
+  auto* thenBB = llvm::BasicBlock::Create(ctx, "then", f);
+  auto* elseBB = llvm::BasicBlock::Create(ctx, "else", f);
+  auto* done = llvm::BasicBlock::Create(ctx, joinName, f);
   b.CreateCondBr(cond, thenBB, elseBB);
   b.SetInsertPoint(thenBB);
   then();
@@ -248,6 +250,10 @@ void LowerCtx::ifElse(llvm::Value* cond, const std::function<void()>& then, cons
   otherwise();
   b.CreateBr(done);
   b.SetInsertPoint(done);
+}
+
+void LowerCtx::ifElse(llvm::Value* cond, const std::function<void()>& then, const std::function<void()>& otherwise) const {
+  branches(b, cond, then, otherwise, "endif");
 }
 
 llvm::Instruction* countedLoop(llvm::IRBuilderBase& b, llvm::Value* begin, llvm::Value* end, int64_t step,

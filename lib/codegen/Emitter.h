@@ -194,6 +194,11 @@ llvm::FunctionType* tileFunctionType(llvm::LLVMContext& ctx);
 llvm::Instruction* countedLoop(llvm::IRBuilderBase& b, llvm::Value* begin, llvm::Value* end, int64_t step,
                                llvm::function_ref<void(llvm::Value*)> body, llvm::StringRef ivName = "");
 
+/// if (cond) then() else otherwise(), emitted at `b`'s insertion point
+/// (blocks "then", "else" and `joinName`): leaves `b` at the join.
+void branches(llvm::IRBuilderBase& b, llvm::Value* cond, llvm::function_ref<void()> then,
+              llvm::function_ref<void()> otherwise, llvm::StringRef joinName);
+
 /// Marks the loop whose latch branch is `latch` with loop hints (the
 /// operands of its llvm.loop ID), e.g. "llvm.loop.unroll.disable".
 void setLoopHints(llvm::Instruction* latch, std::initializer_list<llvm::Metadata*> hints);

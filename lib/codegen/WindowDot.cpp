@@ -281,17 +281,7 @@ private:
   }
 
   template <class Then, class Else> void ifElse(llvm::Value* cond, Then then, Else otherwise) {
-    auto* thenBB = llvm::BasicBlock::Create(b_.getContext(), "then", fn_);
-    auto* elseBB = llvm::BasicBlock::Create(b_.getContext(), "else", fn_);
-    auto* join = llvm::BasicBlock::Create(b_.getContext(), "join", fn_);
-    b_.CreateCondBr(cond, thenBB, elseBB);
-    b_.SetInsertPoint(thenBB);
-    then();
-    b_.CreateBr(join);
-    b_.SetInsertPoint(elseBB);
-    otherwise();
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
+    branches(b_, cond, then, otherwise, "join");
   }
 
   llvm::Value* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
