@@ -235,6 +235,20 @@ void LowerCtx::ifThen(llvm::Value* cond, const std::function<void()>& then) cons
   b.SetInsertPoint(done);
 }
 
+llvm::Function* declareChunkFunction(llvm::Module& module, const std::string& name, unsigned vectorBits) {
+  llvm::LLVMContext& ctx = module.getContext();
+  auto* fn = llvm::Function::Create(
+      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)}, false),
+      llvm::GlobalValue::InternalLinkage, name, module);
+  fn->addParamAttr(0, llvm::Attribute::NoCapture);
+  fn->addParamAttr(0, llvm::Attribute::ReadOnly);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  fn->addFnAttr(llvm::Attribute::NoInline);
+  fn->addFnAttr("min-legal-vector-width", std::to_string(vectorBits));
+  fn->addFnAttr("prefer-vector-width", std::to_string(vectorBits));
+  return fn;
+}
+
 void branches(llvm::IRBuilderBase& b, llvm::Value* cond, llvm::function_ref<void()> then,
               llvm::function_ref<void()> otherwise, llvm::StringRef joinName) {
   llvm::LLVMContext& ctx = b.getContext();

@@ -194,6 +194,12 @@ llvm::FunctionType* tileFunctionType(llvm::LLVMContext& ctx);
 llvm::Instruction* countedLoop(llvm::IRBuilderBase& b, llvm::Value* begin, llvm::Value* end, int64_t step,
                                llvm::function_ref<void(llvm::Value*)> body, llvm::StringRef ivName = "");
 
+/// A new internal function `void name(ptr ctx, i64 chunk)` of `module`
+/// without a body, the shape adjit_parallel_for calls: ctx read-only and not
+/// captured, nounwind, noinline, and its vectors kept at `vectorBits` where the
+/// CPU's tuning would split 512-bit vectors in two.
+llvm::Function* declareChunkFunction(llvm::Module& module, const std::string& name, unsigned vectorBits);
+
 /// if (cond) then() else otherwise(), emitted at `b`'s insertion point
 /// (blocks "then", "else" and `joinName`): leaves `b` at the join.
 void branches(llvm::IRBuilderBase& b, llvm::Value* cond, llvm::function_ref<void()> then,

@@ -334,18 +334,7 @@ void packFromPrologue(Gen& g, const Slots& sl, Slot pro, llvm::Value* panel, llv
 template <class Body>
 llvm::Function* chunkFunction(llvm::Module& module, const std::string& name, DType t, const VectorUnit& unit, Body body) {
   if (llvm::Function* f = module.getFunction(name)) return f;
-  llvm::LLVMContext& ctx = module.getContext();
-  auto* fn = llvm::Function::Create(
-      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)}, false),
-      llvm::GlobalValue::InternalLinkage, name, module);
-  fn->addParamAttr(0, llvm::Attribute::NoCapture);
-  fn->addParamAttr(0, llvm::Attribute::ReadOnly);
-  fn->addFnAttr(llvm::Attribute::NoUnwind);
-  fn->addFnAttr(llvm::Attribute::NoInline);
-  // Keep the micro-kernel's vectors whole where the CPU's tuning would split
-  // 512-bit vectors in two.
-  fn->addFnAttr("min-legal-vector-width", std::to_string(unit.bits));
-  fn->addFnAttr("prefer-vector-width", std::to_string(unit.bits));
+  llvm::Function* fn = declareChunkFunction(module, name, unit.bits);
   Gen g(fn, t, blockingFor(t, unit));
   body(g, Slots{g.b_, fn->getArg(0)}, static_cast<llvm::Value*>(fn->getArg(1)));
   g.finish();

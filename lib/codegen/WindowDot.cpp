@@ -309,17 +309,7 @@ llvm::Function* chunkFunction(llvm::Module& module, const WindowDotShape& s, con
     for (int64_t x : *v) name += fmt::format("{}_", x);
   }
   if (llvm::Function* f = module.getFunction(name)) return f;
-  llvm::LLVMContext& ctx = module.getContext();
-  auto* fn = llvm::Function::Create(
-      llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {llvm::PointerType::get(ctx, 0), llvm::Type::getInt64Ty(ctx)}, false),
-      llvm::GlobalValue::InternalLinkage, name, module);
-  fn->addParamAttr(0, llvm::Attribute::NoCapture);
-  fn->addParamAttr(0, llvm::Attribute::ReadOnly);
-  fn->addFnAttr(llvm::Attribute::NoUnwind);
-  fn->addFnAttr(llvm::Attribute::NoInline);
-  // whole vectors where the CPU's tuning would split 512-bit vectors in two
-  fn->addFnAttr("min-legal-vector-width", std::to_string(unit.bits));
-  fn->addFnAttr("prefer-vector-width", std::to_string(unit.bits));
+  llvm::Function* fn = declareChunkFunction(module, name, unit.bits);
   Gen(fn, s, p).emit();
   return fn;
 }
