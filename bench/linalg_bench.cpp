@@ -385,7 +385,7 @@ void thresholds() {
       {"cholesky", [](const Tensor& a) { return linalg::cholesky(a, false); },
        [&](int64_t n, const double* a, double* out) { adjit_lapack_cholesky(1, 1, n, a, out); }},
       {"lu", [](const Tensor& a) { return linalg::lu(a).lu; },
-       [&](int64_t n, const double* a, double* out) { adjit_lapack_lu(1, 1, n, a, out, p.data(), q.data()); }},
+       [&](int64_t n, const double* a, double* out) { adjit_lapack_lu(1, 1, n, n, a, out, p.data(), q.data()); }},
       {"triangular_solve [n, n]", [](const Tensor& a) { return linalg::triangular_solve(a, a, {.lower = true, .left_side = true}); },
        [&](int64_t n, const double* a, double* out) { adjit_lapack_triangular_solve(1, 3, 1, n, n, a, a, out); }},
       {"qr", [](const Tensor& a) { return linalg::qr(a).q; },

@@ -39,18 +39,21 @@ struct TriangularSolveOptions {
 /// triangular_solve. The batch axes of a and b broadcast.
 Tensor triangular_solve(const Tensor& a, const Tensor& b, TriangularSolveOptions options = {}, ADJIT_HERE);
 
-/// The result of lu: `lu` holds L below the diagonal (its unit diagonal not
-/// stored) and U on and above it; row i of P a is row permutation[i] of a;
-/// pivots[i] is the row swapped with row i at step i (LAPACK's getrf, counted
-/// from 0). As jax.lax.linalg.lu: P a = L U.
+/// The result of lu for a [..., m, n] (k = min(m, n)): `lu` holds L (m × k,
+/// unit lower) below the diagonal, its unit diagonal not stored, and U (k × n,
+/// upper) on and above it; row i of P a is row permutation[i] of a; pivots[i]
+/// is the row swapped with row i at step i (LAPACK's getrf, counted from 0).
+/// As jax.lax.linalg.lu: P a = L U.
 template <class T = Tensor> struct LU {
   T lu;          ///< L (strictly lower part) and U (upper part), a's type
-  T pivots;      ///< i32 [..., n]
-  T permutation; ///< i32 [..., n]
+  T pivots;      ///< i32 [..., k]
+  T permutation; ///< i32 [..., m]
 };
-/// The LU factorisation of square matrices a ([..., n, n]) with partial
-/// pivoting (the row with the largest magnitude; the first of equals). A
-/// singular matrix factors (U has a zero on its diagonal), as LAPACK.
+/// The LU factorisation of matrices a ([..., m, n], square or not) with
+/// partial pivoting (the row with the largest magnitude; the first of
+/// equals). A singular matrix factors (U has a zero on its diagonal), as
+/// LAPACK. Differentiable for any m and n (JAX's rule, the factors padded
+/// to square with the identity).
 LU<> lu(const Tensor& a, ADJIT_HERE);
 
 // ---- built on them (composites) -------------------------------------------------------

@@ -50,7 +50,7 @@ void lowerTriangularSolve(LowerCtx& c) {
 
 void lowerLu(LowerCtx& c) {
   const Shape& s = c.operandType(0).shape;
-  emitCall(c, "adjit_lapack_lu", {c.i64(batchOf(s)), c.i64(s.back())}, {c.operandBuffer(0), c.results[0], c.results[1], c.results[2]});
+  emitCall(c, "adjit_lapack_lu", {c.i64(batchOf(s)), c.i64(s[s.size() - 2]), c.i64(s.back())}, {c.operandBuffer(0), c.results[0], c.results[1], c.results[2]});
 }
 
 void lowerQr(LowerCtx& c) {

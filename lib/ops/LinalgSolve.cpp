@@ -234,19 +234,22 @@ template <class T> void triangularSolveRef(const T* a, const T* b, T* x, int64_t
 /// with the largest |lu[i, k]|, i >= k (the first of equals) is swapped into
 /// row k, the column below the pivot divided by it (left alone when the
 /// pivot is 0: the column is zero then), and the trailing matrix updated.
-template <class T> void luRef(const T* a, T* lu, int32_t* pivots, int32_t* perm, int64_t n) {
-  std::copy(a, a + n * n, lu);
-  for (int64_t i = 0; i < n; ++i) perm[i] = static_cast<int32_t>(i);
-  for (int64_t k = 0; k < n; ++k) {
+/// P a = L U of one row-major m × n matrix, partial pivoting (the first row
+/// of the largest magnitude), k = min(m, n) steps: lu gets L's strict lower
+/// part and U, pivots[0..k) the rows swapped in, perm[0..m) P's rows.
+template <class T> void luRef(const T* a, T* lu, int32_t* pivots, int32_t* perm, int64_t m, int64_t n) {
+  std::copy(a, a + m * n, lu);
+  for (int64_t i = 0; i < m; ++i) perm[i] = static_cast<int32_t>(i);
+  for (int64_t k = 0; k < std::min(m, n); ++k) {
     int64_t p = k;
     T best = std::fabs(lu[k * n + k]);
-    for (int64_t i = k + 1; i < n; ++i)
+    for (int64_t i = k + 1; i < m; ++i)
       if (std::fabs(lu[i * n + k]) > best) best = std::fabs(lu[i * n + k]), p = i;
     pivots[k] = static_cast<int32_t>(p);
     for (int64_t j = 0; j < n; ++j) std::swap(lu[k * n + j], lu[p * n + j]);
     std::swap(perm[k], perm[p]);
     const T piv = lu[k * n + k];
-    for (int64_t i = k + 1; i < n; ++i) {
+    for (int64_t i = k + 1; i < m; ++i) {
       const T l = piv != 0 ? lu[i * n + k] / piv : lu[i * n + k];
       lu[i * n + k] = l;
       for (int64_t j = k + 1; j < n; ++j) lu[i * n + j] -= l * lu[k * n + j];
@@ -257,8 +260,40 @@ template <class T> void luRef(const T* a, T* lu, int32_t* pivots, int32_t* perm,
 /// The permutation matrix P of `perm` ([..., n] i32), P[i, j] = (perm[i] == j): (P a)[i] = a[perm[i]].
 Tensor permutationMatrix(const Tensor& perm, DType dtype) { return one_hot(perm, perm.shape().back(), dtype); }
 
-/// L M for L = tril(lu, -1) + I.
-Tensor unitLowerTimes(const Tensor& lu, const Tensor& m) { return matmul(tril(lu, -1), m) + m; }
+/// The square factors of lu's m × n result, for the rules: L (m × m) with
+/// lu's first min(m, n) columns as its strict lower part and the identity's
+/// columns after them, and U (n × n) with lu's first min(m, n) rows as its
+/// upper part and the identity's rows after them. Read by the triangular
+/// solves and triangles below as unit lower and upper, so only the padding
+/// of a rectangular lu adds anything: P a = L U holds with U's first m rows
+/// (m < n) or L's first n columns (m > n), and the rules' F = L^-1 P da U^-1
+/// is again strictly lower (dL's part) plus upper (dU's).
+std::pair<Tensor, Tensor> squareFactors(const Tensor& lu) {
+  const Shape& s = lu.shape();
+  const std::size_t r = s.size();
+  const int64_t m = s[r - 2], n = s[r - 1];
+  if (m == n) return {lu, lu};
+  std::vector<int64_t> zero(r, 0), extra(r, 0);
+  if (m > n) { // L: zero columns after lu's (the unit diagonal is implied); U: lu's first n rows
+    extra[r - 1] = m - n;
+    std::vector<int64_t> limit(s.begin(), s.end());
+    limit[r - 2] = n;
+    return {pad(lu, zero, extra), slice(lu, zero, limit)};
+  }
+  // m < n: L is lu's first m columns; U takes rows [0 | I] below lu's
+  std::vector<int64_t> limit(s.begin(), s.end());
+  limit[r - 1] = m;
+  Shape eyeShape(s.begin(), s.end() - 2);
+  eyeShape.push_back(n - m);
+  eyeShape.push_back(n - m);
+  std::vector<int64_t> low(r, 0);
+  low[r - 2] = m, low[r - 1] = m;
+  const Tensor eye = broadcast_to(linalg::diag(full({n - m}, 1.0, lu.dtype())), eyeShape);
+  Shape square(s.begin(), s.end() - 2);
+  square.push_back(n);
+  square.push_back(n);
+  return {slice(lu, zero, limit), pad_sum({lu, eye}, square, {zero, low})};
+}
 
 // ---- lowering helpers ------------------------------------------------------------------
 
@@ -584,63 +619,68 @@ void defineLinalgSolveOps(Table& t) {
       .lapack = true,
   });
 
-  // lu(a) -> (lu, pivots, permutation): P a = L U with partial pivoting,
-  // P[i, perm[i]] = 1, L unit lower (below lu's diagonal), U upper.
+  // lu(a) -> (lu, pivots, permutation) for a [..., m, n]: P a = L U with
+  // partial pivoting, k = min(m, n) steps, P[i, perm[i]] = 1 (perm [..., m]),
+  // pivots [..., k], L unit lower m × k (below lu's diagonal), U upper k × n.
   set(t, OpKind::Lu, {
       .infer = [](const InferCtx& c) {
-        const int64_t n = expectSquare(c, 0, "operand");
-        Shape p(c.operands[0].shape.begin(), c.operands[0].shape.end() - 2);
-        p.push_back(n);
-        return std::vector<Type>{c.operands[0], Type{DType::i32, p}, Type{DType::i32, p}};
+        const Type& a = c.operands[0];
+        if (!is_floating(a.dtype) || a.rank() < 2) c.fail("expected a floating-point matrix (or a batch of them) as operand, got {}", a.str());
+        const int64_t m = a.shape[a.shape.size() - 2], n = a.shape.back();
+        Shape p(a.shape.begin(), a.shape.end() - 2), q = p;
+        p.push_back(std::min(m, n));
+        q.push_back(m);
+        return std::vector<Type>{a, Type{DType::i32, p}, Type{DType::i32, q}};
       },
       .eval = [](const EvalCtx& c) {
         const Array& a = c.args[0];
         Array lu(c.resultType(0)), piv(c.resultType(1)), perm(c.resultType(2));
-        const int64_t n = a.shape().back();
+        const int64_t m = a.shape()[a.shape().size() - 2], n = a.shape().back(), k = std::min(m, n);
         dispatch(a.dtype(), [&](auto tag) {
           using T = decltype(tag);
           if constexpr (std::is_floating_point_v<T>)
             for (int64_t bt = 0; bt < batchOf(a.shape()); ++bt)
-              luRef(elems<T>(a) + bt * n * n, elems<T>(lu) + bt * n * n, elems<int32_t>(piv) + bt * n,
-                    elems<int32_t>(perm) + bt * n, n);
+              luRef(elems<T>(a) + bt * m * n, elems<T>(lu) + bt * m * n, elems<int32_t>(piv) + bt * k,
+                    elems<int32_t>(perm) + bt * m, m, n);
         });
         return std::vector<Array>{std::move(lu), std::move(piv), std::move(perm)};
       },
       .fold = noFold,
-      // Right-looking: the pivot search reads a column (n per step), the row
-      // swap and the trailing update run along rows.
+      // Right-looking: the pivot search reads a column (m - k per step), the
+      // row swap and the trailing update run along rows.
       .lower = [](LowerCtx& c) {
         const Type& at = c.operandType(0);
-        if (lapack::use(c, at.shape.back(), kLapackLu)) return lapack::lowerLu(c);
         const DType t = at.dtype;
-        const int64_t n = at.shape.back();
+        const int64_t m = at.shape[at.shape.size() - 2], n = at.shape.back(), kn = std::min(m, n);
+        if (lapack::use(c, std::max(m, n), kLapackLu)) return lapack::lowerLu(c);
         llvm::Value *A = c.operandBuffer(0), *LU = c.results[0], *Piv = c.results[1], *Perm = c.results[2];
         llvm::Type* i64 = c.b.getInt64Ty();
         llvm::Type* i32 = c.b.getInt32Ty();
         llvm::Value* bestSlot = c.scalarSlot(t);
         llvm::Value* pSlot = c.scalarSlot(DType::i64);
-        const Loops lp(c, n);
+        const Loops lp(c, std::max(m, n));
         c.loop(batchOf(at.shape), [&](llvm::Value* bt) {
-          llvm::Value* base = c.b.CreateMul(bt, c.i64(n * n));
-          llvm::Value* vbase = c.b.CreateMul(bt, c.i64(n));
+          llvm::Value* base = c.b.CreateMul(bt, c.i64(m * n));
+          llvm::Value* pbase = c.b.CreateMul(bt, c.i64(kn));
+          llvm::Value* vbase = c.b.CreateMul(bt, c.i64(m));
           auto at2 = [&](llvm::Value* i, llvm::Value* j) { return c.b.CreateAdd(base, mulAdd(c, i, n, j)); };
           auto fabs = [&](llvm::Value* x) { return c.intrinsic(llvm::Intrinsic::fabs, {{x}}); };
-          c.loop(n * n, [&](llvm::Value* e) {
+          c.loop(m * n, [&](llvm::Value* e) {
             llvm::Value* idx = c.b.CreateAdd(base, e);
             c.store(t, c.load(t, A, idx), LU, idx);
           });
-          lp.loop(n, [&](llvm::Value* i) { c.store(DType::i32, c.b.CreateTrunc(i, i32), Perm, c.b.CreateAdd(vbase, i)); });
-          lp.loop(n, [&](llvm::Value* k) {
+          lp.loop(m, [&](llvm::Value* i) { c.store(DType::i32, c.b.CreateTrunc(i, i32), Perm, c.b.CreateAdd(vbase, i)); });
+          lp.loop(kn, [&](llvm::Value* k) {
             c.b.CreateStore(fabs(c.load(t, LU, at2(k, k))), bestSlot);
             c.b.CreateStore(k, pSlot);
-            lp.range(add(c, k, 1), c.i64(n), [&](llvm::Value* i) {
+            lp.range(add(c, k, 1), c.i64(m), [&](llvm::Value* i) {
               llvm::Value* v = fabs(c.load(t, LU, at2(i, k)));
               llvm::Value* better = c.b.CreateFCmpOGT(v, c.b.CreateLoad(c.scalarType(t), bestSlot));
               c.b.CreateStore(c.b.CreateSelect(better, v, c.b.CreateLoad(c.scalarType(t), bestSlot)), bestSlot);
               c.b.CreateStore(c.b.CreateSelect(better, i, c.b.CreateLoad(i64, pSlot)), pSlot);
             });
             llvm::Value* p = c.b.CreateLoad(i64, pSlot);
-            c.store(DType::i32, c.b.CreateTrunc(p, i32), Piv, c.b.CreateAdd(vbase, k));
+            c.store(DType::i32, c.b.CreateTrunc(p, i32), Piv, c.b.CreateAdd(pbase, k));
             lp.loop(n, [&](llvm::Value* j) {
               llvm::Value* x = c.load(t, LU, at2(k, j));
               llvm::Value* y = c.load(t, LU, at2(p, j));
@@ -655,7 +695,7 @@ void defineLinalgSolveOps(Table& t) {
             c.store(DType::i32, permK, Perm, pp);
             llvm::Value* piv = c.load(t, LU, at2(k, k));
             llvm::Value* nonzero = c.b.CreateFCmpUNE(piv, c.constant(t, 0));
-            lp.range(add(c, k, 1), c.i64(n), [&](llvm::Value* i) {
+            lp.range(add(c, k, 1), c.i64(m), [&](llvm::Value* i) {
               llvm::Value* x = c.load(t, LU, at2(i, k));
               llvm::Value* l = c.b.CreateSelect(nonzero, c.b.CreateFDiv(x, piv), x);
               c.store(t, l, LU, at2(i, k));
@@ -667,28 +707,30 @@ void defineLinalgSolveOps(Table& t) {
           });
         });
       },
-      // With P a = L U and F = L^-1 P dA U^-1 (JAX's rule):
+      // With P a = L U, L and U the square factors (squareFactors) and
+      // F = L^-1 P dA U^-1 (JAX's rule; F is m × n):
       //   dLU = L tril(F, -1) + triu(F) U;
       // reverse, from LUbar: Fbar = tril(L^T LUbar, -1) + triu(LUbar U^T),
       //   abar = P^T L^-T Fbar U^-T.
-      // L^-1 and U^-1 are triangular solves on lu itself (unit_diagonal for L).
+      // L^-1 and U^-1 are triangular solves reading L as unit lower and U as upper.
       .jvp = [](const autodiff::JvpCtx& c) {
-        const Tensor lu = c.y(0);
-        const Tensor P = permutationMatrix(c.y(2), lu.dtype());
+        const auto [L, U] = squareFactors(c.y(0));
+        const Tensor P = permutationMatrix(c.y(2), L.dtype());
         const Tensor pda = matmul(P, *c.dx(0));
-        const Tensor la = linalg::triangular_solve(lu, pda, {.lower = true, .left_side = true, .unit_diagonal = true});
-        const Tensor F = linalg::triangular_solve(lu, la, {.lower = false});
-        c.tangent(0, unitLowerTimes(lu, tril(F, -1)) + matmul(triu(F), triu(lu)));
+        const Tensor la = linalg::triangular_solve(L, pda, {.lower = true, .left_side = true, .unit_diagonal = true});
+        const Tensor F = linalg::triangular_solve(U, la, {.lower = false});
+        const Tensor lowerF = tril(F, -1);
+        c.tangent(0, matmul(tril(L, -1), lowerF) + lowerF + matmul(triu(F), triu(U)));
       },
       .vjp = [](const autodiff::VjpCtx& c) {
         c.grad(0, [&] {
-          const Tensor lu = c.y(0);
+          const auto [L, U] = squareFactors(c.y(0));
           const Tensor ct = *c.ct(0);
-          const Tensor ltc = matmul(tril(lu, -1), ct, {.transpose_a = true}) + ct; // L^T LUbar
-          const Tensor Fbar = tril(ltc, -1) + triu(matmul(ct, triu(lu), {.transpose_b = true}));
-          const Tensor h1 = linalg::triangular_solve(lu, Fbar, {.lower = true, .left_side = true, .transpose_a = true, .unit_diagonal = true});
-          const Tensor H = linalg::triangular_solve(lu, h1, {.lower = false, .transpose_a = true}); // L^-T Fbar U^-T
-          return matmul(permutationMatrix(c.y(2), lu.dtype()), H, {.transpose_a = true});
+          const Tensor ltc = matmul(tril(L, -1), ct, {.transpose_a = true}) + ct; // L^T LUbar
+          const Tensor Fbar = tril(ltc, -1) + triu(matmul(ct, triu(U), {.transpose_b = true}));
+          const Tensor h1 = linalg::triangular_solve(L, Fbar, {.lower = true, .left_side = true, .transpose_a = true, .unit_diagonal = true});
+          const Tensor H = linalg::triangular_solve(U, h1, {.lower = false, .transpose_a = true}); // L^-T Fbar U^-T
+          return matmul(permutationMatrix(c.y(2), L.dtype()), H, {.transpose_a = true});
         });
       },
       // batched over leading axes already: the batch is one more of them

@@ -215,28 +215,39 @@ template <class T> void triangularSolve(int32_t flags, int64_t batch, int64_t m,
 /// factored, and transposed back. (A copy and a transpose in place, cold
 /// caches: 0.09 + 0.18 ms at 512² f64; transposeInto 0.42 ms, and the
 /// transposing copy this was, with the loop along the source's rows, 0.76
-/// ms warm.) LAPACK's pivots are 1-based
-/// swaps in order, adjit's 0-based; the permutation applies them to 0..n-1.
-template <class T> void lu(int64_t batch, int64_t n, const T* a, T* out, int32_t* pivots, int32_t* permutation) {
+/// ms warm.) A rectangular a goes through a column-major copy instead. LAPACK's
+/// pivots are 1-based swaps in order, adjit's 0-based; the permutation applies
+/// them to 0..m-1.
+template <class T> void lu(int64_t batch, int64_t m, int64_t n, const T* a, T* out, int32_t* pivots, int32_t* permutation) {
   const Routines<T>& r = lib()->get<T>();
-  const int N = static_cast<int>(n);
-  std::vector<int> ipiv(static_cast<std::size_t>(n));
+  const int M = static_cast<int>(m), N = static_cast<int>(n);
+  const int64_t k = std::min(m, n);
+  std::vector<int> ipiv(static_cast<std::size_t>(k));
+  std::vector<T> col(m == n ? 0 : static_cast<std::size_t>(m * n)); // a rectangular matrix, column-major
   for (int64_t b = 0; b < batch; ++b) {
-    const T* A = a + b * n * n;
-    T* LU = out + b * n * n;
-    std::copy(A, A + n * n, LU);
-    transposeInPlace(LU, n);
+    const T* A = a + b * m * n;
+    T* LU = out + b * m * n;
     int info = 0; // > 0: a zero pivot, the factorisation is complete (singular a is fine)
-    r.getrf(&N, &N, LU, &N, ipiv.data(), &info);
-    transposeInPlace(LU, n);
-    int32_t* piv = pivots + b * n;
-    int32_t* perm = permutation + b * n;
-    std::iota(perm, perm + n, 0);
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t p = ipiv[static_cast<std::size_t>(k)] - 1;
-      if (p < k || p >= n) p = k; // never from LAPACK; kept from indexing out of bounds
-      piv[k] = static_cast<int32_t>(p);
-      std::swap(perm[k], perm[p]);
+    if (m == n) {
+      std::copy(A, A + n * n, LU);
+      transposeInPlace(LU, n);
+      r.getrf(&N, &N, LU, &N, ipiv.data(), &info);
+      transposeInPlace(LU, n);
+    } else {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) col[static_cast<std::size_t>(j * m + i)] = A[i * n + j];
+      r.getrf(&M, &N, col.data(), &M, ipiv.data(), &info);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) LU[i * n + j] = col[static_cast<std::size_t>(j * m + i)];
+    }
+    int32_t* piv = pivots + b * k;
+    int32_t* perm = permutation + b * m;
+    std::iota(perm, perm + m, 0);
+    for (int64_t s = 0; s < k; ++s) {
+      int64_t p = ipiv[static_cast<std::size_t>(s)] - 1;
+      if (p < s || p >= m) p = s; // never from LAPACK; kept from indexing out of bounds
+      piv[s] = static_cast<int32_t>(p);
+      std::swap(perm[s], perm[p]);
     }
   }
 }
@@ -401,14 +412,17 @@ extern "C" void adjit_lapack_triangular_solve(int32_t f64, int32_t flags, int64_
   }, [&](auto t) { fillNaN(static_cast<decltype(t)*>(x), batch * m * n); });
 }
 
-extern "C" void adjit_lapack_lu(int32_t f64, int64_t batch, int64_t n, const void* a, void* out, int32_t* pivots,
+extern "C" void adjit_lapack_lu(int32_t f64, int64_t batch, int64_t m, int64_t n, const void* a, void* out, int32_t* pivots,
                                 int32_t* permutation) noexcept {
+  if (std::min(m, n) == 0) return;
   run(f64, batch, [&](auto t) {
     using T = decltype(t);
-    lu(batch, n, static_cast<const T*>(a), static_cast<T*>(out), pivots, permutation);
+    lu(batch, m, n, static_cast<const T*>(a), static_cast<T*>(out), pivots, permutation);
   }, [&](auto t) {
-    fillNaN(static_cast<decltype(t)*>(out), batch * n * n);
-    for (int64_t i = 0; i < batch * n; ++i) pivots[i] = permutation[i] = static_cast<int32_t>(i % n);
+    const int64_t k = std::min(m, n);
+    fillNaN(static_cast<decltype(t)*>(out), batch * m * n);
+    for (int64_t i = 0; i < batch * k; ++i) pivots[i] = static_cast<int32_t>(i % k);
+    for (int64_t i = 0; i < batch * m; ++i) permutation[i] = static_cast<int32_t>(i % m);
   });
 }
 

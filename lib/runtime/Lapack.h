@@ -51,7 +51,7 @@ void adjit_lapack_cholesky(int32_t f64, int64_t batch, int64_t n, const void* a,
 void adjit_lapack_triangular_solve(int32_t f64, int32_t flags, int64_t batch, int64_t m, int64_t n, const void* a, const void* b,
                                    void* x) noexcept;
 /// lu: P a = L U with partial pivoting; pivots and permutation 0-based.
-void adjit_lapack_lu(int32_t f64, int64_t batch, int64_t n, const void* a, void* lu, int32_t* pivots, int32_t* permutation) noexcept;
+void adjit_lapack_lu(int32_t f64, int64_t batch, int64_t m, int64_t n, const void* a, void* lu, int32_t* pivots, int32_t* permutation) noexcept;
 /// eigh of (a + aᵀ)/2: w ascending, v's columns with their largest-magnitude entry positive.
 void adjit_lapack_eigh(int32_t f64, int64_t batch, int64_t n, const void* a, void* w, void* v) noexcept;
 /// Reduced qr: q [m, k] with orthonormal columns, r [k, n] upper triangular, LAPACK's signs (k = min(m, n)).

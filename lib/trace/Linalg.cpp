@@ -219,7 +219,7 @@ Tensor triangular_solve(const Tensor& a, const Tensor& b, TriangularSolveOptions
 
 LU<> lu(const Tensor& a, std::source_location l) {
   const Location loc = Location::from(l);
-  expectMatrices("lu", a, loc);
+  expectMatrices("lu", a, loc, /*square=*/false);
   std::vector<Tensor> r = record("lu", ir::OpKind::Lu, {a}, {}, loc);
   return {r[0], r[1], r[2]};
 }

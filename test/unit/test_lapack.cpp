@@ -160,7 +160,7 @@ TEST_CASE("lapack: triangular_solve with one right-hand side (LAPACK's trsv) agr
     }
 }
 
-TEST_CASE("lapack: lu keeps adjit's pivots and permutation; solve, det agree, f32 and f64, batched") {
+TEST_CASE("lapack: lu keeps adjit's pivots and permutation, square, tall and wide; solve, det agree, f32 and f64, batched") {
   for (DType t : {DType::f64, DType::f32}) {
     INFO(name_of(t));
     const Array a = randomMatrix(t, {2, kN, kN}, 8);
@@ -172,6 +172,14 @@ TEST_CASE("lapack: lu keeps adjit's pivots and permutation; solve, det agree, f3
     agree(r, tolOf(t) * 10);
     const Array b = randomMatrix(t, {2, kN, 3}, 9);
     agree(threeWays([](V x) { return V{la::solve(x[0], x[1]), la::slogdet(x[0]).logabsdet}; }, {a, b}), tolOf(t) * 10);
+    // tall and wide: the same factors as the generated code (LAPACK's column-major copy)
+    for (const Shape& shape : {Shape{2, kN, kN - 13}, Shape{kN - 13, kN}}) {
+      INFO(Type{t, shape}.str());
+      agree(threeWays([](V x) {
+        const la::LU<> f = la::lu(x[0]);
+        return V{f.lu, f.pivots, f.permutation};
+      }, {randomMatrix(t, shape, 11)}), tolOf(t) * 10);
+    }
     // a singular matrix (two equal rows) is fine: no NaN from LAPACK's info > 0, P a = L U (the
     // pivots after the zero pivot are rounding's choice, path by path)
     Array s = randomMatrix(t, {kN, kN}, 10);

@@ -241,6 +241,44 @@ TEST_CASE("lu: a known factorisation, and P a = L U for a batch, f32 and f64") {
   check3([](V x) { return la::lu(x[0]).lu; }, {f64({0, 0, 0, 0}, {2, 2})}, f64({0, 0, 0, 0}, {2, 2}));
 }
 
+TEST_CASE("lu of rectangular matrices: known factors, P a = L U on both paths, derivatives") {
+  // 2 x 3: row 1 pivots; U = [[4, 5, 6], [0, 0.75, 1.5]], L = [[1, 0], [0.25, 1]]
+  const Array wide = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  check3([](V x) { return la::lu(x[0]).lu; }, {wide}, f64({4, 5, 6, 0.25, 0.75, 1.5}, {2, 3}), 1e-12);
+  check3([](V x) { return la::lu(x[0]).pivots; }, {wide}, i32({1, 1}));
+  check3([](V x) { return la::lu(x[0]).permutation; }, {wide}, i32({1, 0}));
+  // 3 x 2: rows 2 then (after the first step) 2 again pivot; P a = [a2, a0, a1]
+  const Array tall = f64({1, 2, 3, 4, 5, 6}, {3, 2});
+  check3([](V x) { return la::lu(x[0]).lu; }, {tall}, f64({5, 6, 0.2, 0.8, 0.6, 0.5}, {3, 2}), 1e-12);
+  check3([](V x) { return la::lu(x[0]).pivots; }, {tall}, i32({2, 2}));
+  check3([](V x) { return la::lu(x[0]).permutation; }, {tall}, i32({2, 0, 1}));
+  // P a = L U with L = m x k, U = k x n; 70 x 90 and 90 x 70 go to LAPACK where it is loaded
+  std::mt19937 rng(8);
+  for (DType t : {DType::f64, DType::f32})
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 4}, {4, 1}, {3, 5}, {5, 3}, {20, 9}, {9, 20}, {70, 90}, {90, 70}}) {
+      INFO(m << " x " << n << " " << name_of(t));
+      const int64_t k = std::min(m, n);
+      const Array a = randomArray({2, m, n}, rng, -1, 1, t);
+      check3(
+          [m, n, k](V x) {
+            const la::LU<> f = la::lu(x[0]);
+            const Tensor P = one_hot(f.permutation, m, x[0].dtype());
+            const Tensor eye = la::diag(full({k}, 1.0, x[0].dtype()));
+            const Tensor L = tril(slice(f.lu, {0, 0, 0}, {2, m, k}), -1) + pad(eye, {0, 0}, {m - k, 0});
+            const Tensor U = triu(slice(f.lu, {0, 0, 0}, {2, k, n}));
+            return matmul(L, U) - matmul(P, x[0]);
+          },
+          {a}, Array(a.type()), t == DType::f64 ? 1e-12 : 1e-5);
+      check3([](V x) { return cast(gt(max(abs(tril(la::lu(x[0]).lu, -1))), 1.0), DType::i32); }, {a}, i32({0}, {}));
+    }
+  const CheckGradsOptions o{.order = 2, .modes = {"rev", "fwd"}, .eps = 1e-5, .rtol = 1e-5, .atol = 1e-7};
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}, {1, 3}, {3, 1}}) {
+    INFO("gradient, " << m << " x " << n);
+    const Array w = randomArray({2, m, n}, rng);
+    check_grads([w](const Tensor& a) { return la::lu(a).lu * constant(w); }, randomArray({2, m, n}, rng, -1, 1), o);
+  }
+}
+
 TEST_CASE("lu, slogdet: structures a jitted function returns") {
   const Array a = f64({1, 2, 3, 4}, {2, 2});
   // [snippet:lu-structure]
@@ -430,7 +468,7 @@ TEST_CASE("linalg: errors name the function, what it expected and what it got, a
   fails([](Tensor a) { return la::cholesky(a); }, {rect}, "cholesky: expected a floating-point square matrix (or a batch of them), got f64[2,3]");
   fails([](Tensor a) { return la::cholesky(a); }, {vec}, "cholesky: expected a floating-point square matrix (or a batch of them), got f64[3]");
   fails([](Tensor a) { return la::cholesky(a); }, {ints}, "got i32[2,2]");
-  fails([](Tensor a) { return la::lu(a).lu; }, {rect}, "lu: expected a floating-point square matrix");
+  fails([](Tensor a) { return la::lu(a).lu; }, {vec}, "lu: expected a floating-point matrix (or a batch of them), got f64[3]");
   fails([](Tensor a) { return la::inv(a); }, {rect}, "inv: expected a floating-point square matrix");
   fails([](Tensor a) { return la::det(a); }, {rect}, "det: expected a floating-point square matrix");
   fails([](Tensor a, Tensor b) { return la::solve(a, b); }, {sq, Type{DType::f64, {4}}}, "solve: a has 3 rows but b f64[4] has 4");
