@@ -11,7 +11,7 @@
 // of a 64×64 and 256×256 solve (LAPACK's: dgesv, dgetrs and an outer product
 // by hand). Not a test.
 // `--quick`: fewer repetitions, no 2048²; `--no-2048`; `--large-only`: the
-// 512² and 2048² rows alone; `--reps N`: N rounds of each large row (best of
+// 512² and 2048² rows alone; `--small-only`: the batches of small matrices alone; `--reps N`: N rounds of each large row (best of
 // N, interleaved); `--thresholds`: the sweep the LAPACK thresholds come from.
 #include <adjit/adjit.h>
 
@@ -35,6 +35,8 @@ void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info
 void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda, float* b, const int* ldb, int* info);
 void dgesv_(const int* n, const int* nrhs, double* a, const int* lda, int* ipiv, double* b, const int* ldb, int* info);
 void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
+void sgesv_(const int* n, const int* nrhs, float* a, const int* lda, int* ipiv, float* b, const int* ldb, int* info);
 void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv, double* b, const int* ldb,
              int* info);
 void dtrmm_(const char* side, const char* uplo, const char* transa, const char* diag, const int* m, const int* n, const double* alpha,
@@ -476,6 +478,49 @@ void largeQr(int64_t n, int reps) {
 /// The gradient of sum(solve(a, b) * w) in a and b (one right-hand side):
 /// adjit's reverse mode against LAPACK by hand (dgesv, then dgetrs with the
 /// transpose for bbar = a^-T w, and abar = -bbar x^T).
+/// batch × solve(a, b) of general n × n matrices with one right-hand side
+/// (lu, one matrix per SIMD lane, then two triangular solves) against
+/// LAPACK's gesv per matrix (on aᵀ: a row-major a is column-major aᵀ, the
+/// same work), and lu alone against getrf.
+template <class T> void luSolve(int64_t batch, int64_t n) {
+  const char* dt = std::is_same_v<T, double> ? "f64" : "f32";
+  std::vector<T> a(static_cast<std::size_t>(batch * n * n)), b(static_cast<std::size_t>(batch * n));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = T(std::sin(0.37 * double(i) + 0.1 * double(i / std::size_t(n * n))));
+  for (int64_t k = 0; k < batch; ++k)
+    for (int64_t i = 0; i < n; ++i) a[std::size_t(k * n * n + i * n + (i + 1) % n)] += T(2); // pivots off the diagonal
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = T(std::cos(0.1 * double(i)));
+  const Array A(a, {batch, n, n}), B(b, {batch, n, 1});
+  auto f = jit([](const Tensor& x, const Tensor& y) { return linalg::solve(x, y); }, {.threads = 1});
+  auto lu = jit([](const Tensor& x) { return linalg::lu(x).lu; }, {.threads = 1});
+  Array X, LU;
+  const double compile = firstCall([&] { X = f(A, B); }), compileLu = firstCall([&] { LU = lu(A); });
+  f.wait_optimized(); // time the optimised code (JitOptions::tiers)
+  lu.wait_optimized();
+  std::vector<T> work(a.size()), x(b.size());
+  std::vector<int> ipiv(static_cast<std::size_t>(n));
+  const int ni = int(n), one = 1;
+  auto lapack = [&](bool solve) {
+    std::memcpy(work.data(), a.data(), a.size() * sizeof(T));
+    if (solve) std::memcpy(x.data(), b.data(), b.size() * sizeof(T));
+    for (int64_t k = 0; k < batch; ++k) {
+      int info = 0;
+      T* m = work.data() + k * n * n;
+      if constexpr (std::is_same_v<T, double>) {
+        if (solve) dgesv_(&ni, &one, m, &ni, ipiv.data(), x.data() + k * n, &ni, &info);
+        else dgetrf_(&ni, &ni, m, &ni, ipiv.data(), &info);
+      } else {
+        if (solve) sgesv_(&ni, &one, m, &ni, ipiv.data(), x.data() + k * n, &ni, &info);
+        else sgetrf_(&ni, &ni, m, &ni, ipiv.data(), &info);
+      }
+    }
+  };
+  char label[96];
+  std::snprintf(label, sizeof label, "%s solve %lld x [%lld, %lld]", dt, (long long)batch, (long long)n, (long long)n);
+  report(label, interleaved([&] { X = f(A, B); }, [&] { lapack(true); }), 0, compile, batch);
+  std::snprintf(label, sizeof label, "%s lu %lld x [%lld, %lld]", dt, (long long)batch, (long long)n, (long long)n);
+  report(label, interleaved([&] { LU = lu(A); }, [&] { lapack(false); }), 0, compileLu, batch);
+}
+
 void solveGrad(int64_t n) {
   std::vector<double> a(static_cast<std::size_t>(n * n)), b(static_cast<std::size_t>(n)), w(b.size());
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i));
@@ -513,12 +558,13 @@ void solveGrad(int64_t n) {
 } // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, sweep = false, large = true, largeOnly = false;
+  bool quick = false, sweep = false, large = true, largeOnly = false, smallOnly = false;
   int reps512 = 0;
   for (int i = 1; i < argc; ++i) {
     quick = quick || std::strcmp(argv[i], "--quick") == 0;
     sweep = sweep || std::strcmp(argv[i], "--thresholds") == 0;
     largeOnly = largeOnly || std::strcmp(argv[i], "--large-only") == 0;
+    smallOnly = smallOnly || std::strcmp(argv[i], "--small-only") == 0;
     if (std::strcmp(argv[i], "--no-2048") == 0) large = false;
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps512 = std::atoi(argv[++i]);
   }
@@ -530,10 +576,15 @@ int main(int argc, char** argv) {
     choleskySolve<double>(100, 32);
     choleskySolve<float>(1000, 8);
     choleskySolve<float>(100, 32);
+    luSolve<double>(1000, 8);
+    luSolve<double>(100, 32);
+    luSolve<float>(1000, 8);
+    luSolve<float>(100, 32);
     solveGrad(64);
     solveGrad(256);
   }
   if (sweep) thresholds();
+  if (smallOnly) return 0;
   std::printf("\nlarge matrices (adjit/LAPACK: below 1.2 is the target)\n");
   for (int64_t n : {512, 2048}) {
     if (n > 512 && !large) break;

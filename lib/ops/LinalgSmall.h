@@ -1,4 +1,4 @@
-// ops/LinalgSmall.h — lowerings of cholesky and triangular_solve for batches
+// ops/LinalgSmall.h — lowerings of cholesky, triangular_solve and lu for batches
 // of small matrices, vectorised across the batch (LinalgSmallLowering.cpp),
 // which the op blocks of LinalgSolve.cpp try before their per-matrix loops.
 #pragma once
@@ -20,5 +20,8 @@ bool lowerCholeskyAcrossBatch(codegen::LowerCtx& c);
 
 /// The same for triangular_solve (operands a and b, result x).
 bool lowerTriangularSolveAcrossBatch(codegen::LowerCtx& c, const SolveFlags& f);
+
+/// The same for lu of square matrices (results lu, pivots, permutation).
+bool lowerLuAcrossBatch(codegen::LowerCtx& c);
 
 } // namespace adjit::ops::small

@@ -1,4 +1,4 @@
-// ops/LinalgSmallLowering.cpp — cholesky and triangular_solve on batches of
+// ops/LinalgSmallLowering.cpp — cholesky, triangular_solve and lu on batches of
 // small matrices, vectorised across the batch: the lanes of one SIMD vector
 // hold the same element of G different matrices (G = the target's vector
 // width in elements: 8 f64 or 16 f32 on AVX-512, 4 or 8 on AVX2), so every
@@ -399,6 +399,93 @@ bool lowerTriangularSolveAcrossBatch(LowerCtx& c, const SolveFlags& f) {
                     [&](llvm::Value* sys) { return v.ld(SX, x(sys, i)); }, [&](llvm::Value* k) { return C(i, k); },
                     [&](llvm::Value* sys, llvm::Value* k) { return v.ld(SX, x(sys, k)); },
                     [&](llvm::Value* sys, llvm::Value* acc) { v.st(diag ? c.b.CreateFDiv(acc, diag) : acc, SX, x(sys, i)); });
+    });
+  }, store);
+  return true;
+}
+
+bool lowerLuAcrossBatch(LowerCtx& c) {
+  const Type& at = c.operandType(0);
+  const int64_t n = at.shape.back();
+  const int64_t batch = num_elements(Shape(at.shape.begin(), at.shape.end() - 2));
+  if (at.shape[at.shape.size() - 2] != n || !acrossBatch(c, at.dtype, batch, n)) return false;
+  const Lanes v(c, at.dtype, n <= kUnrollOrder);
+  llvm::Value *A = c.operandBuffer(0), *LU = c.results[0], *Piv = c.results[1], *Perm = c.results[2];
+  const int64_t nn = n * n;
+  llvm::Value* S = c.workspace(static_cast<uint64_t>(nn * v.G * v.es()));
+  llvm::Type* i32 = c.b.getInt32Ty();
+  auto* idxTy = llvm::FixedVectorType::get(i32, static_cast<unsigned>(v.G));
+  llvm::Value* P = c.entryAlloca(idxTy, static_cast<uint64_t>(n)); // step k's pivot row of each lane
+  auto pivotSlot = [&](llvm::Value* k) { return c.b.CreateInBoundsGEP(idxTy, P, k); };
+  auto s = [&](llvm::Value* i, llvm::Value* j) { return v.at(i, n, j); };
+  auto splat32 = [&](llvm::Value* x) { return c.b.CreateVectorSplat(static_cast<unsigned>(v.G), c.b.CreateTrunc(x, i32)); };
+  // element (i, j) of lane l lies at S + (i n + j) G + l: lane l's row p_l of column j
+  llvm::Value* lanes = [&] {
+    std::vector<llvm::Constant*> l;
+    for (int64_t k = 0; k < v.G; ++k) l.push_back(llvm::ConstantInt::get(i32, static_cast<uint64_t>(k)));
+    return llvm::ConstantVector::get(l);
+  }();
+  auto rowOf = [&](llvm::Value* p, llvm::Value* j) {
+    llvm::Value* idx = c.b.CreateAdd(c.b.CreateMul(p, splat32(v.i64(n * v.G))), c.b.CreateAdd(splat32(v.mul(j, v.G)), lanes));
+    return c.b.CreateInBoundsGEP(v.elem, S, idx);
+  };
+  const llvm::Align elemAlign{static_cast<uint64_t>(v.es())};
+  llvm::Value* all = llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(c.b.getInt1Ty(), static_cast<unsigned>(v.G)));
+  auto load = [&](llvm::Value* first, int64_t valid) { v.gather(c.b.CreateInBoundsGEP(v.elem, A, v.mul(first, nn)), nn, S, valid); };
+  // lu back, and each lane's pivots and permutation (the pivots' swaps applied to 0..n-1)
+  // (one loop over the lanes: emitted per lane, the copies made LLVM's time)
+  auto store = [&](llvm::Value* first, int64_t valid) {
+    v.scatter(S, nn, c.b.CreateInBoundsGEP(v.elem, LU, v.mul(first, nn)), valid);
+    v.rolled(v.i64(0), v.i64(valid), [&](llvm::Value* l) {
+      llvm::Value* base = v.mul(v.add(first, l), n);
+      v.range(0, n, [&](llvm::Value* i) { c.store(DType::i32, c.b.CreateTrunc(i, i32), Perm, v.add(base, i)); });
+      v.range(0, n, [&](llvm::Value* k) {
+        llvm::Value* p = c.b.CreateLoad(i32, c.b.CreateInBoundsGEP(i32, P, v.add(v.mul(k, v.G), l)));
+        c.store(DType::i32, p, Piv, v.add(base, k));
+        llvm::Value* pk = v.add(base, k);
+        llvm::Value* pp = c.b.CreateAdd(base, c.b.CreateZExt(p, c.b.getInt64Ty()));
+        llvm::Value* permK = c.load(DType::i32, Perm, pk);
+        c.store(DType::i32, c.load(DType::i32, Perm, pp), Perm, pk);
+        c.store(DType::i32, permK, Perm, pp);
+      });
+    });
+  };
+  // Right-looking, as the per-matrix loops: at step k each lane's pivot row
+  // p (the first of the largest |a[i, k]|, i >= k), rows k and p swapped
+  // (a gather of row p's elements, lane by lane, and a scatter of row k's
+  // into it), then the multipliers and the trailing update for every lane.
+  v.groups(batch, load, [&] {
+    v.range(0, n, [&](llvm::Value* k) {
+      llvm::Value* best = v.var(v.vec);
+      llvm::Value* p = v.var(idxTy);
+      c.b.CreateStore(c.intrinsic(llvm::Intrinsic::fabs, {{v.ld(S, s(k, k))}}), best);
+      c.b.CreateStore(splat32(k), p);
+      v.range(v.add(k, 1), v.i64(n), [&](llvm::Value* i) {
+        llvm::Value* x = c.intrinsic(llvm::Intrinsic::fabs, {{v.ld(S, s(i, k))}});
+        llvm::Value* better = c.b.CreateFCmpOGT(x, v.get(best, v.vec));
+        c.b.CreateStore(c.b.CreateSelect(better, x, v.get(best, v.vec)), best);
+        c.b.CreateStore(c.b.CreateSelect(better, splat32(i), v.get(p, idxTy)), p);
+      });
+      llvm::Value* pv = v.get(p, idxTy);
+      c.b.CreateStore(pv, pivotSlot(k));
+      // swap only where some lane pivots off the diagonal
+      llvm::Value* moves = c.intrinsic(llvm::Intrinsic::vector_reduce_or, {{c.b.CreateICmpNE(pv, splat32(k))}});
+      v.ifElse(moves, [&] {
+        v.range(0, n, [&](llvm::Value* j) {
+          llvm::Value* rowK = v.ld(S, s(k, j));
+          llvm::Value* rowP = c.b.CreateMaskedGather(v.vec, rowOf(pv, j), elemAlign, all);
+          v.st(rowP, S, s(k, j));
+          c.b.CreateMaskedScatter(rowK, rowOf(pv, j), elemAlign, all);
+        });
+      }, [] {});
+      llvm::Value* piv = v.ld(S, s(k, k));
+      llvm::Value* nonzero = c.b.CreateFCmpUNE(piv, v.splat(0));
+      v.range(v.add(k, 1), v.i64(n), [&](llvm::Value* i) {
+        llvm::Value* x = v.ld(S, s(i, k));
+        llvm::Value* l = c.b.CreateSelect(nonzero, c.b.CreateFDiv(x, piv), x);
+        v.st(l, S, s(i, k));
+        v.range(v.add(k, 1), v.i64(n), [&](llvm::Value* j) { v.st(v.nfma(l, v.ld(S, s(k, j)), v.ld(S, s(i, j))), S, s(i, j)); });
+      });
     });
   }, store);
   return true;

@@ -241,6 +241,31 @@ TEST_CASE("lu: a known factorisation, and P a = L U for a batch, f32 and f64") {
   check3([](V x) { return la::lu(x[0]).lu; }, {f64({0, 0, 0, 0}, {2, 2})}, f64({0, 0, 0, 0}, {2, 2}));
 }
 
+TEST_CASE("lu of batches of small matrices (one per SIMD lane) agrees with the interpreter for SSE, AVX2 and the host") {
+  // 19 matrices: full groups of lanes and a partial last one for every vector width
+  std::mt19937 rng(12);
+  auto f = [](const Tensor& a) {
+    const la::LU<> r = la::lu(a);
+    return std::tuple{r.lu, r.pivots, r.permutation};
+  };
+  for (DType t : {DType::f64, DType::f32})
+    for (int64_t n : {1, 2, 3, 5, 8, 12, 32}) {
+      Array a = randomArray({19, n, n}, rng, -1, 1, t);
+      // ties and zeros: matrix 4's first column all equal (the first row pivots), matrix 7 singular
+      for (int64_t i = 0; i < n; ++i) a.set(4 * n * n + i * n, 0.5);
+      for (int64_t i = 0; i < n * n; ++i) a.set(7 * n * n + i, double(i % n));
+      const Module m = trace([&](const Tensor& x) { return f(x); }, a.type());
+      const std::vector<Array> want = m.interpret("f", {a});
+      for (const char* cpu : {"", "x86-64-v2", "x86-64-v3"}) {
+        INFO(name_of(t) << " n = " << n << " cpu " << (*cpu ? cpu : "host"));
+        const auto [lu, pivots, perm] = jit(f, {.cpu = cpu})(a);
+        ADJIT_CHECK_CLOSE(lu, want[0], t == DType::f64 ? 1e-12 : 1e-5);
+        CHECK(bytesOf(pivots) == bytesOf(want[1]));
+        CHECK(bytesOf(perm) == bytesOf(want[2]));
+      }
+    }
+}
+
 TEST_CASE("lu of rectangular matrices: known factors, P a = L U on both paths, derivatives") {
   // 2 x 3: row 1 pivots; U = [[4, 5, 6], [0, 0.75, 1.5]], L = [[1, 0], [0.25, 1]]
   const Array wide = f64({1, 2, 3, 4, 5, 6}, {2, 3});
