@@ -263,6 +263,8 @@ TEST_CASE("lu of batches of small matrices (one per SIMD lane) agrees with the i
         CHECK(bytesOf(pivots) == bytesOf(want[1]));
         CHECK(bytesOf(perm) == bytesOf(want[2]));
       }
+      // the path across the batch: row swaps by scatter
+      CHECK(jit(f).lower(a).llvm_ir.find("llvm.masked.scatter") != std::string::npos);
     }
 }
 
