@@ -521,6 +521,37 @@ template <class T> void luSolve(int64_t batch, int64_t n) {
   report(label, interleaved([&] { LU = lu(A); }, [&] { lapack(false); }), 0, compileLu, batch);
 }
 
+/// batch × qr of m × n f64 matrices (reduced, one matrix per SIMD lane)
+/// against LAPACK's dgeqrf + dorgqr per matrix (of aᵀ: the same work).
+void qrSmall(int64_t batch, int64_t m, int64_t n) {
+  std::vector<double> a(static_cast<std::size_t>(batch * m * n));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i));
+  const Array A(a, {batch, m, n});
+  auto f = jit([](const Tensor& x) { auto d = linalg::qr(x); return std::tuple{d.q, d.r}; }, {.threads = 1});
+  Array Q, R;
+  const double compile = firstCall([&] { std::tie(Q, R) = f(A); });
+  f.wait_optimized(); // time the optimised code (JitOptions::tiers)
+  // LAPACK on aᵀ (n × m column-major): its qr has the same cost
+  const int mi = int(n), ni = int(m), k = int(std::min(m, n));
+  std::vector<double> work(a.size()), tau(static_cast<std::size_t>(k)), w(1);
+  int lwork = -1, info = 0;
+  dgeqrf_(&mi, &ni, work.data(), &mi, tau.data(), w.data(), &lwork, &info);
+  double most = w[0];
+  dorgqr_(&mi, &k, &k, work.data(), &mi, tau.data(), w.data(), &lwork, &info);
+  w.resize(std::size_t(std::max(most, w[0]))), lwork = int(w.size());
+  auto lapack = [&] {
+    std::memcpy(work.data(), a.data(), a.size() * sizeof(double));
+    for (int64_t b = 0; b < batch; ++b) {
+      double* x = work.data() + b * m * n;
+      dgeqrf_(&mi, &ni, x, &mi, tau.data(), w.data(), &lwork, &info);
+      dorgqr_(&mi, &k, &k, x, &mi, tau.data(), w.data(), &lwork, &info);
+    }
+  };
+  char label[96];
+  std::snprintf(label, sizeof label, "f64 qr %lld x [%lld, %lld]", (long long)batch, (long long)m, (long long)n);
+  report(label, interleaved([&] { std::tie(Q, R) = f(A); }, lapack), 0, compile, batch);
+}
+
 void solveGrad(int64_t n) {
   std::vector<double> a(static_cast<std::size_t>(n * n)), b(static_cast<std::size_t>(n)), w(b.size());
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i));
@@ -580,6 +611,9 @@ int main(int argc, char** argv) {
     luSolve<double>(100, 32);
     luSolve<float>(1000, 8);
     luSolve<float>(100, 32);
+    qrSmall(1000, 8, 8);
+    qrSmall(1000, 16, 4);
+    qrSmall(100, 32, 32);
     solveGrad(64);
     solveGrad(256);
   }

@@ -404,6 +404,38 @@ bool lowerTriangularSolveAcrossBatch(LowerCtx& c, const SolveFlags& f) {
   return true;
 }
 
+llvm::FixedVectorType* vectorType(const LowerCtx& c, DType t) {
+  return llvm::FixedVectorType::get(c.scalarType(t), static_cast<unsigned>(Lanes::lanesOf(c, t)));
+}
+
+bool acrossBatch(LowerCtx& c, DType t, int64_t batch, int64_t order, const std::vector<Matrices>& in, const std::vector<Matrices>& out,
+                 uint64_t extraBytes,
+                 const std::function<void(const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>&, llvm::Value*)>& compute) {
+  if (!acrossBatch(c, t, batch, order)) return false;
+  const Lanes v(c, t, false);
+  // one workspace (each call of c.workspace starts at the same place), cut in vector-aligned parts
+  uint64_t bytes = 0;
+  std::vector<uint64_t> offsets;
+  for (const auto* ms : {&in, &out})
+    for (const Matrices& m : *ms) {
+      offsets.push_back(bytes);
+      bytes += static_cast<uint64_t>(m.elements * v.G * v.es());
+    }
+  llvm::Value* ws = c.workspace(bytes + extraBytes);
+  auto part = [&](uint64_t at) { return c.b.CreateConstInBoundsGEP1_64(c.b.getInt8Ty(), ws, at); };
+  std::vector<llvm::Value*> sin, sout;
+  for (std::size_t i = 0; i < offsets.size(); ++i) (i < in.size() ? sin : sout).push_back(part(offsets[i]));
+  llvm::Value* extra = part(bytes);
+  v.groups(batch, [&](llvm::Value* first, int64_t valid) {
+    for (std::size_t i = 0; i < in.size(); ++i)
+      v.gather(c.b.CreateInBoundsGEP(v.elem, in[i].buffer, v.mul(first, in[i].elements)), in[i].elements, sin[i], valid);
+  }, [&] { compute(sin, sout, extra); }, [&](llvm::Value* first, int64_t valid) {
+    for (std::size_t i = 0; i < out.size(); ++i)
+      v.scatter(sout[i], out[i].elements, c.b.CreateInBoundsGEP(v.elem, out[i].buffer, v.mul(first, out[i].elements)), valid);
+  });
+  return true;
+}
+
 bool lowerLuAcrossBatch(LowerCtx& c) {
   const Type& at = c.operandType(0);
   const int64_t n = at.shape.back();

@@ -482,6 +482,7 @@ void defineSpectralOps(Table& t) {
       .fold = noFold,
       .lower = [](codegen::LowerCtx& c) {
         const Mat d = matOf(c.operandType(0).shape);
+        if (spectral::lowerQrAcrossBatch(c)) return; // up to 32 × 32, before LAPACK (measured there)
         if (lapack::use(c, std::min(d.m, d.n), kLapackQr) && lapack::use(c, std::max(d.m, d.n), 0)) return lapack::lowerQr(c);
         spectral::lowerQr(c);
       },

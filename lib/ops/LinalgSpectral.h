@@ -28,6 +28,10 @@ inline Mat matOf(const Shape& s) {
 /// The generated-code versions of qrMatrix, eighMatrix and svdMatrix
 /// (LinalgSpectral.cpp), step for step, over every matrix of the batch.
 void lowerQr(codegen::LowerCtx& c);
+/// lowerQr for a batch of at least a vector's lanes of matrices up to 32 ×
+/// 32, one matrix per lane (LinalgSmall.h's acrossBatch): the same steps and
+/// bits; returns false, emitting nothing, otherwise.
+bool lowerQrAcrossBatch(codegen::LowerCtx& c);
 void lowerEigh(codegen::LowerCtx& c);
 void lowerSvd(codegen::LowerCtx& c);
 

@@ -8,6 +8,7 @@
 
 #include <adjit/decompositions.h>
 
+#include <cstring>
 #include <random>
 
 using namespace adjit;
@@ -165,6 +166,48 @@ TEST_CASE("qr: orthonormal q, upper triangular r, q r = a; interpreter and JIT a
       checkQr(a, jitted[0], jitted[1]);
       ADJIT_CHECK_CLOSE(jitted[0], interp[0], tolOf(t) * 10);
       ADJIT_CHECK_CLOSE(jitted[1], interp[1], tolOf(t) * 10);
+    }
+}
+
+/// Matrix b of a batch [batch, m, n], as an [m, n] array of its own.
+Array matrixAt(const Array& a, int64_t b) {
+  const Shape& s = a.shape();
+  Array out(Type{a.dtype(), {s[1], s[2]}});
+  std::memcpy(out.raw(), static_cast<const char*>(a.raw()) + b * out.bytes(), out.bytes());
+  return out;
+}
+
+TEST_CASE("qr of batches of small matrices (one per SIMD lane): the per-matrix code's bits, for SSE, AVX2 and the host") {
+  // 19 matrices: full groups of lanes and a partial last one; matrix 5 has a zero column
+  auto f = [](const Tensor& x) {
+    auto [q, r] = linalg::qr(x);
+    return std::tuple{q, r};
+  };
+  for (DType t : {DType::f64, DType::f32})
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {3, 3}, {5, 3}, {3, 5}, {8, 8}, {12, 7}, {7, 12}, {32, 32}}) {
+      Array a = randomMatrix(t, {19, m, n}, 21);
+      for (int64_t i = 0; i < m; ++i) a.set(5 * m * n + i * n, 0.0);
+      const Module mod = trace([&](const Tensor& x) { auto [q, r] = linalg::qr(x); return V{q, r}; }, a.type());
+      const std::vector<Array> want = mod.interpret("f", {a});
+      // one matrix at a time (a batch of one: the per-matrix code), to compare bits with (a single
+      // 32 x 32 goes to LAPACK where it is loaded: values only)
+      for (const char* cpu : {"", "x86-64-v2", "x86-64-v3"}) {
+        INFO(name_of(t) << " " << m << " x " << n << " cpu " << std::string(*cpu ? cpu : "host"));
+        const auto [q, r] = jit(f, {.cpu = cpu})(a);
+        checkQr(a, q, r);
+        ADJIT_CHECK_CLOSE(q, want[0], tolOf(t) * 10);
+        ADJIT_CHECK_CLOSE(r, want[1], tolOf(t) * 10);
+        auto one = jit(f, {.cpu = cpu});
+        for (int64_t b : {0, 5, 18}) {
+          if (std::max(m, n) >= 32) break;
+          const auto [q1, r1] = one(matrixAt(a, b));
+          CHECK(bytesOf(q1) == bytesOf(matrixAt(q, b)));
+          CHECK(bytesOf(r1) == bytesOf(matrixAt(r, b)));
+        }
+      }
+      INFO(name_of(t) << " " << m << " x " << n);
+      if (m * n >= 16) // (smaller groups are gathered element by element, with no transposing function to see)
+        CHECK(jit(f).lower(a).llvm_ir.find("adjit.lanes.") != std::string::npos);
     }
 }
 

@@ -257,7 +257,7 @@ TEST_CASE("lu of batches of small matrices (one per SIMD lane) agrees with the i
       const Module m = trace([&](const Tensor& x) { return f(x); }, a.type());
       const std::vector<Array> want = m.interpret("f", {a});
       for (const char* cpu : {"", "x86-64-v2", "x86-64-v3"}) {
-        INFO(name_of(t) << " n = " << n << " cpu " << (*cpu ? cpu : "host"));
+        INFO(name_of(t) << " n = " << n << " cpu " << std::string(*cpu ? cpu : "host"));
         const auto [lu, pivots, perm] = jit(f, {.cpu = cpu})(a);
         ADJIT_CHECK_CLOSE(lu, want[0], t == DType::f64 ? 1e-12 : 1e-5);
         CHECK(bytesOf(pivots) == bytesOf(want[1]));
