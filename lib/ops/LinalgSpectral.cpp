@@ -576,6 +576,7 @@ void defineSpectralOps(Table& t) {
       },
       .fold = noFold,
       .lower = [](codegen::LowerCtx& c) {
+        if (spectral::lowerEighAcrossBatch(c)) return; // up to 32 × 32, before LAPACK (measured there)
         if (lapack::use(c, c.operandType(0).shape.back(), kLapackEigh)) return lapack::lowerEigh(c);
         spectral::lowerEigh(c);
       },

@@ -33,6 +33,9 @@ void lowerQr(codegen::LowerCtx& c);
 /// bits; returns false, emitting nothing, otherwise.
 bool lowerQrAcrossBatch(codegen::LowerCtx& c);
 void lowerEigh(codegen::LowerCtx& c);
+/// lowerEigh across the batch (as lowerQrAcrossBatch); each lane sweeps
+/// until its own matrix converges.
+bool lowerEighAcrossBatch(codegen::LowerCtx& c);
 void lowerSvd(codegen::LowerCtx& c);
 
 } // namespace adjit::ops::spectral

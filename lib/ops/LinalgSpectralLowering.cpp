@@ -9,7 +9,13 @@
 // dgeqrf + dorgqr per matrix (f64, bench/linalg_bench.cpp --small-only,
 // interleaved, load ~4): 1000 × 8×8 12-17× faster (per matrix 3.3×), 1000 ×
 // 16×4 10.5-10.8× (2.1×), 100 × 32×32 2.8-3.0× (0.84×: LAPACK then), so up
-// to 32 × 32 batches go across the batch before LAPACK's threshold.
+// to 32 × 32 batches go across the batch before LAPACK's threshold. Jacobi
+// eigh too: its lanes converge on their own (a lane done, or whose apq is
+// zero, rotates by the identity), and sort and normalise on their own
+// (Gen's lane helpers). Against dsyevd per matrix (f64,
+// bench/decompositions_bench.cpp --quick, interleaved, load ~4): 256 × 8×8
+// 0.15 of its time (one matrix at a time 0.83), 64 × 32×32 0.90 (LAPACK's
+// own path before, from order 16).
 #include "ops/LinalgSpectral.h"
 #include "ops/LinalgSmall.h"
 
@@ -111,8 +117,51 @@ struct Gen {
       st(xa, x, b);
     });
   }
+  // ---- lanes: values that differ from lane to lane ----------------------------
+  /// The lanes' type with i64 elements, for per-lane indices.
+  llvm::FixedVectorType* indexType() const { return llvm::FixedVectorType::get(c.b.getInt64Ty(), lanes->getNumElements()); }
+  llvm::Value* splatIndex(llvm::Value* i) const { return c.b.CreateVectorSplat(lanes->getNumElements(), i); }
+  /// Lane l's element idx[l] of a lane-interleaved buffer: a vector of pointers.
+  llvm::Value* lanePtrs(llvm::Value* buf, llvm::Value* idx) const {
+    std::vector<llvm::Constant*> l;
+    for (unsigned i = 0; i < lanes->getNumElements(); ++i) l.push_back(llvm::ConstantInt::get(c.b.getInt64Ty(), i));
+    llvm::Value* scaled = c.b.CreateMul(idx, splatIndex(i64(lanes->getNumElements())));
+    return c.b.CreateInBoundsGEP(c.scalarType(t), buf, c.b.CreateAdd(scaled, llvm::ConstantVector::get(l)));
+  }
+  llvm::Value* allLanes() const {
+    return llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(c.b.getInt1Ty(), lanes->getNumElements()));
+  }
+  llvm::Value* gatherAt(llvm::Value* buf, llvm::Value* idx) const {
+    return c.b.CreateMaskedGather(lanes, lanePtrs(buf, idx), llvm::Align(size_of(t)), allLanes());
+  }
+  void scatterAt(llvm::Value* v, llvm::Value* buf, llvm::Value* idx) const {
+    c.b.CreateMaskedScatter(v, lanePtrs(buf, idx), llvm::Align(size_of(t)), allLanes());
+  }
+  /// Elements a (same for every lane) and idx (lane by lane) of buf swapped.
+  void swapLanes(llvm::Value* buf, llvm::Value* a, llvm::Value* idx) const {
+    llvm::Value* x = ld(buf, a);
+    st(gatherAt(buf, idx), buf, a);
+    scatterAt(x, buf, idx);
+  }
+  /// Whether any lane of mask m is set (m scalar: m).
+  llvm::Value* any(llvm::Value* m) const { return lanes ? c.intrinsic(llvm::Intrinsic::vector_reduce_or, {{m}}) : m; }
+
   /// normaliseSign: column j of x (rows×cols), and of y (yrows×cols) with it.
   void normaliseSign(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* j, llvm::Value* y, int64_t yrows) const {
+    if (lanes) { // the largest magnitude's value, then the columns times its sign, lane by lane
+      llvm::Value* bestAbs = var(k(0));
+      llvm::Value* bestVal = var(ld(x, at(i64(0), cols, j)));
+      c.loop(rows, [&](llvm::Value* i) {
+        llvm::Value* xi = ld(x, at(i, cols, j));
+        llvm::Value* better = c.b.CreateFCmpOGT(abs(xi), get(bestAbs));
+        set(bestAbs, select(better, abs(xi), get(bestAbs)));
+        set(bestVal, select(better, xi, get(bestVal)));
+      });
+      llvm::Value* flip = c.b.CreateFCmpOLT(get(bestVal), k(0));
+      c.loop(rows, [&](llvm::Value* i) { st(select(flip, neg(ld(x, at(i, cols, j))), ld(x, at(i, cols, j))), x, at(i, cols, j)); });
+      c.loop(yrows, [&](llvm::Value* i) { st(select(flip, neg(ld(y, at(i, cols, j))), ld(y, at(i, cols, j))), y, at(i, cols, j)); });
+      return;
+    }
     llvm::Value* best = var(i64(0));
     llvm::Value* bestAbs = var(k(0));
     c.loop(rows, [&](llvm::Value* i) {
@@ -149,6 +198,28 @@ struct Gen {
   /// stored transposed (n×rows).
   void sortWithColumns(llvm::Value* vals, int64_t n, bool ascending, std::initializer_list<std::pair<llvm::Value*, int64_t>> mats,
                        bool transposed = false) const {
+    if (lanes) { // each lane's own order: its best index, then swaps by gather and scatter
+      c.loop(n, [&](llvm::Value* i) {
+        llvm::Value* best = var(splatIndex(i));
+        llvm::Value* bestVal = var(ld(vals, i));
+        range(iadd(i, 1), i64(n), [&](llvm::Value* j) {
+          llvm::Value* vj = ld(vals, j);
+          llvm::Value* better = ascending ? c.b.CreateFCmpOLT(vj, get(bestVal)) : c.b.CreateFCmpOGT(vj, get(bestVal));
+          set(best, c.b.CreateSelect(better, splatIndex(j), get(best, indexType())));
+          set(bestVal, select(better, vj, get(bestVal)));
+        });
+        llvm::Value* b = get(best, indexType());
+        ifThen(any(c.b.CreateICmpNE(b, splatIndex(i))), [&] {
+          swapLanes(vals, i, b);
+          for (auto [m, rows] : mats)
+            c.loop(rows, [&](llvm::Value* r) {
+              if (!transposed) swapLanes(m, at(r, n, i), c.b.CreateAdd(c.b.CreateMul(splatIndex(r), splatIndex(i64(n))), b));
+              else swapLanes(m, at(i, rows, r), c.b.CreateAdd(c.b.CreateMul(b, splatIndex(i64(rows))), splatIndex(r)));
+            });
+        });
+      });
+      return;
+    }
     c.loop(n, [&](llvm::Value* i) {
       llvm::Value* best = var(i);
       llvm::Value* bestVal = var(ld(vals, i));
@@ -273,115 +344,164 @@ void lowerQr(LowerCtx& c) {
   });
 }
 
+namespace {
+
+/// eigh's workspace per matrix (or group of lanes): a round's pairs (p, q as
+/// i64, the same for every lane), their c, s, new diagonal entries and
+/// whether each rotates (one value or vector each), then S. The pairs take
+/// a multiple of 64 bytes, so that the vectors after them are aligned.
+int64_t eighPairBytes(int64_t n) { return (16 * ((n + (n & 1)) / 2) + 63) / 64 * 64; }
+uint64_t eighWorkspace(int64_t n, uint64_t valueBytes) {
+  const int64_t half = (n + (n & 1)) / 2;
+  return static_cast<uint64_t>(eighPairBytes(n)) + (5 * static_cast<uint64_t>(half) + static_cast<uint64_t>(n * n)) * valueBytes;
+}
+
+/// Jacobi eigh of the n × n matrix a (its symmetric part) into w (ascending)
+/// and v (columns, signs normalised), as eighMatrix; `ws` holds
+/// eighWorkspace bytes. With lanes, each lane sweeps until its own matrix
+/// has converged (a lane done or with a zero apq rotates by the identity:
+/// c = 1, s = 0, its entries kept), and sorts and normalises on its own.
+void eighCore(const Gen& g, int64_t n, llvm::Value* a, llvm::Value* w, llvm::Value* v, llvm::Value* ws) {
+  LowerCtx& c = g.c;
+  const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
+  const int64_t N = n + (n & 1), half = N / 2;
+  const int64_t vb = static_cast<int64_t>(g.lanes ? g.lanes->getNumElements() * size_of(g.t) : size_of(g.t));
+  auto part = [&](int64_t byteOffset) { return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), ws, g.i64(byteOffset)); };
+  llvm::Value *pp = part(0), *qq = part(8 * half);
+  const int64_t pairs = eighPairBytes(n);
+  llvm::Value *pc = part(pairs), *ps = part(pairs + vb * half), *ppp = part(pairs + 2 * vb * half),
+              *pqq = part(pairs + 3 * vb * half), *prot = part(pairs + 4 * vb * half);
+  llvm::Value* s = part(pairs + 5 * vb * half);
+  llvm::Type* maskTy = g.lanes ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(c.b.getInt1Ty(), g.lanes->getNumElements())) : c.b.getInt1Ty();
+  llvm::Value* norm2 = g.var(g.k(0));
+  c.loop(n, [&](llvm::Value* i) {
+    c.loop(n, [&](llvm::Value* j) {
+      llvm::Value* x = g.mul(g.add(g.ld(a, g.at(i, n, j)), g.ld(a, g.at(j, n, i))), g.k(0.5));
+      g.st(x, s, g.at(i, n, j));
+      g.accumulate(norm2, g.mul(x, x));
+      g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), v, g.at(i, n, j));
+    });
+  });
+  llvm::Value* bound = g.mul(g.k(eps * eps), g.get(norm2));
+  llvm::Value* done = g.var(llvm::Constant::getNullValue(maskTy));
+  c.loop(kMaxSweeps, [&](llvm::Value*) {
+    g.ifThen(g.any(c.b.CreateNot(g.get(done, maskTy))), [&] {
+      llvm::Value* off = g.var(g.k(0));
+      c.loop(n, [&](llvm::Value* p) {
+        g.range(g.iadd(p, 1), g.i64(n), [&](llvm::Value* q) {
+          llvm::Value* x = g.ld(s, g.at(p, n, q));
+          g.accumulate(off, g.mul(x, x));
+        });
+      });
+      llvm::Value* more = c.b.CreateAnd(c.b.CreateFCmpOGT(g.get(off), bound), c.b.CreateNot(g.get(done, maskTy)));
+      g.set(done, c.b.CreateOr(g.get(done, maskTy), c.b.CreateNot(more)));
+      g.ifThen(g.any(more), [&] {
+        c.loop(N - 1, [&](llvm::Value* round) { // eighMatrix's rounds
+          llvm::Value* count = g.var(g.i64(0));
+          c.loop(N / 2, [&](llvm::Value* k) {
+            auto player = [&](llvm::Value* pos) { return g.iadd(c.b.CreateURem(c.b.CreateAdd(pos, round), g.i64(N - 1)), 1); };
+            llvm::Value* first = c.b.CreateICmpEQ(k, g.i64(0));
+            llvm::Value* x = c.b.CreateSelect(first, g.i64(0), player(k));
+            llvm::Value* y = c.b.CreateSelect(first, player(g.i64(0)), player(g.isub(N - 1, k)));
+            llvm::Value* p = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), x, y);
+            llvm::Value* q = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), y, x);
+            g.ifThen(c.b.CreateICmpSLT(q, g.i64(n)), [&] {
+              llvm::Value* apq = g.ld(s, g.at(p, n, q));
+              auto record = [&](llvm::Value* rot) { // rot: null (one matrix: always), or the lanes that rotate
+                llvm::Value *app = g.ld(s, g.at(p, n, p)), *aqq = g.ld(s, g.at(q, n, q));
+                auto [cs, sn, tt] = g.rotation(app, aqq, apq);
+                auto keep = [&](llvm::Value* x, llvm::Value* otherwise) { return rot ? g.select(rot, x, otherwise) : x; };
+                llvm::Value* at = g.geti(count);
+                c.store(DType::i64, p, pp, at);
+                c.store(DType::i64, q, qq, at);
+                g.st(keep(cs, g.k(1)), pc, at);
+                g.st(keep(sn, g.k(0)), ps, at);
+                g.st(keep(g.sub(app, g.mul(tt, apq)), app), ppp, at);
+                g.st(keep(g.add(aqq, g.mul(tt, apq)), aqq), pqq, at);
+                g.st(keep(g.k(1), g.k(0)), prot, at);
+                g.set(count, g.iadd(at, 1));
+              };
+              if (g.lanes) record(c.b.CreateAnd(c.b.CreateFCmpONE(apq, g.k(0)), more));
+              else g.ifThen(c.b.CreateFCmpONE(apq, g.k(0)), [&] { record(nullptr); });
+            });
+          });
+          llvm::Value* m = g.geti(count);
+          c.loop(n, [&](llvm::Value* i) { // S J, row by row
+            g.range(g.i64(0), m, [&](llvm::Value* r) {
+              llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
+              llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
+              llvm::Value *ip = g.at(i, n, p), *iq = g.at(i, n, q);
+              llvm::Value *xp = g.ld(s, ip), *xq = g.ld(s, iq);
+              g.st(g.sub(g.mul(cs, xp), g.mul(sn, xq)), s, ip);
+              g.st(g.add(g.mul(sn, xp), g.mul(cs, xq)), s, iq);
+            });
+          });
+          g.range(g.i64(0), m, [&](llvm::Value* r) { // Jᵀ (S J), and Vᵀ kept by rows
+            llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
+            llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
+            g.rotateRows(s, n, p, q, cs, sn);
+            g.st(g.ld(ppp, r), s, g.at(p, n, p));
+            g.st(g.ld(pqq, r), s, g.at(q, n, q));
+            // a lane that did not rotate keeps its (unrotated) apq
+            llvm::Value* rotated = c.b.CreateFCmpONE(g.ld(prot, r), g.k(0));
+            g.st(g.select(rotated, g.k(0), g.ld(s, g.at(p, n, q))), s, g.at(p, n, q));
+            g.st(g.select(rotated, g.k(0), g.ld(s, g.at(q, n, p))), s, g.at(q, n, p));
+            g.rotateRows(v, n, p, q, cs, sn);
+          });
+        });
+      });
+    });
+  });
+  c.loop(n, [&](llvm::Value* i) { g.st(g.ld(s, g.at(i, n, i)), w, i); });
+  c.loop(n, [&](llvm::Value* i) { // Vᵀ -> V in place
+    g.range(g.iadd(i, 1), g.i64(n), [&](llvm::Value* j) {
+      llvm::Value *ij = g.at(i, n, j), *ji = g.at(j, n, i);
+      llvm::Value *a1 = g.ld(v, ij), *a2 = g.ld(v, ji);
+      g.st(a2, v, ij);
+      g.st(a1, v, ji);
+    });
+  });
+  llvm::Value* finite = c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL));
+  auto ordered = [&] {
+    g.sortWithColumns(w, n, /*ascending=*/true, {{v, n}});
+    c.loop(n, [&](llvm::Value* j) { g.normaliseSign(v, n, n, j, v, 0); });
+  };
+  // a NaN or inf entry: all NaN (lanes: those lanes, after the others' ordering)
+  auto nanUnless = [&](llvm::Value* keep) {
+    c.loop(n, [&](llvm::Value* i) { g.st(keep ? g.select(keep, g.ld(w, i), g.k(NAN)) : g.k(NAN), w, i); });
+    c.loop(n * n, [&](llvm::Value* i) { g.st(keep ? g.select(keep, g.ld(v, i), g.k(NAN)) : g.k(NAN), v, i); });
+  };
+  if (g.lanes) {
+    ordered();
+    nanUnless(finite);
+  } else {
+    g.ifElse(finite, ordered, [&] { nanUnless(nullptr); });
+  }
+}
+
+} // namespace
+
+bool lowerEighAcrossBatch(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t n = d.n;
+  if (d.batch == 0 || n == 0) return false;
+  const DType t = c.resultType(0).dtype;
+  llvm::FixedVectorType* lanes = small::vectorType(c, t);
+  return small::acrossBatch(c, t, d.batch, n, {{c.operandBuffer(0), n * n}}, {{c.results[0], n}, {c.results[1], n * n}},
+                            eighWorkspace(n, lanes->getNumElements() * size_of(t)),
+                            [&](const std::vector<llvm::Value*>& in, const std::vector<llvm::Value*>& out, llvm::Value* extra) {
+                              eighCore(Gen{c, t, lanes}, n, in[0], out[0], out[1], extra);
+                            });
+}
+
 void lowerEigh(LowerCtx& c) {
   const Mat d = matOf(c.operandType(0).shape);
   const int64_t n = d.n;
   if (d.batch == 0 || n == 0) return;
   const Gen g{c, c.resultType(0).dtype};
-  const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
-  const int64_t N = n + (n & 1), half = N / 2;
-  const int64_t es = static_cast<int64_t>(size_of(g.t));
-  // Workspace: a round's pairs (p, q as i64), their c, s and new diagonal entries, then S.
-  llvm::Value* ws = c.workspace(static_cast<uint64_t>(16 * half + 4 * es * half + n * n * es));
-  auto part = [&](int64_t byteOffset) { return c.b.CreateInBoundsGEP(c.b.getInt8Ty(), ws, g.i64(byteOffset)); };
-  llvm::Value *pp = part(0), *qq = part(8 * half);
-  llvm::Value *pc = part(16 * half), *ps = part(16 * half + es * half), *ppp = part(16 * half + 2 * es * half),
-              *pqq = part(16 * half + 3 * es * half);
-  llvm::Value* s = part(16 * half + 4 * es * half);
+  llvm::Value* ws = c.workspace(eighWorkspace(n, size_of(g.t)));
   c.loop(d.batch, [&](llvm::Value* bt) {
-    llvm::Value* a = g.offset(c.operandBuffer(0), bt, n * n);
-    llvm::Value* w = g.offset(c.results[0], bt, n);
-    llvm::Value* v = g.offset(c.results[1], bt, n * n);
-    llvm::Value* norm2 = g.var(g.k(0));
-    c.loop(n, [&](llvm::Value* i) {
-      c.loop(n, [&](llvm::Value* j) {
-        llvm::Value* x = g.mul(g.add(g.ld(a, g.at(i, n, j)), g.ld(a, g.at(j, n, i))), g.k(0.5));
-        g.st(x, s, g.at(i, n, j));
-        g.accumulate(norm2, g.mul(x, x));
-        g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), v, g.at(i, n, j));
-      });
-    });
-    llvm::Value* bound = g.mul(g.k(eps * eps), g.get(norm2));
-    llvm::Value* done = g.var(c.b.getFalse());
-    c.loop(kMaxSweeps, [&](llvm::Value*) {
-      g.ifThen(c.b.CreateNot(g.get(done, c.b.getInt1Ty())), [&] {
-        llvm::Value* off = g.var(g.k(0));
-        c.loop(n, [&](llvm::Value* p) {
-          g.range(g.iadd(p, 1), g.i64(n), [&](llvm::Value* q) {
-            llvm::Value* x = g.ld(s, g.at(p, n, q));
-            g.accumulate(off, g.mul(x, x));
-          });
-        });
-        llvm::Value* more = c.b.CreateFCmpOGT(g.get(off), bound);
-        g.set(done, c.b.CreateNot(more));
-        g.ifThen(more, [&] {
-          c.loop(N - 1, [&](llvm::Value* round) { // eighMatrix's rounds
-            llvm::Value* count = g.var(g.i64(0));
-            c.loop(N / 2, [&](llvm::Value* k) {
-              auto player = [&](llvm::Value* pos) { return g.iadd(c.b.CreateURem(c.b.CreateAdd(pos, round), g.i64(N - 1)), 1); };
-              llvm::Value* first = c.b.CreateICmpEQ(k, g.i64(0));
-              llvm::Value* x = c.b.CreateSelect(first, g.i64(0), player(k));
-              llvm::Value* y = c.b.CreateSelect(first, player(g.i64(0)), player(g.isub(N - 1, k)));
-              llvm::Value* p = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), x, y);
-              llvm::Value* q = c.b.CreateSelect(c.b.CreateICmpSLT(x, y), y, x);
-              g.ifThen(c.b.CreateICmpSLT(q, g.i64(n)), [&] {
-                llvm::Value* apq = g.ld(s, g.at(p, n, q));
-                g.ifThen(c.b.CreateFCmpONE(apq, g.k(0)), [&] {
-                  llvm::Value *app = g.ld(s, g.at(p, n, p)), *aqq = g.ld(s, g.at(q, n, q));
-                  auto [cs, sn, tt] = g.rotation(app, aqq, apq);
-                  llvm::Value* at = g.geti(count);
-                  c.store(DType::i64, p, pp, at);
-                  c.store(DType::i64, q, qq, at);
-                  g.st(cs, pc, at);
-                  g.st(sn, ps, at);
-                  g.st(g.sub(app, g.mul(tt, apq)), ppp, at);
-                  g.st(g.add(aqq, g.mul(tt, apq)), pqq, at);
-                  g.set(count, g.iadd(at, 1));
-                });
-              });
-            });
-            llvm::Value* m = g.geti(count);
-            c.loop(n, [&](llvm::Value* i) { // S J, row by row
-              g.range(g.i64(0), m, [&](llvm::Value* r) {
-                llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
-                llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
-                llvm::Value *ip = g.at(i, n, p), *iq = g.at(i, n, q);
-                llvm::Value *xp = g.ld(s, ip), *xq = g.ld(s, iq);
-                g.st(g.sub(g.mul(cs, xp), g.mul(sn, xq)), s, ip);
-                g.st(g.add(g.mul(sn, xp), g.mul(cs, xq)), s, iq);
-              });
-            });
-            g.range(g.i64(0), m, [&](llvm::Value* r) { // Jᵀ (S J), and Vᵀ kept by rows
-              llvm::Value *p = c.load(DType::i64, pp, r), *q = c.load(DType::i64, qq, r);
-              llvm::Value *cs = g.ld(pc, r), *sn = g.ld(ps, r);
-              g.rotateRows(s, n, p, q, cs, sn);
-              g.st(g.ld(ppp, r), s, g.at(p, n, p));
-              g.st(g.ld(pqq, r), s, g.at(q, n, q));
-              g.st(g.k(0), s, g.at(p, n, q));
-              g.st(g.k(0), s, g.at(q, n, p));
-              g.rotateRows(v, n, p, q, cs, sn);
-            });
-          });
-        });
-      });
-    });
-    c.loop(n, [&](llvm::Value* i) { g.st(g.ld(s, g.at(i, n, i)), w, i); });
-    c.loop(n, [&](llvm::Value* i) { // Vᵀ -> V in place
-      g.range(g.iadd(i, 1), g.i64(n), [&](llvm::Value* j) {
-        llvm::Value *ij = g.at(i, n, j), *ji = g.at(j, n, i);
-        llvm::Value *a1 = g.ld(v, ij), *a2 = g.ld(v, ji);
-        g.st(a2, v, ij);
-        g.st(a1, v, ji);
-      });
-    });
-    llvm::Value* finite = c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL));
-    g.ifElse(finite, [&] {
-      g.sortWithColumns(w, n, /*ascending=*/true, {{v, n}});
-      c.loop(n, [&](llvm::Value* j) { g.normaliseSign(v, n, n, j, v, 0); });
-    }, [&] { // a NaN or inf entry: all NaN
-      c.loop(n, [&](llvm::Value* i) { g.st(g.k(NAN), w, i); });
-      c.loop(n * n, [&](llvm::Value* i) { g.st(g.k(NAN), v, i); });
-    });
+    eighCore(g, n, g.offset(c.operandBuffer(0), bt, n * n), g.offset(c.results[0], bt, n), g.offset(c.results[1], bt, n * n), ws);
   });
 }
 
