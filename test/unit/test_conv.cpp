@@ -367,7 +367,7 @@ const std::vector<TorchConvCase>& torchConvCases() {
 TEST_CASE("conv1d/2d/3d, conv_transpose2d, pooling and reduce_window agree with PyTorch's float64 autograd") {
   REQUIRE(torchConvCases().size() == 22);
   for (const TorchConvCase& c : torchConvCases()) {
-    INFO(c.name);
+    INFO(std::string(c.name));
     const std::string op = c.op;
     const bool pool = op.find("pool") != std::string::npos || op.starts_with("reduce_window");
     auto apply = [&c, op](Tensor x, const Tensor* w, const Tensor* b) {

@@ -507,7 +507,7 @@ TEST_CASE("linalg values and gradients agree with PyTorch float64") {
   const std::vector<TorchCase>& cases = torchLinalgCases();
   REQUIRE(cases.size() == 70);
   for (const TorchCase& c : cases) {
-    INFO("program " << c.name);
+    INFO("program " << std::string(c.name));
     const Array a = f64(c.a, c.as), w = f64(c.w, c.ws);
     if (c.b.empty()) {
       auto loss = [&c, w](const Tensor& x) { return sum(constant(w) * torchProgram(c, x, x)); };
