@@ -13,7 +13,7 @@ the same programs with adjit).
 Where adjit's convention is not PyTorch's, the program here converts:
  - triangular_solve (lax.linalg's flags): transpose_a is solve_triangular on
    A^T with the other triangle named, left_side false is left=False;
- - lu: adjit's pivots count from 0 (torch.linalg.lu_factor's from 1); adjit's
+ - lu: the same factors, pivots and NaNs of a singular matrix's gradient; adjit's pivots count from 0 (torch.linalg.lu_factor's from 1); adjit's
    permutation p has P a = L U with row i of P a row p[i] of a, torch.linalg.lu
    has a = P L U, so p[i] is the row of torch's P with its 1 in column i;
  - trace with an offset, on a batch: torch.trace has neither, so the sum of
@@ -125,6 +125,10 @@ PROGRAMS += [
     ("lu tied pivots", "lu", [], tied_pivots, None, None),
     ("lu batch", "lu", [], lambda g: general(g, 3, (2,)), None, None),
     ("lu order 10", "lu", [], lambda g: general(g, 10), None, None),
+    # singular: U gets a zero pivot, nothing is scaled by it (LAPACK's getrf, and adjit's), and the gradient is
+    # NaN where the rule divides by it; a zero column is no pivot at all (the first row, no swap)
+    ("lu singular", "lu", [], fixed([1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]), None, None),
+    ("lu zero column", "lu", [], fixed([0.0, 2.0, 3.0], [0.0, 4.0, 6.0], [0.0, 0.0, 1.0]), None, None),
 ]
 for n in (0, 1, 2, 3, 5, -1, -3):
     PROGRAMS.append(("matrix_power %d" % n, "matrix_power", [n], general, None,
@@ -181,7 +185,7 @@ def ints(values):
 
 
 def lu_program(a, ints_out):
-    lu, piv = torch.linalg.lu_factor(a)
+    lu, piv, _ = torch.linalg.lu_factor_ex(a)  # lu_factor would refuse a singular matrix
     p, _, _ = torch.linalg.lu(a.detach())
     # adjit's permutation: P a = L U with torch's a = P L U, so P_adjit = P^T and p[i] = argmax_j P[j, i]
     perm = p.argmax(-2)
