@@ -45,6 +45,11 @@ def spd(g):
     return x @ x.T + N * torch.eye(N)
 
 
+def spd_batch(g, batch, n):
+    x = uniform(g, batch, n, n)
+    return x @ x.mT + n * torch.eye(n)
+
+
 def general(g, n=N, batch=()):
     # a permuted, scaled identity added: well conditioned, and partial pivoting has rows to swap
     perm = [1, 3, 0, 2] if n == 4 else torch.roll(torch.arange(n), 1)
@@ -120,6 +125,33 @@ PROGRAMS += [
      lambda g: triangular(g, (8,), 3), rand(8, 3, 2), tri_solve(False, True, True, False)),
     ("triangular_solve order 10 lower right", "triangular_solve", [1, 0, 0, 0],
      lambda g: triangular(g, (), 10), rand(3, 10), tri_solve(True, False, False, False)),
+]
+# A batch of at least a SIMD vector's lanes of matrices of order up to 32 is solved across the batch (a kernel
+# of its own per flag combination, with the gradient's solves too): every combination at a batch of 9 (8 lanes
+# of f64 with AVX-512 and one left over), and that kernel's blocked (4 or more systems) and rolled (order above
+# 8) forms.
+for lower in (True, False):
+    for left in (True, False):
+        for trans in (False, True):
+            for unit in (False, True):
+                name = "triangular_solve batch of 9 %s %s%s%s" % (
+                    "lower" if lower else "upper", "left" if left else "right", " transpose_a" if trans else "",
+                    " unit_diagonal" if unit else "")
+                PROGRAMS.append((name, "triangular_solve", [float(lower), float(left), float(trans), float(unit)],
+                                 lambda g: triangular(g, (9,), 2), rand(9, 2, 1) if left else rand(9, 1, 2),
+                                 tri_solve(lower, left, trans, unit)))
+PROGRAMS += [
+    ("triangular_solve batch of 8, 5 systems, lower left", "triangular_solve", [1, 1, 0, 0],
+     lambda g: triangular(g, (8,), 3), rand(8, 3, 5), tri_solve(True, True, False, False)),
+    ("triangular_solve batch of 8, 5 systems, upper right transpose_a unit_diagonal", "triangular_solve", [0, 0, 1, 1],
+     lambda g: triangular(g, (8,), 3), rand(8, 5, 3), tri_solve(False, False, True, True)),
+    ("triangular_solve batch of 8 order 9 upper left", "triangular_solve", [0, 1, 0, 0],
+     lambda g: triangular(g, (8,), 9), rand(8, 9, 1), tri_solve(False, True, False, False)),
+    # cholesky, cho_solve and solve on a batch of 9 (cholesky and the solves across the batch)
+    ("cholesky batch of 9", "cholesky", [], lambda g: spd_batch(g, 9, 3), None, lambda a, b: torch.linalg.cholesky(a)),
+    ("cho_solve batch of 9", "cho_solve", [], lambda g: spd_batch(g, 9, 3), rand(9, 3, 2),
+     lambda a, b: torch.cholesky_solve(b, torch.linalg.cholesky(a))),
+    ("solve batch of 9", "solve", [], lambda g: general(g, 3, (9,)), rand(9, 3, 2), lambda a, b: torch.linalg.solve(a, b)),
     # lu: the packed factors (torch.linalg.lu_factor's LU), its gradient, the pivots and the permutation
     ("lu", "lu", [], general, None, None),
     ("lu tied pivots", "lu", [], tied_pivots, None, None),
