@@ -184,6 +184,12 @@ PROGRAMS += [
     ("diag matrix", "diag", [0], rand(3, 5), None, lambda a, b: torch.diag(a)),
     ("diag matrix 2", "diag", [2], rand(3, 5), None, lambda a, b: torch.diag(a, 2)),
     ("diag matrix -1", "diag", [-1], rand(3, 5), None, lambda a, b: torch.diag(a, -1)),
+    # offsets past the matrix: an empty diagonal (a sum of none for trace), as numpy's and torch's
+    ("diagonal past the matrix", "diagonal", [4, -2, -1], rand(3, 4), None, lambda a, b: torch.diagonal(a, 4)),
+    ("trace past the matrix", "trace", [-3], rand(3, 4), None, matrix_trace(-3)),
+    # (torch.diag raises "numel: integer multiplication overflow" here in 1.13; numpy's diag of a matrix is
+    # its diagonal, empty)
+    ("diag matrix past it", "diag", [7], rand(3, 4), None, lambda a, b: torch.diagonal(a, 7)),
     ("outer", "outer", [], rand(4), rand(3), lambda a, b: torch.outer(a, b)),
     ("outer flattens", "outer", [], rand(2, 2), rand(3), lambda a, b: torch.outer(a.flatten(), b.flatten())),
     ("kron", "kron", [], rand(2, 3), rand(3, 2), lambda a, b: torch.kron(a, b)),
