@@ -366,7 +366,7 @@ const std::vector<TorchConvCase>& torchConvCases() {
 } // namespace
 
 TEST_CASE("conv1d/2d/3d, conv_transpose2d, pooling and reduce_window agree with PyTorch's float64 autograd") {
-  REQUIRE(torchConvCases().size() == 23);
+  REQUIRE(torchConvCases().size() == 25);
   for (const TorchConvCase& c : torchConvCases()) {
     INFO(std::string(c.name));
     const std::string op = c.op;
@@ -378,6 +378,8 @@ TEST_CASE("conv1d/2d/3d, conv_transpose2d, pooling and reduce_window agree with 
         if (op == "conv2d") return b ? conv2d(x, *w, *b, o) : conv2d(x, *w, o);
         return b ? conv3d(x, *w, *b, o) : conv3d(x, *w, o);
       }
+      if (op == "conv SAME")
+        return conv(x, *w, {.padding = "SAME", .rhs_dilation = c.dilation, .feature_group_count = c.groups});
       if (op == "conv_transpose2d") {
         const TorchConvTransposeOptions o{.stride = c.stride, .padding = c.padding, .output_padding = c.output_padding,
                                           .groups = c.groups, .dilation = c.dilation};

@@ -11,6 +11,7 @@ compiled values and gradients.
 
 The ops named max_pool2d, avg_pool2d, conv*d are adjit's torch spellings; max_pool and
 avg_pool are adjit's own (PoolOptions, symmetric padding here since PyTorch's is);
+"conv SAME" is adjit's conv with padding "SAME" (against padding="same");
 reduce_window_max and reduce_window_sum window every axis of x, with
 (low, high) padding pairs that need not be equal: PyTorch has no such op, so
 the reference pads x by F.pad (-inf for max, 0 for sum) and pools the padded
@@ -66,6 +67,11 @@ CASES = [
      dict(stride=(2, 1, 2), padding=(1, 1, 0), dilation=(1, 2, 1), groups=2)),
     ("conv3d same-size 3x3x3", "conv3d", (2, 2, 4, 4, 4), (3, 2, 3, 3, 3), False,
      dict(stride=(1, 1, 1), padding=(1, 1, 1))),
+    # adjit's conv with "SAME" padding (XLA's: the odd element of the padding at the end) against PyTorch's
+    # padding="same" (stride 1), which splits it so too
+    ("conv SAME 1-d even kernel", "conv SAME", (2, 3, 9), (4, 3, 4), False, dict()),
+    ("conv SAME 2-d dilation groups", "conv SAME", (1, 4, 6, 7), (6, 2, 4, 3), False,
+     dict(dilation=(1, 2), groups=2)),
     ("max_pool 1-d ties stride padding", "max_pool", (2, 3, 11), (3,), False, dict(stride=(2,), padding=(1,))),
     ("max_pool 1-d ties overlapping", "max_pool", (1, 2, 9), (4,), False, dict(stride=(1,), padding=(2,))),
     ("max_pool 2-d ties", "max_pool", (1, 2, 5, 7), (2, 3), False, dict(stride=(1, 2), padding=(1, 1))),
@@ -112,6 +118,9 @@ def run(op, x, w, b, o):
         conv = {"conv1d": F.conv1d, "conv2d": F.conv2d, "conv3d": F.conv3d}[op]
         return conv(x, w, b, stride=o.get("stride", 1), padding=o.get("padding", 0),
                     dilation=o.get("dilation", 1), groups=o.get("groups", 1))
+    if op == "conv SAME":
+        conv = [F.conv1d, F.conv2d, F.conv3d][x.dim() - 3]
+        return conv(x, w, padding="same", dilation=o.get("dilation", 1), groups=o.get("groups", 1))
     if op.startswith("reduce_window"):
         return reduce_window(op, x, w, o["stride"], o["padding"])
     if op in ("max_pool", "avg_pool"):
