@@ -50,6 +50,10 @@ def spd_batch(g, batch, n):
     return x @ x.mT + n * torch.eye(n)
 
 
+def asymmetric_spd(g):
+    return spd(g) + uniform(g, N, N).triu(1)
+
+
 def general(g, n=N, batch=()):
     # a permuted, scaled identity added: well conditioned, and partial pivoting has rows to swap
     perm = [1, 3, 0, 2] if n == 4 else torch.roll(torch.arange(n), 1)
@@ -147,6 +151,13 @@ PROGRAMS += [
      lambda g: triangular(g, (8,), 3), rand(8, 5, 3), tri_solve(False, False, True, True)),
     ("triangular_solve batch of 8 order 9 upper left", "triangular_solve", [0, 1, 0, 0],
      lambda g: triangular(g, (8,), 9), rand(8, 9, 1), tri_solve(False, True, False, False)),
+    # cholesky of a matrix that is not symmetric: symmetrize_input (the default, parameter 1) factors
+    # (a + a^T) / 2; without it (0) only the lower triangle is read, as LAPACK's potrf and torch.linalg.cholesky,
+    # whose gradient assumes a symmetric a (so torch differentiates the matrix built from a's lower triangle)
+    ("cholesky symmetrized", "cholesky", [1], asymmetric_spd, None,
+     lambda a, b: torch.linalg.cholesky((a + a.mT) / 2)),
+    ("cholesky lower triangle only", "cholesky", [0], asymmetric_spd, None,
+     lambda a, b: torch.linalg.cholesky(a.tril() + a.tril(-1).mT)),
     # cholesky, cho_solve and solve on a batch of 9 (cholesky and the solves across the batch)
     ("cholesky batch of 9", "cholesky", [], lambda g: spd_batch(g, 9, 3), None, lambda a, b: torch.linalg.cholesky(a)),
     ("cho_solve batch of 9", "cho_solve", [], lambda g: spd_batch(g, 9, 3), rand(9, 3, 2),
