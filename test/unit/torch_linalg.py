@@ -13,15 +13,21 @@ the same programs with adjit).
 Where adjit's convention is not PyTorch's, the program here converts:
  - triangular_solve (lax.linalg's flags): transpose_a is solve_triangular on
    A^T with the other triangle named, left_side false is left=False;
- - lu: the same factors, pivots and NaNs of a singular matrix's gradient; adjit's pivots count from 0 (torch.linalg.lu_factor's from 1); adjit's
-   permutation p has P a = L U with row i of P a row p[i] of a, torch.linalg.lu
-   has a = P L U, so p[i] is the row of torch's P with its 1 in column i;
+ - lu: the factors, and a singular matrix's zero pivot and NaN gradient, are
+   the same (lu_factor_ex, which does not refuse a singular matrix); adjit's
+   pivots count from 0 (torch's from 1); adjit's permutation p has P a = L U
+   with row i of P a row p[i] of a, torch.linalg.lu has a = P L U, so p[i] is
+   the row of torch's P with its 1 in column i;
+ - cholesky without symmetrize_input reads a's lower triangle, as torch's,
+   but torch's gradient assumes a symmetric a: the reference differentiates
+   the symmetric matrix built from a's lower triangle;
  - trace with an offset, on a batch: torch.trace has neither, so the sum of
-   torch.diagonal;
+   torch.diagonal; diag of a matrix is torch.diagonal where torch.diag
+   raises (an offset past the matrix);
  - outer flattens its operands first, as numpy's (torch.outer takes vectors);
- - norm is a vector norm over the given axes (torch.linalg.vector_norm); its
-   gradient at a tie of |x| for ord +-inf is split evenly among the tied
-   elements, as jnp's max (see the "ties" program).
+ - norm is a vector norm over the given axes (torch.linalg.vector_norm); both
+   split the gradient at a tie of |x| for ord +-inf evenly among the tied
+   elements (the "ties" programs).
 
 Run by hand after changing the programs (Debian's python3-torch; the test
 itself needs no Python):
