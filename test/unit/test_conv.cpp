@@ -2,8 +2,10 @@
 // loop written here (strides, padding, dilations, groups; 1-d, 2-d, 3-d;
 // interpreter and JIT, both lowerings), gradients against finite differences
 // in f64 (both operands, second order, forward and reverse), max pooling's
-// ties, and values and gradients against PyTorch's float64 autograd
-// (torch_conv_expected.inc, written by torch_conv.py).
+// ties, and values and gradients against PyTorch's float64 autograd (conv1d,
+// conv2d, conv3d, conv_transpose2d, 1-d and 2-d max and average pooling,
+// reduce_window with uneven padding; torch_conv_expected.inc, written by
+// torch_conv.py).
 #include "Check.h"
 
 #include <adjit/adjit.h>
@@ -354,6 +356,7 @@ struct TorchConvCase {
 };
 
 const std::vector<TorchConvCase>& torchConvCases() {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(); // max pooling's NaN case
   static const std::vector<TorchConvCase> cases = {
 #include "torch_conv_expected.inc"
   };
@@ -362,20 +365,36 @@ const std::vector<TorchConvCase>& torchConvCases() {
 
 } // namespace
 
-TEST_CASE("conv2d, conv_transpose2d, max_pool2d and avg_pool2d agree with PyTorch's float64 autograd") {
+TEST_CASE("conv1d/2d/3d, conv_transpose2d, pooling and reduce_window agree with PyTorch's float64 autograd") {
+  REQUIRE(torchConvCases().size() == 25);
   for (const TorchConvCase& c : torchConvCases()) {
-    INFO(c.name);
+    INFO(std::string(c.name));
     const std::string op = c.op;
-    const bool pool = op.ends_with("pool2d");
+    const bool pool = op.find("pool") != std::string::npos || op.starts_with("reduce_window");
     auto apply = [&c, op](Tensor x, const Tensor* w, const Tensor* b) {
-      if (op == "conv2d") {
+      if (op == "conv1d" || op == "conv2d" || op == "conv3d") {
         const TorchConvOptions o{.stride = c.stride, .padding = c.padding, .dilation = c.dilation, .groups = c.groups};
-        return b ? conv2d(x, *w, *b, o) : conv2d(x, *w, o);
+        if (op == "conv1d") return b ? conv1d(x, *w, *b, o) : conv1d(x, *w, o);
+        if (op == "conv2d") return b ? conv2d(x, *w, *b, o) : conv2d(x, *w, o);
+        return b ? conv3d(x, *w, *b, o) : conv3d(x, *w, o);
       }
+      if (op == "conv SAME")
+        return conv(x, *w, {.padding = "SAME", .rhs_dilation = c.dilation, .feature_group_count = c.groups});
       if (op == "conv_transpose2d") {
         const TorchConvTransposeOptions o{.stride = c.stride, .padding = c.padding, .output_padding = c.output_padding,
                                           .groups = c.groups, .dilation = c.dilation};
         return b ? conv_transpose2d(x, *w, *b, o) : conv_transpose2d(x, *w, o);
+      }
+      if (op == "max_pool" || op == "avg_pool") { // adjit's own spelling: padding as (low, high) pairs
+        std::vector<std::pair<int64_t, int64_t>> pads;
+        for (int64_t p : c.padding) pads.emplace_back(p, p);
+        const PoolOptions o{.strides = c.stride, .padding = pads, .count_include_pad = c.count_include_pad};
+        return op == "max_pool" ? max_pool(x, c.ws, o) : avg_pool(x, c.ws, o);
+      }
+      if (op.starts_with("reduce_window")) { // padding: low, high of each axis in turn
+        std::vector<std::pair<int64_t, int64_t>> pads;
+        for (std::size_t i = 0; i + 1 < c.padding.size(); i += 2) pads.emplace_back(c.padding[i], c.padding[i + 1]);
+        return reduce_window(x, op == "reduce_window_max" ? "max" : "sum", c.ws, {.strides = c.stride, .padding = pads});
       }
       const TorchPoolOptions o{.stride = c.stride, .padding = c.padding, .count_include_pad = c.count_include_pad};
       return op == "max_pool2d" ? max_pool2d(x, c.ws, o) : avg_pool2d(x, c.ws, o);

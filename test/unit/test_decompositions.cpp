@@ -517,7 +517,7 @@ Tensor torchProgram(const std::string& name, const Tensor& a) {
 TEST_CASE("decompositions: values and gradients agree with PyTorch float64") {
   REQUIRE(!kTorchCases.empty());
   for (const TorchCase& c : kTorchCases) {
-    INFO(c.name);
+    INFO(std::string(c.name));
     const Array a = f64(c.input, c.shape);
     const std::string name = c.name;
     auto vg = jit(value_and_grad([name](const Tensor& x) { return torchProgram(name, x); }));

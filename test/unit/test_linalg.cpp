@@ -3,8 +3,9 @@
 // interpreter against JIT (check3); their derivatives and the composites'
 // against finite differences in f64 (check_grads, both modes, second order);
 // NaN for a matrix that is not positive definite; the error messages; and
-// values and gradients against PyTorch float64 (torch_linalg_expected.inc,
-// written by torch_linalg.py).
+// values and gradients of every function (lu's pivots and permutation too)
+// against PyTorch float64 (torch_linalg_expected.inc, written by
+// torch_linalg.py).
 #include "Check.h"
 
 #include <adjit/linalg.h>
@@ -516,44 +517,86 @@ TEST_CASE("linalg: errors name the function, what it expected and what it got, a
 
 namespace {
 
-/// One program of torch_linalg.py: inputs, weights, value and gradients by PyTorch float64.
+/// One program of torch_linalg.py: its op and parameters, inputs, weights, value and gradients by PyTorch
+/// float64; b is empty for one-operand programs; `ints` holds lu's pivots then its permutation.
 struct TorchCase {
   const char* name;
-  std::vector<double> a, b, w;
+  const char* op;
+  std::vector<double> p;
+  Shape as;
+  std::vector<double> a;
+  Shape bs;
+  std::vector<double> b;
+  Shape ws;
+  std::vector<double> w;
   double value;
   std::vector<double> ga, gb;
+  std::vector<int32_t> ints;
 };
 
-/// The programs of torch_linalg.py, written with adjit.
-Tensor torchProgram(std::string_view name, const Tensor& a, const Tensor& b) {
-  if (name == "cholesky") return la::cholesky(a);
-  if (name == "solve") return la::solve(a, b);
-  if (name == "inv") return la::inv(a);
-  if (name == "det") return reshape(la::det(a), {1});
-  if (name == "slogdet") return reshape(la::slogdet(a).logabsdet, {1});
-  if (name == "cho_solve") return la::cho_solve(la::cholesky(a), b);
-  throw std::runtime_error("unknown program");
+/// The programs of torch_linalg.py, written with adjit (b is unused by one-operand programs).
+Tensor torchProgram(const TorchCase& c, const Tensor& a, const Tensor& b) {
+  const std::string_view op = c.op;
+  const auto& p = c.p;
+  if (op == "cholesky") return la::cholesky(a, p.empty() || p[0] != 0);
+  if (op == "solve") return la::solve(a, b);
+  if (op == "inv") return la::inv(a);
+  if (op == "det") return reshape(la::det(a), {1});
+  if (op == "slogdet") return reshape(la::slogdet(a).logabsdet, {1});
+  if (op == "cho_solve") return la::cho_solve(la::cholesky(a), b);
+  if (op == "triangular_solve")
+    return la::triangular_solve(a, b, {.lower = p[0] != 0, .left_side = p[1] != 0, .transpose_a = p[2] != 0,
+                                       .unit_diagonal = p[3] != 0});
+  if (op == "lu") return la::lu(a).lu;
+  if (op == "matrix_power") return la::matrix_power(a, int64_t(p[0]));
+  if (op == "trace") return la::trace(a, int64_t(p[0]));
+  if (op == "diagonal") return la::diagonal(a, int64_t(p[0]), int64_t(p[1]), int64_t(p[2]));
+  if (op == "diag") return la::diag(a, int64_t(p[0]));
+  if (op == "outer") return la::outer(a, b);
+  if (op == "kron") return la::kron(a, b);
+  if (op == "norm") return la::norm(a, p[0], std::vector<int64_t>(p.begin() + 2, p.end()), p[1] != 0);
+  throw std::runtime_error("unknown program " + std::string(op));
+}
+
+const std::vector<TorchCase>& torchLinalgCases() {
+  constexpr double inf = std::numeric_limits<double>::infinity(); // the norms' ord
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(); // a singular matrix's lu gradient
+  static const std::vector<TorchCase> cases = {
+#include "torch_linalg_expected.inc"
+  };
+  return cases;
 }
 
 } // namespace
 
 TEST_CASE("linalg values and gradients agree with PyTorch float64") {
-  const std::vector<TorchCase> cases = {
-#include "torch_linalg_expected.inc"
-  };
-  REQUIRE(cases.size() == 6);
+  const std::vector<TorchCase>& cases = torchLinalgCases();
+  REQUIRE(cases.size() == 99);
   for (const TorchCase& c : cases) {
-    INFO("program " << c.name);
-    const Array a = f64(c.a, {4, 4}), b = f64(c.b, {4, 2});
-    const Shape ws = c.w.size() == 1 ? Shape{1} : c.w.size() == 8 ? Shape{4, 2} : Shape{4, 4};
-    const Array w = f64(c.w, ws);
-    const std::string name = c.name;
-    auto loss = [name, w](const Tensor& x, const Tensor& y) { return sum(constant(w) * torchProgram(name, x, y)); };
-    const Array value = jit(loss)(a, b);
-    CHECK(value.at(0) == doctest::Approx(c.value).epsilon(1e-10));
-    auto [ga, gb] = jit(grad(loss, argnums<0, 1>))(a, b);
-    ADJIT_CHECK_CLOSE(ga, f64(c.ga, {4, 4}), 1e-9);
-    ADJIT_CHECK_CLOSE(gb, f64(c.gb, {4, 2}), 1e-9);
+    INFO("program " << std::string(c.name));
+    const Array a = f64(c.a, c.as), w = f64(c.w, c.ws);
+    if (c.b.empty()) {
+      auto loss = [&c, w](const Tensor& x) { return sum(constant(w) * torchProgram(c, x, x)); };
+      CHECK(jit(loss)(a).at(0) == doctest::Approx(c.value).epsilon(1e-10));
+      ADJIT_CHECK_CLOSE(jit(grad(loss))(a), f64(c.ga, c.as), 1e-9);
+    } else {
+      const Array b = f64(c.b, c.bs);
+      auto loss = [&c, w](const Tensor& x, const Tensor& y) { return sum(constant(w) * torchProgram(c, x, y)); };
+      CHECK(jit(loss)(a, b).at(0) == doctest::Approx(c.value).epsilon(1e-10));
+      auto [ga, gb] = jit(grad(loss, argnums<0, 1>))(a, b);
+      ADJIT_CHECK_CLOSE(ga, f64(c.ga, c.as), 1e-9);
+      ADJIT_CHECK_CLOSE(gb, f64(c.gb, c.bs), 1e-9);
+    }
+    if (std::string_view(c.op) == "lu") {
+      // torch.linalg.lu_factor's pivots less one, and the permutation read off torch.linalg.lu's P
+      auto f = jit([](const Tensor& x) { const la::LU<> r = la::lu(x); return std::make_tuple(r.pivots, r.permutation); });
+      auto [pivots, permutation] = f(a);
+      const Shape vs(c.as.begin(), c.as.end() - 1);
+      const auto half = c.ints.begin() + std::ptrdiff_t(c.ints.size() / 2);
+      INFO("pivots " << pivots.str() << ", permutation " << permutation.str());
+      CHECK(bytesOf(pivots) == bytesOf(i32(std::vector<int32_t>(c.ints.begin(), half), vs)));
+      CHECK(bytesOf(permutation) == bytesOf(i32(std::vector<int32_t>(half, c.ints.end()), vs)));
+    }
   }
 }
 
