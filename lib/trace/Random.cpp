@@ -5,6 +5,11 @@
 // splits and bits follow JAX's jax_threefry_partitionable=True: element i of
 // a sample of n elements is Threefry(key, counter (hi(i), lo(i))) of its
 // row-major position, its two output words xor'ed (or joined for 64 bits).
+// The samplers take ln, ln(1 + x), e^x and the sigmoid from
+// trace/PortableMath.h, not the ops (libm): so every sample has the same bits
+// in the interpreter and compiled for any vector width or thread count.
+#include "trace/PortableMath.h"
+
 #include <adjit/control_flow.h>
 #include <adjit/custom_gradient.h>
 #include <adjit/error.h>
@@ -274,7 +279,7 @@ Tensor gumbel(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   checkKey("gumbel", key, loc);
   checkFloat("gumbel", dtype, loc);
   const double tiny = dtype == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
-  return neg(log(neg(log(uniform(key, shape, dtype, tiny, 1, loc), loc), loc), loc), loc);
+  return neg(portable::log(neg(portable::log(uniform(key, shape, dtype, tiny, 1, loc), loc), loc), loc), loc);
 }
 
 Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc loc) {
@@ -290,7 +295,7 @@ Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc lo
 Tensor exponential(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   checkKey("exponential", key, loc);
   checkFloat("exponential", dtype, loc);
-  return neg(log1p(neg(uniform(key, shape, dtype, 0, 1, loc), loc), loc), loc);
+  return neg(portable::log1p(neg(uniform(key, shape, dtype, 0, 1, loc), loc), loc), loc);
 }
 
 Tensor truncated_normal(const Tensor& key, double lower, double upper, const Shape& shape, DType dtype, Loc loc) {
@@ -391,7 +396,8 @@ Tensor choice(const Tensor& key, int64_t n, const Shape& shape, bool replace, co
     return searchsorted(cdf, r, "left", DType::i32, loc);
   }
   // Gumbel top-k: the k largest of log p + gumbel are a weighted sample without replacement
-  const Tensor g = add(gumbel(key, {n}, p->dtype(), loc), log(*p, loc), loc);
+  // (the indices carry no gradient to p)
+  const Tensor g = add(gumbel(key, {n}, p->dtype(), loc), portable::log(stop_gradient(*p, loc), loc), loc);
   return reshape(top_k(g, draws, DType::i32, loc).indices, dims, loc);
 }
 
@@ -435,7 +441,7 @@ Tensor logGammaSample(const Tensor& key, const Tensor& alpha0, const Shape& s, c
   const Tensor small = lt(a, AtScalar(1.0, loc));
   const Tensor alpha = where(small, add(a, AtScalar(1.0, loc)), a, loc);
   // log u / a with u in (0, 1] (1 - uniform): finite
-  const Tensor logBoost = where(small, div(log1p(neg(uniform(keys.at(0, loc), s, t, 0, 1, loc), loc), loc), a, loc),
+  const Tensor logBoost = where(small, div(portable::log1p(neg(uniform(keys.at(0, loc), s, t, 0, 1, loc), loc), loc), a, loc),
                                 full({}, 0, t, loc), loc);
   const Tensor d = sub(alpha, AtScalar(1.0 / 3.0, loc));
   const Tensor c = div(AtScalar(1.0, loc), sqrt(mul(AtScalar(9.0, loc), d), loc));
@@ -454,14 +460,14 @@ Tensor logGammaSample(const Tensor& key, const Tensor& alpha0, const Shape& s, c
     const Tensor w = add(AtScalar(1.0, loc), mul(c, x, loc));
     const Tensor v = mul(mul(w, w, loc), w, loc);
     const Tensor bound = add(sub(add(mul(AtScalar(0.5, loc), mul(x, x, loc)), d, loc), mul(d, v, loc), loc),
-                             mul(d, log(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
-    const Tensor ok = logical_and(gt(v, AtScalar(0.0, loc)), lt(log(u, loc), bound, loc), loc);
+                             mul(d, portable::log(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
+    const Tensor ok = logical_and(gt(v, AtScalar(0.0, loc)), lt(portable::log(u, loc), bound, loc), loc);
     const Tensor take = logical_and(ok, logical_not(accepted, loc), loc);
     return Carry{add(i, AtScalar(1, loc)), where(take, mul(d, v, loc), value, loc), logical_or(accepted, ok, loc)};
   };
   const Carry done = while_loop(pending, round,
                                 Carry{full({}, 0, DType::i32, loc), full(s, 1, t, loc), full(s, 0, DType::i1, loc)}, {}, loc);
-  return where(valid, add(log(std::get<1>(done), loc), logBoost, loc), full({}, std::nan(""), t, loc), loc);
+  return where(valid, add(portable::log(std::get<1>(done), loc), logBoost, loc), full({}, std::nan(""), t, loc), loc);
 }
 
 /// d log x / d a for x ~ Gamma(a, 1) at log x = lx, by implicit differentiation
@@ -487,7 +493,7 @@ Tensor logGammaGrad(const Tensor& a0, const Tensor& lx0, const Loc& loc) {
   const Tensor valid = logical_and(gt(a0, AtScalar(0.0, loc)), logical_not(isnan(lx0, loc), loc), loc);
   const Tensor a = where(valid, cast(prevent_gradient(a0, why, loc), DType::f64, loc), full({}, 1, DType::f64, loc), loc);
   const Tensor lx = where(valid, cast(prevent_gradient(lx0, why, loc), DType::f64, loc), full({}, 0, DType::f64, loc), loc);
-  const Tensor x = exp(lx, loc);
+  const Tensor x = portable::expValue(lx, loc);
   const Tensor one = full(a.shape(), 1, DType::f64, loc), zero = full(a.shape(), 0, DType::f64, loc);
   // carry: n, t_n, H_n, S, dS/da
   using Carry = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
@@ -549,7 +555,7 @@ Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape, Loc
   if (!a.valid()) throw Error("random.gamma: a is an empty Tensor", Location::from(loc));
   checkFloat("gamma", a.dtype(), loc);
   // d x / da = x d log x / da (the chain rule through exp)
-  return exp(loggamma(key, a, shape, loc), loc);
+  return portable::exp(loggamma(key, a, shape, loc), loc);
 }
 
 Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<Shape> shape, Loc loc) {
@@ -559,7 +565,7 @@ Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<S
   const Tensor keys = split(key, 2, loc);
   // G_a / (G_a + G_b) = sigmoid(log G_a - log G_b): finite for tiny a and b, whose samples underflow
   const Tensor la = loggamma(keys.at(0, loc), a, s, loc), lb = loggamma(keys.at(1, loc), b, s, loc);
-  return sigmoid(sub(la, lb, loc), loc);
+  return portable::sigmoid(sub(la, lb, loc), loc);
 }
 
 Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> shape, Loc loc) {
@@ -570,8 +576,17 @@ Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> sh
                 Location::from(loc));
   Shape s = shape ? *shape : Shape(alpha.shape().begin(), alpha.shape().end() - 1);
   s.push_back(alpha.shape().back());
-  // gamma samples normalised along the last axis, in logs: softmax of their logs
-  return softmax(loggamma(key, alpha, s, loc), {-1}, loc);
+  // gamma samples normalised along the last axis, in logs: softmax of their
+  // logs, e^(l - max l) / sum e^(l - max l), the sum a cumsum's last element:
+  // added in order, so the same bits everywhere (reduce_sum's vector loops
+  // reassociate). The max shift cancels: it carries no gradient.
+  const Tensor l = loggamma(key, alpha, s, loc);
+  const Tensor e = portable::exp(sub(l, stop_gradient(max(l, {-1}, true, loc), loc), loc), loc);
+  const int64_t k = s.back(), last = static_cast<int64_t>(s.size()) - 1;
+  if (k == 0) return e;
+  std::vector<int64_t> start(s.size(), 0), limit(s.begin(), s.end());
+  start.back() = k - 1;
+  return div(e, slice(cumsum(e, last, false, loc), start, limit, {}, loc), loc);
 }
 
 } // namespace adjit::random
