@@ -1,4 +1,4 @@
-// support/PortableMath.h — ln, ln(1 + x) and e^x written once over an
+// support/PortableMath.h — ln and e^x written once over an
 // arithmetic M from IEEE-rounded +, -, *, / and exact bit manipulation only:
 // no libm call, whose vector variants (glibc's libmvec) round differently per
 // vector width. Whatever evaluates M's operations with IEEE rounding (host
@@ -64,19 +64,6 @@ template <class M> typename M::V logAll(M& m, typename M::V x, bool f32) {
   const V ln = logShifted(m, y, &shift, f32);
   const V edge = m.select(m.eq(x, m.c(0)), m.c(-inf), m.select(m.eq(x, m.c(inf)), m.c(inf), m.c(std::nan(""))));
   return m.select(regular, ln, edge);
-}
-
-/// ln(1 + x), accurate near 0: with u = 1 + x rounded, x where u = 1, else
-/// ln(u) x / (u - 1) (Goldberg, "What every computer scientist should know
-/// about floating-point arithmetic", 1991, theorem 4: u - 1 is exact and the
-/// quotient corrects u's rounding), so a few ulp as ln's. log1p(-1) = -inf,
-/// log1p(inf) = inf, NaN below -1 and for NaN.
-template <class M> typename M::V log1pOf(M& m, typename M::V x, bool f32) {
-  using V = typename M::V;
-  const double inf = std::numeric_limits<double>::infinity();
-  const V u = m.add(m.c(1), x), d = m.sub(u, m.c(1));
-  const V general = m.mul(logAll(m, u, f32), m.div(x, m.select(m.eq(d, m.c(0)), m.c(1), d)));
-  return m.select(m.eq(x, m.c(inf)), x, m.select(m.eq(d, m.c(0)), x, general));
 }
 
 /// e^x: x = n ln 2 + r with n = floor(x / ln 2 + 1/2) and |r| <= ln(2)/2 (n

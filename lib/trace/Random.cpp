@@ -279,7 +279,8 @@ Tensor gumbel(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   checkKey("gumbel", key, loc);
   checkFloat("gumbel", dtype, loc);
   const double tiny = dtype == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
-  return neg(portable::log(neg(portable::log(uniform(key, shape, dtype, tiny, 1, loc), loc), loc), loc), loc);
+  // u in [tiny, 1) and -log u in (0, 709]: both positive normal
+  return neg(portable::logOfNormal(neg(portable::logOfNormal(uniform(key, shape, dtype, tiny, 1, loc), loc), loc), loc), loc);
 }
 
 Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc loc) {
@@ -295,7 +296,11 @@ Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc lo
 Tensor exponential(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   checkKey("exponential", key, loc);
   checkFloat("exponential", dtype, loc);
-  return neg(portable::log1p(neg(uniform(key, shape, dtype, 0, 1, loc), loc), loc), loc);
+  // JAX's -log1p(-u) as -log(1 - u): u is a multiple of 2^-23 (2^-52) in
+  // [0, 1), so 1 - u is exact and positive normal (the same value as log1p's,
+  // without its correction)
+  const Tensor u = uniform(key, shape, dtype, 0, 1, loc);
+  return neg(portable::logOfNormal(sub(AtScalar(1.0, loc), u), loc), loc);
 }
 
 Tensor truncated_normal(const Tensor& key, double lower, double upper, const Shape& shape, DType dtype, Loc loc) {
@@ -440,8 +445,9 @@ Tensor logGammaSample(const Tensor& key, const Tensor& alpha0, const Shape& s, c
   const Tensor keys = split(key, 2, loc);
   const Tensor small = lt(a, AtScalar(1.0, loc));
   const Tensor alpha = where(small, add(a, AtScalar(1.0, loc)), a, loc);
-  // log u / a with u in (0, 1] (1 - uniform): finite
-  const Tensor logBoost = where(small, div(portable::log1p(neg(uniform(keys.at(0, loc), s, t, 0, 1, loc), loc), loc), a, loc),
+  // log u / a with u in (0, 1] (1 - uniform, exact): finite
+  const Tensor boostU = sub(AtScalar(1.0, loc), uniform(keys.at(0, loc), s, t, 0, 1, loc));
+  const Tensor logBoost = where(small, div(portable::logOfNormal(boostU, loc), a, loc),
                                 full({}, 0, t, loc), loc);
   const Tensor d = sub(alpha, AtScalar(1.0 / 3.0, loc));
   const Tensor c = div(AtScalar(1.0, loc), sqrt(mul(AtScalar(9.0, loc), d), loc));
@@ -460,7 +466,7 @@ Tensor logGammaSample(const Tensor& key, const Tensor& alpha0, const Shape& s, c
     const Tensor w = add(AtScalar(1.0, loc), mul(c, x, loc));
     const Tensor v = mul(mul(w, w, loc), w, loc);
     const Tensor bound = add(sub(add(mul(AtScalar(0.5, loc), mul(x, x, loc)), d, loc), mul(d, v, loc), loc),
-                             mul(d, portable::log(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
+                             mul(d, portable::logOfNormal(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
     const Tensor ok = logical_and(gt(v, AtScalar(0.0, loc)), lt(portable::log(u, loc), bound, loc), loc);
     const Tensor take = logical_and(ok, logical_not(accepted, loc), loc);
     return Carry{add(i, AtScalar(1, loc)), where(take, mul(d, v, loc), value, loc), logical_or(accepted, ok, loc)};
