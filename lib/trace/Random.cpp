@@ -417,9 +417,10 @@ Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape, bool repla
   axis = normalAxis("choice", axis, x.rank(), loc);
   const Tensor indices = choice(key, x.shape()[axis], shape, replace, p, loc);
   if (num_elements(shape) == 0) {
-    Shape out(x.shape().begin(), x.shape().begin() + axis);
+    const Shape xs = x.shape(); // one copy: Tensor::shape() returns a new vector each call
+    Shape out(xs.begin(), xs.begin() + axis);
     out.insert(out.end(), shape.begin(), shape.end());
-    out.insert(out.end(), x.shape().begin() + axis + 1, x.shape().end());
+    out.insert(out.end(), xs.begin() + axis + 1, xs.end());
     return full(out, 0, x.dtype(), loc);
   }
   return take(x, indices, axis, loc);
@@ -580,7 +581,8 @@ Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> sh
     throw Error(fmt::format("random.dirichlet: expected alpha with a last axis of categories, got {}",
                             alpha.valid() ? alpha.type().str() : "an empty Tensor"),
                 Location::from(loc));
-  Shape s = shape ? *shape : Shape(alpha.shape().begin(), alpha.shape().end() - 1);
+  const Shape as = alpha.shape(); // one copy: Tensor::shape() returns a new vector each call
+  Shape s = shape ? *shape : Shape(as.begin(), as.end() - 1);
   s.push_back(alpha.shape().back());
   // gamma samples normalised along the last axis, in logs: softmax of their
   // logs, e^(l - max l) / sum e^(l - max l), the sum a cumsum's last element:

@@ -832,6 +832,19 @@ TEST_CASE("choice without replacement: distinct samples; uniform and weighted fi
   }
 }
 
+TEST_CASE("dirichlet without a shape takes alpha's batch shape; choice of x with no draws keeps x's other axes") {
+  // (both once read a shape through iterators of two temporary copies)
+  const Array d = jit([](Tensor k) { return random::dirichlet(k, constant(f64({1, 2, 3, 4, 5, 6}, {2, 3}))); })(random::key_data(1));
+  REQUIRE(d.type() == Type{DType::f64, {2, 3}});
+  for (int64_t r = 0; r < 2; ++r) CHECK(d.at(3 * r) + d.at(3 * r + 1) + d.at(3 * r + 2) == doctest::Approx(1.0));
+  const Array one = jit([](Tensor k) { return random::dirichlet(k, constant(f32({0.5f, 2}))); })(random::key_data(2));
+  CHECK(one.type() == Type{DType::f32, {2}});
+  const Array none = jit([](Tensor k) {
+    return random::choice(k, constant(f32({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5})), {0}, true, std::nullopt, 1);
+  })(random::key_data(3));
+  CHECK(none.type() == Type{DType::f32, {2, 0}});
+}
+
 TEST_CASE("gamma, beta and dirichlet: sample means and variances; interpreter = JIT; a < 1 boosted") {
   auto moments = [](const Array& x) {
     const int64_t n = num_elements(x.type().shape);
