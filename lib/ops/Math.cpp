@@ -77,17 +77,8 @@ constexpr double kPi = 3.14159265358979323846;
 template <class M> typename M::V digammaOf(M& m, typename M::V x) {
   using V = typename M::V;
   const V reflect = m.lt(x, m.c(0.5));
-  V y = m.select(reflect, m.sub(m.c(1), x), x), r = m.c(0);
-  for (int k = 0; k < 8; ++k) {
-    r = m.add(r, m.div(m.c(1), y));
-    y = m.add(y, m.c(1));
-  }
-  const V inv = m.div(m.c(1), y), z = m.mul(inv, inv);
-  // -1/(12 y^2) + 1/(120 y^4) - 1/(252 y^6) + 1/(240 y^8) - 1/(132 y^10) + 691/(32760 y^12) - 1/(12 y^14)
-  V s = m.c(-1.0 / 12);
-  for (double coef : {691.0 / 32760, -1.0 / 132, 1.0 / 240, -1.0 / 252, 1.0 / 120, -1.0 / 12}) s = m.add(m.c(coef), m.mul(z, s));
-  s = m.mul(z, s);
-  const V psi = m.sub(m.add(m.sub(m.log(y), m.mul(m.c(0.5), inv)), s), r);
+  // the shift and the series (support/PortableMath.h, shared with the gamma sampler's gradient)
+  const V psi = portable::digammaFromHalf(m, m.select(reflect, m.sub(m.c(1), x), x));
   const V px = m.mul(m.c(kPi), x);
   const V reflected = m.sub(psi, m.div(m.mul(m.c(kPi), m.cos(px)), m.sin(px)));
   // Poles at 0, -1, -2, ...: NaN, as TensorFlow.

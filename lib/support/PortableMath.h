@@ -5,6 +5,8 @@
 // floats, LLVM IR, traced Tensor ops run by the interpreter or compiled for
 // SSE, AVX2 or AVX-512) gets the same bits. erf_inv (ops/Math.cpp) and the
 // samplers of adjit::random (trace/PortableMath.cpp) are built on these.
+// Also the digamma series for arguments >= 1/2, which the digamma op and the
+// gamma sampler's gradient share.
 //
 // M provides: V (a value), c(double) (a constant of M's dtype, rounded once),
 // add sub mul div, floor, lt gt eq (a predicate), and_ of predicates,
@@ -96,6 +98,26 @@ template <class M> typename M::V expOf(M& m, typename M::V x, bool f32) {
   const V n1 = m.floor(m.mul(n, m.c(0.5)));
   const V y = m.mul(m.mul(er, m.pow2(n1)), m.pow2(m.sub(n, n1)));
   return m.select(notNan, y, x);
+}
+
+/// digamma psi(y) for y >= 1/2 (the digamma op's series, ops/Math.cpp, which
+/// reflects smaller arguments into this range): psi(y) = psi(y + 8) - sum_k<8
+/// 1/(y + k), and at y + 8 the asymptotic series ln y - 1/(2y) - 1/(12 y^2) +
+/// ... to y^-14, accurate to double precision there. M::log is M's ln (libm's
+/// for the op; logAll for traced Tensors).
+template <class M> typename M::V digammaFromHalf(M& m, typename M::V y) {
+  using V = typename M::V;
+  V r = m.c(0);
+  for (int k = 0; k < 8; ++k) {
+    r = m.add(r, m.div(m.c(1), y));
+    y = m.add(y, m.c(1));
+  }
+  const V inv = m.div(m.c(1), y), z = m.mul(inv, inv);
+  // -1/(12 y^2) + 1/(120 y^4) - 1/(252 y^6) + 1/(240 y^8) - 1/(132 y^10) + 691/(32760 y^12) - 1/(12 y^14)
+  V s = m.c(-1.0 / 12);
+  for (double coef : {691.0 / 32760, -1.0 / 132, 1.0 / 240, -1.0 / 252, 1.0 / 120, -1.0 / 12}) s = m.add(m.c(coef), m.mul(z, s));
+  s = m.mul(z, s);
+  return m.sub(m.add(m.sub(m.log(y), m.mul(m.c(0.5), inv)), s), r);
 }
 
 } // namespace adjit::portable

@@ -40,6 +40,7 @@ struct TensorMath {
   V eq(const V& a, const V& b) const { return adjit::eq(a, b, loc); }
   V and_(const V& a, const V& b) const { return logical_and(a, b, loc); }
   V select(const V& p, const V& a, const V& b) const { return where(p, a, b, loc); }
+  V log(const V& a) const { return logAll(*this, a, f32()); }
   /// frexp of positive normal a from its bits: the exponent field less the
   /// bias - 1, and the mantissa under the exponent of 1/2 (exact).
   std::pair<V, V> frexp(const V& a) const {
@@ -82,6 +83,11 @@ Tensor logOfNormal(const Tensor& x, Loc loc) {
 Tensor expValue(const Tensor& x, Loc loc) {
   TensorMath m = mathOf("exp", x, loc);
   return expOf(m, x, m.f32());
+}
+
+Tensor digammaFromHalf(const Tensor& x, Loc loc) {
+  TensorMath m = mathOf("digamma", x, loc);
+  return portable::digammaFromHalf(m, x);
 }
 
 Tensor exp(const Tensor& x, Loc loc) {

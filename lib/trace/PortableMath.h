@@ -22,6 +22,8 @@ Tensor logOfNormal(const Tensor& x, std::source_location loc);
 Tensor exp(const Tensor& x, std::source_location loc);
 /// e^x without a derivative rule (for values no gradient flows through).
 Tensor expValue(const Tensor& x, std::source_location loc);
+/// digamma(x) for x >= 1/2 (the digamma op's series on this ln). Not differentiable.
+Tensor digammaFromHalf(const Tensor& x, std::source_location loc);
 /// 1 / (1 + e^-x); differentiable (d s = s (1 - s) dx, by custom_jvp).
 Tensor sigmoid(const Tensor& x, std::source_location loc);
 

@@ -526,7 +526,9 @@ Tensor logGammaGrad(const Tensor& a0, const Tensor& lx0, const Loc& loc) {
   };
   const auto [n, tn, h, sum, dsum] =
       while_loop(pending, term, Carry{full({}, 0, DType::f64, loc), one, zero, one, zero}, {}, loc);
-  const Tensor bracket = add(mul(sum, sub(lx, digamma(add(a, AtScalar(1.0, loc)), loc), loc), loc), dsum, loc);
+  // digamma of a + 1 >= 1 by the digamma op's series on the portable ln: the same bits everywhere
+  const Tensor bracket =
+      add(mul(sum, sub(lx, portable::digammaFromHalf(add(a, AtScalar(1.0, loc)), loc), loc), loc), dsum, loc);
   const Tensor g = neg(div(bracket, a, loc), loc);
   return where(valid, cast(g, t, loc), full({}, std::nan(""), t, loc), loc);
 }
@@ -585,16 +587,22 @@ Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> sh
   Shape s = shape ? *shape : Shape(as.begin(), as.end() - 1);
   s.push_back(alpha.shape().back());
   // gamma samples normalised along the last axis, in logs: softmax of their
-  // logs, e^(l - max l) / sum e^(l - max l), the sum a cumsum's last element:
-  // added in order, so the same bits everywhere (reduce_sum's vector loops
-  // reassociate). The max shift cancels: it carries no gradient.
+  // logs, e^(l - max l) / sum e^(l - max l). The sum is a cumsum's last
+  // element, added in order, and it reaches every category by a reverse cumsum
+  // of it padded with zeros (exactly the sum): both ops, and their transposes
+  // in the gradient, add in order, so the same bits everywhere (a reduce_sum,
+  // also the transpose of a broadcast, is vectorised with partial sums whose
+  // order depends on the vector width). The max shift cancels: it carries no gradient.
   const Tensor l = loggamma(key, alpha, s, loc);
   const Tensor e = portable::exp(sub(l, stop_gradient(max(l, {-1}, true, loc), loc), loc), loc);
   const int64_t k = s.back(), last = static_cast<int64_t>(s.size()) - 1;
   if (k == 0) return e;
-  std::vector<int64_t> start(s.size(), 0), limit(s.begin(), s.end());
+  std::vector<int64_t> start(s.size(), 0), limit(s.begin(), s.end()), before(s.size(), 0);
   start.back() = k - 1;
-  return div(e, slice(cumsum(e, last, false, loc), start, limit, {}, loc), loc);
+  before.back() = k - 1;
+  const Tensor total = slice(cumsum(e, last, false, loc), start, limit, {}, loc); // [..., 1]
+  const Tensor totals = cumsum(pad(total, before, std::vector<int64_t>(s.size(), 0), {}, loc), last, true, loc);
+  return div(e, totals, loc);
 }
 
 } // namespace adjit::random

@@ -509,6 +509,39 @@ TEST_CASE("every sampler gives the same bits in the interpreter and compiled for
   }
 }
 
+TEST_CASE("gamma, loggamma, beta and dirichlet: gradients in parameters of the sample's shape give the same bits everywhere") {
+  // Per-element parameters: the gradient has no sum over samples (a sum's vector loops reassociate).
+  const int64_t n = 1 << 12;
+  // f64: the f64 series of the gradient (logGammaGrad) shows every bit
+  std::vector<double> as;
+  for (int64_t i = 0; i < n; ++i) as.push_back(0.05 + 30 * std::fmod(double(i) * 0.6180339887498949, 1.0));
+  const Array a = Array(as, {n});
+  const Array key = random::key_data(99);
+  const std::vector<std::pair<const char*, std::function<Tensor(Tensor, Tensor)>>> grads = {
+      {"gamma", [](Tensor a, Tensor k) { return grad([](Tensor a, Tensor k) { return sum(random::gamma(k, a)); })(a, k); }},
+      {"loggamma", [](Tensor a, Tensor k) { return grad([](Tensor a, Tensor k) { return sum(random::loggamma(k, a)); })(a, k); }},
+      {"beta", [](Tensor a, Tensor k) { return grad([](Tensor a, Tensor k) { return sum(random::beta(k, a, 2.0 * a)); })(a, k); }},
+      {"dirichlet", [n](Tensor a, Tensor k) {
+         return grad([n](Tensor a, Tensor k) {
+           const Tensor d = random::dirichlet(k, reshape(a, {n / 4, 4}));
+           return sum(d * d);
+         })(a, k);
+       }},
+  };
+  for (const auto& [name, g] : grads) {
+    INFO("gradient of " << std::string(name));
+    const Module m = trace([g](Tensor a, Tensor k) { return g(a, k); }, a.type(), kKey);
+    const Array interpreted = m.interpret("f", {a, key}).at(0);
+    const Array host = jit(g, {.tiers = false})(a, key);
+    CHECK(bytesOf(host) == bytesOf(interpreted));
+    for (const char* cpu : {"x86-64-v2", "x86-64-v3"}) {
+      INFO("cpu " << std::string(cpu));
+      CHECK(bytesOf(jit(g, {.cpu = cpu, .tiers = false})(a, key)) == bytesOf(host));
+    }
+    CHECK(bytesOf(jit(g, {.threads = 4, .tiers = false})(a, key)) == bytesOf(host));
+  }
+}
+
 TEST_CASE("vmap over a batch of keys gives each key's values bit for bit: uniform, normal, split, fold_in, randint, every sampler") {
   // keys i32[4, 2], and the same keys one at a time; batched along axis 0 and,
   // transposed, along axis 1
