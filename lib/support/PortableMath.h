@@ -8,13 +8,14 @@
 // Also the digamma series for arguments >= 1/2, which the digamma op and the
 // gamma sampler's gradient share.
 //
-// M provides: V (a value), c(double) (a constant of M's dtype, rounded once),
-// add sub mul div, floor, lt gt eq (a predicate), and_ of predicates,
-// select(p, a, b) of values,
-// frexp(a) -> {m, e} with a = m 2^e, m in [1/2, 1) for positive normal a
-// (exact), and pow2(n) = 2^n for integral n in the normal exponent range
-// (exact). Each function takes `f32`: whether M's dtype is f32 (else f64),
-// which picks series lengths and ranges.
+// M provides what each function uses of: V (a value), c(double) (a constant
+// of M's dtype, rounded once), add sub mul div, floor, lt gt eq (a
+// predicate), and_ of predicates, select(p, a, b) of values, frexp(a) -> {m,
+// e} with a = m 2^e, m in [1/2, 1) for positive normal a (exact), pow2(n) =
+// 2^n for integral n in the normal exponent range (exact), and log (M's ln:
+// digammaFromHalf only, which is portable when M's ln is). The ln and e^x
+// functions take `f32`: whether M's dtype is f32 (else f64), which picks
+// series lengths and ranges.
 #pragma once
 
 #include <cmath>
