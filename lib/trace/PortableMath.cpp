@@ -3,9 +3,9 @@
 // as IEEE says in the interpreter and in compiled code alike (no libm call,
 // no contraction), so adjit::random's samplers give the same bits everywhere.
 // f32 computes in f32 (the f32 series lengths; a few ulp, test_random measures it).
-// Cost, adjit_bench random (R2: one thread, three runs of 5-21 rounds
+// Cost, adjit_bench random (R2: one thread, four runs of 5-21 rounds
 // interleaved with the same formulas on the libm ops, AVX-512 host at load 4):
-// exponential f32 0.81-0.84x, f64 1.20-1.35x; gumbel f32 0.86-0.92x, f64
+// exponential f32 0.81-0.84x, f64 1.16-1.35x; gumbel f32 0.86-0.92x, f64
 // 0.81-1.04x (the samplers' logs of in-range values skip the edge cases:
 // logOfNormal; with them and log1p's correction, 1.08x / 1.68x / 1.34x / 1.36x).
 #include "trace/PortableMath.h"
