@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -542,6 +543,35 @@ static void randomSection(int reps) {
               "(max rel. diff %.1e)\n",
               a, 4e-6 * double(n) / a, b, 4e-6 * double(n) / b, bench::ratioText(bench::ratioOf(x, y)).c_str(), c,
               maxRelDiff(got.data<float>(), base.data(), 1000));
+  // R2: the samplers on ln (exponential -log1p(-u), gumbel -log(-log u)) against the same formulas on the log/log1p/exp ops (libmvec in
+  // vector loops, whose bits differ per vector width): what bitwise
+  // reproducibility costs (trace/PortableMath.cpp).
+  const float tiny = std::numeric_limits<float>::min();
+  struct Sampler {
+    const char* name;
+    int64_t n;
+    std::function<Tensor(Tensor)> portable, libm;
+  };
+  const Sampler samplers[] = {
+      {"exponential f32", n, [n](Tensor k) { return random::exponential(k, {n}); },
+       [n](Tensor k) { return -log1p(-random::uniform(k, {n})); }},
+      {"exponential f64", n / 2, [n](Tensor k) { return random::exponential(k, {n / 2}, DType::f64); },
+       [n](Tensor k) { return -log1p(-random::uniform(k, {n / 2}, DType::f64)); }},
+      {"gumbel f32", n, [n](Tensor k) { return random::gumbel(k, {n}); },
+       [n, tiny](Tensor k) { return -log(-log(random::uniform(k, {n}, DType::f32, tiny, 1))); }},
+      {"gumbel f64", n / 2, [n](Tensor k) { return random::gumbel(k, {n / 2}, DType::f64); },
+       [n](Tensor k) { return -log(-log(random::uniform(k, {n / 2}, DType::f64, std::numeric_limits<double>::min(), 1))); }},
+  };
+  for (const Sampler& s : samplers) {
+    auto p = jit(s.portable, {.name = "r2p", .threads = 1});
+    auto l = jit(s.libm, {.name = "r2l", .threads = 1});
+    p(key);
+    l(key);
+    Side sp{.round = bench::batchOf([&] { p(key); })}, sl{.round = bench::batchOf([&] { l(key); })};
+    interleavePair(sp, sl, reps);
+    std::printf("R2   %-16s %9lld samples   portable %8.3f ms   libm ops %8.3f ms   ratio %s\n", s.name,
+                static_cast<long long>(s.n), bench::median(sp), bench::median(sl), bench::ratioText(bench::ratioOf(sp, sl)).c_str());
+  }
 }
 
 int main(int argc, char** argv) {

@@ -93,6 +93,7 @@ def bench_section(text, title='Run time against hand-written C++'):
                 rf'\(target <= {NUM}x\)\s+cold compile\s+{NUM} ms(?:.*residuals (\d+) bytes)?'),
         ('r1', rf'^R1\s+adjit\s+{NUM} ms \({NUM} GB/s\)\s+baseline\s+{NUM} ms \({NUM} GB/s\)\s+ratio\s+{R}\s+'
                rf'cold compile\s+{NUM} ms\s+\(max rel. diff ([^)]*)\)'),
+        ('r2', rf'^R2\s+(.+?)\s+(\d+) samples\s+portable\s+{NUM} ms\s+libm ops\s+{NUM} ms\s+ratio\s+{R}$'),
         ('targets', r'^targets: (.*)$'),
     ]).feed(text, skip=('adjit benchmarks', 'run time against hand-written', 'forward mode at one thread', 'ODE (',
                         'random numbers ('))
@@ -171,6 +172,12 @@ def bench_section(text, title='Run time against hand-written C++'):
         out += table(['', 'adjit', 'hand-written', 'ratio', 'cold compile', 'max rel. diff'],
                      [('R1', f'{ms(a)} ({ga} GB/s)', f'{ms(b)} ({gb} GB/s)', spread(q, lo, hi), ms(c), d)
                       for a, ga, b, gb, q, lo, hi, c, d in r['r1']]) + ['']
+    if r['r2']:
+        out += ['R2: `exponential` and `gumbel` (their logarithm written out in IEEE-rounded ops, the same bits on every '
+                'target) at one thread against the same formulas on the `log`/`log1p` ops (libm, libmvec in vector '
+                'loops), in turn:', '']
+        out += table(['sampler', 'samples', 'portable', 'libm ops', 'ratio'],
+                     [(name, n, ms(a), ms(b), spread(q, lo, hi)) for name, n, a, b, q, lo, hi in r['r2']]) + ['']
     if p.other:
         out += ['Other lines of the output:', ''] + verbatim(p.other) + ['']
     return out

@@ -8,12 +8,14 @@
 #include "autodiff/JvpCtx.h"
 #include "autodiff/VjpCtx.h"
 #include "ops/Common.h"
+#include "support/PortableMath.h"
 
 namespace adjit::ops {
 namespace {
 
 using ir::EvalCtx;
 using codegen::ScalarCtx;
+using portable::logOf; // erf_inv's ln (support/PortableMath.h)
 
 // Reference evaluations (the interpreter's), one function object per op.
 struct ExpEval { template <class T> T operator()(T x) const { return std::exp(x); } };
@@ -75,17 +77,8 @@ constexpr double kPi = 3.14159265358979323846;
 template <class M> typename M::V digammaOf(M& m, typename M::V x) {
   using V = typename M::V;
   const V reflect = m.lt(x, m.c(0.5));
-  V y = m.select(reflect, m.sub(m.c(1), x), x), r = m.c(0);
-  for (int k = 0; k < 8; ++k) {
-    r = m.add(r, m.div(m.c(1), y));
-    y = m.add(y, m.c(1));
-  }
-  const V inv = m.div(m.c(1), y), z = m.mul(inv, inv);
-  // -1/(12 y^2) + 1/(120 y^4) - 1/(252 y^6) + 1/(240 y^8) - 1/(132 y^10) + 691/(32760 y^12) - 1/(12 y^14)
-  V s = m.c(-1.0 / 12);
-  for (double coef : {691.0 / 32760, -1.0 / 132, 1.0 / 240, -1.0 / 252, 1.0 / 120, -1.0 / 12}) s = m.add(m.c(coef), m.mul(z, s));
-  s = m.mul(z, s);
-  const V psi = m.sub(m.add(m.sub(m.log(y), m.mul(m.c(0.5), inv)), s), r);
+  // the shift and the series (support/PortableMath.h, shared with the gamma sampler's gradient)
+  const V psi = portable::digammaFromHalf(m, m.select(reflect, m.sub(m.c(1), x), x));
   const V px = m.mul(m.c(kPi), x);
   const V reflected = m.sub(psi, m.div(m.mul(m.c(kPi), m.cos(px)), m.sin(px)));
   // Poles at 0, -1, -2, ...: NaN, as TensorFlow.
@@ -172,29 +165,6 @@ struct IrMath {
 // interpreter and compiled for SSE, AVX2 or AVX-512, and so do the normal
 // samples built on it. Both dtypes compute in f64; f32 rounds the result.
 // erf_inv(+-1) = +-inf; |x| > 1 and NaN give NaN.
-
-/// ln y for positive normal y in M's dtype (f32 when `f32`): y = m 2^e with m
-/// in [sqrt(1/2), sqrt(2)) (frexp, exact), ln m = 2 atanh(s) = 2s (1 + s^2/3 +
-/// s^4/5 + ...) with s = (m - 1)/(m + 1), |s| <= 0.172, to 1/11 for f32 and
-/// 1/21 for f64 (the series' remainder below half an ulp), and e ln 2 in two
-/// parts (the high part's low bits are zero, so e ln2Hi is exact). Within a few ulp.
-template <class M> typename M::V logOf(M& m, typename M::V y, bool f32) {
-  using V = typename M::V;
-  auto [mant, e] = m.frexp(y); // mant in [1/2, 1)
-  const auto low = m.lt(mant, m.c(0.70710678118654752440));
-  mant = m.select(low, m.add(mant, mant), mant);
-  e = m.select(low, m.sub(e, m.c(1)), e);
-  const V s = m.div(m.sub(mant, m.c(1)), m.add(mant, m.c(1))), z = m.mul(s, s);
-  const int terms = f32 ? 5 : 10;
-  V series = m.c(1.0 / (2 * terms + 1));
-  for (int k = terms - 1; k >= 1; --k) series = m.add(m.c(1.0 / (2 * k + 1)), m.mul(z, series));
-  const V twoS = m.add(s, s);
-  const V lnM = m.add(twoS, m.mul(m.mul(twoS, z), series));
-  // ln 2 = ln2Hi + ln2Lo: f32's high part has 12 zero low bits, f64's 11
-  const double ln2Hi = f32 ? 6.93145751953125e-01 : 6.93147180369123816490e-01;
-  const double ln2Lo = f32 ? 1.428606765330187045e-06 : 1.90821492927058770002e-10;
-  return m.add(m.mul(e, m.c(ln2Hi)), m.add(lnM, m.mul(e, m.c(ln2Lo))));
-}
 
 /// erf_inv for f32: Giles, "Approximating the
 /// erfinv function" (GPU Computing Gems, 2010), the single-precision version

@@ -5,6 +5,11 @@
 // splits and bits follow JAX's jax_threefry_partitionable=True: element i of
 // a sample of n elements is Threefry(key, counter (hi(i), lo(i))) of its
 // row-major position, its two output words xor'ed (or joined for 64 bits).
+// The samplers take ln, ln(1 + x), e^x and the sigmoid from
+// trace/PortableMath.h, not the ops (libm): so every sample has the same bits
+// in the interpreter and compiled for any vector width or thread count.
+#include "trace/PortableMath.h"
+
 #include <adjit/control_flow.h>
 #include <adjit/custom_gradient.h>
 #include <adjit/error.h>
@@ -274,7 +279,8 @@ Tensor gumbel(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   checkKey("gumbel", key, loc);
   checkFloat("gumbel", dtype, loc);
   const double tiny = dtype == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
-  return neg(log(neg(log(uniform(key, shape, dtype, tiny, 1, loc), loc), loc), loc), loc);
+  // u in [tiny, 1) and -log u in (0, 709]: both positive normal
+  return neg(portable::logOfNormal(neg(portable::logOfNormal(uniform(key, shape, dtype, tiny, 1, loc), loc), loc), loc), loc);
 }
 
 Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc loc) {
@@ -290,7 +296,11 @@ Tensor categorical(const Tensor& key, const Tensor& logits, int64_t axis, Loc lo
 Tensor exponential(const Tensor& key, const Shape& shape, DType dtype, Loc loc) {
   checkKey("exponential", key, loc);
   checkFloat("exponential", dtype, loc);
-  return neg(log1p(neg(uniform(key, shape, dtype, 0, 1, loc), loc), loc), loc);
+  // JAX's -log1p(-u) as -log(1 - u): u is a multiple of 2^-23 (2^-52) in
+  // [0, 1), so 1 - u is exact and positive normal (the same value as log1p's,
+  // without its correction)
+  const Tensor u = uniform(key, shape, dtype, 0, 1, loc);
+  return neg(portable::logOfNormal(sub(AtScalar(1.0, loc), u), loc), loc);
 }
 
 Tensor truncated_normal(const Tensor& key, double lower, double upper, const Shape& shape, DType dtype, Loc loc) {
@@ -391,7 +401,8 @@ Tensor choice(const Tensor& key, int64_t n, const Shape& shape, bool replace, co
     return searchsorted(cdf, r, "left", DType::i32, loc);
   }
   // Gumbel top-k: the k largest of log p + gumbel are a weighted sample without replacement
-  const Tensor g = add(gumbel(key, {n}, p->dtype(), loc), log(*p, loc), loc);
+  // (the indices carry no gradient to p)
+  const Tensor g = add(gumbel(key, {n}, p->dtype(), loc), portable::log(stop_gradient(*p, loc), loc), loc);
   return reshape(top_k(g, draws, DType::i32, loc).indices, dims, loc);
 }
 
@@ -406,9 +417,10 @@ Tensor choice(const Tensor& key, const Tensor& x, const Shape& shape, bool repla
   axis = normalAxis("choice", axis, x.rank(), loc);
   const Tensor indices = choice(key, x.shape()[axis], shape, replace, p, loc);
   if (num_elements(shape) == 0) {
-    Shape out(x.shape().begin(), x.shape().begin() + axis);
+    const Shape xs = x.shape(); // one copy: Tensor::shape() returns a new vector each call
+    Shape out(xs.begin(), xs.begin() + axis);
     out.insert(out.end(), shape.begin(), shape.end());
-    out.insert(out.end(), x.shape().begin() + axis + 1, x.shape().end());
+    out.insert(out.end(), xs.begin() + axis + 1, xs.end());
     return full(out, 0, x.dtype(), loc);
   }
   return take(x, indices, axis, loc);
@@ -434,8 +446,9 @@ Tensor logGammaSample(const Tensor& key, const Tensor& alpha0, const Shape& s, c
   const Tensor keys = split(key, 2, loc);
   const Tensor small = lt(a, AtScalar(1.0, loc));
   const Tensor alpha = where(small, add(a, AtScalar(1.0, loc)), a, loc);
-  // log u / a with u in (0, 1] (1 - uniform): finite
-  const Tensor logBoost = where(small, div(log1p(neg(uniform(keys.at(0, loc), s, t, 0, 1, loc), loc), loc), a, loc),
+  // log u / a with u in (0, 1] (1 - uniform, exact): finite
+  const Tensor boostU = sub(AtScalar(1.0, loc), uniform(keys.at(0, loc), s, t, 0, 1, loc));
+  const Tensor logBoost = where(small, div(portable::logOfNormal(boostU, loc), a, loc),
                                 full({}, 0, t, loc), loc);
   const Tensor d = sub(alpha, AtScalar(1.0 / 3.0, loc));
   const Tensor c = div(AtScalar(1.0, loc), sqrt(mul(AtScalar(9.0, loc), d), loc));
@@ -454,14 +467,14 @@ Tensor logGammaSample(const Tensor& key, const Tensor& alpha0, const Shape& s, c
     const Tensor w = add(AtScalar(1.0, loc), mul(c, x, loc));
     const Tensor v = mul(mul(w, w, loc), w, loc);
     const Tensor bound = add(sub(add(mul(AtScalar(0.5, loc), mul(x, x, loc)), d, loc), mul(d, v, loc), loc),
-                             mul(d, log(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
-    const Tensor ok = logical_and(gt(v, AtScalar(0.0, loc)), lt(log(u, loc), bound, loc), loc);
+                             mul(d, portable::logOfNormal(maximum(v, full({}, tiny, t, loc), loc), loc), loc), loc);
+    const Tensor ok = logical_and(gt(v, AtScalar(0.0, loc)), lt(portable::log(u, loc), bound, loc), loc);
     const Tensor take = logical_and(ok, logical_not(accepted, loc), loc);
     return Carry{add(i, AtScalar(1, loc)), where(take, mul(d, v, loc), value, loc), logical_or(accepted, ok, loc)};
   };
   const Carry done = while_loop(pending, round,
                                 Carry{full({}, 0, DType::i32, loc), full(s, 1, t, loc), full(s, 0, DType::i1, loc)}, {}, loc);
-  return where(valid, add(log(std::get<1>(done), loc), logBoost, loc), full({}, std::nan(""), t, loc), loc);
+  return where(valid, add(portable::log(std::get<1>(done), loc), logBoost, loc), full({}, std::nan(""), t, loc), loc);
 }
 
 /// d log x / d a for x ~ Gamma(a, 1) at log x = lx, by implicit differentiation
@@ -487,7 +500,7 @@ Tensor logGammaGrad(const Tensor& a0, const Tensor& lx0, const Loc& loc) {
   const Tensor valid = logical_and(gt(a0, AtScalar(0.0, loc)), logical_not(isnan(lx0, loc), loc), loc);
   const Tensor a = where(valid, cast(prevent_gradient(a0, why, loc), DType::f64, loc), full({}, 1, DType::f64, loc), loc);
   const Tensor lx = where(valid, cast(prevent_gradient(lx0, why, loc), DType::f64, loc), full({}, 0, DType::f64, loc), loc);
-  const Tensor x = exp(lx, loc);
+  const Tensor x = portable::expValue(lx, loc);
   const Tensor one = full(a.shape(), 1, DType::f64, loc), zero = full(a.shape(), 0, DType::f64, loc);
   // carry: n, t_n, H_n, S, dS/da
   using Carry = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
@@ -513,7 +526,9 @@ Tensor logGammaGrad(const Tensor& a0, const Tensor& lx0, const Loc& loc) {
   };
   const auto [n, tn, h, sum, dsum] =
       while_loop(pending, term, Carry{full({}, 0, DType::f64, loc), one, zero, one, zero}, {}, loc);
-  const Tensor bracket = add(mul(sum, sub(lx, digamma(add(a, AtScalar(1.0, loc)), loc), loc), loc), dsum, loc);
+  // digamma of a + 1 >= 1 by the digamma op's series on the portable ln: the same bits everywhere
+  const Tensor bracket =
+      add(mul(sum, sub(lx, portable::digammaFromHalf(add(a, AtScalar(1.0, loc)), loc), loc), loc), dsum, loc);
   const Tensor g = neg(div(bracket, a, loc), loc);
   return where(valid, cast(g, t, loc), full({}, std::nan(""), t, loc), loc);
 }
@@ -549,7 +564,7 @@ Tensor gamma(const Tensor& key, const Tensor& a, std::optional<Shape> shape, Loc
   if (!a.valid()) throw Error("random.gamma: a is an empty Tensor", Location::from(loc));
   checkFloat("gamma", a.dtype(), loc);
   // d x / da = x d log x / da (the chain rule through exp)
-  return exp(loggamma(key, a, shape, loc), loc);
+  return portable::exp(loggamma(key, a, shape, loc), loc);
 }
 
 Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<Shape> shape, Loc loc) {
@@ -559,7 +574,7 @@ Tensor beta(const Tensor& key, const Tensor& a, const Tensor& b, std::optional<S
   const Tensor keys = split(key, 2, loc);
   // G_a / (G_a + G_b) = sigmoid(log G_a - log G_b): finite for tiny a and b, whose samples underflow
   const Tensor la = loggamma(keys.at(0, loc), a, s, loc), lb = loggamma(keys.at(1, loc), b, s, loc);
-  return sigmoid(sub(la, lb, loc), loc);
+  return portable::sigmoid(sub(la, lb, loc), loc);
 }
 
 Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> shape, Loc loc) {
@@ -568,10 +583,26 @@ Tensor dirichlet(const Tensor& key, const Tensor& alpha, std::optional<Shape> sh
     throw Error(fmt::format("random.dirichlet: expected alpha with a last axis of categories, got {}",
                             alpha.valid() ? alpha.type().str() : "an empty Tensor"),
                 Location::from(loc));
-  Shape s = shape ? *shape : Shape(alpha.shape().begin(), alpha.shape().end() - 1);
+  const Shape as = alpha.shape(); // one copy: Tensor::shape() returns a new vector each call
+  Shape s = shape ? *shape : Shape(as.begin(), as.end() - 1);
   s.push_back(alpha.shape().back());
-  // gamma samples normalised along the last axis, in logs: softmax of their logs
-  return softmax(loggamma(key, alpha, s, loc), {-1}, loc);
+  // gamma samples normalised along the last axis, in logs: softmax of their
+  // logs, e^(l - max l) / sum e^(l - max l). The sum is a cumsum's last
+  // element, added in order, and it reaches every category by a reverse cumsum
+  // of it padded with zeros (exactly the sum): both ops, and their transposes
+  // in the gradient, add in order, so the same bits everywhere (a reduce_sum,
+  // also the transpose of a broadcast, is vectorised with partial sums whose
+  // order depends on the vector width). The max shift cancels: it carries no gradient.
+  const Tensor l = loggamma(key, alpha, s, loc);
+  const Tensor e = portable::exp(sub(l, stop_gradient(max(l, {-1}, true, loc), loc), loc), loc);
+  const int64_t k = s.back(), last = static_cast<int64_t>(s.size()) - 1;
+  if (k == 0) return e;
+  std::vector<int64_t> start(s.size(), 0), limit(s.begin(), s.end()), before(s.size(), 0);
+  start.back() = k - 1;
+  before.back() = k - 1;
+  const Tensor total = slice(cumsum(e, last, false, loc), start, limit, {}, loc); // [..., 1]
+  const Tensor totals = cumsum(pad(total, before, std::vector<int64_t>(s.size(), 0), {}, loc), last, true, loc);
+  return div(e, totals, loc);
 }
 
 } // namespace adjit::random

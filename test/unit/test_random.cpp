@@ -2,6 +2,7 @@
 // Threefry's known-answer vectors, JAX's documented values, interpreter =
 // JIT bit for bit, keys through jit, scan and vmap, sample statistics, gradients.
 #include "Check.h"
+#include "trace/PortableMath.h"
 
 #include <adjit/adjit.h>
 
@@ -43,18 +44,15 @@ template <class F> void check(F f, const std::vector<Array>& inputs, const Array
 }
 
 /// f traced once, run by the interpreter and compiled: both results, which must
-/// agree bit for bit (`exact`), or to 2e-6 relative where f calls libm functions
-/// (log, log1p, erf), whose vector variants round differently per vector width
-/// (a few f32 ulp).
-template <class F> Array sameBits(F f0, const std::vector<Array>& args, bool exact = true) {
+/// agree bit for bit (every sampler does: no libm call, no reassociated sum).
+template <class F> Array sameBits(F f0, const std::vector<Array>& args) {
   auto f = onVector(f0);
   std::vector<Type> types;
   for (const Array& a : args) types.push_back(a.type());
   const Module m = trace(f, types);
   const Array interpreted = m.interpret("f", args).at(0);
   const Array compiled = jit(f)(args);
-  if (exact) CHECK(bytesOf(compiled) == bytesOf(interpreted));
-  else ADJIT_CHECK_CLOSE(compiled, interpreted, 2e-6);
+  CHECK(bytesOf(compiled) == bytesOf(interpreted));
   return compiled;
 }
 
@@ -176,6 +174,134 @@ TEST_CASE("erf_inv against erf inverted in long double, f32 and f64, interpreter
   const double inf = std::numeric_limits<double>::infinity();
   check([](Tensor x) { return erf_inv(x); }, {f64({1, -1, 0, 1.5})}, f64({inf, -inf, 0, std::nan("")}));
   check([](Tensor x) { return erf_inv(x); }, {f32({1, -1, 0, -1.5f})}, f32({INFINITY, -INFINITY, 0, NAN}));
+}
+
+namespace {
+
+/// |y - want| in units of the last place of want rounded to T (the smallest
+/// subnormal's below the normal range); 0 where both are the same inf or NaN.
+template <class T> double ulpError(T y, long double want) {
+  if (std::isnan(y) || std::isnan(want)) return std::isnan(y) && std::isnan(want) ? 0 : HUGE_VAL;
+  const T w = static_cast<T>(want);
+  if (std::isinf(w) || std::isinf(y)) return y == w ? 0 : HUGE_VAL;
+  const T up = std::nextafter(std::fabs(w), std::numeric_limits<T>::infinity());
+  const long double ulp = std::isinf(up) ? std::fabs(w) - std::nextafter(std::fabs(w), T(0)) : up - std::fabs(w);
+  return double(std::fabs(static_cast<long double>(y) - want) / ulp);
+}
+
+/// Inputs spread over every binary exponent from 2^lo to 2^hi, both signs,
+/// pseudo-random mantissas, and `extra`.
+template <class T> std::vector<T> spread(int lo, int hi, bool negative, std::vector<T> extra) {
+  uint64_t state = 12345;
+  for (int e = lo; e <= hi; ++e)
+    for (int j = 0; j < 24; ++j) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const T v = std::ldexp(T(1) + T(double(state >> 11) * 0x1p-53), e);
+      extra.push_back(v);
+      if (negative) extra.push_back(-v);
+    }
+  return extra;
+}
+
+/// The worst ulp error of portable `f` against `ref` in long double over xs,
+/// after checking that the interpreter and compiled code agree bit for bit.
+template <class T, class F, class R> double worstUlp(F f, R ref, const std::vector<T>& xs) {
+  const Array y = sameBits([f](Tensor x) { return f(x, std::source_location::current()); }, {Array(xs, {int64_t(xs.size())})});
+  double worst = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double e = ulpError(y.data<T>()[i], ref(static_cast<long double>(xs[i])));
+    if (e > worst) worst = e;
+    if (e > 8) {
+      INFO("x = " << double(xs[i]) << " got " << double(y.data<T>()[i]));
+      CHECK(e <= 8);
+    }
+  }
+  return worst;
+}
+
+} // namespace
+
+TEST_CASE("the samplers' portable log and exp: within a few ulp of long double's, libm's edge cases") {
+  const double inf = HUGE_VAL, nan = std::nan("");
+  const auto logRef = [](long double x) { return std::log(x); };
+  const auto expRef = [](long double x) { return std::exp(x); };
+  const auto plog = [](const Tensor& x, std::source_location l) { return portable::log(x, l); };
+  const auto plogNormal = [](const Tensor& x, std::source_location l) { return portable::logOfNormal(x, l); };
+  const auto pexp = [](const Tensor& x, std::source_location l) { return portable::expValue(x, l); };
+  const auto psigmoid = [](const Tensor& x, std::source_location l) { return portable::sigmoid(x, l); };
+  // log: every exponent, subnormals included, and near 1
+  std::vector<float> nearOne32;
+  std::vector<double> nearOne64;
+  for (int k = 1; k < 60; ++k) {
+    nearOne32.push_back(float(1 + std::ldexp(1.0, -k / 2 - 1)));
+    nearOne32.push_back(float(1 - std::ldexp(1.0, -k / 2 - 1)));
+    nearOne64.push_back(1 + std::ldexp(1.0, -k));
+    nearOne64.push_back(1 - std::ldexp(1.0, -k));
+  }
+  const double log32 = worstUlp<float>(plog, logRef, spread<float>(-149, 127, false, nearOne32));
+  const double log64 = worstUlp<double>(plog, logRef, spread<double>(-1074, 1023, false, nearOne64));
+  // the samplers' log of positive normal numbers: the same series
+  const double logNormal32 = worstUlp<float>(plogNormal, logRef, spread<float>(-126, 127, false, nearOne32));
+  const double logNormal64 = worstUlp<double>(plogNormal, logRef, spread<double>(-1022, 1023, false, nearOne64));
+  // exp: up to overflow, down into the subnormals and to 0, and tiny
+  std::vector<float> exps32;
+  std::vector<double> exps64;
+  for (int i = -1100; i <= 1000; ++i) exps32.push_back(float(i * 0.0937));
+  for (int i = -7500; i <= 7100; ++i) exps64.push_back(i * 0.09999);
+  const double exp32 = worstUlp<float>(pexp, expRef, spread<float>(-60, 6, true, exps32));
+  const double exp64 = worstUlp<double>(pexp, expRef, spread<double>(-80, 9, true, exps64));
+  MESSAGE("worst ulp: log " << log32 << " (f32) " << log64 << " (f64); of normals " << logNormal32 << " " << logNormal64
+                            << "; exp " << exp32 << " " << exp64);
+  CHECK(log32 < 2); // measured 1.13
+  CHECK(log64 < 2); // 1.35
+  CHECK(logNormal32 < 2);
+  CHECK(logNormal64 < 2);
+  CHECK(exp32 < 2); // 1.04
+  CHECK(exp64 < 2); // 1.02
+  // libm's edge cases
+  check([&](Tensor x) { return plog(x, std::source_location::current()); }, {f64({0, -0.0, -1, inf, nan, 1})},
+        f64({-inf, -inf, nan, inf, nan, 0}));
+  check([&](Tensor x) { return plog(x, std::source_location::current()); }, {f32({0, -2, INFINITY, NAN, 1})},
+        f32({-INFINITY, NAN, INFINITY, NAN, 0}));
+  check([&](Tensor x) { return pexp(x, std::source_location::current()); }, {f64({-inf, inf, nan, 0, 710, -746, 709})},
+        f64({0, inf, nan, 1, inf, 0, std::exp(709.0)}));
+  check([&](Tensor x) { return pexp(x, std::source_location::current()); }, {f32({-INFINITY, INFINITY, NAN, 0, 89, -104})},
+        f32({0, INFINITY, NAN, 1, INFINITY, 0}));
+  check([&](Tensor x) { return psigmoid(x, std::source_location::current()); }, {f32({-200, 200, 0, NAN})}, f32({0, 1, 0.5f, NAN}));
+  // exp and sigmoid differentiate as the ops: e^x, and s (1 - s) also where e^-x overflows
+  const Array ge = jit([](Tensor x) { return grad([](Tensor v) { return sum(portable::exp(v, std::source_location::current())); })(x); })(
+      f64({-1, 0.5, 3}));
+  for (int64_t i = 0; i < 3; ++i) CHECK(ge.at(i) == doctest::Approx(std::exp(double(i == 0 ? -1 : i == 1 ? 0.5 : 3))).epsilon(1e-15));
+  const Array gs = jit([](Tensor x) { return grad([](Tensor v) { return sum(portable::sigmoid(v, std::source_location::current())); })(x); })(
+      f32({-200, 0, 3}));
+  CHECK(gs.at(0) == 0);
+  CHECK(gs.at(1) == doctest::Approx(0.25));
+  CHECK(gs.at(2) == doctest::Approx(1 / (1 + std::exp(-3.0)) * (1 - 1 / (1 + std::exp(-3.0)))).epsilon(1e-6));
+}
+
+TEST_CASE("exponential and gumbel are JAX's -log1p(-u) and -log(-log(u)) of the same uniforms, to a few ulp") {
+  const int64_t n = 20000;
+  const Array key = random::key_data(77);
+  auto run = [&]<class T>(DType t, T eps) {
+    INFO("dtype " << std::string(name_of(t)));
+    const Array e = jit([&](Tensor k) { return random::exponential(k, {n}, t); })(key);
+    const Array u = jit([&](Tensor k) { return random::uniform(k, {n}, t); })(key);
+    const double tiny = t == DType::f32 ? double(std::numeric_limits<float>::min()) : std::numeric_limits<double>::min();
+    const Array g = jit([&](Tensor k) { return random::gumbel(k, {n}, t); })(key);
+    const Array ug = jit([&](Tensor k) { return random::uniform(k, {n}, t, tiny, 1); })(key);
+    double worstE = 0, worstG = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      worstE = std::max(worstE, ulpError(e.data<T>()[i], -std::log1p(-static_cast<long double>(u.data<T>()[i]))));
+      // the outer log of an inexact inner one: errors of its relative size, absolute
+      const long double want = -std::log(-std::log(static_cast<long double>(ug.data<T>()[i])));
+      worstG = std::max(worstG, double(std::fabs(g.data<T>()[i] - want) / std::max<long double>(1, std::fabs(want))) / eps);
+    }
+    MESSAGE(name_of(t) << ": exponential worst " << worstE << " ulp, gumbel worst " << worstG << " eps");
+    CHECK(worstE < 2);
+    CHECK(worstG < 4);
+  };
+  run(DType::f32, std::numeric_limits<float>::epsilon());
+  run(DType::f64, std::numeric_limits<double>::epsilon());
 }
 
 TEST_CASE("erf_inv's derivative is sqrt(pi)/2 exp(erf_inv(x)^2)") {
@@ -321,7 +447,102 @@ TEST_CASE("uniform, normal and randint give the same bits for SSE, AVX2 and the 
   CHECK(bytesOf(jit(big, {.threads = 4})(key)) == bytesOf(jit(big, {.threads = 1})(key)));
 }
 
-TEST_CASE("vmap over a batch of keys gives each key's values bit for bit: uniform, normal, split, fold_in, bernoulli, randint") {
+namespace {
+
+/// Every sampler, by name, as a function of a key (and nothing else): the
+/// samplers built on log, log1p, exp and sigmoid (exponential, gumbel,
+/// categorical, gamma, loggamma, beta, dirichlet, weighted choice) and those
+/// that are not (truncated_normal, bernoulli, permutation, choice).
+std::vector<std::pair<const char*, std::function<Tensor(Tensor)>>> everySampler(int64_t n) {
+  const Shape s{n};
+  return {
+      {"exponential f32", [s](Tensor k) { return random::exponential(k, s); }},
+      {"exponential f64", [s](Tensor k) { return random::exponential(k, s, DType::f64); }},
+      {"gumbel f32", [s](Tensor k) { return random::gumbel(k, s); }},
+      {"gumbel f64", [s](Tensor k) { return random::gumbel(k, s, DType::f64); }},
+      {"categorical", [n](Tensor k) {
+         return random::categorical(k, broadcast_to(constant(f32({0.1f, -2, 1.5f, 0.3f, 0, 0.7f, -0.2f})), {n, 7}));
+       }},
+      {"truncated_normal", [s](Tensor k) { return random::truncated_normal(k, -1.5, 2, s); }},
+      {"gamma f32", [n](Tensor k) {
+         return random::gamma(k, broadcast_to(constant(f32({0.3f, 1, 2.5f, 40})), {n / 4, 4}));
+       }},
+      {"gamma f64", [n](Tensor k) {
+         return random::gamma(k, broadcast_to(constant(f64({0.01, 0.7, 3, 1e4})), {n / 4, 4}));
+       }},
+      {"loggamma", [n](Tensor k) { return random::loggamma(k, broadcast_to(constant(f32({1e-3f, 0.5f, 5})), {n / 3, 3})); }},
+      {"beta", [s](Tensor k) { return random::beta(k, full({}, 0.05, DType::f32), full({}, 3, DType::f32), s); }},
+      {"dirichlet", [n](Tensor k) { return random::dirichlet(k, constant(f64({0.2, 1, 7, 30})), Shape{n / 4}); }},
+      {"bernoulli", [s](Tensor k) { return random::bernoulli(k, full(s, 0.3, DType::f32)); }},
+      {"permutation", [n](Tensor k) { return random::permutation(k, n); }},
+      {"permutation of x", [n](Tensor k) { return random::permutation(k, reshape(iota({n}, 0, DType::f32), {n / 2, 2}), 1); }},
+      {"choice", [s](Tensor k) { return random::choice(k, 13, s); }},
+      {"choice without replacement", [n](Tensor k) { return random::choice(k, n, {n / 2}, false); }},
+      {"weighted choice", [s](Tensor k) {
+         return random::choice(k, 6, s, true, constant(f32({0.1f, 0, 3, 0.5f, 1e-30f, 2})));
+       }},
+      {"weighted choice without replacement", [n](Tensor k) {
+         return random::choice(k, n, {n / 2}, false, exp(iota({n}, 0, DType::f32) * (-4.0f / float(n))));
+       }},
+  };
+}
+
+} // namespace
+
+TEST_CASE("every sampler gives the same bits in the interpreter and compiled for SSE, AVX2 and the host, on 1 or 4 threads") {
+  // 2^14 samples: long enough for every vector width's loops and for 4 threads' chunks
+  const int64_t n = 1 << 14;
+  const Array key = random::key_data(2026);
+  for (const auto& [name, f] : everySampler(n)) {
+    INFO("sampler " << std::string(name));
+    const Module m = trace([f](Tensor k) { return f(k); }, kKey);
+    const Array interpreted = m.interpret("f", {key}).at(0);
+    // optimised code (tiers off), and a first call's quickly compiled code
+    const Array host = jit(f, {.tiers = false})(key);
+    CHECK(bytesOf(host) == bytesOf(interpreted));
+    CHECK(bytesOf(jit(f)(key)) == bytesOf(host));
+    for (const char* cpu : {"x86-64-v2", "x86-64-v3"}) {
+      INFO("cpu " << std::string(cpu));
+      CHECK(bytesOf(jit(f, {.cpu = cpu, .tiers = false})(key)) == bytesOf(host));
+    }
+    CHECK(bytesOf(jit(f, {.threads = 4, .tiers = false})(key)) == bytesOf(host));
+  }
+}
+
+TEST_CASE("gamma, loggamma, beta and dirichlet: gradients in parameters of the sample's shape give the same bits everywhere") {
+  // Per-element parameters: the gradient has no sum over samples (a sum's vector loops reassociate).
+  const int64_t n = 1 << 12;
+  // f64: the f64 series of the gradient (logGammaGrad) shows every bit
+  std::vector<double> as;
+  for (int64_t i = 0; i < n; ++i) as.push_back(0.05 + 30 * std::fmod(double(i) * 0.6180339887498949, 1.0));
+  const Array a = Array(as, {n});
+  const Array key = random::key_data(99);
+  const std::vector<std::pair<const char*, std::function<Tensor(Tensor, Tensor)>>> grads = {
+      {"gamma", [](Tensor a, Tensor k) { return grad([](Tensor a, Tensor k) { return sum(random::gamma(k, a)); })(a, k); }},
+      {"loggamma", [](Tensor a, Tensor k) { return grad([](Tensor a, Tensor k) { return sum(random::loggamma(k, a)); })(a, k); }},
+      {"beta", [](Tensor a, Tensor k) { return grad([](Tensor a, Tensor k) { return sum(random::beta(k, a, 2.0 * a)); })(a, k); }},
+      {"dirichlet", [n](Tensor a, Tensor k) {
+         return grad([n](Tensor a, Tensor k) {
+           const Tensor d = random::dirichlet(k, reshape(a, {n / 4, 4}));
+           return sum(d * d);
+         })(a, k);
+       }},
+  };
+  for (const auto& [name, g] : grads) {
+    INFO("gradient of " << std::string(name));
+    const Module m = trace([g](Tensor a, Tensor k) { return g(a, k); }, a.type(), kKey);
+    const Array interpreted = m.interpret("f", {a, key}).at(0);
+    const Array host = jit(g, {.tiers = false})(a, key);
+    CHECK(bytesOf(host) == bytesOf(interpreted));
+    for (const char* cpu : {"x86-64-v2", "x86-64-v3"}) {
+      INFO("cpu " << std::string(cpu));
+      CHECK(bytesOf(jit(g, {.cpu = cpu, .tiers = false})(a, key)) == bytesOf(host));
+    }
+    CHECK(bytesOf(jit(g, {.threads = 4, .tiers = false})(a, key)) == bytesOf(host));
+  }
+}
+
+TEST_CASE("vmap over a batch of keys gives each key's values bit for bit: uniform, normal, split, fold_in, randint, every sampler") {
   // keys i32[4, 2], and the same keys one at a time; batched along axis 0 and,
   // transposed, along axis 1
   const Array keys = jit([](Tensor k) { return random::split(k, 4); })(random::key_data(51));
@@ -349,6 +570,7 @@ TEST_CASE("vmap over a batch of keys gives each key's values bit for bit: unifor
   perKey([](Tensor k) { return random::uniform(random::split(k)[1], {4}); }, "uniform of a split key");
   perKey([](Tensor k) { return random::bernoulli(k, 0.3, {6}); }, "bernoulli");
   perKey([](Tensor k) { return random::randint(k, {6}, -5, 1000); }, "randint");
+  for (const auto& [name, f] : everySampler(8)) perKey(f, name);
   // fold_in with batched data and a batched or shared key
   const Array ds = i32({3, -1, 0, 100});
   const Array folded = sameBits([](Tensor ks, Tensor d) { return vmap([](Tensor k, Tensor d) { return random::fold_in(k, d); })(ks, d); },
@@ -407,7 +629,7 @@ TEST_CASE("sample statistics: uniform, normal, exponential, bernoulli, randint, 
     CHECK(double(beyond2) / n == doctest::Approx(0.0455).epsilon(0.05));
   }
   {
-    const Moments m = momentsOf(sameBits([](Tensor k) { return random::exponential(k, {n}); }, {k}, false));
+    const Moments m = momentsOf(sameBits([](Tensor k) { return random::exponential(k, {n}); }, {k}));
     CHECK(m.mean == doctest::Approx(1).epsilon(0.015));
     CHECK(m.var == doctest::Approx(1).epsilon(0.03));
   }
@@ -439,7 +661,7 @@ TEST_CASE("sample statistics: uniform, normal, exponential, bernoulli, randint, 
   {
     // categorical over 3 classes with probabilities 0.2, 0.3, 0.5, 20000 rows
     const Array logits = f32({std::log(0.2f), std::log(0.3f), std::log(0.5f)});
-    const Array c = sameBits([](Tensor k, Tensor l) { return random::categorical(k, broadcast_to(l, {20000, 3})); }, {k, logits}, false);
+    const Array c = sameBits([](Tensor k, Tensor l) { return random::categorical(k, broadcast_to(l, {20000, 3})); }, {k, logits});
     REQUIRE(c.type() == Type{DType::i32, {20000}});
     std::vector<int64_t> counts(3);
     for (int64_t i = 0; i < c.size(); ++i) ++counts[size_t(c.at(i))];
@@ -449,7 +671,7 @@ TEST_CASE("sample statistics: uniform, normal, exponential, bernoulli, randint, 
   }
   {
     // a standard normal truncated to [-1, 2]: mean (phi(-1) - phi(2)) / (Phi(2) - Phi(-1)) = 0.2288
-    const Array t = sameBits([](Tensor k) { return random::truncated_normal(k, -1, 2, {n}); }, {k}, false);
+    const Array t = sameBits([](Tensor k) { return random::truncated_normal(k, -1, 2, {n}); }, {k});
     const Moments m = momentsOf(t);
     CHECK(m.mean == doctest::Approx(0.2288).epsilon(0.03));
     for (int64_t i = 0; i < n; ++i) {
@@ -623,7 +845,7 @@ TEST_CASE("choice without replacement: distinct samples; uniform and weighted fi
   CHECK(distinct(ints(some)));
   const Array p = f64({0.5, 0.0, 0.25, 0.125, 0.125});
   const Array wsome = sameBits([](Tensor key, Tensor w) { return random::choice(key, 5, {4}, false, w); },
-                               {random::key_data(9), p}, false);
+                               {random::key_data(9), p});
   CHECK(isPermutation([&] { auto v = ints(wsome); v.push_back(1); return v; }(), 5)); // all but the zero weight
   // over many keys: the first pick follows p, the pair is distinct
   auto f = jit([](Tensor key, Tensor w) { return random::choice(key, 5, {2}, false, w); });
@@ -641,6 +863,19 @@ TEST_CASE("choice without replacement: distinct samples; uniform and weighted fi
     CHECK(std::abs(first[i] / 4000.0 - p.data<double>()[i]) < 0.03);
     CHECK(std::abs(uniformFirst[i] / 4000.0 - 0.2) < 0.03);
   }
+}
+
+TEST_CASE("dirichlet without a shape takes alpha's batch shape; choice of x with no draws keeps x's other axes") {
+  // (both once read a shape through iterators of two temporary copies)
+  const Array d = jit([](Tensor k) { return random::dirichlet(k, constant(f64({1, 2, 3, 4, 5, 6}, {2, 3}))); })(random::key_data(1));
+  REQUIRE(d.type() == Type{DType::f64, {2, 3}});
+  for (int64_t r = 0; r < 2; ++r) CHECK(d.at(3 * r) + d.at(3 * r + 1) + d.at(3 * r + 2) == doctest::Approx(1.0));
+  const Array one = jit([](Tensor k) { return random::dirichlet(k, constant(f32({0.5f, 2}))); })(random::key_data(2));
+  CHECK(one.type() == Type{DType::f32, {2}});
+  const Array none = jit([](Tensor k) {
+    return random::choice(k, constant(f32({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5})), {0}, true, std::nullopt, 1);
+  })(random::key_data(3));
+  CHECK(none.type() == Type{DType::f32, {2, 0}});
 }
 
 TEST_CASE("gamma, beta and dirichlet: sample means and variances; interpreter = JIT; a < 1 boosted") {
@@ -663,7 +898,7 @@ TEST_CASE("gamma, beta and dirichlet: sample means and variances; interpreter = 
   // a tensor of shapes, f32; the interpreter agrees with compiled code
   const Array shapes = f32({0.5, 2, 8});
   const Array g = sameBits([](Tensor key, Tensor a) { return random::gamma(key, a, Shape{200, 3}); },
-                           {random::key_data(12), shapes}, false);
+                           {random::key_data(12), shapes});
   CHECK(g.type() == Type{DType::f32, {200, 3}});
   const Array b = jit([](Tensor key) {
     return random::beta(key, full({}, 2.0, DType::f64), full({}, 6.0, DType::f64), Shape{20000});
