@@ -571,7 +571,7 @@ const std::vector<TorchCase>& torchLinalgCases() {
 
 TEST_CASE("linalg values and gradients agree with PyTorch float64") {
   const std::vector<TorchCase>& cases = torchLinalgCases();
-  REQUIRE(cases.size() == 99);
+  REQUIRE(cases.size() == 103);
   for (const TorchCase& c : cases) {
     INFO("program " << std::string(c.name));
     const Array a = f64(c.a, c.as), w = f64(c.w, c.ws);
@@ -591,11 +591,15 @@ TEST_CASE("linalg values and gradients agree with PyTorch float64") {
       // torch.linalg.lu_factor's pivots less one, and the permutation read off torch.linalg.lu's P
       auto f = jit([](const Tensor& x) { const la::LU<> r = la::lu(x); return std::make_tuple(r.pivots, r.permutation); });
       auto [pivots, permutation] = f(a);
-      const Shape vs(c.as.begin(), c.as.end() - 1);
-      const auto half = c.ints.begin() + std::ptrdiff_t(c.ints.size() / 2);
+      // pivots [..., k] (k = min(m, n)), then the permutation [..., m]
+      const int64_t m = c.as[c.as.size() - 2], k = std::min(m, c.as.back());
+      Shape ps(c.as.begin(), c.as.end() - 2), qs = ps;
+      ps.push_back(k);
+      qs.push_back(m);
+      const auto split = c.ints.begin() + std::ptrdiff_t(num_elements(ps));
       INFO("pivots " << pivots.str() << ", permutation " << permutation.str());
-      CHECK(bytesOf(pivots) == bytesOf(i32(std::vector<int32_t>(c.ints.begin(), half), vs)));
-      CHECK(bytesOf(permutation) == bytesOf(i32(std::vector<int32_t>(half, c.ints.end()), vs)));
+      CHECK(bytesOf(pivots) == bytesOf(i32(std::vector<int32_t>(c.ints.begin(), split), ps)));
+      CHECK(bytesOf(permutation) == bytesOf(i32(std::vector<int32_t>(split, c.ints.end()), qs)));
     }
   }
 }

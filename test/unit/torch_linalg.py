@@ -228,6 +228,11 @@ PROGRAMS += [
     # ties of |x|: both split the gradient evenly among the tied elements
     ("norm inf ties", "norm", [INF, 0], fixed(1.0, -3.0, 3.0, 2.0), None, vnorm(INF, [], False)),
     ("norm -inf ties", "norm", [-INF, 0], fixed(0.5, -0.5, 3.0, 2.0), None, vnorm(-INF, [], False)),
+    # lu of rectangular matrices: L is m x k, U k x n (k = min(m, n)); k pivots, an m-row permutation
+    ("lu wide", "lu", [], lambda g: uniform(g, 3, 5), None, None),
+    ("lu tall", "lu", [], lambda g: uniform(g, 5, 3), None, None),
+    ("lu wide batch", "lu", [], lambda g: uniform(g, 2, 2, 4), None, None),
+    ("lu tall batch", "lu", [], lambda g: uniform(g, 2, 6, 2), None, None),
 ]
 
 
@@ -246,8 +251,8 @@ def lu_program(a, ints_out):
     perm = p.argmax(-2)
     # the pivots applied as swaps to 0..n-1 give the same permutation
     piv0 = piv.long() - 1
-    check = torch.arange(a.shape[-1]).expand(perm.shape).clone()
-    for i in range(a.shape[-1]):
+    check = torch.arange(a.shape[-2]).expand(perm.shape).clone()
+    for i in range(min(a.shape[-2], a.shape[-1])):
         j = piv0[..., i]
         ci = check[..., i].clone()
         cj = check.gather(-1, j.unsqueeze(-1)).squeeze(-1)
