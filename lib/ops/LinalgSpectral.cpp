@@ -636,6 +636,7 @@ void defineSpectralOps(Table& t) {
       .fold = noFold,
       .lower = [](codegen::LowerCtx& c) {
         const Mat d = matOf(c.operandType(0).shape);
+        if (spectral::lowerSvdAcrossBatch(c)) return; // up to 32 × 32, before LAPACK (measured there)
         if (lapack::use(c, std::min(d.m, d.n), kLapackSvd) && lapack::use(c, std::max(d.m, d.n), 0)) return lapack::lowerSvd(c);
         spectral::lowerSvd(c);
       },

@@ -36,6 +36,8 @@ void lowerEigh(codegen::LowerCtx& c);
 /// lowerEigh across the batch (as lowerQrAcrossBatch); each lane sweeps
 /// until its own matrix converges.
 bool lowerEighAcrossBatch(codegen::LowerCtx& c);
+/// lowerSvd across the batch (as lowerEighAcrossBatch).
+bool lowerSvdAcrossBatch(codegen::LowerCtx& c);
 void lowerSvd(codegen::LowerCtx& c);
 
 } // namespace adjit::ops::spectral

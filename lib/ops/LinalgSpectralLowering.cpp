@@ -14,8 +14,10 @@
 // zero, rotates by the identity), and sort and normalise on their own
 // (Gen's lane helpers). Against dsyevd per matrix (f64,
 // bench/decompositions_bench.cpp --quick, interleaved, load ~4): 256 × 8×8
-// 0.15 of its time (one matrix at a time 0.83), 64 × 32×32 0.90 (LAPACK's
-// own path before, from order 16).
+// 0.15 of its time (one matrix at a time 0.83), 64 × 32×32 0.90-1.02
+// (LAPACK's own path before, from order 16). One-sided Jacobi svd likewise,
+// its column completion lane by lane: against dgesdd, 256 × 8×8 0.16 (one
+// matrix at a time 0.93), 64 × 32×32 0.64 (LAPACK before, from order 24).
 #include "ops/LinalgSpectral.h"
 #include "ops/LinalgSmall.h"
 
@@ -179,6 +181,20 @@ struct Gen {
   /// normaliseSign for matrices stored transposed: row j of x (len entries),
   /// and row j of y (ylen entries) with it.
   void normaliseSignRow(llvm::Value* x, int64_t len, llvm::Value* j, llvm::Value* y, int64_t ylen) const {
+    if (lanes) { // as normaliseSign's lanes
+      llvm::Value* bestAbs = var(k(0));
+      llvm::Value* bestVal = var(ld(x, at(j, len, i64(0))));
+      c.loop(len, [&](llvm::Value* i) {
+        llvm::Value* xi = ld(x, at(j, len, i));
+        llvm::Value* better = c.b.CreateFCmpOGT(abs(xi), get(bestAbs));
+        set(bestAbs, select(better, abs(xi), get(bestAbs)));
+        set(bestVal, select(better, xi, get(bestVal)));
+      });
+      llvm::Value* flip = c.b.CreateFCmpOLT(get(bestVal), k(0));
+      c.loop(len, [&](llvm::Value* i) { st(select(flip, neg(ld(x, at(j, len, i))), ld(x, at(j, len, i))), x, at(j, len, i)); });
+      c.loop(ylen, [&](llvm::Value* i) { st(select(flip, neg(ld(y, at(j, ylen, i))), ld(y, at(j, ylen, i))), y, at(j, ylen, i)); });
+      return;
+    }
     llvm::Value* best = var(i64(0));
     llvm::Value* bestAbs = var(k(0));
     c.loop(len, [&](llvm::Value* i) {
@@ -505,119 +521,172 @@ void lowerEigh(LowerCtx& c) {
   });
 }
 
-void lowerSvd(LowerCtx& c) {
-  const Mat d = matOf(c.operandType(0).shape);
-  const int64_t m = d.m, n = d.n, kk = std::min(m, n), rows = std::max(m, n);
-  if (d.batch == 0 || kk == 0) return;
+namespace {
+
+/// svd's workspace per matrix (or group of lanes): svdMatrix's W and V, each
+/// stored transposed (Wt: k×rows, Vt: k×k) so that its columns, which the
+/// rotations and dot products read, are rows; then completeColumns' candidate.
+uint64_t svdWorkspace(int64_t m, int64_t n, uint64_t valueBytes) {
+  const int64_t kk = std::min(m, n), rows = std::max(m, n);
+  return static_cast<uint64_t>(rows * kk + kk * kk + rows) * valueBytes;
+}
+
+/// One-sided Jacobi svd of the m × n matrix a into u, s (descending) and vt,
+/// as svdMatrix; `ws` holds svdWorkspace bytes. With lanes, each lane sweeps
+/// until its own columns are orthogonal (a lane done, or whose pair is
+/// orthogonal already, rotates by the identity), and sorts, completes
+/// and normalises on its own.
+void svdCore(const Gen& g, int64_t m, int64_t n, llvm::Value* a, llvm::Value* u, llvm::Value* s, llvm::Value* vt, llvm::Value* ws) {
+  LowerCtx& c = g.c;
+  const int64_t kk = std::min(m, n), rows = std::max(m, n);
   const bool tall = m >= n;
-  const Gen g{c, c.resultType(0).dtype};
   const double eps = g.t == DType::f32 ? kEps<float> : kEps<double>;
-  const uint64_t es = size_of(g.t);
-  llvm::Value* ws = c.workspace(static_cast<uint64_t>(rows * kk + kk * kk + rows) * es);
-  // svdMatrix's W and V, each stored transposed (Wt: k×rows, Vt: k×k) so
-  // that its columns, which the rotations and dot products read, are rows.
   llvm::Value* W = ws;
   llvm::Value* V = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk));
   llvm::Value* x = c.b.CreateInBoundsGEP(g.ty(), ws, g.i64(rows * kk + kk * kk)); // completeColumns' candidate
-  c.loop(d.batch, [&](llvm::Value* bt) {
-    llvm::Value* a = g.offset(c.operandBuffer(0), bt, m * n);
-    llvm::Value* u = g.offset(c.results[0], bt, m * kk);
-    llvm::Value* s = g.offset(c.results[1], bt, kk);
-    llvm::Value* vt = g.offset(c.results[2], bt, kk * n);
-    llvm::Value* norm2 = g.var(g.k(0));
+  llvm::Type* maskTy = g.lanes ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(c.b.getInt1Ty(), g.lanes->getNumElements()))
+                               : c.b.getInt1Ty();
+  llvm::Value* none = llvm::Constant::getNullValue(maskTy);
+  llvm::Value* norm2 = g.var(g.k(0));
+  c.loop(rows, [&](llvm::Value* i) {
+    c.loop(kk, [&](llvm::Value* j) {
+      llvm::Value* xv = g.ld(a, tall ? g.at(i, n, j) : g.at(j, n, i));
+      g.st(xv, W, g.at(j, rows, i));
+      g.accumulate(norm2, g.mul(xv, xv));
+    });
+  });
+  c.loop(kk, [&](llvm::Value* i) {
+    c.loop(kk, [&](llvm::Value* j) { g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), V, g.at(j, kk, i)); });
+  });
+  llvm::Value* tol = g.k(eps * std::sqrt(static_cast<double>(rows)));
+  llvm::Value* done = g.var(none);
+  c.loop(kMaxSweeps, [&](llvm::Value*) {
+    g.ifThen(g.any(c.b.CreateNot(g.get(done, maskTy))), [&] {
+      llvm::Value* active = c.b.CreateNot(g.get(done, maskTy));
+      llvm::Value* rotated = g.var(none);
+      c.loop(kk, [&](llvm::Value* p) {
+        g.range(g.iadd(p, 1), g.i64(kk), [&](llvm::Value* q) {
+          llvm::Value *alpha = g.var(g.k(0)), *beta = g.var(g.k(0)), *gamma = g.var(g.k(0));
+          c.loop(rows, [&](llvm::Value* i) {
+            llvm::Value *wp = g.ld(W, g.at(p, rows, i)), *wq = g.ld(W, g.at(q, rows, i));
+            g.accumulate(alpha, g.mul(wp, wp));
+            g.accumulate(beta, g.mul(wq, wq));
+            g.accumulate(gamma, g.mul(wp, wq));
+          });
+          llvm::Value *al = g.get(alpha), *be = g.get(beta), *ga = g.get(gamma);
+          llvm::Value* rot = c.b.CreateAnd(c.b.CreateFCmpOGT(g.abs(ga), g.mul(g.mul(tol, g.sqrt(al)), g.sqrt(be))), active);
+          g.ifThen(g.any(rot), [&] {
+            g.set(rotated, c.b.CreateOr(g.get(rotated, maskTy), rot));
+            auto [cs, sn, tt] = g.rotation(al, be, ga);
+            if (g.lanes) cs = g.select(rot, cs, g.k(1)), sn = g.select(rot, sn, g.k(0)); // the others: the identity
+            g.rotateRows(W, rows, p, q, cs, sn);
+            g.rotateRows(V, kk, p, q, cs, sn);
+          });
+        });
+      });
+      g.set(done, c.b.CreateOr(g.get(done, maskTy), c.b.CreateNot(g.get(rotated, maskTy))));
+    });
+  });
+  c.loop(kk, [&](llvm::Value* j) {
+    llvm::Value* n2 = g.var(g.k(0));
     c.loop(rows, [&](llvm::Value* i) {
-      c.loop(kk, [&](llvm::Value* j) {
-        llvm::Value* x = g.ld(a, tall ? g.at(i, n, j) : g.at(j, n, i));
-        g.st(x, W, g.at(j, rows, i));
-        g.accumulate(norm2, g.mul(x, x));
-      });
+      llvm::Value* xv = g.ld(W, g.at(j, rows, i));
+      g.accumulate(n2, g.mul(xv, xv));
     });
-    c.loop(kk, [&](llvm::Value* i) {
-      c.loop(kk, [&](llvm::Value* j) { g.st(g.select(c.b.CreateICmpEQ(i, j), g.k(1), g.k(0)), V, g.at(j, kk, i)); });
-    });
-    llvm::Value* tol = g.k(eps * std::sqrt(static_cast<double>(rows)));
-    llvm::Value* done = g.var(c.b.getFalse());
-    c.loop(kMaxSweeps, [&](llvm::Value*) {
-      g.ifThen(c.b.CreateNot(g.get(done, c.b.getInt1Ty())), [&] {
-        llvm::Value* rotated = g.var(c.b.getFalse());
-        c.loop(kk, [&](llvm::Value* p) {
-          g.range(g.iadd(p, 1), g.i64(kk), [&](llvm::Value* q) {
-            llvm::Value *alpha = g.var(g.k(0)), *beta = g.var(g.k(0)), *gamma = g.var(g.k(0));
+    g.st(g.sqrt(g.get(n2)), s, j);
+  });
+  g.sortWithColumns(s, kk, /*ascending=*/false, {{W, rows}, {V, kk}}, /*transposed=*/true);
+  c.loop(kk, [&](llvm::Value* j) {
+    llvm::Value* sj = g.ld(s, j);
+    llvm::Value* scale = g.select(c.b.CreateFCmpOEQ(sj, g.k(0)), g.k(1), g.div(g.k(1), sj));
+    c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(W, g.at(j, rows, i)), scale), W, g.at(j, rows, i)); });
+  });
+  // completeColumns: a zero singular value's column of W becomes the first
+  // unit vector e_cand (cand from `next` on) that stays long enough once
+  // orthogonalised (twice) against W's columns; lane by lane, each lane
+  // tries the candidates from its own `next`.
+  llvm::Type* idxTy = g.lanes ? static_cast<llvm::Type*>(g.indexType()) : c.b.getInt64Ty();
+  auto index = [&](llvm::Value* i) { return g.lanes ? g.splatIndex(i) : i; };
+  llvm::Value* next = g.var(index(g.i64(0)));
+  c.loop(kk, [&](llvm::Value* j) {
+    llvm::Value* need = c.b.CreateFCmpOEQ(g.ld(s, j), g.k(0));
+    g.ifThen(g.any(need), [&] {
+      llvm::Value* found = g.var(c.b.CreateNot(need)); // lanes that need nothing count as found
+      g.range(g.i64(0), g.i64(rows), [&](llvm::Value* cand) {
+        llvm::Value* tries = c.b.CreateAnd(c.b.CreateNot(g.get(found, maskTy)), c.b.CreateICmpSGE(index(cand), g.get(next, idxTy)));
+        g.ifThen(g.any(tries), [&] {
+          g.set(next, c.b.CreateSelect(tries, index(g.iadd(cand, 1)), g.get(next, idxTy)));
+          c.loop(rows, [&](llvm::Value* i) { g.st(g.select(c.b.CreateICmpEQ(i, cand), g.k(1), g.k(0)), x, i); });
+          c.loop(2, [&](llvm::Value*) {
+            c.loop(kk, [&](llvm::Value* l) {
+              llvm::Value* dot = g.var(g.k(0));
+              c.loop(rows, [&](llvm::Value* i) { g.accumulate(dot, g.mul(g.ld(W, g.at(l, rows, i)), g.ld(x, i))); });
+              llvm::Value* d = g.get(dot);
+              c.loop(rows, [&](llvm::Value* i) { g.st(g.sub(g.ld(x, i), g.mul(d, g.ld(W, g.at(l, rows, i)))), x, i); });
+            });
+          });
+          llvm::Value* n2 = g.var(g.k(0));
+          c.loop(rows, [&](llvm::Value* i) { g.accumulate(n2, g.mul(g.ld(x, i), g.ld(x, i))); });
+          llvm::Value* take = c.b.CreateAnd(tries, c.b.CreateFCmpOGE(g.get(n2), g.k(0.5 / static_cast<double>(rows))));
+          g.ifThen(g.any(take), [&] {
+            llvm::Value* scale = g.div(g.k(1), g.sqrt(g.get(n2)));
             c.loop(rows, [&](llvm::Value* i) {
-              llvm::Value *wp = g.ld(W, g.at(p, rows, i)), *wq = g.ld(W, g.at(q, rows, i));
-              g.accumulate(alpha, g.mul(wp, wp));
-              g.accumulate(beta, g.mul(wq, wq));
-              g.accumulate(gamma, g.mul(wp, wq));
+              llvm::Value* at = g.at(j, rows, i);
+              g.st(g.select(take, g.mul(g.ld(x, i), scale), g.ld(W, at)), W, at);
             });
-            llvm::Value *al = g.get(alpha), *be = g.get(beta), *ga = g.get(gamma);
-            g.ifThen(c.b.CreateFCmpOGT(g.abs(ga), g.mul(g.mul(tol, g.sqrt(al)), g.sqrt(be))), [&] {
-              g.set(rotated, c.b.getTrue());
-              auto [cs, sn, tt] = g.rotation(al, be, ga);
-              g.rotateRows(W, rows, p, q, cs, sn);
-              g.rotateRows(V, kk, p, q, cs, sn);
-            });
-          });
-        });
-        g.set(done, c.b.CreateNot(g.get(rotated, c.b.getInt1Ty())));
-      });
-    });
-    c.loop(kk, [&](llvm::Value* j) {
-      llvm::Value* n2 = g.var(g.k(0));
-      c.loop(rows, [&](llvm::Value* i) {
-        llvm::Value* x = g.ld(W, g.at(j, rows, i));
-        g.accumulate(n2, g.mul(x, x));
-      });
-      g.st(g.sqrt(g.get(n2)), s, j);
-    });
-    g.sortWithColumns(s, kk, /*ascending=*/false, {{W, rows}, {V, kk}}, /*transposed=*/true);
-    c.loop(kk, [&](llvm::Value* j) {
-      llvm::Value* sj = g.ld(s, j);
-      llvm::Value* scale = g.select(c.b.CreateFCmpOEQ(sj, g.k(0)), g.k(1), g.div(g.k(1), sj));
-      c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(W, g.at(j, rows, i)), scale), W, g.at(j, rows, i)); });
-    });
-    // completeColumns
-    llvm::Value* next = g.var(g.i64(0));
-    c.loop(kk, [&](llvm::Value* j) {
-      g.ifThen(c.b.CreateFCmpOEQ(g.ld(s, j), g.k(0)), [&] {
-        llvm::Value* found = g.var(c.b.getFalse());
-        g.range(g.geti(next), g.i64(rows), [&](llvm::Value* cand) {
-          g.ifThen(c.b.CreateNot(g.get(found, c.b.getInt1Ty())), [&] {
-            g.set(next, g.iadd(cand, 1));
-            c.loop(rows, [&](llvm::Value* i) { g.st(g.select(c.b.CreateICmpEQ(i, cand), g.k(1), g.k(0)), x, i); });
-            c.loop(2, [&](llvm::Value*) {
-              c.loop(kk, [&](llvm::Value* l) {
-                llvm::Value* dot = g.var(g.k(0));
-                c.loop(rows, [&](llvm::Value* i) { g.accumulate(dot, g.mul(g.ld(W, g.at(l, rows, i)), g.ld(x, i))); });
-                llvm::Value* d = g.get(dot);
-                c.loop(rows, [&](llvm::Value* i) { g.st(g.sub(g.ld(x, i), g.mul(d, g.ld(W, g.at(l, rows, i)))), x, i); });
-              });
-            });
-            llvm::Value* n2 = g.var(g.k(0));
-            c.loop(rows, [&](llvm::Value* i) { g.accumulate(n2, g.mul(g.ld(x, i), g.ld(x, i))); });
-            g.ifThen(c.b.CreateFCmpOGE(g.get(n2), g.k(0.5 / static_cast<double>(rows))), [&] {
-              llvm::Value* scale = g.div(g.k(1), g.sqrt(g.get(n2)));
-              c.loop(rows, [&](llvm::Value* i) { g.st(g.mul(g.ld(x, i), scale), W, g.at(j, rows, i)); });
-              g.set(found, c.b.getTrue());
-            });
+            g.set(found, c.b.CreateOr(g.get(found, maskTy), take));
           });
         });
       });
     });
-    c.loop(kk, [&](llvm::Value* j) {
-      if (tall) g.normaliseSignRow(W, rows, j, V, kk);
-      else g.normaliseSignRow(V, kk, j, W, rows);
-    });
-    llvm::Value* Ut = tall ? W : V; // k×m
-    llvm::Value* Vrt = tall ? V : W; // k×n: vt itself
-    c.loop(m, [&](llvm::Value* i) {
-      c.loop(kk, [&](llvm::Value* j) { g.st(g.ld(Ut, g.at(j, m, i)), u, g.at(i, kk, j)); });
-    });
-    c.loop(kk * n, [&](llvm::Value* i) { g.st(g.ld(Vrt, i), vt, i); });
-    g.ifThen(c.b.CreateNot(c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL))), [&] { // a NaN or inf entry: all NaN
-      c.loop(m * kk, [&](llvm::Value* i) { g.st(g.k(NAN), u, i); });
-      c.loop(kk, [&](llvm::Value* i) { g.st(g.k(NAN), s, i); });
-      c.loop(kk * n, [&](llvm::Value* i) { g.st(g.k(NAN), vt, i); });
-    });
+  });
+  c.loop(kk, [&](llvm::Value* j) {
+    if (tall) g.normaliseSignRow(W, rows, j, V, kk);
+    else g.normaliseSignRow(V, kk, j, W, rows);
+  });
+  llvm::Value* Ut = tall ? W : V; // k×m
+  llvm::Value* Vrt = tall ? V : W; // k×n: vt itself
+  c.loop(m, [&](llvm::Value* i) {
+    c.loop(kk, [&](llvm::Value* j) { g.st(g.ld(Ut, g.at(j, m, i)), u, g.at(i, kk, j)); });
+  });
+  c.loop(kk * n, [&](llvm::Value* i) { g.st(g.ld(Vrt, i), vt, i); });
+  // a NaN or inf entry: all NaN (lanes: those lanes)
+  llvm::Value* bad = c.b.CreateNot(c.b.CreateFCmpOLT(g.get(norm2), g.k(HUGE_VAL)));
+  g.ifThen(g.any(bad), [&] {
+    auto poison = [&](llvm::Value* buf, int64_t count) {
+      c.loop(count, [&](llvm::Value* i) { g.st(g.lanes ? g.select(bad, g.k(NAN), g.ld(buf, i)) : g.k(NAN), buf, i); });
+    };
+    poison(u, m * kk);
+    poison(s, kk);
+    poison(vt, kk * n);
+  });
+}
+
+} // namespace
+
+bool lowerSvdAcrossBatch(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t m = d.m, n = d.n, kk = std::min(m, n);
+  if (d.batch == 0 || kk == 0) return false;
+  const DType t = c.resultType(0).dtype;
+  llvm::FixedVectorType* lanes = small::vectorType(c, t);
+  return small::acrossBatch(c, t, d.batch, std::max(m, n), {{c.operandBuffer(0), m * n}},
+                            {{c.results[0], m * kk}, {c.results[1], kk}, {c.results[2], kk * n}},
+                            svdWorkspace(m, n, lanes->getNumElements() * size_of(t)),
+                            [&](const std::vector<llvm::Value*>& in, const std::vector<llvm::Value*>& out, llvm::Value* extra) {
+                              svdCore(Gen{c, t, lanes}, m, n, in[0], out[0], out[1], out[2], extra);
+                            });
+}
+
+void lowerSvd(LowerCtx& c) {
+  const Mat d = matOf(c.operandType(0).shape);
+  const int64_t m = d.m, n = d.n, kk = std::min(m, n);
+  if (d.batch == 0 || kk == 0) return;
+  const Gen g{c, c.resultType(0).dtype};
+  llvm::Value* ws = c.workspace(svdWorkspace(m, n, size_of(g.t)));
+  c.loop(d.batch, [&](llvm::Value* bt) {
+    svdCore(g, m, n, g.offset(c.operandBuffer(0), bt, m * n), g.offset(c.results[0], bt, m * kk), g.offset(c.results[1], bt, kk),
+            g.offset(c.results[2], bt, kk * n), ws);
   });
 }
 

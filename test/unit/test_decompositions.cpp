@@ -319,6 +319,45 @@ TEST_CASE("svd: u diag(s) vt = a, orthonormal factors, s descending; interpreter
     }
 }
 
+TEST_CASE("svd of batches of small matrices (one per SIMD lane): each lane on its own, for SSE, AVX2 and the host") {
+  // 19 matrices: full groups of lanes and a partial last one; matrix 3 has two equal columns (a
+  // zero singular value: its column completed), matrix 6 is zero, matrix 9 has a NaN
+  auto f = [](const Tensor& x) {
+    auto [u, s, vt] = linalg::svd(x);
+    return std::tuple{u, s, vt};
+  };
+  for (DType t : {DType::f64, DType::f32})
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {3, 3}, {5, 3}, {3, 5}, {8, 8}, {12, 7}, {7, 12}, {32, 32}}) {
+      Array a = randomMatrix(t, {19, m, n}, 29);
+      if (n >= 2)
+        for (int64_t i = 0; i < m; ++i) a.set(3 * m * n + i * n + 1, a.at(3 * m * n + i * n));
+      for (int64_t i = 0; i < m * n; ++i) a.set(6 * m * n + i, 0.0);
+      a.set(9 * m * n, std::nan(""));
+      const int64_t k = std::min(m, n);
+      for (const char* cpu : {"", "x86-64-v2", "x86-64-v3"}) {
+        INFO(name_of(t) << " " << m << " x " << n << " cpu " << std::string(*cpu ? cpu : "host"));
+        const auto [u, s, vt] = jit(f, {.cpu = cpu})(a);
+        auto one = jit(f, {.cpu = cpu});
+        const double tol = tolOf(t) * 1000;
+        for (int64_t b : {0, 1, 3, 6, 8, 9, 17, 18}) {
+          const auto [u1, s1, vt1] = one(matrixAt(a, b));
+          if (b == 9) {
+            for (int64_t i = 0; i < k; ++i) CHECK(std::isnan(el(s, b, i)));
+            continue;
+          }
+          for (int64_t i = 0; i < k; ++i) CHECK(std::abs(el(s, b, i) - s1.at(i)) < tol * (1 + std::abs(s1.at(i))));
+          // singular vectors: where one matrix at a time is the same algorithm (below LAPACK's order)
+          if (std::min(m, n) >= 24 && (b == 3 || b == 6)) continue;
+          for (int64_t i = 0; i < m * k; ++i) CHECK(std::abs(u.at(b * m * k + i) - u1.at(i)) < tol);
+          for (int64_t i = 0; i < k * n; ++i) CHECK(std::abs(vt.at(b * k * n + i) - vt1.at(i)) < tol);
+        }
+        if (n >= 2 && m >= n) CHECK(std::abs(el(s, 3, k - 1)) < tol); // (a wide matrix keeps its rank)
+        for (int64_t i = 0; i < k; ++i) CHECK(el(s, 6, i) == 0.0);
+      }
+      if (m * n >= 16) CHECK(jit(f).lower(a).llvm_ir.find("adjit.lanes.") != std::string::npos);
+    }
+}
+
 TEST_CASE("svd: known singular values, rank deficiency, zeros") {
   // A scaled permutation: singular values are the magnitudes, sorted.
   auto [pi, pj] = bothWays([](const Tensor& x) { auto [u, s, vt] = linalg::svd(x); return V{u, s, vt}; },
