@@ -858,7 +858,6 @@ uint64_t lowerFunction(const ir::Module& m, const std::string& entry, const std:
     FusionPlan plan = planFusion(f, po);
     if (o.planMs) *o.planMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (o.plans && o.planAfter.empty()) *o.plans += plan.str();
-    if (o.opsPerCall) *o.opsPerCall += plan.work;
     // An output a caller may pass in a parameter's buffer: neither is noalias, the parameter not read-only.
     std::vector<std::pair<uint32_t, uint32_t>> shared = plan.sharedOutputs;
     for (auto [output, param] : shared) {

@@ -48,9 +48,6 @@ struct LowerOptions {
   /// Where the milliseconds spent planning are added, if anywhere (the rest
   /// is emission; ADJIT_LOG=compile shows both).
   double* planMs = nullptr;
-  /// Where the estimated ops per call of every lowered function's plan are
-  /// added, if anywhere (FusionPlan::work; a callee counts once).
-  int64_t* opsPerCall = nullptr;
 };
 
 /// Adds the lowering of `m`'s function `entry` (and the functions it calls) to

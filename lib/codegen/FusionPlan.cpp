@@ -99,7 +99,6 @@ FusionPlan Planner::finish(FusionPlan p) {
     s.run(*this, p);
     observe(s.name);
   }
-  for (const Kernel& k : p.kernels) p.work += workOf(k);
   return p;
 }
 

@@ -191,12 +191,6 @@ struct FusionPlan {
   /// does not declare those two buffers noalias, nor parameter j read-only.
   std::vector<std::pair<uint32_t, uint32_t>> sharedOutputs;
   uint64_t stackBytes = 0;
-  /// Ops per call, estimated: points × ops per point of each loop, and
-  /// kLowerWeight per result element of an op with code of its own (a call
-  /// or a control-flow op counts as its results only: what its callee does
-  /// is that function's plan's). The JIT runs code this busy optimised from
-  /// the first call (jit/Engine.cpp).
-  int64_t work = 0;
   /// Kernels are emitted into this many LLVM functions, consecutive kernels
   /// per function (Kernel::function). A buffer lives on a function's stack
   /// only when no other function reads it: buffers pass from function to

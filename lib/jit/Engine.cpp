@@ -266,20 +266,6 @@ bool tiersEnabled() {
   return on;
 }
 
-/// Estimated ops per call (codegen::FusionPlan::work) from which a tiered
-/// compile skips the fast tier and runs optimised code from the first call.
-/// The fast tier saves the code generator's time (about 60-70 ms of 170-200
-/// for GradBench's BA Jacobian, ~940 ops of code; a few ms for small code)
-/// and costs its code's slowness, which grows with register pressure: BA's
-/// large loop bodies ran ~2.5-3× slower in the fast tier (ba12: 3.1e9 ops
-/// per call, 72-90 ms optimised, ~220 ms in the fast tier: first call
-/// 300-360 ms tiered, 270-300 ms optimised first, loaded machine), small
-/// loops 0.8-1.25× (docs/benchmarks.md, tiers). At 2e9 ops (~45 ms
-/// optimised) the two first calls of BA's code break even; smaller code
-/// loses at most its few ms of code generation by going optimised first.
-constexpr int64_t kOptimizedFirstOps = 2'000'000'000;
-std::atomic<int64_t> optimizedFirstOpsNow{kOptimizedFirstOps};
-
 /// The code generator's warm-up (codegen::warmUpCodeGenerator) for the
 /// first tiered compile of the process: it runs on a thread of its own while
 /// this compile traces and lowers, and is waited for before the background
@@ -364,8 +350,6 @@ void testing::onOptimizedTier(std::function<void()> hook) {
   std::lock_guard lock(hookMutex);
   optimizedTierHook = std::move(hook);
 }
-
-int64_t testing::optimizedFirstOps(int64_t ops) { return optimizedFirstOpsNow.exchange(ops); }
 
 bool optimized(const Kernel& k) { return !k.tier || k.tier->optimized.load(std::memory_order_acquire); }
 
@@ -453,8 +437,8 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
 
   // Tiered: the objects come from the fast code generator, and `later`
   // keeps the optimised IR for the background compile.
-  const bool tierable = r.tiers && cached && r.options.optLevel > 0 && tiersEnabled();
-  WarmUpGuard warmUp(tierable);
+  const bool tiered = r.tiers && cached && r.options.optLevel > 0 && tiersEnabled();
+  WarmUpGuard warmUp(tiered);
   Compilation c(label, symbol, r.options, instruments);
   if (stages) c.showPlanAfter(r.planAfter);
   std::unique_ptr<ir::Module> m = r.spent ? std::make_unique<ir::Module>(std::move(*r.spent)) : r.module.clone();
@@ -464,10 +448,6 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   ADJIT_ASSERT(fn, "compile: the passes removed @" + r.function);
   const uint64_t scratch = c.lower(*m, r.function, symbol);
   ++llvmRuns;
-  // Code doing much work per call runs optimised from the first call: the
-  // fast tier's code would cost more than the code generator's time it saves.
-  const bool busy = c.opsPerCall() >= optimizedFirstOpsNow.load(std::memory_order_relaxed);
-  const bool tiered = tierable && !busy;
   auto job = tiered ? std::make_shared<OptimizedTierJob>() : nullptr;
   const std::vector<std::string> objects = c.emit(tiered ? &job->modules : nullptr);
   // ADJIT_LLVM_ARGS=-time-passes: LLVM's per-pass times of this compilation, on stderr.
@@ -499,12 +479,11 @@ std::shared_ptr<Kernel> compile(const CompileRequest& r, CompiledStages* stages)
   notify({r.function, sig, CompileEvent::Cache::miss, r.traceMs, keyMs, t.passes, t.llvm(), linkMs, tiered ? 1 : 2});
   if (log)
     logLine("compile", fmt::format("{}{}: trace {:.2f} ms, key {:.2f} ms, passes {:.2f} ms, llvm {:.2f} ms (plan {:.2f}, lower {:.2f}, {}{}), "
-                                   "link {:.2f} ms, {}{}cache miss{}{}",
+                                   "link {:.2f} ms, {}cache miss{}{}",
                                    r.function, sig, r.traceMs, keyMs, t.passes, t.llvm(), t.plan, t.lower,
                                    t.partitions > 1 ? fmt::format("optimise and codegen {:.2f} in {} threads", t.optimize, t.partitions)
                                                     : fmt::format("optimise {:.2f}, codegen {:.2f}", t.optimize, t.codegen),
-                                   tiered ? " fast" : "", linkMs, tiered ? "tier 1 (tier 2 compiling), " : "",
-                                   tierable && busy ? fmt::format("optimised first ({:.3g} ops per call), ", double(c.opsPerCall())) : "", disk,
+                                   tiered ? " fast" : "", linkMs, tiered ? "tier 1 (tier 2 compiling), " : "", disk,
                                    dump ? ", dump " + dumpLabel : ""));
   return kernel;
 }

@@ -86,9 +86,6 @@ void delayKernelTeardown(std::chrono::milliseconds delay);
 /// calls this first (a throw makes it fail; a sleep widens races); an empty
 /// function removes it.
 void onOptimizedTier(std::function<void()> hook);
-/// For tests: the estimated ops per call from which tiered compiles run
-/// optimised code from the first call; returns the previous value.
-int64_t optimizedFirstOps(int64_t ops);
 } // namespace testing
 
 /// Number of kernels currently loaded in the process-wide JIT.

@@ -331,8 +331,7 @@ uint64_t Compilation::lower(const ir::Module& m, const std::string& function, co
   const uint64_t scratch =
       codegen::lowerFunction(m, function, symbol, *module_, codegen::vectorUnit(*target_),
                              {.packed = options_.packed, .work = work, .parallel = options_.threads, .lapack = lapackInUse(m, options_), .plans = inspected() ? &plans_ : nullptr,
-                              .planAfter = planAfter_, .planMs = &planMs,
-                              .opsPerCall = &opsPerCall_});
+                              .planAfter = planAfter_, .planMs = &planMs});
   times_.plan += planMs;
   times_.lower += msSince(t0) - planMs;
   return scratch;

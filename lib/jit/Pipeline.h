@@ -168,8 +168,6 @@ public:
     double llvm() const { return plan + lower + optimize + codegen; }
   };
   const Times& times() const { return times_; }
-  /// The lowered functions' estimated ops per call (codegen::FusionPlan::work).
-  int64_t opsPerCall() const { return opsPerCall_; }
 
   /// The "plan" stage shows each plan as it stands after this planning step
   /// ("all": after each; codegen::planSteps), not finished: for inspection
@@ -189,7 +187,6 @@ private:
   std::unique_ptr<llvm::Module> module_;
   std::string plans_, planAfter_;
   Times times_;
-  int64_t opsPerCall_ = 0;
 };
 
 } // namespace adjit::engine

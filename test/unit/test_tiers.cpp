@@ -244,24 +244,6 @@ TEST_CASE("tiers: JitOptions::tiers = false compiles the optimised code on the f
   g.wait_optimized();
 }
 
-TEST_CASE("tiers: code doing much work per call runs optimised from the first call") {
-  // the threshold lowered so that 200,000 elements x a few ops pass it and 10 do not
-  const int64_t before = engine::testing::optimizedFirstOps(100'000);
-  std::vector<int> tiers;
-  set_compile_listener([&](const CompileEvent& e) { tiers.push_back(e.tier); });
-  auto f = [](Tensor x) { return exp(x * 9.0 - 4.0) + sin(x); };
-  {
-    PauseOptimizedTiers pause;
-    const Array big = jit(f, {.name = "busy"})(Array(Type{DType::f64, {200'000}}));
-    CHECK(big.at(0) == doctest::Approx(std::exp(-4.0)));
-    const Array small = jit(f, {.name = "idle"})(Array(Type{DType::f64, {10}}));
-    CHECK(small.at(9) == doctest::Approx(std::exp(-4.0)));
-  }
-  set_compile_listener({});
-  engine::testing::optimizedFirstOps(before);
-  CHECK(tiers == std::vector<int>{2, 1});
-}
-
 /// obj's first call (its first tier; the optimised one held back), then its
 /// wait_optimized: an optimised tier more must be in place when it returns.
 template <class Obj, class... A> void checkWaitOptimized(const char* name, const Obj& obj, const A&... args) {
