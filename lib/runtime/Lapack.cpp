@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,23 @@ const Library* lib() {
 std::atomic<uint64_t> done{0};
 
 template <class T> void fillNaN(T* p, int64_t count) { std::fill(p, p + count, std::numeric_limits<T>::quiet_NaN()); }
+
+/// `count` elements of scratch for the calling thread, kept between calls
+/// (grown, never shrunk; uninitialised): LAPACK's workspaces and working
+/// copies. Allocated per call they came from fresh pages each time, and a
+/// 2048² eigh's 67 MB workspace faulted in cost 10-20% of dsyevd's own time
+/// (adjit's eigh 1.17-1.22x the benchmark's dsyevd, whose workspace is
+/// allocated once). Slot distinguishes a call's buffers of one type.
+template <class U, int Slot> U* threadScratch(std::size_t count) {
+  thread_local std::unique_ptr<U[]> buffer;
+  thread_local std::size_t size = 0;
+  if (count > size) {
+    buffer.reset(); // the old one first: the peak is the new size, not both
+    buffer.reset(new U[count]);
+    size = count;
+  }
+  return buffer.get();
+}
 
 /// Out-of-place transposes go in tiles of kTile × kTile. A row of a large
 /// matrix is 4 KiB or a multiple, so a column's elements share one L1 set; 8
@@ -263,8 +281,8 @@ template <class T> void eigh(int64_t batch, int64_t n, const T* a, T* w, T* v) {
   r.syevd("V", "L", &N, v, &N, w, &wq, &lwork, &iq, &liwork, &info, 1, 1); // workspace query
   lwork = static_cast<int>(std::max<double>(double(wq) * (1 + 1.0 / 64) + 1, 1 + 6 * N + 2 * N * N)); // as svd's
   liwork = std::max(iq, 3 + 5 * N);
-  std::vector<T> work(static_cast<std::size_t>(lwork));
-  std::vector<int> iwork(static_cast<std::size_t>(liwork));
+  T* work = threadScratch<T, 0>(static_cast<std::size_t>(lwork));
+  int* iwork = threadScratch<int, 0>(static_cast<std::size_t>(liwork));
   for (int64_t b = 0; b < batch; ++b) {
     const T* A = a + b * n * n;
     T* W = w + b * n;
@@ -277,7 +295,7 @@ template <class T> void eigh(int64_t batch, int64_t n, const T* a, T* w, T* v) {
         norm2 += x * x;
       }
     info = 0;
-    if (norm2 < std::numeric_limits<T>::infinity()) r.syevd("V", "L", &N, V, &N, W, work.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
+    if (norm2 < std::numeric_limits<T>::infinity()) r.syevd("V", "L", &N, V, &N, W, work, &lwork, iwork, &liwork, &info, 1, 1);
     if (!(norm2 < std::numeric_limits<T>::infinity()) || info != 0) { // a NaN or inf entry, or no convergence: all NaN
       fillNaN(W, n);
       fillNaN(V, n * n);
@@ -296,23 +314,23 @@ template <class T> void svd(int64_t batch, int64_t m, int64_t n, const T* a, T* 
   const Routines<T>& r = lib()->get<T>();
   const int64_t k = std::min(m, n);
   const int rows = static_cast<int>(n), cols = static_cast<int>(m), K = static_cast<int>(k);
-  std::vector<T> copy(static_cast<std::size_t>(m * n));
-  std::vector<int> iwork(static_cast<std::size_t>(8 * k));
+  T* copy = threadScratch<T, 1>(static_cast<std::size_t>(m * n));
+  int* iwork = threadScratch<int, 0>(static_cast<std::size_t>(8 * k));
   int info = 0, lwork = -1;
   T wq = 0;
-  r.gesdd("S", &rows, &cols, copy.data(), &rows, s, vt, &rows, u, &K, &wq, &lwork, iwork.data(), &info, 1); // workspace query
+  r.gesdd("S", &rows, &cols, copy, &rows, s, vt, &rows, u, &K, &wq, &lwork, iwork, &info, 1); // workspace query
   // the query's answer, a float for sgesdd (rounded: with a margin), and at least LAPACK's minimum for jobz = 'S'
   lwork = static_cast<int>(std::max<double>(double(wq) * (1 + 1.0 / 64) + 1, double(5 * k * k + 7 * k + std::max(m, n))));
-  std::vector<T> work(static_cast<std::size_t>(lwork));
+  T* work = threadScratch<T, 0>(static_cast<std::size_t>(lwork));
   for (int64_t b = 0; b < batch; ++b) {
     const T* A = a + b * m * n;
     T *U = u + b * m * k, *S = s + b * k, *VT = vt + b * k * n;
     T norm2 = 0;
     for (int64_t i = 0; i < m * n; ++i) norm2 += A[i] * A[i];
-    std::copy(A, A + m * n, copy.data());
+    std::copy(A, A + m * n, copy);
     info = 0;
     if (norm2 < std::numeric_limits<T>::infinity())
-      r.gesdd("S", &rows, &cols, copy.data(), &rows, S, VT, &rows, U, &K, work.data(), &lwork, iwork.data(), &info, 1);
+      r.gesdd("S", &rows, &cols, copy, &rows, S, VT, &rows, U, &K, work, &lwork, iwork, &info, 1);
     if (!(norm2 < std::numeric_limits<T>::infinity()) || info != 0) { // a NaN or inf entry, or no convergence: all NaN
       fillNaN(U, m * k);
       fillNaN(S, k);
