@@ -148,66 +148,49 @@ struct Gen {
   /// Whether any lane of mask m is set (m scalar: m).
   llvm::Value* any(llvm::Value* m) const { return lanes ? c.intrinsic(llvm::Intrinsic::vector_reduce_or, {{m}}) : m; }
 
-  /// normaliseSign: column j of x (rows×cols), and of y (yrows×cols) with it.
-  void normaliseSign(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* j, llvm::Value* y, int64_t yrows) const {
-    if (lanes) { // the largest magnitude's value, then the columns times its sign, lane by lane
+  /// Element i of x is x[ix(i)] (i < len), of y y[iy(i)] (i < ylen): both
+  /// negated where x's entry of the largest magnitude (the first of equals)
+  /// is negative. With lanes, lane by lane: the largest entry's value is
+  /// carried along, and the vectors are multiplied by its sign by a select.
+  void normaliseSignOf(llvm::Value* x, int64_t len, const std::function<llvm::Value*(llvm::Value*)>& ix, llvm::Value* y, int64_t ylen,
+                       const std::function<llvm::Value*(llvm::Value*)>& iy) const {
+    if (lanes) {
       llvm::Value* bestAbs = var(k(0));
-      llvm::Value* bestVal = var(ld(x, at(i64(0), cols, j)));
-      c.loop(rows, [&](llvm::Value* i) {
-        llvm::Value* xi = ld(x, at(i, cols, j));
-        llvm::Value* better = c.b.CreateFCmpOGT(abs(xi), get(bestAbs));
-        set(bestAbs, select(better, abs(xi), get(bestAbs)));
-        set(bestVal, select(better, xi, get(bestVal)));
-      });
-      llvm::Value* flip = c.b.CreateFCmpOLT(get(bestVal), k(0));
-      c.loop(rows, [&](llvm::Value* i) { st(select(flip, neg(ld(x, at(i, cols, j))), ld(x, at(i, cols, j))), x, at(i, cols, j)); });
-      c.loop(yrows, [&](llvm::Value* i) { st(select(flip, neg(ld(y, at(i, cols, j))), ld(y, at(i, cols, j))), y, at(i, cols, j)); });
-      return;
-    }
-    llvm::Value* best = var(i64(0));
-    llvm::Value* bestAbs = var(k(0));
-    c.loop(rows, [&](llvm::Value* i) {
-      llvm::Value* a = abs(ld(x, at(i, cols, j)));
-      ifThen(c.b.CreateFCmpOGT(a, get(bestAbs)), [&] {
-        set(bestAbs, a);
-        set(best, i);
-      });
-    });
-    ifThen(c.b.CreateFCmpOLT(ld(x, at(geti(best), cols, j)), k(0)), [&] {
-      c.loop(rows, [&](llvm::Value* i) { st(neg(ld(x, at(i, cols, j))), x, at(i, cols, j)); });
-      c.loop(yrows, [&](llvm::Value* i) { st(neg(ld(y, at(i, cols, j))), y, at(i, cols, j)); });
-    });
-  }
-  /// normaliseSign for matrices stored transposed: row j of x (len entries),
-  /// and row j of y (ylen entries) with it.
-  void normaliseSignRow(llvm::Value* x, int64_t len, llvm::Value* j, llvm::Value* y, int64_t ylen) const {
-    if (lanes) { // as normaliseSign's lanes
-      llvm::Value* bestAbs = var(k(0));
-      llvm::Value* bestVal = var(ld(x, at(j, len, i64(0))));
+      llvm::Value* bestVal = var(ld(x, ix(i64(0))));
       c.loop(len, [&](llvm::Value* i) {
-        llvm::Value* xi = ld(x, at(j, len, i));
+        llvm::Value* xi = ld(x, ix(i));
         llvm::Value* better = c.b.CreateFCmpOGT(abs(xi), get(bestAbs));
         set(bestAbs, select(better, abs(xi), get(bestAbs)));
         set(bestVal, select(better, xi, get(bestVal)));
       });
       llvm::Value* flip = c.b.CreateFCmpOLT(get(bestVal), k(0));
-      c.loop(len, [&](llvm::Value* i) { st(select(flip, neg(ld(x, at(j, len, i))), ld(x, at(j, len, i))), x, at(j, len, i)); });
-      c.loop(ylen, [&](llvm::Value* i) { st(select(flip, neg(ld(y, at(j, ylen, i))), ld(y, at(j, ylen, i))), y, at(j, ylen, i)); });
+      c.loop(len, [&](llvm::Value* i) { st(select(flip, neg(ld(x, ix(i))), ld(x, ix(i))), x, ix(i)); });
+      c.loop(ylen, [&](llvm::Value* i) { st(select(flip, neg(ld(y, iy(i))), ld(y, iy(i))), y, iy(i)); });
       return;
     }
     llvm::Value* best = var(i64(0));
     llvm::Value* bestAbs = var(k(0));
     c.loop(len, [&](llvm::Value* i) {
-      llvm::Value* a = abs(ld(x, at(j, len, i)));
+      llvm::Value* a = abs(ld(x, ix(i)));
       ifThen(c.b.CreateFCmpOGT(a, get(bestAbs)), [&] {
         set(bestAbs, a);
         set(best, i);
       });
     });
-    ifThen(c.b.CreateFCmpOLT(ld(x, at(j, len, geti(best))), k(0)), [&] {
-      c.loop(len, [&](llvm::Value* i) { st(neg(ld(x, at(j, len, i))), x, at(j, len, i)); });
-      c.loop(ylen, [&](llvm::Value* i) { st(neg(ld(y, at(j, ylen, i))), y, at(j, ylen, i)); });
+    ifThen(c.b.CreateFCmpOLT(ld(x, ix(geti(best))), k(0)), [&] {
+      c.loop(len, [&](llvm::Value* i) { st(neg(ld(x, ix(i))), x, ix(i)); });
+      c.loop(ylen, [&](llvm::Value* i) { st(neg(ld(y, iy(i))), y, iy(i)); });
     });
+  }
+  /// normaliseSignOf column j of x (rows×cols), and of y (yrows×cols) with it.
+  void normaliseSign(llvm::Value* x, int64_t rows, int64_t cols, llvm::Value* j, llvm::Value* y, int64_t yrows) const {
+    auto column = [&](llvm::Value* i) { return at(i, cols, j); };
+    normaliseSignOf(x, rows, column, y, yrows, column);
+  }
+  /// normaliseSignOf for matrices stored transposed: row j of x (len
+  /// entries), and row j of y (ylen entries) with it.
+  void normaliseSignRow(llvm::Value* x, int64_t len, llvm::Value* j, llvm::Value* y, int64_t ylen) const {
+    normaliseSignOf(x, len, [&](llvm::Value* i) { return at(j, len, i); }, y, ylen, [&](llvm::Value* i) { return at(j, ylen, i); });
   }
   /// Selection sort of vals[0, n) (ascending, or descending), swapping the
   /// columns of each of `mats` (rows×n) alike; or their rows, where they are
