@@ -255,6 +255,18 @@ struct Gen {
 void qrCore(const Gen& g, int64_t m, int64_t n, llvm::Value* w, llvm::Value* tauBuf, llvm::Value* q, llvm::Value* r) {
   LowerCtx& c = g.c;
   const int64_t kk = std::min(m, n);
+  // column col of x (m rows, row stride ld) times reflector j (v = (1, w[j+1.., j]), tau tj):
+  // x -= tj v (vᵀ x)
+  auto reflect = [&](llvm::Value* x, int64_t ld, llvm::Value* j, llvm::Value* tj, llvm::Value* col) {
+    llvm::Value* s = g.var(g.ld(x, g.at(j, ld, col)));
+    g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) { g.accumulate(s, g.mul(g.ld(w, g.at(i, n, j)), g.ld(x, g.at(i, ld, col)))); });
+    llvm::Value* st = g.mul(g.get(s), tj);
+    g.st(g.sub(g.ld(x, g.at(j, ld, col)), st), x, g.at(j, ld, col));
+    g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
+      llvm::Value* ic = g.at(i, ld, col);
+      g.st(g.sub(g.ld(x, ic), g.mul(st, g.ld(w, g.at(i, n, j)))), x, ic);
+    });
+  };
   c.loop(kk, [&](llvm::Value* j) {
     llvm::Value* jj = g.at(j, n, j);
     llvm::Value* alpha = g.ld(w, jj);
@@ -274,16 +286,7 @@ void qrCore(const Gen& g, int64_t m, int64_t n, llvm::Value* w, llvm::Value* tau
       g.st(g.mul(g.ld(w, ij), scale), w, ij);
     });
     g.st(beta, w, jj);
-    g.range(g.iadd(j, 1), g.i64(n), [&](llvm::Value* col) {
-      llvm::Value* s = g.var(g.ld(w, g.at(j, n, col)));
-      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) { g.accumulate(s, g.mul(g.ld(w, g.at(i, n, j)), g.ld(w, g.at(i, n, col)))); });
-      llvm::Value* st = g.mul(g.get(s), tj);
-      g.st(g.sub(g.ld(w, g.at(j, n, col)), st), w, g.at(j, n, col));
-      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
-        llvm::Value* ic = g.at(i, n, col);
-        g.st(g.sub(g.ld(w, ic), g.mul(st, g.ld(w, g.at(i, n, j)))), w, ic);
-      });
-    });
+    g.range(g.iadd(j, 1), g.i64(n), [&](llvm::Value* col) { reflect(w, n, j, tj, col); });
   });
   c.loop(kk, [&](llvm::Value* i) {
     c.loop(n, [&](llvm::Value* col) {
@@ -297,16 +300,7 @@ void qrCore(const Gen& g, int64_t m, int64_t n, llvm::Value* w, llvm::Value* tau
   c.loop(kk, [&](llvm::Value* jr) {
     llvm::Value* j = g.isub(kk - 1, jr);
     llvm::Value* tj = g.ld(tauBuf, j);
-    g.range(j, g.i64(kk), [&](llvm::Value* col) {
-      llvm::Value* s = g.var(g.ld(q, g.at(j, kk, col)));
-      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) { g.accumulate(s, g.mul(g.ld(w, g.at(i, n, j)), g.ld(q, g.at(i, kk, col)))); });
-      llvm::Value* st = g.mul(g.get(s), tj);
-      g.st(g.sub(g.ld(q, g.at(j, kk, col)), st), q, g.at(j, kk, col));
-      g.range(g.iadd(j, 1), g.i64(m), [&](llvm::Value* i) {
-        llvm::Value* ic = g.at(i, kk, col);
-        g.st(g.sub(g.ld(q, ic), g.mul(st, g.ld(w, g.at(i, n, j)))), q, ic);
-      });
-    });
+    g.range(j, g.i64(kk), [&](llvm::Value* col) { reflect(q, kk, j, tj, col); });
   });
 }
 
