@@ -849,7 +849,8 @@ bool packsOperands(const GemmShape& s, const VectorUnit& unit) {
 }
 
 uint64_t gemmWorkspaceBytes(const GemmShape& s, const VectorUnit& unit, bool parallel) {
-  if (!usePackedGemm(s, unit) || useDot(s, unit) || useDirect(s, unit)) return 0;
+  // what emitPackedGemm packs into, whatever usePackedGemm advises for the shape
+  if (!is_floating(s.dtype) || useDot(s, unit) || useDirect(s, unit)) return 0;
   const auto [aBytes, bBytes] = packedBytes(s, blockingFor(s.dtype, unit), parallel);
   return aBytes + bBytes;
 }
