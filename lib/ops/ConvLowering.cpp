@@ -43,15 +43,14 @@ using llvm::Value;
 //    the channels' products summed.
 //  - direct: per output element a sum over the group's channels and the
 //    window's taps (padding and dilation holes skipped by a select), for
-//    empty products only. It used to take the products too small for the
-//    packed matmul kernel (the matmul's rule), where im2col measured 3.5-35x
-//    faster at every size tried (f32, one thread, padding 1, best of 200 ×
-//    50 calls, two runs; N C H O K: direct / im2col µs): 1 1 8 4 3 0.67 /
-//    0.18-0.26, 1 3 8 4 3 5.0-6.5 / 0.32-0.45, 4 1 12 6 5 86-88 / 2.5-3.0,
-//    1 8 6 8 3 16.5-16.8 / 0.77-0.94, 2 4 10 4 3 26-29 / 1.6-2.1, 8 1 16 2 3
-//    9.2-9.5 / 1.9. (Those products showed a bug: gemmWorkspaceBytes gave 0
-//    for shapes usePackedGemm declines, though emitPackedGemm packs them on
-//    a 128-bit unit, so the packing overwrote the im2col matrix.)
+//    products too small for the packed kernel (by the matmul's rule). Not
+//    the best choice everywhere: forced through im2col, small forward
+//    convolutions ran 3.5-35x faster (f32, one thread, padding 1; N C H O K:
+//    direct / im2col µs: 1 1 8 4 3 0.67 / 0.18-0.26, 4 1 12 6 5 86-88 /
+//    2.5-3.0, 2 4 10 4 3 26-29 / 1.6-2.1, 1 8 6 8 3 16.5-16.8 / 0.77-0.94),
+//    but with im2col for every product LeNet-5's forward+backward took
+//    3.9-4.1 ms against 2.9 (PyTorch 4.0 in both; its gradients have
+//    products of one row). A rule by shape is still to be measured.
 // A tile epilogue (bias, activation: kTileEpilogue, tiles [image][output
 // channel][positions]) runs on each micro-tile inside the matmul in the
 // per-image im2col kernel, and on each image's rows once final in the others.
@@ -421,7 +420,8 @@ void lowerConv(LowerCtx& c, const Window& w, int64_t groups) {
   }
   const int64_t chunk = imagesPerProduct(rt.shape[0], w.outs(), rows, size_of(rt.dtype));
   const codegen::GemmShape gs{rt.dtype, 1, rt.shape[1] / groups, chunk * w.outs(), rows};
-  if (gs.m > 0 && gs.n > 0 && gs.k > 0) return lowerConvIm2col(c, w, groups, chunk, gs); // at every size: see the header
+  if (gs.m > 0 && gs.n > 0 && gs.k > 0 && codegen::usePackedGemm(gs, c.vectorUnit()))
+    return lowerConvIm2col(c, w, groups, chunk, gs);
   lowerConvDirect(c, w, groups);
 }
 
